@@ -1,0 +1,31 @@
+"""The only place that picks the store kernels.
+
+The Cython extension ``mqcore._store`` is the default. Setting the environment
+variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twin on purpose (for
+debugging and for the tests that compare both). If the extension is missing
+without that variable, importing this module fails loudly: a silent fallback
+would hide a broken build behind a 50x slower store.
+"""
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
+
+
+def _load() -> ModuleType:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        from mqcore import _store_py
+        return _store_py
+    try:
+        from mqcore import _store
+    except ImportError as e:  # pragma: no cover - exercised by a broken install
+        raise ImportError(
+            "mqcore's compiled extension mqcore._store did not load (%s). Rebuild it with "
+            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
+            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+    return _store
+
+
+kernels: ModuleType = _load()

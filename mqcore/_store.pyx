@@ -1,0 +1,918 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Cython kernels of the store: byte work over buffers, in batches.
+
+Each function here has a twin with the same name, arguments, results and errors in
+``mqcore/_store_py.py`` (the readable reference). Kernels never open files, take
+locks, log or read the clock; they never keep a view of a buffer past the call.
+"""
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+from mqcore.errors import RecordDecodeError
+from mqcore.store import layout as L
+
+IMPLEMENTATION = "cython"
+
+DISPATCH_DTYPE = np.dtype(list(L.DISPATCH_FIELDS))
+DECODED_FIELDS = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
+                  "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+                  "reconsume_times", "prepared_offset", "body", "topic", "properties")
+
+cdef const unsigned char *EMPTY = <const unsigned char *>b""
+
+
+cdef inline const unsigned char *_ptr(const unsigned char[::1] b) noexcept nogil:
+    return &b[0] if b.shape[0] else EMPTY
+
+
+cdef inline unsigned char *_wptr(unsigned char[::1] b) noexcept nogil:
+    return &b[0]
+
+
+cdef inline int32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    # zlib's crc32 takes an unsigned int length; bodies are far below 4 GiB
+    return <int32_t>(crc32(0, p, <unsigned int>n) & 0x7FFFFFFF)
+
+
+# --- Java String.hashCode over UTF-8 input -------------------------------------------
+cdef inline bint _utf8_hash(uint32_t *h, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """Continue ``h`` over the UTF-16 code units of strict UTF-8 ``p[:n]``; False if invalid."""
+    cdef Py_ssize_t i = 0
+    cdef uint32_t cp, c, hh = h[0]
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            cp = c
+            i += 1
+        elif 0xC2 <= c <= 0xDF:
+            if i + 1 >= n or (p[i + 1] & 0xC0) != 0x80:
+                return False
+            cp = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F)
+            i += 2
+        elif 0xE0 <= c <= 0xEF:
+            if i + 2 >= n or (p[i + 1] & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80:
+                return False
+            if (c == 0xE0 and p[i + 1] < 0xA0) or (c == 0xED and p[i + 1] > 0x9F):
+                return False
+            cp = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
+            i += 3
+        elif 0xF0 <= c <= 0xF4:
+            if (i + 3 >= n or (p[i + 1] & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80
+                    or (p[i + 3] & 0xC0) != 0x80):
+                return False
+            if (c == 0xF0 and p[i + 1] < 0x90) or (c == 0xF4 and p[i + 1] > 0x8F):
+                return False
+            cp = (((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6)
+                  | (p[i + 3] & 0x3F))
+            i += 4
+        else:
+            return False
+        if cp >= 0x10000:
+            cp -= 0x10000
+            hh = 31 * hh + (0xD800 + (cp >> 10))
+            hh = 31 * hh + (0xDC00 + (cp & 0x3FF))
+        else:
+            hh = 31 * hh + cp
+    h[0] = hh
+    return True
+
+
+cdef uint32_t _hash_bytes(uint32_t h, const unsigned char *p, Py_ssize_t n) except? 0xFFFFFFFF:
+    """Hash continuation that falls back to Python's decoder for invalid UTF-8 (rare)."""
+    cdef uint32_t hh = h
+    cdef bytes units
+    cdef Py_ssize_t i
+    if _utf8_hash(&hh, p, n):
+        return hh
+    units = (<bytes>p[:n]).decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")
+    hh = h
+    for i in range(0, len(units), 2):
+        hh = 31 * hh + ((<unsigned char>units[i] << 8) | <unsigned char>units[i + 1])
+    return hh
+
+
+def java_hash(str s):
+    """``String.hashCode()``: 31*h + c over UTF-16 code units, wrapping int32."""
+    # via UTF-16 so that lone surrogates hash as Java sees them
+    cdef bytes units = s.encode("utf-16-be", "surrogatepass")
+    cdef const unsigned char *u = <const unsigned char *>units
+    cdef uint32_t h = 0
+    cdef Py_ssize_t i
+    for i in range(0, len(units), 2):
+        h = 31 * h + ((u[i] << 8) | u[i + 1])
+    return <int32_t>h
+
+
+def java_hash_utf8(const unsigned char[::1] b):
+    """``java_hash`` of UTF-8 bytes (invalid sequences count as U+FFFD)."""
+    return <int32_t>_hash_bytes(0, _ptr(b), b.shape[0])
+
+
+def tags_code(tags):
+    """ConsumeQueue tagsCode of a TAGS value: sign-extended hash, 0 when absent."""
+    return java_hash(tags) if tags else 0
+
+
+cdef inline int32_t _index_hash(int32_t h) noexcept nogil:
+    if h == <int32_t>(-2147483648):
+        return 0
+    return -h if h < 0 else h
+
+
+def index_hash(int32_t h):
+    """``Math.abs(hash)`` with Integer.MIN_VALUE mapped to 0."""
+    return _index_hash(h)
+
+
+# --- record sizes and encoding ---------------------------------------------------------
+cdef inline Py_ssize_t _record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len,
+                                    int32_t sys_flag) noexcept nogil:
+    cdef Py_ssize_t extra = 0
+    if sys_flag & SYSFLAG_BORNHOST_V6:
+        extra += HOST_V6_EXTRA
+    if sys_flag & SYSFLAG_STOREHOST_V6:
+        extra += HOST_V6_EXTRA
+    return REC_FIXED_V4 + extra + body_len + 1 + topic_len + 2 + props_len
+
+
+def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len, int32_t sys_flag):
+    """TOTALSIZE of a v1 record (``CommitLog.calMsgLength``)."""
+    return _record_size(body_len, topic_len, props_len, sys_flag)
+
+
+cdef int _check_host(Py_ssize_t n, int32_t sys_flag, int32_t bit, str what) except -1:
+    cdef Py_ssize_t want = HOST_V6_BYTES if sys_flag & bit else HOST_V4_BYTES
+    if n != want:
+        raise ValueError(f"{what} is {n} bytes but sys_flag asks for {want}")
+    return 0
+
+
+cdef Py_ssize_t _write_record(unsigned char *d, const unsigned char *topic, Py_ssize_t topic_len,
+                              int32_t queue_id, int32_t flag, int64_t queue_offset, int64_t phy_offset,
+                              int32_t sys_flag, int64_t born_ts, const unsigned char *born_host,
+                              Py_ssize_t born_len, int64_t store_ts, const unsigned char *store_host,
+                              Py_ssize_t store_len, int32_t reconsume, int64_t prepared,
+                              const unsigned char *body, Py_ssize_t body_len,
+                              const unsigned char *props1, Py_ssize_t props1_len,
+                              const unsigned char *props2, Py_ssize_t props2_len) noexcept nogil:
+    """Write one record; properties are props1 [+ U+0002 + props2]. Returns its size."""
+    cdef Py_ssize_t props_len = props1_len
+    if props2_len:
+        props_len = props1_len + 1 + props2_len if props1_len else props2_len
+    cdef Py_ssize_t size = _record_size(body_len, topic_len, props_len, sys_flag)
+    cdef Py_ssize_t p
+    mq_wr_i32(d + REC_TOTALSIZE, <int32_t>size)
+    mq_wr_i32(d + REC_MAGIC, MAGIC_V1)
+    mq_wr_i32(d + REC_BODYCRC, _crc(body, body_len) if body_len else 0)
+    mq_wr_i32(d + REC_QUEUEID, queue_id)
+    mq_wr_i32(d + REC_FLAG, flag)
+    mq_wr_i64(d + REC_QUEUEOFFSET, queue_offset)
+    mq_wr_i64(d + REC_PHYOFFSET, phy_offset)
+    mq_wr_i32(d + REC_SYSFLAG, sys_flag)
+    mq_wr_i64(d + REC_BORNTIMESTAMP, born_ts)
+    memcpy(d + REC_BORNHOST, born_host, born_len)
+    p = REC_BORNHOST + born_len
+    mq_wr_i64(d + p, store_ts)
+    p += 8
+    memcpy(d + p, store_host, store_len)
+    p += store_len
+    mq_wr_i32(d + p, reconsume)
+    mq_wr_i64(d + p + 4, prepared)
+    mq_wr_i32(d + p + 12, <int32_t>body_len)
+    p += 16
+    if body_len:
+        memcpy(d + p, body, body_len)
+    p += body_len
+    d[p] = <unsigned char>topic_len
+    memcpy(d + p + 1, topic, topic_len)
+    p += 1 + topic_len
+    mq_wr_i16(d + p, <int16_t>props_len)
+    p += 2
+    if props1_len:
+        memcpy(d + p, props1, props1_len)
+        p += props1_len
+        if props2_len:
+            d[p] = 2
+            p += 1
+    if props2_len:
+        memcpy(d + p, props2, props2_len)
+    return size
+
+
+def encode_record(unsigned char[::1] dst, Py_ssize_t pos, const unsigned char[::1] topic,
+                  int32_t queue_id, int32_t flag, int64_t queue_offset, int64_t phy_offset,
+                  int32_t sys_flag, int64_t born_timestamp, const unsigned char[::1] born_host,
+                  int64_t store_timestamp, const unsigned char[::1] store_host,
+                  int32_t reconsume_times, int64_t prepared_offset,
+                  const unsigned char[::1] body, const unsigned char[::1] properties):
+    """Write one v1 record at ``dst[pos:]``; returns its size. Raises if it does not fit."""
+    _check_host(born_host.shape[0], sys_flag, SYSFLAG_BORNHOST_V6, "born_host")
+    _check_host(store_host.shape[0], sys_flag, SYSFLAG_STOREHOST_V6, "store_host")
+    if topic.shape[0] > MAX_TOPIC_LENGTH:
+        raise ValueError("topic longer than 127 bytes")
+    if properties.shape[0] > MAX_PROPERTIES_BYTES:
+        raise ValueError("properties longer than 32767 bytes")
+    cdef Py_ssize_t size = _record_size(body.shape[0], topic.shape[0], properties.shape[0], sys_flag)
+    if pos < 0 or pos + size > dst.shape[0]:
+        raise ValueError("record does not fit in the buffer")
+    with nogil:
+        _write_record(&dst[pos], _ptr(topic), topic.shape[0], queue_id, flag, queue_offset,
+                      phy_offset, sys_flag, born_timestamp, _ptr(born_host), born_host.shape[0],
+                      store_timestamp, _ptr(store_host), store_host.shape[0], reconsume_times,
+                      prepared_offset, _ptr(body), body.shape[0], _ptr(properties),
+                      properties.shape[0], EMPTY, 0)
+    return size
+
+
+def write_blank(unsigned char[::1] dst, Py_ssize_t pos, Py_ssize_t size):
+    """End-of-file marker: TOTALSIZE = bytes left in the file, BLANK magic."""
+    if size < BLANK_HEADER_BYTES or pos < 0 or pos + BLANK_HEADER_BYTES > dst.shape[0]:
+        raise ValueError("no room for an end-of-file marker")
+    mq_wr_i32(&dst[pos], <int32_t>size)
+    mq_wr_i32(&dst[pos] + 4, MAGIC_BLANK)
+
+
+# --- wire batches ------------------------------------------------------------------------
+def encode_batch_items(items):
+    """Client side: (flag, body, properties) items -> SEND_BATCH body (MessageDecoder.encodeMessage)."""
+    cdef Py_ssize_t total = 0, p = 0, blen, plen
+    cdef const unsigned char[::1] b
+    cdef const unsigned char[::1] pr
+    for flag, body, props in items:
+        total += BATCH_ITEM_FIXED + len(body) + 2 + len(props)
+    out = bytearray(total)
+    cdef unsigned char[::1] o = out
+    for flag, body, props in items:
+        b = body
+        pr = props
+        blen = b.shape[0]
+        plen = pr.shape[0]
+        mq_wr_i32(&o[p], <int32_t>(BATCH_ITEM_FIXED + blen + 2 + plen))
+        mq_wr_i32(&o[p + 4], 0)
+        mq_wr_i32(&o[p + 8], 0)
+        mq_wr_i32(&o[p + BATCH_ITEM_FLAG], <int32_t>flag)
+        mq_wr_i32(&o[p + BATCH_ITEM_BODYLENGTH], <int32_t>blen)
+        p += BATCH_ITEM_FIXED
+        if blen:
+            memcpy(&o[p], &b[0], blen)
+        p += blen
+        mq_wr_i16(&o[p], <int16_t>plen)
+        p += 2
+        if plen:
+            memcpy(&o[p], &pr[0], plen)
+        p += plen
+    return bytes(out)
+
+
+cdef int _batch_item(const unsigned char *it, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *total,
+                     Py_ssize_t *body_len, Py_ssize_t *props_len) except -1:
+    """Check the wire batch item at ``pos``; raises RecordDecodeError when malformed."""
+    if n - pos < BATCH_ITEM_FIXED:
+        raise RecordDecodeError(f"batch item at byte {pos} is truncated")
+    cdef int32_t t = mq_rd_i32(it + pos), bl = mq_rd_i32(it + pos + BATCH_ITEM_BODYLENGTH)
+    if bl < 0 or t < BATCH_ITEM_FIXED + 2 or pos + t > n:
+        raise RecordDecodeError(f"batch item at byte {pos} has an impossible size")
+    cdef Py_ssize_t props_at = pos + BATCH_ITEM_FIXED + bl
+    if props_at + 2 > pos + t:
+        raise RecordDecodeError(f"batch item at byte {pos}: body runs past the item")
+    cdef int16_t pl = mq_rd_i16(it + props_at)
+    if pl < 0 or props_at + 2 + pl != pos + t:
+        raise RecordDecodeError(f"batch item at byte {pos}: sizes do not add up")
+    total[0] = t
+    body_len[0] = bl
+    props_len[0] = pl
+    return 0
+
+
+cdef inline Py_ssize_t _joined(Py_ssize_t props_len, Py_ssize_t extra_len) noexcept nogil:
+    if extra_len == 0:
+        return props_len
+    if props_len == 0:
+        return extra_len
+    return props_len + 1 + extra_len
+
+
+def measure_batch(const unsigned char[::1] items, Py_ssize_t topic_len, Py_ssize_t extra_props_len,
+                  int32_t sys_flag):
+    """Validate a wire batch; returns (count, total record bytes, max body, max properties)."""
+    cdef Py_ssize_t n = items.shape[0], pos = 0, t, bl, pl, count = 0, total = 0
+    cdef Py_ssize_t max_body = 0, max_props = 0
+    cdef const unsigned char *it = _ptr(items)
+    while pos < n:
+        _batch_item(it, pos, n, &t, &bl, &pl)
+        pl = _joined(pl, extra_props_len)
+        total += _record_size(bl, topic_len, pl, sys_flag)
+        if bl > max_body:
+            max_body = bl
+        if pl > max_props:
+            max_props = pl
+        count += 1
+        pos += t
+    return count, total, max_body, max_props
+
+
+def encode_batch(unsigned char[::1] dst, Py_ssize_t pos, const unsigned char[::1] items,
+                 const unsigned char[::1] topic, int32_t queue_id, int64_t first_queue_offset,
+                 int64_t phy_offset, int32_t sys_flag, int64_t born_timestamp,
+                 const unsigned char[::1] born_host, int64_t store_timestamp,
+                 const unsigned char[::1] store_host, const unsigned char[::1] extra_props):
+    """Turn a wire batch into consecutive records at ``dst[pos:]``; returns bytes written."""
+    _check_host(born_host.shape[0], sys_flag, SYSFLAG_BORNHOST_V6, "born_host")
+    _check_host(store_host.shape[0], sys_flag, SYSFLAG_STOREHOST_V6, "store_host")
+    if topic.shape[0] > MAX_TOPIC_LENGTH:
+        raise ValueError("topic longer than 127 bytes")
+    cdef Py_ssize_t n = items.shape[0], ipos = 0, t, bl, pl, written = 0, need = 0, i = 0
+    cdef const unsigned char *it = _ptr(items)
+    # validate everything and check the room first: a batch is written whole or not at all
+    while ipos < n:
+        _batch_item(it, ipos, n, &t, &bl, &pl)
+        if _joined(pl, extra_props.shape[0]) > MAX_PROPERTIES_BYTES:
+            raise ValueError("properties longer than 32767 bytes")
+        need += _record_size(bl, topic.shape[0], _joined(pl, extra_props.shape[0]), sys_flag)
+        ipos += t
+    if pos < 0 or pos + need > dst.shape[0]:
+        raise ValueError("batch does not fit in the buffer")
+    cdef unsigned char *d = &dst[0] if need else NULL
+    ipos = 0
+    with nogil:
+        while ipos < n:
+            t = mq_rd_i32(it + ipos)
+            bl = mq_rd_i32(it + ipos + BATCH_ITEM_BODYLENGTH)
+            pl = mq_rd_i16(it + ipos + BATCH_ITEM_FIXED + bl)
+            written += _write_record(d + pos + written, _ptr(topic), topic.shape[0], queue_id,
+                                     mq_rd_i32(it + ipos + BATCH_ITEM_FLAG), first_queue_offset + i,
+                                     phy_offset + written, sys_flag, born_timestamp,
+                                     _ptr(born_host), born_host.shape[0], store_timestamp,
+                                     _ptr(store_host), store_host.shape[0], 0, 0,
+                                     it + ipos + BATCH_ITEM_FIXED, bl,
+                                     it + ipos + BATCH_ITEM_FIXED + bl + 2, pl,
+                                     _ptr(extra_props), extra_props.shape[0])
+            ipos += t
+            i += 1
+    return written
+
+
+# --- record checking and scanning -----------------------------------------------------------
+cdef int _check_record(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, bint check_crc,
+                       RecordView *v) noexcept nogil:
+    """``checkMessageAndReturnSize``: -1 when valid (fields in ``v``), else a STOP_* reason."""
+    cdef Py_ssize_t i
+    if end - pos < 8:
+        for i in range(pos, end):
+            if b[i]:
+                return STOP_TRUNCATED
+        return STOP_NO_DATA
+    v.size = mq_rd_i32(b + pos)
+    v.magic = mq_rd_i32(b + pos + REC_MAGIC)
+    if v.magic == MAGIC_BLANK:
+        return STOP_BLANK
+    if v.magic != MAGIC_V1 and v.magic != MAGIC_V2:
+        return STOP_NO_DATA if v.size == 0 and v.magic == 0 else STOP_CORRUPT
+    if v.size < REC_FIXED_V4 + 3:
+        return STOP_CORRUPT
+    if pos + v.size > end:
+        return STOP_TRUNCATED
+    cdef Py_ssize_t rec_end = pos + v.size
+    v.sys_flag = mq_rd_i32(b + pos + REC_SYSFLAG)
+    v.born_extra = HOST_V6_EXTRA if v.sys_flag & SYSFLAG_BORNHOST_V6 else 0
+    v.store_extra = HOST_V6_EXTRA if v.sys_flag & SYSFLAG_STOREHOST_V6 else 0
+    v.body_at = pos + REC_BODYLENGTH_V4 + v.born_extra + v.store_extra
+    if v.body_at + 4 > rec_end:
+        return STOP_CORRUPT
+    v.body_len = mq_rd_i32(b + v.body_at)
+    if v.body_len < 0 or v.body_at + 4 + v.body_len + 3 > rec_end:
+        return STOP_CORRUPT
+    cdef Py_ssize_t topic_field = v.body_at + 4 + v.body_len
+    if v.magic == MAGIC_V1:
+        v.topic_len = b[topic_field]
+        if v.topic_len > 127:
+            return STOP_CORRUPT
+        v.topic_at = topic_field + 1
+    else:
+        v.topic_len = mq_rd_i16(b + topic_field)
+        if v.topic_len < 0:
+            return STOP_CORRUPT
+        v.topic_at = topic_field + 2
+    if v.topic_at + v.topic_len + 2 > rec_end:
+        return STOP_CORRUPT
+    v.props_len = mq_rd_i16(b + v.topic_at + v.topic_len)
+    v.props_at = v.topic_at + v.topic_len + 2
+    if v.props_len < 0 or v.props_at + v.props_len != rec_end:
+        return STOP_CORRUPT
+    if check_crc and v.body_len > 0:
+        if _crc(b + v.body_at + 4, v.body_len) != mq_rd_i32(b + pos + REC_BODYCRC):
+            return STOP_CORRUPT
+    return -1
+
+
+cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t k) noexcept nogil:
+    cdef Py_ssize_t i
+    if n != k:
+        return False
+    for i in range(k):
+        if p[i] != <unsigned char>name[i]:
+            return False
+    return True
+
+
+cdef void _find_props(const unsigned char *b, Py_ssize_t at, Py_ssize_t n, Py_ssize_t *tags,
+                      Py_ssize_t *uniq, Py_ssize_t *keys, Py_ssize_t *delay) noexcept nogil:
+    """Value spans (pos, len pairs) of TAGS, UNIQ_KEY, KEYS and DELAY; last occurrence wins."""
+    cdef Py_ssize_t p = at, end = at + n, q, k, seg_len
+    tags[0] = uniq[0] = keys[0] = delay[0] = -1
+    while p < end:
+        q = p
+        while q < end and b[q] != 2:
+            q += 1
+        seg_len = q - p
+        k = p
+        while k < q and b[k] != 1:
+            k += 1
+        if k < q and k > p and k < q - 1:
+            if _name_is(b + p, k - p, "TAGS", 4):
+                tags[0] = k + 1
+                tags[1] = q - k - 1
+            elif _name_is(b + p, k - p, "UNIQ_KEY", 8):
+                uniq[0] = k + 1
+                uniq[1] = q - k - 1
+            elif _name_is(b + p, k - p, "KEYS", 4):
+                keys[0] = k + 1
+                keys[1] = q - k - 1
+            elif _name_is(b + p, k - p, "DELAY", 5):
+                delay[0] = k + 1
+                delay[1] = q - k - 1
+        p = q + 1
+
+
+cdef int64_t _parse_level(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef int64_t v = 0
+    cdef Py_ssize_t i = 0
+    cdef bint neg = False
+    if n == 0:
+        return 0
+    if p[0] == 45:  # '-'
+        neg = True
+        i = 1
+        if n == 1:
+            return 0
+    elif p[0] == 43:  # '+' (int() accepts it)
+        i = 1
+        if n == 1:
+            return 0
+    for i in range(i, n):
+        if p[i] < 48 or p[i] > 57:
+            return 0
+        if v < 100000000:  # saturate: any level this large is clamped to the maximum anyway
+            v = v * 10 + (p[i] - 48)
+    return -v if neg else v
+
+
+def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, int64_t base_offset,
+                 bint check_crc, delay_ms, Py_ssize_t max_count):
+    """Walk records in ``buf[start:end]``; see the twin for the contract."""
+    if start < 0 or end > buf.shape[0] or start > end:
+        raise ValueError("scan range outside the buffer")
+    cdef const int64_t[::1] delays = np.ascontiguousarray(delay_ms, dtype=np.int64)
+    cdef Py_ssize_t n_delays = delays.shape[0]
+    cdef Py_ssize_t cap = 1024 if max_count > 1024 else (max_count if max_count > 0 else 1)
+    table = np.empty(cap, dtype=DISPATCH_DTYPE)
+    cdef DispatchRow[::1] rows = table
+    cdef const unsigned char *b = _ptr(buf)
+    cdef RecordView v
+    cdef Py_ssize_t pos = start, n = 0
+    cdef Py_ssize_t tags[2]
+    cdef Py_ssize_t uniq[2]
+    cdef Py_ssize_t keys[2]
+    cdef Py_ssize_t delay[2]
+    cdef int reason = STOP_END, status
+    cdef int64_t store_ts, level
+    cdef uint32_t h
+    cdef int32_t tid
+    cdef bint scheduled
+    topics = []
+    topic_ids = {}
+    cdef bytes topic, last_topic = None
+    cdef int32_t last_tid = -1
+    while pos < end:
+        if n >= max_count:
+            reason = STOP_MAX_COUNT
+            break
+        status = _check_record(b, pos, end, check_crc, &v)
+        if status >= 0:
+            reason = status
+            break
+        if n == cap:
+            cap *= 2
+            table = np.resize(table, cap)
+            rows = table
+        # topics repeat: compare against the previous one before touching the dict
+        if (last_topic is not None and v.topic_len == len(last_topic)
+                and memcmp_eq(b + v.topic_at, <const unsigned char *>last_topic, v.topic_len)):
+            tid = last_tid
+        else:
+            topic = <bytes>(b + v.topic_at)[:v.topic_len]
+            tid = topic_ids.get(topic, -1)
+            if tid < 0:
+                tid = len(topics)
+                topic_ids[topic] = tid
+                topics.append(topic)
+            last_topic = topic
+            last_tid = tid
+        _find_props(b, v.props_at, v.props_len, tags, uniq, keys, delay)
+        store_ts = mq_rd_i64(b + pos + REC_STORETIMESTAMP_V4 + v.born_extra)
+        rows[n].phy_offset = base_offset + pos
+        rows[n].store_timestamp = store_ts
+        rows[n].queue_offset = mq_rd_i64(b + pos + REC_QUEUEOFFSET)
+        rows[n].size = v.size
+        rows[n].queue_id = mq_rd_i32(b + pos + REC_QUEUEID)
+        rows[n].sys_flag = v.sys_flag
+        rows[n].topic_idx = tid
+        rows[n].uniq_pos = uniq[0]
+        rows[n].uniq_len = uniq[1] if uniq[0] >= 0 else 0
+        rows[n].keys_pos = keys[0]
+        rows[n].keys_len = keys[1] if keys[0] >= 0 else 0
+        scheduled = False
+        if delay[0] >= 0 and v.topic_len == 19 and memcmp_eq(b + v.topic_at,
+                                                              <const unsigned char *>b"SCHEDULE_TOPIC_XXXX", 19):
+            level = _parse_level(b + delay[0], delay[1])
+            if level > 0:
+                scheduled = True
+                if level > n_delays:
+                    level = n_delays
+                rows[n].tags_code = store_ts + (delays[level - 1] if level > 0 else 1000)
+        if not scheduled:
+            if tags[0] >= 0:
+                h = _hash_bytes(0, b + tags[0], tags[1])
+                rows[n].tags_code = <int32_t>h
+            else:
+                rows[n].tags_code = 0
+        n += 1
+        pos += v.size
+    return table[:n], topics, pos, reason
+
+
+cdef inline bint memcmp_eq(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef str _host_str(const unsigned char *p, Py_ssize_t n):
+    cdef int32_t port = mq_rd_i32(p + n - 4)
+    if n == HOST_V4_BYTES:
+        return "%d.%d.%d.%d:%d" % (p[0], p[1], p[2], p[3], port)
+    import ipaddress
+    return "[%s]:%d" % (ipaddress.IPv6Address(<bytes>p[:16]), port)
+
+
+def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_count,
+                   bint check_crc=False):
+    """Fully decode records in ``buf[start:end]`` into tuples (``DECODED_FIELDS`` order)."""
+    if start < 0 or end > buf.shape[0] or start > end:
+        raise ValueError("decode range outside the buffer")
+    cdef const unsigned char *b = _ptr(buf)
+    cdef RecordView v
+    cdef Py_ssize_t pos = start, sh
+    cdef int status
+    out = []
+    while pos < end and len(out) < max_count:
+        status = _check_record(b, pos, end, check_crc, &v)
+        if status == STOP_BLANK or status == STOP_NO_DATA:
+            break
+        if status >= 0:
+            raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
+        sh = pos + REC_STOREHOST_V4 + v.born_extra
+        out.append((
+            v.size,
+            mq_rd_i32(b + pos + REC_BODYCRC),
+            mq_rd_i32(b + pos + REC_QUEUEID),
+            mq_rd_i32(b + pos + REC_FLAG),
+            mq_rd_i64(b + pos + REC_QUEUEOFFSET),
+            mq_rd_i64(b + pos + REC_PHYOFFSET),
+            v.sys_flag,
+            mq_rd_i64(b + pos + REC_BORNTIMESTAMP),
+            _host_str(b + pos + REC_BORNHOST, HOST_V4_BYTES + v.born_extra),
+            mq_rd_i64(b + pos + REC_STORETIMESTAMP_V4 + v.born_extra),
+            _host_str(b + sh, HOST_V4_BYTES + v.store_extra),
+            mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + v.born_extra + v.store_extra),
+            mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + v.born_extra + v.store_extra),
+            <bytes>(b + v.body_at + 4)[:v.body_len],
+            (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace"),
+            <bytes>(b + v.props_at)[:v.props_len],
+        ))
+        pos += v.size
+    return out
+
+
+# --- consume queue ------------------------------------------------------------------------------
+def cq_write(unsigned char[::1] dst, Py_ssize_t pos, phys, sizes, tags):
+    """Write len(phys) 20-byte units at ``dst[pos:]``; returns bytes written."""
+    cdef const int64_t[::1] p = np.ascontiguousarray(phys, dtype=np.int64)
+    cdef const int32_t[::1] s = np.ascontiguousarray(sizes, dtype=np.int32)
+    cdef const int64_t[::1] t = np.ascontiguousarray(tags, dtype=np.int64)
+    cdef Py_ssize_t n = p.shape[0], i
+    if s.shape[0] != n or t.shape[0] != n:
+        raise ValueError("phys, sizes and tags differ in length")
+    if pos < 0 or pos + n * CQ_UNIT_SIZE > dst.shape[0]:
+        raise ValueError("consume-queue units do not fit in the buffer")
+    cdef unsigned char *d
+    if n == 0:
+        return 0
+    d = &dst[pos]
+    with nogil:
+        for i in range(n):
+            mq_wr_i64(d + CQ_PHYOFFSET, p[i])
+            mq_wr_i32(d + CQ_SIZE, s[i])
+            mq_wr_i64(d + CQ_TAGSCODE, t[i])
+            d += CQ_UNIT_SIZE
+    return n * CQ_UNIT_SIZE
+
+
+def cq_count_valid(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end):
+    """Number of consecutive valid units (offset >= 0 and size > 0) from ``start``."""
+    if end > buf.shape[0]:
+        end = buf.shape[0]
+    cdef const unsigned char *b = _ptr(buf)
+    cdef Py_ssize_t n = 0, pos = start
+    with nogil:
+        while pos + CQ_UNIT_SIZE <= end:
+            if mq_rd_i64(b + pos + CQ_PHYOFFSET) < 0 or mq_rd_i32(b + pos + CQ_SIZE) <= 0:
+                break
+            n += 1
+            pos += CQ_UNIT_SIZE
+    return n
+
+
+def cq_read(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count):
+    """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
+    if start < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
+        raise ValueError("consume-queue read outside the buffer")
+    phys = np.empty(count, np.int64)
+    sizes = np.empty(count, np.int32)
+    tags = np.empty(count, np.int64)
+    cdef int64_t[::1] p = phys
+    cdef int32_t[::1] s = sizes
+    cdef int64_t[::1] t = tags
+    cdef const unsigned char *b = _ptr(buf) + start
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(count):
+            p[i] = mq_rd_i64(b + CQ_PHYOFFSET)
+            s[i] = mq_rd_i32(b + CQ_SIZE)
+            t[i] = mq_rd_i64(b + CQ_TAGSCODE)
+            b += CQ_UNIT_SIZE
+    return phys, sizes, tags
+
+
+def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, codes,
+              Py_ssize_t max_count, int64_t max_bytes):
+    """Pick units for a pull; see the twin for the contract."""
+    if start < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
+        raise ValueError("consume-queue read outside the buffer")
+    cdef const int64_t[::1] c
+    cdef Py_ssize_t nc = 0
+    cdef bint filt = codes is not None
+    if filt:
+        c = np.unique(np.asarray(list(codes) if not isinstance(codes, np.ndarray) else codes,
+                                 dtype=np.int64))
+        nc = c.shape[0]
+    picked = np.empty(count if count < max_count else max_count, np.int64)
+    cdef int64_t[::1] out = picked
+    cdef const unsigned char *b = _ptr(buf) + start
+    cdef Py_ssize_t i, n = 0, scanned = 0, lo, hi, mid
+    cdef int64_t total = 0, code
+    cdef int32_t size
+    cdef bint hit
+    with nogil:
+        for i in range(count):
+            size = mq_rd_i32(b + i * CQ_UNIT_SIZE + CQ_SIZE)
+            if n > 0 and (n >= max_count or total + size > max_bytes):
+                break
+            scanned = i + 1
+            if filt:
+                code = <int32_t>mq_rd_i64(b + i * CQ_UNIT_SIZE + CQ_TAGSCODE)
+                lo = 0
+                hi = nc
+                hit = False
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if c[mid] == code:
+                        hit = True
+                        break
+                    if c[mid] < code:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if not hit:
+                    continue
+            out[n] = i
+            n += 1
+            total += size
+    return scanned, picked[:n]
+
+
+def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
+                   store_time_of):
+    """Unit index in [lo, hi) whose store time is closest to ``timestamp``; see the twin."""
+    if lo < 0 or hi * CQ_UNIT_SIZE > buf.shape[0]:
+        raise ValueError("consume-queue search outside the buffer")
+    cdef const unsigned char *b = _ptr(buf)
+    cdef Py_ssize_t left = lo, right = hi - 1, mid, left_i = -1, right_i = -1
+    cdef int64_t ts, left_ts = -1, right_ts = -1
+    while left <= right:
+        mid = (left + right) >> 1
+        ts = store_time_of(mq_rd_i64(b + mid * CQ_UNIT_SIZE + CQ_PHYOFFSET),
+                           mq_rd_i32(b + mid * CQ_UNIT_SIZE + CQ_SIZE))
+        if ts < 0:
+            left = mid + 1
+            continue
+        if ts == timestamp:
+            return mid
+        if ts > timestamp:
+            right_i = mid
+            right_ts = ts
+            right = mid - 1
+        else:
+            left_i = mid
+            left_ts = ts
+            left = mid + 1
+    if left_i < 0 and right_i < 0:
+        return lo
+    if left_i < 0:
+        return right_i
+    if right_i < 0:
+        return left_i
+    return left_i if timestamp - left_ts <= right_ts - timestamp else right_i
+
+
+# --- index file -------------------------------------------------------------------------------------
+def index_keys(const unsigned char[::1] buf, table, topics):
+    """Index keys of dispatched records (``topic#UNIQ_KEY``, then ``topic#k`` per KEYS word)."""
+    cdef DispatchRow[::1] rows = np.ascontiguousarray(table, dtype=DISPATCH_DTYPE)
+    cdef Py_ssize_t n = rows.shape[0], i, j, k, cap = n * 2 + 8, m = 0, kend
+    prefix = np.empty(len(topics), np.uint32)
+    cdef uint32_t[::1] pre = prefix
+    cdef const unsigned char *b = _ptr(buf)
+    for i, t in enumerate(topics):
+        pre[i] = _hash_bytes(_hash_bytes(0, <const unsigned char *>t, len(t)),
+                             <const unsigned char *>b"#", 1)
+    hashes = np.empty(cap, np.int32)
+    phys = np.empty(cap, np.int64)
+    tss = np.empty(cap, np.int64)
+    cdef int32_t[::1] hv = hashes
+    cdef int64_t[::1] pv = phys, tv = tss
+    for i in range(n):
+        # worst case: one uniq key + (keys_len + 1) / 2 words
+        if m + 2 + rows[i].keys_len // 2 + 1 > cap:
+            cap = (m + 2 + rows[i].keys_len) * 2
+            hashes = np.resize(hashes, cap)
+            phys = np.resize(phys, cap)
+            tss = np.resize(tss, cap)
+            hv = hashes
+            pv = phys
+            tv = tss
+        if rows[i].uniq_len > 0:
+            hv[m] = _index_hash(<int32_t>_hash_bytes(pre[rows[i].topic_idx], b + rows[i].uniq_pos,
+                                                     rows[i].uniq_len))
+            pv[m] = rows[i].phy_offset
+            tv[m] = rows[i].store_timestamp
+            m += 1
+        if rows[i].keys_len > 0:
+            j = rows[i].keys_pos
+            kend = j + rows[i].keys_len
+            while j < kend:
+                k = j
+                while k < kend and b[k] != 32:
+                    k += 1
+                if k > j:
+                    hv[m] = _index_hash(<int32_t>_hash_bytes(pre[rows[i].topic_idx], b + j, k - j))
+                    pv[m] = rows[i].phy_offset
+                    tv[m] = rows[i].store_timestamp
+                    m += 1
+                j = k + 1
+    return hashes[:m], phys[:m], tss[:m]
+
+
+def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, hashes, phys,
+              timestamps, Py_ssize_t start):
+    """Append keys ``start..`` into the index file in ``buf``; returns the next key not put."""
+    cdef const int32_t[::1] hv = np.ascontiguousarray(hashes, dtype=np.int32)
+    cdef const int64_t[::1] pv = np.ascontiguousarray(phys, dtype=np.int64)
+    cdef const int64_t[::1] tv = np.ascontiguousarray(timestamps, dtype=np.int64)
+    cdef Py_ssize_t n = hv.shape[0], i = start
+    if INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + (max_entries) * INDEX_ENTRY_SIZE > buf.shape[0]:
+        raise ValueError("index buffer smaller than slots and entries need")
+    cdef unsigned char *b = &buf[0]
+    cdef int64_t begin_ts = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP), end_ts = mq_rd_i64(b + IDXH_END_TIMESTAMP)
+    cdef int64_t begin_phy = mq_rd_i64(b + IDXH_BEGIN_PHYOFFSET), end_phy = mq_rd_i64(b + IDXH_END_PHYOFFSET)
+    cdef int32_t slot_count = mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    cdef int32_t h, prev
+    cdef int64_t diff, ts
+    cdef unsigned char *sp
+    cdef unsigned char *ep
+    cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+    with nogil:
+        while i < n:
+            if count >= max_entries:
+                break
+            h = hv[i]
+            ts = tv[i]
+            sp = b + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE
+            prev = mq_rd_i32(sp)
+            if prev <= 0 or prev > count:
+                prev = 0
+            diff = 0 if begin_ts <= 0 else (ts - begin_ts) // 1000
+            if diff < 0:
+                diff = 0
+            elif diff > 0x7FFFFFFF:
+                diff = 0x7FFFFFFF
+            ep = b + entries_at + <Py_ssize_t>count * INDEX_ENTRY_SIZE
+            mq_wr_i32(ep + IDXE_KEY_HASH, h)
+            mq_wr_i64(ep + IDXE_PHYOFFSET, pv[i])
+            mq_wr_i32(ep + IDXE_TIMEDIFF, <int32_t>diff)
+            mq_wr_i32(ep + IDXE_PREV_INDEX, prev)
+            mq_wr_i32(sp, count)
+            if count <= 1:
+                begin_phy = pv[i]
+                begin_ts = ts
+            if prev == 0:
+                slot_count += 1
+            count += 1
+            end_phy = pv[i]
+            end_ts = ts
+            i += 1
+        mq_wr_i64(b + IDXH_BEGIN_TIMESTAMP, begin_ts)
+        mq_wr_i64(b + IDXH_END_TIMESTAMP, end_ts)
+        mq_wr_i64(b + IDXH_BEGIN_PHYOFFSET, begin_phy)
+        mq_wr_i64(b + IDXH_END_PHYOFFSET, end_phy)
+        mq_wr_i32(b + IDXH_HASH_SLOT_COUNT, slot_count)
+        mq_wr_i32(b + IDXH_INDEX_COUNT, count)
+    return i
+
+
+def index_query(const unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, int32_t key_hash,
+                int64_t begin_ts, int64_t end_ts, Py_ssize_t max_num):
+    """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
+    if INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE > buf.shape[0] or key_hash < 0:
+        raise ValueError("index buffer too small or negative key hash")
+    cdef const unsigned char *b = _ptr(buf)
+    cdef int64_t file_begin = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP), t
+    cdef int32_t count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    cdef int32_t cur = mq_rd_i32(b + INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE), prev
+    cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+    cdef const unsigned char *ep
+    out = []
+    if cur <= 0 or cur > count or count <= 1:
+        return out
+    if entries_at + <Py_ssize_t>(count) * INDEX_ENTRY_SIZE > buf.shape[0]:
+        raise ValueError("index count runs past the buffer")
+    while len(out) < max_num:
+        ep = b + entries_at + <Py_ssize_t>cur * INDEX_ENTRY_SIZE
+        t = file_begin + <int64_t>mq_rd_i32(ep + IDXE_TIMEDIFF) * 1000
+        if mq_rd_i32(ep + IDXE_KEY_HASH) == key_hash and begin_ts <= t <= end_ts:
+            out.append(mq_rd_i64(ep + IDXE_PHYOFFSET))
+        prev = mq_rd_i32(ep + IDXE_PREV_INDEX)
+        if prev <= 0 or prev > count or prev == cur or t < begin_ts:
+            break
+        cur = prev
+    return out
+
+
+# --- latency fault items ---------------------------------------------------------------------------
+cdef inline bint _fault_less(int64_t la, int64_t sa, Py_ssize_t ia, int64_t lb, int64_t sb,
+                             Py_ssize_t ib, int64_t now) noexcept nogil:
+    cdef int avail_a = 0 if now >= sa else 1
+    cdef int avail_b = 0 if now >= sb else 1
+    if avail_a != avail_b:
+        return avail_a < avail_b
+    if la != lb:
+        return la < lb
+    if sa != sb:
+        return sa < sb
+    return ia < ib
+
+
+def sort_fault_items(latency, start_timestamp, int64_t now_ms):
+    """Order FaultItems: available (now >= start) first, then latency, then start time."""
+    cdef const int64_t[::1] lat = np.ascontiguousarray(latency, dtype=np.int64)
+    cdef const int64_t[::1] st = np.ascontiguousarray(start_timestamp, dtype=np.int64)
+    cdef Py_ssize_t n = lat.shape[0], i, j
+    cdef int64_t x
+    if st.shape[0] != n:
+        raise ValueError("latency and start_timestamp differ in length")
+    order = np.arange(n, dtype=np.int64)
+    cdef int64_t[::1] o = order
+    with nogil:
+        # insertion sort: a producer has a handful of brokers
+        for i in range(1, n):
+            x = o[i]
+            j = i - 1
+            while j >= 0 and _fault_less(lat[x], st[x], x, lat[o[j]], st[o[j]], o[j], now_ms):
+                o[j + 1] = o[j]
+                j -= 1
+            o[j + 1] = x
+    return order

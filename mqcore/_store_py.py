@@ -1,0 +1,609 @@
+"""Pure-Python twin of the Cython kernels in ``_store.pyx``.
+
+Same functions, same arguments, same results and errors. It is the readable
+reference: when the two disagree, the tests say so, and this file is where the
+intent is easiest to check against ``shared/spec/store-format.md``.
+
+Kernels do byte work over buffers handed to them. They never open files, take
+locks, log or read the clock.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from typing import Callable, Sequence
+
+import numpy as np
+
+from mqcore.errors import RecordDecodeError
+from mqcore.store import layout as L
+
+IMPLEMENTATION = "python"
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
+_CQ_UNIT = struct.Struct(">qiq")
+_IDX_ENTRY = struct.Struct(">iqii")
+_IDX_HEADER = struct.Struct(">qqqqii")
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
+
+DISPATCH_DTYPE = np.dtype(list(L.DISPATCH_FIELDS))
+
+_INT_MIN = -(1 << 31)
+
+
+# --- Java String.hashCode ----------------------------------------------------
+def _to_int32(h: int) -> int:
+    h &= 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _hash_units(h: int, data: bytes) -> int:
+    """Continue a Java hash over UTF-16-BE code units in ``data``."""
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash(s: str) -> int:
+    """``String.hashCode()``: 31*h + c over UTF-16 code units, wrapping int32."""
+    return _to_int32(_hash_units(0, s.encode("utf-16-be", "surrogatepass")))
+
+
+def java_hash_utf8(b) -> int:
+    """``java_hash`` of UTF-8 bytes (invalid sequences count as U+FFFD, as Java decodes)."""
+    return java_hash(bytes(b).decode("utf-8", "replace"))
+
+
+def tags_code(tags: str | None) -> int:
+    """ConsumeQueue tagsCode of a TAGS value: sign-extended hash, 0 when absent."""
+    return java_hash(tags) if tags else 0
+
+
+def index_hash(h: int) -> int:
+    """``Math.abs(hash)`` with Integer.MIN_VALUE mapped to 0 (IndexFile.indexKeyHashMethod)."""
+    return 0 if h == _INT_MIN else abs(h)
+
+
+# --- record sizes ------------------------------------------------------------
+def _host_extra(sys_flag: int) -> tuple[int, int]:
+    b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
+    s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
+    return b, s
+
+
+def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int) -> int:
+    """TOTALSIZE of a v1 record (``CommitLog.calMsgLength``)."""
+    b, s = _host_extra(sys_flag)
+    return L.REC_FIXED_V4 + b + s + body_len + 1 + topic_len + 2 + props_len
+
+
+def _check_host(host, sys_flag: int, bit: int, what: str) -> None:
+    want = L.HOST_V6_BYTES if sys_flag & bit else L.HOST_V4_BYTES
+    if len(host) != want:
+        raise ValueError(f"{what} is {len(host)} bytes but sys_flag asks for {want}")
+
+
+def encode_record(dst, pos: int, topic: bytes, queue_id: int, flag: int, queue_offset: int,
+                  phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
+                  store_timestamp: int, store_host: bytes, reconsume_times: int,
+                  prepared_offset: int, body, properties: bytes) -> int:
+    """Write one v1 record at ``dst[pos:]``; returns its size. Raises if it does not fit."""
+    _check_host(born_host, sys_flag, L.SYSFLAG_BORNHOST_V6, "born_host")
+    _check_host(store_host, sys_flag, L.SYSFLAG_STOREHOST_V6, "store_host")
+    if len(topic) > L.MAX_TOPIC_LENGTH:
+        raise ValueError("topic longer than 127 bytes")
+    if len(properties) > L.MAX_PROPERTIES_BYTES:
+        raise ValueError("properties longer than 32767 bytes")
+    size = record_size(len(body), len(topic), len(properties), sys_flag)
+    if pos < 0 or pos + size > len(dst):
+        raise ValueError("record does not fit in the buffer")
+    crc = zlib.crc32(body) & 0x7FFFFFFF if len(body) else 0
+    out = bytearray()
+    out += struct.pack(">iiiiiqqiq", size, L.MAGIC_V1, crc, queue_id, flag, queue_offset,
+                       phy_offset, sys_flag, born_timestamp)
+    out += born_host
+    out += _I64.pack(store_timestamp)
+    out += store_host
+    out += struct.pack(">iqi", reconsume_times, prepared_offset, len(body))
+    out += body
+    out += bytes((len(topic),)) + topic
+    out += _I16.pack(len(properties)) + properties
+    dst[pos:pos + size] = out
+    return size
+
+
+def write_blank(dst, pos: int, size: int) -> None:
+    """End-of-file marker: TOTALSIZE = bytes left in the file, BLANK magic."""
+    if size < L.BLANK_HEADER_BYTES or pos + L.BLANK_HEADER_BYTES > len(dst):
+        raise ValueError("no room for an end-of-file marker")
+    dst[pos:pos + 8] = struct.pack(">ii", size, L.MAGIC_BLANK)
+
+
+# --- wire batches (SEND_BATCH_MESSAGE) --------------------------------------
+def encode_batch_items(items: Sequence[tuple[int, bytes, bytes]]) -> bytes:
+    """Client side: (flag, body, properties) items -> SEND_BATCH body (MessageDecoder.encodeMessage)."""
+    out = bytearray()
+    for flag, body, props in items:
+        total = L.BATCH_ITEM_FIXED + len(body) + 2 + len(props)
+        out += _BATCH_ITEM_HEAD.pack(total, 0, 0, flag, len(body))
+        out += body
+        out += _I16.pack(len(props)) + props
+    return bytes(out)
+
+
+def _iter_batch_items(items):
+    mv = memoryview(items)
+    n = len(mv)
+    pos = 0
+    while pos < n:
+        if n - pos < L.BATCH_ITEM_FIXED:
+            raise RecordDecodeError(f"batch item at byte {pos} is truncated")
+        total, _magic, _crc, flag, body_len = _BATCH_ITEM_HEAD.unpack_from(mv, pos)
+        if body_len < 0 or total < L.BATCH_ITEM_FIXED + 2 or pos + total > n:
+            raise RecordDecodeError(f"batch item at byte {pos} has an impossible size")
+        props_at = pos + L.BATCH_ITEM_FIXED + body_len
+        if props_at + 2 > pos + total:
+            raise RecordDecodeError(f"batch item at byte {pos}: body runs past the item")
+        props_len = _I16.unpack_from(mv, props_at)[0]
+        if props_len < 0 or props_at + 2 + props_len != pos + total:
+            raise RecordDecodeError(f"batch item at byte {pos}: sizes do not add up")
+        yield flag, mv[pos + L.BATCH_ITEM_FIXED:props_at], mv[props_at + 2:props_at + 2 + props_len]
+        pos += total
+
+
+def _joined_props_len(props_len: int, extra_len: int) -> int:
+    if extra_len == 0:
+        return props_len
+    if props_len == 0:
+        return extra_len
+    return props_len + 1 + extra_len  # U+0002 between item and batch properties
+
+
+def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) -> tuple[int, int, int, int]:
+    """Validate a wire batch; returns (count, total record bytes, max body, max properties)."""
+    count = total = max_body = max_props = 0
+    for _flag, body, props in _iter_batch_items(items):
+        plen = _joined_props_len(len(props), extra_props_len)
+        total += record_size(len(body), topic_len, plen, sys_flag)
+        max_body = max(max_body, len(body))
+        max_props = max(max_props, plen)
+        count += 1
+    return count, total, max_body, max_props
+
+
+def encode_batch(dst, pos: int, items, topic: bytes, queue_id: int, first_queue_offset: int,
+                 phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
+                 store_timestamp: int, store_host: bytes, extra_props: bytes) -> int:
+    """Turn a wire batch into consecutive records at ``dst[pos:]``; returns bytes written.
+
+    Queue offsets are consecutive from ``first_queue_offset``; ``phy_offset`` is the
+    commitlog offset of ``dst[pos]``; ``extra_props`` are appended to every item.
+    """
+    _check_host(born_host, sys_flag, L.SYSFLAG_BORNHOST_V6, "born_host")
+    _check_host(store_host, sys_flag, L.SYSFLAG_STOREHOST_V6, "store_host")
+    # validate everything and check the room first: a batch is written whole or not at all
+    need = 0
+    for _flag, body, props in _iter_batch_items(items):
+        plen = _joined_props_len(len(props), len(extra_props))
+        if plen > L.MAX_PROPERTIES_BYTES:
+            raise ValueError("properties longer than 32767 bytes")
+        need += record_size(len(body), len(topic), plen, sys_flag)
+    if pos < 0 or pos + need > len(dst):
+        raise ValueError("batch does not fit in the buffer")
+    written = 0
+    for i, (flag, body, props) in enumerate(_iter_batch_items(items)):
+        if extra_props:
+            p = bytes(props) + b"\x02" + extra_props if len(props) else bytes(extra_props)
+        else:
+            p = bytes(props)
+        written += encode_record(dst, pos + written, topic, queue_id, flag, first_queue_offset + i,
+                                 phy_offset + written, sys_flag, born_timestamp, born_host,
+                                 store_timestamp, store_host, 0, 0, bytes(body), p)
+    return written
+
+
+# --- record scanning (dispatch, recovery) -----------------------------------
+def _host_len(sys_flag: int, bit: int) -> int:
+    return L.HOST_V6_BYTES if sys_flag & bit else L.HOST_V4_BYTES
+
+
+def _find_props(props: bytes, base: int):
+    """Positions (absolute) of TAGS, UNIQ_KEY, KEYS, DELAY values; last occurrence wins."""
+    found = {}
+    p = 0
+    n = len(props)
+    while p < n:
+        q = props.find(b"\x02", p)
+        if q < 0:
+            q = n
+        seg = props[p:q]
+        k = seg.find(b"\x01")
+        if k > 0 and k < len(seg) - 1:
+            name = seg[:k]
+            if name in (b"TAGS", b"UNIQ_KEY", b"KEYS", b"DELAY"):
+                found[name] = (base + p + k + 1, len(seg) - k - 1)
+        p = q + 1
+    return found
+
+
+_LEVEL_RE = re.compile(rb"[+-]?[0-9]+")
+
+
+def _parse_level(raw: bytes) -> int:
+    """DELAY value as an int; 0 (not delayed) unless it is a plain decimal number."""
+    if not _LEVEL_RE.fullmatch(raw):
+        return 0
+    return max(-100000000, min(int(raw), 100000000))
+
+
+def _schedule_tags_code(raw_level: bytes, store_ts: int, delay_ms) -> int | None:
+    level = _parse_level(raw_level)
+    if level <= 0:
+        return None
+    level = min(level, len(delay_ms))
+    if level <= 0:
+        return store_ts + 1000
+    return store_ts + int(delay_ms[level - 1])
+
+
+SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"
+
+
+def _check_record(mv, pos: int, end: int, check_crc: bool):
+    """Validate the record at pos; returns (status, size, fields) per checkMessageAndReturnSize."""
+    if end - pos < 8:
+        return (L.ScanStop.NO_DATA if not any(mv[pos:end]) else L.ScanStop.TRUNCATED), 0, None
+    size, magic = struct.unpack_from(">ii", mv, pos)
+    if magic == L.MAGIC_BLANK:
+        return L.ScanStop.BLANK, size, None
+    if magic not in (L.MAGIC_V1, L.MAGIC_V2):
+        return (L.ScanStop.NO_DATA if size == 0 and magic == 0 else L.ScanStop.CORRUPT), 0, None
+    if size < L.REC_FIXED_V4 + 3:
+        return L.ScanStop.CORRUPT, 0, None
+    if pos + size > end:
+        return L.ScanStop.TRUNCATED, size, None
+    sys_flag = _I32.unpack_from(mv, pos + L.REC_SYSFLAG)[0]
+    b, s = _host_extra(sys_flag)
+    body_at = pos + L.REC_BODYLENGTH_V4 + b + s
+    body_len = _I32.unpack_from(mv, body_at)[0]
+    if body_len < 0 or body_at + 4 + body_len + 3 > pos + size:
+        return L.ScanStop.CORRUPT, 0, None
+    topic_at = body_at + 4 + body_len
+    if magic == L.MAGIC_V1:
+        topic_len = mv[topic_at]
+        if topic_len > 127:  # Java reads a signed byte
+            return L.ScanStop.CORRUPT, 0, None
+        topic_w = 1
+    else:
+        topic_len = _I16.unpack_from(mv, topic_at)[0]
+        topic_w = 2
+        if topic_len < 0:
+            return L.ScanStop.CORRUPT, 0, None
+    props_at = topic_at + topic_w + topic_len
+    if props_at + 2 > pos + size:
+        return L.ScanStop.CORRUPT, 0, None
+    props_len = _I16.unpack_from(mv, props_at)[0]
+    if props_len < 0 or props_at + 2 + props_len != pos + size:
+        return L.ScanStop.CORRUPT, 0, None
+    if check_crc and body_len > 0:
+        crc = _I32.unpack_from(mv, pos + L.REC_BODYCRC)[0]
+        if zlib.crc32(mv[body_at + 4:body_at + 4 + body_len]) & 0x7FFFFFFF != crc:
+            return L.ScanStop.CORRUPT, 0, None
+    return None, size, (sys_flag, b, body_at, body_len, topic_at + topic_w, topic_len, props_at + 2, props_len)
+
+
+def scan_records(buf, start: int, end: int, base_offset: int, check_crc: bool,
+                 delay_ms, max_count: int):
+    """Walk records in ``buf[start:end]``.
+
+    Returns ``(table, topics, stop_pos, stop_reason)``: ``table`` is a DISPATCH_DTYPE
+    array with one row per valid record, ``topics`` the distinct topic bytes that
+    ``table['topic_idx']`` points into, ``stop_pos`` where scanning stopped and
+    ``stop_reason`` a ``ScanStop`` value.
+    """
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    rows = []
+    topics: list[bytes] = []
+    topic_ids: dict[bytes, int] = {}
+    pos = start
+    reason = L.ScanStop.END
+    while pos < end:
+        if len(rows) >= max_count:
+            reason = L.ScanStop.MAX_COUNT
+            break
+        status, size, f = _check_record(mv, pos, end, check_crc)
+        if status is not None:
+            reason = status
+            break
+        sys_flag, b, body_at, body_len, topic_at, topic_len, props_at, props_len = f
+        topic = bytes(mv[topic_at:topic_at + topic_len])
+        tid = topic_ids.get(topic)
+        if tid is None:
+            tid = topic_ids[topic] = len(topics)
+            topics.append(topic)
+        props = bytes(mv[props_at:props_at + props_len])
+        found = _find_props(props, props_at)
+        store_ts = _I64.unpack_from(mv, pos + L.REC_STORETIMESTAMP_V4 + b)[0]
+        tags_code = None
+        if topic == SCHEDULE_TOPIC and b"DELAY" in found:
+            dp, dl = found[b"DELAY"]
+            tags_code = _schedule_tags_code(bytes(mv[dp:dp + dl]), store_ts, delay_ms)
+        if tags_code is None:
+            tags_code = 0
+            if b"TAGS" in found:
+                tp, tl = found[b"TAGS"]
+                tags_code = java_hash_utf8(mv[tp:tp + tl])
+        up, ul = found.get(b"UNIQ_KEY", (-1, 0))
+        kp, kl = found.get(b"KEYS", (-1, 0))
+        rows.append((base_offset + pos, store_ts,
+                     _I64.unpack_from(mv, pos + L.REC_QUEUEOFFSET)[0], tags_code, size,
+                     _I32.unpack_from(mv, pos + L.REC_QUEUEID)[0], sys_flag, tid, up, ul, kp, kl))
+        pos += size
+    table = np.array(rows, dtype=DISPATCH_DTYPE) if rows else np.empty(0, DISPATCH_DTYPE)
+    return table, topics, pos, reason
+
+
+def _host_str(raw: bytes) -> str:
+    port = _I32.unpack(raw[-4:])[0]
+    ip = raw[:-4]
+    if len(ip) == 4:
+        return "%d.%d.%d.%d:%d" % (ip[0], ip[1], ip[2], ip[3], port)
+    import ipaddress
+    return "[%s]:%d" % (ipaddress.IPv6Address(bytes(ip)), port)
+
+
+#: field order of the tuples ``decode_records`` returns
+DECODED_FIELDS = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
+                  "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
+                  "reconsume_times", "prepared_offset", "body", "topic", "properties")
+
+
+def decode_records(buf, start: int, end: int, max_count: int, check_crc: bool = False):
+    """Fully decode records in ``buf[start:end]`` into tuples (``DECODED_FIELDS`` order).
+
+    Stops quietly at a blank marker or at never-written space; raises
+    ``RecordDecodeError`` on a corrupt record. Strings are ``str`` (topic) and hosts
+    ``"ip:port"``; body and properties are ``bytes``.
+    """
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    out = []
+    pos = start
+    while pos < end and len(out) < max_count:
+        status, size, f = _check_record(mv, pos, end, check_crc)
+        if status in (L.ScanStop.BLANK, L.ScanStop.NO_DATA):
+            break
+        if status is not None:
+            raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
+        sys_flag, b, body_at, body_len, topic_at, topic_len, props_at, props_len = f
+        s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
+        born_host = bytes(mv[pos + L.REC_BORNHOST:pos + L.REC_BORNHOST + 8 + b])
+        sh_at = pos + L.REC_STOREHOST_V4 + b
+        out.append((
+            size,
+            _I32.unpack_from(mv, pos + L.REC_BODYCRC)[0],
+            _I32.unpack_from(mv, pos + L.REC_QUEUEID)[0],
+            _I32.unpack_from(mv, pos + L.REC_FLAG)[0],
+            _I64.unpack_from(mv, pos + L.REC_QUEUEOFFSET)[0],
+            _I64.unpack_from(mv, pos + L.REC_PHYOFFSET)[0],
+            sys_flag,
+            _I64.unpack_from(mv, pos + L.REC_BORNTIMESTAMP)[0],
+            _host_str(born_host),
+            _I64.unpack_from(mv, pos + L.REC_STORETIMESTAMP_V4 + b)[0],
+            _host_str(bytes(mv[sh_at:sh_at + 8 + s])),
+            _I32.unpack_from(mv, pos + L.REC_RECONSUMETIMES_V4 + b + s)[0],
+            _I64.unpack_from(mv, pos + L.REC_PREPAREDOFFSET_V4 + b + s)[0],
+            bytes(mv[body_at + 4:body_at + 4 + body_len]),
+            bytes(mv[topic_at:topic_at + topic_len]).decode("utf-8", "replace"),
+            bytes(mv[props_at:props_at + props_len]),
+        ))
+        pos += size
+    return out
+
+
+# --- consume queue -----------------------------------------------------------
+def cq_write(dst, pos: int, phys, sizes, tags) -> int:
+    """Write len(phys) 20-byte units at ``dst[pos:]``; returns bytes written."""
+    n = len(phys)
+    if not (len(sizes) == len(tags) == n):
+        raise ValueError("phys, sizes and tags differ in length")
+    if pos < 0 or pos + n * L.CQ_UNIT_SIZE > len(dst):
+        raise ValueError("consume-queue units do not fit in the buffer")
+    out = bytearray(n * L.CQ_UNIT_SIZE)
+    for i in range(n):
+        _CQ_UNIT.pack_into(out, i * L.CQ_UNIT_SIZE, int(phys[i]), int(sizes[i]), int(tags[i]))
+    dst[pos:pos + len(out)] = out
+    return len(out)
+
+
+def cq_count_valid(buf, start: int, end: int) -> int:
+    """Number of consecutive valid units (offset >= 0 and size > 0) from ``start``."""
+    n = 0
+    pos = start
+    while pos + L.CQ_UNIT_SIZE <= end:
+        phy, size, _tags = _CQ_UNIT.unpack_from(buf, pos)
+        if phy < 0 or size <= 0:
+            break
+        n += 1
+        pos += L.CQ_UNIT_SIZE
+    return n
+
+
+def cq_read(buf, start: int, count: int):
+    """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
+    phys = np.empty(count, np.int64)
+    sizes = np.empty(count, np.int32)
+    tags = np.empty(count, np.int64)
+    for i in range(count):
+        phys[i], sizes[i], tags[i] = _CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
+    return phys, sizes, tags
+
+
+def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int):
+    """Pick units for a pull: tag filter by ``(int)tagsCode in codes`` (None = all).
+
+    Scans at most ``count`` units from ``start``; stops once ``max_count`` units were
+    picked or the next pick would exceed ``max_bytes`` (the first pick is always
+    taken). Returns ``(scanned, indices)``: units scanned and the picked unit
+    indices relative to ``start``.
+    """
+    code_set = None if codes is None else {int(c) for c in codes}
+    picked: list[int] = []
+    total = 0
+    scanned = 0
+    for i in range(count):
+        phy, size, tags = _CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
+        if picked and (len(picked) >= max_count or total + size > max_bytes):
+            break
+        scanned = i + 1
+        if code_set is not None and _to_int32(tags) not in code_set:
+            continue
+        picked.append(i)
+        total += size
+    return scanned, np.array(picked, dtype=np.int64)
+
+
+def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
+    """Unit index in [lo, hi) whose store time is closest to ``timestamp``.
+
+    Binary search as ``ConsumeQueue.getOffsetInQueueByTime``: an exact match wins,
+    else the nearer neighbour, ties to the earlier. ``store_time_of(phy, size)``
+    returns -1 when the message is gone; the search then moves later.
+    """
+    left, right = lo, hi - 1
+    left_ts = right_ts = -1
+    left_i = right_i = -1
+    while left <= right:
+        mid = (left + right) // 2
+        phy, size, _ = _CQ_UNIT.unpack_from(buf, mid * L.CQ_UNIT_SIZE)
+        ts = store_time_of(phy, size)
+        if ts < 0:
+            left = mid + 1
+            continue
+        if ts == timestamp:
+            return mid
+        if ts > timestamp:
+            right_i, right_ts = mid, ts
+            right = mid - 1
+        else:
+            left_i, left_ts = mid, ts
+            left = mid + 1
+    if left_i < 0 and right_i < 0:
+        return lo
+    if left_i < 0:
+        return right_i
+    if right_i < 0:
+        return left_i
+    return left_i if timestamp - left_ts <= right_ts - timestamp else right_i
+
+
+# --- index file --------------------------------------------------------------
+def _hash_key(topic_hash_state: int, key: bytes) -> int:
+    # continue from hash("topic#") over the key's UTF-16 units
+    units = bytes(key).decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")
+    return index_hash(_to_int32(_hash_units(topic_hash_state, units)))
+
+
+def index_keys(buf, table, topics: Sequence[bytes]):
+    """Index keys of dispatched records: ``topic#UNIQ_KEY`` then ``topic#k`` for each KEYS word.
+
+    Returns three arrays (key hashes int32, phy offsets int64, store timestamps int64)
+    in dispatch order.
+    """
+    mv = memoryview(buf)
+    prefix = [_hash_units(0, t.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") + b"\x00#")
+              for t in topics]
+    hashes, phys, tss = [], [], []
+    for row in table:
+        state = prefix[row["topic_idx"]]
+        keys = []
+        if row["uniq_len"] > 0:
+            keys.append(bytes(mv[row["uniq_pos"]:row["uniq_pos"] + row["uniq_len"]]))
+        if row["keys_len"] > 0:
+            keys.extend(k for k in bytes(mv[row["keys_pos"]:row["keys_pos"] + row["keys_len"]]).split(b" ") if k)
+        for k in keys:
+            hashes.append(_hash_key(state, k))
+            phys.append(int(row["phy_offset"]))
+            tss.append(int(row["store_timestamp"]))
+    return (np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
+
+
+def _slot_pos(key_hash: int, slots: int) -> int:
+    return L.INDEX_HEADER_SIZE + (key_hash % slots) * L.INDEX_SLOT_SIZE
+
+
+def _entry_pos(n: int, slots: int) -> int:
+    return L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + n * L.INDEX_ENTRY_SIZE
+
+
+def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start: int) -> int:
+    """Append keys ``start..`` into the index file in ``buf``; returns the next key not put.
+
+    Stops early when the file is full (indexCount reached ``max_entries``); the caller
+    then opens a new file and calls again from the returned position.
+    """
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = _IDX_HEADER.unpack_from(buf, 0)
+    n = len(hashes)
+    i = start
+    while i < n:
+        if index_count >= max_entries:
+            break
+        h = int(hashes[i])
+        phy = int(phys[i])
+        ts = int(timestamps[i])
+        sp = _slot_pos(h, slots)
+        prev = _I32.unpack_from(buf, sp)[0]
+        if prev <= 0 or prev > index_count:
+            prev = 0
+        diff = 0 if begin_ts <= 0 else (ts - begin_ts) // 1000
+        diff = max(0, min(diff, 0x7FFFFFFF))
+        _IDX_ENTRY.pack_into(buf, _entry_pos(index_count, slots), h, phy, diff, prev)
+        _I32.pack_into(buf, sp, index_count)
+        if index_count <= 1:
+            begin_phy, begin_ts = phy, ts
+        if prev == 0:
+            slot_count += 1
+        index_count += 1
+        end_phy, end_ts = phy, ts
+        i += 1
+    _IDX_HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count)
+    return i
+
+
+def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int, end_ts: int,
+                max_num: int) -> list[int]:
+    """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
+    file_begin_ts = _I64.unpack_from(buf, L.IDXH_BEGIN_TIMESTAMP)[0]
+    index_count = _I32.unpack_from(buf, L.IDXH_INDEX_COUNT)[0]
+    out: list[int] = []
+    cur = _I32.unpack_from(buf, _slot_pos(key_hash, slots))[0]
+    if cur <= 0 or cur > index_count or index_count <= 1:
+        return out
+    while len(out) < max_num:
+        h, phy, diff, prev = _IDX_ENTRY.unpack_from(buf, _entry_pos(cur, slots))
+        t = file_begin_ts + diff * 1000
+        if h == key_hash and begin_ts <= t <= end_ts:
+            out.append(phy)
+        if prev <= 0 or prev > index_count or prev == cur or t < begin_ts:
+            break
+        cur = prev
+    return out
+
+
+# --- latency fault items ------------------------------------------------------
+def sort_fault_items(latency, start_timestamp, now_ms: int):
+    """Order FaultItems: available (now >= start) first, then latency, then start time.
+
+    Returns the permutation as an int64 array. ``now_ms`` is read once by the caller,
+    so the order is a consistent total order (unlike a comparator that reads the clock).
+    """
+    n = len(latency)
+    keys = sorted(range(n), key=lambda i: (0 if now_ms >= int(start_timestamp[i]) else 1,
+                                           int(latency[i]), int(start_timestamp[i]), i))
+    return np.array(keys, dtype=np.int64)

@@ -1,0 +1,107 @@
+"""The one error hierarchy of mqcore.
+
+Leaf module: imports nothing from the package, so every layer can use it.
+
+Expected outcomes (a pull that found nothing, a put refused because the disk is
+full) are *status enums* on result objects, not exceptions. Exceptions are for
+misuse, corruption, I/O failures and closed resources. Every class says whether
+retrying the same operation may succeed (``retriable``).
+"""
+from __future__ import annotations
+
+
+class MQError(Exception):
+    """Base of every error raised by mqcore."""
+
+    retriable: bool = False
+
+
+# --- configuration and misuse ------------------------------------------------
+class ConfigError(MQError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class IllegalArgumentError(MQError, ValueError):
+    """An argument is invalid (bad topic name, empty body, oversized message...)."""
+
+
+class ClosedError(MQError):
+    """The resource (store, file, connection, client) is already shut down."""
+
+
+# --- store -------------------------------------------------------------------
+class StoreError(MQError):
+    """Base for store failures."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store directory's ``lock`` file."""
+
+
+class CorruptFileError(StoreError):
+    """A store file has bytes that cannot be what the format allows."""
+
+
+class RecordDecodeError(CorruptFileError):
+    """A commitlog record (or wire batch item) is malformed."""
+
+
+class StoreIOError(StoreError, OSError):
+    """An operating-system level I/O failure in the store (disk full, EIO...)."""
+
+    retriable = True
+
+
+# --- protocol and network ----------------------------------------------------
+class ProtocolError(MQError):
+    """A frame or header on the wire violates the remoting protocol."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame announces more bytes than the configured maximum."""
+
+
+class RemotingError(MQError):
+    """Network-level failure talking to a peer."""
+
+    retriable = True
+
+
+class RemotingConnectError(RemotingError):
+    """Could not connect to the peer."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """The peer did not answer in time."""
+
+
+class RemotingSendRequestError(RemotingError):
+    """Writing the request to the connection failed."""
+
+
+class BrokerError(MQError):
+    """The broker or name server answered with a non-success response code."""
+
+    #: response codes a producer retries on another broker (client-defaults.md §1)
+    RETRIABLE_CODES = frozenset({1, 14, 16, 17, 204, 205})
+
+    def __init__(self, code: int, remark: str | None = None, addr: str | None = None):
+        self.code = int(code)
+        self.remark = remark or ""
+        self.addr = addr
+        where = f" from {addr}" if addr else ""
+        super().__init__(f"broker answered code {self.code}{where}: {self.remark}")
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return self.code in self.RETRIABLE_CODES
+
+
+class ClientError(MQError):
+    """Client-side failure that is not a network or broker answer."""
+
+
+class NoRouteError(ClientError):
+    """No route (or no writable queue) is known for a topic."""
+
+    retriable = True

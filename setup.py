@@ -1,0 +1,17 @@
+"""Builds the one extension, mqcore._store (metadata lives in pyproject.toml)."""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+extensions = [
+    Extension(
+        "mqcore._store",
+        ["mqcore/_store.pyx"],
+        include_dirs=["mqcore", numpy.get_include()],
+        libraries=["z"],  # zlib's crc32 for BODYCRC
+        extra_compile_args=["-O3"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))
