@@ -1,0 +1,132 @@
+"""Configuration: one frozen dataclass per owner, defaults from RocketMQ 4.9.
+
+Library code never reads ``os.environ`` or ``sys.argv``: entry points build these
+objects (``mqcore.broker.conf`` turns a RocketMQ ``broker.conf`` into them).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import re
+
+from mqcore.errors import ConfigError
+from mqcore.store import layout as L
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+def parse_delay_levels(spec: str) -> tuple[int, ...]:
+    """``"1s 5s 10s ..."`` -> delay in ms per level (level 1 first)."""
+    out = []
+    for word in spec.split():
+        m = re.fullmatch(r"(\d+)([smhd])", word.strip())
+        if not m:
+            raise ConfigError(f"messageDelayLevel: {word!r} is not <number><s|m|h|d>")
+        out.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
+    if not out:
+        raise ConfigError("messageDelayLevel is empty")
+    return tuple(out)
+
+
+def default_store_path() -> str:
+    return os.path.join(os.path.expanduser("~"), "store")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreConfig:
+    """Everything the message store needs (``MessageStoreConfig``)."""
+
+    store_path: str = dataclasses.field(default_factory=default_store_path)
+    commitlog_file_size_bytes: int = 1 << 30
+    consume_queue_file_size_bytes: int = 300_000 * L.CQ_UNIT_SIZE
+    index_slots: int = L.DEFAULT_INDEX_SLOTS
+    index_entries: int = L.DEFAULT_INDEX_ENTRIES
+    message_index_enable: bool = True
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commitlog_ms: int = 500
+    flush_commitlog_least_pages: int = 4
+    flush_commitlog_thorough_interval_ms: int = 10_000
+    flush_interval_consume_queue_ms: int = 1000
+    sync_flush_timeout_ms: int = 5000
+    max_message_size_bytes: int = 4 * 1024 * 1024
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    check_crc_on_recover: bool = True
+    #: stamped as the CLUSTER property of every stored message, as a 4.9 broker does
+    broker_cluster_name: str = "DefaultCluster"
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    # disk cleanup (CleanCommitLogService)
+    file_reserved_time_hours: float = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
+    clean_resource_interval_ms: int = 10_000
+    delete_files_batch_max: int = 10
+    destroy_mapped_file_interval_forcibly_ms: int = 120_000
+
+    def __post_init__(self) -> None:
+        if self.commitlog_file_size_bytes < 4096:
+            raise ConfigError("commitlog_file_size_bytes must be at least 4096")
+        if (self.consume_queue_file_size_bytes <= 0
+                or self.consume_queue_file_size_bytes % L.CQ_UNIT_SIZE):
+            raise ConfigError("consume_queue_file_size_bytes must be a positive multiple of 20")
+        if self.index_slots <= 0 or self.index_entries <= 1:
+            raise ConfigError("index_slots and index_entries must be positive")
+        if self.max_message_size_bytes <= 0:
+            raise ConfigError("max_message_size_bytes must be positive")
+        if self.max_message_size_bytes + 64 * 1024 > self.commitlog_file_size_bytes:
+            # a record must always fit in an empty commitlog file (small files are for tests)
+            object.__setattr__(self, "max_message_size_bytes", self.commitlog_file_size_bytes // 2)
+        parse_delay_levels(self.message_delay_level)
+        ratio = min(max(self.disk_max_used_space_ratio, 10), 95)
+        object.__setattr__(self, "disk_max_used_space_ratio", ratio)
+        if isinstance(self.flush_disk_type, str):
+            object.__setattr__(self, "flush_disk_type", FlushDiskType(self.flush_disk_type))
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def index_file_size_bytes(self) -> int:
+        return L.index_file_size(self.index_slots, self.index_entries)
+
+    # paths (StorePathConfigHelper), derived in one place
+    @property
+    def commitlog_dir(self) -> str:
+        return os.path.join(self.store_path, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_path, "consumequeue")
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.store_path, "index")
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_path, "config")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path, "abort")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.store_path, "lock")

@@ -1,0 +1,240 @@
+"""Messages as the store and the wire see them, and the helpers around them.
+
+Shared by the store, the broker and the client: property keys (RocketMQ's
+``MessageConst``), the properties string codec, topic/group validation, and the
+two message ids (offsetMsgId made by the broker, UNIQ_KEY made by the client).
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+import socket
+import struct
+from typing import Mapping
+
+from mqcore.errors import IllegalArgumentError
+from mqcore.store import layout as L
+
+
+class Prop:
+    """Well-known property keys (``MessageConst``)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT = "WAIT"
+    DELAY = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QID = "REAL_QID"
+    TRAN_MSG = "TRAN_MSG"
+    PGROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MSG_REGION = "MSG_REGION"
+    TRACE_ON = "TRACE_ON"
+    UNIQ_KEY = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    CLUSTER = "CLUSTER"
+    TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+
+
+KEY_SEPARATOR = " "
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_TOPIC = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def properties_to_string(props: Mapping[str, str]) -> str:
+    """``messageProperties2String``: name U+0001 value U+0002 ..., no trailing U+0002."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
+
+
+def properties_to_bytes(props: Mapping[str, str]) -> bytes:
+    return properties_to_string(props).encode("utf-8")
+
+
+def string_to_properties(s: str | bytes | None) -> dict[str, str]:
+    """``string2messageProperties``: tolerant; segments without a name or value are ignored."""
+    if not s:
+        return {}
+    if isinstance(s, (bytes, bytearray, memoryview)):
+        s = bytes(s).decode("utf-8", "replace")
+    out: dict[str, str] = {}
+    for seg in s.split(PROPERTY_SEPARATOR):
+        i = seg.find(NAME_VALUE_SEPARATOR)
+        if 0 < i < len(seg) - 1:
+            out[seg[:i]] = seg[i + 1:]
+    return out
+
+
+def validate_topic(topic: str) -> None:
+    """Topic names: ``[%|a-zA-Z0-9_-]``, 1..127 characters (``TopicValidator``)."""
+    if not topic or not topic.strip():
+        raise IllegalArgumentError("the topic name is empty")
+    if len(topic) > L.MAX_TOPIC_LENGTH:
+        raise IllegalArgumentError(f"the topic name is longer than {L.MAX_TOPIC_LENGTH} characters: {topic[:40]}...")
+    if not _VALID_NAME.match(topic):
+        raise IllegalArgumentError(
+            f"the topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+
+
+def validate_group(group: str) -> None:
+    """Group names: ``[%|a-zA-Z0-9_-]``, 1..255 characters."""
+    if not group or len(group) > 255 or not _VALID_NAME.match(group):
+        raise IllegalArgumentError(
+            f"the group name {group!r} must be 1..255 characters from [%|a-zA-Z0-9_-]")
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def is_dlq_topic(topic: str) -> bool:
+    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+# --- hosts and message ids --------------------------------------------------------------------
+def pack_host(host: str, port: int) -> bytes:
+    """Socket address -> the record's host field: 4 (or 16) address bytes + int32 port."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = ipaddress.ip_address(socket.gethostbyname(host))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.packed + struct.pack(">i", port)
+
+
+def unpack_host(raw: bytes) -> tuple[str, int]:
+    port = struct.unpack(">i", raw[-4:])[0]
+    return str(ipaddress.ip_address(bytes(raw[:-4]))), port
+
+
+def host_sys_flag(born_host: bytes, store_host: bytes) -> int:
+    """The V6 sysflag bits implied by packed host lengths."""
+    flag = 0
+    if len(born_host) == L.HOST_V6_BYTES:
+        flag |= L.SYSFLAG_BORNHOST_V6
+    if len(store_host) == L.HOST_V6_BYTES:
+        flag |= L.SYSFLAG_STOREHOST_V6
+    return flag
+
+
+def offset_msg_id(store_host: bytes, phy_offset: int) -> str:
+    """Broker message id: store address + port + commitlog offset, uppercase hex."""
+    return (bytes(store_host) + struct.pack(">q", phy_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """offsetMsgId -> (ip, port, commitlog offset); 32 hex chars for IPv4, 56 for IPv6."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise IllegalArgumentError(f"{msg_id!r} is not a hex message id") from e
+    if len(raw) not in (16, 28):
+        raise IllegalArgumentError(f"{msg_id!r} is not an offset message id (32 or 56 hex chars)")
+    ip, port = unpack_host(raw[:-8])
+    return ip, port, struct.unpack(">q", raw[-8:])[0]
+
+
+@dataclasses.dataclass
+class MessageExtBrokerInner:
+    """A message as the broker hands it to the store (``MessageExtBrokerInner``).
+
+    ``properties`` is the decoded map; the store serialises it. Hosts are packed
+    (``pack_host``); the V6 sysflag bits are derived from their lengths.
+    """
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict = dataclasses.field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x2a\x9f"
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    #: set by the store at put time when 0
+    store_timestamp: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(Prop.TAGS)
+
+    @property
+    def delay_level(self) -> int:
+        try:
+            return int(self.properties.get(Prop.DELAY, 0))
+        except ValueError:
+            return 0
+
+
+@dataclasses.dataclass
+class MessageExt:
+    """A stored message as read back (``MessageExt``)."""
+
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    store_size: int
+    body_crc: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    properties: dict
+
+    @classmethod
+    def from_decoded(cls, t: tuple) -> "MessageExt":
+        """From a ``decode_records`` tuple (``DECODED_FIELDS`` order)."""
+        (size, crc, qid, flag, qoff, phy, sysf, born_ts, born_host, store_ts, store_host,
+         reconsume, prepared, body, topic, props) = t
+        return cls(topic=topic, body=body, queue_id=qid, queue_offset=qoff, commitlog_offset=phy,
+                   store_size=size, body_crc=crc, flag=flag, sys_flag=sysf, born_timestamp=born_ts,
+                   born_host=born_host, store_timestamp=store_ts, store_host=store_host,
+                   reconsume_times=reconsume, prepared_transaction_offset=prepared,
+                   properties=string_to_properties(props))
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(Prop.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(Prop.KEYS, "").split(KEY_SEPARATOR) if k]
+
+    @property
+    def msg_id(self) -> str:
+        """What Java's ``MessageClientExt.getMsgId`` gives: UNIQ_KEY, else offsetMsgId."""
+        return self.properties.get(Prop.UNIQ_KEY) or self.offset_msg_id
+
+    @property
+    def offset_msg_id(self) -> str:
+        host, _, port = self.store_host.rpartition(":")
+        return offset_msg_id(pack_host(host.strip("[]"), int(port)), self.commitlog_offset)

@@ -1,0 +1,47 @@
+"""StoreCheckpoint: the 4096-byte ``checkpoint`` file (store-format.md §5.1).
+
+Three timestamps: the last message flushed to the commitlog, to a consume queue,
+and the end of the last full index file. Recovery after a crash starts from the
+commitlog file whose first message is older than the smaller of them.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+from mqcore.store import layout as L
+
+_FIELDS = struct.Struct(">qqq")
+
+
+class StoreCheckpoint:
+    """Threads: updated by the flush thread, read at start-up."""
+
+    def __init__(self, path: str):
+        self.path = path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != L.CHECKPOINT_FILE_SIZE:
+                os.ftruncate(fd, L.CHECKPOINT_FILE_SIZE)
+            self._mm = mmap.mmap(fd, L.CHECKPOINT_FILE_SIZE)
+        finally:
+            os.close(fd)
+        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = \
+            _FIELDS.unpack_from(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP)
+
+    def min_timestamp(self) -> int:
+        """``getMinTimestamp``: the older of commitlog and consume-queue progress, less 3 s."""
+        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
+
+    def min_timestamp_index(self) -> int:
+        return min(self.min_timestamp(), self.index_msg_timestamp)
+
+    def flush(self) -> None:
+        _FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,
+                          self.logics_msg_timestamp, self.index_msg_timestamp)
+        self._mm.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._mm.close()

@@ -1,0 +1,282 @@
+"""ConsumeQueue: per (topic, queue id) index of 20-byte units into the commitlog.
+
+Unit ``i`` (the queue offset) lives at byte ``i*20`` of the logical queue: file
+``floor(i*20 / file_size)``. Min offset = first unit whose message still exists;
+max offset = next unit to be written.
+
+Threads: units are appended by the dispatcher under the store's put lock; reads
+from any thread see a unit only after ``wrote_position`` covers it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from mqcore.store import layout as L
+from mqcore.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+UNIT = L.CQ_UNIT_SIZE
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.k = kernels
+        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size)
+        #: commitlog offset one past the last message this queue points at
+        self.max_physic_offset = 0
+        #: byte offset of the first live unit
+        self.min_logic_offset = 0
+
+    def load(self) -> list[str]:
+        return self.queue.load()
+
+    # --- recovery -----------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Find the last valid unit (store-format.md §6.1) and truncate after it."""
+        files = self.queue.files
+        if not files:
+            return
+        i = max(0, len(files) - 3)
+        end = files[i].file_from_offset
+        while i < len(files):
+            mf = files[i]
+            n = self.k.cq_count_valid(mf.buf, 0, self.file_size)
+            end = mf.file_from_offset + n * UNIT
+            if n * UNIT < self.file_size:
+                break
+            i += 1
+        self.queue.truncate_dirty(end)
+        self._refresh_max_physic()
+        if self.min_logic_offset < self.queue.min_offset():
+            self.min_logic_offset = self.queue.min_offset()
+
+    def _refresh_max_physic(self) -> None:
+        mf = self.queue.last
+        self.max_physic_offset = 0
+        if mf is None:
+            return
+        # scan back to the last unit with a real message (fillers have size 0x7fffffff)
+        for f in reversed(self.queue.files):
+            if f.wrote_position == 0:
+                continue
+            phys, sizes, _ = self.k.cq_read(f.buf, f.wrote_position - UNIT, 1)
+            self.max_physic_offset = int(phys[0]) + int(sizes[0])
+            return
+
+    def truncate_dirty_logic(self, phy_offset: int) -> None:
+        """Drop units pointing at or past ``phy_offset`` (commitlog was truncated there)."""
+        for mf in reversed(list(self.queue.files)):
+            n = mf.wrote_position // UNIT
+            if n == 0:
+                continue
+            phys, sizes, _ = self.k.cq_read(mf.buf, 0, n)
+            # units are ordered by phy offset; fillers (phy 0) sort first and stay
+            keep = int((phys < phy_offset).sum())
+            if keep == n:
+                break
+            self.queue.truncate_dirty(mf.file_from_offset + keep * UNIT)
+        self._refresh_max_physic()
+
+    # --- writing ------------------------------------------------------------------------------
+    def put_units_locked(self, queue_offsets, phys, sizes, tags) -> int:
+        """Append units whose queue offsets follow on; returns how many were written.
+
+        Units already present (queue offset below the max offset, or commitlog range
+        already covered) are skipped: dispatch may replay a range after a crash.
+        """
+        n = len(phys)
+        if n == 0:
+            return 0
+        max_off = self.max_offset()
+        i = 0
+        while i < n and (int(queue_offsets[i]) < max_off
+                         or int(phys[i]) + int(sizes[i]) <= self.max_physic_offset):
+            i += 1
+        if i == n:
+            return 0
+        first = int(queue_offsets[i])
+        if first > max_off:
+            self._fill_gap_locked(max_off, first)
+        written = 0
+        while i < n:
+            expected = self.max_offset()
+            if int(queue_offsets[i]) != expected:
+                log.warning("consume queue %s-%d: unit for queue offset %d arrived, expected %d; skipped",
+                            self.topic, self.queue_id, int(queue_offsets[i]), expected)
+                i += 1
+                continue
+            mf = self.queue.get_last_for_append(expected * UNIT)
+            room = mf.remaining() // UNIT
+            # consecutive run that fits in this file
+            j = i + 1
+            while j < n and j - i < room and int(queue_offsets[j]) == int(queue_offsets[j - 1]) + 1:
+                j += 1
+            mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, phys[i:j], sizes[i:j], tags[i:j])
+            written += j - i
+            self.max_physic_offset = int(phys[j - 1]) + int(sizes[j - 1])
+            i = j
+        return written
+
+    def _fill_gap_locked(self, have: int, want: int) -> None:
+        """Queue recreated after its files were deleted: pre-blank fillers up to ``want``."""
+        if self.queue.last is None:
+            base_bytes = want * UNIT - (want * UNIT) % self.file_size
+            mf = self.queue.get_last_for_append(base_bytes)
+            n = (want * UNIT - base_bytes) // UNIT
+            if n:
+                self.k.cq_write(mf.buf, 0, [0] * n, [L.CQ_FILLER_SIZE] * n, [0] * n)
+                mf.wrote_position = n * UNIT
+            self.min_logic_offset = want * UNIT
+            return
+        log.warning("consume queue %s-%d has a gap from %d to %d; filling with blanks",
+                    self.topic, self.queue_id, have, want)
+        while self.max_offset() < want:
+            mf = self.queue.get_last_for_append(self.max_offset() * UNIT)
+            n = min(want - self.max_offset(), mf.remaining() // UNIT)
+            mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, [0] * n,
+                                                 [L.CQ_FILLER_SIZE] * n, [0] * n)
+
+    # --- reading ------------------------------------------------------------------------------
+    def max_offset(self) -> int:
+        return self.queue.max_offset() // UNIT
+
+    def min_offset(self) -> int:
+        return max(self.min_logic_offset, self.queue.min_offset()) // UNIT
+
+    def units_at(self, offset: int, max_units: int):
+        """(buffer, byte position, unit count) of readable units from ``offset`` within one file."""
+        mf = self.queue.find_by_offset(offset * UNIT)
+        if mf is None:
+            return None
+        pos = offset * UNIT - mf.file_from_offset
+        count = min(max_units, (mf.wrote_position - pos) // UNIT)
+        if count <= 0:
+            return None
+        return mf.buf, pos, count
+
+    def unit(self, offset: int):
+        """(phy, size, tags) of one unit, or None."""
+        got = self.units_at(offset, 1)
+        if got is None:
+            return None
+        buf, pos, _ = got
+        phys, sizes, tags = self.k.cq_read(buf, pos, 1)
+        return int(phys[0]), int(sizes[0]), int(tags[0])
+
+    def next_file_offset(self, offset: int) -> int:
+        """Queue offset where the file after the one holding ``offset`` starts."""
+        units_per_file = self.file_size // UNIT
+        return offset + units_per_file - offset % units_per_file
+
+    def offset_by_time(self, timestamp: int, store_time_of) -> int:
+        """``getOffsetInQueueByTime``: first file modified at/after ``timestamp``, then binary search."""
+        files = self.queue.files
+        if not files:
+            return 0
+        target = files[-1]
+        for mf in files:
+            if mf.last_modified_ms() >= timestamp:
+                target = mf
+                break
+        lo_bytes = max(self.min_logic_offset - target.file_from_offset, 0)
+        lo = lo_bytes // UNIT
+        hi = target.wrote_position // UNIT
+        if hi <= lo:
+            return self.min_offset()
+        i = self.k.cq_search_time(target.buf, lo, hi, timestamp, store_time_of)
+        return (target.file_from_offset // UNIT) + i
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Move min offset up to the first unit whose message still exists."""
+        for mf in self.queue.files:
+            n = mf.wrote_position // UNIT
+            if n == 0:
+                continue
+            phys, sizes, _ = self.k.cq_read(mf.buf, 0, n)
+            live = (phys >= commitlog_min) & (sizes != L.CQ_FILLER_SIZE)
+            if live.any():
+                first = int(live.argmax())
+                self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + first * UNIT)
+                return
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + n * UNIT)
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files (never the last) whose last unit points below ``commitlog_min``."""
+        deleted = 0
+        while len(self.queue.files) > 1:
+            mf = self.queue.files[0]
+            n = mf.wrote_position // UNIT
+            phys, _, _ = self.k.cq_read(mf.buf, (n - 1) * UNIT, 1) if n else ([-1], None, None)
+            if n == 0 or int(phys[0]) >= commitlog_min:
+                break
+            self.queue.delete_first(1)
+            deleted += 1
+        self.correct_min_offset(commitlog_min)
+        return deleted
+
+    def flush(self, least_pages: int = 0) -> None:
+        self.queue.flush(least_pages)
+
+    def destroy(self) -> None:
+        self.queue.destroy_all()
+        self.max_physic_offset = 0
+        self.min_logic_offset = 0
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class ConsumeQueueTable:
+    """All consume queues of a store, found on disk at load and created on first dispatch."""
+
+    def __init__(self, root_dir: str, file_size: int, kernels):
+        self.root_dir = root_dir
+        self.file_size = file_size
+        self.k = kernels
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> list[str]:
+        notes: list[str] = []
+        if not os.path.isdir(self.root_dir):
+            return notes
+        for topic in sorted(os.listdir(self.root_dir)):
+            tdir = os.path.join(self.root_dir, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qid in sorted(os.listdir(tdir)):
+                if not qid.isdigit():  # RocketMQ skips non-numeric queue dirs too
+                    notes.append(f"ignored {os.path.join(tdir, qid)}: not a queue id")
+                    continue
+                cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k)
+                notes.extend(cq.load())
+                self.queues[(topic, int(qid))] = cq
+        return notes
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = self.queues[(topic, queue_id)] = ConsumeQueue(topic, queue_id, self.root_dir,
+                                                               self.file_size, self.k)
+        return cq
+
+    def max_physic_offset(self) -> int:
+        return max((cq.max_physic_offset for cq in self.queues.values()), default=0)
+
+    def remove_topic(self, topic: str) -> None:
+        for key in [k for k in self.queues if k[0] == topic]:
+            self.queues.pop(key).destroy()
+        try:
+            os.rmdir(os.path.join(self.root_dir, topic))
+        except OSError:
+            pass  # foreign files left in it: keep the directory
+
+    def __iter__(self):
+        return iter(list(self.queues.values()))

@@ -1,0 +1,66 @@
+"""Dispatch: turn commitlog records into consume-queue units and index entries.
+
+One code path serves the put path (right after an append, under the put lock),
+recovery (re-dispatching a range after a crash) and the start-up catch-up: all of
+them scan records with the kernel and hand the dispatch table to ``dispatch_locked``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import numpy as np
+
+from mqcore.store import layout as L
+from mqcore.store.consume_queue import ConsumeQueueTable
+from mqcore.store.index import IndexService
+
+log = logging.getLogger(__name__)
+
+#: called after units were added: (topic, queue_id, new max offset)
+ArrivalListener = Callable[[str, int, int], None]
+
+
+class Dispatcher:
+    def __init__(self, queues: ConsumeQueueTable, index: IndexService | None, kernels):
+        self.queues = queues
+        self.index = index
+        self.k = kernels
+        self.listeners: list[ArrivalListener] = []
+        #: store time of the newest record dispatched (checkpoint logicsMsgTimestamp)
+        self.last_store_timestamp = 0
+
+    def dispatch_locked(self, table: np.ndarray, topics: list[bytes], buf, *,
+                        index_from_phy: int = -1) -> None:
+        """Dispatch scanned records; index only those at or after ``index_from_phy``."""
+        if not len(table):
+            return
+        tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
+        to_cq = (tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)
+        touched = []
+        tids = table["topic_idx"]
+        qids = table["queue_id"]
+        if to_cq.all() and (tids == tids[0]).all() and (qids == qids[0]).all():
+            groups = [(int(tids[0]), int(qids[0]), slice(None))]
+        else:
+            keys = (tids.astype(np.int64) << 32) | (qids.astype(np.int64) & 0xFFFFFFFF)
+            groups = [(int(key >> 32), int(np.int32(key & 0xFFFFFFFF)), (keys == key) & to_cq)
+                      for key in np.unique(keys[to_cq])]
+        for tid, qid, sel in groups:
+            part = table[sel]
+            topic = topics[tid].decode("utf-8", "replace")
+            cq = self.queues.find_or_create(topic, qid)
+            if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
+                touched.append((topic, qid, cq.max_offset()))
+        if self.index is not None:
+            sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
+            if index_from_phy > 0:
+                sel &= table["phy_offset"] >= index_from_phy
+            if sel.any():
+                hashes, phys, tss = self.k.index_keys(buf, table[sel], topics)
+                if len(hashes):
+                    self.index.build_locked(hashes, phys, tss)
+        self.last_store_timestamp = int(table["store_timestamp"][-1])
+        for topic, qid, max_offset in touched:
+            for listener in self.listeners:
+                listener(topic, qid, max_offset)

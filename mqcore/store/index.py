@@ -1,0 +1,218 @@
+"""IndexFile and IndexService: the hash index of message keys (store-format.md §4).
+
+Each file holds ``slots`` 4-byte slot heads and ``entries`` 20-byte entries; a key
+``topic#key`` hashes (Java ``String.hashCode``, abs) into a slot whose chain links
+entries newest first. Files are named by their creation time
+(``yyyyMMddHHmmssSSS``, local time). Hash collisions are not resolved here: a query
+returns every candidate and the caller compares keys.
+
+Threads: ``build_locked`` runs under the store's put lock; queries take the
+service lock only to copy the file list.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+
+from mqcore.store import layout as L
+from mqcore.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">qqqqii")
+
+
+def index_file_name(ts_ms: int) -> str:
+    t = time.localtime(ts_ms / 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + "%03d" % (ts_ms % 1000)
+
+
+class IndexFile:
+    def __init__(self, path: str, slots: int, entries: int, *, create: bool = False):
+        self.slots = slots
+        self.entries = entries
+        self.mf = MappedFile(path, L.index_file_size(slots, entries), create=create)
+
+    @property
+    def path(self) -> str:
+        return self.mf.path
+
+    def header(self) -> tuple[int, int, int, int, int, int]:
+        """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
+        return _HEADER.unpack_from(self.mf.buf, 0)
+
+    def init_header(self, begin_ts: int, end_ts: int, begin_phy: int, end_phy: int) -> None:
+        # a new file inherits the previous file's end values (IndexService.getAndCreateLastIndexFile)
+        _HEADER.pack_into(self.mf.buf, 0, begin_ts, end_ts, begin_phy, end_phy, 0, 1)
+
+    @property
+    def end_timestamp(self) -> int:
+        return self.header()[1]
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.header()[3]
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self.header()[2]
+
+    def is_full(self) -> bool:
+        return self.header()[5] >= self.entries
+
+    def entry_count(self) -> int:
+        return self.header()[5] - 1
+
+    def is_consistent(self) -> bool:
+        """Cheap torn-file check: the newest entry must be the header's end offset."""
+        begin_ts, end_ts, begin_phy, end_phy, _, count = self.header()
+        if count < 1 or count > self.entries or end_ts < begin_ts and count > 1:
+            return False
+        if count == 1:
+            return True
+        at = L.INDEX_HEADER_SIZE + self.slots * L.INDEX_SLOT_SIZE + (count - 1) * L.INDEX_ENTRY_SIZE
+        phy = struct.unpack_from(">q", self.mf.buf, at + L.IDXE_PHYOFFSET)[0]
+        return phy == end_phy
+
+    def flush(self) -> None:
+        self.mf.wrote_position = self.mf.file_size
+        self.mf.flush()
+
+    def close(self) -> bool:
+        return self.mf.close()
+
+    def destroy(self) -> bool:
+        return self.mf.destroy()
+
+
+class IndexService:
+    def __init__(self, directory: str, slots: int, entries: int, kernels, clock):
+        self.directory = directory
+        self.slots = slots
+        self.entries = entries
+        self.k = kernels
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self._lock = threading.Lock()
+
+    def load(self, abnormal: bool, checkpoint_index_ts: int) -> list[str]:
+        """Map existing files; after a crash drop files that are torn (see ``is_consistent``).
+
+        Returns notes for the recovery report. RocketMQ drops every file newer than the
+        checkpoint after a crash; we keep the ones whose header and newest entry agree, since
+        a process crash (kill -9) loses nothing written to the page cache, and rebuild the
+        rest from the commitlog.
+        """
+        notes = []
+        if not os.path.isdir(self.directory):
+            return notes
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            if not (name.isdigit() and len(name) == 17):
+                notes.append(f"ignored {path}: not an index file name")
+                continue
+            if os.path.getsize(path) != L.index_file_size(self.slots, self.entries):
+                notes.append(f"deleted {path}: size does not match index settings; it will be rebuilt")
+                os.unlink(path)
+                continue
+            f = IndexFile(path, self.slots, self.entries)
+            if abnormal and not f.is_consistent():
+                notes.append(f"deleted torn index file {path}; it will be rebuilt from the commitlog")
+                f.destroy()
+                continue
+            self.files.append(f)
+        return notes
+
+    # --- building -------------------------------------------------------------------------------
+    def _new_file_locked(self) -> IndexFile:
+        now = self.clock()
+        name = index_file_name(now)
+        while os.path.exists(os.path.join(self.directory, name)):
+            now += 1
+            name = index_file_name(now)
+        os.makedirs(self.directory, exist_ok=True)
+        f = IndexFile(os.path.join(self.directory, name), self.slots, self.entries, create=True)
+        if self.files:
+            prev = self.files[-1]
+            _, end_ts, _, end_phy, _, _ = prev.header()
+            f.init_header(end_ts, end_ts, end_phy, end_phy)
+            prev.flush()
+        else:
+            f.init_header(0, 0, 0, 0)
+        self.files.append(f)
+        log.info("created index file %s", f.path)
+        return f
+
+    def end_phy_offset(self) -> int:
+        return self.files[-1].end_phy_offset if self.files else 0
+
+    def build_locked(self, hashes, phys, timestamps) -> list[IndexFile]:
+        """Put keys into the newest file, opening new ones when full; returns files filled up."""
+        filled = []
+        i = 0
+        n = len(hashes)
+        while i < n:
+            f = self.files[-1] if self.files and not self.files[-1].is_full() else None
+            if f is None:
+                if self.files:
+                    filled.append(self.files[-1])
+                with self._lock:
+                    f = self._new_file_locked()
+            i = self.k.index_put(f.mf.buf, self.slots, self.entries, hashes, phys, timestamps, i)
+        return filled
+
+    # --- querying ---------------------------------------------------------------------------------
+    def query(self, key_hash: int, max_num: int, begin_ts: int, end_ts: int) -> tuple[list[int], int, int]:
+        """Candidate phy offsets, newest file first; plus (last update ts, last update phy)."""
+        with self._lock:
+            files = list(self.files)
+        out: list[int] = []
+        last_ts = last_phy = 0
+        for f in reversed(files):
+            f_begin, f_end, _, f_end_phy, _, _ = f.header()
+            if f is files[-1]:
+                last_ts, last_phy = f_end, f_end_phy
+            if f_begin <= end_ts and f_end >= begin_ts:  # time ranges overlap
+                out.extend(self.k.index_query(f.mf.buf, self.slots, self.entries, key_hash, begin_ts,
+                                              end_ts, max_num - len(out)))
+            if f_begin < begin_ts or len(out) >= max_num:
+                break
+        return out, last_ts, last_phy
+
+    # --- maintenance -------------------------------------------------------------------------------
+    def flush(self) -> None:
+        with self._lock:
+            files = list(self.files)
+        for f in files[-2:]:
+            f.flush()
+
+    def truncate_beyond(self, phy_offset: int) -> int:
+        """Drop files holding entries at or past ``phy_offset``; returns the offset to rebuild from."""
+        rebuild_from = self.end_phy_offset()
+        with self._lock:
+            while self.files and self.files[-1].end_phy_offset >= phy_offset and self.files[-1].entry_count() > 0:
+                f = self.files.pop()
+                rebuild_from = f.begin_phy_offset
+                log.warning("index file %s points past the commitlog end %d; rebuilding it", f.path, phy_offset)
+                f.destroy()
+        return min(rebuild_from, self.end_phy_offset()) if self.files else 0
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files (never the last) whose entries all point below ``commitlog_min``."""
+        n = 0
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
+                f = self.files.pop(0)
+                f.destroy()
+                n += 1
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files = []

@@ -1,0 +1,37 @@
+"""The store directory's ``lock`` file: one process per store (store-format.md §5.3).
+
+An exclusive POSIX record lock on byte 0 (``fcntl.lockf``, which conflicts with a
+Java broker's ``FileChannel.tryLock``), then the bytes ``lock`` written and synced.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+
+from mqcore.errors import StoreLockedError
+
+
+class StoreLock:
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError as e:
+            os.close(fd)
+            raise StoreLockedError(
+                f"the store at {os.path.dirname(self.path)} is locked by another process "
+                f"(a running broker?): {e.strerror}. Stop it, or point this one at another "
+                "storePathRootDir.") from e
+        os.pwrite(fd, b"lock", 0)
+        os.fsync(fd)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, 0)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,143 @@
+"""MappedFile: one fixed-size store file mapped into memory (RocketMQ's ``MappedFile``).
+
+Files are created at their full configured size (sparse ``ftruncate``) and named
+by the 20-digit offset of their first byte. Three positions per file: ``wrote``
+(bytes appended), ``committed`` (= wrote: there is no transient store pool) and
+``flushed`` (bytes known to be on disk).
+
+Threads: the writer (under the store's put lock) appends; the flush thread calls
+``flush``; readers take ``view`` slices at any time. A view handed out keeps the
+mapping alive; ``destroy`` unlinks the file at once and closes the mapping as soon
+as no view is left (Linux keeps an unlinked mapped file readable).
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+
+from mqcore.errors import CorruptFileError, StoreIOError
+from mqcore.store.layout import offset_to_file_name
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = mmap.PAGESIZE
+
+
+class MappedFile:
+    def __init__(self, path: str, file_size: int, *, create: bool = False):
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(path))
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._closed = False
+        self._flush_lock = threading.Lock()
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        try:
+            self._fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            raise StoreIOError(e.errno, f"cannot open {path}: {e.strerror}") from e
+        try:
+            actual = os.fstat(self._fd).st_size
+            if create:
+                os.ftruncate(self._fd, file_size)
+            elif actual != file_size:
+                raise CorruptFileError(
+                    f"{path} is {actual} bytes but files of this queue are {file_size} bytes")
+            self._mm = mmap.mmap(self._fd, file_size)
+        except OSError as e:
+            os.close(self._fd)
+            raise StoreIOError(e.errno, f"cannot map {path}: {e.strerror}") from e
+        except CorruptFileError:
+            os.close(self._fd)
+            raise
+        self.buf = memoryview(self._mm)
+
+    @classmethod
+    def create(cls, directory: str, file_from_offset: int, file_size: int) -> "MappedFile":
+        return cls(os.path.join(directory, offset_to_file_name(file_from_offset)), file_size, create=True)
+
+    # --- positions ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def end_offset(self) -> int:
+        """Offset one past this file's last byte."""
+        return self.file_from_offset + self.file_size
+
+    @property
+    def wrote_offset(self) -> int:
+        return self.file_from_offset + self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def set_positions(self, pos: int) -> None:
+        """After recovery: everything up to ``pos`` is valid and on disk."""
+        self.wrote_position = self.flushed_position = pos
+
+    # --- I/O ----------------------------------------------------------------------------
+    def view(self, pos: int, size: int) -> memoryview:
+        """Zero-copy slice; valid while the caller holds it, even across ``destroy``."""
+        return self.buf[pos:pos + size]
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the written-but-unflushed range when at least ``least_pages`` are dirty."""
+        with self._flush_lock:
+            wrote = self.wrote_position
+            dirty = wrote - self.flushed_position
+            if self._closed or dirty <= 0:
+                return self.flushed_position
+            if least_pages > 0 and dirty // PAGE_SIZE < least_pages and wrote < self.file_size:
+                return self.flushed_position
+            start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
+            try:
+                self._mm.flush(start, wrote - start)
+            except (OSError, ValueError) as e:
+                raise StoreIOError(getattr(e, "errno", None), f"flush of {self.path} failed: {e}") from e
+            self.flushed_position = wrote
+            return wrote
+
+    def last_modified_ms(self) -> int:
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    def close(self) -> bool:
+        """Unmap; False while views are still out (retried by ``destroy`` callers)."""
+        if self._closed:
+            return True
+        try:
+            self.buf.release()
+            self._mm.close()
+        except BufferError:
+            # a reader still holds a slice; re-create our own view and try later
+            self.buf = memoryview(self._mm)
+            return False
+        os.close(self._fd)
+        self._closed = True
+        return True
+
+    def destroy(self) -> bool:
+        """Delete the file now; the mapping goes once the last view is released."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        log.info("deleted %s", self.path)
+        return self.close()
+
+    def truncate_positions(self, pos: int) -> None:
+        self.wrote_position = min(self.wrote_position, pos)
+        self.flushed_position = min(self.flushed_position, pos)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"

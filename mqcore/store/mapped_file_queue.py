@@ -1,0 +1,176 @@
+"""MappedFileQueue: the ordered files of one logical log (RocketMQ's ``MappedFileQueue``).
+
+The commitlog and every consume queue are a queue of equal-size files whose names
+are the offsets of their first bytes. Offsets are contiguous from the first file to
+the last; deleting old files moves the queue's minimum offset up.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from mqcore.errors import CorruptFileError
+from mqcore.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    def __init__(self, directory: str, file_size: int):
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self._lock = threading.RLock()
+        #: files unlinked while a reader still had a view; closed later
+        self._pending_close: list[MappedFile] = []
+
+    def load(self) -> list[str]:
+        """Map the existing files; returns notes about files that were skipped or fixed."""
+        notes: list[str] = []
+        if not os.path.isdir(self.directory):
+            return notes
+        names = sorted(n for n in os.listdir(self.directory) if n.isdigit() and len(n) == 20)
+        for other in sorted(set(os.listdir(self.directory)) - set(names)):
+            notes.append(f"ignored {os.path.join(self.directory, other)}: not a store file name")
+        for name in names:
+            path = os.path.join(self.directory, name)
+            size = os.path.getsize(path)
+            if size < self.file_size and name == names[-1]:
+                # a file cut short (crash while it was being created, or a copy): extend it with
+                # zeros; the zeros read as "no data" so nothing is invented
+                with open(path, "r+b") as f:
+                    f.truncate(self.file_size)
+                notes.append(f"extended short file {path} from {size} to {self.file_size} bytes")
+            elif size != self.file_size:
+                raise CorruptFileError(
+                    f"{path} is {size} bytes but this queue's files are {self.file_size} bytes; "
+                    "was the store written with another file size setting?")
+            mf = MappedFile(path, self.file_size)
+            if self.files and mf.file_from_offset != self.files[-1].end_offset:
+                notes.append(f"{path} does not follow {self.files[-1].path} contiguously")
+            # until recovery says otherwise, a loaded file counts as full
+            mf.set_positions(self.file_size)
+            self.files.append(mf)
+        return notes
+
+    # --- lookup ----------------------------------------------------------------------------
+    @property
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def min_offset(self) -> int:
+        f = self.first
+        return f.file_from_offset if f else 0
+
+    def max_offset(self) -> int:
+        """Offset one past the last written byte."""
+        f = self.last
+        return f.wrote_offset if f else 0
+
+    def flushed_offset(self) -> int:
+        with self._lock:
+            for mf in reversed(self.files):
+                if mf.flushed_position > 0:
+                    return mf.file_from_offset + mf.flushed_position
+            return self.min_offset()
+
+    def find_by_offset(self, offset: int) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        first = files[0]
+        i = (offset - first.file_from_offset) // self.file_size
+        if 0 <= i < len(files):
+            mf = files[i]
+            if mf.file_from_offset <= offset < mf.end_offset:
+                return mf
+        for mf in files:  # holes after a non-contiguous load
+            if mf.file_from_offset <= offset < mf.end_offset:
+                return mf
+        return None
+
+    def get_last_for_append(self, start_offset: int = 0) -> MappedFile:
+        """The file to append to, creating the first or the next one as needed."""
+        with self._lock:
+            last = self.last
+            if last is not None and not last.is_full():
+                return last
+            if last is None:
+                base = start_offset - start_offset % self.file_size
+            else:
+                base = last.end_offset
+            os.makedirs(self.directory, exist_ok=True)
+            mf = MappedFile.create(self.directory, base, self.file_size)
+            self.files.append(mf)
+            log.info("created %s", mf.path)
+            return mf
+
+    # --- flushing and truncation -------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> int:
+        """Flush the file holding the first unflushed byte; returns the flushed offset."""
+        with self._lock:
+            files = list(self.files)
+        for mf in files:
+            if mf.flushed_position < mf.wrote_position:
+                mf.flush(least_pages)
+                if mf.flushed_position < mf.wrote_position:
+                    break
+        return self.flushed_offset()
+
+    def truncate_dirty(self, offset: int) -> list[str]:
+        """Drop everything at or after ``offset``: later files deleted, the containing file's
+        positions set (stale bytes beyond are not zeroed: readers stop at positions)."""
+        deleted: list[str] = []
+        with self._lock:
+            keep: list[MappedFile] = []
+            for mf in self.files:
+                if mf.end_offset > offset:
+                    if offset >= mf.file_from_offset:
+                        mf.set_positions(offset - mf.file_from_offset)
+                    else:
+                        deleted.append(mf.path)
+                        self._destroy(mf)
+                        continue
+                keep.append(mf)
+            self.files = keep
+        return deleted
+
+    def _destroy(self, mf: MappedFile) -> None:
+        if not mf.destroy():
+            self._pending_close.append(mf)
+
+    def delete_first(self, count: int = 1) -> list[MappedFile]:
+        """Remove the oldest ``count`` files (cleanup); never the last one."""
+        with self._lock:
+            n = min(count, len(self.files) - 1)
+            gone, self.files = self.files[:n], self.files[n:]
+        for mf in gone:
+            self._destroy(mf)
+        self.retry_pending_close()
+        return gone
+
+    def retry_pending_close(self) -> None:
+        self._pending_close = [mf for mf in self._pending_close if not mf.close()]
+
+    def destroy_all(self) -> None:
+        with self._lock:
+            for mf in self.files:
+                self._destroy(mf)
+            self.files = []
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass  # not empty (foreign files) or already gone: leave it
+
+    def close(self) -> None:
+        with self._lock:
+            for mf in self.files:
+                mf.flush()
+                if not mf.close():
+                    self._pending_close.append(mf)
+            self.files = []

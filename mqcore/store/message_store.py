@@ -1,0 +1,192 @@
+"""MessageStore: the store façade. It composes the parts and delegates; no logic of its own.
+
+    with MessageStore(StoreConfig(store_path="/tmp/store")) as store:
+        r = store.put_message(MessageExtBrokerInner(topic="T", body=b"hi", properties={"TAGS": "a"}))
+        got = store.get_message("T", 0, 0, 32)
+
+Lifecycle: ``load()`` takes the directory lock and recovers (returns a
+``RecoveryReport``), ``start()`` starts the flush threads and writes the ``abort``
+marker, ``shutdown()`` flushes everything, removes ``abort`` and releases the lock.
+Threads: puts from any thread (serialised by the writer's lock), reads from any thread.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Callable
+
+from mqcore._compat import kernels as default_kernels
+from mqcore.config import FlushDiskType, StoreConfig
+from mqcore.errors import ClosedError
+from mqcore.store.checkpoint import StoreCheckpoint
+from mqcore.store.commitlog import CommitLog
+from mqcore.store.consume_queue import ConsumeQueueTable
+from mqcore.store.dispatch import Dispatcher
+from mqcore.store.flush import FlushService, GroupCommitService
+from mqcore.store.index import IndexService
+from mqcore.store.lock import StoreLock
+from mqcore.store.reader import MessageReader
+from mqcore.store.recovery import Recovery, RecoveryReport
+from mqcore.store.writer import MessageWriter
+
+log = logging.getLogger(__name__)
+
+
+def system_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None):
+        self.config = config
+        self.clock = clock
+        self.k = kernels or default_kernels
+        self._lock = StoreLock(config.lock_path)
+        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes, self.k)
+        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k)
+        self.index = (IndexService(config.index_dir, config.index_slots, config.index_entries, self.k, clock)
+                      if config.message_index_enable else None)
+        self.dispatcher = Dispatcher(self.queues, self.index, self.k)
+        self.group_commit = (GroupCommitService(self._flush_commitlog_all)
+                             if config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
+        wait = None
+        if self.group_commit is not None:
+            gc, timeout = self.group_commit, config.sync_flush_timeout_ms
+            wait = lambda offset: gc.wait_flushed(offset, timeout)  # noqa: E731
+        self.writer = MessageWriter(config, self.commitlog, self.dispatcher, self.k, clock, wait)
+        self.reader = MessageReader(config, self.commitlog, self.queues, self.index, self.k)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: FlushService | None = None
+        self.recovery_report: RecoveryReport | None = None
+        self._state = "new"
+        # the API, delegated to the parts that own it
+        self.put_message = self.writer.put_message
+        self.put_batch = self.writer.put_batch
+        self.get_message = self.reader.get_message
+        self.look_message_by_offset = self.reader.look_message_by_offset
+        self.select_one_message_by_offset = self.reader.record_at
+        self.query_message = self.reader.query_message
+        self.messages_by_key = self.reader.messages_by_key
+        self.get_max_offset_in_queue = self.reader.max_offset
+        self.get_min_offset_in_queue = self.reader.min_offset
+        self.get_offset_in_queue_by_time = self.reader.offset_by_time
+        self.get_earliest_message_time = self.reader.earliest_message_time
+        self.get_commitlog_offset_in_queue = self.reader.commitlog_offset_in_queue
+        self.get_message_store_timestamp = self.reader.message_store_timestamp
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def load(self) -> RecoveryReport:
+        os.makedirs(self.config.store_path, exist_ok=True)
+        self._lock.acquire()
+        try:
+            abnormal = os.path.exists(self.config.abort_path)
+            report = RecoveryReport()
+            report.notes.extend(self.commitlog.load())
+            report.notes.extend(self.queues.load())
+            self.checkpoint = StoreCheckpoint(self.config.checkpoint_path)
+            if self.index is not None:
+                report.notes.extend(self.index.load(abnormal, self.checkpoint.index_msg_timestamp))
+            Recovery(self.config, self.commitlog, self.queues, self.index, self.dispatcher, self.checkpoint,
+                     self.k).run(abnormal, report)
+            for cq in self.queues:
+                self.writer.queue_offsets[(cq.topic, cq.queue_id)] = cq.max_offset()
+        except BaseException:
+            self._lock.release()
+            raise
+        (log.warning if not report.clean else log.info)("store %s: %s", self.config.store_path, report.summary())
+        self.recovery_report = report
+        self._state = "loaded"
+        return report
+
+    def start(self) -> None:
+        if self._state != "loaded":
+            raise ClosedError(f"start() needs a loaded store (state: {self._state})")
+        cfg = self.config
+        self.flush_service = FlushService(
+            None if self.group_commit else self._flush_commitlog, self._flush_logic,
+            cfg.flush_interval_commitlog_ms, cfg.flush_commitlog_least_pages,
+            cfg.flush_commitlog_thorough_interval_ms, cfg.flush_interval_consume_queue_ms)
+        self.flush_service.start()
+        if self.group_commit is not None:
+            self.group_commit.start()
+        with open(self.config.abort_path, "a"):
+            pass
+        self._state = "running"
+
+    def shutdown(self) -> None:
+        if self._state in ("new", "closed"):
+            return
+        self.writer.refuse_reason = "the store is shutting down"
+        with self.writer.lock:  # wait for puts in flight
+            pass
+        if self.flush_service is not None:
+            self.flush_service.shutdown()
+        if self.group_commit is not None:
+            self.group_commit.shutdown()
+        self._flush_commitlog(0)
+        self._flush_logic()
+        self.commitlog.close()
+        for cq in self.queues:
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self._state == "running" and os.path.exists(self.config.abort_path):
+            os.unlink(self.config.abort_path)
+        self._lock.release()
+        self._state = "closed"
+
+    def __enter__(self) -> "MessageStore":
+        self.load()
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # --- flushing ---------------------------------------------------------------------------------
+    def _flush_commitlog(self, least_pages: int) -> int:
+        ts = self.writer.last_store_timestamp
+        flushed = self.commitlog.flush(least_pages)
+        if self.checkpoint is not None and flushed >= self.commitlog.max_offset and ts:
+            self.checkpoint.physic_msg_timestamp = ts
+        return flushed
+
+    def _flush_commitlog_all(self) -> int:
+        return self._flush_commitlog(0)
+
+    def _flush_logic(self) -> None:
+        ts = self.dispatcher.last_store_timestamp
+        for cq in self.queues:
+            cq.flush()
+        if self.index is not None:
+            self.index.flush()
+        if self.checkpoint is not None:
+            if ts:
+                self.checkpoint.logics_msg_timestamp = ts
+            self.checkpoint.flush()
+
+    # --- facts ---------------------------------------------------------------------------------------
+    def get_min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    def get_max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def add_arrival_listener(self, listener) -> None:
+        """``listener(topic, queue_id, max_offset)`` after new units land (long polling)."""
+        self.dispatcher.listeners.append(listener)
+
+    def queue_ids(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, qid in sorted(self.queues.queues):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def delete_topic(self, topic: str) -> None:
+        with self.writer.lock:
+            self.queues.remove_topic(topic)
+            for key in [k for k in self.writer.queue_offsets if k[0] == topic]:
+                del self.writer.queue_offsets[key]

@@ -1,0 +1,172 @@
+"""The read paths: pulls from a consume queue, lookups by offset, queries by key.
+
+Reads take no store lock: they see units and records once the writer has moved a
+file's ``wrote_position`` past them. Results are zero-copy views of the mapped
+commitlog; records adjacent in the log are returned as one view, so a pull of 32
+messages written together is one buffer for the socket.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mqcore.message import MessageExt
+from mqcore.store import layout as L
+from mqcore.store.commitlog import CommitLog
+from mqcore.store.consume_queue import ConsumeQueueTable
+from mqcore.store.index import IndexService
+from mqcore.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
+
+#: units examined per pull when filtering (RocketMQ: max(16000 bytes, maxMsgNums * 20))
+MAX_FILTER_UNITS = 16000 // L.CQ_UNIT_SIZE
+
+
+class MessageReader:
+    def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None, kernels):
+        self.cfg = config
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.k = kernels
+
+    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int,
+                    max_bytes: int | None = None, tag_codes=None) -> GetMessageResult:
+        """Up to ``max_count`` messages from queue offset ``offset`` (``getMessage``).
+
+        ``tag_codes``: Java hash codes of subscribed tags, or None for ``*``.
+        """
+        max_count = max(1, min(max_count, self.cfg.max_transfer_count_on_message_in_memory))
+        max_bytes = max_bytes or self.cfg.max_transfer_bytes_on_message_in_memory
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset(), cq.max_offset()
+        if hi == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        window = max_count if tag_codes is None else max(MAX_FILTER_UNITS, max_count)
+        got = cq.units_at(offset, window)
+        if got is None:
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.next_file_offset(offset), lo, hi)
+        buf, pos, count = got
+        scanned, picked = self.k.cq_select(buf, pos, count, tag_codes, max_count, max_bytes)
+        phys, sizes, _ = self.k.cq_read(buf, pos, scanned)
+        phys = phys[picked]
+        sizes = sizes[picked]
+        cl_min = self.commitlog.min_offset
+        live = phys >= cl_min
+        removed = not live.all()
+        if removed:
+            phys, sizes = phys[live], sizes[live]
+        buffers, n, total = self._views(phys, sizes)
+        removed = removed or n < len(phys)
+        if n:
+            status = GetMessageStatus.FOUND
+        elif removed:
+            status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetMessageResult(status, offset + scanned, lo, hi, buffers, n, total)
+
+    def _views(self, phys: np.ndarray, sizes: np.ndarray):
+        """Views of the records, one per run of records adjacent in the commitlog."""
+        if not len(phys):
+            return [], 0, 0
+        ends = phys + sizes
+        breaks = np.flatnonzero(ends[:-1] != phys[1:]) + 1
+        starts = np.concatenate(([0], breaks))
+        stops = np.concatenate((breaks, [len(phys)]))
+        buffers = []
+        n = total = 0
+        for a, b in zip(starts.tolist(), stops.tolist()):
+            run_start = int(phys[a])
+            run_len = int(ends[b - 1]) - run_start
+            view = self.commitlog.view(run_start, run_len)
+            if view is None:  # a run crossing a file end: fall back to one view per record
+                for i in range(a, b):
+                    v = self.commitlog.view(int(phys[i]), int(sizes[i]))
+                    if v is not None:
+                        buffers.append(v)
+                        n += 1
+                        total += len(v)
+                continue
+            buffers.append(view)
+            n += b - a
+            total += run_len
+        return buffers, n, total
+
+    # --- lookups -------------------------------------------------------------------------------
+    def record_at(self, phy_offset: int) -> memoryview | None:
+        return self.commitlog.record_at(phy_offset)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        rec = self.commitlog.record_at(phy_offset)
+        if rec is None:
+            return None
+        decoded = self.k.decode_records(rec, 0, len(rec), 1, False)
+        return MessageExt.from_decoded(decoded[0]) if decoded else None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        """Candidates for ``topic#key`` stored in [begin_ts, end_ts] (hash collisions included)."""
+        result = QueryMessageResult()
+        if self.index is None:
+            return result
+        key_hash = self.k.index_hash(self.k.java_hash(f"{topic}#{key}"))
+        max_num = min(max_num, self.cfg.max_msgs_num_batch)
+        phys, last_ts, last_phy = self.index.query(key_hash, max_num, begin_ts, end_ts)
+        result.index_last_update_timestamp = last_ts
+        result.index_last_update_phyoffset = last_phy
+        for phy in sorted(set(phys)):
+            rec = self.commitlog.record_at(phy)
+            if rec is not None:
+                result.buffers.append(rec)
+                result.phy_offsets.append(phy)
+        return result
+
+    def messages_by_key(self, topic: str, key: str, max_num: int = 32, begin_ts: int = 0,
+                        end_ts: int = 1 << 62) -> list[MessageExt]:
+        """Exact matches: candidates filtered by UNIQ_KEY or KEYS, as a client does."""
+        out = []
+        for rec in self.query_message(topic, key, max_num, begin_ts, end_ts).buffers:
+            m = MessageExt.from_decoded(self.k.decode_records(rec, 0, len(rec), 1, False)[0])
+            if m.topic == topic and (key in m.keys or m.properties.get("UNIQ_KEY") == key):
+                out.append(m)
+        return out
+
+    # --- queue facts --------------------------------------------------------------------------------
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset() if cq else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset() if cq else -1
+
+    def commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        unit = cq.unit(offset) if cq else None
+        return unit[0] if unit else 0
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp, self.commitlog.store_timestamp)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        unit = cq.unit(cq.min_offset())
+        if unit is None:
+            return -1
+        return self.commitlog.store_timestamp(unit[0], unit[1])
+
+    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        unit = cq.unit(offset) if cq else None
+        return self.commitlog.store_timestamp(unit[0], unit[1]) if unit else -1

@@ -1,0 +1,210 @@
+"""Recovery at start-up (store-format.md §6), reporting what it dropped.
+
+1. Consume queues: keep the valid prefix of units.
+2. Commitlog: find the end of valid data with a CRC-checked scan, from the third-last
+   file (normal shutdown) or from the file the checkpoint points at (``abort`` left
+   behind). A torn or corrupt tail is cut off; its bytes are first copied to
+   ``<store>/quarantine/`` so nothing is silently lost.
+3. Consume queues and index files that point past the end are truncated.
+4. Everything after the oldest dispatch position (consume queues, index) is
+   re-dispatched from the commitlog, rebuilding missing units and index entries.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+
+import numpy as np
+
+from mqcore.store import layout as L
+from mqcore.store.commitlog import CommitLog, scan_file
+from mqcore.store.consume_queue import ConsumeQueueTable
+from mqcore.store.dispatch import Dispatcher
+from mqcore.store.index import IndexService
+
+log = logging.getLogger(__name__)
+
+SCAN_BATCH = 65536
+
+
+@dataclasses.dataclass
+class RecoveryReport:
+    abnormal: bool = False
+    commitlog_min_offset: int = 0
+    commitlog_max_offset: int = 0
+    #: why the commitlog scan stopped (ScanStop name) and where
+    stop_reason: str = "END"
+    stop_offset: int = 0
+    #: non-zero bytes found past the end of valid data (a torn or corrupt tail)
+    dropped_bytes: int = 0
+    quarantined: list[str] = dataclasses.field(default_factory=list)
+    deleted_files: list[str] = dataclasses.field(default_factory=list)
+    cq_units_dropped: int = 0
+    records_scanned: int = 0
+    bytes_scanned: int = 0
+    records_redispatched: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    duration_ms: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return not (self.dropped_bytes or self.deleted_files or self.cq_units_dropped)
+
+    def summary(self) -> str:
+        kind = "abnormal (abort file found)" if self.abnormal else "normal"
+        lines = [f"{kind} recovery in {self.duration_ms:.0f} ms: commitlog [{self.commitlog_min_offset}, "
+                 f"{self.commitlog_max_offset}), scanned {self.records_scanned} records / {self.bytes_scanned} "
+                 f"bytes, re-dispatched {self.records_redispatched}"]
+        if self.dropped_bytes:
+            lines.append(f"dropped a {self.stop_reason} tail at offset {self.stop_offset}: {self.dropped_bytes} "
+                         f"bytes, copied to {', '.join(self.quarantined) or '(nothing to copy)'}")
+        if self.cq_units_dropped:
+            lines.append(f"dropped {self.cq_units_dropped} consume-queue units past the commitlog end")
+        lines.extend(f"deleted {p}" for p in self.deleted_files)
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+class Recovery:
+    def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
+                 dispatcher: Dispatcher, checkpoint, kernels):
+        self.cfg = config
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.dispatcher = dispatcher
+        self.checkpoint = checkpoint
+        self.k = kernels
+        self.delays = config.delay_levels_ms
+
+    def run(self, abnormal: bool, report: RecoveryReport) -> RecoveryReport:
+        t0 = time.perf_counter()
+        report.abnormal = abnormal
+        for cq in self.queues:
+            cq.recover()
+        files = self.commitlog.queue.files
+        if not files:
+            for cq in self.queues:
+                cq.destroy()
+            self.queues.queues.clear()
+            report.duration_ms = (time.perf_counter() - t0) * 1000
+            return report
+        start_i = self._start_file(abnormal)
+        end = self._find_end(start_i, report)
+        self._cut_tail(end, report)
+        for cq in self.queues:
+            if cq.max_physic_offset > end:
+                before = cq.max_offset()
+                cq.truncate_dirty_logic(end)
+                report.cq_units_dropped += before - cq.max_offset()
+        index_from = self.index.truncate_beyond(end) if self.index is not None else end
+        # dispatch from a record boundary; index only what the index may be missing
+        dispatch_from = min(self.queues.max_physic_offset(), index_from, end)
+        index_from = self._index_threshold(index_from, abnormal)
+        if abnormal:
+            dispatch_from = min(dispatch_from, files[start_i].file_from_offset)
+        dispatch_from = max(dispatch_from, self.commitlog.min_offset)
+        report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+        cl_min = self.commitlog.min_offset
+        for cq in self.queues:
+            cq.correct_min_offset(cl_min)
+        report.commitlog_min_offset = cl_min
+        report.commitlog_max_offset = self.commitlog.max_offset
+        report.duration_ms = (time.perf_counter() - t0) * 1000
+        return report
+
+    def _index_threshold(self, resume: int, abnormal: bool) -> int:
+        """Lowest commitlog offset to index again, given the index ends at message ``resume``."""
+        if not abnormal and self.index is not None and self.index.files \
+                and self.index.files[-1].entry_count() > 0:
+            # after a clean shutdown the newest indexed message was indexed whole
+            return resume + 1
+        return resume
+
+    def _start_file(self, abnormal: bool) -> int:
+        files = self.commitlog.queue.files
+        if not abnormal:
+            return max(0, len(files) - 3)
+        min_ts = self.checkpoint.min_timestamp()
+        for i in range(len(files) - 1, -1, -1):
+            head = files[i].buf[:L.REC_FIXED_V4]
+            magic = int.from_bytes(head[L.REC_MAGIC:L.REC_MAGIC + 4], "big", signed=True)
+            if magic != L.MAGIC_V1:
+                continue
+            sys_flag = int.from_bytes(head[L.REC_SYSFLAG:L.REC_SYSFLAG + 4], "big", signed=True)
+            at = L.REC_STORETIMESTAMP_V4 + (L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0)
+            ts = int.from_bytes(files[i].buf[at:at + 8], "big", signed=True)
+            if ts != 0 and ts <= min_ts:
+                return i
+        return 0
+
+    def _find_end(self, start_i: int, report: RecoveryReport) -> int:
+        """CRC-checked scan from file ``start_i``; returns the offset after the last valid record."""
+        files = self.commitlog.queue.files
+        end = files[start_i].file_from_offset
+        counter = [0]
+
+        def count(table, topics, buf):
+            counter[0] += len(table)
+
+        for mf in files[start_i:]:
+            stop, reason = scan_file(self.k, mf, 0, mf.file_size, self.cfg.check_crc_on_recover, self.delays,
+                                     SCAN_BATCH, count)
+            report.bytes_scanned += stop
+            end = mf.file_from_offset + stop
+            if reason == L.ScanStop.BLANK:
+                end = mf.end_offset  # the file is full: continue in the next one
+                continue
+            report.stop_reason = L.ScanStop.NAMES[reason]
+            report.stop_offset = end
+            break
+        report.records_scanned = counter[0]
+        return end
+
+    def _cut_tail(self, end: int, report: RecoveryReport) -> None:
+        """Truncate the commitlog at ``end``, quarantining any data found past it."""
+        qdir = os.path.join(os.path.dirname(self.commitlog.queue.directory), "quarantine")
+        for mf in self.commitlog.queue.files:
+            if mf.end_offset <= end:
+                continue
+            start = max(0, end - mf.file_from_offset)
+            last = _data_length(mf.buf, start)
+            if last:
+                report.dropped_bytes += last
+                os.makedirs(qdir, exist_ok=True)
+                path = os.path.join(qdir, f"{mf.name}.{start}")
+                with open(path, "wb") as f:
+                    f.write(mf.buf[start:start + last])
+                report.quarantined.append(path)
+        report.deleted_files.extend(self.commitlog.queue.truncate_dirty(end))
+        if report.dropped_bytes:
+            log.warning("commitlog tail after offset %d dropped (%s, %d bytes); copies in %s",
+                        end, report.stop_reason, report.dropped_bytes, qdir)
+
+    def _redispatch(self, start: int, end: int, index_from: int) -> int:
+        n = [0]
+
+        def dispatch(table, topics, buf):
+            self.dispatcher.dispatch_locked(table, topics, buf, index_from_phy=index_from)
+            n[0] += len(table)
+
+        for mf, pos in self.commitlog.iter_files_from(start):
+            stop_at = min(mf.wrote_position, end - mf.file_from_offset)
+            if stop_at <= pos:
+                continue
+            scan_file(self.k, mf, pos, stop_at, False, self.delays, SCAN_BATCH, dispatch)
+        return n[0]
+
+
+def _data_length(buf, start: int, chunk: int = 16 << 20) -> int:
+    """Bytes from ``start`` up to the last non-zero byte of ``buf`` (0 if all zeros)."""
+    hi = len(buf)
+    while hi > start:
+        lo = max(start, hi - chunk)
+        part = np.frombuffer(buf[lo:hi], dtype=np.uint8)
+        if part.any():
+            return lo + int(np.flatnonzero(part)[-1]) + 1 - start
+        hi = lo
+    return 0

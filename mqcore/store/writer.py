@@ -1,0 +1,199 @@
+"""The put path: validate, rewrite delayed messages, assign queue offsets, append, dispatch.
+
+Everything between "queue offset assigned" and "units dispatched" happens under one
+put lock, so queue offsets are consecutive per queue and a consume-queue unit exists
+as soon as ``put_*`` returns. Waiting for a SYNC_FLUSH happens after the lock is
+released, so concurrent puts share one fsync (group commit).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from mqcore.errors import RecordDecodeError
+from mqcore.message import (SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, host_sys_flag,
+                            offset_msg_id, properties_to_bytes)
+from mqcore.store import layout as L
+from mqcore.store.commitlog import CommitLog
+from mqcore.store.dispatch import Dispatcher
+from mqcore.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+_VALID_TOPIC = frozenset(b"%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_TX_MASK = L.SYSFLAG_TRANSACTION_MASK
+
+
+def _topic_problem(topic: bytes) -> str | None:
+    if not topic:
+        return "the topic name is empty"
+    if len(topic) > L.MAX_TOPIC_LENGTH:
+        return f"the topic name is longer than {L.MAX_TOPIC_LENGTH} characters"
+    if not _VALID_TOPIC.issuperset(topic):
+        return f"the topic name {topic[:60]!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
+def _refused(status: PutMessageStatus, remark: str) -> PutMessageResult:
+    return PutMessageResult(status=status, remark=remark)
+
+
+class MessageWriter:
+    """Threads: any thread may put; the put lock serialises appends."""
+
+    def __init__(self, config, commitlog: CommitLog, dispatcher: Dispatcher, kernels, clock: Callable[[], int],
+                 wait_flushed: Callable[[int], bool] | None):
+        self.cfg = config
+        self.commitlog = commitlog
+        self.dispatcher = dispatcher
+        self.k = kernels
+        self.clock = clock
+        self.delays = config.delay_levels_ms
+        self.wait_flushed = wait_flushed
+        self.lock = threading.Lock()
+        #: (topic, queue id) -> next queue offset; rebuilt from consume queues at load
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        #: set by the disk cleanup policy / shutdown: puts are refused with this remark
+        self.refuse_reason: str | None = None
+        #: store time of the newest appended record (checkpoint physicMsgTimestamp)
+        self.last_store_timestamp = 0
+
+    # --- single messages ----------------------------------------------------------------------
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        if self.refuse_reason:
+            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+        props = dict(msg.properties)
+        wait = props.pop(Prop.WAIT, "true") != "false"
+        if self.cfg.broker_cluster_name:
+            props[Prop.CLUSTER] = self.cfg.broker_cluster_name
+        topic, queue_id = msg.topic, msg.queue_id
+        problem = _topic_problem(topic.encode("utf-8"))
+        if problem:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, problem)
+        tx = msg.sys_flag & _TX_MASK
+        level = _delay_level(props)
+        if level > 0 and tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT):
+            level = min(level, len(self.delays))
+            props[Prop.DELAY] = str(level)
+            props[Prop.REAL_TOPIC] = topic
+            props[Prop.REAL_QID] = str(queue_id)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+        topic_b = topic.encode("utf-8")
+        body = msg.body
+        if len(body) > self.cfg.max_message_size_bytes:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"the body is {len(body)} bytes, more than maxMessageSize "
+                            f"{self.cfg.max_message_size_bytes}")
+        props_b = properties_to_bytes(props)
+        if len(props_b) > L.MAX_PROPERTIES_BYTES:
+            return _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                            f"the properties are {len(props_b)} bytes, more than {L.MAX_PROPERTIES_BYTES}")
+        if queue_id < 0:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} is negative")
+        sys_flag = (msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_sys_flag(
+            msg.born_host, msg.store_host)
+        size = self.k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
+        if size + L.END_FILE_MIN_BLANK > self.commitlog.file_size:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"the message needs {size} bytes, more than one commitlog file holds")
+        with self.lock:
+            if self.refuse_reason:
+                return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+            store_ts = msg.store_timestamp or self.clock()
+            key = (topic, queue_id)
+            counted = tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT)
+            queue_offset = self.queue_offsets.get(key, 0) if counted else 0
+            mf, pos = self.commitlog.reserve_locked(size)
+            phy = mf.file_from_offset + pos
+            self.k.encode_record(mf.buf, pos, topic_b, queue_id, msg.flag, queue_offset, phy, sys_flag,
+                                 msg.born_timestamp, msg.born_host, store_ts, msg.store_host,
+                                 msg.reconsume_times, msg.prepared_transaction_offset, body, props_b)
+            self.commitlog.commit_locked(mf, size)
+            if counted:
+                self.queue_offsets[key] = queue_offset + 1
+            self.last_store_timestamp = store_ts
+            self._dispatch_locked(mf, pos, pos + size, 1)
+        result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=size, queue_id=queue_id,
+                                  queue_offset=queue_offset, msg_ids=[offset_msg_id(msg.store_host, phy)],
+                                  store_timestamp=store_ts, message_count=1)
+        return self._wait(result, phy + size, wait)
+
+    # --- batches (SEND_BATCH_MESSAGE) -------------------------------------------------------------
+    def put_batch(self, topic: str, queue_id: int, items: bytes, *, sys_flag: int = 0, born_timestamp: int = 0,
+                  born_host: bytes, store_host: bytes, batch_properties: dict | None = None) -> PutMessageResult:
+        """Append a wire batch (one item per message) as consecutive records of one queue."""
+        if self.refuse_reason:
+            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+        props = dict(batch_properties or {})
+        wait = props.pop(Prop.WAIT, "true") != "false"
+        if props.get(Prop.DELAY):
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot be delayed")
+        if self.cfg.broker_cluster_name:
+            props[Prop.CLUSTER] = self.cfg.broker_cluster_name
+        topic_b = topic.encode("utf-8")
+        problem = _topic_problem(topic_b)
+        if problem:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, problem)
+        if queue_id < 0:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} is negative")
+        extra = properties_to_bytes(props)
+        sys_flag = (sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_sys_flag(born_host, store_host)
+        try:
+            count, total, max_body, max_props = self.k.measure_batch(items, len(topic_b), len(extra), sys_flag)
+        except RecordDecodeError as e:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, f"malformed batch: {e}")
+        if count == 0:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, "the batch is empty")
+        if max_body > self.cfg.max_message_size_bytes:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"a batch body is {max_body} bytes, more than maxMessageSize")
+        if max_props > L.MAX_PROPERTIES_BYTES:
+            return _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, "batch item properties exceed 32767 bytes")
+        if total + L.END_FILE_MIN_BLANK > self.commitlog.file_size or \
+                total > self.cfg.max_message_size_bytes + 64 * 1024 * count:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"the batch needs {total} bytes, more than one commitlog file holds")
+        with self.lock:
+            if self.refuse_reason:
+                return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+            store_ts = self.clock()
+            key = (topic, queue_id)
+            first = self.queue_offsets.get(key, 0)
+            mf, pos = self.commitlog.reserve_locked(total)
+            phy = mf.file_from_offset + pos
+            self.k.encode_batch(mf.buf, pos, items, topic_b, queue_id, first, phy, sys_flag, born_timestamp,
+                                born_host, store_ts, store_host, extra)
+            self.commitlog.commit_locked(mf, total)
+            self.queue_offsets[key] = first + count
+            self.last_store_timestamp = store_ts
+            table = self._dispatch_locked(mf, pos, pos + total, count)
+        ids = [offset_msg_id(store_host, int(p)) for p in table["phy_offset"]]
+        result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=total, queue_id=queue_id,
+                                  queue_offset=first, msg_ids=ids, store_timestamp=store_ts, message_count=count)
+        return self._wait(result, phy + total, wait)
+
+    # --- helpers -------------------------------------------------------------------------------------
+    def _dispatch_locked(self, mf, start: int, end: int, count: int):
+        table, topics, _, _ = self.k.scan_records(mf.buf, start, end, mf.file_from_offset, False,
+                                                  self.delays, count)
+        self.dispatcher.dispatch_locked(table, topics, mf.buf)
+        return table
+
+    def _wait(self, result: PutMessageResult, end_offset: int, wait: bool) -> PutMessageResult:
+        if self.wait_flushed is not None and wait and not self.wait_flushed(end_offset):
+            log.warning("flush of offset %d did not complete within %d ms", end_offset,
+                        self.cfg.sync_flush_timeout_ms)
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+
+def _delay_level(props: dict) -> int:
+    raw = props.get(Prop.DELAY)
+    if not raw:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
