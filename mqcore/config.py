@@ -87,7 +87,8 @@ class StoreConfig:
             raise ConfigError("max_message_size_bytes must be positive")
         if self.max_message_size_bytes + 64 * 1024 > self.commitlog_file_size_bytes:
             # a record must always fit in an empty commitlog file (small files are for tests)
-            object.__setattr__(self, "max_message_size_bytes", self.commitlog_file_size_bytes // 2)
+            object.__setattr__(self, "max_message_size_bytes",
+                               min(self.max_message_size_bytes, self.commitlog_file_size_bytes // 2))
         parse_delay_levels(self.message_delay_level)
         ratio = min(max(self.disk_max_used_space_ratio, 10), 95)
         object.__setattr__(self, "disk_max_used_space_ratio", ratio)
