@@ -1,0 +1,271 @@
+"""asyncio remoting client with one pooled connection per address, plus a sync facade.
+
+Usage (async)::
+
+    client = RemotingClient()
+    client.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_ids_changed)
+    resp = await client.invoke("127.0.0.1:10911", create_request(RequestCode.HEART_BEAT, body=b"{}"), 3000)
+    await client.shutdown()
+
+Usage (blocking, e.g. scripts or the broker's name-server registration thread)::
+
+    with SyncRemotingClient() as client:
+        resp = client.invoke("127.0.0.1:9876", cmd, timeout_ms=3000)
+
+Like Java's ``NettyRemotingClient`` there is one connection per address, opened on
+first use and reused; a closed connection is dropped from the pool and the next call
+reconnects. Requests the peer sends on that connection (broker -> client) go to the
+registered processors and are answered on the same connection.
+
+Errors: :class:`RemotingConnectError` (cannot connect), :class:`RemotingTimeoutError`
+(no answer within ``timeout_ms``, connecting included), :class:`RemotingSendRequestError`
+(write failed), :class:`RemotingError` (connection closed while waiting).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from mqcore.errors import (
+    ClosedError,
+    ConfigError,
+    IllegalArgumentError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+)
+from mqcore.remoting.channel import Channel, parse_addr
+from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RemotingClient", "SyncRemotingClient", "new_event_loop"]
+
+T = TypeVar("T")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's when it is installed (faster), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class RemotingClient:
+    """Async client; all methods must be called on one event loop."""
+
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connect_timeout_ms: float = 3000,
+        max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
+        name: str = "remoting-client",
+    ) -> None:
+        if connect_timeout_ms <= 0:
+            raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
+        self.name = name
+        self._max_frame_bytes = max_frame_bytes
+        self._connect_timeout_ms = connect_timeout_ms
+        self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
+        self._channels: dict[str, Channel] = {}
+        self._connecting: dict[str, asyncio.Task[Channel]] = {}
+        self._close_listeners: list[Callable[[str, Channel], Any]] = []
+        self._closed = False
+
+    # --- configuration ------------------------------------------------------------------
+    def register_processor(
+        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        """Handle requests the server sends (NOTIFY_CONSUMER_IDS_CHANGED, …)."""
+        self._table.register(code, processor, executor=executor)
+
+    def register_default_processor(
+        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        self._table.register_default(processor, executor=executor)
+
+    def add_close_listener(self, listener: Callable[[str, Channel], Any]) -> None:
+        """``listener(addr, channel)`` runs when a pooled connection closes."""
+        self._close_listeners.append(listener)
+
+    # --- connections --------------------------------------------------------------------
+    async def get_channel(self, addr: str, timeout_ms: float | None = None) -> Channel:
+        """The pooled connection to ``addr``, connecting if needed (concurrent callers
+        share one connect attempt)."""
+        if self._closed:
+            raise ClosedError(f"{self.name} is shut down")
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_active:
+            return channel
+        task = self._connecting.get(addr)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._connect(addr), name=f"connect {addr}")
+            self._connecting[addr] = task
+            task.add_done_callback(functools.partial(self._connect_done, addr))
+        limit_ms = self._connect_timeout_ms if timeout_ms is None else min(timeout_ms, self._connect_timeout_ms)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), limit_ms / 1000.0)
+        except asyncio.TimeoutError:
+            raise RemotingTimeoutError(f"connect to {addr} did not finish within {limit_ms} ms") from None
+
+    def _connect_done(self, addr: str, task: asyncio.Task[Channel]) -> None:
+        if self._connecting.get(addr) is task:
+            del self._connecting[addr]
+        if not task.cancelled():
+            task.exception()  # mark retrieved: every waiter may have timed out already
+
+    async def _connect(self, addr: str) -> Channel:
+        try:
+            host, port = parse_addr(addr)
+        except ValueError as e:
+            raise IllegalArgumentError(str(e)) from e
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), self._connect_timeout_ms / 1000.0
+            )
+        except asyncio.TimeoutError:
+            raise RemotingConnectError(f"connect to {addr} timed out after {self._connect_timeout_ms} ms") from None
+        except OSError as e:
+            raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
+        if self._closed:
+            writer.close()
+            raise ClosedError(f"{self.name} is shut down")
+        channel = Channel(reader, writer, self._table, max_frame_bytes=self._max_frame_bytes)
+        channel.add_close_listener(functools.partial(self._on_channel_closed, addr))
+        self._channels[addr] = channel
+        channel.start()
+        log.debug("%s: connected %s", self.name, channel)
+        return channel
+
+    def _on_channel_closed(self, addr: str, channel: Channel) -> None:
+        if self._channels.get(addr) is channel:
+            del self._channels[addr]
+        for listener in self._close_listeners:
+            try:
+                listener(addr, channel)
+            except Exception:  # one faulty listener must not skip the others
+                log.exception("%s: close listener %r failed for %s", self.name, listener, addr)
+
+    async def close_channel(self, addr: str) -> None:
+        channel = self._channels.pop(addr, None)
+        if channel is not None:
+            await channel.aclose()
+
+    # --- requests -----------------------------------------------------------------------
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and return the response (any response code: the
+        caller maps non-SUCCESS codes to :class:`~mqcore.errors.BrokerError`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000.0
+        channel = await self.get_channel(addr, timeout_ms)
+        remaining_ms = (deadline - loop.time()) * 1000.0
+        if remaining_ms <= 0:
+            raise RemotingTimeoutError(f"connecting to {addr} used up the {timeout_ms} ms timeout")
+        return await channel.invoke(cmd, remaining_ms)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
+        """Send ``cmd`` flagged oneway; returns once written."""
+        channel = await self.get_channel(addr, timeout_ms)
+        await channel.send_request_oneway(cmd, timeout_ms)
+
+    async def shutdown(self) -> None:
+        """Close every connection; pending invokes fail. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._connecting.values()):
+            task.cancel()
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            channel.close("client shutdown")
+            channel.cancel_tasks()
+        await asyncio.gather(*(ch.aclose() for ch in channels), return_exceptions=True)
+
+    async def __aenter__(self) -> RemotingClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+
+class SyncRemotingClient:
+    """Blocking facade over :class:`RemotingClient`, running its own event loop in a
+    daemon thread. Thread-safe: any number of threads may call ``invoke`` at once.
+    Processors registered here run on that private loop thread."""
+
+    _SAFETY_MARGIN_S = 5.0  # the async timeout fires first; this only guards a stuck loop
+
+    def __init__(self, **client_kwargs: Any) -> None:
+        self._loop = new_event_loop()
+        self._client = RemotingClient(**client_kwargs)
+        self._thread = threading.Thread(target=self._run_loop, name=f"{self._client.name}-loop", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    @property
+    def client(self) -> RemotingClient:
+        """The wrapped async client (use only on :attr:`loop`)."""
+        return self._client
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        if self._closed:
+            coro.close()
+            raise ClosedError(f"{self._client.name} is shut down")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise IllegalArgumentError("SyncRemotingClient called from its own loop thread; use .client instead")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RemotingTimeoutError(f"event loop did not answer within {timeout_s} s") from None
+
+    def register_processor(
+        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        self._loop.call_soon_threadsafe(lambda: self._client.register_processor(code, processor, executor=executor))
+
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
+        return self._call(self._client.invoke(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+
+    def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
+        self._call(self._client.invoke_oneway(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Shut the client down and stop the loop thread. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._call(self._client.shutdown(), timeout_s)
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout_s)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    def __enter__(self) -> SyncRemotingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

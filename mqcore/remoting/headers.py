@@ -1,0 +1,480 @@
+"""Typed custom headers: the ``extFields`` of requests and responses (spec §5).
+
+Each header is a dataclass whose fields carry their wire key and kind in the field
+metadata, so one generic reader/writer serves all of them (Java does the same with
+reflection). Reading (``from_ext`` / ``from_command``) mirrors Java's
+``decodeCommandCustomHeader``: missing ``NN`` (``@CFNotNull``) fields and integers that
+do not parse raise :class:`~mqcore.errors.ProtocolError` with the class and key named,
+booleans follow ``Boolean.parseBoolean`` (only ``"true"``, any case, is true), unknown
+keys (``AccessKey``, ``Signature``, 5.x ``lo``/``ns``…) are ignored. Writing
+(``to_ext``) renders values as Java's ``toString`` and skips ``None``.
+
+A server answering a malformed request lets the ProtocolError propagate: the
+dispatcher turns it into SYSTEM_ERROR with the message as remark, as Java does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from mqcore.errors import IllegalArgumentError, ProtocolError
+from mqcore.remoting.codes import RequestCode
+
+__all__ = [
+    "ExtHeader",
+    "SendMessageRequestHeader",
+    "SendMessageResponseHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "OffsetResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "ViewMessageRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "UnregisterClientRequestHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "EndTransactionRequestHeader",
+    "CheckTransactionStateRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteTopicRequestHeader",
+    "GetRouteInfoRequestHeader",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
+    "UnregisterBrokerRequestHeader",
+    # request bodies live in bodies.py; re-exported for convenience
+    "MessageQueue",
+    "LockBatchRequestBody",
+    "UnlockBatchRequestBody",
+    "LockBatchResponseBody",
+    "GetConsumerListByGroupResponseBody",
+]
+
+from mqcore.remoting.bodies import (  # re-exported: the lock bodies travel with these headers
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
+
+# --- field kinds ----------------------------------------------------------------------
+STR, INT, LONG, BOOL = "str", "int", "long", "bool"
+_RANGES = {INT: (-(1 << 31), (1 << 31) - 1), LONG: (-(1 << 63), (1 << 63) - 1)}
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+H = TypeVar("H", bound="ExtHeader")
+
+
+def _nn(key: str, kind: str, v2: str | None = None) -> Any:
+    """A required (``@CFNotNull``) field: no default, must be on the wire."""
+    return field(metadata={"key": key, "kind": kind, "nn": True, "v2": v2})
+
+
+def _opt(key: str, kind: str, default: Any = None, v2: str | None = None) -> Any:
+    """An optional field (absent on the wire => ``default``)."""
+    return field(default=default, metadata={"key": key, "kind": kind, "nn": False, "v2": v2})
+
+
+_Spec = tuple[str, str, str, bool]  # attribute, wire key, kind, nn
+_SPEC_CACHE: dict[tuple[type, str], tuple[_Spec, ...]] = {}
+
+
+def _specs(cls: type, key_attr: str) -> tuple[_Spec, ...]:
+    """(attribute, wire key, kind, nn) per field, in declaration order (memoised;
+    header classes are immutable definitions, so the cache never goes stale)."""
+    specs = _SPEC_CACHE.get((cls, key_attr))
+    if specs is None:
+        specs = tuple(
+            (f.name, f.metadata[key_attr], f.metadata["kind"], f.metadata["nn"])
+            for f in dataclasses.fields(cls)
+            if f.metadata.get(key_attr)
+        )
+        _SPEC_CACHE[(cls, key_attr)] = specs
+    return specs
+
+
+def _parse_value(owner: str, key: str, kind: str, raw: Any) -> Any:
+    if not isinstance(raw, str):  # a caller-built dict; wire values are always str
+        raw = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
+    if kind == STR:
+        return raw
+    if kind == BOOL:
+        return raw.strip().lower() == "true"
+    text = raw.strip()
+    if not _INT_TEXT.fullmatch(text):
+        raise ProtocolError(f"{owner}: header field {key!r} must be an integer, got {raw!r}")
+    value = int(text)
+    lo, hi = _RANGES[kind]
+    if not lo <= value <= hi:
+        raise ProtocolError(f"{owner}: header field {key!r}={value} is out of {kind} range")
+    return value
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    return str(value)
+
+
+def _read(cls: type[H], ext: Mapping[str, Any], key_attr: str) -> H:
+    kwargs: dict[str, Any] = {}
+    for attr, key, kind, nn in _specs(cls, key_attr):
+        raw = ext.get(key)
+        if raw is None:
+            if nn:
+                raise ProtocolError(f"{cls.__name__}: missing required header field {key!r}")
+            continue
+        kwargs[attr] = _parse_value(cls.__name__, key, kind, raw)
+    return cls(**kwargs)
+
+
+def _write(header: ExtHeader, key_attr: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for attr, key, _kind, nn in _specs(type(header), key_attr):
+        value = getattr(header, attr)
+        if value is None:
+            if nn:
+                raise IllegalArgumentError(f"{type(header).__name__}.{attr} is required")
+            continue
+        out[key] = _render(value)
+    return out
+
+
+class ExtHeader:
+    """Base of all headers: generic read/write over the field metadata."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_ext(cls: type[H], ext: Mapping[str, Any]) -> H:
+        return _read(cls, ext, "key")
+
+    @classmethod
+    def from_command(cls: type[H], cmd: Any) -> H:
+        """Read from a :class:`~mqcore.remoting.command.RemotingCommand`'s ext fields."""
+        return cls.from_ext(cmd.ext_fields)
+
+    def to_ext(self) -> dict[str, str]:
+        return _write(self, "key")
+
+
+# ======================================================================================
+# SEND
+# ======================================================================================
+@dataclass(slots=True)
+class SendMessageRequestHeader(ExtHeader):
+    """SEND_MESSAGE (10, long names) and SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (310/320,
+    single letters ``a``..``n``) in one class. Defaults match what a 4.9.8 Java client
+    sends (``j``=0, ``k``/``m``=false), so ``to_ext_v2`` reproduces its header."""
+
+    V2_CODES: ClassVar[frozenset[int]] = frozenset(
+        {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
+    )
+
+    producer_group: str = _nn("producerGroup", STR, v2="a")
+    topic: str = _nn("topic", STR, v2="b")
+    default_topic: str = _nn("defaultTopic", STR, v2="c")
+    default_topic_queue_nums: int = _nn("defaultTopicQueueNums", INT, v2="d")
+    queue_id: int = _nn("queueId", INT, v2="e")
+    sys_flag: int = _nn("sysFlag", INT, v2="f")
+    born_timestamp: int = _nn("bornTimestamp", LONG, v2="g")
+    flag: int = _nn("flag", INT, v2="h")
+    properties: str | None = _opt("properties", STR, v2="i")
+    reconsume_times: int | None = _opt("reconsumeTimes", INT, 0, v2="j")
+    unit_mode: bool | None = _opt("unitMode", BOOL, False, v2="k")
+    max_reconsume_times: int | None = _opt("maxReconsumeTimes", INT, v2="l")
+    batch: bool | None = _opt("batch", BOOL, False, v2="m")
+    broker_name: str | None = _opt("bname", STR, v2="n")
+
+    @classmethod
+    def from_ext_v1(cls, ext: Mapping[str, Any]) -> SendMessageRequestHeader:
+        return _read(cls, ext, "key")
+
+    @classmethod
+    def from_ext_v2(cls, ext: Mapping[str, Any]) -> SendMessageRequestHeader:
+        return _read(cls, ext, "v2")
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, Any], code: int | None = None) -> SendMessageRequestHeader:
+        """Pick the key set by content (a client may send either), else by ``code``."""
+        if "producerGroup" in ext or "topic" in ext:
+            return cls.from_ext_v1(ext)
+        if "a" in ext or "b" in ext or (code is not None and code in cls.V2_CODES):
+            return cls.from_ext_v2(ext)
+        return cls.from_ext_v1(ext)
+
+    @classmethod
+    def from_command(cls, cmd: Any) -> SendMessageRequestHeader:
+        return cls.from_ext(cmd.ext_fields, cmd.code)
+
+    def to_ext_v1(self) -> dict[str, str]:
+        return _write(self, "key")
+
+    def to_ext_v2(self) -> dict[str, str]:
+        """Short keys in ``a``..``n`` order (= Java HashMap order for one-letter keys)."""
+        return _write(self, "v2")
+
+    def to_ext(self, code: int = RequestCode.SEND_MESSAGE) -> dict[str, str]:
+        return self.to_ext_v2() if code in self.V2_CODES else self.to_ext_v1()
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(ExtHeader):
+    """SEND response; ``MSG_REGION``/``TRACE_ON`` are what a Java broker adds (clients
+    read ``MSG_REGION`` unguarded). Wrap ``to_ext()`` in ``java_hashmap_order`` for
+    byte-identical Java output."""
+
+    msg_id: str = _nn("msgId", STR)
+    queue_id: int = _nn("queueId", INT)
+    queue_offset: int = _nn("queueOffset", LONG)
+    transaction_id: str | None = _opt("transactionId", STR)
+    msg_region: str | None = _opt("MSG_REGION", STR, "DefaultRegion")
+    trace_on: bool | None = _opt("TRACE_ON", BOOL, True)
+
+
+# ======================================================================================
+# PULL and offsets
+# ======================================================================================
+@dataclass(slots=True)
+class PullMessageRequestHeader(ExtHeader):
+    consumer_group: str = _nn("consumerGroup", STR)
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    queue_offset: int = _nn("queueOffset", LONG)
+    max_msg_nums: int = _nn("maxMsgNums", INT)
+    sys_flag: int = _nn("sysFlag", INT)
+    commit_offset: int = _nn("commitOffset", LONG)
+    suspend_timeout_millis: int = _nn("suspendTimeoutMillis", LONG)
+    sub_version: int = _nn("subVersion", LONG)
+    subscription: str | None = _opt("subscription", STR)
+    expression_type: str | None = _opt("expressionType", STR)
+    broker_name: str | None = _opt("bname", STR)
+    max_msg_bytes: int | None = _opt("maxMsgBytes", INT)  # 5.x
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(ExtHeader):
+    """All four are required in every pull response: the Java client unboxes them."""
+
+    suggest_which_broker_id: int = _nn("suggestWhichBrokerId", LONG)
+    next_begin_offset: int = _nn("nextBeginOffset", LONG)
+    min_offset: int = _nn("minOffset", LONG)
+    max_offset: int = _nn("maxOffset", LONG)
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(ExtHeader):
+    offset: int = _nn("offset", LONG)  # commitlog offset of the message
+    group: str = _nn("group", STR)
+    delay_level: int = _nn("delayLevel", INT)
+    origin_msg_id: str | None = _opt("originMsgId", STR)
+    origin_topic: str | None = _opt("originTopic", STR)
+    unit_mode: bool | None = _opt("unitMode", BOOL, False)
+    max_reconsume_times: int | None = _opt("maxReconsumeTimes", INT)
+    broker_name: str | None = _opt("bname", STR)
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(ExtHeader):
+    consumer_group: str = _nn("consumerGroup", STR)
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    commit_offset: int = _nn("commitOffset", LONG)
+    broker_name: str | None = _opt("bname", STR)
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(ExtHeader):
+    consumer_group: str = _nn("consumerGroup", STR)
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    broker_name: str | None = _opt("bname", STR)
+    set_zero_if_not_found: bool | None = _opt("setZeroIfNotFound", BOOL)  # 5.x
+
+
+@dataclass(slots=True)
+class OffsetResponseHeader(ExtHeader):
+    """``offset`` response of QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET."""
+
+    offset: int = _nn("offset", LONG)
+
+
+QueryConsumerOffsetResponseHeader = OffsetResponseHeader
+GetMaxOffsetResponseHeader = OffsetResponseHeader
+GetMinOffsetResponseHeader = OffsetResponseHeader
+SearchOffsetResponseHeader = OffsetResponseHeader
+
+
+@dataclass(slots=True)
+class _TopicQueueHeader(ExtHeader):
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    broker_name: str | None = _opt("bname", STR)
+
+
+@dataclass(slots=True)
+class GetMaxOffsetRequestHeader(_TopicQueueHeader):
+    """GET_MAX_OFFSET (30): answer = next offset to be written."""
+
+
+@dataclass(slots=True)
+class GetMinOffsetRequestHeader(_TopicQueueHeader):
+    """GET_MIN_OFFSET (31)."""
+
+
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeRequestHeader(_TopicQueueHeader):
+    """GET_EARLIEST_MSG_STORETIME (32)."""
+
+
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeResponseHeader(ExtHeader):
+    timestamp: int = _nn("timestamp", LONG)
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(ExtHeader):
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    timestamp: int = _nn("timestamp", LONG)
+    broker_name: str | None = _opt("bname", STR)
+
+
+# ======================================================================================
+# query / view / clients
+# ======================================================================================
+@dataclass(slots=True)
+class QueryMessageRequestHeader(ExtHeader):
+    """QUERY_MESSAGE (12); ``_UNIQUE_KEY_QUERY=true`` when looking up by UNIQ_KEY."""
+
+    topic: str = _nn("topic", STR)
+    key: str = _nn("key", STR)
+    max_num: int = _nn("maxNum", INT)
+    begin_timestamp: int = _nn("beginTimestamp", LONG)
+    end_timestamp: int = _nn("endTimestamp", LONG)
+    unique_key_query: bool | None = _opt("_UNIQUE_KEY_QUERY", BOOL)
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(ExtHeader):
+    index_last_update_timestamp: int = _nn("indexLastUpdateTimestamp", LONG)
+    index_last_update_phyoffset: int = _nn("indexLastUpdatePhyoffset", LONG)
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(ExtHeader):
+    offset: int = _nn("offset", LONG)  # commitlog offset (from offsetMsgId)
+
+
+@dataclass(slots=True)
+class GetConsumerListByGroupRequestHeader(ExtHeader):
+    consumer_group: str = _nn("consumerGroup", STR)
+
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(ExtHeader):
+    client_id: str = _nn("clientID", STR)
+    producer_group: str | None = _opt("producerGroup", STR)
+    consumer_group: str | None = _opt("consumerGroup", STR)
+
+
+@dataclass(slots=True)
+class NotifyConsumerIdsChangedRequestHeader(ExtHeader):
+    consumer_group: str = _nn("consumerGroup", STR)
+
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader(ExtHeader):
+    """END_TRANSACTION (37, oneway). ``commitOrRollback``: 0 unknown, 8 commit, 12 rollback."""
+
+    producer_group: str = _nn("producerGroup", STR)
+    tran_state_table_offset: int = _nn("tranStateTableOffset", LONG)
+    commit_log_offset: int = _nn("commitLogOffset", LONG)
+    commit_or_rollback: int = _nn("commitOrRollback", INT)
+    msg_id: str = _nn("msgId", STR)
+    from_transaction_check: bool | None = _opt("fromTransactionCheck", BOOL, False)
+    transaction_id: str | None = _opt("transactionId", STR)
+    broker_name: str | None = _opt("bname", STR)
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(ExtHeader):
+    """CHECK_TRANSACTION_STATE (39, broker -> producer, oneway); body = the half message."""
+
+    tran_state_table_offset: int | None = _opt("tranStateTableOffset", LONG)
+    commit_log_offset: int | None = _opt("commitLogOffset", LONG)
+    msg_id: str | None = _opt("msgId", STR)
+    transaction_id: str | None = _opt("transactionId", STR)
+    offset_msg_id: str | None = _opt("offsetMsgId", STR)
+
+
+# ======================================================================================
+# admin and name server
+# ======================================================================================
+@dataclass(slots=True)
+class CreateTopicRequestHeader(ExtHeader):
+    topic: str = _nn("topic", STR)
+    default_topic: str = _nn("defaultTopic", STR)
+    read_queue_nums: int = _nn("readQueueNums", INT)
+    write_queue_nums: int = _nn("writeQueueNums", INT)
+    perm: int = _nn("perm", INT)
+    topic_filter_type: str = _nn("topicFilterType", STR)  # SINGLE_TAG / MULTI_TAG
+    topic_sys_flag: int | None = _opt("topicSysFlag", INT)
+    order: bool | None = _opt("order", BOOL, False)
+
+
+@dataclass(slots=True)
+class DeleteTopicRequestHeader(ExtHeader):
+    """DELETE_TOPIC_IN_BROKER (215) / DELETE_TOPIC_IN_NAMESRV (216)."""
+
+    topic: str = _nn("topic", STR)
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(ExtHeader):
+    topic: str = _nn("topic", STR)
+    accept_standard_json_only: bool | None = _opt("acceptStandardJsonOnly", BOOL)
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(ExtHeader):
+    """REGISTER_BROKER (103). ``body_crc32`` = ``crc32(body) & 0x7FFFFFFF``, 0 = unchecked."""
+
+    broker_name: str = _nn("brokerName", STR)
+    broker_addr: str = _nn("brokerAddr", STR)
+    cluster_name: str = _nn("clusterName", STR)
+    ha_server_addr: str = _nn("haServerAddr", STR)
+    broker_id: int = _nn("brokerId", LONG)
+    compressed: bool | None = _opt("compressed", BOOL, False)
+    body_crc32: int | None = _opt("bodyCrc32", INT, 0)
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(ExtHeader):
+    ha_server_addr: str | None = _opt("haServerAddr", STR)
+    master_addr: str | None = _opt("masterAddr", STR)
+
+
+@dataclass(slots=True)
+class UnregisterBrokerRequestHeader(ExtHeader):
+    broker_name: str = _nn("brokerName", STR)
+    broker_addr: str = _nn("brokerAddr", STR)
+    cluster_name: str = _nn("clusterName", STR)
+    broker_id: int = _nn("brokerId", LONG)

@@ -1,0 +1,193 @@
+"""asyncio remoting server (the listening side of a broker or name server).
+
+Usage::
+
+    server = RemotingServer(idle_timeout_s=120)
+    server.register_processor(RequestCode.HEART_BEAT, on_heartbeat)   # sync or async
+    server.add_close_listener(lambda ch: consumers.expire(ch))
+    port = await server.start("0.0.0.0", 10911)     # port 0 => random, see .port
+    ...
+    await server.shutdown()
+
+Every accepted connection becomes a :class:`~mqcore.remoting.channel.Channel` whose
+read loop runs until the peer disconnects, sends a malformed or oversized frame, or
+stays idle (no read, no write, nothing in flight) for ``idle_timeout_s``. Nothing a
+peer sends can stop the server.
+
+All methods must be called on the server's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mqcore.errors import ClosedError, ConfigError
+from mqcore.remoting.channel import Channel, format_addr
+from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorTable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RemotingServer"]
+
+_SWEEP_MAX_INTERVAL_S = 5.0
+
+
+class RemotingServer:
+    """Accepts connections and dispatches their requests to registered processors."""
+
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        idle_timeout_s: float | None = 120.0,
+        max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
+        name: str = "remoting-server",
+    ) -> None:
+        if max_frame_bytes < 8:
+            raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
+        if idle_timeout_s is not None and idle_timeout_s <= 0:
+            raise ConfigError(f"idle_timeout_s must be > 0 or None, got {idle_timeout_s}")
+        self.name = name
+        self._max_frame_bytes = max_frame_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
+        self._channels: set[Channel] = set()
+        self._connect_listeners: list[Callable[[Channel], Any]] = []
+        self._close_listeners: list[Callable[[Channel], Any]] = []
+        self._server: asyncio.AbstractServer | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._read_tasks: set[asyncio.Task[None]] = set()
+        self._port = 0
+        self._host = ""
+        self._stopped = False
+
+    # --- configuration ------------------------------------------------------------------
+    def register_processor(
+        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        """``processor(channel, request)`` answers ``code``; see :mod:`mqcore.remoting.dispatch`."""
+        self._table.register(code, processor, executor=executor)
+
+    def register_default_processor(
+        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        self._table.register_default(processor, executor=executor)
+
+    def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
+        """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
+        self._connect_listeners.append(listener)
+
+    def add_close_listener(self, listener: Callable[[Channel], Any]) -> None:
+        """``listener(channel)`` runs once when a connection closes, for any reason
+        (the broker uses it to expire the channel's consumers and producers)."""
+        self._close_listeners.append(listener)
+
+    # --- lifecycle ----------------------------------------------------------------------
+    async def start(self, host: str = "0.0.0.0", port: int = 0, *, backlog: int = 1024) -> int:
+        """Listen and return the bound port (``port=0`` picks a free one)."""
+        if self._stopped:
+            raise ClosedError(f"{self.name} is shut down")
+        if self._server is not None:
+            raise ConfigError(f"{self.name} is already started")
+        self._server = await asyncio.start_server(
+            self._on_accept, host, port, backlog=backlog, reuse_address=True
+        )
+        sockets = self._server.sockets or ()
+        self._port = sockets[0].getsockname()[1] if sockets else port
+        self._host = host
+        if self._idle_timeout_s is not None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle(), name=f"{self.name} idle")
+        log.info("%s listening on %s", self.name, ", ".join(format_addr(s.getsockname()) for s in sockets))
+        return self._port
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as bound (a wildcard host is reported as given)."""
+        return f"{self._host}:{self._port}"
+
+    @property
+    def channels(self) -> list[Channel]:
+        return list(self._channels)
+
+    async def shutdown(self, grace_s: float = 2.0) -> None:
+        """Stop accepting, give in-flight requests ``grace_s`` to finish, then close
+        every connection and cancel what is still running. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+        channels = list(self._channels)
+        if channels and grace_s > 0:
+            await asyncio.gather(*(ch.wait_tasks(grace_s) for ch in channels))
+        for ch in channels:
+            ch.close("server shutdown")
+            ch.cancel_tasks()
+        await asyncio.gather(*self._read_tasks, return_exceptions=True)
+        await asyncio.gather(*(ch.aclose() for ch in channels), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        log.info("%s on port %d shut down", self.name, self._port)
+
+    async def __aenter__(self) -> RemotingServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # --- connections ----------------------------------------------------------------------
+    def _on_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopped:
+            writer.close()
+            return
+        channel = Channel(reader, writer, self._table, max_frame_bytes=self._max_frame_bytes)
+        self._channels.add(channel)
+        channel.add_close_listener(self._channels.discard)
+        for listener in self._close_listeners:
+            channel.add_close_listener(listener)
+        log.debug("%s: accepted %s", self.name, channel)
+        task = channel.start()
+        self._read_tasks.add(task)
+        task.add_done_callback(self._read_tasks.discard)
+        for listener in self._connect_listeners:
+            _call_listener(listener, channel)
+
+    async def _sweep_idle(self) -> None:
+        """Close channels with no traffic and nothing in flight for idle_timeout_s."""
+        assert self._idle_timeout_s is not None
+        interval = min(_SWEEP_MAX_INTERVAL_S, self._idle_timeout_s / 4)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for ch in list(self._channels):
+                if ch.inflight_count == 0 and now - ch.last_activity > self._idle_timeout_s:
+                    log.info("%s: closing idle %s (%.1f s without traffic)", self.name, ch, now - ch.last_activity)
+                    ch.close("idle")
+
+
+def _call_listener(listener: Callable[[Channel], Any], channel: Channel) -> None:
+    try:
+        result = listener(channel)
+    except Exception:  # one faulty listener must not refuse the connection
+        log.exception("connect listener %r failed for %s", listener, channel)
+        return
+    if inspect.isawaitable(result):
+        asyncio.ensure_future(result).add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("async connect listener failed", exc_info=task.exception())
