@@ -1,0 +1,1 @@
+"""The broker: a single-node RocketMQ 4.x broker over mqcore's store."""

@@ -1,0 +1,253 @@
+"""Broker: the composition root. It builds the store, the managers, the processors and
+the remoting server, registers with the name server(s), and runs the periodic tasks.
+
+    broker = Broker(BrokerConfig(...), StoreConfig(...))
+    await broker.start()          # recovery, listen, register
+    ...
+    await broker.shutdown()       # unregister, stop serving, persist, flush, remove abort
+
+Threads: everything runs on one asyncio loop; store puts run inline (ASYNC_FLUSH) or
+in a thread pool (SYNC_FLUSH, where a put waits for its fsync).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+import os
+import time
+import zlib
+
+from mqcore.broker.clients import ClientManager, RebalanceLockManager
+from mqcore.broker.config import BrokerConfig, NamesrvConfig
+from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+from mqcore.broker.long_polling import PullRequestHoldService
+from mqcore.broker.processors.admin import AdminProcessor
+from mqcore.broker.processors.clients import ClientProcessor
+from mqcore.broker.processors.pull import PullProcessor
+from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.topics import TopicConfigManager
+from mqcore.config import FlushDiskType, StoreConfig
+from mqcore.errors import MQError
+from mqcore.message import pack_host
+from mqcore.namesrv.server import NameServer
+from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
+from mqcore.remoting.command import create_request
+from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
+                                     UnregisterBrokerRequestHeader)
+from mqcore.store.config_files import DelayOffsetTable
+from mqcore.store.message_store import MessageStore, system_clock_ms
+
+log = logging.getLogger(__name__)
+
+RC = RequestCode
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms):
+        self.cfg = config
+        self.store_config = store_config
+        self.clock = clock
+        self.store = MessageStore(store_config, clock=clock)
+        cdir = store_config.config_dir
+        self.topics = TopicConfigManager(config, cdir, clock)
+        self.groups = SubscriptionGroupManager(cdir, clock, config.auto_create_subscription_group)
+        self.offsets = ConsumerOffsetManager.in_dir(cdir)
+        self.delay_offsets = DelayOffsetTable.in_dir(cdir)
+        self.clients = ClientManager(clock, config.channel_expired_timeout_ms, self._group_changed)
+        self.locks = RebalanceLockManager(clock)
+        self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
+                                     idle_timeout_s=config.server_channel_max_idle_time_seconds)
+        self.namesrv: NameServer | None = None
+        self.namesrv_addrs: list[str] = []
+        self.hold: PullRequestHoldService | None = None
+        self.port = config.listen_port
+        self.store_host = b""
+        self._client: RemotingClient | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._register_pending = False
+        self._started_at = 0.0
+        self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._started_at = time.monotonic()
+        report = self.store.load()
+        self.store.start()
+        self.topics.load()
+        self.groups.load()
+        self.offsets.load()
+        self.delay_offsets.load()
+        self.hold = PullRequestHoldService(loop)
+        self.store.add_arrival_listener(self.hold.notify)
+        if self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
+        self._register_processors()
+        self.server.add_close_listener(self.clients.channel_closed)
+        if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr:
+            self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
+                                                    listen_port=self.cfg.namesrv_listen_port), self.clock)
+            ns_port = await self.namesrv.start()
+            self.namesrv_addrs = [f"{self.cfg.broker_ip1}:{ns_port}"]
+        elif self.cfg.namesrv_addr:
+            self.namesrv_addrs = [a.strip() for a in self.cfg.namesrv_addr.split(";") if a.strip()]
+        self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
+        self.store_host = pack_host(self.cfg.broker_ip1, self.port)
+        for svc in self._services:
+            svc.start()
+        self._client = RemotingClient()
+        await self.register_all()
+        self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
+                       loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
+                       loop.create_task(self._every(10_000, self._scan_channels))]
+        log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
+                 self.store_config.store_path, report.summary().splitlines()[0])
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.hold is not None:
+            self.hold.wake_all()
+        await self.unregister_all()
+        await self.server.shutdown()
+        if self._client is not None:
+            await self._client.shutdown()
+        if self.namesrv is not None:
+            await self.namesrv.shutdown()
+        for svc in reversed(self._services):
+            svc.shutdown()
+        self.offsets.persist()
+        self.delay_offsets.persist()
+        self.topics.persist()
+        self.groups.persist()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        self.store.shutdown()
+        log.info("broker %s stopped", self.cfg.broker_name)
+
+    @property
+    def addr(self) -> str:
+        return f"{self.cfg.broker_ip1}:{self.port}"
+
+    def _register_processors(self) -> None:
+        send, pull = SendProcessor(self), PullProcessor(self)
+        cli, adm = ClientProcessor(self), AdminProcessor(self)
+        table = {
+            RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
+            RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
+            RC.QUERY_MESSAGE: adm.query_message, RC.VIEW_MESSAGE_BY_ID: adm.view_message,
+            RC.HEART_BEAT: cli.heartbeat, RC.UNREGISTER_CLIENT: cli.unregister,
+            RC.GET_CONSUMER_LIST_BY_GROUP: cli.consumer_list, RC.LOCK_BATCH_MQ: cli.lock_batch,
+            RC.UNLOCK_BATCH_MQ: cli.unlock_batch, RC.QUERY_CONSUMER_OFFSET: cli.query_offset,
+            RC.UPDATE_CONSUMER_OFFSET: cli.update_offset, RC.SEARCH_OFFSET_BY_TIMESTAMP: cli.search_offset,
+            RC.GET_MAX_OFFSET: cli.max_offset, RC.GET_MIN_OFFSET: cli.min_offset,
+            RC.GET_EARLIEST_MSG_STORETIME: cli.earliest_time,
+            RC.UPDATE_AND_CREATE_TOPIC: adm.create_topic, RC.DELETE_TOPIC_IN_BROKER: adm.delete_topic,
+            RC.GET_ALL_TOPIC_CONFIG: adm.all_topic_config, RC.GET_TOPIC_STATS_INFO: adm.topic_stats,
+            RC.GET_CONSUME_STATS: adm.consume_stats, RC.GET_CONSUMER_CONNECTION_LIST: adm.consumer_connections,
+            RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
+            RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
+            RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
+        }
+        for code, fn in table.items():
+            self.server.register_processor(code, fn)
+
+    # --- store access -------------------------------------------------------------------------------
+    async def run_store(self, fn, *args, **kwargs):
+        """Run a store put: inline, or on the put pool when it may wait for an fsync."""
+        if self._executor is None:
+            return fn(*args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def delay_offsets_json(self) -> bytes:
+        return self.delay_offsets.to_json().encode()
+
+    def add_service(self, service) -> None:
+        """Register a service with ``start()``/``shutdown()`` (delay delivery, disk cleanup)."""
+        self._services.append(service)
+
+    # --- name server registration ------------------------------------------------------------------
+    def _register_body(self) -> bytes:
+        body = {"filterServerList": [], "topicConfigSerializeWrapper": self.topics.serialize_wrapper()}
+        return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+    async def register_all(self) -> None:
+        self._register_pending = False
+        body = self._register_body()
+        header = RegisterBrokerRequestHeader(broker_name=self.cfg.broker_name, broker_addr=self.addr,
+                                             cluster_name=self.cfg.broker_cluster_name,
+                                             ha_server_addr=f"{self.cfg.broker_ip1}:{self.port + 1}",
+                                             broker_id=self.cfg.broker_id, compressed=False,
+                                             body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
+        for addr in self.namesrv_addrs:
+            try:
+                resp = await self._client.invoke(addr, create_request(RC.REGISTER_BROKER, header.to_ext(), body), 3000)
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused the registration: %s", addr, resp.remark)
+            except MQError as e:
+                log.warning("registering with name server %s failed: %s", addr, e)
+
+    async def unregister_all(self) -> None:
+        if self._client is None:
+            return
+        header = UnregisterBrokerRequestHeader(broker_name=self.cfg.broker_name, broker_addr=self.addr,
+                                               cluster_name=self.cfg.broker_cluster_name, broker_id=self.cfg.broker_id)
+        for addr in self.namesrv_addrs:
+            try:
+                await self._client.invoke(addr, create_request(RC.UNREGISTER_BROKER, header.to_ext()), 3000)
+            except MQError as e:
+                log.warning("unregistering from name server %s failed: %s", addr, e)
+
+    def schedule_register(self) -> None:
+        """A topic changed: tell the name servers soon (coalesces bursts of changes)."""
+        if self._register_pending or self._client is None:
+            return
+        self._register_pending = True
+        asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(self.register_all()))
+
+    # --- periodic work --------------------------------------------------------------------------------
+    async def _every(self, interval_ms: int, fn) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except (MQError, OSError) as e:
+                log.warning("periodic task %s failed: %s", getattr(fn, "__name__", fn), e)
+
+    async def _persist_offsets(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.offsets.persist)
+
+    def _scan_channels(self) -> None:
+        for channel in self.clients.scan_expired():
+            log.info("closing channel %s: no heartbeat for %d ms", channel.remote_addr,
+                     self.cfg.channel_expired_timeout_ms)
+            self.clients.channel_closed(channel)
+            channel.close("heartbeat expired")
+
+    def _group_changed(self, group: str, channels: list) -> None:
+        if not self.cfg.notify_consumer_ids_changed_enable:
+            return
+        ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext()
+        for ch in channels:
+            cmd = create_request(RC.NOTIFY_CONSUMER_IDS_CHANGED, ext, oneway=True)
+            asyncio.ensure_future(self._notify(ch, cmd))
+
+    async def _notify(self, channel, cmd) -> None:
+        try:
+            await channel.send_request_oneway(cmd)
+        except MQError as e:
+            log.info("notify %s failed: %s", channel.remote_addr, e)
+
+    def runtime_text(self) -> str:
+        up = int(time.monotonic() - self._started_at)
+        return f"[ {up // 86400} days, {up // 3600 % 24} hours, {up // 60 % 60} minutes, {up % 60} seconds ]"
+
+    def disk_usage_path(self) -> str:
+        return os.path.abspath(self.store_config.store_path)

@@ -1,0 +1,213 @@
+"""Who is connected: producer and consumer groups from heartbeats, queue locks.
+
+A consumer group's membership is the set of channels that sent a heartbeat naming
+it; a channel that closes or stays silent for ``channel_expired_timeout_ms`` leaves
+every group. Membership changes are reported to ``on_group_changed`` (the broker
+then sends NOTIFY_CONSUMER_IDS_CHANGED to the group).
+
+Threads: the broker's event loop only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable
+
+from mqcore._compat import kernels
+
+log = logging.getLogger(__name__)
+
+CONSUME_FROM_NAMES = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                      "CONSUME_FROM_TIMESTAMP"]
+# Java enum ordinals as some clients send them; 4.x ConsumeFromWhere has the deprecated ones between
+_ENUMS = {"consumeType": ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"],
+          "messageModel": ["BROADCASTING", "CLUSTERING"],
+          "consumeFromWhere": CONSUME_FROM_NAMES}
+
+
+def enum_name(kind: str, value: Any, default: str) -> str:
+    """Heartbeat enums arrive as names or ordinals (C++ client): normalise to names."""
+    if isinstance(value, str) and not value.lstrip("-").isdigit():
+        return value
+    try:
+        return _ENUMS[kind][int(value)]
+    except (ValueError, TypeError, IndexError):
+        return default
+
+
+def parse_tags(sub_string: str | None) -> tuple[str, frozenset[str]]:
+    """Tag expression -> (normalised expression, tags); ``*`` or empty = all tags."""
+    s = (sub_string or "").strip()
+    if not s or s == "*":
+        return "*", frozenset()
+    tags = frozenset(t.strip() for t in s.split("||") if t.strip())
+    return s, tags
+
+
+def tag_codes(tags: frozenset[str]) -> frozenset[int] | None:
+    return frozenset(kernels.java_hash(t) for t in tags) if tags else None
+
+
+@dataclasses.dataclass
+class Subscription:
+    topic: str
+    sub_string: str
+    tags: frozenset[str]
+    sub_version: int
+    expression_type: str = "TAG"
+
+    @property
+    def codes(self) -> frozenset[int] | None:
+        return tag_codes(self.tags)
+
+    def to_json(self) -> dict:
+        return {"classFilterMode": False, "codeSet": sorted(self.codes or ()), "expressionType": self.expression_type,
+                "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": sorted(self.tags),
+                "topic": self.topic}
+
+
+@dataclasses.dataclass
+class ClientChannelInfo:
+    channel: Any
+    client_id: str
+    language: int
+    version: int
+    last_update_ms: int
+
+
+@dataclasses.dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    channels: dict = dataclasses.field(default_factory=dict)  # channel -> ClientChannelInfo
+    subscriptions: dict = dataclasses.field(default_factory=dict)  # topic -> Subscription
+
+    def client_ids(self) -> list[str]:
+        return [info.client_id for info in self.channels.values()]
+
+
+class ClientManager:
+    def __init__(self, clock: Callable[[], int], expiry_ms: int,
+                 on_group_changed: Callable[[str, list], None] | None = None):
+        self.clock = clock
+        self.expiry_ms = expiry_ms
+        self.on_group_changed = on_group_changed
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self.producers: dict[str, dict] = {}  # group -> {channel: ClientChannelInfo}
+
+    # --- heartbeats -------------------------------------------------------------------------------
+    def heartbeat(self, channel, client_id: str, language: int, version: int, data: dict) -> list[str]:
+        """Register what a HEART_BEAT says; returns the consumer groups named in it."""
+        now = self.clock()
+        info = ClientChannelInfo(channel, client_id, language, version, now)
+        for p in data.get("producerDataSet") or []:
+            group = p.get("groupName") if isinstance(p, dict) else None
+            if group:
+                self.producers.setdefault(group, {})[channel] = info
+        groups = []
+        for c in data.get("consumerDataSet") or []:
+            if not isinstance(c, dict) or not c.get("groupName"):
+                continue
+            group = str(c["groupName"])
+            groups.append(group)
+            g = self.consumers.get(group)
+            if g is None:
+                g = self.consumers[group] = ConsumerGroupInfo(group)
+            g.consume_type = enum_name("consumeType", c.get("consumeType"), g.consume_type)
+            g.message_model = enum_name("messageModel", c.get("messageModel"), g.message_model)
+            g.consume_from_where = enum_name("consumeFromWhere", c.get("consumeFromWhere"), g.consume_from_where)
+            new_member = channel not in g.channels
+            g.channels[channel] = info
+            subs_changed = self._update_subscriptions(g, c.get("subscriptionDataSet") or [])
+            if new_member:
+                log.info("consumer group %s: %s joined (%d members)", group, client_id, len(g.channels))
+            if (new_member or subs_changed) and self.on_group_changed:
+                self.on_group_changed(group, list(g.channels))
+        return groups
+
+    def _update_subscriptions(self, g: ConsumerGroupInfo, subs: list) -> bool:
+        changed = False
+        for s in subs:
+            if not isinstance(s, dict) or not s.get("topic"):
+                continue
+            expr, tags = parse_tags(s.get("subString"))
+            if not tags and s.get("tagsSet"):  # a client that sent tags but an odd subString
+                tags = frozenset(str(t) for t in s["tagsSet"] if str(t).strip() and str(t) != "*")
+            version = int(s.get("subVersion") or 0)
+            old = g.subscriptions.get(s["topic"])
+            if old is None or old.sub_string != expr or version > old.sub_version:
+                changed = changed or old is None or old.sub_string != expr
+                g.subscriptions[s["topic"]] = Subscription(str(s["topic"]), expr, tags, version,
+                                                           str(s.get("expressionType") or "TAG"))
+        return changed
+
+    # --- leaving ------------------------------------------------------------------------------------
+    def unregister(self, channel, producer_group: str | None, consumer_group: str | None) -> None:
+        if producer_group and producer_group in self.producers:
+            self.producers[producer_group].pop(channel, None)
+        if consumer_group:
+            self._remove_from_group(consumer_group, channel)
+
+    def channel_closed(self, channel) -> None:
+        for members in self.producers.values():
+            members.pop(channel, None)
+        for group in list(self.consumers):
+            self._remove_from_group(group, channel)
+
+    def _remove_from_group(self, group: str, channel) -> None:
+        g = self.consumers.get(group)
+        if g is None or g.channels.pop(channel, None) is None:
+            return
+        log.info("consumer group %s: a member left (%d remain)", group, len(g.channels))
+        if self.on_group_changed and g.channels:
+            self.on_group_changed(group, list(g.channels))
+        if not g.channels:
+            del self.consumers[group]
+
+    def scan_expired(self) -> list:
+        """Channels silent for longer than the expiry; the caller closes them."""
+        limit = self.clock() - self.expiry_ms
+        stale = set()
+        for g in self.consumers.values():
+            stale.update(ch for ch, info in g.channels.items() if info.last_update_ms < limit)
+        for members in self.producers.values():
+            stale.update(ch for ch, info in members.items() if info.last_update_ms < limit)
+        return list(stale)
+
+    # --- queries --------------------------------------------------------------------------------------
+    def group(self, group: str) -> ConsumerGroupInfo | None:
+        return self.consumers.get(group)
+
+    def subscription(self, group: str, topic: str) -> Subscription | None:
+        g = self.consumers.get(group)
+        return g.subscriptions.get(topic) if g else None
+
+
+class RebalanceLockManager:
+    """Orderly consumers lock queues per group; a lock not renewed for 60 s expires."""
+
+    def __init__(self, clock: Callable[[], int], max_live_ms: int = 60_000):
+        self.clock = clock
+        self.max_live_ms = max_live_ms
+        self._locks: dict[str, dict[tuple, tuple[str, int]]] = {}  # group -> mq -> (client, ts)
+
+    def try_lock_batch(self, group: str, mqs: list[tuple], client_id: str) -> list[tuple]:
+        now = self.clock()
+        table = self._locks.setdefault(group, {})
+        locked = []
+        for mq in mqs:
+            owner = table.get(mq)
+            if owner is None or owner[0] == client_id or now - owner[1] > self.max_live_ms:
+                table[mq] = (client_id, now)
+                locked.append(mq)
+        return locked
+
+    def unlock_batch(self, group: str, mqs: list[tuple], client_id: str) -> None:
+        table = self._locks.get(group, {})
+        for mq in mqs:
+            owner = table.get(mq)
+            if owner is not None and owner[0] == client_id:
+                del table[mq]

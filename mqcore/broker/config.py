@@ -1,0 +1,79 @@
+"""Broker and name server settings (RocketMQ's ``BrokerConfig`` / ``NamesrvConfig``).
+
+``mqcore.broker.conf`` builds these from a ``broker.conf`` with RocketMQ's key names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+
+from mqcore.errors import ConfigError
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+
+def default_broker_name() -> str:
+    try:
+        return socket.gethostname() or "broker-a"
+    except OSError:
+        return "broker-a"
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = dataclasses.field(default_factory=default_broker_name)
+    broker_id: int = 0
+    #: address clients are told to use (brokerIP1); also the STOREHOST of records
+    broker_ip1: str = "127.0.0.1"
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    #: name servers ("host:port;host:port"); None with embedded_namesrv = the embedded one
+    namesrv_addr: str | None = None
+    embedded_namesrv: bool = True
+    namesrv_listen_port: int = 9876
+    broker_permission: int = PERM_READ | PERM_WRITE
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    notify_consumer_ids_changed_enable: bool = True
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    flush_consumer_offset_interval_ms: int = 5000
+    flush_delay_offset_interval_ms: int = 10_000
+    register_name_server_period_ms: int = 30_000
+    channel_expired_timeout_ms: int = 120_000
+    server_channel_max_idle_time_seconds: int = 120
+    max_frame_bytes: int = 16 * 1024 * 1024
+    reject_transaction_message: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.listen_port < 65536 and self.listen_port != 0:
+            raise ConfigError(f"listenPort {self.listen_port} is not a TCP port")
+        if self.default_topic_queue_nums <= 0:
+            raise ConfigError("defaultTopicQueueNums must be positive")
+        if not self.broker_name:
+            raise ConfigError("brokerName is empty")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+
+@dataclasses.dataclass(frozen=True)
+class NamesrvConfig:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876
+    #: a broker silent this long is dropped from routes
+    broker_channel_expired_ms: int = 120_000
+    scan_not_active_broker_interval_ms: int = 10_000
+    #: ask brokers to create an unknown topic at route lookup (autoCreateTopicEnable)
+    auto_create_topic_at_route: bool = True
+    max_frame_bytes: int = 16 * 1024 * 1024

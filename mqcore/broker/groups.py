@@ -1,0 +1,72 @@
+"""Subscription groups (``config/subscriptionGroup.json``) and consumer offsets
+(``config/consumerOffset.json``), with the broker's policies on top of the tables."""
+from __future__ import annotations
+
+import logging
+
+from mqcore.errors import ProtocolError
+from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.store.config_files import (TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, SubscriptionGroupConfig,
+                                       SubscriptionGroupTable, bean_from_json)
+
+log = logging.getLogger(__name__)
+
+
+class SubscriptionGroupManager:
+    """Threads: the broker's event loop (persist may run on any thread)."""
+
+    def __init__(self, config_dir: str, clock, auto_create: bool):
+        self.table = SubscriptionGroupTable.in_dir(config_dir, clock=clock)
+        self.auto_create = auto_create
+        self._known: set[str] = set()
+
+    def load(self) -> None:
+        self.table.load()
+        self._known = set(self.table.names())
+
+    def ensure(self, group: str) -> bool:
+        """The group exists (created on first use when auto-creation is on)."""
+        if group in self._known:
+            return True
+        if self.table.get(group) is None:
+            if not self.auto_create:
+                return False
+            self.table.put(SubscriptionGroupConfig(group))
+            log.info("subscription group %s created", group)
+        self._known.add(group)
+        return True
+
+    def retry_max_times(self, group: str) -> int:
+        cfg = self.table.get(group)
+        return cfg.retry_max_times if cfg else 16
+
+    def update_from_json(self, body: bytes) -> None:
+        try:
+            cfg = bean_from_json(SubscriptionGroupConfig, loads_lenient(body), "subscriptionGroupConfig")
+        except (ValueError, TypeError, KeyError) as e:
+            raise ProtocolError(f"malformed subscription group config: {e}") from e
+        self.table.put(cfg)
+        self._known.add(cfg.group_name)
+        self.table.persist()
+
+    def encode_json(self) -> bytes:
+        return self.table.to_json().encode()
+
+    def persist(self) -> None:
+        self.table.persist()
+
+
+class ConsumerOffsetManager(ConsumerOffsetTable):
+    """Committed offsets per group/topic/queue; persisted every 5 s and at shutdown."""
+
+    def topics_of(self, group: str) -> list[str]:
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        return [k[: -len(suffix)] for k in self.snapshot() if k.endswith(suffix)]
+
+    def remove_topic(self, topic: str) -> None:
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        for key in [k for k in self.snapshot() if k.startswith(prefix)]:
+            self.remove(key[len(prefix):], topic)
+
+    def encode_json(self) -> bytes:
+        return self.to_json().encode()

@@ -1,0 +1,60 @@
+"""Long polling: park pulls that found nothing until a message arrives or time runs out.
+
+A pull with the SUSPEND flag that would answer PULL_NOT_FOUND waits here on a future
+keyed by (topic, queue id). The store's dispatcher calls ``notify`` when units land;
+every parked pull whose offset is now below the queue's max offset wakes and is
+re-executed at once. Timeouts re-execute it too (and answer whatever there is).
+Threads: ``hold`` on the event loop; ``notify`` from any thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+
+class PullRequestHoldService:
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._loop_thread = threading.get_ident()
+        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+
+    async def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int) -> bool:
+        """Wait until the queue's max offset passes ``offset``; False on timeout."""
+        fut = self.loop.create_future()
+        key = (topic, queue_id)
+        self._waiting.setdefault(key, []).append((offset, fut))
+        try:
+            return await asyncio.wait_for(fut, max(timeout_ms, 0) / 1000)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            waiters = self._waiting.get(key)
+            if waiters is not None:
+                waiters[:] = [w for w in waiters if w[1] is not fut]
+                if not waiters:
+                    del self._waiting[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._wake(topic, queue_id, max_offset)
+        elif (topic, queue_id) in self._waiting:
+            self.loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset)
+
+    def _wake(self, topic: str, queue_id: int, max_offset: int) -> None:
+        waiters = self._waiting.get((topic, queue_id))
+        if not waiters:
+            return
+        for offset, fut in waiters:
+            if offset < max_offset and not fut.done():
+                fut.set_result(True)
+
+    def wake_all(self) -> None:
+        """Shutdown: answer every parked pull now."""
+        for waiters in self._waiting.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(False)
+
+    @property
+    def waiting_count(self) -> int:
+        return sum(len(w) for w in self._waiting.values())

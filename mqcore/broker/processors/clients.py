@@ -1,0 +1,112 @@
+"""Client-management and queue-fact requests.
+
+HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42), QUERY_CONSUMER_OFFSET (14),
+UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30),
+GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32).
+"""
+from __future__ import annotations
+
+import logging
+
+from mqcore.errors import ProtocolError
+from mqcore.message import retry_topic
+from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting.bodies import (GetConsumerListByGroupResponseBody, LockBatchRequestBody, LockBatchResponseBody,
+                                    MessageQueue, UnlockBatchRequestBody)
+from mqcore.remoting.headers import (GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeRequestHeader,
+                                     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
+                                     QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
+                                     UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader)
+from mqcore.remoting.jsonutil import loads_lenient
+
+log = logging.getLogger(__name__)
+
+
+class ClientProcessor:
+    def __init__(self, broker):
+        self.b = broker
+
+    def heartbeat(self, channel, request):
+        try:
+            data = loads_lenient(request.body) if request.body else {}
+        except ProtocolError as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"malformed heartbeat body: {e}")
+        if not isinstance(data, dict):
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "heartbeat body is not a JSON object")
+        client_id = str(data.get("clientID") or channel.remote_addr)
+        groups = self.b.clients.heartbeat(channel, client_id, request.language, request.version, data)
+        for group in groups:
+            self.b.groups.ensure(group)
+            g = self.b.clients.group(group)
+            if g is not None and g.message_model == "CLUSTERING":
+                if self.b.topics.get(retry_topic(group)) is None:
+                    self.b.topics.create_group_topic(retry_topic(group))
+                    self.b.schedule_register()
+        return create_response(request, ResponseCode.SUCCESS)
+
+    def unregister(self, channel, request):
+        h = UnregisterClientRequestHeader.from_command(request)
+        self.b.clients.unregister(channel, h.producer_group, h.consumer_group)
+        return create_response(request, ResponseCode.SUCCESS)
+
+    def consumer_list(self, channel, request):
+        h = GetConsumerListByGroupRequestHeader.from_command(request)
+        g = self.b.clients.group(h.consumer_group)
+        if g is None or not g.channels:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"no consumer for this group, {h.consumer_group}")
+        return create_response(request, ResponseCode.SUCCESS,
+                               body=GetConsumerListByGroupResponseBody(g.client_ids()).encode())
+
+    def lock_batch(self, channel, request):
+        body = LockBatchRequestBody.decode(request.body)
+        mqs = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
+        locked = self.b.locks.try_lock_batch(body.consumer_group, mqs, body.client_id)
+        ok = [MessageQueue(topic=t, broker_name=b, queue_id=q) for t, b, q in locked]
+        return create_response(request, ResponseCode.SUCCESS, body=LockBatchResponseBody(ok).encode())
+
+    def unlock_batch(self, channel, request):
+        body = UnlockBatchRequestBody.decode(request.body)
+        self.b.locks.unlock_batch(body.consumer_group, [(mq.topic, mq.broker_name, mq.queue_id)
+                                                        for mq in body.mq_set], body.client_id)
+        return create_response(request, ResponseCode.SUCCESS)
+
+    # --- offsets ----------------------------------------------------------------------------------
+    def query_offset(self, channel, request):
+        h = QueryConsumerOffsetRequestHeader.from_command(request)
+        offset = self.b.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        if offset is None or offset < 0:
+            # never committed: start at 0 while the queue's first message is still there (Java)
+            if self.b.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0 or h.set_zero_if_not_found:
+                offset = 0
+            else:
+                return create_response(request, ResponseCode.QUERY_NOT_FOUND,
+                                       "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def update_offset(self, channel, request):
+        h = UpdateConsumerOffsetRequestHeader.from_command(request)
+        if h.commit_offset >= 0:  # some clients send -1 for a queue at offset 0: ignore
+            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return create_response(request, ResponseCode.SUCCESS)
+
+    def search_offset(self, channel, request):
+        h = SearchOffsetRequestHeader.from_command(request)
+        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def max_offset(self, channel, request):
+        h = GetMaxOffsetRequestHeader.from_command(request)
+        return create_response(request, ResponseCode.SUCCESS,
+                               ext_fields={"offset": str(self.b.store.get_max_offset_in_queue(h.topic, h.queue_id))})
+
+    def min_offset(self, channel, request):
+        h = GetMinOffsetRequestHeader.from_command(request)
+        offset = max(0, self.b.store.get_min_offset_in_queue(h.topic, h.queue_id))
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def earliest_time(self, channel, request):
+        h = GetEarliestMsgStoretimeRequestHeader.from_command(request)
+        ts = self.b.store.get_earliest_message_time(h.topic, h.queue_id)
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(max(ts, 0))})

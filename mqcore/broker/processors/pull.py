@@ -1,0 +1,100 @@
+"""PULL_MESSAGE (11) with long polling.
+
+Store statuses map to response codes as in remoting-protocol.md §5 (pull table). A
+pull with the SUSPEND flag that finds nothing new is parked in the hold service for
+up to ``suspendTimeoutMillis`` and re-executed when a message lands in its queue.
+Tags are filtered by the strings of the subscription (request or heartbeat), never
+by hash codes a client sent. The body is the stored records, unchanged.
+"""
+from __future__ import annotations
+
+import logging
+
+from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.broker.topics import readable
+from mqcore.remoting import PullSysFlag, ResponseCode, create_response
+from mqcore.remoting.headers import PullMessageRequestHeader
+from mqcore.store.results import GetMessageStatus
+
+log = logging.getLogger(__name__)
+
+PULL_CODES = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+}
+
+
+class PullProcessor:
+    def __init__(self, broker):
+        self.b = broker
+
+    async def pull(self, channel, request):
+        h = PullMessageRequestHeader.from_command(request)
+        problem = self._check(h, request)
+        if problem is not None:
+            return problem
+        codes = self._codes(h)
+        if isinstance(codes, tuple):  # an error response
+            return codes[0]
+        if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
+            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.b.cfg.long_polling_enable
+        result, code = self._get(h, codes)
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
+            await self.b.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
+            result, code = self._get(h, codes)
+        return self._response(request, result, code, h)
+
+    def _check(self, h, request):
+        tc = self.b.topics.get(h.topic)
+        if tc is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
+                                   f"topic[{h.topic}] not exist, apply first please!")
+        if not readable(tc):
+            return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                                   f"[{tc.read_queue_nums}]")
+        if not self.b.groups.ensure(h.consumer_group):
+            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                   f"subscription group [{h.consumer_group}] does not exist")
+        return None
+
+    def _codes(self, h):
+        """Tag hash codes to filter by (None = all), or (error response,)."""
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+            if h.expression_type and h.expression_type.upper() != "TAG":
+                return None  # SQL92 filtering is not supported: deliver everything, client filters
+            return tag_codes(parse_tags(h.subscription)[1])
+        sub = self.b.clients.subscription(h.consumer_group, h.topic)
+        if sub is None:
+            # no heartbeat yet: an expression in the request still tells us what to deliver
+            if h.subscription:
+                return tag_codes(parse_tags(h.subscription)[1])
+            return None
+        return sub.codes
+
+    def _get(self, h, codes):
+        result = self.b.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                          tag_codes=codes)
+        status = result.status
+        if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+            code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        else:
+            code = PULL_CODES[status]
+        return result, code
+
+    def _response(self, request, result, code, h):
+        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+               "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            body = result.buffers[0] if len(result.buffers) == 1 else b"".join(result.buffers)
+            body = bytes(body)
+        return create_response(request, code, result.status.value, ext_fields=ext, body=body)

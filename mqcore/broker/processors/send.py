@@ -1,0 +1,170 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
+
+The send path (remoting-protocol.md §7): header -> topic checks and auto-creation ->
+retry/DLQ redirect for ``%RETRY%`` topics -> record with the broker's CLUSTER property
+(WAIT is removed by the store) -> store -> response with msgId/queueId/queueOffset and
+MSG_REGION/TRACE_ON. Store statuses map to response codes without exceptions.
+"""
+from __future__ import annotations
+
+import logging
+import random
+
+from mqcore.broker.config import PERM_READ, PERM_WRITE
+from mqcore.broker.topics import writable
+from mqcore.message import (MessageExtBrokerInner, Prop, dlq_topic, is_retry_topic, pack_host, retry_topic,
+                            string_to_properties, validate_topic)
+from mqcore.errors import IllegalArgumentError
+from mqcore.remoting import RequestCode, ResponseCode, create_response
+from mqcore.remoting.channel import parse_addr
+from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from mqcore.remoting.jsonutil import java_hashmap_order
+from mqcore.store import layout as L
+from mqcore.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+V3_4_9 = 121
+
+STATUS_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutMessageStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_ERROR,
+    PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+def peer_host(channel) -> bytes:
+    host, port = parse_addr(channel.remote_addr)
+    return pack_host(host, port)
+
+
+class SendProcessor:
+    def __init__(self, broker):
+        self.b = broker
+
+    # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
+    async def send(self, channel, request):
+        h = SendMessageRequestHeader.from_command(request)
+        topic = h.topic
+        try:
+            validate_topic(topic)
+        except IllegalArgumentError as e:
+            return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if not self.b.cfg.broker_permission & PERM_WRITE:
+            return create_response(request, ResponseCode.NO_PERMISSION,
+                                   f"the broker[{self.b.cfg.broker_name}] sending message is forbidden")
+        tc = self.b.topics.get(topic)
+        if tc is None:
+            tc = (self.b.topics.create_group_topic(topic) if is_retry_topic(topic)
+                  else self.b.topics.create_in_send(topic, h.default_topic, h.default_topic_queue_nums)
+                  if self.b.cfg.auto_create_topic_enable else None)
+            if tc is None:
+                return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
+                                       f"topic[{topic}] not exist, apply first please!")
+            self.b.schedule_register()
+        if not writable(tc):
+            return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        queue_id = h.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(tc.write_queue_nums)
+        if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"request queueId[{queue_id}] is illegal, topic {tc.topic_name} has "
+                                   f"{tc.write_queue_nums} write queues")
+        props = string_to_properties(h.properties)
+        if props.get(Prop.TRAN_MSG) == "true" and self.b.cfg.reject_transaction_message:
+            return create_response(request, ResponseCode.NO_PERMISSION,
+                                   "transaction messages are not supported by this broker (rejectTransactionMessage)")
+        reconsume = h.reconsume_times or 0
+        if is_retry_topic(topic):
+            topic, queue_id, props = self._redirect_retry(request, h, topic, queue_id, reconsume, props)
+        born = peer_host(channel)
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            result = await self.b.run_store(self.b.store.put_batch, topic, queue_id, bytes(request.body),
+                                            sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
+                                            store_host=self.b.store_host, batch_properties=props)
+        else:
+            msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
+                                        properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
+                                        born_host=born, store_host=self.b.store_host, reconsume_times=reconsume)
+            result = await self.b.run_store(self.b.store.put_message, msg)
+        return self.response(request, result)
+
+    def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
+        """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""
+        group = topic[len("%RETRY%"):]
+        max_times = self.b.groups.retry_max_times(group)
+        if h.max_reconsume_times is not None and request.version >= V3_4_9:
+            max_times = h.max_reconsume_times
+        if reconsume >= max_times:
+            topic = dlq_topic(group)
+            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.b.schedule_register()
+            props.pop(Prop.DELAY, None)
+            queue_id = 0
+        return topic, queue_id, props
+
+    def response(self, request, result: PutMessageResult):
+        code = STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if not result.status.stored:
+            if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                remark = f"service not available now: {result.remark or 'the broker refuses writes'}"
+            else:
+                remark = f"the message is illegal: {result.remark}" if code == ResponseCode.MESSAGE_ILLEGAL \
+                    else result.remark or result.status.value
+            return create_response(request, code, remark)
+        ext = java_hashmap_order({"msgId": result.msg_id, "queueId": str(result.queue_id),
+                                  "queueOffset": str(result.queue_offset), "MSG_REGION": self.b.cfg.region_id,
+                                  "TRACE_ON": "true" if self.b.cfg.trace_on else "false"})
+        return create_response(request, code, None, ext_fields=ext)
+
+    # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
+    async def send_back(self, channel, request):
+        h = ConsumerSendMsgBackRequestHeader.from_command(request)
+        group = h.group
+        if not self.b.groups.ensure(group):
+            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                   f"subscription group not exist, {group}")
+        orig = self.b.store.look_message_by_offset(h.offset)
+        if orig is None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        props = dict(orig.properties)
+        props.setdefault(Prop.RETRY_TOPIC, orig.topic)
+        props.pop(Prop.WAIT, None)
+        props.pop(Prop.DELAY, None)
+        props.pop(Prop.CLUSTER, None)
+        max_times = self.b.groups.retry_max_times(group)
+        if h.max_reconsume_times is not None and request.version >= V3_4_9:
+            max_times = h.max_reconsume_times
+        reconsume = orig.reconsume_times
+        if reconsume >= max_times or h.delay_level < 0:
+            topic, queue_id = dlq_topic(group), 0
+            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+        else:
+            topic = retry_topic(group)
+            tc = self.b.topics.create_group_topic(topic)
+            queue_id = random.randrange(max(1, tc.write_queue_nums))
+            level = h.delay_level if h.delay_level > 0 else 3 + reconsume
+            props[Prop.DELAY] = str(level)
+        self.b.schedule_register()
+        props.setdefault(Prop.ORIGIN_MESSAGE_ID, h.origin_msg_id or orig.msg_id)
+        msg = MessageExtBrokerInner(topic=topic, body=orig.body, queue_id=queue_id, flag=orig.flag, properties=props,
+                                    sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
+                                    born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
+                                    store_host=self.b.store_host, reconsume_times=reconsume + 1)
+        result = await self.b.run_store(self.b.store.put_message, msg)
+        if result.status.stored:
+            return create_response(request, ResponseCode.SUCCESS)
+        return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")
+
+
+def _pack(host: str) -> bytes:
+    h, _, port = host.rpartition(":")
+    return pack_host(h.strip("[]"), int(port))

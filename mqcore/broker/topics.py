@@ -1,0 +1,107 @@
+"""TopicConfigManager: topics, their queue counts and permissions (``config/topics.json``).
+
+System topics are created at start as a 4.9 broker does; client topics are created
+on demand from ``TBW102`` when ``autoCreateTopicEnable``; ``%RETRY%``/``%DLQ%``
+topics of a group get one queue. Threads: called on the broker's event loop only.
+"""
+from __future__ import annotations
+
+import logging
+
+from mqcore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC, is_retry_topic
+from mqcore.store.config_files import TopicConfig, TopicConfigTable, bean_to_json
+
+log = logging.getLogger(__name__)
+
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+
+
+def readable(tc: TopicConfig) -> bool:
+    return bool(tc.perm & PERM_READ)
+
+
+def writable(tc: TopicConfig) -> bool:
+    return bool(tc.perm & PERM_WRITE)
+
+
+class TopicConfigManager:
+    def __init__(self, config: BrokerConfig, config_dir: str, clock):
+        self.cfg = config
+        self.table = TopicConfigTable.in_dir(config_dir, clock=clock)
+
+    def load(self) -> None:
+        self.table.load()
+        self._add_system_topics()
+
+    def _add_system_topics(self) -> None:
+        cfg = self.cfg
+        system = [TopicConfig(SELF_TEST_TOPIC, 1, 1),
+                  TopicConfig(BENCHMARK_TOPIC, 1024, 1024),
+                  TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+                  TopicConfig(SCHEDULE_TOPIC, 18, 18)]
+        if cfg.auto_create_topic_enable:
+            system.append(TopicConfig(DEFAULT_TOPIC, cfg.default_topic_queue_nums, cfg.default_topic_queue_nums,
+                                      PERM_INHERIT | PERM_READ | PERM_WRITE))
+        if cfg.cluster_topic_enable:
+            system.append(TopicConfig(cfg.broker_cluster_name, 16, 16, PERM_INHERIT | PERM_READ | PERM_WRITE))
+        if cfg.broker_topic_enable:
+            system.append(TopicConfig(cfg.broker_name, 1, 1, PERM_INHERIT | PERM_READ | PERM_WRITE))
+        for tc in system:
+            if self.table.get(tc.topic_name) is None:
+                self.table.put(tc)
+
+    def persist(self) -> None:
+        self.table.persist()
+
+    # --- lookups and changes -------------------------------------------------------------------
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def update(self, tc: TopicConfig) -> None:
+        self.table.put(tc)
+        log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
+                 tc.write_queue_nums, tc.perm)
+        self.persist()
+
+    def delete(self, topic: str) -> bool:
+        if not self.table.remove(topic):
+            return False
+        self.persist()
+        return True
+
+    def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """Auto-create from ``default_topic`` (TBW102) as SEND does; None when not allowed."""
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        base = self.table.get(default_topic)
+        if base is None or not base.perm & PERM_INHERIT:
+            return None
+        n = max(1, min(queue_nums, base.write_queue_nums))
+        tc = TopicConfig(topic, n, n, base.perm & ~PERM_INHERIT)
+        self.update(tc)
+        return tc
+
+    def create_group_topic(self, topic: str, queue_nums: int = 1, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
+        """``%RETRY%group`` / ``%DLQ%group``: one queue, created on demand."""
+        tc = self.table.get(topic)
+        if tc is None:
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.update(tc)
+        return tc
+
+    def auto_create(self, topic: str) -> TopicConfig | None:
+        """Create a client topic with the producer default of 4 queues (route lookup, send)."""
+        if is_retry_topic(topic):
+            return self.create_group_topic(topic)
+        if not self.cfg.auto_create_topic_enable:
+            return self.table.get(topic)
+        return self.create_in_send(topic, DEFAULT_TOPIC, 4)
+
+    def serialize_wrapper(self) -> dict:
+        """``TopicConfigSerializeWrapper`` for REGISTER_BROKER."""
+        return {"dataVersion": bean_to_json(self.table.data_version),
+                "topicConfigTable": {n: bean_to_json(tc) for n, tc in self.table.snapshot().items()}}

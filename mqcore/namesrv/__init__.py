@@ -1,0 +1,1 @@
+"""The name server: broker registry and topic routes."""

@@ -1,0 +1,52 @@
+"""``mqnamesrv``: a standalone name server, so several brokers form one cluster.
+
+    mqnamesrv                 # 127.0.0.1:9876
+    mqnamesrv --port 9877 --host 0.0.0.0
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from mqcore.broker.config import NamesrvConfig
+from mqcore.namesrv.server import NameServer
+from mqcore.store.message_store import system_clock_ms
+
+
+async def serve(config: NamesrvConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    ns = NameServer(config, system_clock_ms)
+    port = await ns.start()
+    print(f"mqnamesrv: listening on {config.listen_host}:{port}", flush=True)
+    print(f"READY namesrv={config.listen_host}:{port}", flush=True)
+    await stop.wait()
+    await ns.shutdown()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="mqnamesrv", description="Run a RocketMQ-compatible name server.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9876, help="0 picks a free port")
+    p.add_argument("--broker-expiry-ms", type=int, default=120_000,
+                   help="drop brokers silent for this long (RocketMQ: 120 s)")
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
+                                        broker_channel_expired_ms=args.broker_expiry_ms)))
+    except OSError as e:
+        print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""RouteInfoManager: which brokers exist and which queues each has per topic.
+
+Brokers register every 30 s with their topic table; a broker silent for 120 s is
+dropped with its queues. A route lookup merges all brokers that carry the topic.
+Pure logic with an injected clock; the name server wraps it in the protocol.
+Threads: the name server's event loop only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class BrokerLive:
+    last_update_ms: int
+    data_version: dict
+    channel: object = None
+    ha_server_addr: str = ""
+
+
+@dataclasses.dataclass
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json(self) -> dict:
+        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+
+
+class RouteInfoManager:
+    def __init__(self, clock: Callable[[], int], expiry_ms: int = 120_000):
+        self.clock = clock
+        self.expiry_ms = expiry_ms
+        self.topic_queues: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queues
+        self.broker_addrs: dict[str, dict] = {}  # broker name -> {"cluster", "brokerAddrs": {id: addr}}
+        self.cluster_brokers: dict[str, set[str]] = {}
+        self.live: dict[str, BrokerLive] = {}  # addr -> liveness
+
+    def register(self, cluster: str, addr: str, broker_name: str, broker_id: int, ha_addr: str,
+                 topic_wrapper: dict | None, channel=None) -> None:
+        now = self.clock()
+        self.cluster_brokers.setdefault(cluster, set()).add(broker_name)
+        bd = self.broker_addrs.setdefault(broker_name, {"cluster": cluster, "brokerAddrs": {}})
+        # one address per broker id; an address that moved ids is replaced
+        for bid, a in list(bd["brokerAddrs"].items()):
+            if a == addr and bid != broker_id:
+                del bd["brokerAddrs"][bid]
+        first = addr not in self.live
+        bd["brokerAddrs"][broker_id] = addr
+        dv = (topic_wrapper or {}).get("dataVersion") or {}
+        if broker_id == 0 and topic_wrapper is not None:
+            table = topic_wrapper.get("topicConfigTable") or {}
+            for topic in [t for t, b in self.topic_queues.items() if broker_name in b and t not in table]:
+                self._remove_topic_of_broker(topic, broker_name)
+            for name, tc in table.items():
+                self.topic_queues.setdefault(str(name), {})[broker_name] = QueueData(
+                    broker_name, int(tc.get("readQueueNums", 0)), int(tc.get("writeQueueNums", 0)),
+                    int(tc.get("perm", 6)), int(tc.get("topicSysFlag", 0)))
+        self.live[addr] = BrokerLive(now, dict(dv), channel, ha_addr)
+        if first:
+            log.info("broker %s (%s, id %d, cluster %s) registered", broker_name, addr, broker_id, cluster)
+
+    def unregister(self, cluster: str, addr: str, broker_name: str, broker_id: int) -> None:
+        self.live.pop(addr, None)
+        bd = self.broker_addrs.get(broker_name)
+        if bd is not None:
+            if bd["brokerAddrs"].get(broker_id) == addr:
+                del bd["brokerAddrs"][broker_id]
+            if not bd["brokerAddrs"]:
+                del self.broker_addrs[broker_name]
+                self.cluster_brokers.get(cluster, set()).discard(broker_name)
+                for topic in [t for t, b in self.topic_queues.items() if broker_name in b]:
+                    self._remove_topic_of_broker(topic, broker_name)
+        log.info("broker %s (%s) unregistered", broker_name, addr)
+
+    def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
+        brokers = self.topic_queues.get(topic, {})
+        brokers.pop(broker_name, None)
+        if not brokers:
+            self.topic_queues.pop(topic, None)
+
+    def scan_not_active(self) -> list[str]:
+        """Drop brokers silent for longer than the expiry; returns their addresses."""
+        limit = self.clock() - self.expiry_ms
+        gone = [addr for addr, live in self.live.items() if live.last_update_ms < limit]
+        for addr in gone:
+            log.warning("broker %s silent for %d ms: removed from routes", addr, self.expiry_ms)
+            self.remove_addr(addr)
+        return gone
+
+    def remove_addr(self, addr: str) -> None:
+        for name, bd in list(self.broker_addrs.items()):
+            for bid, a in list(bd["brokerAddrs"].items()):
+                if a == addr:
+                    self.unregister(bd["cluster"], addr, name, bid)
+
+    # --- lookups --------------------------------------------------------------------------------------
+    def route(self, topic: str) -> dict | None:
+        """TopicRouteData (standard JSON, quoted broker-id keys), or None."""
+        brokers = self.topic_queues.get(topic)
+        if not brokers:
+            return None
+        queue_datas = [qd.to_json() for _, qd in sorted(brokers.items())]
+        broker_datas = []
+        for name in sorted(brokers):
+            bd = self.broker_addrs.get(name)
+            if bd and bd["brokerAddrs"]:
+                broker_datas.append({"brokerAddrs": {str(k): v for k, v in sorted(bd["brokerAddrs"].items())},
+                                     "brokerName": name, "cluster": bd["cluster"]})
+        if not broker_datas:
+            return None
+        return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
+
+    def cluster_info(self) -> dict:
+        return {"brokerAddrTable": {name: {"brokerAddrs": {str(k): v for k, v in bd["brokerAddrs"].items()},
+                                           "brokerName": name, "cluster": bd["cluster"]}
+                                    for name, bd in sorted(self.broker_addrs.items())},
+                "clusterAddrTable": {c: sorted(b) for c, b in sorted(self.cluster_brokers.items())}}
+
+    def topic_list(self) -> list[str]:
+        return sorted(self.topic_queues)
+
+    def delete_topic(self, topic: str) -> None:
+        self.topic_queues.pop(topic, None)
+
+    def master_addrs(self) -> list[str]:
+        return [bd["brokerAddrs"][0] for bd in self.broker_addrs.values() if 0 in bd["brokerAddrs"]]
