@@ -916,3 +916,6 @@ def sort_fault_items(latency, start_timestamp, int64_t now_ms):
                 j -= 1
             o[j + 1] = x
     return order
+
+
+include "_columns.pxi"

@@ -607,3 +607,6 @@ def sort_fault_items(latency, start_timestamp, now_ms: int):
     keys = sorted(range(n), key=lambda i: (0 if now_ms >= int(start_timestamp[i]) else 1,
                                            int(latency[i]), int(start_timestamp[i]), i))
     return np.array(keys, dtype=np.int64)
+
+
+from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)

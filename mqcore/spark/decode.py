@@ -1,0 +1,224 @@
+"""Commitlog records -> Arrow record batches, with no Spark in sight.
+
+The Cython kernel (``decode_columns``) fills numpy buffers; this module wraps them with
+``pyarrow.Array.from_buffers`` (zero copy) into batches of exactly ``ARROW_SCHEMA`` -- the
+schema Spark derives from the reader's DDL, which it checks batch by batch. The same
+functions serve the Spark executors, plain-Python analytics, the benchmark and the unit
+tests.
+"""
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from mqcore._compat import kernels as default_kernels
+from mqcore.errors import RecordDecodeError
+from mqcore.spark.files import locate_store, open_view, positions_in, take_snapshot
+from mqcore.spark.options import ReadOptions
+from mqcore.spark.plan import Split, plan_splits
+from mqcore.store import layout as L
+
+log = logging.getLogger(__name__)
+
+TS = pa.timestamp("us", tz="UTC")
+
+#: (name, arrow type, Spark DDL type) in column order
+COLUMNS = (
+    ("topic", pa.string(), "STRING"),
+    ("queue_id", pa.int32(), "INT"),
+    ("queue_offset", pa.int64(), "BIGINT"),
+    ("commitlog_offset", pa.int64(), "BIGINT"),
+    ("store_size", pa.int32(), "INT"),
+    ("body", pa.binary(), "BINARY"),
+    ("body_crc", pa.int32(), "INT"),
+    ("flag", pa.int32(), "INT"),
+    ("sys_flag", pa.int32(), "INT"),
+    ("born_timestamp", TS, "TIMESTAMP"),
+    ("store_timestamp", TS, "TIMESTAMP"),
+    ("born_host", pa.string(), "STRING"),
+    ("store_host", pa.string(), "STRING"),
+    ("reconsume_times", pa.int32(), "INT"),
+    ("prepared_transaction_offset", pa.int64(), "BIGINT"),
+    ("tags", pa.string(), "STRING"),
+    ("keys", pa.list_(pa.string()), "ARRAY<STRING>"),
+    ("msg_id", pa.string(), "STRING"),
+    ("offset_msg_id", pa.string(), "STRING"),
+    ("properties", pa.map_(pa.string(), pa.string()), "MAP<STRING, STRING>"),
+    ("is_retry", pa.bool_(), "BOOLEAN"),
+    ("is_dlq", pa.bool_(), "BOOLEAN"),
+    ("is_delayed", pa.bool_(), "BOOLEAN"),
+    ("original_topic", pa.string(), "STRING"),
+    ("delay_level", pa.int32(), "INT"),
+    ("is_compressed", pa.bool_(), "BOOLEAN"),
+)
+ARROW_SCHEMA = pa.schema([(name, typ) for name, typ, _ in COLUMNS])
+SPARK_DDL = ", ".join(f"{name} {ddl}" for name, _, ddl in COLUMNS)
+
+_ZLIB_TYPES = (0, 3)  # (sysflag & 0x700) >> 8: 0 = zlib for compatibility, 3 = zlib
+
+
+def _fixed(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
+    arr = np.ascontiguousarray(arr)
+    return pa.Array.from_buffers(typ, len(arr), [None, pa.py_buffer(arr)])
+
+
+def _strings(offsets: np.ndarray, data: np.ndarray, typ=pa.string(), valid: np.ndarray | None = None) -> pa.Array:
+    n = len(offsets) - 1
+    bitmap = None
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(np.ascontiguousarray(offsets)),
+                                          pa.py_buffer(np.ascontiguousarray(data))])
+
+
+def _timestamps(ms: np.ndarray) -> pa.Array:
+    return _fixed(ms.astype(np.int64) * 1000, TS)
+
+
+def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bodies of ``rows`` replaced by their zlib inflation; a body that does not inflate
+    stays as stored and is counted. Only compressed rows cost a Python call."""
+    lengths = np.diff(offsets).astype(np.int64)
+    pieces, prev, failed = [], 0, 0
+    for r in rows.tolist():
+        lo, hi = int(offsets[r]), int(offsets[r + 1])
+        try:
+            inflated = zlib.decompress(data[lo:hi].tobytes())
+        except zlib.error:
+            failed += 1
+            continue
+        pieces += [data[prev:lo], np.frombuffer(inflated, np.uint8)]
+        prev = hi
+        lengths[r] = len(inflated)
+    pieces.append(data[prev:])
+    out = np.zeros(len(offsets), np.int64)
+    np.cumsum(lengths, out=out[1:])
+    if out[-1] > np.iinfo(np.int32).max:
+        raise RecordDecodeError("inflated bodies exceed 2 GiB in one batch: lower option batchSize")
+    return out.astype(np.int32), np.concatenate(pieces), failed
+
+
+def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kernels) -> pa.RecordBatch:
+    """One kernel output -> a RecordBatch of ``ARROW_SCHEMA`` (no per-row Python objects)."""
+    k = kernels
+    bits = cols["bits"]
+    arrays: dict[str, pa.Array] = {}
+    for name, dtype in k.FIXED_COLUMNS:
+        if name.endswith("_timestamp"):
+            arrays[name] = _timestamps(cols[name])
+        else:
+            arrays[name] = _fixed(cols[name], pa.from_numpy_dtype(np.dtype(dtype)))
+    for name in ("topic", "born_host", "store_host", "msg_id", "offset_msg_id", "original_topic"):
+        arrays[name] = _strings(*cols[name])
+    arrays["tags"] = _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
+    if opts.include_body:
+        off, data = cols["body"]
+        if opts.decompress:
+            ctype = (cols["sys_flag"] & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
+            rows = np.nonzero(((bits & k.BIT_COMPRESSED) != 0) & np.isin(ctype, _ZLIB_TYPES))[0]
+            if len(rows):
+                off, data, failed = _inflate(off, data, rows)
+                if failed:
+                    log.warning("%d compressed bodies did not inflate with zlib; kept as stored", failed)
+        arrays["body"] = _strings(off, data, pa.binary())
+    else:
+        arrays["body"] = pa.nulls(n, pa.binary())
+    list_off, off, data = cols["keys"]
+    arrays["keys"] = pa.ListArray.from_arrays(_fixed(list_off, pa.int32()), _strings(off, data))
+    map_off, koff, kdata, voff, vdata = cols["properties"]
+    arrays["properties"] = pa.MapArray.from_arrays(_fixed(map_off, pa.int32()), _strings(koff, kdata),
+                                                   _strings(voff, vdata))
+    for name, bit in (("is_retry", k.BIT_RETRY), ("is_dlq", k.BIT_DLQ), ("is_delayed", k.BIT_DELAYED),
+                      ("is_compressed", k.BIT_COMPRESSED)):
+        arrays[name] = pa.array((bits & bit) != 0, pa.bool_())
+    return pa.RecordBatch.from_arrays([arrays[name] for name, _, _ in COLUMNS], schema=ARROW_SCHEMA)
+
+
+def _flags(opts: ReadOptions, k) -> int:
+    flags = k.WITH_BODY if opts.include_body else 0
+    if opts.verify_crc:
+        flags |= k.CHECK_CRC
+    if opts.on_corrupt == "skip":
+        flags |= k.SKIP_CORRUPT
+    return flags
+
+
+def _corrupt_error(split: Split, pos: int) -> RecordDecodeError:
+    return RecordDecodeError(
+        f"corrupt commitlog record in {split.path} at file position {pos} (commitlog offset "
+        f"{split.base_offset + pos}); set option onCorrupt=skip to skip and count corrupt records")
+
+
+class SplitStats:
+    """What one split read: rows emitted and corrupt records skipped."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.corrupt = 0
+        self.corrupt_bytes = 0
+
+
+def iter_split(split: Split, opts: ReadOptions, kernels=default_kernels,
+               stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
+    k = kernels
+    stats = stats if stats is not None else SplitStats()
+    flags = _flags(opts, k)
+    topics = None if opts.topics is None else [t.encode("utf-8") for t in opts.topics]
+    common = (split.base_offset, opts.max_rows_per_batch, opts.max_bytes_per_batch, topics,
+              opts.min_store_ts, opts.max_store_ts, flags)
+    with open_view(split.path) as view:
+        if split.by_queue:
+            phys, _ = positions_in(list(split.queues), split.base_offset + split.start,
+                                   split.base_offset + split.stop)
+            at = phys - split.base_offset
+            i = 0
+            while i < len(at):
+                n, cols, i, reason, corrupt, _ = k.decode_columns_at(view, at, i, split.limit, *common)
+                stats.corrupt += corrupt
+                if reason == L.ScanStop.CORRUPT:
+                    raise _corrupt_error(split, int(at[i]))
+                if n:
+                    stats.rows += n
+                    yield columns_to_batch(n, cols, opts, k)
+        else:
+            pos = split.start
+            if not split.aligned:
+                pos = k.find_record(view, split.start, split.stop, split.limit, split.base_offset,
+                                    opts.verify_crc)
+            while 0 <= pos < split.stop:
+                n, cols, pos, reason, corrupt, cbytes = k.decode_columns(view, pos, split.stop, split.limit,
+                                                                         *common)
+                stats.corrupt += corrupt
+                stats.corrupt_bytes += cbytes
+                if reason == L.ScanStop.CORRUPT:
+                    raise _corrupt_error(split, pos)
+                if n:
+                    stats.rows += n
+                    yield columns_to_batch(n, cols, opts, k)
+                if reason != L.ScanStop.MAX_COUNT:
+                    break
+    if stats.corrupt:
+        log.warning("%s [%d, %d): skipped %d corrupt records (%d bytes)", split.path, split.start,
+                    split.stop, stats.corrupt, stats.corrupt_bytes)
+
+
+def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.RecordBatch]:
+    """Plain-Python read of a whole store (one process, no Spark): same options, same batches.
+
+    ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
+    """
+    opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
+    dirs = locate_store(opts.path)
+    snap = take_snapshot(dirs, opts.snapshot_offset)
+    for split in plan_splits(dirs, snap, opts):
+        yield from iter_split(split, opts, kernels)
+
+
+def read_table(path: str, **options) -> pa.Table:
+    """``read_store`` gathered into one ``pyarrow.Table``."""
+    return pa.Table.from_batches(list(read_store(path, **options)), schema=ARROW_SCHEMA)

@@ -1,0 +1,125 @@
+"""Index files: their entries as columns, and key lookups across the whole store.
+
+An index file's header does not record its slot count, so the entry area's position
+(``40 + slots*4``) comes from options; without them it is inferred from the file size
+for RocketMQ's usual ``entries = 4 * slots`` ratio (the 5,000,000 / 20,000,000 default).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import struct
+
+import numpy as np
+import pyarrow as pa
+
+from mqcore._compat import kernels as default_kernels
+from mqcore.errors import ConfigError
+from mqcore.spark.decode import ARROW_SCHEMA, columns_to_batch
+from mqcore.spark.files import StoreDirs, list_commitlog, open_view
+from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
+from mqcore.store import layout as L
+
+_NAME = re.compile(r"^[0-9]{17}$")
+_ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])  # layout.IDXE_*
+_MAX_QUERY = 64  # IndexService: maxMsgsNumBatch
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexGeometry:
+    slots: int
+    entries: int
+
+    @classmethod
+    def for_file(cls, size: int, slots: int | None = None, entries: int | None = None) -> "IndexGeometry":
+        if slots and entries:
+            g = cls(slots, entries)
+        elif (size - L.INDEX_HEADER_SIZE) % 84 == 0:  # entries = 4 * slots: 4 + 4*20 bytes per slot
+            s = (size - L.INDEX_HEADER_SIZE) // 84
+            g = cls(s, 4 * s)
+        else:
+            g = cls(L.DEFAULT_INDEX_SLOTS, L.DEFAULT_INDEX_ENTRIES)
+        if L.index_file_size(g.slots, g.entries) != size:
+            raise ConfigError(f"an index file of {size} bytes does not match {g.slots} slots and {g.entries} "
+                              "entries: pass options indexSlots and indexEntries (the broker's "
+                              "maxHashSlotNum and maxIndexNum)")
+        return g
+
+
+def list_index_files(dirs: StoreDirs) -> list[str]:
+    if dirs.index is None:
+        return []
+    return [os.path.join(dirs.index, n) for n in sorted(os.listdir(dirs.index)) if _NAME.match(n)]
+
+
+def read_header(view) -> tuple[int, int, int, int, int, int]:
+    """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
+    return struct.unpack_from(">qqqqii", view, 0)
+
+
+def read_entries(path: str, slots: int | None = None, entries: int | None = None) -> dict[str, np.ndarray]:
+    """Used entries (1 .. indexCount-1) of one index file as native arrays."""
+    with open_view(path) as v:
+        g = IndexGeometry.for_file(len(v), slots, entries)
+        begin_ts, _, _, _, _, count = read_header(v)
+        first = L.INDEX_HEADER_SIZE + g.slots * L.INDEX_SLOT_SIZE + L.INDEX_ENTRY_SIZE
+        n = max(0, min(count, g.entries) - 1)
+        raw = bytes(v[first:first + n * L.INDEX_ENTRY_SIZE])
+    e = np.frombuffer(raw, _ENTRY)
+    return {
+        "entry": np.arange(1, n + 1, dtype=np.int32),
+        "key_hash": e["hash"].astype(np.int32),
+        "commitlog_offset": e["phy"].astype(np.int64),
+        "time_diff_s": e["diff"].astype(np.int32),
+        "prev_entry": e["prev"].astype(np.int32),
+        "store_timestamp_ms": begin_ts + e["diff"].astype(np.int64) * 1000,
+        "slot": (e["hash"].astype(np.int64) % g.slots).astype(np.int32),
+    }
+
+
+def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, end_ts: int = (1 << 63) - 1,
+                      max_num: int = _MAX_QUERY, kernels=default_kernels, slots: int | None = None,
+                      entries: int | None = None) -> list[int]:
+    """Commitlog offsets the index lists for ``topic#key``, newest file first
+    (``IndexService.queryOffset``); hash collisions are included, as in the broker."""
+    k = kernels
+    key_hash = k.index_hash(k.java_hash(f"{topic}#{key}"))
+    found: list[int] = []
+    for path in reversed(list_index_files(dirs)):
+        with open_view(path) as v:
+            g = IndexGeometry.for_file(len(v), slots, entries)
+            fbegin, fend, _, _, _, _ = read_header(v)
+            if fend < begin_ts or (fbegin > end_ts and fbegin > 0):
+                continue
+            found += k.index_query(v, g.slots, g.entries, key_hash, begin_ts, end_ts, max_num - len(found))
+            if len(found) >= max_num or fbegin < begin_ts:
+                break
+    return sorted(set(found))
+
+
+def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=default_kernels, include_body: bool = True,
+               max_num: int = _MAX_QUERY, **geometry) -> pa.Table:
+    """Messages of ``topic`` whose KEYS contain ``key`` or whose msg id is ``key``, via the index.
+
+    Candidates are decoded from the commitlog and filtered exactly (the index only holds
+    hashes; the broker leaves that filtering to the client).
+    """
+    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, kernels=kernels, **geometry), np.int64)
+    opts = ReadOptions(include_body=include_body, topics=(topic,))
+    flags = kernels.SKIP_CORRUPT | (kernels.WITH_BODY if include_body else 0)
+    batches = []
+    for f in list_commitlog(dirs):
+        mine = offsets[(offsets >= f.base_offset) & (offsets < f.base_offset + f.size)] - f.base_offset
+        i = 0
+        with open_view(f.path) as v:
+            while i < len(mine):
+                n, cols, i, _, _, _ = kernels.decode_columns_at(
+                    v, mine, i, len(v), f.base_offset, opts.max_rows_per_batch, opts.max_bytes_per_batch,
+                    [topic.encode()], I64_MIN, I64_MAX, flags)
+                if n:
+                    batches.append(columns_to_batch(n, cols, opts, kernels))
+    table = pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+    hit = [key in ks or mid == key for ks, mid in zip(table.column("keys").to_pylist(),
+                                                     table.column("msg_id").to_pylist())]
+    return table.filter(pa.array(hit, pa.bool_()))

@@ -1,0 +1,181 @@
+"""The ``rocketmq`` PySpark data source over commitlog files.
+
+    spark.dataSource.register(RocketMQDataSource)        # or mqcore.spark.source.register(spark)
+    df = spark.read.format("rocketmq").option("topics", "Orders").load("/data/rocketmq/store")
+
+Where the code runs (PySpark 4.3 Python Data Source API): ``reader``, ``pushFilters`` and
+``partitions`` run in a short-lived Python planner worker next to the driver; ``read``
+runs in executor Python workers, which receive the reader pickled. Both must see the
+store at the same path (shared storage on a cluster).
+
+Filter pushdown: PySpark refuses a reader that implements ``pushFilters`` unless
+``spark.sql.python.filterPushdown.enabled`` is true, and the data source cannot read that
+conf. So with ``pushdown=auto`` (the default) ``reader()`` returns the pushdown-capable
+reader only when it is called by PySpark's pushdown planner -- which only runs when the
+conf is on -- and the plain reader otherwise. Every pushable condition is also an option
+(``topics``, ``startTime``/``endTime``, ``startOffset``/``endOffset``), so queries prune
+work either way.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Iterable, Iterator
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualNullSafe, EqualTo, Filter,
+                                    GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan,
+                                    LessThanOrEqual)
+from pyspark.sql.types import StructType
+
+from mqcore.spark.decode import SPARK_DDL, iter_split
+from mqcore.spark.files import locate_store, take_snapshot
+from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
+from mqcore.spark.plan import plan_splits
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_PUSHDOWN_PLANNER = "data_source_pushdown_filters"
+
+
+def _called_by_pushdown_planner() -> bool:
+    """True inside PySpark's filter-pushdown planner worker (it only runs when the conf is on)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (_PUSHDOWN_PLANNER in frame.f_globals.get("__name__", "")
+                or frame.f_code.co_filename.endswith(_PUSHDOWN_PLANNER + ".py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class RocketMQDataSource(DataSource):
+    """``format("rocketmq")``: one row per commitlog record (see ``mqcore.spark.decode.COLUMNS``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = ReadOptions.from_options(self.options)
+        locate_store(opts.path)  # fail at planning with a clear message, not in a task
+        if opts.pushdown == "true" or (opts.pushdown == "auto" and _called_by_pushdown_planner()):
+            return CommitLogPushdownReader(opts)
+        return CommitLogReader(opts)
+
+
+class CommitLogReader(DataSourceReader):
+    """Plans splits over a snapshot of the store and decodes them into Arrow batches."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        dirs = locate_store(self.opts.path)
+        snap = take_snapshot(dirs, self.opts.snapshot_offset)
+        splits = plan_splits(dirs, snap, self.opts)
+        if not splits:
+            return [InputPartition(None)]  # nothing to read: one task that yields nothing
+        return [InputPartition(s) for s in splits]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if partition.value is None:
+            return iter(())
+        return iter_split(partition.value, self.opts)
+
+
+def _micros(value) -> int:
+    if isinstance(value, dt.datetime):
+        when = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return (when - _EPOCH) // dt.timedelta(microseconds=1)
+    if isinstance(value, dt.date):
+        return _micros(dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc))
+    raise TypeError(type(value))
+
+
+def _ms_bounds(f: Filter) -> tuple[int, int] | None:
+    """Exact store-time bounds in ms for a comparison on a microsecond timestamp.
+
+    Store times are whole milliseconds, so ``ms * 1000 > v`` is ``ms >= v // 1000 + 1``,
+    and so on: the pushed filter is fully handled and Spark need not re-check it.
+    """
+    try:
+        v = _micros(f.value)
+    except TypeError:
+        return None
+    ceil = -((-v) // 1000)
+    if isinstance(f, GreaterThan):
+        return v // 1000 + 1, I64_MAX
+    if isinstance(f, GreaterThanOrEqual):
+        return ceil, I64_MAX
+    if isinstance(f, LessThan):
+        return I64_MIN, ceil - 1
+    if isinstance(f, LessThanOrEqual):
+        return I64_MIN, v // 1000
+    if isinstance(f, (EqualTo, EqualNullSafe)):
+        return (v // 1000, v // 1000) if v % 1000 == 0 else (1, 0)
+    return None
+
+
+def _offset_bounds(f: Filter) -> tuple[int, int] | None:
+    """[min, max) commitlog offsets for an integer comparison."""
+    v = f.value
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    if isinstance(f, GreaterThan):
+        return v + 1, I64_MAX
+    if isinstance(f, GreaterThanOrEqual):
+        return v, I64_MAX
+    if isinstance(f, LessThan):
+        return 0, v
+    if isinstance(f, LessThanOrEqual):
+        return 0, v + 1
+    if isinstance(f, (EqualTo, EqualNullSafe)):
+        return v, v + 1
+    return None
+
+
+def translate_filters(opts: ReadOptions, filters: list[Filter]) -> tuple[ReadOptions, list[Filter]]:
+    """Fold the filters this reader handles exactly into the options; return the rest."""
+    topics: set[str] | None = None
+    ts_lo, ts_hi, off_lo, off_hi = I64_MIN, I64_MAX, 0, I64_MAX
+    rest = []
+    for f in filters:
+        col = getattr(f, "attribute", None)
+        if not hasattr(f, "value"):  # IsNull, IsNotNull, Not(...): Spark keeps them
+            rest.append(f)
+            continue
+        if col == ("topic",) and isinstance(f, (EqualTo, EqualNullSafe)) and isinstance(f.value, str):
+            wanted = {f.value}
+        elif col == ("topic",) and isinstance(f, In) and all(isinstance(v, str) for v in f.value):
+            wanted = set(f.value)
+        elif col == ("store_timestamp",) and (b := _ms_bounds(f)) is not None:
+            ts_lo, ts_hi = max(ts_lo, b[0]), min(ts_hi, b[1])
+            continue
+        elif col == ("commitlog_offset",) and (b := _offset_bounds(f)) is not None:
+            off_lo, off_hi = max(off_lo, b[0]), min(off_hi, b[1])
+            continue
+        else:
+            rest.append(f)
+            continue
+        topics = wanted if topics is None else topics & wanted
+    narrowed = opts.narrowed(topics=None if topics is None else tuple(sorted(topics)), min_store_ts=ts_lo,
+                             max_store_ts=ts_hi, min_offset=max(off_lo, 0), max_offset=off_hi)
+    return narrowed, rest
+
+
+class CommitLogPushdownReader(CommitLogReader):
+    """Adds ``pushFilters``: topic =/IN, store_timestamp and commitlog_offset comparisons."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.opts, rest = translate_filters(self.opts, list(filters))
+        return rest
+
+
+def register(spark) -> None:
+    """Register every reader of this package with a SparkSession."""
+    from mqcore.spark.aux_sources import ALL_AUX_SOURCES
+    spark.dataSource.register(RocketMQDataSource)
+    for source in ALL_AUX_SOURCES:
+        spark.dataSource.register(source)
