@@ -1,0 +1,63 @@
+"""Run the Apache RocketMQ C++ client (rocketmq==0.4.4) in its own venv from tests."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+DRIVER = os.path.join(os.path.dirname(__file__), "cpp_driver.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cpp_python() -> str:
+    """The C++ client's interpreter: $MQCORE_CPP_PYTHON (set by scripts/test) or .venv-cpp."""
+    path = os.environ.get("MQCORE_CPP_PYTHON") or os.path.join(ROOT, ".venv-cpp", "bin", "python")
+    if not os.path.exists(path):
+        pytest.fail("the Apache C++ client is not installed: run scripts/test (it creates .venv-cpp with "
+                    "rocketmq==0.4.4), or set MQCORE_CPP_PYTHON")
+    return path
+
+
+def run_cpp(command: dict, home, timeout: float = 90) -> list[dict]:
+    """Run one driver command; returns its JSON events. HOME is redirected (the client logs there)."""
+    env = dict(os.environ, HOME=str(home))
+    p = subprocess.run([cpp_python(), DRIVER, json.dumps(command)], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    events = []
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            events.append(json.loads(line))
+    errors = [e["error"] for e in events if "error" in e]
+    if p.returncode != 0 or errors:
+        raise AssertionError(f"C++ client failed ({p.returncode}): {errors}\nstdout:{p.stdout[-3000:]}\n"
+                             f"stderr:{p.stderr[-3000:]}")
+    return events
+
+
+def start_cpp(command: dict, home) -> subprocess.Popen:
+    """Start a long-running driver command (a consumer) in the background."""
+    env = dict(os.environ, HOME=str(home))
+    return subprocess.Popen([cpp_python(), DRIVER, json.dumps(command)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def collect(proc: subprocess.Popen, timeout: float = 90) -> list[dict]:
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"C++ client did not finish:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    events = [json.loads(line) for line in stdout.splitlines() if line.strip().startswith("{")]
+    errors = [e["error"] for e in events if "error" in e]
+    if proc.returncode != 0 or errors:
+        raise AssertionError(f"C++ client failed ({proc.returncode}): {errors}\n{stderr[-3000:]}")
+    return events
+
+
+def python_exe() -> str:
+    return sys.executable
