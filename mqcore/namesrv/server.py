@@ -117,14 +117,18 @@ class NameServer:
             header = CreateTopicRequestHeader(topic=topic, default_topic=DEFAULT_TOPIC, read_queue_nums=n,
                                               write_queue_nums=n, perm=qd.perm & ~PERM_INHERIT,
                                               topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False)
+            ext = dict(header.to_ext(), mqcoreAutoCreate="true")
             try:
                 resp = await self._broker_client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                             header.to_ext()), 3000)
+                                                                             ext), 3000)
             except MQError as e:
                 log.warning("auto-creating topic %s on %s failed: %s", topic, addr, e)
                 continue
             if resp.code == ResponseCode.SUCCESS:
-                self.routes.topic_queues.setdefault(topic, {})[name] = type(qd)(name, n, n, qd.perm & ~PERM_INHERIT)
+                got = resp.ext_fields
+                self.routes.topic_queues.setdefault(topic, {})[name] = type(qd)(
+                    name, int(got.get("readQueueNums", n)), int(got.get("writeQueueNums", n)),
+                    int(got.get("perm", qd.perm & ~PERM_INHERIT)))
         return self.routes.route(topic)
 
     def _cluster_info(self, channel, request):
