@@ -105,3 +105,17 @@ class NoRouteError(ClientError):
     """No route (or no writable queue) is known for a topic."""
 
     retriable = True
+
+
+# --- client (mqcore.client) --------------------------------------------------------
+class IllegalStateError(ClientError):
+    """The client is not in a state that allows the call (not started, started twice,
+    a blocking call made from the client's own event-loop thread...)."""
+
+
+class SendTimeoutError(RemotingTimeoutError):
+    """A send used up its whole ``send_msg_timeout_ms`` budget (all attempts included)."""
+
+
+class MessageDecodeError(ClientError):
+    """A received message body cannot be decoded (unknown compression, corrupt data)."""

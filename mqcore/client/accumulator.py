@@ -1,0 +1,157 @@
+"""Auto-batching (seed 002, RocketMQ 5's ``ProduceAccumulator``), opt-in.
+
+Single-message sends are collected per *aggregation key* and sent as one
+SEND_BATCH_MESSAGE when the batch reaches ``batch_max_bytes`` or its oldest message
+has waited ``batch_max_delay_ms``. The key is (topic, tags, wait-store-ok) — or
+(topic, queue, tags, ...) when the caller chose a queue — because a batch has one
+topic and queue, and only messages with the same tag may share a batch (seed 002's
+compatibility rule). Every message keeps its own ``UNIQ_KEY``; the batch answer's
+comma-joined offset ids and first queue offset are split back so each caller gets a
+``SendResult`` of its own, exactly as if it had sent alone.
+
+If accepting a message would push the bytes held by all pending batches over
+``total_batch_max_bytes``, ``add`` returns ``None`` and the caller sends it unbatched:
+memory stays bounded and nothing blocks.
+
+Thread model: everything runs on the client's event loop. Sync callers wait on the
+future ``add`` returns (through the loop thread), async callers get their callback
+from it.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+
+from mqcore.client.message import Message, SendResult
+from mqcore.message import Prop
+from mqcore.remoting.bodies import MessageQueue
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ProduceAccumulator", "split_batch_result"]
+
+#: per-message overhead of a batch item on the wire (TOTALSIZE..BODYLEN + PROPERTIESLENGTH)
+BATCH_ITEM_OVERHEAD = 22
+
+BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
+SendBatch = Callable[[list[Message], "MessageQueue | None"], Awaitable[SendResult]]
+
+
+def split_batch_result(batch: SendResult, index: int, uniq_id: str) -> SendResult:
+    """The ``index``-th message's own result out of a batch result."""
+    offset_ids = batch.offset_msg_ids
+    return dataclasses.replace(
+        batch, msg_id=uniq_id, queue_offset=batch.queue_offset + index,
+        offset_msg_id=offset_ids[index] if index < len(offset_ids) else batch.offset_msg_id)
+
+
+def item_size(msg: Message) -> int:
+    """Bytes a message adds to a batch body (approximately: properties as UTF-8)."""
+    props = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+    return BATCH_ITEM_OVERHEAD + len(msg.body) + props
+
+
+class _Accumulation:
+    __slots__ = ("key", "messages", "futures", "size", "timer")
+
+    def __init__(self, key: BatchKey) -> None:
+        self.key = key
+        self.messages: list[Message] = []
+        self.futures: list[asyncio.Future[SendResult]] = []
+        self.size = 0
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class ProduceAccumulator:
+    """Collects messages into batches and sends them with ``send_batch``."""
+
+    def __init__(self, send_batch: SendBatch, *, batch_max_bytes: int, batch_max_delay_ms: int,
+                 total_batch_max_bytes: int) -> None:
+        self._send_batch = send_batch
+        self.batch_max_bytes = batch_max_bytes
+        self.batch_max_delay_ms = batch_max_delay_ms
+        self.total_batch_max_bytes = total_batch_max_bytes
+        self._pending: dict[BatchKey, _Accumulation] = {}
+        self._held_bytes = 0
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.batches_sent = 0
+        self.messages_batched = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held_bytes
+
+    @staticmethod
+    def key_of(msg: Message, queue: MessageQueue | None) -> BatchKey:
+        return (msg.topic, queue, msg.properties.get(Prop.TAGS), msg.wait_store_msg_ok)
+
+    @staticmethod
+    def eligible(msg: Message) -> bool:
+        """Batches cannot carry delayed, retry-topic or transactional messages."""
+        props = msg.properties
+        return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
+
+    def add(self, msg: Message, queue: MessageQueue | None = None) -> asyncio.Future[SendResult] | None:
+        """Queue ``msg`` (with its UNIQ_KEY already set); None = send it unbatched."""
+        size = item_size(msg)
+        if size >= self.batch_max_bytes or not self.eligible(msg):
+            return None
+        if self._held_bytes + size > self.total_batch_max_bytes:
+            return None
+        key = self.key_of(msg, queue)
+        acc = self._pending.get(key)
+        if acc is not None and acc.size + size > self.batch_max_bytes:
+            self._flush(key)
+            acc = None
+        loop = asyncio.get_running_loop()
+        if acc is None:
+            acc = self._pending[key] = _Accumulation(key)
+            acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._flush, key)
+        future: asyncio.Future[SendResult] = loop.create_future()
+        acc.messages.append(msg)
+        acc.futures.append(future)
+        acc.size += size
+        self._held_bytes += size
+        if acc.size >= self.batch_max_bytes:
+            self._flush(key)
+        return future
+
+    def _flush(self, key: BatchKey) -> None:
+        acc = self._pending.pop(key, None)
+        if acc is None:
+            return
+        if acc.timer is not None:
+            acc.timer.cancel()
+        task = asyncio.ensure_future(self._send(acc))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _send(self, acc: _Accumulation) -> None:
+        try:
+            result = await self._send_batch(acc.messages, acc.key[1])
+        except asyncio.CancelledError:
+            for f in acc.futures:
+                if not f.done():
+                    f.cancel()
+            raise
+        except Exception as e:  # every waiter must hear about the failure, whatever it is
+            for f in acc.futures:
+                if not f.done():
+                    f.set_exception(e)
+            return
+        finally:
+            self._held_bytes -= acc.size
+        self.batches_sent += 1
+        self.messages_batched += len(acc.messages)
+        for i, (msg, f) in enumerate(zip(acc.messages, acc.futures)):
+            if not f.done():
+                f.set_result(split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, "")))
+
+    async def flush_all(self) -> None:
+        """Send everything pending now and wait for the answers (shutdown)."""
+        for key in list(self._pending):
+            self._flush(key)
+        if self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)

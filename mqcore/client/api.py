@@ -1,0 +1,271 @@
+"""Typed client RPCs over the remoting layer (``MQClientAPIImpl``).
+
+One coroutine per request the 4.x client sends; each builds the typed header, calls
+the broker or name server, and turns the answer into a value or an error:
+non-success codes raise :class:`~mqcore.errors.BrokerError` (``retriable`` for the
+codes a producer retries), network failures raise
+:class:`~mqcore.errors.RemotingError` subclasses. Nothing here retries or decides
+policy; that is the caller's job.
+
+Thread model: coroutines run on the client's event loop only.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mqcore.client.message import (
+    MessageExt,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    decode_messages,
+)
+from mqcore.client.route import TopicRouteData
+from mqcore.errors import BrokerError, RemotingError
+from mqcore.message import decode_offset_msg_id
+from mqcore.remoting.bodies import (
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
+from mqcore.remoting.client import RemotingClient
+from mqcore.remoting.codes import RequestCode, ResponseCode
+from mqcore.remoting.command import RemotingCommand, create_request
+from mqcore.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MQClientAPI", "SEND_STATUS_BY_CODE", "PULL_STATUS_BY_CODE"]
+
+SEND_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+PULL_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def _check(resp: RemotingCommand, addr: str, ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+    if resp.code not in ok:
+        raise BrokerError(resp.code, resp.remark, addr)
+    return resp
+
+
+class MQClientAPI:
+    """Request builders and response parsers; one per client instance."""
+
+    def __init__(self, remoting: RemotingClient, *, language: int, version: int,
+                 namesrv_addrs: Sequence[str]) -> None:
+        self.remoting = remoting
+        self.language = language
+        self.version = version
+        self.namesrv_addrs = list(namesrv_addrs)
+        self._namesrv_index = 0
+
+    def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
+        return create_request(code, ext, body, language=self.language, version=self.version)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        return await self.remoting.invoke(addr, cmd, timeout_ms)
+
+    # --- name server -----------------------------------------------------------------------
+    async def invoke_namesrv(self, cmd_factory: Any, timeout_ms: float) -> tuple[str, RemotingCommand]:
+        """Ask the current name server, moving on to the next one on network errors."""
+        last: RemotingError | None = None
+        n = len(self.namesrv_addrs)
+        for attempt in range(n):
+            addr = self.namesrv_addrs[(self._namesrv_index + attempt) % n]
+            try:
+                resp = await self.invoke(addr, cmd_factory(), timeout_ms)
+            except RemotingError as e:
+                log.info("name server %s failed: %s", addr, e)
+                last = e
+                continue
+            self._namesrv_index = (self._namesrv_index + attempt) % n
+            return addr, resp
+        assert last is not None
+        raise last
+
+    async def get_topic_route(self, topic: str, timeout_ms: float) -> TopicRouteData | None:
+        """The route, or None when the name server knows no such topic."""
+        ext = GetRouteInfoRequestHeader(topic=topic).to_ext()
+        addr, resp = await self.invoke_namesrv(lambda: self.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext),
+                                               timeout_ms)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        _check(resp, addr)
+        if not resp.body:
+            return None
+        return TopicRouteData.decode(bytes(resp.body))
+
+    # --- sending -----------------------------------------------------------------------------
+    def build_send_request(self, header: SendMessageRequestHeader, body: bytes, *, batch: bool,
+                           use_v2: bool) -> RemotingCommand:
+        if batch:
+            code = RequestCode.SEND_BATCH_MESSAGE
+        else:
+            code = RequestCode.SEND_MESSAGE_V2 if use_v2 else RequestCode.SEND_MESSAGE
+        ext = header.to_ext_v2() if (batch or use_v2) else header.to_ext_v1()
+        return self.request(code, ext, body)
+
+    async def send_message(self, addr: str, broker_name: str, topic: str, uniq_id: str,
+                           cmd: RemotingCommand, timeout_ms: float) -> SendResult:
+        resp = await self.invoke(addr, cmd, timeout_ms)
+        return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
+
+    async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:
+        await self.remoting.invoke_oneway(addr, cmd, timeout_ms)
+
+    @staticmethod
+    def process_send_response(addr: str, broker_name: str, topic: str, uniq_id: str,
+                              resp: RemotingCommand) -> SendResult:
+        status = SEND_STATUS_BY_CODE.get(resp.code)
+        if status is None:
+            raise BrokerError(resp.code, resp.remark, addr)
+        header = SendMessageResponseHeader.from_command(resp)
+        ext = resp.ext_fields
+        return SendResult(status, uniq_id, MessageQueue(topic, broker_name, header.queue_id),
+                          header.queue_offset, header.msg_id, header.transaction_id,
+                          ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON", "true") != "false")
+
+    # --- pulling -----------------------------------------------------------------------------
+    async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: float
+                           ) -> tuple[PullStatus, PullMessageResponseHeader, bytes]:
+        resp = await self.invoke(addr, self.request(RequestCode.PULL_MESSAGE, header.to_ext()), timeout_ms)
+        status = PULL_STATUS_BY_CODE.get(resp.code)
+        if status is None:
+            raise BrokerError(resp.code, resp.remark, addr)
+        return status, PullMessageResponseHeader.from_command(resp), bytes(resp.body)
+
+    @staticmethod
+    def to_pull_result(status: PullStatus, header: PullMessageResponseHeader, body: bytes,
+                       broker_name: str) -> PullResult:
+        """Decode the records (no tag filtering here; see the pull kernel)."""
+        msgs = decode_messages(body, broker_name) if status is PullStatus.FOUND else []
+        return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, msgs,
+                          header.suggest_which_broker_id)
+
+    # --- clients -------------------------------------------------------------------------------
+    async def heartbeat(self, addr: str, body: bytes, timeout_ms: float) -> int:
+        resp = _check(await self.invoke(addr, self.request(RequestCode.HEART_BEAT, None, body), timeout_ms), addr)
+        return resp.version
+
+    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
+                                consumer_group: str | None, timeout_ms: float) -> None:
+        ext = UnregisterClientRequestHeader(client_id=client_id, producer_group=producer_group,
+                                            consumer_group=consumer_group).to_ext()
+        _check(await self.invoke(addr, self.request(RequestCode.UNREGISTER_CLIENT, ext), timeout_ms), addr)
+
+    async def get_consumer_id_list(self, addr: str, group: str, timeout_ms: float) -> list[str]:
+        ext = GetConsumerListByGroupRequestHeader(consumer_group=group).to_ext()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext),
+                                        timeout_ms), addr)
+        if not resp.body:
+            return []
+        return GetConsumerListByGroupResponseBody.decode(bytes(resp.body)).consumer_id_list
+
+    # --- offsets -------------------------------------------------------------------------------
+    async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout_ms: float) -> int:
+        ext = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id,
+                                               broker_name=mq.broker_name).to_ext()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout_ms),
+                      addr)
+        return OffsetResponseHeader.from_command(resp).offset
+
+    async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int,
+                                     timeout_ms: float, *, oneway: bool) -> None:
+        ext = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id,
+                                                commit_offset=offset, broker_name=mq.broker_name).to_ext()
+        cmd = self.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, cmd, timeout_ms)
+        else:
+            _check(await self.invoke(addr, cmd, timeout_ms), addr)
+
+    async def _offset_call(self, addr: str, code: int, header: Any, timeout_ms: float) -> int:
+        resp = _check(await self.invoke(addr, self.request(code, header.to_ext()), timeout_ms), addr)
+        return OffsetResponseHeader.from_command(resp).offset
+
+    async def get_max_offset(self, addr: str, mq: MessageQueue, timeout_ms: float) -> int:
+        header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, broker_name=mq.broker_name)
+        return await self._offset_call(addr, RequestCode.GET_MAX_OFFSET, header, timeout_ms)
+
+    async def get_min_offset(self, addr: str, mq: MessageQueue, timeout_ms: float) -> int:
+        header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, broker_name=mq.broker_name)
+        return await self._offset_call(addr, RequestCode.GET_MIN_OFFSET, header, timeout_ms)
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout_ms: float) -> int:
+        header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms,
+                                           broker_name=mq.broker_name)
+        return await self._offset_call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header, timeout_ms)
+
+    async def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue, timeout_ms: float) -> int:
+        ext = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id,
+                                                   broker_name=mq.broker_name).to_ext()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.GET_EARLIEST_MSG_STORETIME, ext),
+                                        timeout_ms), addr)
+        return GetEarliestMsgStoretimeResponseHeader.from_command(resp).timestamp
+
+    # --- consuming helpers ---------------------------------------------------------------------
+    async def consumer_send_message_back(self, addr: str, msg: MessageExt, group: str, delay_level: int,
+                                         max_reconsume_times: int, timeout_ms: float) -> None:
+        ext = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commitlog_offset, group=group, delay_level=delay_level, origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic, unit_mode=False, max_reconsume_times=max_reconsume_times,
+            broker_name=msg.broker_name).to_ext()
+        _check(await self.invoke(addr, self.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout_ms), addr)
+
+    async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
+                            timeout_ms: float) -> set[MessageQueue]:
+        body = LockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=sorted(mqs)).encode()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.LOCK_BATCH_MQ, None, body), timeout_ms),
+                      addr)
+        return set(LockBatchResponseBody.decode(bytes(resp.body)).lock_ok_mq_set) if resp.body else set()
+
+    async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
+                              timeout_ms: float, *, oneway: bool) -> None:
+        body = UnlockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=sorted(mqs)).encode()
+        cmd = self.request(RequestCode.UNLOCK_BATCH_MQ, None, body)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, cmd, timeout_ms)
+        else:
+            _check(await self.invoke(addr, cmd, timeout_ms), addr)
+
+    async def view_message(self, addr: str, offset_msg_id: str, timeout_ms: float) -> MessageExt:
+        _ip, _port, phy = decode_offset_msg_id(offset_msg_id)
+        ext = ViewMessageRequestHeader(offset=phy).to_ext()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.VIEW_MESSAGE_BY_ID, ext), timeout_ms), addr)
+        msgs = decode_messages(bytes(resp.body), None, 1)
+        if not msgs:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"no message at {offset_msg_id}", addr)
+        return msgs[0]

@@ -1,0 +1,284 @@
+"""Client configuration: frozen dataclasses with RocketMQ 4.9.8 defaults.
+
+One class per role (``ClientConfig`` shared settings, ``ProducerConfig``,
+``PushConsumerConfig``, ``LitePullConsumerConfig``, ``PullConsumerConfig``). Names are
+the Java names in snake case with a unit suffix (``sendMsgTimeout`` ->
+``send_msg_timeout_ms``); every default is the one in
+``shared/spec/client-defaults.md``. The public classes (``Producer``...) accept the same
+names as keyword arguments and build these objects, so most users never touch them.
+
+Library code never reads environment variables; ``instance_name="DEFAULT"`` is turned
+into ``<pid>#<monotonic ns>`` by the client instance, as the Java client does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from typing import Any
+
+from mqcore.errors import ConfigError
+from mqcore.message import DEFAULT_TOPIC, validate_group
+from mqcore.remoting.codes import CURRENT_VERSION, LanguageCode
+
+#: ``MQFaultStrategy`` tables of 4.9.8 (client-defaults.md §1)
+LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
+
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+
+
+class MessageModel(str, enum.Enum):
+    """How a group shares a topic: each message once per group, or once per consumer."""
+
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(str, enum.Enum):
+    """Where a group with no stored offset starts (heartbeat ``consumeFromWhere``)."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+    # short aliases: ``consume_from_where="first"``
+    @classmethod
+    def parse(cls, value: Any) -> ConsumeFromWhere:
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().upper()
+        for member in cls:
+            if text in (member.value, member.value.replace("CONSUME_FROM_", "").replace("_OFFSET", "")):
+                return member
+        raise ConfigError(f"consume_from_where {value!r} is not one of last, first, timestamp")
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0, got {value}")
+
+
+def default_offset_store_dir() -> str:
+    """``~/.rocketmq_offsets`` (Java: ``rocketmq.client.localOffsetStoreDir``)."""
+    return os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientConfig:
+    """Settings shared by every client role (``ClientConfig.java``)."""
+
+    #: name servers, ``host:port`` separated by ``;``
+    namesrv_addr: str = "127.0.0.1:9876"
+    #: ``DEFAULT`` is replaced by ``<pid>#<ns>`` so two clients in one process differ
+    instance_name: str = "DEFAULT"
+    #: the IP in the client id and message ids; found automatically when ``None``
+    client_ip: str | None = None
+    unit_name: str | None = None
+    poll_name_server_interval_ms: int = 30_000
+    heartbeat_broker_interval_ms: int = 30_000
+    persist_consumer_offset_interval_ms: int = 5_000
+    pull_time_delay_ms_when_exception: int = 1_000
+    mq_client_api_timeout_ms: int = 3_000
+    #: language code sent in every request header
+    language: int = LanguageCode.PYTHON
+    #: ``MQVersion`` ordinal sent in every request header (409 = V4_9_8)
+    version: int = int(CURRENT_VERSION)
+
+    def __post_init__(self) -> None:
+        if not self.namesrv_addr or not self.namesrv_addr.strip(";, "):
+            raise ConfigError("namesrv_addr is empty: give the name server as host:port")
+        for name in ("poll_name_server_interval_ms", "heartbeat_broker_interval_ms",
+                     "persist_consumer_offset_interval_ms", "mq_client_api_timeout_ms"):
+            _positive(name, getattr(self, name))
+        _non_negative("pull_time_delay_ms_when_exception", self.pull_time_delay_ms_when_exception)
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProducerConfig(ClientConfig):
+    """``DefaultMQProducer`` settings plus the auto-batching knobs of seed 002."""
+
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    create_topic_key: str = DEFAULT_TOPIC
+    default_topic_queue_nums: int = 4
+    send_msg_timeout_ms: int = 3_000
+    compress_msg_body_over_howmuch: int = 4096
+    compress_level: int = 5
+    retry_times_when_send_failed: int = 2
+    retry_times_when_send_async_failed: int = 2
+    retry_another_broker_when_not_store_ok: bool = False
+    max_message_size: int = 4 * 1024 * 1024
+    send_latency_fault_enable: bool = False
+    latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS
+    not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_DURATION_MS
+    #: SEND_MESSAGE_V2 (310, Java's default) or SEND_MESSAGE (10, v1 long keys)
+    use_send_message_v2: bool = True
+    # --- auto batching (off by default, as in RocketMQ 5) ---
+    auto_batch: bool = False
+    batch_max_bytes: int = 32 * 1024
+    batch_max_delay_ms: int = 10
+    total_batch_max_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        ClientConfig.__post_init__(self)
+        validate_group(self.producer_group)
+        _positive("send_msg_timeout_ms", self.send_msg_timeout_ms)
+        _non_negative("retry_times_when_send_failed", self.retry_times_when_send_failed)
+        _non_negative("retry_times_when_send_async_failed", self.retry_times_when_send_async_failed)
+        _positive("max_message_size", self.max_message_size)
+        if not 0 <= self.compress_level <= 9:
+            raise ConfigError(f"compress_level must be 0..9, got {self.compress_level}")
+        if len(self.latency_max_ms) != len(self.not_available_duration_ms):
+            raise ConfigError("latency_max_ms and not_available_duration_ms must have the same length")
+        _positive("default_topic_queue_nums", self.default_topic_queue_nums)
+        _positive("batch_max_bytes", self.batch_max_bytes)
+        _non_negative("batch_max_delay_ms", self.batch_max_delay_ms)
+        if self.total_batch_max_bytes < self.batch_max_bytes:
+            raise ConfigError("total_batch_max_bytes must be >= batch_max_bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConsumerCommon(ClientConfig):
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    #: ``yyyyMMddHHmmss`` for CONSUME_FROM_TIMESTAMP; ``None`` = now - 30 min
+    consume_timestamp: str | None = None
+    #: an allocation strategy (``mqcore.client.consumer.rebalance``); ``None`` = averagely
+    allocate_strategy: Any = None
+    #: directory of broadcasting offset files (``<dir>/<clientId>/<group>/offsets.json``)
+    offset_store_dir: str = dataclasses.field(default_factory=default_offset_store_dir)
+    rebalance_interval_ms: int = 20_000
+    max_reconsume_times: int = -1
+
+    def __post_init__(self) -> None:
+        ClientConfig.__post_init__(self)
+        validate_group(self.consumer_group)
+        object.__setattr__(self, "message_model", MessageModel(self.message_model))
+        object.__setattr__(self, "consume_from_where", ConsumeFromWhere.parse(self.consume_from_where))
+        _positive("rebalance_interval_ms", self.rebalance_interval_ms)
+        if self.consume_timestamp is not None and not (
+                len(self.consume_timestamp) == 14 and self.consume_timestamp.isdigit()):
+            raise ConfigError(f"consume_timestamp must be yyyyMMddHHmmss, got {self.consume_timestamp!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PushConsumerConfig(_ConsumerCommon):
+    """``DefaultMQPushConsumer`` settings."""
+
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
+    consume_concurrently_max_span: int = 2000
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue_mib: int = 100
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_topic_mib: int = -1
+    pull_interval_ms: int = 0
+    pull_batch_size: int = 32
+    consume_message_batch_max_size: int = 1
+    post_subscription_when_pull: bool = False
+    suspend_current_queue_time_ms: int = 1_000
+    consume_timeout_min: float = 15
+    #: how long shutdown waits for running listeners (Java: 0; here 5 s so their offsets get committed)
+    await_termination_ms_when_shutdown: int = 5_000
+    broker_suspend_max_time_ms: int = 15_000
+    consumer_timeout_ms_when_suspend: int = 30_000
+    lock_interval_ms: int = 20_000
+    lock_max_live_time_ms: int = 30_000
+    pull_max_idle_time_ms: int = 120_000
+    send_back_timeout_ms: int = 5_000
+    #: a message whose send-back failed is consumed again locally after this delay
+    local_retry_delay_ms: int = 5_000
+    #: how often messages stuck beyond ``consume_timeout_min`` are looked for
+    clean_expired_interval_ms: int = 15 * 60 * 1000
+
+    def __post_init__(self) -> None:
+        _ConsumerCommon.__post_init__(self)
+        _positive("consume_thread_max", self.consume_thread_max)
+        if self.consume_thread_min > self.consume_thread_max:
+            raise ConfigError("consume_thread_min must be <= consume_thread_max")
+        if not 1 <= self.pull_batch_size <= 1024:
+            raise ConfigError(f"pull_batch_size must be 1..1024, got {self.pull_batch_size}")
+        if not 1 <= self.consume_message_batch_max_size <= 1024:
+            raise ConfigError("consume_message_batch_max_size must be 1..1024")
+        if not 1 <= self.pull_threshold_for_queue <= 65535:
+            raise ConfigError("pull_threshold_for_queue must be 1..65535")
+        if not 1 <= self.consume_concurrently_max_span <= 65535:
+            raise ConfigError("consume_concurrently_max_span must be 1..65535")
+        if not 10 <= self.suspend_current_queue_time_ms <= 30_000:
+            raise ConfigError("suspend_current_queue_time_ms must be 10..30000")
+        _positive("consume_timeout_min", self.consume_timeout_min)
+        _non_negative("pull_interval_ms", self.pull_interval_ms)
+        if self.consumer_timeout_ms_when_suspend <= self.broker_suspend_max_time_ms:
+            raise ConfigError("consumer_timeout_ms_when_suspend must exceed broker_suspend_max_time_ms")
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        """-1 means 16 for concurrent listeners (orderly ones use ``2**31-1``)."""
+        return 16 if self.max_reconsume_times == -1 else self.max_reconsume_times
+
+
+@dataclasses.dataclass(frozen=True)
+class LitePullConsumerConfig(_ConsumerCommon):
+    """``DefaultLitePullConsumer`` settings."""
+
+    pull_batch_size: int = 10
+    pull_threshold_for_all: int = 10_000
+    pull_threshold_for_queue: int = 1_000
+    pull_threshold_size_for_queue_mib: int = 100
+    poll_timeout_ms: int = 5_000
+    auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    broker_suspend_max_time_ms: int = 20_000
+    consumer_pull_timeout_ms: int = 10_000
+    consumer_timeout_ms_when_suspend: int = 30_000
+    topic_metadata_check_interval_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        _ConsumerCommon.__post_init__(self)
+        if not 1 <= self.pull_batch_size <= 1024:
+            raise ConfigError(f"pull_batch_size must be 1..1024, got {self.pull_batch_size}")
+        _positive("auto_commit_interval_ms", self.auto_commit_interval_ms)
+        _positive("poll_timeout_ms", self.poll_timeout_ms)
+
+
+@dataclasses.dataclass(frozen=True)
+class PullConsumerConfig(ClientConfig):
+    """Low-level pull by queue (``DefaultMQPullConsumer``)."""
+
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
+    broker_suspend_max_time_ms: int = 20_000
+    consumer_timeout_ms_when_suspend: int = 30_000
+    consumer_pull_timeout_ms: int = 10_000
+    max_reconsume_times: int = 16
+    message_model: MessageModel = MessageModel.CLUSTERING
+
+    def __post_init__(self) -> None:
+        ClientConfig.__post_init__(self)
+        validate_group(self.consumer_group)
+        object.__setattr__(self, "message_model", MessageModel(self.message_model))
+
+
+def build(cls: type, base: Any | None, overrides: dict[str, Any]) -> Any:
+    """``cls(**overrides)``, or ``base`` with overrides applied; unknown names raise
+    a ConfigError that lists the valid ones."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} setting(s) {unknown}; valid: {sorted(names)}")
+    if base is None:
+        return cls(**overrides)
+    if not isinstance(base, cls):
+        raise ConfigError(f"config must be a {cls.__name__}, got {type(base).__name__}")
+    return dataclasses.replace(base, **overrides) if overrides else base

@@ -1,0 +1,218 @@
+"""``ProcessQueue``: the messages pulled from one queue and not yet consumed.
+
+Messages are kept ordered by queue offset (Java uses a ``TreeMap``; here a dict plus
+a min-heap of offsets with lazy deletion). The lowest offset still held is what the
+consumer may commit: everything below it is done, whatever order the consume threads
+finish in, so the committed offset is always the lowest unconsumed one.
+
+Orderly consumption moves messages to a second map while they are being consumed
+(``take_messages``) and either ``commit``s them or puts them back
+(``make_messages_to_consume_again``).
+
+Thread model: the pull task (event-loop thread) puts messages; consume threads take
+and remove them; the rebalance drops the queue. Every method takes ``self._lock``.
+``consume_lock`` is held by an orderly consume thread while its listener runs, so a
+rebalance does not unlock the broker lock in the middle of a batch.
+"""
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Iterable, Sequence
+
+from mqcore.client.clock import Clock, system_clock_ms
+from mqcore.client.message import MessageExt
+from mqcore.message import Prop
+
+__all__ = ["ProcessQueue"]
+
+
+class ProcessQueue:
+    """Per-queue buffer between pulling and consuming."""
+
+    def __init__(self, clock: Clock = system_clock_ms, *, lock_max_live_time_ms: int = 30_000,
+                 pull_max_idle_time_ms: int = 120_000) -> None:
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._msgs: dict[int, MessageExt] = {}
+        self._heap: list[int] = []
+        self._consuming_msgs: dict[int, MessageExt] = {}
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = 0
+        self.msg_acc_cnt = 0
+        self.consuming = False
+        self.dropped = False
+        self.locked = False
+        self.last_lock_timestamp = clock()
+        self.last_pull_timestamp = clock()
+        self.last_consume_timestamp = clock()
+        self.try_unlock_times = 0
+        self.consume_lock = threading.Lock()
+        self.lock_max_live_time_ms = lock_max_live_time_ms
+        self.pull_max_idle_time_ms = pull_max_idle_time_ms
+
+    # --- heap helpers (caller holds the lock) ---------------------------------------------
+    def _first_key_locked(self) -> int | None:
+        heap, msgs = self._heap, self._msgs
+        while heap and heap[0] not in msgs:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def _pop_first_locked(self) -> MessageExt | None:
+        key = self._first_key_locked()
+        if key is None:
+            return None
+        heapq.heappop(self._heap)
+        return self._msgs.pop(key)
+
+    # --- pulling side --------------------------------------------------------------------
+    def put_messages(self, msgs: Sequence[MessageExt]) -> bool:
+        """Add pulled messages; True when an orderly consumer should be dispatched
+        (there are messages and nobody is consuming this queue)."""
+        with self._lock:
+            valid = 0
+            for msg in msgs:
+                offset = msg.queue_offset
+                if offset not in self._msgs:
+                    valid += 1
+                    heapq.heappush(self._heap, offset)
+                    self.msg_size += len(msg.body)
+                self._msgs[offset] = msg
+                if offset > self.queue_offset_max:
+                    self.queue_offset_max = offset
+            self.msg_count += valid
+            dispatch = False
+            if self._msgs and not self.consuming:
+                dispatch = True
+                self.consuming = True
+            if msgs:
+                raw = msgs[-1].properties.get(Prop.MAX_OFFSET)
+                if raw and raw.lstrip("-").isdigit():
+                    acc = int(raw) - msgs[-1].queue_offset
+                    if acc > 0:
+                        self.msg_acc_cnt = acc
+            return dispatch
+
+    def max_span(self) -> int:
+        """Distance between the lowest and highest offset held (flow control)."""
+        with self._lock:
+            first = self._first_key_locked()
+            if first is None:
+                return 0
+            return self.queue_offset_max - first  # highest pulled - lowest unconsumed
+
+    # --- concurrent consuming ----------------------------------------------------------------
+    def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
+        """Forget consumed messages; returns the offset to commit (lowest still held,
+        else one past the highest seen), or -1 if nothing was held."""
+        with self._lock:
+            self.last_consume_timestamp = self._clock()
+            if not self._msgs:
+                return -1
+            result = self.queue_offset_max + 1
+            removed = 0
+            for msg in msgs:
+                prev = self._msgs.pop(msg.queue_offset, None)
+                if prev is not None:
+                    removed += 1
+                    self.msg_size -= len(prev.body)
+            self.msg_count -= removed
+            first = self._first_key_locked()
+            if first is not None:
+                result = first
+            return result
+
+    def first_message(self) -> MessageExt | None:
+        with self._lock:
+            key = self._first_key_locked()
+            return None if key is None else self._msgs[key]
+
+    def remove_if_first(self, msg: MessageExt) -> bool:
+        """Remove ``msg`` only if it is still the lowest one (consume-timeout sweep)."""
+        with self._lock:
+            if self._first_key_locked() == msg.queue_offset:
+                self.remove_messages([msg])
+                return True
+            return False
+
+    # --- orderly consuming ---------------------------------------------------------------------
+    def take_messages(self, batch_size: int) -> list[MessageExt]:
+        """Move up to ``batch_size`` lowest messages to the consuming map; an empty
+        result clears ``consuming`` (the next pull dispatches again)."""
+        with self._lock:
+            now = self._clock()
+            self.last_consume_timestamp = now
+            out: list[MessageExt] = []
+            while len(out) < batch_size:
+                msg = self._pop_first_locked()
+                if msg is None:
+                    break
+                out.append(msg)
+                self._consuming_msgs[msg.queue_offset] = msg
+            if not out:
+                self.consuming = False
+            return out
+
+    def commit(self) -> int:
+        """The consuming batch succeeded: forget it, return the offset to commit."""
+        with self._lock:
+            if not self._consuming_msgs:
+                return -1
+            offset = max(self._consuming_msgs)
+            self.msg_count -= len(self._consuming_msgs)
+            self.msg_size -= sum(len(m.body) for m in self._consuming_msgs.values())
+            self._consuming_msgs.clear()
+            return offset + 1
+
+    def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        with self._lock:
+            for msg in msgs:
+                self._consuming_msgs.pop(msg.queue_offset, None)
+                if msg.queue_offset not in self._msgs:
+                    heapq.heappush(self._heap, msg.queue_offset)
+                self._msgs[msg.queue_offset] = msg
+
+    def rollback(self) -> None:
+        with self._lock:
+            self.make_messages_to_consume_again(list(self._consuming_msgs.values()))
+
+    def has_temp_messages(self) -> bool:
+        with self._lock:
+            return bool(self._msgs)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._msgs.clear()
+            self._heap.clear()
+            self._consuming_msgs.clear()
+            self.msg_count = 0
+            self.msg_size = 0
+            self.queue_offset_max = 0
+
+    # --- timing ---------------------------------------------------------------------------------
+    def is_lock_expired(self) -> bool:
+        return self._clock() - self.last_lock_timestamp > self.lock_max_live_time_ms
+
+    def is_pull_expired(self) -> bool:
+        return self._clock() - self.last_pull_timestamp > self.pull_max_idle_time_ms
+
+    def mark_locked(self, locked: bool) -> None:
+        self.locked = locked
+        if locked:
+            self.last_lock_timestamp = self._clock()
+
+    def touch_pull(self) -> None:
+        self.last_pull_timestamp = self._clock()
+
+    @property
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._msgs)
+
+    def __repr__(self) -> str:
+        return (f"ProcessQueue(count={self.msg_count}, size={self.msg_size}, max={self.queue_offset_max}, "
+                f"dropped={self.dropped}, locked={self.locked}, consuming={self.consuming})")

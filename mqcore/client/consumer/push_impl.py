@@ -1,0 +1,415 @@
+"""The push consumer's machinery (``DefaultMQPushConsumerImpl``).
+
+One asyncio task per owned queue long-polls the broker (SUSPEND, 15 s hold, 30 s
+client timeout), applies flow control (messages and MiB cached per queue, offset span
+for concurrent consumers, lock state for orderly ones) and hands what it got to the
+consume service, which runs the listener on the consume thread pool. Offsets go to
+the offset store (broker for clustering, local file for broadcasting) and are
+persisted every 5 s and at shutdown. Rebalancing, heartbeats and route refresh are
+driven by the client instance through the ``ConsumerHook`` methods.
+
+Thread model: the pull tasks, the hook methods and the ``*_async`` methods run on the
+event-loop thread; ``send_message_back``/``send_to_retry_topic``/``lock_queue`` and
+``schedule`` are called from consume threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as _dt
+import logging
+import time
+from typing import Any
+
+from mqcore.client.config import (
+    CLIENT_INNER_PRODUCER_GROUP,
+    ConsumeFromWhere,
+    MessageModel,
+    ProducerConfig,
+    PushConsumerConfig,
+)
+from mqcore.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
+from mqcore.client.consumer.consume_orderly import ConsumeMessageOrderlyService
+from mqcore.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from mqcore.client.consumer.process_queue import ProcessQueue
+from mqcore.client.consumer.pull_kernel import PullAPIWrapper, build_pull_sys_flag
+from mqcore.client.consumer.rebalance_impl import PullRequest, RebalanceImpl
+from mqcore.client.consumer.subscription import SubscriptionData, build_subscription
+from mqcore.client.instance import ClientInstance
+from mqcore.client.message import Message, MessageExt, PullResult, PullStatus
+from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
+from mqcore.client.route import TopicRouteData, route_to_subscribe_info
+from mqcore.errors import BrokerError, MQError, RemotingError
+from mqcore.message import Prop, is_retry_topic, retry_topic
+from mqcore.remoting.bodies import MessageQueue
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PushConsumerImpl", "consume_timestamp_ms"]
+
+_MIB = 1024 * 1024
+PULL_DELAY_WHEN_FLOW_CONTROL_MS = 50
+PULL_DELAY_WHEN_SUSPENDED_MS = 1000
+OFFSET_MOVED_FIX_DELAY_MS = 10_000
+ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
+MAX_DELAY_LEVEL = 18
+
+
+def consume_timestamp_ms(text: str | None, now_ms: int) -> int:
+    """``yyyyMMddHHmmss`` (local time) -> epoch ms; ``None`` = now - 30 min (Java's default)."""
+    if text is None:
+        return now_ms - 30 * 60_000
+    return int(_dt.datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
+
+
+class PushConsumerImpl:
+    """Implements ``ConsumerHook``, ``RebalanceCallbacks`` and ``ConsumerOps``."""
+
+    consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(self, config: PushConsumerConfig, instance: ClientInstance, listener: Any, *,
+                 orderly: bool) -> None:
+        self.config = config
+        self.group = config.consumer_group
+        self.instance = instance
+        self.clock = instance.clock
+        self.orderly = orderly
+        self.offset_store: OffsetStore = (
+            LocalFileOffsetStore(self.group, config.offset_store_dir, instance.client_id)
+            if config.message_model is MessageModel.BROADCASTING
+            else RemoteBrokerOffsetStore(self.group, instance))
+        self.rebalance = RebalanceImpl(instance, self.group, config.message_model, config.allocate_strategy, self)
+        self.pull_api = PullAPIWrapper(instance, self.group)
+        self.inner_producer = ProducerImpl(
+            ProducerConfig(producer_group=CLIENT_INNER_PRODUCER_GROUP, namesrv_addr=config.namesrv_addr,
+                           language=config.language, version=config.version), instance)
+        self.executor = concurrent.futures.ThreadPoolExecutor(config.consume_thread_max,
+                                                              thread_name_prefix=f"mqcore-consume-{self.group}")
+        self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
+        if orderly:
+            self.consume_service = ConsumeMessageOrderlyService(self, listener, self.executor)
+        else:
+            self.consume_service = ConsumeMessageConcurrentlyService(self, listener, self.executor)
+        self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._service_tasks: list[asyncio.Task[None]] = []
+        self.running = False
+        self.paused = False
+
+    # --- properties used by the consume services -------------------------------------------------
+    @property
+    def message_model(self) -> MessageModel:
+        return self.config.message_model
+
+    @property
+    def max_reconsume_times(self) -> int:
+        if self.config.max_reconsume_times == -1:
+            return ORDERLY_MAX_RECONSUME_TIMES if self.orderly else 16
+        return self.config.max_reconsume_times
+
+    # --- subscriptions ---------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str | None, expression_type: str = "TAG") -> SubscriptionData:
+        sub = build_subscription(topic, expression, self.clock(), expression_type)
+        self.rebalance.subscription_inner[topic] = sub
+        return sub
+
+    def unsubscribe(self, topic: str) -> None:
+        self.rebalance.subscription_inner.pop(topic, None)
+
+    # --- ConsumerHook --------------------------------------------------------------------------------
+    def subscribed_topics(self) -> list[str]:
+        return list(self.rebalance.subscription_inner)
+
+    def needs_route(self, topic: str) -> bool:
+        return topic in self.rebalance.subscription_inner and topic not in self.rebalance.topic_subscribe_info
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.rebalance.subscription_inner:
+            self.rebalance.topic_subscribe_info[topic] = route_to_subscribe_info(topic, route)
+
+    def consumer_data(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.config.consume_from_where.value,
+            "consumeType": self.consume_type,
+            "groupName": self.group,
+            "messageModel": self.config.message_model.value,
+            "subscriptionDataSet": [s.to_json_obj() for s in self.rebalance.subscription_inner.values()],
+            "unitMode": False,
+        }
+
+    async def do_rebalance(self) -> None:
+        if self.running:
+            await self.rebalance.do_rebalance(self.orderly)
+
+    async def persist_offsets(self) -> None:
+        if self.running:
+            await self.offset_store.persist_all(self.rebalance.owned_queues())
+
+    # --- RebalanceCallbacks --------------------------------------------------------------------------
+    def new_process_queue(self) -> ProcessQueue:
+        return ProcessQueue(self.clock, lock_max_live_time_ms=self.config.lock_max_live_time_ms,
+                            pull_max_idle_time_ms=self.config.pull_max_idle_time_ms)
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        await self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+        task = self._pull_tasks.pop(mq, None)
+        if task is not None:
+            task.cancel()
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            deadline = time.monotonic() + 1.0
+            while not pq.consume_lock.acquire(blocking=False):
+                if time.monotonic() > deadline:
+                    pq.try_unlock_times += 1
+                    log.warning("queue %s is still being consumed; unlocking it later", mq)
+                    return False
+                await asyncio.sleep(0.01)
+            try:
+                await self.rebalance.unlock(mq, oneway=True)
+            finally:
+                pq.consume_lock.release()
+        return True
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """``computePullFromWhereWithException``: the stored offset, else per
+        ``consume_from_where`` (retry topics always start at 0); -1 = not now."""
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        where = self.config.consume_from_where
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
+                is_retry_topic(mq.topic) and where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
+            return 0
+        addr = await self.instance.broker_addr_for(mq)
+        timeout = self.config.mq_client_api_timeout_ms
+        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry_topic(mq.topic):
+            return await self.instance.api.get_max_offset(addr, mq, timeout)
+        ts = consume_timestamp_ms(self.config.consume_timestamp, self.clock())
+        return await self.instance.api.search_offset(addr, mq, ts, timeout)
+
+    def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
+        for pr in requests:
+            old = self._pull_tasks.pop(pr.message_queue, None)
+            if old is not None:
+                old.cancel()
+            task = asyncio.ensure_future(self._pull_loop(pr))
+            task.set_name(f"pull {pr.message_queue}")
+            self._pull_tasks[pr.message_queue] = task
+
+    def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        log.debug("group %s: queues of %s changed, now %d owned", self.group, topic, len(mq_divided))
+
+    # --- pulling -------------------------------------------------------------------------------------
+    async def _pull_loop(self, pr: PullRequest) -> None:
+        pq = pr.process_queue
+        while self.running and not pq.dropped:
+            try:
+                delay_ms = await self._pull_once(pr)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep pulling this queue whatever went wrong once
+                log.exception("pull of %s crashed; retrying", pr.message_queue)
+                delay_ms = self.config.pull_time_delay_ms_when_exception
+            if delay_ms:
+                await asyncio.sleep(delay_ms / 1000.0)
+
+    def _flow_control_delay(self, pr: PullRequest) -> int:
+        pq, cfg = pr.process_queue, self.config
+        if self.paused:
+            return PULL_DELAY_WHEN_SUSPENDED_MS
+        if pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue_mib * _MIB:
+            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
+        if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
+            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
+        return 0
+
+    async def _pull_once(self, pr: PullRequest) -> float:
+        pq, mq, cfg = pr.process_queue, pr.message_queue, self.config
+        pq.touch_pull()
+        delay = self._flow_control_delay(pr)
+        if delay:
+            return delay
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            if not pq.locked:
+                return cfg.pull_time_delay_ms_when_exception
+            if not pr.previously_locked:
+                offset = await self.compute_pull_from_where(mq)
+                if offset < 0:
+                    return cfg.pull_time_delay_ms_when_exception
+                pr.previously_locked = True
+                pr.next_offset = offset
+        sub = self.rebalance.subscription_inner.get(mq.topic)
+        if sub is None:
+            return cfg.pull_time_delay_ms_when_exception
+        commit_offset = 0
+        if self.message_model is MessageModel.CLUSTERING:
+            commit_offset = max(self.offset_store.read_offset_memory(mq), 0)
+        post_sub = cfg.post_subscription_when_pull
+        sys_flag = build_pull_sys_flag(commit_offset=commit_offset > 0, suspend=True, subscription=post_sub)
+        try:
+            result = await self.pull_api.pull(
+                mq, sub, offset=pr.next_offset, max_nums=cfg.pull_batch_size, sys_flag=sys_flag,
+                commit_offset=commit_offset, suspend_timeout_ms=cfg.broker_suspend_max_time_ms,
+                timeout_ms=cfg.consumer_timeout_ms_when_suspend, expression=sub.sub_string if post_sub else None)
+        except (RemotingError, BrokerError, MQError) as e:
+            if not is_retry_topic(mq.topic):
+                log.warning("pull of %s at offset %d failed: %s", mq, pr.next_offset, e)
+            return cfg.pull_time_delay_ms_when_exception
+        return self._on_pull_result(pr, result)
+
+    def _on_pull_result(self, pr: PullRequest, result: PullResult) -> float:
+        pq, mq = pr.process_queue, pr.message_queue
+        status = result.status
+        if status is PullStatus.FOUND:
+            pr.next_offset = result.next_begin_offset
+            msgs = result.messages
+            if not msgs:
+                return 0
+            dispatch = pq.put_messages(msgs)
+            self.consume_service.submit(msgs, pq, mq, dispatch)
+            return self.config.pull_interval_ms
+        if status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            pr.next_offset = result.next_begin_offset
+            if pq.msg_count == 0:  # correctTagsOffset: nothing in flight, filtered-out offsets count as done
+                self.offset_store.update_offset(mq, pr.next_offset, increase_only=True)
+            return 0
+        log.warning("offset %d of %s is illegal (queue %d..%d); restarting it from %d", pr.next_offset, mq,
+                    result.min_offset, result.max_offset, result.next_begin_offset)
+        pq.dropped = True
+        asyncio.ensure_future(self._fix_moved_offset(mq, result.next_begin_offset))
+        return 0
+
+    async def _fix_moved_offset(self, mq: MessageQueue, next_offset: int) -> None:
+        await asyncio.sleep(OFFSET_MOVED_FIX_DELAY_MS / 1000.0)
+        self.offset_store.update_offset(mq, next_offset, increase_only=False)
+        await self.offset_store.persist(mq)
+        self.rebalance.remove_process_queue(mq)
+        self._pull_tasks.pop(mq, None)
+        log.info("offset of %s reset to %d; the next rebalance takes the queue again", mq, next_offset)
+
+    # --- ConsumerOps (consume threads) -------------------------------------------------------------------
+    def schedule(self, delay_ms: float, fn: Any, *args: Any) -> None:
+        if not self.running or self.instance.loop_thread.closed:
+            return
+        loop = self.instance.loop
+        self.instance.loop_thread.call_soon(lambda: loop.call_later(delay_ms / 1000.0, fn, *args))
+
+    def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
+        group_topic = retry_topic(self.group)
+        for msg in msgs:
+            if msg.topic == group_topic:
+                original = msg.properties.get(Prop.RETRY_TOPIC)
+                if original:
+                    msg.topic = original
+
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> bool:
+        try:
+            self.instance.loop_thread.run(self._send_back_async(msg, delay_level, broker_name),
+                                          timeout_s=2 * self.config.send_back_timeout_ms / 1000.0 + 10)
+        except MQError as e:
+            log.warning("send-back of %s failed: %s", msg.msg_id, e)
+            return False
+        return True
+
+    async def _send_back_async(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
+        addr = self.instance.find_broker_address_in_publish(broker_name) if broker_name else msg.store_host
+        try:
+            if addr is None:
+                raise BrokerError(14, f"broker {broker_name} is not in any known route")
+            await self.instance.api.consumer_send_message_back(addr, msg, self.group, delay_level,
+                                                               self.max_reconsume_times,
+                                                               self.config.send_back_timeout_ms)
+        except (RemotingError, BrokerError) as e:
+            log.info("CONSUMER_SEND_MSG_BACK of %s failed (%s); re-sending it to %s", msg.msg_id, e,
+                     retry_topic(self.group))
+            await self._send_to_retry_async(msg, msg.reconsume_times + 1)
+
+    def send_to_retry_topic(self, msg: MessageExt) -> bool:
+        """Orderly: re-send a copy to ``%RETRY%<group>`` (the broker moves it to the DLQ
+        when its reconsume count is past the maximum)."""
+        try:
+            self.instance.loop_thread.run(self._send_to_retry_async(msg, msg.reconsume_times),
+                                          timeout_s=self.config.send_back_timeout_ms / 1000.0 + 10)
+        except MQError as e:
+            log.warning("re-sending %s to %s failed: %s", msg.msg_id, retry_topic(self.group), e)
+            return False
+        return True
+
+    async def _send_to_retry_async(self, msg: MessageExt, reconsume_times: int) -> None:
+        new = Message(retry_topic(self.group), msg.body, flag=msg.flag, properties=dict(msg.properties))
+        props = new.properties
+        props.setdefault(Prop.ORIGIN_MESSAGE_ID, msg.msg_id)
+        props[Prop.RETRY_TOPIC] = msg.topic
+        props[Prop.RECONSUME_TIME] = str(reconsume_times)
+        props[Prop.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
+        props.pop(Prop.TRAN_MSG, None)
+        new.delay_level = min(3 + msg.reconsume_times, MAX_DELAY_LEVEL)
+        prepared = self.inner_producer.prepare(new)
+        await self.inner_producer.send(prepared, CommunicationMode.SYNC)
+
+    def lock_queue(self, mq: MessageQueue) -> bool:
+        try:
+            return self.instance.loop_thread.run(self.rebalance.lock(mq), timeout_s=10)
+        except MQError as e:
+            log.warning("locking %s failed: %s", mq, e)
+            return False
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    async def start_async(self) -> None:
+        self.running = True
+        self.offset_store.load()
+        for topic in list(self.rebalance.subscription_inner):
+            try:
+                await self.instance.update_topic_route(topic)
+            except (RemotingError, BrokerError) as e:
+                log.warning("route of %s not available yet: %s", topic, e)
+        await self.instance.send_heartbeat_to_all_brokers()
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            self._service_tasks.append(asyncio.ensure_future(self._every(
+                self.config.lock_interval_ms, self.config.lock_interval_ms, self.rebalance.lock_all)))
+        if not self.orderly:
+            self._service_tasks.append(asyncio.ensure_future(self._every(
+                self.config.clean_expired_interval_ms, self.config.clean_expired_interval_ms, self._clean_expired)))
+        self.instance.rebalance_now()
+
+    async def _every(self, first_ms: int, interval_ms: int, fn: Any) -> None:
+        await asyncio.sleep(first_ms / 1000.0)
+        while self.running:
+            try:
+                await fn()
+            except (RemotingError, BrokerError, MQError) as e:
+                log.warning("group %s: %s failed: %s", self.group, getattr(fn, "__name__", fn), e)
+            await asyncio.sleep(interval_ms / 1000.0)
+
+    async def _clean_expired(self) -> None:
+        service = self.consume_service
+        if isinstance(service, ConsumeMessageConcurrentlyService):
+            for pq in list(self.rebalance.process_queue_table.values()):
+                self.executor.submit(service.clean_expired_messages, pq)
+
+    async def stop_pulling_async(self) -> None:
+        self.running = False
+        tasks = list(self._pull_tasks.values()) + self._service_tasks
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._pull_tasks.clear()
+        self._service_tasks.clear()
+
+    async def finish_async(self) -> None:
+        """After the consume threads stopped: persist offsets, release locks, unregister."""
+        owned = self.rebalance.owned_queues()
+        await self.offset_store.persist_all(owned, oneway=False)
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            await self.rebalance.unlock_all(oneway=False)
+        for pq in self.rebalance.process_queue_table.values():
+            pq.dropped = True
+        self.instance.unregister_consumer(self.group)
+        self.instance.unregister_producer(CLIENT_INNER_PRODUCER_GROUP)
+        await self.instance.unregister_client(None, self.group)

@@ -1,0 +1,116 @@
+"""The client's private event loop, running in a daemon thread.
+
+Every network operation of a client runs on this loop; the blocking API
+(``Producer.send``, ``LitePullConsumer.poll``...) hands a coroutine to it and waits,
+so the client works the same in scripts, threads and web apps, and never touches the
+caller's own event loop (if any).
+
+Thread model: ``run``/``submit``/``call_soon`` may be called from any thread.
+``run`` refuses to block the loop thread itself (that would deadlock): code running
+on the loop (callbacks, processors) must use the coroutines directly.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from mqcore.errors import ClosedError, IllegalStateError, RemotingTimeoutError
+from mqcore.remoting.client import new_event_loop
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LoopThread"]
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An asyncio loop in its own thread, with blocking and future-based entry points."""
+
+    def __init__(self, name: str = "mqcore-client") -> None:
+        self.name = name
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._started = threading.Event()
+        self._closed = False
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._started.set)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._cancel_leftovers()
+
+    def _cancel_leftovers(self) -> None:
+        pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+    def start(self) -> None:
+        if not self._thread.is_alive():
+            self._thread.start()
+            self._started.wait()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop; returns a thread-safe future."""
+        if self._closed:
+            coro.close()
+            raise ClosedError(f"{self.name} is shut down")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the loop and block until it finishes.
+
+        ``timeout_s`` is only a guard against a stuck loop: the coroutine enforces
+        its own deadlines and raises the precise error.
+        """
+        if self.in_loop_thread():
+            coro.close()
+            raise IllegalStateError(
+                "a blocking client method was called on the client's own event-loop thread "
+                "(e.g. from a send callback); use the async variant or another thread")
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RemotingTimeoutError(f"{self.name}: no result within {timeout_s} s") from None
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.name} is shut down")
+        self._loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the loop (pending tasks are cancelled) and join the thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._thread.is_alive():
+            self._loop.close()
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if not self.in_loop_thread():
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning("%s: loop thread did not stop within %.1f s", self.name, timeout_s)

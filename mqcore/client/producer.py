@@ -1,0 +1,230 @@
+"""``Producer``: the public producer (RocketMQ's ``DefaultMQProducer``).
+
+::
+
+    with Producer("order-producer", namesrv_addr="127.0.0.1:9876") as producer:
+        result = producer.send(Message("Orders", b"...", tags="created", keys=["o-1"]))
+        future = producer.send_async(Message("Orders", b"..."), callback=on_done)
+        producer.send(msg, selector=select_by_hash, arg=order_id)   # ordered per order id
+        producer.send_batch([Message("Orders", b"1"), Message("Orders", b"2")])
+
+Blocking methods run the send on the client's own event-loop thread and wait, so
+they work from any thread (scripts, web workers, consumer listeners). ``send_async``
+returns a ``concurrent.futures.Future``; its ``callback(result, error)`` runs on a
+dedicated callback thread, in completion order. ``asend`` is the asyncio variant.
+
+Invalid messages (bad topic, empty or oversized body, bad delay level) raise
+:class:`~mqcore.errors.IllegalArgumentError` before anything is sent; network
+failures raise :class:`~mqcore.errors.RemotingError` subclasses and broker refusals
+:class:`~mqcore.errors.BrokerError` - both tell ``retriable``.
+
+Thread model: every public method may be called from any thread except the client's
+event-loop thread (where callbacks of futures added with ``add_done_callback``
+run: use the ``callback`` argument instead).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mqcore.client.accumulator import ProduceAccumulator
+from mqcore.client.clock import Clock, system_clock_ms
+from mqcore.client.config import ProducerConfig, build
+from mqcore.client.instance import ClientInstance
+from mqcore.client.message import Message, SendResult
+from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
+from mqcore.client.selector import MessageQueueSelector
+from mqcore.client.validators import check_message
+from mqcore.errors import ClosedError, IllegalStateError, MQError
+from mqcore.message import Prop
+from mqcore.remoting.bodies import MessageQueue
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer", "SendCallback"]
+
+SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
+
+_SYNC, _ASYNC, _ONEWAY = CommunicationMode.SYNC, CommunicationMode.ASYNC, CommunicationMode.ONEWAY
+_LOOP_GUARD_S = 5.0  # extra wait beyond the send timeout before suspecting a stuck loop
+
+
+class _State(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    SHUTDOWN = "shutdown"
+
+
+class Producer:
+    """Sends messages; see the module docstring. Settings are ``ProducerConfig``
+    fields given as keyword arguments (``send_msg_timeout_ms=5000``) or as ``config``."""
+
+    def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
+                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+        if producer_group is not None:
+            settings["producer_group"] = producer_group
+        self.config: ProducerConfig = build(ProducerConfig, config, settings)
+        self._instance = ClientInstance(self.config, clock=clock)
+        self._impl = ProducerImpl(self.config, self._instance)
+        self._accumulator: ProduceAccumulator | None = None
+        if self.config.auto_batch:
+            self._accumulator = ProduceAccumulator(
+                self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
+                batch_max_delay_ms=self.config.batch_max_delay_ms,
+                total_batch_max_bytes=self.config.total_batch_max_bytes)
+        self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+        self._state = _State.CREATED
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> Producer:
+        if self._state is _State.RUNNING:
+            return self
+        if self._state is _State.SHUTDOWN:
+            raise ClosedError("this producer was shut down; create a new one")
+        self._instance.register_producer(self._impl)
+        self._instance.start()
+        self._callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mqcore-send-callback")
+        self._state = _State.RUNNING
+        log.info("producer %s started as %s", self.config.producer_group, self.client_id)
+        return self
+
+    def shutdown(self) -> None:
+        """Send what auto-batching still holds, unregister from the brokers, close."""
+        if self._state is not _State.RUNNING:
+            self._state = _State.SHUTDOWN
+            return
+        self._state = _State.SHUTDOWN
+        try:
+            self._instance.loop_thread.run(self._shutdown_async(), timeout_s=30)
+        except MQError as e:
+            log.warning("producer %s: clean shutdown failed: %s", self.config.producer_group, e)
+        self._instance.shutdown()
+        if self._callbacks is not None:
+            self._callbacks.shutdown(wait=True)
+        log.info("producer %s shut down", self.config.producer_group)
+
+    async def _shutdown_async(self) -> None:
+        if self._accumulator is not None:
+            await self._accumulator.flush_all()
+        self._instance.unregister_producer(self._impl.group)
+        await self._instance.unregister_client(self._impl.group, None)
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self._instance
+
+    def _check_running(self) -> None:
+        if self._state is not _State.RUNNING:
+            raise IllegalStateError(
+                f"producer {self.config.producer_group} is {self._state.value}; call start() "
+                "(or use 'with Producer(...) as p:') before sending")
+
+    def _loop_timeout(self, timeout_ms: float | None) -> float:
+        return (timeout_ms or self.config.send_msg_timeout_ms) / 1000.0 + _LOOP_GUARD_S
+
+    # --- sending -------------------------------------------------------------------------------------
+    def send(self, msg: Message, *, queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+             arg: Any = None, timeout_ms: float | None = None) -> SendResult:
+        """Send and wait for the broker's answer (retrying on another broker when
+        allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
+        self._check_running()
+        coro = self._send_coro(msg, _SYNC, queue, selector, arg, timeout_ms)
+        result = self._instance.loop_thread.run(coro, self._loop_timeout(timeout_ms))
+        assert result is not None
+        return result
+
+    def send_async(self, msg: Message, callback: SendCallback | None = None, *, queue: MessageQueue | None = None,
+                   selector: MessageQueueSelector | None = None, arg: Any = None,
+                   timeout_ms: float | None = None) -> concurrent.futures.Future[SendResult]:
+        """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
+        runs on the callback thread; the returned future completes first."""
+        self._check_running()
+        future = self._instance.loop_thread.submit(self._send_coro(msg, _ASYNC, queue, selector, arg, timeout_ms))
+        if callback is not None:
+            executor = self._callbacks
+            assert executor is not None
+            future.add_done_callback(lambda f: executor.submit(_run_callback, callback, f))
+        return future
+
+    async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
+        """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop)."""
+        return await asyncio.wrap_future(self.send_async(msg, **kwargs))
+
+    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
+                    selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
+        """Fire and forget: returns once the request is written; no answer, no retry."""
+        self._check_running()
+        self._instance.loop_thread.run(self._send_coro(msg, _ONEWAY, queue, selector, arg, None),
+                                       self._loop_timeout(None))
+
+    def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
+                   timeout_ms: float | None = None) -> SendResult:
+        """One SEND_BATCH_MESSAGE for messages of one topic. ``result.msg_ids`` /
+        ``result.offset_msg_ids`` list each message's ids in order."""
+        self._check_running()
+        prepared = self._impl.prepare_batch(messages)
+        coro = self._impl.send(prepared, _SYNC, queue=queue, timeout_ms=timeout_ms)
+        result = self._instance.loop_thread.run(coro, self._loop_timeout(timeout_ms))
+        assert result is not None
+        return result
+
+    def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic`` (for choosing a queue yourself)."""
+        self._check_running()
+        return self._instance.loop_thread.run(self._impl.fetch_publish_queues(topic), self._loop_timeout(None))
+
+    # --- internals -----------------------------------------------------------------------------------
+    def _send_coro(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
+                   selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None) -> Any:
+        """Validate and prepare in the caller's thread; return the coroutine to run."""
+        acc = self._accumulator
+        if acc is not None and selector is None and mode is not _ONEWAY and acc.eligible(msg):
+            check_message(msg, self.config.max_message_size)
+            if not msg.properties.get(Prop.UNIQ_KEY):
+                msg.properties[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
+            return self._send_maybe_batched(msg, mode, queue, timeout_ms)
+        prepared = self._impl.prepare(msg)
+        return self._impl.send(prepared, mode, queue=queue, selector=selector, selector_msg=msg, arg=arg,
+                               timeout_ms=timeout_ms)
+
+    async def _send_maybe_batched(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
+                                  timeout_ms: float | None) -> SendResult | None:
+        assert self._accumulator is not None
+        future = self._accumulator.add(msg, queue)
+        if future is None:  # over the memory budget, or too big to share a batch
+            return await self._impl.send(self._impl.prepare(msg), mode, queue=queue, timeout_ms=timeout_ms)
+        return await future
+
+    async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None) -> SendResult:
+        prepared = self._impl.prepare_batch(messages, validated=True)
+        result = await self._impl.send(prepared, _SYNC, queue=queue)
+        assert result is not None
+        return result
+
+    def __repr__(self) -> str:
+        return f"Producer(group={self.config.producer_group!r}, client_id={self.client_id!r}, {self._state.value})"
+
+
+def _run_callback(callback: SendCallback, future: concurrent.futures.Future[SendResult]) -> None:
+    try:
+        if future.cancelled():
+            callback(None, concurrent.futures.CancelledError())
+            return
+        error = future.exception()
+        callback(None, error) if error is not None else callback(future.result(), None)
+    except Exception:  # user code: report, keep the callback thread alive
+        log.exception("send callback %r raised", callback)

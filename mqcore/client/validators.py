@@ -1,0 +1,85 @@
+"""Checks a producer runs before anything touches the network (``Validators.java``).
+
+Every failure raises :class:`~mqcore.errors.IllegalArgumentError` (a ``ValueError``)
+saying what is wrong and what is allowed. Pure functions; any thread.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mqcore.client.message import Message
+from mqcore.errors import IllegalArgumentError
+from mqcore.message import is_retry_topic, validate_group, validate_topic
+
+__all__ = [
+    "NOT_ALLOWED_SEND_TOPICS",
+    "MAX_DELAY_LEVEL",
+    "check_topic",
+    "check_group",
+    "check_message",
+    "check_batch",
+]
+
+#: ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`` (4.9.8)
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
+    "RMQ_SYS_SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+})
+
+#: levels of the default ``messageDelayLevel`` (1s ... 2h)
+MAX_DELAY_LEVEL = 18
+
+
+def check_topic(topic: str) -> None:
+    if not isinstance(topic, str):
+        raise IllegalArgumentError(f"the topic must be a str, got {type(topic).__name__}")
+    validate_topic(topic)
+
+
+def check_group(group: str) -> None:
+    validate_group(group)
+
+
+def check_message(msg: Message, max_message_size: int, max_delay_level: int = MAX_DELAY_LEVEL) -> None:
+    """Topic name, body present and not too large, delay level in range."""
+    if not isinstance(msg, Message):
+        raise IllegalArgumentError(f"expected a Message, got {type(msg).__name__}")
+    check_topic(msg.topic)
+    if msg.topic in NOT_ALLOWED_SEND_TOPICS:
+        raise IllegalArgumentError(f"sending to the system topic {msg.topic!r} is forbidden")
+    body = msg.body
+    if body is None or len(body) == 0:
+        raise IllegalArgumentError("the message body is empty; RocketMQ refuses empty bodies")
+    if len(body) > max_message_size:
+        raise IllegalArgumentError(
+            f"the message body is {len(body)} bytes, over the limit of {max_message_size} "
+            f"(max_message_size; the broker's maxMessageSize is 4 MiB by default)")
+    raw = msg.properties.get("DELAY")
+    if raw is not None and not raw.lstrip("-").isdigit():
+        raise IllegalArgumentError(f"delay level {raw!r} is not an integer")
+    if raw is not None and not 0 <= int(raw) <= max_delay_level:
+        raise IllegalArgumentError(f"delay level {raw} is outside 0..{max_delay_level} "
+                                   "(1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h)")
+
+
+def check_batch(messages: Sequence[Message], max_message_size: int) -> None:
+    """A batch: non-empty, one topic, one ``WAIT`` setting, no delay, no retry topic;
+    every message valid and the encoded batch within ``max_message_size``."""
+    if not messages:
+        raise IllegalArgumentError("a batch needs at least one message")
+    first = messages[0]
+    for msg in messages:
+        check_message(msg, max_message_size)
+        if msg.delay_level:
+            raise IllegalArgumentError("delayed messages cannot be sent in a batch")
+        if is_retry_topic(msg.topic):
+            raise IllegalArgumentError("retry-topic messages cannot be sent in a batch")
+        if msg.topic != first.topic:
+            raise IllegalArgumentError(
+                f"all messages of a batch must have the same topic ({first.topic!r} != {msg.topic!r})")
+        if msg.wait_store_msg_ok != first.wait_store_msg_ok:
+            raise IllegalArgumentError("all messages of a batch must have the same wait_store_msg_ok")
