@@ -41,7 +41,7 @@ from mqcore.remoting.codes import (
     ResponseCode,
     SerializeType,
 )
-from mqcore.remoting.jsonutil import dumps_compact, fastjson_quote, loads_lenient, loads_strict
+from mqcore.remoting.jsonutil import _orjson, dumps_compact, fastjson_quote, loads_lenient, loads_strict
 
 __all__ = [
     "Body",
@@ -263,7 +263,42 @@ def _check_int(value: int, name: str, lo: int = _INT32_MIN, hi: int = _INT32_MAX
     return value
 
 
+_LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    fast = _encode_json_header_fast(cmd) if _orjson is not None else None
+    return fast if fast is not None else _encode_json_header_fastjson(cmd)
+
+
+def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
+    """orjson writes what fastjson writes for the usual header (same key order, same escapes
+    for U+0000-U+001F, raw UTF-8 elsewhere); None when a value needs fastjson's extra
+    escapes (U+007F-U+009F) or is not a plain string, so the careful writer takes over."""
+    ext = cmd.ext_fields
+    language = _LANGUAGE_NAMES.get(cmd.language)
+    if language is None:
+        return None
+    obj: dict[str, Any] = {"code": _check_int(cmd.code, "code")}
+    if ext or cmd.is_response:
+        obj["extFields"] = ext
+    obj["flag"] = _check_int(cmd.flag, "flag")
+    obj["language"] = language
+    obj["opaque"] = _check_int(cmd.opaque, "opaque")
+    if cmd.remark is not None:
+        obj["remark"] = cmd.remark
+    obj["serializeTypeCurrentRPC"] = "JSON"
+    obj["version"] = _check_int(cmd.version, "version")
+    try:
+        out = _orjson.dumps(obj)
+    except TypeError:  # a non-str ext value or key: the careful writer renders it the Java way
+        return None
+    if b"\x7f" in out or b"\xc2" in out:
+        return None
+    return out
+
+
+def _encode_json_header_fastjson(cmd: RemotingCommand) -> bytes:
     parts = ['{"code":', str(_check_int(cmd.code, "code"))]
     ext = cmd.ext_fields
     if ext or cmd.is_response:  # Java responses always carry extFields; clients NPE without
