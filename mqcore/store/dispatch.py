@@ -36,22 +36,12 @@ class Dispatcher:
         if not len(table):
             return
         tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
-        to_cq = (tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)
         touched = []
-        tids = table["topic_idx"]
-        qids = table["queue_id"]
-        if to_cq.all() and (tids == tids[0]).all() and (qids == qids[0]).all():
-            groups = [(int(tids[0]), int(qids[0]), slice(None))]
-        else:
-            keys = (tids.astype(np.int64) << 32) | (qids.astype(np.int64) & 0xFFFFFFFF)
-            groups = [(int(key >> 32), int(np.int32(key & 0xFFFFFFFF)), (keys == key) & to_cq)
-                      for key in np.unique(keys[to_cq])]
-        for tid, qid, sel in groups:
-            part = table[sel]
-            topic = topics[tid].decode("utf-8", "replace")
-            cq = self.queues.find_or_create(topic, qid)
+        for topic_idx, queue_id, part in self._groups(table, tx):
+            topic = topics[topic_idx].decode("utf-8", "replace")
+            cq = self.queues.find_or_create(topic, queue_id)
             if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
-                touched.append((topic, qid, cq.max_offset()))
+                touched.append((topic, queue_id, cq.max_offset()))
         if self.index is not None:
             sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
             if index_from_phy > 0:
@@ -64,3 +54,20 @@ class Dispatcher:
         for topic, qid, max_offset in touched:
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
+
+    @staticmethod
+    def _groups(table: np.ndarray, tx: np.ndarray):
+        """(topic idx, queue id, rows) per consume queue, for records that get units."""
+        to_cq = (tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)
+        if len(table) == 1:  # the single-message put: skip the numpy grouping machinery
+            if to_cq[0]:
+                yield int(table["topic_idx"][0]), int(table["queue_id"][0]), table
+            return
+        tids = table["topic_idx"]
+        qids = table["queue_id"]
+        if to_cq.all() and (tids == tids[0]).all() and (qids == qids[0]).all():
+            yield int(tids[0]), int(qids[0]), table
+            return
+        keys = (tids.astype(np.int64) << 32) | (qids.astype(np.int64) & 0xFFFFFFFF)
+        for key in np.unique(keys[to_cq]):
+            yield int(key >> 32), int(np.int32(key & 0xFFFFFFFF)), table[(keys == key) & to_cq]
