@@ -26,6 +26,7 @@ from mqcore.errors import StoreError
 from mqcore.store import layout as L
 
 _NAME = re.compile(r"^[0-9]{20}$")
+_STORE_MARKERS = ("checkpoint", "consumequeue", "lock", "abort")
 _CQ_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # layout.CQ_* fields
 _CQ_NATIVE = np.dtype([("phy", "<i8"), ("size", "<i4"), ("tags", "<i8")])
 if _CQ_DTYPE.itemsize != L.CQ_UNIT_SIZE:  # pragma: no cover - a layout change must update this
@@ -77,8 +78,9 @@ def locate_store(path: str) -> StoreDirs:
     if not os.path.isdir(path):
         raise NotAStoreError(f"{path} is not a directory: expected a RocketMQ store root "
                              "(the broker's storePathRootDir, holding commitlog/) or its commitlog/ directory")
-    if os.path.isdir(os.path.join(path, "commitlog")):
-        return StoreDirs(path, os.path.join(path, "commitlog"))
+    if os.path.isdir(os.path.join(path, "commitlog")) or any(
+            os.path.exists(os.path.join(path, m)) for m in _STORE_MARKERS):
+        return StoreDirs(path, os.path.join(path, "commitlog"))  # (a fresh store may have no commitlog yet)
     if any(_NAME.match(n) for n in os.listdir(path)):
         parent = os.path.dirname(path)
         root = parent if os.path.basename(path) == "commitlog" else None
@@ -91,6 +93,8 @@ def locate_store(path: str) -> StoreDirs:
 def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
     """Commitlog files in offset order; names must be their 20-digit base offsets."""
     files = []
+    if not os.path.isdir(dirs.commitlog):
+        return files
     for name in os.listdir(dirs.commitlog):
         if _NAME.match(name):
             p = os.path.join(dirs.commitlog, name)

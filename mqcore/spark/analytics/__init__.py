@@ -1,0 +1,1 @@
+"""Offline analytics jobs over a store directory (``mqcore-analytics``; see ``cli``)."""

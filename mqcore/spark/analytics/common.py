@@ -1,0 +1,147 @@
+"""What every analytics job shares: the session, the source DataFrames, output and plots.
+
+Jobs run locally (``local[*]``) by default and on a cluster when started through
+``spark-submit`` (which sets ``spark.master``; the session then inherits it). Each job
+prints a readable table and can also write CSV or Parquet and, where a picture says more
+than a table, a PNG (matplotlib, an optional dependency: ``pip install mqcore[plots]``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import logging
+import os
+import re
+import sys
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+
+_SHORT_INTERVAL = re.compile(r"^\s*([0-9]+)\s*(s|m|h|d)\s*$")
+_UNIT_WORD = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def interval(text: str) -> str:
+    """``5m`` / ``1h`` / ``1d`` (or a Spark interval such as ``'10 minutes'``) -> a Spark interval."""
+    m = _SHORT_INTERVAL.match(text)
+    return f"{m.group(1)} {_UNIT_WORD[m.group(2)]}" if m else text
+
+
+@dataclasses.dataclass
+class Output:
+    """Where a job's result goes besides the console."""
+
+    out: str | None = None
+    fmt: str = "csv"
+    plot: str | None = None
+    show: int = 50
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "Output":
+        return cls(args.out, args.format, args.plot, args.show)
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="store root (storePathRootDir) or its commitlog/ directory, on every node")
+    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--out", help="also write the result here (a directory)")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="format of --out (default csv)")
+    p.add_argument("--plot", help="write a PNG chart to this file (needs matplotlib)")
+    p.add_argument("--show", type=int, default=50, help="rows to print (default 50; 0 prints none)")
+
+
+def add_range_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topics", help="comma-separated topics (default: all)")
+    p.add_argument("--start", help="earliest store time (epoch ms or ISO-8601, UTC by default)")
+    p.add_argument("--end", help="latest store time, inclusive")
+
+
+def build_session(master: str | None = None, app: str = "mqcore-analytics"):
+    """A SparkSession with the rocketmq sources registered and pushdown on."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    from mqcore.spark.source import register
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    elif not SparkConf().contains("spark.master"):  # not under spark-submit
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.master("local[*]").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2))))
+    spark = (builder.config("spark.sql.python.filterPushdown.enabled", "true")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")  # before register: re-registering an auto-registered source warns
+    register(spark)
+    return spark
+
+
+def messages(spark, store: str, topics: str | None = None, start: str | None = None, end: str | None = None,
+             include_body: bool = False, **options):
+    """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked)."""
+    reader = spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
+    for key, value in (("topics", topics), ("startTime", start), ("endTime", end), *options.items()):
+        if value is not None:
+            reader = reader.option(key, str(value))
+    return reader.load(store)
+
+
+def emit(df, output: Output, title: str):
+    """Print ``df`` as a table, write it if asked; returns the collected rows (small results)."""
+    rows = df.collect()
+    if output.show:
+        print(f"\n== {title} ({len(rows)} rows) ==")
+        print(format_table(df.columns, rows[:output.show]))
+        if len(rows) > output.show:
+            print(f"... {len(rows) - output.show} more rows (use --show or --out)")
+    if output.out:
+        writer = df.coalesce(1).write.mode("overwrite")
+        if output.fmt == "csv":
+            writer.option("header", "true").csv(output.out)
+        else:
+            writer.parquet(output.out)
+        print(f"wrote {output.fmt} to {output.out}")
+    return rows
+
+
+def format_table(columns: Sequence[str], rows: Sequence) -> str:
+    """A plain aligned text table (numbers right-aligned)."""
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) for i in range(len(columns))]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ", timespec="milliseconds")
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def pyplot():
+    """matplotlib's pyplot with a file-only backend, or a clear error."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise SystemExit("--plot needs matplotlib: pip install 'mqcore[plots]'") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_plot(fig, path: str) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote plot to {path}")

@@ -1,0 +1,79 @@
+"""The analytics jobs on the shared session, checked against the store's truth."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mqcore.spark.analytics.cli import parser
+from tests.spark.test_decode import GEOMETRY
+
+pytestmark = pytest.mark.spark
+
+
+def run(spark, *argv):
+    args = parser().parse_args([str(a) for a in argv])
+    return args.run(spark, args)
+
+
+def test_volume(spark, store_dir, store_truth, tmp_path, capsys):
+    rows = run(spark, "volume", store_dir, "--bucket", "1m", "--out", tmp_path / "v", "--format", "parquet")
+    assert sum(r["messages"] for r in rows) == len(store_truth)
+    assert sum(r["bytes"] for r in rows) == sum(m.store_size for _, m in store_truth.values())
+    tagged = sum(r["messages"] for r in rows if r["topic"] == "Orders" and r["tags"] == "TagA")
+    assert tagged == sum(1 for _, m in store_truth.values() if m.topic == "Orders" and m.tags == "TagA")
+    assert spark.read.parquet(str(tmp_path / "v")).count() == len(rows)
+    assert "volume per topic and tag" in capsys.readouterr().out
+    by_orig = run(spark, "volume", store_dir, "--by-original", "--no-tags", "--topics", "%RETRY%cg1,%DLQ%cg1")
+    assert {r["topic"] for r in by_orig} == {"Orders"}
+
+
+def test_lag(spark, store_dir, store_truth):
+    rows = {(r["group"], r["topic"], r["queue_id"]): r for r in run(spark, "lag", store_dir, "--show", 0)}
+    q0 = sum(1 for _, m in store_truth.values() if m.topic == "Orders" and m.queue_id == 0)
+    r = rows[("cg1", "Orders", 0)]
+    assert (r["max_offset"], r["consumer_offset"], r["lag"]) == (q0, 10, q0 - 10)
+    assert rows[("cg1", "%RETRY%cg1", 0)]["lag"] == sum(1 for _, m in store_truth.values()
+                                                       if m.topic == "%RETRY%cg1") - 2
+
+
+def test_retries(spark, store_dir, store_truth):
+    rows = {(r["group"], r["original_topic"], r["kind"]): r["messages"] for r in
+            run(spark, "retries", store_dir, "--show", 0, "--dlq-messages", 0)}
+    assert rows[("cg1", "Orders", "dlq")] == sum(1 for k, _ in store_truth.values() if k == "dlq")
+    assert rows[("cg1", "Orders", "retry")] == sum(1 for k, _ in store_truth.values() if k == "retry")
+
+
+def test_lookup_scan_and_index_agree(spark, store_dir, store_truth):
+    scan = run(spark, "lookup", store_dir, "--key", "shared", "--show", 0)
+    want = sorted(o for o, (_, m) in store_truth.items() if "shared" in m.keys)
+    assert [r["commitlog_offset"] for r in scan] == want
+    idx = run(spark, "lookup", store_dir, "--key", "shared", "--topic", "Orders", "--show", 0,
+              "--index-slots", GEOMETRY["slots"], "--index-entries", GEOMETRY["entries"])
+    assert [r["commitlog_offset"] for r in idx] == want[:64]
+    uniq = run(spark, "lookup", store_dir, "--key", "UNIQ00000013", "--show", 0)
+    assert len(uniq) == 1 and uniq[0]["msg_id"] == "UNIQ00000013"
+
+
+def test_sizes_and_plots(spark, store_dir, store_truth, tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = {r["topic"]: r for r in run(spark, "sizes", store_dir, "--show", 0, "--plot", tmp_path / "s.png")}
+    orders = [m.store_size for _, m in store_truth.values() if m.topic == "Orders"]
+    assert rows["Orders"]["messages"] == len(orders) and rows["Orders"]["size_max"] == max(orders)
+    assert os.path.getsize(tmp_path / "s.png") > 1000
+    run(spark, "volume", store_dir, "--show", 0, "--plot", tmp_path / "v.png")
+    run(spark, "lag", store_dir, "--show", 0, "--plot", tmp_path / "l.png")
+    assert os.path.getsize(tmp_path / "v.png") > 1000 and os.path.getsize(tmp_path / "l.png") > 1000
+
+
+def test_export_to_parquet(spark, store_dir, store_truth, tmp_path):
+    times = sorted(m.store_timestamp for _, m in store_truth.values())
+    out = tmp_path / "orders.parquet"
+    n = run(spark, "export", store_dir, "--out", out, "--topics", "Orders,Logs", "--start", times[100],
+            "--end", times[500], "--partition-by", "topic", "--decompress")
+    want = [o for o, (_, m) in store_truth.items()
+            if m.topic in ("Orders", "Logs") and times[100] <= m.store_timestamp <= times[500]]
+    assert n == len(want)
+    back = spark.read.parquet(str(out))
+    assert sorted(r[0] for r in back.select("commitlog_offset").collect()) == sorted(want)
+    assert back.where("is_compressed").selectExpr("min(substring(body, 1, 8))").first()[0] == b"log line"
