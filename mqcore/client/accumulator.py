@@ -145,7 +145,7 @@ class ProduceAccumulator:
             self._held_bytes -= acc.size
         self.batches_sent += 1
         self.messages_batched += len(acc.messages)
-        for i, (msg, f) in enumerate(zip(acc.messages, acc.futures)):
+        for i, (msg, f) in enumerate(zip(acc.messages, acc.futures, strict=True)):
             if not f.done():
                 f.set_result(split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, "")))
 

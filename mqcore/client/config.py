@@ -17,8 +17,9 @@ import enum
 import os
 from typing import Any
 
-from mqcore.errors import ConfigError
-from mqcore.message import DEFAULT_TOPIC, validate_group
+from mqcore.errors import ConfigError, IllegalArgumentError
+from mqcore.message import DEFAULT_TOPIC
+from mqcore.message import validate_group as _validate_group
 from mqcore.remoting.codes import CURRENT_VERSION, LanguageCode
 
 #: ``MQFaultStrategy`` tables of 4.9.8 (client-defaults.md §1)
@@ -54,6 +55,13 @@ class ConsumeFromWhere(str, enum.Enum):
             if text in (member.value, member.value.replace("CONSUME_FROM_", "").replace("_OFFSET", "")):
                 return member
         raise ConfigError(f"consume_from_where {value!r} is not one of last, first, timestamp")
+
+
+def validate_group(group: str) -> None:
+    try:
+        _validate_group(group)
+    except IllegalArgumentError as e:
+        raise ConfigError(str(e)) from e
 
 
 def _positive(name: str, value: float) -> None:
@@ -270,7 +278,7 @@ class PullConsumerConfig(ClientConfig):
         object.__setattr__(self, "message_model", MessageModel(self.message_model))
 
 
-def build(cls: type, base: Any | None, overrides: dict[str, Any]) -> Any:
+def build(cls: type, base: Any, overrides: dict[str, Any]) -> Any:
     """``cls(**overrides)``, or ``base`` with overrides applied; unknown names raise
     a ConfigError that lists the valid ones."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -281,4 +289,4 @@ def build(cls: type, base: Any | None, overrides: dict[str, Any]) -> Any:
         return cls(**overrides)
     if not isinstance(base, cls):
         raise ConfigError(f"config must be a {cls.__name__}, got {type(base).__name__}")
-    return dataclasses.replace(base, **overrides) if overrides else base
+    return dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[type-var]

@@ -229,8 +229,8 @@ class ClientInstance:
             log.debug("no route for topic %s (default %s)", topic, default_topic)
             return False
         old = self.route_table.get(topic)
-        changed = old != route or any(
-            hook.needs_route(topic) for hook in (*self.producers.values(), *self.consumers.values()))
+        hooks: list[ProducerHook | ConsumerHook] = [*self.producers.values(), *self.consumers.values()]
+        changed = old != route or any(hook.needs_route(topic) for hook in hooks)
         if changed:
             if old is not None:
                 log.info("route of %s changed: %s -> %s", topic, old, route)

@@ -79,6 +79,8 @@ class FakeBroker:
     fail_code: int = ResponseCode.SYSTEM_ERROR
     down: bool = False
     max_reconsume: int = 16
+    send_delay_s: float = 0.0
+    fail_send_back: bool = False
 
 
 class FakeCluster:
@@ -214,6 +216,8 @@ class FakeCluster:
 
     async def _send(self, b: FakeBroker, ch: Any, req: Any) -> Any:
         b.sent.append(req.code)
+        if b.send_delay_s:
+            await asyncio.sleep(b.send_delay_s)
         if b.fail_next_sends > 0:
             b.fail_next_sends -= 1
             return create_response(req, b.fail_code, "injected failure")
@@ -333,6 +337,8 @@ class FakeCluster:
 
     async def _send_back(self, b: FakeBroker, req: Any) -> Any:
         h = ConsumerSendMsgBackRequestHeader.from_command(req)
+        if b.fail_send_back:
+            return create_response(req, ResponseCode.SYSTEM_ERROR, "injected send-back failure")
         s = b.commitlog.get(h.offset)
         if s is None:
             return create_response(req, ResponseCode.SYSTEM_ERROR, "no message at offset")

@@ -16,24 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import datetime as _dt
 import logging
 import time
 from typing import Any
 
 from mqcore.client.config import (
     CLIENT_INNER_PRODUCER_GROUP,
-    ConsumeFromWhere,
     MessageModel,
     ProducerConfig,
     PushConsumerConfig,
 )
 from mqcore.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
+from mqcore.client.consumer.common import compute_pull_from_where, reset_retry_topic
 from mqcore.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from mqcore.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
-    ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
 from mqcore.client.consumer.process_queue import ProcessQueue
@@ -50,7 +48,7 @@ from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PushConsumerImpl", "consume_timestamp_ms"]
+__all__ = ["PushConsumerImpl"]
 
 _MIB = 1024 * 1024
 PULL_DELAY_WHEN_FLOW_CONTROL_MS = 50
@@ -58,13 +56,6 @@ PULL_DELAY_WHEN_SUSPENDED_MS = 1000
 OFFSET_MOVED_FIX_DELAY_MS = 10_000
 ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
 MAX_DELAY_LEVEL = 18
-
-
-def consume_timestamp_ms(text: str | None, now_ms: int) -> int:
-    """``yyyyMMddHHmmss`` (local time) -> epoch ms; ``None`` = now - 30 min (Java's default)."""
-    if text is None:
-        return now_ms - 30 * 60_000
-    return int(_dt.datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
 
 
 class PushConsumerImpl:
@@ -175,23 +166,7 @@ class PushConsumerImpl:
         return True
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """``computePullFromWhereWithException``: the stored offset, else per
-        ``consume_from_where`` (retry topics always start at 0); -1 = not now."""
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        where = self.config.consume_from_where
-        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
-                is_retry_topic(mq.topic) and where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
-            return 0
-        addr = await self.instance.broker_addr_for(mq)
-        timeout = self.config.mq_client_api_timeout_ms
-        if where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry_topic(mq.topic):
-            return await self.instance.api.get_max_offset(addr, mq, timeout)
-        ts = consume_timestamp_ms(self.config.consume_timestamp, self.clock())
-        return await self.instance.api.search_offset(addr, mq, ts, timeout)
+        return await compute_pull_from_where(self.instance, self.offset_store, self.config, mq)
 
     def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
         for pr in requests:
@@ -301,12 +276,7 @@ class PushConsumerImpl:
         self.instance.loop_thread.call_soon(lambda: loop.call_later(delay_ms / 1000.0, fn, *args))
 
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
-        group_topic = retry_topic(self.group)
-        for msg in msgs:
-            if msg.topic == group_topic:
-                original = msg.properties.get(Prop.RETRY_TOPIC)
-                if original:
-                    msg.topic = original
+        reset_retry_topic(msgs, self.group)
 
     def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> bool:
         try:

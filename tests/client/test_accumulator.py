@@ -1,0 +1,113 @@
+"""Auto-batching accumulator (seed 002) on a private event loop."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mqcore.client.accumulator import ProduceAccumulator, item_size
+from mqcore.client.message import Message, SendResult, SendStatus
+from mqcore.remoting.bodies import MessageQueue
+
+
+class Recorder:
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.batches: list[tuple[list[Message], MessageQueue | None]] = []
+        self.fail = fail
+
+    async def __call__(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
+        self.batches.append((list(msgs), queue))
+        if self.fail is not None:
+            raise self.fail
+        q = queue or MessageQueue(msgs[0].topic, "b", 0)
+        ids = ",".join(f"OFF{m.body.decode()}" for m in msgs)
+        return SendResult(SendStatus.SEND_OK, ",".join(m.uniq_key or "" for m in msgs), q, 100, ids)
+
+
+def msg(i: int, tags: str | None = "A", topic: str = "T") -> Message:
+    m = Message(topic, str(i), tags=tags)
+    m.properties["UNIQ_KEY"] = f"U{i}"
+    return m
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def test_batches_by_delay_and_splits_results():
+    async def main():
+        rec = Recorder()
+        acc = ProduceAccumulator(rec, batch_max_bytes=10_000, batch_max_delay_ms=20, total_batch_max_bytes=100_000)
+        futures = [acc.add(msg(i)) for i in range(5)]
+        results = await asyncio.gather(*futures)
+        assert len(rec.batches) == 1 and len(rec.batches[0][0]) == 5
+        for i, r in enumerate(results):
+            assert r.msg_id == f"U{i}" and r.offset_msg_id == f"OFF{i}" and r.queue_offset == 100 + i
+        assert acc.held_bytes == 0 and acc.batches_sent == 1 and acc.messages_batched == 5
+    run(main())
+
+
+def test_batches_by_size():
+    async def main():
+        rec = Recorder()
+        size = item_size(msg(0))
+        acc = ProduceAccumulator(rec, batch_max_bytes=size * 3, batch_max_delay_ms=10_000,
+                                 total_batch_max_bytes=100_000)
+        futures = [acc.add(msg(i)) for i in range(6)]
+        await asyncio.wait_for(asyncio.gather(*futures), 2)
+        assert [len(b[0]) for b in rec.batches] == [3, 3]
+    run(main())
+
+
+def test_only_same_tag_and_topic_and_queue_share_a_batch():
+    async def main():
+        rec = Recorder()
+        acc = ProduceAccumulator(rec, batch_max_bytes=10_000, batch_max_delay_ms=10, total_batch_max_bytes=100_000)
+        q1 = MessageQueue("T", "b", 1)
+        futures = [acc.add(msg(1, "A")), acc.add(msg(2, "B")), acc.add(msg(3, None)), acc.add(msg(4, "A")),
+                   acc.add(msg(5, "A", topic="U")), acc.add(msg(6, "A"), q1), acc.add(msg(7, "A"), q1)]
+        await asyncio.gather(*futures)
+        groups = sorted(([m.body.decode() for m in b], q) for b, q in rec.batches)
+        assert groups == sorted([(["1", "4"], None), (["2"], None), (["3"], None), (["5"], None),
+                                 (["6", "7"], q1)])
+    run(main())
+
+
+def test_oversized_delayed_and_retry_messages_go_unbatched():
+    async def main():
+        rec = Recorder()
+        size = item_size(msg(0))
+        acc = ProduceAccumulator(rec, batch_max_bytes=size * 10, batch_max_delay_ms=10,
+                                 total_batch_max_bytes=size * 100)
+        assert acc.add(Message("T", b"x" * (size * 10))) is None
+        assert acc.add(Message("T", b"x", delay_level=2)) is None
+        assert acc.add(Message("%RETRY%g", b"x")) is None
+        assert acc.held_bytes == 0 and not rec.batches
+    run(main())
+
+
+def test_total_budget_refuses_while_batches_are_pending():
+    async def main():
+        rec = Recorder()
+        size = item_size(msg(0))
+        acc = ProduceAccumulator(rec, batch_max_bytes=size * 3, batch_max_delay_ms=10_000,
+                                 total_batch_max_bytes=size * 3)
+        f1 = acc.add(msg(1, "A"))
+        f2 = acc.add(msg(2, "B"))
+        f3 = acc.add(msg(3, "C"))
+        assert acc.add(msg(4, "D")) is None  # three pending batches hold the whole budget
+        await acc.flush_all()
+        assert all(f.done() for f in (f1, f2, f3))
+    run(main())
+
+
+def test_errors_reach_every_waiter():
+    async def main():
+        acc = ProduceAccumulator(Recorder(fail=RuntimeError("boom")), batch_max_bytes=10_000, batch_max_delay_ms=5,
+                                 total_batch_max_bytes=100_000)
+        futures = [acc.add(msg(i)) for i in range(3)]
+        for f in futures:
+            with pytest.raises(RuntimeError, match="boom"):
+                await f
+        assert acc.held_bytes == 0
+    run(main())

@@ -1,0 +1,26 @@
+"""Queue selectors agree with Java's SelectMessageQueueByHash."""
+from __future__ import annotations
+
+from mqcore.client.message import Message
+from mqcore.client.selector import java_hash_code, select_by_hash, select_by_random
+from mqcore.remoting.bodies import MessageQueue
+
+QUEUES = [MessageQueue("T", "a", i) for i in range(4)]
+
+
+def test_java_hash_codes():
+    assert java_hash_code("hello") == 99162322
+    assert java_hash_code(7) == 7 and java_hash_code(-7) == -7
+    assert java_hash_code(2**40 + 5) == ((2**40 + 5) ^ ((2**40 + 5) >> 32)) & 0xFFFFFFFF
+    assert java_hash_code(True) == 1231
+
+
+def test_select_by_hash_matches_java():
+    msg = Message("T", b"x")
+    assert select_by_hash(QUEUES, msg, "hello").queue_id == 99162322 % 4
+    assert select_by_hash(QUEUES, msg, -7).queue_id == 3  # Math.abs(-7 % 4) = 3
+    assert select_by_hash(QUEUES, msg, 1000) == select_by_hash(QUEUES, msg, 1000)
+
+
+def test_select_by_random_stays_in_range():
+    assert {select_by_random(QUEUES, Message("T", b"x"), None).queue_id for _ in range(200)} <= {0, 1, 2, 3}
