@@ -72,6 +72,8 @@ class StoreConfig:
     disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
     clean_resource_interval_ms: int = 10_000
+    #: first cleanup pass this long after start (RocketMQ: 60 s)
+    clean_resource_first_delay_ms: int = 60_000
     delete_files_batch_max: int = 10
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
 

@@ -28,6 +28,7 @@ from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
@@ -37,6 +38,7 @@ from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, Respons
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
                                      UnregisterBrokerRequestHeader)
+from mqcore.store.cleanup import CleanupService
 from mqcore.store.config_files import DelayOffsetTable
 from mqcore.store.message_store import MessageStore, system_clock_ms
 
@@ -71,6 +73,11 @@ class Broker:
         self._register_pending = False
         self._started_at = 0.0
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
+        self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
+                                               persist_interval_ms=config.flush_delay_offset_interval_ms)
+        self.cleanup = CleanupService(self.store, clock=clock)
+        self.add_service(self.schedule)
+        self.add_service(self.cleanup)
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

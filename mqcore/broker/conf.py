@@ -107,6 +107,8 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "cleanFileForciblyEnable": ("clean_file_forcibly_enable", _bool),
     "cleanResourceInterval": ("clean_resource_interval_ms", _int),
     "destroyMapedFileIntervalForcibly": ("destroy_mapped_file_interval_forcibly_ms", _int),
+    "deleteFileBatchMax": ("delete_files_batch_max", _int),
+    "cleanResourceFirstDelay": ("clean_resource_first_delay_ms", _int),
 }
 
 #: RocketMQ keys accepted with a fixed meaning here (single-node, master only)

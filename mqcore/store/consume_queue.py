@@ -13,6 +13,7 @@ import logging
 import os
 
 from mqcore.store import layout as L
+from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,11 @@ class ConsumeQueue:
         return max(self.min_logic_offset, self.queue.min_offset()) // UNIT
 
     def units_at(self, offset: int, max_units: int):
-        """(buffer, byte position, unit count) of readable units from ``offset`` within one file."""
+        """(buffer, byte position, unit count) of readable units from ``offset`` within one file.
+
+        The buffer is a view of just those units, so a file deleted by disk cleanup
+        meanwhile stays readable for the caller (None once it is gone).
+        """
         mf = self.queue.find_by_offset(offset * UNIT)
         if mf is None:
             return None
@@ -157,7 +162,10 @@ class ConsumeQueue:
         count = min(max_units, (mf.wrote_position - pos) // UNIT)
         if count <= 0:
             return None
-        return mf.buf, pos, count
+        view = mf.view(pos, count * UNIT)
+        if view is None:
+            return None
+        return view, 0, count
 
     def unit(self, offset: int):
         """(phy, size, tags) of one unit, or None."""
@@ -186,18 +194,20 @@ class ConsumeQueue:
         lo_bytes = max(self.min_logic_offset - target.file_from_offset, 0)
         lo = lo_bytes // UNIT
         hi = target.wrote_position // UNIT
-        if hi <= lo:
+        buf = target.view(0, target.file_size)
+        if hi <= lo or buf is None:
             return self.min_offset()
-        i = self.k.cq_search_time(target.buf, lo, hi, timestamp, store_time_of)
+        i = self.k.cq_search_time(buf, lo, hi, timestamp, store_time_of)
         return (target.file_from_offset // UNIT) + i
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Move min offset up to the first unit whose message still exists."""
         for mf in self.queue.files:
             n = mf.wrote_position // UNIT
-            if n == 0:
+            buf = mf.view(0, n * UNIT) if n else None
+            if buf is None:
                 continue
-            phys, sizes, _ = self.k.cq_read(mf.buf, 0, n)
+            phys, sizes, _ = self.k.cq_read(buf, 0, n)
             live = (phys >= commitlog_min) & (sizes != L.CQ_FILLER_SIZE)
             if live.any():
                 first = int(live.argmax())
@@ -205,17 +215,28 @@ class ConsumeQueue:
                 return
             self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + n * UNIT)
 
-    def delete_expired(self, commitlog_min: int) -> int:
-        """Delete files (never the last) whose last unit points below ``commitlog_min``."""
-        deleted = 0
+    def delete_expired(self, commitlog_min: int, now_ms: int = 0,
+                       force_after_ms: int = 0) -> list[tuple[MappedFile, DestroyOutcome, int]]:
+        """Delete files (never the last) whose last unit points below ``commitlog_min``.
+
+        Stops at a file a reader holds (retried on a later pass; forced after
+        ``force_after_ms``). Returns (file, outcome, last unit's phy offset) per deletion.
+        """
+        deleted = []
         while len(self.queue.files) > 1:
             mf = self.queue.files[0]
             n = mf.wrote_position // UNIT
-            phys, _, _ = self.k.cq_read(mf.buf, (n - 1) * UNIT, 1) if n else ([-1], None, None)
-            if n == 0 or int(phys[0]) >= commitlog_min:
+            last = mf.view((n - 1) * UNIT, UNIT) if n else None
+            if last is None:
                 break
-            self.queue.delete_first(1)
-            deleted += 1
+            last_phy = int(self.k.cq_read(last, 0, 1)[0][0])
+            del last
+            if last_phy >= commitlog_min:
+                break
+            gone, outcome = self.queue.destroy_first(now_ms, force_after_ms)
+            if gone is None or outcome is DestroyOutcome.HELD:
+                break
+            deleted.append((gone, outcome, last_phy))
         self.correct_min_offset(commitlog_min)
         return deleted
 

@@ -166,20 +166,23 @@ class IndexService:
 
     # --- querying ---------------------------------------------------------------------------------
     def query(self, key_hash: int, max_num: int, begin_ts: int, end_ts: int) -> tuple[list[int], int, int]:
-        """Candidate phy offsets, newest file first; plus (last update ts, last update phy)."""
-        with self._lock:
-            files = list(self.files)
+        """Candidate phy offsets, newest file first; plus (last update ts, last update phy).
+
+        Holds the service lock while reading so disk cleanup cannot unmap a file under it.
+        """
         out: list[int] = []
         last_ts = last_phy = 0
-        for f in reversed(files):
-            f_begin, f_end, _, f_end_phy, _, _ = f.header()
-            if f is files[-1]:
-                last_ts, last_phy = f_end, f_end_phy
-            if f_begin <= end_ts and f_end >= begin_ts:  # time ranges overlap
-                out.extend(self.k.index_query(f.mf.buf, self.slots, self.entries, key_hash, begin_ts,
-                                              end_ts, max_num - len(out)))
-            if f_begin < begin_ts or len(out) >= max_num:
-                break
+        with self._lock:
+            files = list(self.files)
+            for f in reversed(files):
+                f_begin, f_end, _, f_end_phy, _, _ = f.header()
+                if f is files[-1]:
+                    last_ts, last_phy = f_end, f_end_phy
+                if f_begin <= end_ts and f_end >= begin_ts:  # time ranges overlap
+                    out.extend(self.k.index_query(f.mf.buf, self.slots, self.entries, key_hash, begin_ts,
+                                                  end_ts, max_num - len(out)))
+                if f_begin < begin_ts or len(out) >= max_num:
+                    break
         return out, last_ts, last_phy
 
     # --- maintenance -------------------------------------------------------------------------------
@@ -200,15 +203,22 @@ class IndexService:
                 f.destroy()
         return min(rebuild_from, self.end_phy_offset()) if self.files else 0
 
-    def delete_expired(self, commitlog_min: int) -> int:
-        """Delete files (never the last) whose entries all point below ``commitlog_min``."""
-        n = 0
+    def delete_expired(self, commitlog_min: int) -> list[tuple[str, int, int]]:
+        """Delete files (never the last) whose entries all point below ``commitlog_min``.
+
+        Returns (path, end phy offset, last modified ms) per deleted file. Files leave the
+        list under the lock (queries hold it while reading), then are unmapped outside it.
+        """
+        gone: list[IndexFile] = []
         with self._lock:
             while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
-                f = self.files.pop(0)
-                f.destroy()
-                n += 1
-        return n
+                gone.append(self.files.pop(0))
+        out = []
+        for f in gone:
+            info = (f.path, f.end_phy_offset, f.mf.last_modified_ms())
+            f.destroy()
+            out.append(info)
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -7,11 +7,17 @@ by the 20-digit offset of their first byte. Three positions per file: ``wrote``
 
 Threads: the writer (under the store's put lock) appends; the flush thread calls
 ``flush``; readers take ``view`` slices at any time. A view handed out keeps the
-mapping alive; ``destroy`` unlinks the file at once and closes the mapping as soon
-as no view is left (Linux keeps an unlinked mapped file readable).
+mapping alive ("a reader holds the file"). Deleting (disk cleanup, the cleanup
+thread): ``try_destroy`` deletes the file only when no view is out, and after
+``force_after_ms`` of refusals unlinks it anyway; ``destroy`` unlinks at once. Either
+way the mapping is closed as soon as no view is left (Linux keeps an unlinked mapped
+file readable), so a reader never sees its bytes disappear. ``view`` and ``close``
+share a small lock, so a reader on another thread never slices the base view while
+``close`` has it released.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import mmap
 import os
@@ -25,6 +31,14 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
 
 
+class DestroyOutcome(enum.Enum):
+    """What ``MappedFile.try_destroy`` did."""
+
+    DESTROYED = "destroyed"    # unmapped and unlinked
+    FORCED = "forced"          # held past the grace period: unlinked, unmapped once the last view goes
+    HELD = "held"              # a reader holds a view: kept, try again later
+
+
 class MappedFile:
     def __init__(self, path: str, file_size: int, *, create: bool = False):
         self.path = path
@@ -34,6 +48,10 @@ class MappedFile:
         self.flushed_position = 0
         self._closed = False
         self._flush_lock = threading.Lock()
+        #: guards the base view against ``close`` releasing it while a reader slices it
+        self._view_lock = threading.Lock()
+        #: clock time of the first refused ``try_destroy`` (None: never refused)
+        self.first_destroy_attempt_ms: int | None = None
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
             self._fd = os.open(path, flags, 0o644)
@@ -84,9 +102,17 @@ class MappedFile:
         self.wrote_position = self.flushed_position = pos
 
     # --- I/O ----------------------------------------------------------------------------
-    def view(self, pos: int, size: int) -> memoryview:
-        """Zero-copy slice; valid while the caller holds it, even across ``destroy``."""
-        return self.buf[pos:pos + size]
+    def view(self, pos: int, size: int) -> memoryview | None:
+        """Zero-copy slice, valid while the caller holds it (even across ``destroy``);
+        None once the file is closed."""
+        with self._view_lock:
+            if self._closed:
+                return None
+            return self.buf[pos:pos + size]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def flush(self, least_pages: int = 0) -> int:
         """msync the written-but-unflushed range when at least ``least_pages`` are dirty."""
@@ -113,27 +139,49 @@ class MappedFile:
 
     def close(self) -> bool:
         """Unmap; False while views are still out (retried by ``destroy`` callers)."""
-        if self._closed:
+        with self._flush_lock, self._view_lock:
+            if self._closed:
+                return True
+            try:
+                self.buf.release()
+                self._mm.close()
+            except BufferError:
+                # a reader still holds a slice; re-create our own view and try later
+                self.buf = memoryview(self._mm)
+                return False
+            os.close(self._fd)
+            self._closed = True
             return True
-        try:
-            self.buf.release()
-            self._mm.close()
-        except BufferError:
-            # a reader still holds a slice; re-create our own view and try later
-            self.buf = memoryview(self._mm)
-            return False
-        os.close(self._fd)
-        self._closed = True
-        return True
 
     def destroy(self) -> bool:
         """Delete the file now; the mapping goes once the last view is released."""
+        self._unlink()
+        log.info("deleted %s", self.path)
+        return self.close()
+
+    def try_destroy(self, now_ms: int, force_after_ms: int) -> DestroyOutcome:
+        """Delete the file unless a reader holds a view of it (RocketMQ ``destroy(intervalForcibly)``).
+
+        A held file is kept (HELD) and the first refusal remembered; once ``force_after_ms``
+        have passed since then it is unlinked anyway (FORCED) and its mapping closed when
+        the last view goes (the caller keeps it in a pending-close list).
+        """
+        if self.close():
+            self._unlink()
+            return DestroyOutcome.DESTROYED
+        if self.first_destroy_attempt_ms is None:
+            self.first_destroy_attempt_ms = now_ms
+        if now_ms - self.first_destroy_attempt_ms >= force_after_ms:
+            self._unlink()
+            return DestroyOutcome.FORCED
+        return DestroyOutcome.HELD
+
+    def _unlink(self) -> None:
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
-        log.info("deleted %s", self.path)
-        return self.close()
+        log.debug("unlinked %s", self.path)
 
     def truncate_positions(self, pos: int) -> None:
         self.wrote_position = min(self.wrote_position, pos)

@@ -11,7 +11,7 @@ import os
 import threading
 
 from mqcore.errors import CorruptFileError
-from mqcore.store.mapped_file import MappedFile
+from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,31 @@ class MappedFileQueue:
         self.retry_pending_close()
         return gone
 
-    def retry_pending_close(self) -> None:
-        self._pending_close = [mf for mf in self._pending_close if not mf.close()]
+    def destroy_first(self, now_ms: int, force_after_ms: int) -> tuple[MappedFile | None, DestroyOutcome | None]:
+        """Delete the oldest file (disk cleanup) unless it is the last one or a reader holds it.
+
+        Returns the file and what happened; (None, None) when only the last file is left.
+        A HELD file stays first in the queue (the caller stops and retries later); a FORCED
+        one leaves the queue and waits in the pending-close list for its last view.
+        """
+        with self._lock:
+            if len(self.files) <= 1:
+                return None, None
+            mf = self.files[0]
+            outcome = mf.try_destroy(now_ms, force_after_ms)
+            if outcome is DestroyOutcome.HELD:
+                return mf, outcome
+            self.files = self.files[1:]
+            if outcome is DestroyOutcome.FORCED:
+                self._pending_close.append(mf)
+        self.retry_pending_close()
+        return mf, outcome
+
+    def retry_pending_close(self) -> int:
+        """Close files unlinked while views were out; returns how many are still pending."""
+        with self._lock:
+            self._pending_close = [mf for mf in self._pending_close if not mf.close()]
+            return len(self._pending_close)
 
     def destroy_all(self) -> None:
         with self._lock:
@@ -174,3 +197,4 @@ class MappedFileQueue:
                 if not mf.close():
                     self._pending_close.append(mf)
             self.files = []
+        self.retry_pending_close()

@@ -73,6 +73,7 @@ class MessageStore:
         self.get_offset_in_queue_by_time = self.reader.offset_by_time
         self.get_earliest_message_time = self.reader.earliest_message_time
         self.get_commitlog_offset_in_queue = self.reader.commitlog_offset_in_queue
+        self.get_consume_queue_units = self.reader.consume_queue_units
         self.get_message_store_timestamp = self.reader.message_store_timestamp
 
     # --- lifecycle -------------------------------------------------------------------------------

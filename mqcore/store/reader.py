@@ -146,6 +146,17 @@ class MessageReader:
         cq = self.queues.get(topic, queue_id)
         return cq.min_offset() if cq else -1
 
+    def consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int):
+        """Up to ``max_count`` units from ``offset`` (within one file) as arrays
+        ``(phys, sizes, tags_codes)``, or None when there are none (delay delivery reads
+        deliver times this way)."""
+        cq = self.queues.get(topic, queue_id)
+        got = cq.units_at(offset, max_count) if cq else None
+        if got is None:
+            return None
+        buf, pos, count = got
+        return self.k.cq_read(buf, pos, count)
+
     def commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
         cq = self.queues.get(topic, queue_id)
         unit = cq.unit(offset) if cq else None

@@ -12,8 +12,8 @@ import random
 
 from mqcore.broker.config import PERM_READ, PERM_WRITE
 from mqcore.broker.topics import writable
-from mqcore.message import (MessageExtBrokerInner, Prop, dlq_topic, is_retry_topic, pack_host, retry_topic,
-                            string_to_properties, validate_topic)
+from mqcore.message import (RETRY_GROUP_TOPIC_PREFIX, MessageExtBrokerInner, Prop, dlq_topic, is_retry_topic,
+                            pack_host, retry_topic, string_to_properties, validate_topic)
 from mqcore.errors import IllegalArgumentError
 from mqcore.remoting import RequestCode, ResponseCode, create_response
 from mqcore.remoting.channel import parse_addr
@@ -84,6 +84,11 @@ class SendProcessor:
                                    "transaction messages are not supported by this broker (rejectTransactionMessage)")
         reconsume = h.reconsume_times or 0
         if is_retry_topic(topic):
+            if not self.b.groups.ensure(topic[len(RETRY_GROUP_TOPIC_PREFIX):]):
+                return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                       f"subscription group not exist, {topic[len(RETRY_GROUP_TOPIC_PREFIX):]}")
+            # a client's own re-send: the counts come in the header or (other clients) as properties
+            reconsume = reconsume or _int_prop(props, Prop.RECONSUME_TIME, 0)
             topic, queue_id, props = self._redirect_retry(request, h, topic, queue_id, reconsume, props)
         born = peer_host(channel)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
@@ -99,10 +104,12 @@ class SendProcessor:
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""
-        group = topic[len("%RETRY%"):]
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
         max_times = self.b.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
+        else:
+            max_times = _int_prop(props, Prop.MAX_RECONSUME_TIMES, max_times)
         if reconsume >= max_times:
             topic = dlq_topic(group)
             self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
@@ -127,19 +134,29 @@ class SendProcessor:
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
     async def send_back(self, channel, request):
+        """Store a copy of a consumed message for another try (``%RETRY%group``, delayed)
+        or, past the maximum or with a negative delay level, in ``%DLQ%group``
+        (v4 ``asyncConsumerSendMsgBack``; store-format.md §7)."""
         h = ConsumerSendMsgBackRequestHeader.from_command(request)
         group = h.group
         if not self.b.groups.ensure(group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                    f"subscription group not exist, {group}")
+        if not self.b.cfg.broker_permission & PERM_WRITE:
+            return create_response(request, ResponseCode.NO_PERMISSION,
+                                   f"the broker[{self.b.cfg.broker_name}] sending message is forbidden")
+        gc = self.b.groups.table.get(group)
+        retry_queues = gc.retry_queue_nums if gc is not None else 1
+        if retry_queues <= 0:  # the group opted out of retries: the message is dropped, as in RocketMQ
+            return create_response(request, ResponseCode.SUCCESS)
         orig = self.b.store.look_message_by_offset(h.offset)
         if orig is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         props = dict(orig.properties)
         props.setdefault(Prop.RETRY_TOPIC, orig.topic)
-        props.pop(Prop.WAIT, None)
         props.pop(Prop.DELAY, None)
         props.pop(Prop.CLUSTER, None)
+        props[Prop.WAIT] = "false"  # as RocketMQ: a send-back never waits for a sync flush
         max_times = self.b.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
@@ -149,12 +166,16 @@ class SendProcessor:
             self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
         else:
             topic = retry_topic(group)
-            tc = self.b.topics.create_group_topic(topic)
-            queue_id = random.randrange(max(1, tc.write_queue_nums))
+            tc = self.b.topics.create_group_topic(topic, retry_queues)
+            if not writable(tc):
+                return create_response(request, ResponseCode.NO_PERMISSION,
+                                       f"the topic[{topic}] sending message is forbidden")
+            queue_id = random.randrange(max(1, min(retry_queues, tc.write_queue_nums)))
             level = h.delay_level if h.delay_level > 0 else 3 + reconsume
             props[Prop.DELAY] = str(level)
         self.b.schedule_register()
-        props.setdefault(Prop.ORIGIN_MESSAGE_ID, h.origin_msg_id or orig.msg_id)
+        # the first message's broker id (lookMessageByOffset's msgId), kept across every retry
+        props.setdefault(Prop.ORIGIN_MESSAGE_ID, orig.offset_msg_id)
         msg = MessageExtBrokerInner(topic=topic, body=orig.body, queue_id=queue_id, flag=orig.flag, properties=props,
                                     sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                     born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
@@ -163,6 +184,13 @@ class SendProcessor:
         if result.status.stored:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")
+
+
+def _int_prop(props: dict, key: str, default: int) -> int:
+    try:
+        return int(props[key])
+    except (KeyError, ValueError):
+        return default
 
 
 def _pack(host: str) -> bytes:

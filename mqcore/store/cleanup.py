@@ -1,0 +1,347 @@
+"""Disk cleanup: delete old commitlog files, then the consume-queue and index files that
+only point at deleted messages (store-format.md §8; RocketMQ ``CleanCommitLogService``
+and ``CleanConsumeQueueService``).
+
+Why a policy object and a service: the decisions (is it time, how full is the disk,
+may this file go) are pure functions of the clock, the local hour, the disk usage and a
+file's age, so ``CleanupPolicy`` is tested on its own with no files at all.
+``CleanupService`` measures, applies the decision to the store and logs every deletion
+with the file, its age and the reason.
+
+The rules (defaults in ``StoreConfig``):
+
+* a pass runs every ``clean_resource_interval_ms`` (first one after
+  ``clean_resource_first_delay_ms``);
+* commitlog files older than ``file_reserved_time_hours`` are deleted during the
+  ``delete_when`` hours (``"04"``, or several: ``"03;04"``), or at any hour when the
+  disk is above ``disk_max_used_space_ratio`` %, or on a manual request;
+* above ``disk_space_clean_forcibly_ratio`` % the oldest files go even if unexpired
+  (``clean_file_forcibly_enable``), ``delete_files_batch_max`` per pass, until usage drops;
+* above ``disk_space_warning_level_ratio`` % the store refuses writes
+  (SERVICE_NOT_AVAILABLE, "the disk is full ...") until usage is back at or below the
+  clean-forcibly ratio, as RocketMQ's ``runningFlags`` do; reads go on;
+* files are taken oldest first, never the file being written, and the scan stops at the
+  first file that may not go (no holes). A file a reader holds is kept and retried on
+  the next pass; after ``destroy_mapped_file_interval_forcibly_ms`` it is deleted
+  anyway (its mapping is closed when the reader lets go);
+* once the commitlog minimum offset moved, consume-queue files whose last unit points
+  below it and index files whose last entry does are deleted (never a queue's last
+  file), and every queue's minimum offset moves up (pulls behind it answer
+  PULL_OFFSET_MOVED).
+
+Threads: the service thread runs the passes; tests call ``run_once`` directly instead of
+starting it (never both). ``request_manual_delete`` may be called from any thread.
+Writers on any thread see the disk-full refusal through ``writer.refuse_reason``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+import time
+from typing import Callable
+
+import psutil
+
+from mqcore.config import StoreConfig
+from mqcore.errors import ConfigError, MQError
+from mqcore.store.flush import ServiceThread
+from mqcore.store.mapped_file import DestroyOutcome, MappedFile
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3_600_000
+#: passes a manual delete request (admin TRIGGER_DELETE_FILES) keeps cleanup on for
+MANUAL_DELETE_PASSES = 20
+
+#: percent of the partition holding ``path`` that is used
+DiskUsage = Callable[[str], float]
+
+
+def psutil_disk_usage(path: str) -> float:
+    """What ``df`` shows for the partition holding ``path``."""
+    return float(psutil.disk_usage(path).percent)
+
+
+def local_hour(now_ms: int) -> int:
+    return time.localtime(now_ms / 1000).tm_hour
+
+
+def parse_delete_when(spec: str) -> frozenset[int]:
+    """``"04"`` or ``"03;04"`` -> hours of the day (RocketMQ ``UtilAll.isItTimeToDo``)."""
+    hours = set()
+    for part in spec.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or not 0 <= int(part) <= 23:
+            raise ConfigError(f"deleteWhen: {part!r} is not an hour 0..23 (use e.g. \"04\" or \"03;04\")")
+        hours.add(int(part))
+    return frozenset(hours)
+
+
+class CleanTrigger(enum.Enum):
+    """Why a pass deletes commitlog files at all (the first that applies)."""
+
+    MANUAL = "a manual delete request"
+    DISK_FULL = "disk above diskSpaceWarningLevelRatio"
+    DISK_CLEAN_FORCIBLY = "disk above diskSpaceCleanForciblyRatio"
+    DISK_ABOVE_MAX = "disk above diskMaxUsedSpaceRatio"
+    DELETE_WHEN = "deleteWhen hour"
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanupDecision:
+    """One pass's verdict. ``mark_disk_full``: True = refuse writes, False = accept them
+    again, None = keep the current state (between the clean-forcibly and warning ratios,
+    or usage unknown)."""
+
+    hour: int
+    usage_percent: float | None
+    trigger: CleanTrigger | None
+    clean_immediately: bool
+    mark_disk_full: bool | None
+
+    @property
+    def delete_commitlog(self) -> bool:
+        return self.trigger is not None
+
+
+class CleanupPolicy:
+    """Pure decisions of disk cleanup; see the module docstring for the rules."""
+
+    def __init__(self, config: StoreConfig):
+        self.cfg = config
+        self.delete_hours = parse_delete_when(config.delete_when)
+        self.reserved_ms = int(config.file_reserved_time_hours * HOUR_MS)
+
+    def decide(self, hour: int, usage_percent: float | None, manual: bool = False) -> CleanupDecision:
+        cfg = self.cfg
+        clean_immediately = False
+        mark_full: bool | None = None
+        trigger = None
+        if usage_percent is not None:
+            if usage_percent > cfg.disk_space_warning_level_ratio:
+                mark_full = clean_immediately = True
+                trigger = CleanTrigger.DISK_FULL
+            elif usage_percent > cfg.disk_space_clean_forcibly_ratio:
+                clean_immediately = True
+                trigger = CleanTrigger.DISK_CLEAN_FORCIBLY
+            else:
+                mark_full = False
+                if usage_percent > cfg.disk_max_used_space_ratio:
+                    trigger = CleanTrigger.DISK_ABOVE_MAX
+        if trigger is None and hour in self.delete_hours:
+            trigger = CleanTrigger.DELETE_WHEN
+        if manual:
+            trigger = CleanTrigger.MANUAL if trigger in (None, CleanTrigger.DELETE_WHEN) else trigger
+        return CleanupDecision(hour, usage_percent, trigger, clean_immediately, mark_full)
+
+    def file_reason(self, decision: CleanupDecision, now_ms: int, last_modified_ms: int) -> str | None:
+        """Why this commitlog file may be deleted in this pass, or None (stop the scan)."""
+        if not decision.delete_commitlog:
+            return None
+        age_h = (now_ms - last_modified_ms) / HOUR_MS
+        reserved_h = self.cfg.file_reserved_time_hours
+        if now_ms >= last_modified_ms + self.reserved_ms:
+            return f"expired (older than fileReservedTime {reserved_h:g} h), deleted for {self._why(decision)}"
+        if decision.clean_immediately and self.cfg.clean_file_forcibly_enable:
+            return (f"not expired ({age_h:.1f} h < {reserved_h:g} h) but deleted early: {self._why(decision)} "
+                    f"and cleanFileForciblyEnable is on")
+        return None
+
+    def _why(self, decision: CleanupDecision) -> str:
+        t = decision.trigger
+        if t is CleanTrigger.DELETE_WHEN:
+            return f"deleteWhen hour {decision.hour:02d}"
+        if t is CleanTrigger.MANUAL:
+            return t.value
+        key, limit = {CleanTrigger.DISK_FULL: ("diskSpaceWarningLevelRatio", self.cfg.disk_space_warning_level_ratio),
+                      CleanTrigger.DISK_CLEAN_FORCIBLY: ("diskSpaceCleanForciblyRatio",
+                                                         self.cfg.disk_space_clean_forcibly_ratio),
+                      CleanTrigger.DISK_ABOVE_MAX: ("diskMaxUsedSpaceRatio", self.cfg.disk_max_used_space_ratio)}[t]
+        return f"disk use {decision.usage_percent:.1f}% > {key} {limit}%"
+
+
+@dataclasses.dataclass
+class DeletedFile:
+    kind: str            # "commitlog", "consumequeue", "index"
+    path: str
+    age_ms: int
+    reason: str
+    outcome: DestroyOutcome
+
+
+@dataclasses.dataclass
+class CleanupReport:
+    """What one pass did (returned by ``run_once``; tests and benchmarks read it)."""
+
+    decision: CleanupDecision
+    deleted: list[DeletedFile] = dataclasses.field(default_factory=list)
+    #: files a reader held, kept for a later pass
+    held: list[str] = dataclasses.field(default_factory=list)
+    #: files unlinked while still mapped by a reader (closed when it lets go)
+    pending_close: int = 0
+
+    def count(self, kind: str) -> int:
+        return sum(1 for d in self.deleted if d.kind == kind)
+
+
+class CleanupService(ServiceThread):
+    """Runs cleanup passes over a loaded ``MessageStore``; see the module docstring.
+
+    ``disk_usage(path)`` gives percent used (psutil by default), ``last_modified_ms(file)``
+    a file's age source (its mtime by default), ``local_hour(now_ms)`` the hour that
+    ``deleteWhen`` is compared with; all injectable for tests.
+    """
+
+    name = "mqcore-cleanup"
+
+    def __init__(self, store, *, clock: Callable[[], int] | None = None, disk_usage: DiskUsage = psutil_disk_usage,
+                 last_modified_ms: Callable[[MappedFile], int] = MappedFile.last_modified_ms,
+                 hour_of: Callable[[int], int] = local_hour, delete_interval_ms: int = 100):
+        super().__init__()
+        self.store = store
+        self.cfg: StoreConfig = store.config
+        self.policy = CleanupPolicy(self.cfg)
+        self.clock = clock or store.clock
+        self.disk_usage = disk_usage
+        self.last_modified_ms = last_modified_ms
+        self.hour_of = hour_of
+        self.delete_interval_ms = delete_interval_ms
+        self._manual_passes = 0
+        self._full_reason: str | None = None
+        #: commitlog min offset the consume queues were last cleaned for
+        self._logic_clean_min = 0
+        self._usage_error_logged = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def run(self) -> None:
+        self.wait_for_running(self.cfg.clean_resource_first_delay_ms / 1000)
+        while not self.stopped:
+            try:
+                self.run_once()
+            except (MQError, OSError, ValueError) as e:  # keep cleaning on the next pass
+                log.error("disk cleanup pass failed: %s", e, exc_info=True)
+            self.wait_for_running(self.cfg.clean_resource_interval_ms / 1000)
+
+    def request_manual_delete(self, passes: int = MANUAL_DELETE_PASSES) -> None:
+        """Admin TRIGGER_DELETE_FILES: delete expired files in the next ``passes`` passes
+        whatever the hour."""
+        self._manual_passes = passes
+        self.wakeup()
+
+    @property
+    def disk_full(self) -> bool:
+        return self._full_reason is not None
+
+    # --- one pass -----------------------------------------------------------------------------
+    def run_once(self) -> CleanupReport:
+        now = self.clock()
+        manual = self._manual_passes > 0
+        decision = self.policy.decide(self.hour_of(now), self._usage(), manual)
+        self._apply_disk_state(decision)
+        report = CleanupReport(decision)
+        if decision.delete_commitlog:
+            if manual:
+                self._manual_passes -= 1
+            self._delete_commitlog(now, decision, report)
+            if not report.count("commitlog") and decision.trigger in (
+                    CleanTrigger.DISK_FULL, CleanTrigger.DISK_CLEAN_FORCIBLY, CleanTrigger.DISK_ABOVE_MAX):
+                log.warning("disk use %.1f%% is high but no commitlog file could be deleted (%s)",
+                            decision.usage_percent, "a reader holds the oldest" if report.held
+                            else "the files left are unexpired or the one being written")
+        self._delete_logic_files(now, report)
+        report.pending_close = self.store.commitlog.queue.retry_pending_close()
+        return report
+
+    def _usage(self) -> float | None:
+        """Highest use of the partitions holding the commitlog and the consume queues."""
+        cfg = self.cfg
+        worst = None
+        for path in (cfg.commitlog_dir, cfg.consume_queue_dir):
+            if not os.path.isdir(path):
+                path = cfg.store_path
+            try:
+                used = float(self.disk_usage(path))
+            except OSError as e:
+                if not self._usage_error_logged:
+                    log.warning("cannot measure disk use of %s: %s; only deleteWhen applies", path, e)
+                    self._usage_error_logged = True
+                continue
+            worst = used if worst is None else max(worst, used)
+        return worst
+
+    def _apply_disk_state(self, decision: CleanupDecision) -> None:
+        writer = self.store.writer
+        cfg = self.cfg
+        if decision.mark_disk_full:
+            reason = (f"the disk is full: {decision.usage_percent:.1f}% of the store's partition is used "
+                      f"(diskSpaceWarningLevelRatio {cfg.disk_space_warning_level_ratio}%); writes resume once "
+                      f"cleanup brings it to {cfg.disk_space_clean_forcibly_ratio}% or less - free space or "
+                      f"add disk")
+            if self._full_reason is None:
+                log.error("disk use %.1f%% > %d%%: refusing writes until space is freed",
+                          decision.usage_percent, cfg.disk_space_warning_level_ratio)
+            if writer.refuse_reason is None or writer.refuse_reason == self._full_reason:
+                writer.refuse_reason = reason
+            self._full_reason = reason
+        elif decision.mark_disk_full is False and self._full_reason is not None:
+            if writer.refuse_reason == self._full_reason:
+                writer.refuse_reason = None
+            self._full_reason = None
+            log.info("disk use %.1f%% is OK again: accepting writes", decision.usage_percent)
+
+    def _delete_commitlog(self, now: int, decision: CleanupDecision, report: CleanupReport) -> None:
+        queue = self.store.commitlog.queue
+        force_ms = self.cfg.destroy_mapped_file_interval_forcibly_ms
+        for n in range(self.cfg.delete_files_batch_max):
+            files = queue.files
+            if len(files) <= 1:
+                return
+            mf = files[0]
+            modified = self.last_modified_ms(mf)
+            reason = self.policy.file_reason(decision, now, modified)
+            if reason is None:
+                return
+            if n and self.delete_interval_ms and self._stopped.wait(self.delete_interval_ms / 1000):
+                return  # shutting down: spread deletions no further
+            gone, outcome = queue.destroy_first(now, force_ms)
+            if gone is not mf:
+                return  # the queue changed under us (only cleanup deletes files): next pass
+            if outcome is DestroyOutcome.HELD:
+                log.info("keeping commitlog file %s for now: a reader holds it (deleted anyway after %d ms)",
+                         mf.path, force_ms)
+                report.held.append(mf.path)
+                return
+            self._record(report, "commitlog", mf.path, now - modified, reason, outcome)
+
+    def _delete_logic_files(self, now: int, report: CleanupReport) -> None:
+        cl_min = self.store.commitlog.min_offset
+        if cl_min <= self._logic_clean_min:
+            return
+        force_ms = self.cfg.destroy_mapped_file_interval_forcibly_ms
+        complete = True
+        for cq in self.store.queues:
+            modified = {id(mf): self.last_modified_ms(mf) for mf in cq.queue.files[:-1]}
+            for mf, outcome, last_phy in cq.delete_expired(cl_min, now, force_ms):
+                why = f"its last unit points at commitlog offset {last_phy} < commitlog min offset {cl_min}"
+                self._record(report, "consumequeue", mf.path, now - modified.get(id(mf), now), why, outcome)
+            first = cq.queue.files[0] if len(cq.queue.files) > 1 else None
+            if first is not None and first.first_destroy_attempt_ms is not None:
+                complete = False  # a reader held it (HELD is the only refusal): retry next pass
+                report.held.append(first.path)
+        if self.store.index is not None:
+            for path, end_phy, modified in self.store.index.delete_expired(cl_min):
+                why = f"its last entry points at commitlog offset {end_phy} < commitlog min offset {cl_min}"
+                self._record(report, "index", path, now - modified, why, DestroyOutcome.DESTROYED)
+        if complete:
+            self._logic_clean_min = cl_min
+
+    @staticmethod
+    def _record(report: CleanupReport, kind: str, path: str, age_ms: int, reason: str,
+                outcome: DestroyOutcome) -> None:
+        forced = " (a reader still held it: forced)" if outcome is DestroyOutcome.FORCED else ""
+        log.info("deleted %s file %s, age %.1f h: %s%s", kind, path, age_ms / HOUR_MS, reason, forced)
+        report.deleted.append(DeletedFile(kind, path, age_ms, reason, outcome))
