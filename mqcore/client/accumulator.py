@@ -20,9 +20,10 @@ from it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mqcore.client.message import Message, SendResult
 from mqcore.message import Prop
@@ -39,18 +40,20 @@ BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
 SendBatch = Callable[[list[Message], "MessageQueue | None"], Awaitable[SendResult]]
 
 
-def split_batch_result(batch: SendResult, index: int, uniq_id: str) -> SendResult:
-    """The ``index``-th message's own result out of a batch result."""
-    offset_ids = batch.offset_msg_ids
-    return dataclasses.replace(
-        batch, msg_id=uniq_id, queue_offset=batch.queue_offset + index,
-        offset_msg_id=offset_ids[index] if index < len(offset_ids) else batch.offset_msg_id)
+def split_batch_result(batch: SendResult, index: int, uniq_id: str,
+                       offset_ids: list[str] | None = None) -> SendResult:
+    """The ``index``-th message's own result out of a batch result (pass the split
+    ``offset_ids`` when calling this for every message of a batch)."""
+    ids = batch.offset_msg_ids if offset_ids is None else offset_ids
+    return SendResult(batch.status, uniq_id, batch.message_queue, batch.queue_offset + index,
+                      ids[index] if index < len(ids) else batch.offset_msg_id, batch.transaction_id,
+                      batch.region_id, batch.trace_on)
 
 
 def item_size(msg: Message) -> int:
     """Bytes a message adds to a batch body (approximately: properties as UTF-8)."""
-    props = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
-    return BATCH_ITEM_OVERHEAD + len(msg.body) + props
+    props = msg.properties
+    return BATCH_ITEM_OVERHEAD + len(msg.body) + sum(map(len, props)) + sum(map(len, props.values())) + 2 * len(props)
 
 
 class _Accumulation:
@@ -59,7 +62,7 @@ class _Accumulation:
     def __init__(self, key: BatchKey) -> None:
         self.key = key
         self.messages: list[Message] = []
-        self.futures: list[asyncio.Future[SendResult]] = []
+        self.futures: list[Any] = []  # asyncio or concurrent futures
         self.size = 0
         self.timer: asyncio.TimerHandle | None = None
 
@@ -93,9 +96,15 @@ class ProduceAccumulator:
         props = msg.properties
         return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
 
-    def add(self, msg: Message, queue: MessageQueue | None = None) -> asyncio.Future[SendResult] | None:
-        """Queue ``msg`` (with its UNIQ_KEY already set); None = send it unbatched."""
-        size = item_size(msg)
+    def add(self, msg: Message, queue: MessageQueue | None = None, *, size: int | None = None,
+            future: Any = None) -> Any:
+        """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
+        get its result: ``future`` if given (an asyncio or concurrent future; callers
+        on other threads pass a ``concurrent.futures.Future`` so no loop callback is
+        needed per message), else a new asyncio future. None = send it unbatched.
+        ``size`` (from ``item_size``) may be computed beforehand on another thread."""
+        if size is None:
+            size = item_size(msg)
         if size >= self.batch_max_bytes or not self.eligible(msg):
             return None
         if self._held_bytes + size > self.total_batch_max_bytes:
@@ -109,7 +118,8 @@ class ProduceAccumulator:
         if acc is None:
             acc = self._pending[key] = _Accumulation(key)
             acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._flush, key)
-        future: asyncio.Future[SendResult] = loop.create_future()
+        if future is None:
+            future = loop.create_future()
         acc.messages.append(msg)
         acc.futures.append(future)
         acc.size += size
@@ -139,15 +149,16 @@ class ProduceAccumulator:
         except Exception as e:  # every waiter must hear about the failure, whatever it is
             for f in acc.futures:
                 if not f.done():
-                    f.set_exception(e)
+                    _settle(f, None, e)
             return
         finally:
             self._held_bytes -= acc.size
         self.batches_sent += 1
         self.messages_batched += len(acc.messages)
+        offset_ids = result.offset_msg_ids
         for i, (msg, f) in enumerate(zip(acc.messages, acc.futures, strict=True)):
             if not f.done():
-                f.set_result(split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, "")))
+                _settle(f, split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, ""), offset_ids), None)
 
     async def flush_all(self) -> None:
         """Send everything pending now and wait for the answers (shutdown)."""
@@ -155,3 +166,14 @@ class ProduceAccumulator:
             self._flush(key)
         if self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
+
+
+def _settle(future: Any, result: SendResult | None, error: BaseException | None) -> None:
+    """Complete an asyncio or concurrent future; a caller may have cancelled it."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        log.debug("a batched send's future was cancelled before its result arrived")

@@ -114,3 +114,84 @@ class LoopThread:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 log.warning("%s: loop thread did not stop within %.1f s", self.name, timeout_s)
+
+
+#: runs on the loop with the caller's future; returns an awaitable whose outcome is
+#: copied into that future, or None when it completes the future itself
+Starter = Callable[[concurrent.futures.Future[Any]], Any]
+
+
+class BurstSubmitter:
+    """Hands work from caller threads to the loop in bursts.
+
+    ``submit(starter)`` queues ``starter`` and returns a ``concurrent.futures.Future``;
+    the loop runs queued starters in order with that future: a starter either
+    returns an awaitable (a coroutine or ``asyncio.Future``) whose outcome is copied
+    into the future, or returns None and completes the future itself (what the
+    auto-batching accumulator does, with no per-message loop callback).
+    Only the first ``submit`` of a burst wakes the loop, so a producer
+    pipelining thousands of sends costs one cross-thread wakeup per burst instead of
+    one (plus a task) per message.
+
+    Thread model: ``submit`` from any thread; starters run on the loop thread.
+    """
+
+    def __init__(self, loop_thread: LoopThread) -> None:
+        self._loop_thread = loop_thread
+        self._items: list[tuple[Starter, concurrent.futures.Future[Any]]] = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def submit(self, starter: Starter) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._items.append((starter, future))
+            if self._scheduled:
+                return future
+            self._scheduled = True
+        try:
+            self._loop_thread.call_soon(self._drain)
+        except ClosedError:
+            with self._lock:
+                self._scheduled = False
+            raise
+        return future
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+            self._scheduled = False
+        for starter, future in items:
+            try:
+                started = starter(future)
+                if started is None:
+                    continue
+                awaitable = asyncio.ensure_future(started)
+            except Exception as e:  # the starter failed synchronously: report to its caller
+                _set_exception(future, e)
+                continue
+            awaitable.add_done_callback(lambda f, cf=future: _copy_outcome(f, cf))
+
+
+def _set_exception(future: concurrent.futures.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        try:
+            future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            log.debug("future %r was cancelled before its outcome arrived", future)
+
+
+def _copy_outcome(source: asyncio.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+    if target.done():
+        return
+    try:
+        if source.cancelled():
+            target.cancel()
+            return
+        error = source.exception()
+        if error is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(source.result())
+    except concurrent.futures.InvalidStateError:
+        log.debug("future %r was cancelled before its outcome arrived", target)

@@ -31,15 +31,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mqcore.client.accumulator import ProduceAccumulator
+from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
+from mqcore.client.loop import BurstSubmitter
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
-from mqcore.client.validators import check_message
-from mqcore.errors import ClosedError, IllegalStateError, MQError
+from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 
@@ -77,6 +77,7 @@ class Producer:
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes)
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+        self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._state = _State.CREATED
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -136,14 +137,27 @@ class Producer:
     def _loop_timeout(self, timeout_ms: float | None) -> float:
         return (timeout_ms or self.config.send_msg_timeout_ms) / 1000.0 + _LOOP_GUARD_S
 
+    def _wait(self, future: concurrent.futures.Future[Any], timeout_ms: float | None) -> Any:
+        """Block on a submitted send (never on the loop thread: that would deadlock)."""
+        if self._instance.loop_thread.in_loop_thread():
+            future.cancel()
+            raise IllegalStateError(
+                "a blocking send was called on the client's event-loop thread (e.g. from a future's "
+                "done-callback); use send_async/asend or the callback argument instead")
+        try:
+            return future.result(self._loop_timeout(timeout_ms))
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise RemotingTimeoutError("the client's event loop did not complete the send in time") from None
+
     # --- sending -------------------------------------------------------------------------------------
     def send(self, msg: Message, *, queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
         self._check_running()
-        coro = self._send_coro(msg, _SYNC, queue, selector, arg, timeout_ms)
-        result = self._instance.loop_thread.run(coro, self._loop_timeout(timeout_ms))
+        result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
+                            timeout_ms)
         assert result is not None
         return result
 
@@ -153,7 +167,7 @@ class Producer:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
         runs on the callback thread; the returned future completes first."""
         self._check_running()
-        future = self._instance.loop_thread.submit(self._send_coro(msg, _ASYNC, queue, selector, arg, timeout_ms))
+        future = self._submitter.submit(self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms))
         if callback is not None:
             executor = self._callbacks
             assert executor is not None
@@ -168,8 +182,7 @@ class Producer:
                     selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
         """Fire and forget: returns once the request is written; no answer, no retry."""
         self._check_running()
-        self._instance.loop_thread.run(self._send_coro(msg, _ONEWAY, queue, selector, arg, None),
-                                       self._loop_timeout(None))
+        self._wait(self._submitter.submit(self._starter(msg, _ONEWAY, queue, selector, arg, None)), None)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout_ms: float | None = None) -> SendResult:
@@ -188,26 +201,28 @@ class Producer:
         return self._instance.loop_thread.run(self._impl.fetch_publish_queues(topic), self._loop_timeout(None))
 
     # --- internals -----------------------------------------------------------------------------------
-    def _send_coro(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
-                   selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None) -> Any:
-        """Validate and prepare in the caller's thread; return the coroutine to run."""
+    def _starter(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
+                 selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None) -> Any:
+        """Validate and prepare in the caller's thread; return what the loop runs."""
         acc = self._accumulator
         if acc is not None and selector is None and mode is not _ONEWAY and acc.eligible(msg):
-            check_message(msg, self.config.max_message_size)
+            self._impl.check(msg)
             if not msg.properties.get(Prop.UNIQ_KEY):
                 msg.properties[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
-            return self._send_maybe_batched(msg, mode, queue, timeout_ms)
+            size = item_size(msg)
+            return lambda future: self._start_batched(msg, mode, queue, timeout_ms, size, future)
         prepared = self._impl.prepare(msg)
-        return self._impl.send(prepared, mode, queue=queue, selector=selector, selector_msg=msg, arg=arg,
-                               timeout_ms=timeout_ms)
+        return lambda _future: self._impl.send(prepared, mode, queue=queue, selector=selector, selector_msg=msg,
+                                               arg=arg, timeout_ms=timeout_ms)
 
-    async def _send_maybe_batched(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
-                                  timeout_ms: float | None) -> SendResult | None:
+    def _start_batched(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
+                       timeout_ms: float | None, size: int, future: concurrent.futures.Future[Any]) -> Any:
+        """Loop thread: join a batch (which completes ``future`` itself), or send
+        alone when the accumulator declines (over the memory budget, or too big)."""
         assert self._accumulator is not None
-        future = self._accumulator.add(msg, queue)
-        if future is None:  # over the memory budget, or too big to share a batch
-            return await self._impl.send(self._impl.prepare(msg), mode, queue=queue, timeout_ms=timeout_ms)
-        return await future
+        if self._accumulator.add(msg, queue, size=size, future=future) is not None:
+            return None
+        return self._impl.send(self._impl.prepare(msg), mode, queue=queue, timeout_ms=timeout_ms)
 
     async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None) -> SendResult:
         prepared = self._impl.prepare_batch(messages, validated=True)

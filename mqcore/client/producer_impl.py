@@ -80,6 +80,7 @@ class ProducerImpl:
             enabled=config.send_latency_fault_enable, clock=instance.clock,
             latency_max=config.latency_max_ms, not_available_duration=config.not_available_duration_ms)
         self.publish_info: dict[str, TopicPublishInfo] = {}
+        self._checked_topics: set[str] = set()
 
     # --- ProducerHook -------------------------------------------------------------------------
     def publish_topics(self) -> Iterable[str]:
@@ -94,9 +95,16 @@ class ProducerImpl:
             self.publish_info[topic] = route_to_publish_info(topic, route)
 
     # --- preparation (any thread) -----------------------------------------------------------------
+    def check(self, msg: Message) -> None:
+        """``check_message``; a topic name that passed once is not re-checked."""
+        topic_ok = msg.topic in self._checked_topics
+        check_message(msg, self.config.max_message_size, topic_checked=topic_ok)
+        if not topic_ok and len(self._checked_topics) < 10_000:
+            self._checked_topics.add(msg.topic)
+
     def prepare(self, msg: Message) -> PreparedSend:
         cfg = self.config
-        check_message(msg, cfg.max_message_size)
+        self.check(msg)
         props = msg.properties
         uniq = props.get(Prop.UNIQ_KEY)
         if not uniq:

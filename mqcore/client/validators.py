@@ -44,13 +44,16 @@ def check_group(group: str) -> None:
     validate_group(group)
 
 
-def check_message(msg: Message, max_message_size: int, max_delay_level: int = MAX_DELAY_LEVEL) -> None:
-    """Topic name, body present and not too large, delay level in range."""
+def check_message(msg: Message, max_message_size: int, max_delay_level: int = MAX_DELAY_LEVEL, *,
+                  topic_checked: bool = False) -> None:
+    """Topic name (unless ``topic_checked``), body present and not too large, delay
+    level in range."""
     if not isinstance(msg, Message):
         raise IllegalArgumentError(f"expected a Message, got {type(msg).__name__}")
-    check_topic(msg.topic)
-    if msg.topic in NOT_ALLOWED_SEND_TOPICS:
-        raise IllegalArgumentError(f"sending to the system topic {msg.topic!r} is forbidden")
+    if not topic_checked:
+        check_topic(msg.topic)
+        if msg.topic in NOT_ALLOWED_SEND_TOPICS:
+            raise IllegalArgumentError(f"sending to the system topic {msg.topic!r} is forbidden")
     body = msg.body
     if body is None or len(body) == 0:
         raise IllegalArgumentError("the message body is empty; RocketMQ refuses empty bodies")
