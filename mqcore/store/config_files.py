@@ -27,7 +27,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from mqcore.errors import CorruptFileError, ProtocolError, StoreIOError
 from mqcore.remoting.jsonutil import loads_lenient

@@ -14,7 +14,14 @@ from mqcore.errors import CorruptFileError, IllegalArgumentError, RecordDecodeEr
 from mqcore.message import MessageExt
 from mqcore.store import layout as L
 from mqcore.tools.output import Emitter, body_fields, iso_ms
-from mqcore.tools.storefiles import FileScan, ReadOnlyFile, StoreFiles, index_entries, index_header, iter_cq
+from mqcore.tools.storefiles import (
+    FileScan,
+    ReadOnlyFile,
+    StoreFiles,
+    index_entries,
+    index_header,
+    iter_cq,
+)
 
 _I32 = struct.Struct(">i")
 _DECODE_BATCH = 1024
@@ -75,8 +82,8 @@ def dump_commitlog(k, store: StoreFiles, out: IO[str], *, start: int = 0, limit:
                 try:
                     recs = k.decode_records(f.buf, pos, f.size, want, False)
                 except RecordDecodeError as e:
-                    return [f"{f.path}: {e} (commitlog offset {f.base + _corrupt_at(k, f, pos)}); "
-                            "run 'mqstore verify' for details"]
+                    return [(f"{f.path}: {e} (commitlog offset {f.base + _corrupt_at(k, f, pos)}); "
+                             "run 'mqstore verify' for details")]
                 for t in recs:
                     row = record_row(k, f, pos, t)
                     emit.row(_table_extras(row) if fmt == "table" else row)

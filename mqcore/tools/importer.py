@@ -23,12 +23,19 @@ import os
 import random
 import struct
 import time
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 from mqcore.config import StoreConfig
 from mqcore.errors import IllegalArgumentError
-from mqcore.message import (MessageExtBrokerInner, Prop, pack_host, properties_to_bytes, unpack_host,
-                            validate_topic)
+from mqcore.message import (
+    MessageExtBrokerInner,
+    Prop,
+    pack_host,
+    properties_to_bytes,
+    unpack_host,
+    validate_topic,
+)
 from mqcore.store import layout as L
 from mqcore.store.config_files import TopicConfig, TopicConfigTable
 from mqcore.store.message_store import MessageStore

@@ -17,10 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO, Sequence
+from collections.abc import Sequence
+from typing import IO
 
 from mqcore._compat import kernels
-from mqcore.errors import CorruptFileError, IllegalArgumentError, MQError, StoreIOError, StoreLockedError
+from mqcore.errors import (
+    CorruptFileError,
+    IllegalArgumentError,
+    MQError,
+    StoreIOError,
+    StoreLockedError,
+)
 from mqcore.tools import dump, importer, stats, verify
 from mqcore.tools.storefiles import StoreFiles
 

@@ -5,7 +5,8 @@ import base64
 import datetime
 import json
 import re
-from typing import IO, Any, Sequence
+from collections.abc import Sequence
+from typing import IO, Any
 
 _PRINTABLE_ASCII = re.compile(rb"[\t\n\r\x20-\x7e]*")
 
@@ -32,7 +33,7 @@ def iso_ms(ms: int) -> str:
     if ms <= 0:
         return "-"
     try:
-        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+        dt = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     except (OverflowError, OSError, ValueError):
         return str(ms)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)

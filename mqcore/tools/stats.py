@@ -31,7 +31,7 @@ class QueueStats:
     last_store_timestamp: int = 0
     cq_max_offset: int | None = None
 
-    def add(self, other: "QueueStats") -> None:
+    def add(self, other: QueueStats) -> None:
         """Merge ``other``'s counts and ranges (ranges of an empty side do not count)."""
         if other.messages and not self.messages:
             self.min_queue_offset, self.max_queue_offset = other.min_queue_offset, other.max_queue_offset

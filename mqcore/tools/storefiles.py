@@ -14,7 +14,7 @@ import dataclasses
 import mmap
 import os
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class ReadOnlyFile:
             self._mm.close()
             self._mm = None
 
-    def __enter__(self) -> "ReadOnlyFile":
+    def __enter__(self) -> ReadOnlyFile:
         return self
 
     def __exit__(self, *exc) -> None:

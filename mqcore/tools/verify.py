@@ -27,8 +27,16 @@ import numpy as np
 
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
 from mqcore.store import layout as L
-from mqcore.tools.storefiles import (FileScan, ReadOnlyFile, StoreFiles, gather_int, index_entries, index_header,
-                                     index_slot_heads, iter_cq)
+from mqcore.tools.storefiles import (
+    FileScan,
+    ReadOnlyFile,
+    StoreFiles,
+    gather_int,
+    index_entries,
+    index_header,
+    index_slot_heads,
+    iter_cq,
+)
 
 EXAMPLES_PER_KIND = 20
 _ENTRY_CHUNK = 1 << 20

@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 
 from mqcore.errors import CorruptFileError
 from mqcore.store import config_files as cf
-from mqcore.store.config_files import (ConsumerOffsetTable, DelayOffsetTable, SubscriptionGroupConfig,
-                                       SubscriptionGroupTable, TopicConfig, TopicConfigTable)
+from mqcore.store.config_files import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfig,
+    TopicConfigTable,
+)
 
 TOPICS_JSON_SPEC = """{
 \t"dataVersion":{

@@ -39,8 +39,7 @@ def lines_for(n: int) -> list[dict]:
 
 def write_jsonl(path, rows, extra: str = "") -> str:
     with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+        f.writelines(json.dumps(r) + "\n" for r in rows)
         f.write(extra)
     return str(path)
 
@@ -300,8 +299,8 @@ def test_missing_queue_and_index_file_are_usage_errors(store, capsys):
 def test_import_refuses_a_store_locked_by_another_process(store, capsys):
     path, _ = store
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR); "
-                               "fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0); print('ready', flush=True); sys.stdin.read()",
+        [sys.executable, "-c", ("import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR); "
+                                "fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0); print('ready', flush=True); sys.stdin.read()"),
          os.path.join(path, "lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
@@ -317,9 +316,9 @@ def test_runs_as_a_module_in_a_subprocess(store):
     path, _ = store
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.run([sys.executable, "-m", "mqcore.tools.mqstore", "stats", str(path), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["totals"]["messages"] == 400
     proc = subprocess.run([sys.executable, "-m", "mqcore.tools.mqstore", "verify", str(path.parent)],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 2 and "not a store directory" in proc.stderr and "Traceback" not in proc.stderr
