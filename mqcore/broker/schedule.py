@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from mqcore.errors import MQError, RecordDecodeError
 from mqcore.message import SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, string_to_properties
 from mqcore.store import layout as L
 from mqcore.store.config_files import DelayOffsetTable
@@ -134,10 +135,16 @@ class ScheduleMessageService(ServiceThread):
         last_persist = self.clock()
         while not self.stopped:
             now = self.clock()
-            self.deliver_due(now)
-            if now - last_persist >= self.persist_interval_ms:
-                self.persist()
-                last_persist = now
+            try:
+                self.deliver_due(now)
+                if now - last_persist >= self.persist_interval_ms:
+                    self.persist()
+                    last_persist = now
+            except (MQError, OSError) as e:  # keep delivering; the offsets say where to resume
+                log.error("delay delivery failed, retrying in %d ms: %s", self.retry_after_failure_ms, e,
+                          exc_info=True)
+                if self._stopped.wait(self.retry_after_failure_ms / 1000):
+                    return
             wait_ms = min(min(st.next_check_ms for st in self.levels) - self.clock(), IDLE_CHECK_MS)
             if wait_ms > 0:
                 self.wait_for_running(wait_ms / 1000)
@@ -180,8 +187,9 @@ class ScheduleMessageService(ServiceThread):
         n_due = int(not_due[0]) if len(not_due) else len(phys)
         delivered = gone = 0
         for i in range(n_due):
-            size = int(sizes[i])
-            outcome = Delivery.GONE if size == L.CQ_FILLER_SIZE else self._deliver_one(int(phys[i]))
+            if sizes[i] == L.CQ_FILLER_SIZE:  # a blank unit (queue re-created after deletion): no message
+                continue
+            outcome = self._deliver_one(int(phys[i]))
             if outcome is Delivery.RETRY:
                 st.next_check_ms = now + self.retry_after_failure_ms
                 self._advance(st, st.offset + i)
@@ -210,8 +218,13 @@ class ScheduleMessageService(ServiceThread):
         rec = self.store.select_one_message_by_offset(phy_offset)
         if rec is None:
             return Delivery.GONE
-        msg = self._time_up(rec, phy_offset)
-        del rec
+        try:
+            msg = self._time_up(rec, phy_offset)
+        except RecordDecodeError as e:
+            log.error("delayed message at commitlog offset %d is corrupt (%s); dropped", phy_offset, e)
+            return Delivery.DROPPED
+        finally:
+            del rec
         if msg is None:
             return Delivery.DROPPED
         result = self.store.put_message(msg)

@@ -192,8 +192,10 @@ class CleanupService(ServiceThread):
     """Runs cleanup passes over a loaded ``MessageStore``; see the module docstring.
 
     ``disk_usage(path)`` gives percent used (psutil by default), ``last_modified_ms(file)``
-    a file's age source (its mtime by default), ``local_hour(now_ms)`` the hour that
-    ``deleteWhen`` is compared with; all injectable for tests.
+    a file's age source (its mtime by default), ``hour_of(now_ms)`` the hour that
+    ``deleteWhen`` is compared with (local time by default); all injectable for tests.
+    ``delete_interval_ms`` spreads commitlog deletions within a pass (RocketMQ
+    ``deleteCommitLogFilesInterval``).
     """
 
     name = "mqcore-cleanup"
@@ -217,6 +219,11 @@ class CleanupService(ServiceThread):
         self._usage_error_logged = False
 
     # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        # a disk already full at start refuses writes now, not after the first pass
+        self._apply_disk_state(self.policy.decide(self.hour_of(self.clock()), self._usage()))
+        super().start()
+
     def run(self) -> None:
         self.wait_for_running(self.cfg.clean_resource_first_delay_ms / 1000)
         while not self.stopped:
@@ -324,16 +331,15 @@ class CleanupService(ServiceThread):
         force_ms = self.cfg.destroy_mapped_file_interval_forcibly_ms
         complete = True
         for cq in self.store.queues:
-            modified = {id(mf): self.last_modified_ms(mf) for mf in cq.queue.files[:-1]}
-            for mf, outcome, last_phy in cq.delete_expired(cl_min, now, force_ms):
+            for mf, outcome, last_phy, modified in cq.delete_expired(cl_min, now, force_ms, self.last_modified_ms):
                 why = f"its last unit points at commitlog offset {last_phy} < commitlog min offset {cl_min}"
-                self._record(report, "consumequeue", mf.path, now - modified.get(id(mf), now), why, outcome)
+                self._record(report, "consumequeue", mf.path, now - modified, why, outcome)
             first = cq.queue.files[0] if len(cq.queue.files) > 1 else None
             if first is not None and first.first_destroy_attempt_ms is not None:
                 complete = False  # a reader held it (HELD is the only refusal): retry next pass
                 report.held.append(first.path)
         if self.store.index is not None:
-            for path, end_phy, modified in self.store.index.delete_expired(cl_min):
+            for path, end_phy, modified in self.store.index.delete_expired(cl_min, self.last_modified_ms):
                 why = f"its last entry points at commitlog offset {end_phy} < commitlog min offset {cl_min}"
                 self._record(report, "index", path, now - modified, why, DestroyOutcome.DESTROYED)
         if complete:

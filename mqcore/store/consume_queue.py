@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Callable
 
 from mqcore.store import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
@@ -201,11 +202,24 @@ class ConsumeQueue:
         return (target.file_from_offset // UNIT) + i
 
     def correct_min_offset(self, commitlog_min: int) -> None:
-        """Move min offset up to the first unit whose message still exists."""
+        """Move min offset up to the first unit whose message still exists.
+
+        Units point at increasing commitlog offsets, so a file whose first unit is live
+        ends the search and one whose last unit is dead is skipped whole; only the file
+        holding the boundary is read unit by unit.
+        """
         for mf in self.queue.files:
             n = mf.wrote_position // UNIT
             buf = mf.view(0, n * UNIT) if n else None
             if buf is None:
+                continue
+            first_phy, first_size, _ = self.k.cq_read(buf, 0, 1)
+            if first_phy[0] >= commitlog_min and first_size[0] != L.CQ_FILLER_SIZE:
+                self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset)
+                return
+            last_phy, _, _ = self.k.cq_read(buf, (n - 1) * UNIT, 1)
+            if last_phy[0] < commitlog_min:
+                self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + n * UNIT)
                 continue
             phys, sizes, _ = self.k.cq_read(buf, 0, n)
             live = (phys >= commitlog_min) & (sizes != L.CQ_FILLER_SIZE)
@@ -215,12 +229,14 @@ class ConsumeQueue:
                 return
             self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + n * UNIT)
 
-    def delete_expired(self, commitlog_min: int, now_ms: int = 0,
-                       force_after_ms: int = 0) -> list[tuple[MappedFile, DestroyOutcome, int]]:
+    def delete_expired(self, commitlog_min: int, now_ms: int = 0, force_after_ms: int = 0,
+                       last_modified_ms: Callable[[MappedFile], int] = MappedFile.last_modified_ms,
+                       ) -> list[tuple[MappedFile, DestroyOutcome, int, int]]:
         """Delete files (never the last) whose last unit points below ``commitlog_min``.
 
         Stops at a file a reader holds (retried on a later pass; forced after
-        ``force_after_ms``). Returns (file, outcome, last unit's phy offset) per deletion.
+        ``force_after_ms``). Returns (file, outcome, last unit's phy offset, last modified
+        ms taken just before the deletion) per deleted file.
         """
         deleted = []
         while len(self.queue.files) > 1:
@@ -233,10 +249,11 @@ class ConsumeQueue:
             del last
             if last_phy >= commitlog_min:
                 break
+            modified = last_modified_ms(mf)
             gone, outcome = self.queue.destroy_first(now_ms, force_after_ms)
             if gone is None or outcome is DestroyOutcome.HELD:
                 break
-            deleted.append((gone, outcome, last_phy))
+            deleted.append((gone, outcome, last_phy, modified))
         self.correct_min_offset(commitlog_min)
         return deleted
 

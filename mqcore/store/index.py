@@ -16,6 +16,7 @@ import os
 import struct
 import threading
 import time
+from typing import Callable
 
 from mqcore.store import layout as L
 from mqcore.store.mapped_file import MappedFile
@@ -203,7 +204,9 @@ class IndexService:
                 f.destroy()
         return min(rebuild_from, self.end_phy_offset()) if self.files else 0
 
-    def delete_expired(self, commitlog_min: int) -> list[tuple[str, int, int]]:
+    def delete_expired(self, commitlog_min: int,
+                       last_modified_ms: Callable[[MappedFile], int] = MappedFile.last_modified_ms,
+                       ) -> list[tuple[str, int, int]]:
         """Delete files (never the last) whose entries all point below ``commitlog_min``.
 
         Returns (path, end phy offset, last modified ms) per deleted file. Files leave the
@@ -215,7 +218,7 @@ class IndexService:
                 gone.append(self.files.pop(0))
         out = []
         for f in gone:
-            info = (f.path, f.end_phy_offset, f.mf.last_modified_ms())
+            info = (f.path, f.end_phy_offset, last_modified_ms(f.mf))
             f.destroy()
             out.append(info)
         return out

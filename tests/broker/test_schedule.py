@@ -233,3 +233,31 @@ def test_service_thread_delivers_on_time(tmp_path):
         assert all(0 <= x < 500 for x in late), late
         assert json.loads(open(os.path.join(cfg.config_dir, "delayOffset.json")).read())["offsetTable"] == \
             {"1": 2, "2": 1}
+
+
+def test_messages_deleted_by_disk_cleanup_before_delivery_are_skipped(tmp_path, clock, caplog):
+    from mqcore.store.cleanup import CleanupService
+    cfg = small_config(tmp_path / "store", message_delay_level=LEVELS)   # 64 KiB commitlog files
+    with MessageStore(cfg, clock=clock) as store:
+        for i in range(200):
+            put_delayed(store, 3, body=b"%04d" % i + b"x" * 1000)
+        svc = service(store, clock)
+        cleanup = CleanupService(store, clock=clock, disk_usage=lambda p: 10.0, hour_of=lambda t: 4,
+                                 last_modified_ms=lambda mf: T0 - 100 * 3_600_000, delete_interval_ms=0)
+        assert cleanup.run_once().count("commitlog") >= 2
+        lo = store.get_min_offset_in_queue(SCHEDULE_TOPIC, 2)
+        assert lo > 0
+        clock.now = T0 + 10_000
+        while svc.deliver_due():
+            pass
+        got = []
+        off = 0
+        while True:
+            batch = store.get_message("Real", 2, off, 32)
+            if not batch.message_count:
+                break
+            for buf in batch.buffers:
+                got.extend(MessageExt.from_decoded(t).body[:4] for t in store.k.decode_records(buf, 0, len(buf), 100))
+            off = batch.next_begin_offset
+        assert got == [b"%04d" % i for i in range(lo, 200)]
+        assert "deleted by disk cleanup" in caplog.text

@@ -276,3 +276,39 @@ def test_real_run_with_mtimes_psutil_and_the_service_thread(tmp_path):
         assert store.commitlog.queue.files[0] is files[3], "the three old files are gone, the young ones stay"
         assert not any(os.path.exists(mf.path) for mf in files[:3])
         assert store.get_message("T", 0, store.get_min_offset_in_queue("T", 0), 4).status is GetMessageStatus.FOUND
+
+
+def test_consume_queue_file_held_by_a_reader_is_retried_on_the_next_pass(env):
+    store = env.store
+    cq = store.queues.get("T", 0)
+    env.age_all(OLD)
+    env.hour = 4
+    held = cq.units_at(0, 10)                               # a pull in progress on the first CQ file
+    first_cq = cq.queue.files[0]
+    r = env.svc.run_once()
+    assert r.count("commitlog") == 3 and first_cq.path in r.held and cq.queue.files[0] is first_cq
+    assert store.get_min_offset_in_queue("T", 0) > 0        # the min offset moves up all the same
+    del held
+    env.hour = 12                                          # no commitlog deletion: only the CQ retry
+    r = env.svc.run_once()
+    assert r.count("consumequeue") >= 1 and not os.path.exists(first_cq.path)
+
+
+def test_manual_delete_request_deletes_expired_files_at_any_hour(env):
+    env.age_all(OLD)
+    env.svc.request_manual_delete(passes=2)
+    r = env.svc.run_once()
+    assert r.decision.trigger is CleanTrigger.MANUAL and r.count("commitlog") == 3
+    assert "a manual delete request" in r.deleted[0].reason
+    assert env.svc.run_once().count("commitlog") == 3
+    assert env.svc.run_once().decision.trigger is None      # the two requested passes are used up
+
+
+def test_a_disk_already_full_at_start_refuses_writes_before_the_first_pass(env):
+    env.usage = 96.0
+    env.svc.start()                                         # first pass only after 60 s
+    try:
+        r = env.store.put_message(msg("T", b"x"))
+        assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark
+    finally:
+        env.svc.shutdown()
