@@ -105,7 +105,7 @@ class UniqKeys:
         self._counter = 0
 
     def next(self, now_ms: int) -> str:
-        t = time.gmtime(now_ms / 1000)
+        t = time.localtime(now_ms / 1000)  # Java: start of the month in the default time zone
         month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
         self._counter = (self._counter + 1) & 0xFFFF
         return (self._prefix + struct.pack(">IH", max(0, now_ms - month_start) & 0xFFFFFFFF,

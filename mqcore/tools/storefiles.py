@@ -78,6 +78,29 @@ class ReadOnlyFile:
         self.close()
 
 
+#: the fixed head of a commitlog record (IPv4 hosts), for gathering many heads at once
+RECORD_HEAD_DTYPE = np.dtype({
+    "names": ["size", "magic", "queue_id", "queue_offset", "phy_offset", "sys_flag", "body_length_v4"],
+    "formats": [">i4", ">i4", ">i4", ">i8", ">i8", ">i4", ">i4"],
+    "offsets": [L.REC_TOTALSIZE, L.REC_MAGIC, L.REC_QUEUEID, L.REC_QUEUEOFFSET, L.REC_PHYOFFSET, L.REC_SYSFLAG,
+                L.REC_BODYLENGTH_V4],
+    "itemsize": L.REC_FIXED_V4})
+
+
+def gather_rows(f: ReadOnlyFile, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Copies of ``dtype``-shaped rows starting at arbitrary byte ``positions`` of ``f``.
+
+    Why: a view whose stride is one byte makes "the row at byte p" an ordinary index, so
+    one fancy-indexing pass copies whole rows (e.g. record heads) instead of one pass per
+    field and byte. Positions must leave ``dtype.itemsize`` bytes before the file end.
+    """
+    rows = np.ndarray(shape=(max(0, f.size - dtype.itemsize + 1),), dtype=dtype, buffer=f.buf, offset=0,
+                      strides=(1,))
+    out = rows[np.asarray(positions, np.int64)]
+    del rows
+    return out
+
+
 def gather_int(arr: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed ints of ``width`` bytes at ``positions`` of a uint8 array (vectorised)."""
     positions = np.asarray(positions, dtype=np.int64)

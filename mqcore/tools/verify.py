@@ -28,10 +28,12 @@ import numpy as np
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
 from mqcore.store import layout as L
 from mqcore.tools.storefiles import (
+    RECORD_HEAD_DTYPE,
     FileScan,
     ReadOnlyFile,
     StoreFiles,
     gather_int,
+    gather_rows,
     index_entries,
     index_header,
     index_slot_heads,
@@ -221,14 +223,15 @@ class Verifier:
             if sizes is not None:
                 fits &= pos + np.maximum(sizes[sel], 0) <= f.size
             sel, pos = sel[fits], pos[fits]
-            magic = gather_int(f.array, pos + L.REC_MAGIC, 4)
+            head = gather_rows(f, pos, RECORD_HEAD_DTYPE)
+            magic = head["magic"].astype(np.int64)
             good = (magic == L.MAGIC_V1) | (magic == L.MAGIC_V2)
-            good &= gather_int(f.array, pos + L.REC_PHYOFFSET, 8) == phys[sel]
+            good &= head["phy_offset"] == phys[sel]
             out["ok"][sel] = good
-            for name, (off, width) in _FIELDS.items():
-                out[name][sel] = gather_int(f.array, pos + off, width)
+            for name in _FIELDS:
+                out[name][sel] = head[name]
             if topic is not None:
-                out["topic_ok"][sel] = good & _topic_is(f, pos, magic, out["size"][sel], topic)
+                out["topic_ok"][sel] = good & _topic_is(f, pos, head, topic)
         return out
 
     # --- consume queues -------------------------------------------------------------------------------------
@@ -384,32 +387,34 @@ class Verifier:
                                              f"{L.CHECKPOINT_FILE_SIZE}")
 
 
-#: record header fields read for unit checks: name -> (offset, width)
-_FIELDS = {"size": (L.REC_TOTALSIZE, 4), "queue_id": (L.REC_QUEUEID, 4), "queue_offset": (L.REC_QUEUEOFFSET, 8)}
+#: record header fields reported for unit checks
+_FIELDS = ("size", "queue_id", "queue_offset")
 
 
-def _topic_is(f: ReadOnlyFile, pos: np.ndarray, magic: np.ndarray, size: np.ndarray, topic: bytes) -> np.ndarray:
-    """Whether each record at ``pos`` (in ``f``) has exactly ``topic`` as its topic (vectorised)."""
-    sys_flag = gather_int(f.array, pos + L.REC_SYSFLAG, 4)
+def _topic_is(f: ReadOnlyFile, pos: np.ndarray, head: np.ndarray, topic: bytes) -> np.ndarray:
+    """Whether each record at ``pos`` (heads in ``head``) has exactly ``topic`` (vectorised)."""
+    sys_flag = head["sys_flag"].astype(np.int64)
     extra = (np.where(sys_flag & L.SYSFLAG_BORNHOST_V6, L.HOST_V6_EXTRA, 0)
              + np.where(sys_flag & L.SYSFLAG_STOREHOST_V6, L.HOST_V6_EXTRA, 0))
     body_at = pos + L.REC_BODYLENGTH_V4 + extra
-    ok = body_at + 4 <= f.size
-    body_len = np.zeros(len(pos), np.int64)
-    body_len[ok] = gather_int(f.array, body_at[ok], 4)
-    width = np.where(magic == L.MAGIC_V2, 2, 1)
+    body_len = head["body_length_v4"].astype(np.int64)
+    shifted = (extra > 0) & (body_at + 4 <= f.size)  # IPv6 hosts move the body length
+    if shifted.any():
+        body_len[shifted] = gather_int(f.array, body_at[shifted], 4)
+    v2 = head["magic"] == L.MAGIC_V2
+    want_v1 = bytes((len(topic),)) + topic if len(topic) <= 127 else None
+    want_v2 = len(topic).to_bytes(2, "big") + topic
     topic_at = body_at + 4 + body_len
-    ok &= (body_len >= 0) & (topic_at + width + len(topic) <= pos + np.maximum(size, 0)) & \
-        (topic_at + width + len(topic) <= f.size)
-    at, w = topic_at[ok], width[ok]
-    length = np.where(w == 2, gather_int(f.array, at, 2) if len(at) else at,
-                      gather_int(f.array, at, 1) if len(at) else at)
-    same = length == len(topic)
-    if len(topic) and len(at):
-        text = f.array[(at + w)[:, None] + np.arange(len(topic))]
-        same &= (text == np.frombuffer(topic, np.uint8)).all(axis=1)
-    ok[ok] = same
-    return ok
+    end = topic_at + np.where(v2, len(want_v2), len(want_v2) - 1)
+    ok = (body_len >= 0) & (end <= pos + np.maximum(head["size"].astype(np.int64), 0)) & (end <= f.size)
+    same = np.zeros(len(pos), bool)
+    for is_v2, want in ((False, want_v1), (True, want_v2)):
+        sel = np.flatnonzero(ok & (v2 == is_v2))
+        if want is None or not len(sel):
+            continue
+        got = gather_rows(f, topic_at[sel], np.dtype((np.void, len(want))))
+        same[sel] = (got.view(np.uint8).reshape(len(sel), len(want)) == np.frombuffer(want, np.uint8)).all(axis=1)
+    return same
 
 
 def report(found: Findings, summary: Summary, out: IO[str], abort_present: bool) -> int:
