@@ -306,7 +306,8 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
         end = pinned_end
     else:
         with open_view(last.path) as v:
-            start = dispatched - last.base_offset if last.base_offset <= dispatched < last.base_offset + last.size else 0
+            inside = last.base_offset <= dispatched < last.base_offset + last.size
+            start = dispatched - last.base_offset if inside else 0  # dispatched units end on a record
             pos, count, reason, _, _ = K.walk_records(v, start, len(v), True)
             if count == 0 and start > 0 and reason not in (L.ScanStop.NO_DATA, L.ScanStop.BLANK):
                 pos, _, reason, _, _ = K.walk_records(v, 0, len(v), True)  # not a boundary after all

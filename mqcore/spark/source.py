@@ -22,9 +22,19 @@ import datetime as dt
 import sys
 from typing import Iterable, Iterator
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualNullSafe, EqualTo, Filter,
-                                    GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan,
-                                    LessThanOrEqual)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
 from pyspark.sql.types import StructType
 
 from mqcore.spark.decode import SPARK_DDL, iter_split

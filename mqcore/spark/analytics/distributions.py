@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import argparse
 
-from mqcore.spark.analytics.common import (Output, add_common_arguments, add_range_arguments, emit, messages,
-                                          pyplot, save_plot)
+from mqcore.spark.analytics.common import (
+    Output,
+    add_common_arguments,
+    add_range_arguments,
+    emit,
+    messages,
+    pyplot,
+    save_plot,
+)
 
 NAME = "sizes"
 HELP = "message size and store-minus-born latency percentiles per topic"

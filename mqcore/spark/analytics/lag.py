@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from mqcore.spark.analytics.common import (Output, add_common_arguments, emit, interval, messages, pyplot,
-                                          save_plot)
+from mqcore.spark.analytics.common import Output, add_common_arguments, emit, interval, messages, pyplot, save_plot
 
 NAME = "lag"
 HELP = "consumer lag per group and queue, and the backlog by store time"

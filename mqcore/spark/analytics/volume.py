@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-from mqcore.spark.analytics.common import (Output, add_common_arguments, add_range_arguments, emit, interval,
-                                          messages, pyplot, save_plot)
+from mqcore.spark.analytics.common import (
+    Output,
+    add_common_arguments,
+    add_range_arguments,
+    emit,
+    interval,
+    messages,
+    pyplot,
+    save_plot,
+)
 
 NAME = "volume"
 HELP = "messages and bytes per topic and tag per time bucket"

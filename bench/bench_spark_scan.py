@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Scan throughput of the Spark reader vs. plain Python and vs. Spark over Parquet.
+
+    python bench/bench_spark_scan.py [--messages 2000000] [--body-bytes 200] [--master local[2]]
+
+Builds (once, cached in --dir) a store of N messages with B-byte bodies over 10 topics
+x 4 queues (tags, keys, UNIQ_KEY, CLUSTER properties; 128 MiB commitlog files) through the
+real MessageStore, then times, best of --repeat after a warm-up:
+
+* ``python-arrow``: one process, the Cython column kernel -> Arrow (``read_store``), no Spark;
+* ``python-tuples``: one process, ``decode_records`` -> Python tuples (the per-row baseline);
+* ``spark-ds``: ``format("rocketmq")``, every column materialised (``noop`` sink);
+* ``spark-ds`` selective: ``topic = 'BenchTopic3'`` (10 %), two columns -- pushdown on
+  (served from the consume queues) and off (full walk, Spark filters);
+* ``parquet-convert``: the DS written once to Parquet (zstd);
+* ``spark-parquet``: the same two queries over that Parquet copy.
+
+Prints one JSON line per case: seconds, rows, Mrows/s and MB/s of commitlog bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mqcore._compat import kernels as K  # noqa: E402
+from mqcore.config import StoreConfig  # noqa: E402
+from mqcore.message import pack_host  # noqa: E402
+from mqcore.spark.decode import read_store  # noqa: E402
+from mqcore.spark.files import list_commitlog, locate_store, open_view  # noqa: E402
+from mqcore.store.message_store import MessageStore  # noqa: E402
+
+TOPICS = 10
+QUEUES = 4
+BATCH = 200
+SELECTIVE_TOPIC = "BenchTopic3"
+
+
+def build_store(root: str, n: int, body_bytes: int) -> int:
+    """Write the store unless a finished one with the same shape is cached; returns its bytes."""
+    marker = os.path.join(root, f".bench-v2-{n}-{body_bytes}")
+    if os.path.exists(marker):
+        return int(open(marker).read())
+    shutil.rmtree(root, ignore_errors=True)
+    cfg = StoreConfig(store_path=root, commitlog_file_size_bytes=128 << 20, message_index_enable=False)
+    born, store_host = pack_host("10.0.0.7", 40000), pack_host("10.0.0.1", 10911)
+    noise = os.urandom(body_bytes * 64).hex().encode()  # bodies vary like real payloads do
+
+    def body(i: int) -> bytes:
+        head = b'{"id":%d,"user":"u%d","amount":%d.%02d,"note":"' % (i, i % 9973, i % 1000, i % 100)
+        at = (i * 7919) % (len(noise) - body_bytes)
+        return (head + noise[at:at + body_bytes])[:body_bytes - 2] + b'"}'
+    t = time.perf_counter()
+    with MessageStore(cfg) as store:
+        i = 0
+        while i < n:
+            count = min(BATCH, n - i)
+            items = K.encode_batch_items([(0, body(i + j), b"KEYS\x01key-%d\x02UNIQ_KEY\x01%s" % (
+                i + j, uuid.UUID(int=i + j).hex.upper().encode())) for j in range(count)])
+            b = i // BATCH
+            r = store.put_batch(f"BenchTopic{b % TOPICS}", (b // TOPICS) % QUEUES, items, born_host=born,
+                                store_host=store_host, born_timestamp=1_700_000_000_000 + i,
+                                batch_properties={"TAGS": "Tag%d" % (b % 3), "WAIT": "false"})
+            assert r.ok, r
+            i += count
+        total = store.get_max_phy_offset()
+    print(f"# built {n:,} messages, {total / 1e6:,.1f} MB in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    with open(marker, "w") as f:
+        f.write(str(total))
+    return total
+
+
+def best_of(repeat: int, fn, warmup: bool = True) -> tuple[float, object]:
+    if warmup:
+        fn()
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def report(case: str, seconds: float, rows: int, data_bytes: int, **extra) -> None:
+    print(json.dumps({"bench": "spark_scan", "case": case, "seconds": round(seconds, 3), "rows": rows,
+                      "mrows_per_s": round(rows / seconds / 1e6, 3), "mb_per_s": round(data_bytes / seconds / 1e6, 1),
+                      **extra}), flush=True)
+
+
+def python_arrow(root: str, **options) -> int:
+    return sum(b.num_rows for b in read_store(root, **options))
+
+
+def python_tuples(root: str) -> int:
+    n = 0
+    for f in list_commitlog(locate_store(root)):
+        with open_view(f.path) as v:
+            pos = 0
+            while True:
+                recs = K.decode_records(v, pos, len(v), 65536)
+                if not recs:
+                    break
+                n += len(recs)
+                pos += sum(r[0] for r in recs)
+    return n
+
+
+def session(master: str):
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
+    from pyspark.sql import SparkSession
+
+    from mqcore.spark.source import register
+    spark = (SparkSession.builder.master(master).appName("bench_spark_scan")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--messages", type=int, default=2_000_000)
+    p.add_argument("--body-bytes", type=int, default=200)
+    p.add_argument("--dir", default="/tmp/mqcore-bench-spark")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--master", default="local[2]")
+    args = p.parse_args()
+    root = os.path.join(args.dir, "store")
+    data = build_store(root, args.messages, args.body_bytes)
+    n = args.messages
+    sel = n // TOPICS
+
+    s, rows = best_of(args.repeat, lambda: python_arrow(root))
+    assert rows == n, rows
+    report("python-arrow all columns (1 process)", s, rows, data)
+    s, rows = best_of(args.repeat, lambda: python_arrow(root, topics=SELECTIVE_TOPIC, includeBody="false"))
+    assert rows == sel, rows
+    report("python-arrow one topic, no bodies (1 process)", s, rows, data)
+    s, rows = best_of(1, lambda: python_tuples(root), warmup=False)
+    report("python-tuples decode_records (1 process)", s, rows, data)
+
+    spark = session(args.master)
+    ds = spark.read.format("rocketmq").load(root)
+    parts = ds.rdd.getNumPartitions()
+    s, _ = best_of(args.repeat, lambda: ds.write.format("noop").mode("overwrite").save())
+    report("spark-ds all columns (noop)", s, n, data, partitions=parts, master=args.master)
+
+    def selective(df):
+        q = df.where(f"topic = '{SELECTIVE_TOPIC}'").select("commitlog_offset", "store_timestamp")
+        return q.agg({"commitlog_offset": "count"}).first()[0]
+
+    s, rows = best_of(args.repeat, lambda: selective(spark.read.format("rocketmq").load(root)))
+    assert rows == sel, rows
+    report("spark-ds one topic, 2 columns (pushdown -> consume queues)", s, rows, data)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    s, rows = best_of(args.repeat, lambda: selective(spark.read.format("rocketmq").load(root)))
+    report("spark-ds one topic, 2 columns (no pushdown: walk + Spark filter)", s, rows, data)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+    pq = os.path.join(args.dir, "parquet")
+    s, _ = best_of(1, lambda: ds.write.mode("overwrite").option("compression", "zstd").parquet(pq), warmup=False)
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
+    report("parquet-convert (spark-ds -> zstd parquet, once)", s, n, data, parquet_mb=round(size / 1e6, 1))
+    pdf = spark.read.parquet(pq)
+    s, _ = best_of(args.repeat, lambda: pdf.write.format("noop").mode("overwrite").save())
+    report("spark-parquet all columns (noop)", s, n, data)
+    s, rows = best_of(args.repeat, lambda: selective(spark.read.parquet(pq)))
+    assert rows == sel, rows
+    report("spark-parquet one topic, 2 columns", s, rows, data)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
