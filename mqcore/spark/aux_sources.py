@@ -2,6 +2,7 @@
 
     spark.read.format("rocketmq.consumequeue").load(store)     # one row per queue unit
     spark.read.format("rocketmq.index").load(store)            # one row per index entry
+    spark.read.format("rocketmq.files").load(store)            # one row per commitlog file (fsck)
     spark.read.format("rocketmq.topics").load(store)           # config/topics.json
     spark.read.format("rocketmq.consumeroffsets").load(store)  # config/consumerOffset.json
     spark.read.format("rocketmq.delayoffsets").load(store)     # config/delayOffset.json
@@ -12,6 +13,7 @@ per file); the config tables are tiny and come back as tuples from one partition
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 from typing import Callable, Iterator
 
@@ -21,9 +23,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqcore.errors import ConfigError
 from mqcore.spark import configs
-from mqcore.spark.files import list_queues, locate_store, read_units
+from mqcore.spark.files import list_queues, locate_store, read_units, scan_file, take_snapshot
 from mqcore.spark.index import list_index_files, read_entries
-from mqcore.spark.options import parse_int
+from mqcore.spark.options import parse_bool, parse_int
 from mqcore.store import layout as L
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -131,6 +133,47 @@ class IndexDataSource(DataSource):
         return _FileReader([(p, slots, entries) for p in list_index_files(dirs)], index_batch)
 
 
+# --- commitlog file health ------------------------------------------------------------------------------
+FILES_DDL = ("file STRING, base_offset BIGINT, size BIGINT, data_end BIGINT, records BIGINT, corrupt_records BIGINT, "
+             "corrupt_bytes BIGINT, first_store_timestamp TIMESTAMP, last_store_timestamp TIMESTAMP, `end` STRING")
+
+
+def _file_row(path: str, base: int, limit: int, check_crc: bool) -> Iterator[tuple]:
+    st = scan_file(path, base, limit, check_crc)
+
+    def ts(ms: int):
+        return None if ms < 0 else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+    yield (os.path.basename(st.file), st.base_offset, st.size, st.data_end, st.records, st.corrupt_records,
+           st.corrupt_bytes, ts(st.first_store_timestamp), ts(st.last_store_timestamp), st.end)
+
+
+class _RowsReader(_FileReader):
+    def read(self, partition: InputPartition) -> Iterator:
+        if partition.value is not None:
+            yield from self.read_one(*partition.value)
+
+
+class FilesDataSource(DataSource):
+    """``format("rocketmq.files")``: one row per commitlog file -- records, corrupt records
+    (what ``onCorrupt=skip`` skips) and store-time bounds, within the planning snapshot.
+    Option ``verifyCrc`` (default true)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq.files"
+
+    def schema(self) -> str:
+        return FILES_DDL
+
+    def reader(self, schema) -> DataSourceReader:
+        opts = _check_options(self.name(), self.options, {"verifycrc"})
+        check = parse_bool("verifyCrc", opts.get("verifycrc", "true"))
+        snap = take_snapshot(locate_store(opts.get("path", "")))
+        parts = [(f.path, f.base_offset, snap.data_end(i), check) for i, f in enumerate(snap.files)]
+        return _RowsReader(parts, _file_row)
+
+
 # --- config JSON -------------------------------------------------------------------------------------------
 class _ConfigReader(DataSourceReader):
     def __init__(self, path: str, rows: Callable) -> None:
@@ -181,5 +224,5 @@ SubscriptionGroupsDataSource = _config_source(
     "`group` STRING, consume_enable BOOLEAN, consume_broadcast_enable BOOLEAN, retry_queue_nums INT, "
     "retry_max_times INT", configs.subscription_groups, "config/subscriptionGroup.json, one row per group")
 
-ALL_AUX_SOURCES = (ConsumeQueueDataSource, IndexDataSource, TopicsDataSource, ConsumerOffsetsDataSource,
-                   DelayOffsetsDataSource, SubscriptionGroupsDataSource)
+ALL_AUX_SOURCES = (ConsumeQueueDataSource, IndexDataSource, FilesDataSource, TopicsDataSource,
+                   ConsumerOffsetsDataSource, DelayOffsetsDataSource, SubscriptionGroupsDataSource)

@@ -314,3 +314,46 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
         end = last.base_offset + (last.size if reason == L.ScanStop.BLANK else pos)
     kept = [i for i, f in enumerate(data) if f.base_offset < end]
     return Snapshot(tuple(data[i] for i in kept), end, tuple(first_ts[i] for i in kept), dispatched, reason)
+
+
+# --- per-file health --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class FileStats:
+    """What one walk over a commitlog file found (the ``rocketmq.files`` rows)."""
+
+    file: str
+    base_offset: int
+    size: int
+    data_end: int            # position after the last valid record (blank marker / zeros / limit)
+    records: int
+    corrupt_records: int     # corrupt spots skipped by resyncing on MAGIC + PHYSICALOFFSET
+    corrupt_bytes: int
+    first_store_timestamp: int
+    last_store_timestamp: int
+    end: str                 # why the walk stopped: BLANK (file full), NO_DATA, END (limit)
+
+
+def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True) -> FileStats:
+    """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
+    with open_view(path) as v:
+        limit = len(v) if limit is None else min(limit, len(v))
+        pos = records = corrupt = corrupt_bytes = 0
+        first_ts = last_ts = -1
+        while True:
+            pos, n, reason, f_ts, l_ts = K.walk_records(v, pos, limit, check_crc)
+            if n:
+                records += n
+                first_ts = f_ts if first_ts < 0 else first_ts
+                last_ts = l_ts
+            if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
+                break
+            q = K.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
+            corrupt += 1
+            corrupt_bytes += (q if q >= 0 else limit) - pos
+            if q < 0:
+                pos, reason = limit, L.ScanStop.END
+                break
+            pos = q
+        size = len(v)
+    return FileStats(path, base_offset, size, pos, records, corrupt, corrupt_bytes, first_ts, last_ts,
+                     L.ScanStop.NAMES[reason])

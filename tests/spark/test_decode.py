@@ -16,7 +16,7 @@ import pytest
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.spark import configs
 from mqcore.spark.decode import ARROW_SCHEMA, SplitStats, iter_split, read_table
-from mqcore.spark.files import NotAStoreError, locate_store, take_snapshot
+from mqcore.spark.files import NotAStoreError, locate_store, scan_file, take_snapshot
 from mqcore.spark.index import lookup_key
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import plan_splits
@@ -199,6 +199,11 @@ def test_corrupt_records_fail_or_skip_and_count(store_dir, store_truth, tmp_path
         for b in iter_split(s, opts, stats=stats):
             got |= set(b.column("commitlog_offset").to_pylist())
     assert got == set(store_truth) - {victim} and stats.corrupt == 1
+    snap = take_snapshot(dirs)
+    health = [scan_file(f.path, f.base_offset, snap.data_end(i)) for i, f in enumerate(snap.files)]
+    assert sum(h.records for h in health) == len(store_truth) - 1
+    assert [h.corrupt_records for h in health][:3] == [0, 1, 0]
+    assert all(h.end == "BLANK" for h in health[:-1])
 
 
 def test_live_store_reads_a_consistent_prefix(tmp_path):

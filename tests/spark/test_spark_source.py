@@ -96,6 +96,9 @@ def test_other_store_files(spark, store_dir, store_truth):
     assert ("Orders", "cg1", 1, 20) in [tuple(r) for r in offs]
     assert spark.read.format("rocketmq.topics").load(store_dir).count() == 2
     assert [tuple(r) for r in spark.read.format("rocketmq.delayoffsets").load(store_dir).collect()] == [(1, 0), (2, 4)]
+    files = spark.read.format("rocketmq.files").load(store_dir).collect()
+    assert sum(r["records"] for r in files) == len(store_truth) and not any(r["corrupt_records"] for r in files)
+    assert [r["base_offset"] for r in files] == sorted(r["base_offset"] for r in files)
     idx = spark.read.format("rocketmq.index").option("indexSlots", GEOMETRY["slots"]) \
         .option("indexEntries", GEOMETRY["entries"]).load(store_dir)
     assert idx.selectExpr("count(distinct commitlog_offset)").first()[0] == sum(
