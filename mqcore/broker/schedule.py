@@ -10,7 +10,9 @@ A due message is rebuilt as a new message for its real topic and queue (same bod
 flag, sysFlag, born time/host, store host, reconsume times; properties as stored minus
 ``DELAY``, with ``REAL_TOPIC``/``REAL_QID`` left in as a 4.9 broker leaves them) and put
 through the store's normal put path, so it gets a new queue offset, is indexed under the
-real topic, its tagsCode is recomputed from ``TAGS`` and long polls wake. A deliver
+real topic, its tagsCode is recomputed from ``TAGS`` and long polls wake. The due
+messages of a turn go in one ``put_messages`` call (one put-lock hold, one dispatch
+scan), which is what keeps 100,000 messages due at once within a second or two. A deliver
 time later than ``now + level delay`` (the clock went back, or a foreign store) is
 corrected to now (store-format.md §7).
 
@@ -54,13 +56,11 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 _PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
-class Delivery(enum.Enum):
-    """Outcome of one due message."""
+class Skip(enum.Enum):
+    """Why a due message is not put (its unit is passed over)."""
 
-    DELIVERED = "delivered"
-    GONE = "gone"            # its record was deleted (disk cleanup) or is unreadable: skipped
-    DROPPED = "dropped"      # malformed or refused for good (MESSAGE_ILLEGAL): skipped, logged
-    RETRY = "retry"          # the store refused for now (disk full, shutting down): retry later
+    GONE = "gone"            # its record was deleted (disk cleanup) or is unreadable
+    DROPPED = "dropped"      # malformed (no REAL_TOPIC/REAL_QID, corrupt): logged
 
 
 @dataclasses.dataclass
@@ -185,18 +185,31 @@ class ScheduleMessageService(ServiceThread):
         deliver_at = np.where(tags > now + st.delay_ms, now, tags)  # a deliver time too far ahead: now
         not_due = np.flatnonzero(deliver_at > now)
         n_due = int(not_due[0]) if len(not_due) else len(phys)
-        delivered = gone = 0
+        msgs, units_of = [], []
+        gone = 0
         for i in range(n_due):
             if sizes[i] == L.CQ_FILLER_SIZE:  # a blank unit (queue re-created after deletion): no message
                 continue
-            outcome = self._deliver_one(int(phys[i]))
-            if outcome is Delivery.RETRY:
+            msg = self._time_up(int(phys[i]))
+            if msg is Skip.GONE:
+                gone += 1
+            elif isinstance(msg, MessageExtBrokerInner):
+                msgs.append(msg)
+                units_of.append(i)
+        delivered = 0
+        for i, msg, result in zip(units_of, msgs, self.store.put_messages(msgs) if msgs else ()):
+            if result.status.stored:
+                delivered += 1
+            elif result.status in _PERMANENT:
+                log.error("delayed message at commitlog offset %d cannot be delivered to %s-%d: %s %s; dropped",
+                          int(phys[i]), msg.topic, msg.queue_id, result.status.value, result.remark)
+            else:  # refused for now (disk full, shutting down): resume from this message later
+                log.warning("delivery of delay level %d paused for %d ms: the store refused a put (%s %s)",
+                            st.level, self.retry_after_failure_ms, result.status.value, result.remark)
                 st.next_check_ms = now + self.retry_after_failure_ms
                 self._advance(st, st.offset + i)
                 self._note(st, delivered, gone)
                 return delivered
-            delivered += outcome is Delivery.DELIVERED
-            gone += outcome is Delivery.GONE
         self._advance(st, st.offset + n_due)
         self._note(st, delivered, gone)
         # the first message not yet due tells when to look again; a full batch: at once
@@ -214,34 +227,18 @@ class ScheduleMessageService(ServiceThread):
             log.warning("delay level %d: %d due message(s) were no longer in the commitlog (deleted by disk "
                         "cleanup); skipped", st.level, gone)
 
-    def _deliver_one(self, phy_offset: int) -> Delivery:
+    def _time_up(self, phy_offset: int) -> MessageExtBrokerInner | Skip:
+        """The message to put for its real topic (RocketMQ ``messageTimeup``), or why
+        there is nothing to deliver."""
         rec = self.store.select_one_message_by_offset(phy_offset)
         if rec is None:
-            return Delivery.GONE
+            return Skip.GONE
         try:
-            msg = self._time_up(rec, phy_offset)
+            (_size, _crc, _qid, flag, _qoff, _phy, sys_flag, born_ts, _bh, _sts, _sh, reconsume, _prep, body,
+             _topic, raw_props) = self._k.decode_records(rec, 0, len(rec), 1, False)[0]
         except RecordDecodeError as e:
             log.error("delayed message at commitlog offset %d is corrupt (%s); dropped", phy_offset, e)
-            return Delivery.DROPPED
-        finally:
-            del rec
-        if msg is None:
-            return Delivery.DROPPED
-        result = self.store.put_message(msg)
-        if result.status.stored:
-            return Delivery.DELIVERED
-        if result.status in _PERMANENT:
-            log.error("delayed message at commitlog offset %d cannot be delivered to %s-%d: %s %s; dropped",
-                      phy_offset, msg.topic, msg.queue_id, result.status.value, result.remark)
-            return Delivery.DROPPED
-        log.warning("delivery of delayed messages paused for %d ms: the store refused a put (%s %s)",
-                    self.retry_after_failure_ms, result.status.value, result.remark)
-        return Delivery.RETRY
-
-    def _time_up(self, rec: memoryview, phy_offset: int) -> MessageExtBrokerInner | None:
-        """The message to put for its real topic (RocketMQ ``messageTimeup``)."""
-        (_size, _crc, _qid, flag, _qoff, _phy, sys_flag, born_ts, _bh, _sts, _sh, reconsume, _prep, body, _topic,
-         raw_props) = self._k.decode_records(rec, 0, len(rec), 1, False)[0]
+            return Skip.DROPPED
         props = string_to_properties(raw_props)
         props.pop(Prop.DELAY, None)
         real_topic = props.get(Prop.REAL_TOPIC)
@@ -252,7 +249,7 @@ class ScheduleMessageService(ServiceThread):
         if not real_topic or real_qid < 0 or real_topic == TRANS_HALF_TOPIC:
             log.error("delayed message at commitlog offset %d has no usable REAL_TOPIC/REAL_QID (%r, %r); dropped",
                       phy_offset, real_topic, props.get(Prop.REAL_QID))
-            return None
+            return Skip.DROPPED
         props[Prop.WAIT] = "false"  # as RocketMQ: a delivery never waits for a sync flush
         b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
         s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0

@@ -62,6 +62,7 @@ class MessageStore:
         self._state = "new"
         # the API, delegated to the parts that own it
         self.put_message = self.writer.put_message
+        self.put_messages = self.writer.put_messages
         self.put_batch = self.writer.put_batch
         self.get_message = self.reader.get_message
         self.look_message_by_offset = self.reader.look_message_by_offset
