@@ -132,6 +132,9 @@ class ProducerConfig(ClientConfig):
     not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_DURATION_MS
     #: SEND_MESSAGE_V2 (310, Java's default) or SEND_MESSAGE (10, v1 long keys)
     use_send_message_v2: bool = True
+    #: back-pressure: ``send_async`` blocks while this many async sends are unanswered
+    #: (RocketMQ 5's ``backPressureForAsyncSendNum``; 4.x instead throws past 50,000 queued)
+    max_async_inflight: int = 10_000
     # --- auto batching (off by default, as in RocketMQ 5) ---
     auto_batch: bool = False
     batch_max_bytes: int = 32 * 1024
@@ -151,6 +154,7 @@ class ProducerConfig(ClientConfig):
             raise ConfigError("latency_max_ms and not_available_duration_ms must have the same length")
         _positive("default_topic_queue_nums", self.default_topic_queue_nums)
         _positive("batch_max_bytes", self.batch_max_bytes)
+        _positive("max_async_inflight", self.max_async_inflight)
         _non_negative("batch_max_delay_ms", self.batch_max_delay_ms)
         if self.total_batch_max_bytes < self.batch_max_bytes:
             raise ConfigError("total_batch_max_bytes must be >= batch_max_bytes")

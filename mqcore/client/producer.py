@@ -28,6 +28,7 @@ import asyncio
 import concurrent.futures
 import enum
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,6 +79,7 @@ class Producer:
                 total_batch_max_bytes=self.config.total_batch_max_bytes)
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
+        self._async_slots = threading.Semaphore(self.config.max_async_inflight)
         self._state = _State.CREATED
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -165,18 +167,40 @@ class Producer:
                    selector: MessageQueueSelector | None = None, arg: Any = None,
                    timeout_ms: float | None = None) -> concurrent.futures.Future[SendResult]:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
-        runs on the callback thread; the returned future completes first."""
+        runs on the callback thread; the returned future completes first. Blocks while
+        ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         self._check_running()
-        future = self._submitter.submit(self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms))
+        starter = self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms)
+        if not self._async_slots.acquire(timeout=self._loop_timeout(timeout_ms)):
+            raise RemotingTimeoutError(f"{self.config.max_async_inflight} async sends are still unanswered; "
+                                       "the broker is not keeping up (max_async_inflight)")
+        try:
+            future = self._submitter.submit(starter)
+        except BaseException:
+            self._async_slots.release()
+            raise
+        future.add_done_callback(self._release_async_slot)
         if callback is not None:
             executor = self._callbacks
             assert executor is not None
             future.add_done_callback(lambda f: executor.submit(_run_callback, callback, f))
         return future
 
+    def _release_async_slot(self, _future: concurrent.futures.Future[Any]) -> None:
+        self._async_slots.release()
+
     async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
-        """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop)."""
+        """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
+        under back-pressure it waits without blocking the caller's loop."""
+        if not self._async_slots.acquire(blocking=False):
+            await asyncio.get_running_loop().run_in_executor(None, self._wait_for_slot)
+        else:
+            self._async_slots.release()
         return await asyncio.wrap_future(self.send_async(msg, **kwargs))
+
+    def _wait_for_slot(self) -> None:
+        if self._async_slots.acquire(timeout=self._loop_timeout(None)):
+            self._async_slots.release()
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                     selector: MessageQueueSelector | None = None, arg: Any = None) -> None:

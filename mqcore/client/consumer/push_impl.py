@@ -42,7 +42,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import Message, MessageExt, PullResult, PullStatus
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.route import TopicRouteData, route_to_subscribe_info
-from mqcore.errors import BrokerError, MQError, RemotingError
+from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
@@ -273,7 +273,10 @@ class PushConsumerImpl:
         if not self.running or self.instance.loop_thread.closed:
             return
         loop = self.instance.loop
-        self.instance.loop_thread.call_soon(lambda: loop.call_later(delay_ms / 1000.0, fn, *args))
+        try:
+            self.instance.loop_thread.call_soon(lambda: loop.call_later(delay_ms / 1000.0, fn, *args))
+        except ClosedError:
+            log.debug("consumer %s is shutting down; dropped a delayed %s", self.group, fn)
 
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         reset_retry_topic(msgs, self.group)

@@ -269,3 +269,26 @@ def test_configuration_errors(fake_cluster):
     c.register_listener(Sink())
     with pytest.raises(IllegalStateError, match="subscribe"):
         c.start()
+
+
+def test_flow_control_caps_cached_messages_per_queue(fake_cluster):
+    fake_cluster.create_topic("T", 1)
+    produce(fake_cluster, "T", 200)
+    gate = threading.Event()
+    consumed = []
+
+    def slow(msgs, ctx):
+        gate.wait(10)
+        consumed.extend(msgs)
+
+    c = consumer(fake_cluster, pull_threshold_for_queue=20, pull_batch_size=8, consume_thread_min=1,
+                 consume_thread_max=1)
+    c.subscribe("T")
+    c.register_listener(slow)
+    with c:
+        assert wait_for(lambda: len(c.assigned_queues("T")) == 1)
+        time.sleep(1.0)
+        pq = next(iter(c._impl.rebalance.process_queue_table.values()))
+        assert 0 < pq.msg_count <= 20 + 8  # stops pulling once over the threshold
+        gate.set()
+        assert wait_for(lambda: len(consumed) == 200)
