@@ -141,8 +141,7 @@ class ScheduleMessageService(ServiceThread):
                     self.persist()
                     last_persist = now
             except (MQError, OSError) as e:  # keep delivering; the offsets say where to resume
-                log.error("delay delivery failed, retrying in %d ms: %s", self.retry_after_failure_ms, e,
-                          exc_info=True)
+                log.exception("delay delivery failed, retrying in %d ms: %s", self.retry_after_failure_ms, e)
                 if self._stopped.wait(self.retry_after_failure_ms / 1000):
                     return
             wait_ms = min(min(st.next_check_ms for st in self.levels) - self.clock(), IDLE_CHECK_MS)

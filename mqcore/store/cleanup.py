@@ -230,7 +230,7 @@ class CleanupService(ServiceThread):
             try:
                 self.run_once()
             except (MQError, OSError, ValueError) as e:  # keep cleaning on the next pass
-                log.error("disk cleanup pass failed: %s", e, exc_info=True)
+                log.exception("disk cleanup pass failed: %s", e)
             self.wait_for_running(self.cfg.clean_resource_interval_ms / 1000)
 
     def request_manual_delete(self, passes: int = MANUAL_DELETE_PASSES) -> None:

@@ -12,11 +12,11 @@ import pytest
 from mqcore.broker.broker import Broker
 from mqcore.broker.config import BrokerConfig
 from mqcore.config import StoreConfig
-from mqcore.message import SCHEDULE_TOPIC, decode_offset_msg_id
+from mqcore.message import SCHEDULE_TOPIC, decode_offset_msg_id, properties_to_string
 from mqcore.remoting import RemotingClient
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader
+from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from mqcore.remoting.jsonutil import loads_lenient
 from tests.broker.test_protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
@@ -169,8 +169,6 @@ def test_disk_full_refuses_sends_with_a_clear_error_and_reads_go_on(tmp_path):
         usage = {"now": 50.0}
         broker.cleanup.disk_usage = lambda path: usage["now"]
         try:
-            from tests.broker.test_protocol import SendMessageRequestHeader, properties_to_string
-
             async def put(body):
                 h = SendMessageRequestHeader(producer_group="PG", topic="FullT", default_topic="TBW102",
                                              default_topic_queue_nums=4, queue_id=0, sys_flag=0, born_timestamp=0,

@@ -136,7 +136,8 @@ def test_progress_is_persisted_and_a_restart_neither_loses_nor_redelivers(store,
     assert svc.deliver_due() == 4
     svc.persist()
     path = os.path.join(store.config.config_dir, "delayOffset.json")
-    assert json.loads(open(path).read())["offsetTable"]["1"] == 4
+    with open(path) as f:
+        assert json.load(f)["offsetTable"]["1"] == 4
     put_delayed(store, 1, body=b"late")
     again = service(store, clock)                             # a restart: offsets from the file
     assert again.levels[0].offset == 4
@@ -231,8 +232,8 @@ def test_service_thread_delivers_on_time(tmp_path):
         due = sorted(sent.values())
         late = [m.store_timestamp - d for m, d in zip(sorted(got, key=lambda m: m.store_timestamp), due)]
         assert all(0 <= x < 500 for x in late), late
-        assert json.loads(open(os.path.join(cfg.config_dir, "delayOffset.json")).read())["offsetTable"] == \
-            {"1": 2, "2": 1}
+        with open(os.path.join(cfg.config_dir, "delayOffset.json")) as f:
+            assert json.load(f)["offsetTable"] == {"1": 2, "2": 1}
 
 
 def test_messages_deleted_by_disk_cleanup_before_delivery_are_skipped(tmp_path, clock, caplog):

@@ -2,10 +2,29 @@
 stored exactly as one ``put_message`` each would store them."""
 from __future__ import annotations
 
+import pytest
+
 from mqcore.config import FlushDiskType
 from mqcore.message import SCHEDULE_TOPIC
+from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
-from tests.store.test_message_store import msg, open_store, records  # noqa: F401 (fixture)
+from tests.store.test_message_store import msg, records, small_config
+
+
+@pytest.fixture
+def open_store(tmp_path, kernels):
+    stores = []
+
+    def _open(**kw):
+        s = MessageStore(small_config(tmp_path / "store", **kw), kernels=kernels)
+        s.load()
+        s.start()
+        stores.append(s)
+        return s
+
+    yield _open
+    for s in stores:
+        s.shutdown()
 
 
 def test_mixed_topics_queues_and_refusals(open_store):
@@ -31,7 +50,7 @@ def test_roll_over_to_the_next_file_inside_one_call(open_store, kernels):
     store = open_store()
     results = store.put_messages([msg("R", b"x" * 4000, UNIQ_KEY=f"U{i}") for i in range(40)])  # > 64 KiB
     assert all(r.ok for r in results) and len(store.commitlog.queue.files) >= 3
-    got, out = records(store, "R", 0, n=32)
+    got, _ = records(store, "R", 0, n=32)
     assert got.status is GetMessageStatus.FOUND
     assert store.get_max_offset_in_queue("R", 0) == 40
     assert [m.queue_offset for m in (store.look_message_by_offset(r.phy_offset) for r in results)] == list(range(40))
