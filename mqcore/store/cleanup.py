@@ -260,7 +260,9 @@ class CleanupService(ServiceThread):
                             decision.usage_percent, "a reader holds the oldest" if report.held
                             else "the files left are unexpired or the one being written")
         self._delete_logic_files(now, report)
-        report.pending_close = self.store.commitlog.queue.retry_pending_close()
+        # files unlinked while a reader held them: unmap those whose views are gone by now
+        report.pending_close = self.store.commitlog.queue.retry_pending_close() + sum(
+            cq.queue.retry_pending_close() for cq in self.store.queues)
         return report
 
     def _usage(self) -> float | None:
