@@ -210,7 +210,7 @@ def test_a_full_batch_on_one_level_does_not_starve_the_others(store, clock):
 
 
 def test_service_thread_delivers_on_time(tmp_path):
-    """Real clock and thread: delivered no earlier than due and within a few hundred ms."""
+    """Real clock and thread: delivered no earlier than due and within a second (the issue's bar)."""
     cfg = small_config(tmp_path / "store", message_delay_level="1s 2s", commitlog_file_size_bytes=1 << 20)
     with MessageStore(cfg) as store:
         table = DelayOffsetTable.in_dir(cfg.config_dir)
@@ -231,7 +231,7 @@ def test_service_thread_delivers_on_time(tmp_path):
         assert len(got) == 3
         due = sorted(sent.values())
         late = [m.store_timestamp - d for m, d in zip(sorted(got, key=lambda m: m.store_timestamp), due)]
-        assert all(0 <= x < 500 for x in late), late
+        assert all(0 <= x < 1000 for x in late), late
         with open(os.path.join(cfg.config_dir, "delayOffset.json")) as f:
             assert json.load(f)["offsetTable"] == {"1": 2, "2": 1}
 
