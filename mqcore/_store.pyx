@@ -476,7 +476,10 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end,
         raise ValueError("scan range outside the buffer")
     cdef const int64_t[::1] delays = np.ascontiguousarray(delay_ms, dtype=np.int64)
     cdef Py_ssize_t n_delays = delays.shape[0]
-    cdef Py_ssize_t cap = 1024 if max_count > 1024 else (max_count if max_count > 0 else 1)
+    # size the table once: no record is shorter than REC_FIXED_V4 + 3 bytes
+    cdef Py_ssize_t cap = (end - start) // (REC_FIXED_V4 + 3) + 1
+    if cap > max_count:
+        cap = max_count if max_count > 0 else 1
     table = np.empty(cap, dtype=DISPATCH_DTYPE)
     cdef DispatchRow[::1] rows = table
     cdef const unsigned char *b = _ptr(buf)

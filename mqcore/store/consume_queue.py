@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
+
+import numpy as np
 from typing import Callable
 
 from mqcore.store import layout as L
@@ -20,6 +23,7 @@ from mqcore.store.mapped_file_queue import MappedFileQueue
 log = logging.getLogger(__name__)
 
 UNIT = L.CQ_UNIT_SIZE
+_UNIT = struct.Struct(L.CQ_UNIT_FORMAT)
 
 
 class ConsumeQueue:
@@ -94,35 +98,46 @@ class ConsumeQueue:
         n = len(phys)
         if n == 0:
             return 0
+        qo = np.asarray(queue_offsets, dtype=np.int64)
+        ends = np.asarray(phys, dtype=np.int64) + np.asarray(sizes, dtype=np.int64)
         max_off = self.max_offset()
-        i = 0
-        while i < n and (int(queue_offsets[i]) < max_off
-                         or int(phys[i]) + int(sizes[i]) <= self.max_physic_offset):
-            i += 1
-        if i == n:
+        present = (qo < max_off) | (ends <= self.max_physic_offset)
+        i = int(np.argmin(present))  # first unit not yet in the queue
+        if present[i]:
             return 0
-        first = int(queue_offsets[i])
-        if first > max_off:
-            self._fill_gap_locked(max_off, first)
+        if int(qo[i]) > max_off:
+            self._fill_gap_locked(max_off, int(qo[i]))
         written = 0
         while i < n:
             expected = self.max_offset()
-            if int(queue_offsets[i]) != expected:
+            if int(qo[i]) != expected:
                 log.warning("consume queue %s-%d: unit for queue offset %d arrived, expected %d; skipped",
-                            self.topic, self.queue_id, int(queue_offsets[i]), expected)
+                            self.topic, self.queue_id, int(qo[i]), expected)
                 i += 1
                 continue
             mf = self.queue.get_last_for_append(expected * UNIT)
-            room = mf.remaining() // UNIT
-            # consecutive run that fits in this file
-            j = i + 1
-            while j < n and j - i < room and int(queue_offsets[j]) == int(queue_offsets[j - 1]) + 1:
-                j += 1
+            # the consecutive run from i that fits in this file
+            lim = min(n, i + mf.remaining() // UNIT)
+            breaks = np.flatnonzero(qo[i + 1:lim] != qo[i:lim - 1] + 1)
+            j = i + 1 + int(breaks[0]) if len(breaks) else lim
             mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, phys[i:j], sizes[i:j], tags[i:j])
             written += j - i
-            self.max_physic_offset = int(phys[j - 1]) + int(sizes[j - 1])
+            self.max_physic_offset = int(ends[j - 1])
             i = j
         return written
+
+    def put_one_locked(self, queue_offset: int, phy: int, size: int, tags_code: int) -> int:
+        """``put_units_locked`` for one unit without array work (the single-message put)."""
+        max_off = self.max_offset()
+        if queue_offset < max_off or phy + size <= self.max_physic_offset:
+            return 0
+        if queue_offset > max_off:
+            self._fill_gap_locked(max_off, queue_offset)
+        mf = self.queue.get_last_for_append(queue_offset * UNIT)
+        _UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
+        mf.wrote_position += UNIT
+        self.max_physic_offset = phy + size
+        return 1
 
     def _fill_gap_locked(self, have: int, want: int) -> None:
         """Queue recreated after its files were deleted: pre-blank fillers up to ``want``."""

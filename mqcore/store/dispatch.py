@@ -35,14 +35,20 @@ class Dispatcher:
         """Dispatch scanned records; index only those at or after ``index_from_phy``."""
         if not len(table):
             return
-        tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
         touched = []
-        for topic_idx, queue_id, part in self._groups(table, tx):
-            topic = topics[topic_idx].decode("utf-8", "replace")
-            cq = self.queues.find_or_create(topic, queue_id)
-            if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
-                touched.append((topic, queue_id, cq.max_offset()))
+        if len(table) == 1:  # the single-message put: scalars, no array bookkeeping
+            tx = None
+            self._dispatch_one(table[0].item(), topics, touched)
+        else:
+            tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
+            for topic_idx, queue_id, part in self._groups(table, tx):
+                topic = topics[topic_idx].decode("utf-8", "replace")
+                cq = self.queues.find_or_create(topic, queue_id)
+                if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
+                    touched.append((topic, queue_id, cq.max_offset()))
         if self.index is not None:
+            if tx is None:
+                tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
             sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
             if index_from_phy > 0:
                 sel &= table["phy_offset"] >= index_from_phy
@@ -55,14 +61,20 @@ class Dispatcher:
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
 
+    def _dispatch_one(self, row: tuple, topics: list[bytes], touched: list) -> None:
+        phy, _store_ts, queue_offset, tags_code, size, queue_id, sys_flag, topic_idx = row[:8]
+        if (sys_flag & L.SYSFLAG_TRANSACTION_MASK) not in (L.SYSFLAG_TRANSACTION_NOT,
+                                                          L.SYSFLAG_TRANSACTION_COMMIT):
+            return
+        topic = topics[topic_idx].decode("utf-8", "replace")
+        cq = self.queues.find_or_create(topic, queue_id)
+        if cq.put_one_locked(queue_offset, phy, size, tags_code):
+            touched.append((topic, queue_id, cq.max_offset()))
+
     @staticmethod
     def _groups(table: np.ndarray, tx: np.ndarray):
         """(topic idx, queue id, rows) per consume queue, for records that get units."""
         to_cq = (tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)
-        if len(table) == 1:  # the single-message put: skip the numpy grouping machinery
-            if to_cq[0]:
-                yield int(table["topic_idx"][0]), int(table["queue_id"][0]), table
-            return
         tids = table["topic_idx"]
         qids = table["queue_id"]
         if to_cq.all() and (tids == tids[0]).all() and (qids == qids[0]).all():

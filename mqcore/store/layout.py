@@ -85,6 +85,7 @@ CQ_PHYOFFSET = 0               # int64 commitlog offset
 CQ_SIZE = 8                    # int32 record TOTALSIZE
 CQ_TAGSCODE = 12               # int64 tags hash / deliver time
 CQ_FILLER_SIZE = 0x7FFFFFFF    # size of pre-blank filler units
+CQ_UNIT_FORMAT = ">qiq"        # the three fields above, for struct
 
 # --- index file --------------------------------------------------------------
 INDEX_HEADER_SIZE = 40

@@ -123,9 +123,10 @@ class MappedFile:
                 return self.flushed_position
             if least_pages > 0 and dirty // PAGE_SIZE < least_pages and wrote < self.file_size:
                 return self.flushed_position
-            start = (self.flushed_position // PAGE_SIZE) * PAGE_SIZE
             try:
-                self._mm.flush(start, wrote - start)
+                # fdatasync writes the file's dirty shared pages like msync does, but releases
+                # the GIL while it waits (mmap.flush holds it: every flush stalled all threads)
+                os.fdatasync(self._fd)
             except (OSError, ValueError) as e:
                 raise StoreIOError(getattr(e, "errno", None), f"flush of {self.path} failed: {e}") from e
             self.flushed_position = wrote

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import time
@@ -170,7 +171,7 @@ class Recovery:
             if mf.end_offset <= end:
                 continue
             start = max(0, end - mf.file_from_offset)
-            last = _data_length(mf.buf, start)
+            last = _data_length(mf.buf, start, _last_data_offset(mf.path, start, mf.file_size))
             if last:
                 report.dropped_bytes += last
                 os.makedirs(qdir, exist_ok=True)
@@ -198,9 +199,31 @@ class Recovery:
         return n[0]
 
 
-def _data_length(buf, start: int, chunk: int = 16 << 20) -> int:
-    """Bytes from ``start`` up to the last non-zero byte of ``buf`` (0 if all zeros)."""
-    hi = len(buf)
+def _last_data_offset(path: str, start: int, size: int) -> int:
+    """End of the last allocated extent at or after ``start`` (files are sparse: the
+    never-written tail of a 1 GiB file need not be read to know it holds zeros)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return size
+    try:
+        end = start
+        pos = start
+        while pos < size:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # no data after pos
+                    break
+                return size  # SEEK_DATA unsupported here: read it all
+            pos = end = min(os.lseek(fd, pos, os.SEEK_HOLE), size)
+        return end
+    finally:
+        os.close(fd)
+
+
+def _data_length(buf, start: int, hi: int, chunk: int = 16 << 20) -> int:
+    """Bytes from ``start`` up to the last non-zero byte of ``buf[:hi]`` (0 if all zeros)."""
     while hi > start:
         lo = max(start, hi - chunk)
         part = np.frombuffer(buf[lo:hi], dtype=np.uint8)

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from mqcore.errors import RecordDecodeError
 from mqcore.message import (SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, host_sys_flag,
-                            offset_msg_id, properties_to_bytes)
+                            offset_msg_id, offset_msg_ids, properties_to_bytes)
 from mqcore.store import layout as L
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.dispatch import Dispatcher
@@ -236,7 +236,7 @@ class MessageWriter:
             self.queue_offsets[key] = first + count
             self.last_store_timestamp = store_ts
             table = self._dispatch_locked(mf, pos, pos + total, count)
-        ids = [offset_msg_id(store_host, int(p)) for p in table["phy_offset"]]
+        ids = offset_msg_ids(store_host, table["phy_offset"])
         result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=total, queue_id=queue_id,
                                   queue_offset=first, msg_ids=ids, store_timestamp=store_ts, message_count=count)
         return self._wait(result, phy + total, wait)
