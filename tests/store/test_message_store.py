@@ -308,3 +308,13 @@ def test_disk_full_refusal(open_store):
     s.writer.refuse_reason = "disk full"
     r = s.put_message(msg())
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.remark == "disk full"
+
+
+def test_same_process_second_open_is_refused(tmp_path, kernels):
+    """POSIX record locks are per process: the store keeps its own table as well."""
+    cfg = small_config(tmp_path / "s")
+    with MessageStore(cfg, kernels=kernels):
+        with pytest.raises(StoreLockedError, match="already open in this process"):
+            MessageStore(cfg, kernels=kernels).load()
+    with MessageStore(cfg, kernels=kernels):  # released at shutdown: opens again
+        pass
