@@ -15,7 +15,8 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``parquet-convert``: the DS written once to Parquet (zstd);
 * ``spark-parquet``: the same two queries over that Parquet copy.
 
-Prints one JSON line per case: seconds, rows, Mrows/s and MB/s of commitlog bytes.
+Prints one JSON line per case: seconds, rows, Mrows/s and MB/s of commitlog bytes, and
+the 1-minute load average. ~1 GB of temp files in --dir, removed at the end unless --keep.
 """
 from __future__ import annotations
 
@@ -44,13 +45,13 @@ SELECTIVE_TOPIC = "BenchTopic3"
 
 def build_store(root: str, n: int, body_bytes: int) -> int:
     """Write the store unless a finished one with the same shape is cached; returns its bytes."""
-    marker = os.path.join(root, f".bench-v2-{n}-{body_bytes}")
+    marker = os.path.join(root, f".bench-v3-{n}-{body_bytes}")
     if os.path.exists(marker):
         return int(open(marker).read())
     shutil.rmtree(root, ignore_errors=True)
     cfg = StoreConfig(store_path=root, commitlog_file_size_bytes=128 << 20, message_index_enable=False)
     born, store_host = pack_host("10.0.0.7", 40000), pack_host("10.0.0.1", 10911)
-    noise = os.urandom(body_bytes * 64).hex().encode()  # bodies vary like real payloads do
+    noise = os.urandom(4 << 20).hex().encode()  # 8 MB of hex text: bodies vary like real payloads
 
     def body(i: int) -> bytes:
         head = b'{"id":%d,"user":"u%d","amount":%d.%02d,"note":"' % (i, i % 9973, i % 1000, i % 100)
@@ -90,7 +91,7 @@ def best_of(repeat: int, fn, warmup: bool = True) -> tuple[float, object]:
 def report(case: str, seconds: float, rows: int, data_bytes: int, **extra) -> None:
     print(json.dumps({"bench": "spark_scan", "case": case, "seconds": round(seconds, 3), "rows": rows,
                       "mrows_per_s": round(rows / seconds / 1e6, 3), "mb_per_s": round(data_bytes / seconds / 1e6, 1),
-                      **extra}), flush=True)
+                      **extra, "loadavg_1m": os.getloadavg()[0]}), flush=True)
 
 
 def python_arrow(root: str, **options) -> int:
@@ -134,6 +135,7 @@ def main() -> None:
     p.add_argument("--messages", type=int, default=2_000_000)
     p.add_argument("--body-bytes", type=int, default=200)
     p.add_argument("--dir", default="/tmp/mqcore-bench-spark")
+    p.add_argument("--keep", action="store_true", help="keep the store and Parquet copy in --dir for a rerun")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--master", default="local[2]")
     args = p.parse_args()
@@ -180,6 +182,8 @@ def main() -> None:
     assert rows == sel, rows
     report("spark-parquet one topic, 2 columns", s, rows, data)
     spark.stop()
+    if not args.keep:
+        shutil.rmtree(args.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
