@@ -139,13 +139,15 @@ class Producer:
     def _loop_timeout(self, timeout_ms: float | None) -> float:
         return (timeout_ms or self.config.send_msg_timeout_ms) / 1000.0 + _LOOP_GUARD_S
 
-    def _wait(self, future: concurrent.futures.Future[Any], timeout_ms: float | None) -> Any:
-        """Block on a submitted send (never on the loop thread: that would deadlock)."""
+    def _check_blocking_allowed(self) -> None:
+        """Blocking on the loop thread would deadlock: refuse before sending anything."""
         if self._instance.loop_thread.in_loop_thread():
-            future.cancel()
             raise IllegalStateError(
                 "a blocking send was called on the client's event-loop thread (e.g. from a future's "
                 "done-callback); use send_async/asend or the callback argument instead")
+
+    def _wait(self, future: concurrent.futures.Future[Any], timeout_ms: float | None) -> Any:
+        """Block on a submitted send."""
         try:
             return future.result(self._loop_timeout(timeout_ms))
         except concurrent.futures.TimeoutError:
@@ -158,6 +160,7 @@ class Producer:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
         self._check_running()
+        self._check_blocking_allowed()
         result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
                             timeout_ms)
         assert result is not None
@@ -171,7 +174,11 @@ class Producer:
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         self._check_running()
         starter = self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms)
-        if not self._async_slots.acquire(timeout=self._loop_timeout(timeout_ms)):
+        if self._instance.loop_thread.in_loop_thread():  # never block the loop itself
+            if not self._async_slots.acquire(blocking=False):
+                raise IllegalStateError("max_async_inflight async sends are unanswered; cannot wait for a slot "
+                                        "on the client's event-loop thread")
+        elif not self._async_slots.acquire(timeout=self._loop_timeout(timeout_ms)):
             raise RemotingTimeoutError(f"{self.config.max_async_inflight} async sends are still unanswered; "
                                        "the broker is not keeping up (max_async_inflight)")
         try:
@@ -206,6 +213,7 @@ class Producer:
                     selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
         """Fire and forget: returns once the request is written; no answer, no retry."""
         self._check_running()
+        self._check_blocking_allowed()
         self._wait(self._submitter.submit(self._starter(msg, _ONEWAY, queue, selector, arg, None)), None)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
