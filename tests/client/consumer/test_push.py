@@ -292,3 +292,40 @@ def test_flow_control_caps_cached_messages_per_queue(fake_cluster):
         assert 0 < pq.msg_count <= 20 + 8  # stops pulling once over the threshold
         gate.set()
         assert wait_for(lambda: len(consumed) == 200)
+
+
+def test_consume_from_timestamp_when_the_group_has_no_offset(fake_cluster):
+    import datetime
+
+    fake_cluster.create_topic("T", 1)
+    produce(fake_cluster, "T", 3)
+    time.sleep(1.1)
+    since = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    time.sleep(1.1)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+        for i in range(3, 6):
+            p.send(Message("T", f"m{i}"))
+    sink = Sink()
+    c = consumer(fake_cluster, consume_from_where="timestamp", consume_timestamp=since)
+    c.subscribe("T")
+    c.register_listener(sink)
+    with c:
+        assert wait_for(lambda: len(sink.msgs) == 3)
+        time.sleep(0.3)
+    assert sorted(sink.bodies()) == [b"m3", b"m4", b"m5"]
+
+
+def test_consume_from_last_offset_skips_history_for_a_new_group(fake_cluster):
+    fake_cluster.create_topic("T", 1)
+    produce(fake_cluster, "T", 3)
+    sink = Sink()
+    c = consumer(fake_cluster, consume_from_where="last")
+    c.subscribe("T")
+    c.register_listener(sink)
+    with c:
+        assert wait_for(lambda: len(c.assigned_queues("T")) == 1)
+        time.sleep(0.3)
+        with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+            p.send(Message("T", b"new"))
+        assert wait_for(lambda: len(sink.msgs) == 1)
+    assert sink.bodies() == [b"new"]

@@ -158,25 +158,3 @@ def test_offsets_survive_consumer_restarts(broker):
         time.sleep(1.5)
     assert sorted(second.bodies()) == sorted(f"m{i}".encode() for i in range(40, 50))
 
-
-def test_consume_from_timestamp(broker):
-    import datetime
-
-    ns = broker.namesrv_addr
-    create_topic(broker.broker_addr, ns, "Since", queues=1)
-    produce(ns, "Since", 5)
-    time.sleep(1.2)
-    since = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-    time.sleep(1.2)
-    produce(ns, "Since", 5, start=5)
-    sink = Sink()
-    c = consumer(ns, "cg-since", consume_from_where="timestamp", consume_timestamp=since)
-    c.subscribe("Since")
-    c.register_listener(sink)
-    with c:
-        assert wait_for(lambda: len(sink) >= 5)
-        time.sleep(1)
-    bodies = set(sink.bodies())
-    # the broker answers the offset whose store time is nearest (Java's getOffsetInQueueByTime),
-    # so the last message before the timestamp may come too, but nothing older
-    assert {f"m{i}".encode() for i in range(5, 10)} <= bodies <= {f"m{i}".encode() for i in range(4, 10)}
