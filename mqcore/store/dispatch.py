@@ -17,6 +17,12 @@ from mqcore.store.index import IndexService
 
 log = logging.getLogger(__name__)
 
+# positions of DISPATCH_FIELDS in a row tuple (``table[i].item()``)
+_FIELD = {name: i for i, (name, _) in enumerate(L.DISPATCH_FIELDS)}
+_PHY, _QUEUE_OFFSET, _TAGS_CODE, _SIZE = (_FIELD[n] for n in ("phy_offset", "queue_offset", "tags_code", "size"))
+_QUEUE_ID, _SYS_FLAG, _TOPIC_IDX = (_FIELD[n] for n in ("queue_id", "sys_flag", "topic_idx"))
+_UNIQ_LEN, _KEYS_LEN = _FIELD["uniq_len"], _FIELD["keys_len"]
+
 #: called after units were added: (topic, queue_id, new max offset)
 ArrivalListener = Callable[[str, int, int], None]
 
@@ -38,7 +44,8 @@ class Dispatcher:
         touched = []
         if len(table) == 1:  # the single-message put: scalars, no array bookkeeping
             tx = None
-            self._dispatch_one(table[0].item(), topics, touched)
+            row = table[0].item()
+            self._dispatch_one(row, topics, touched)
         else:
             tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
             for topic_idx, queue_id, part in self._groups(table, tx):
@@ -47,28 +54,37 @@ class Dispatcher:
                 if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
                     touched.append((topic, queue_id, cq.max_offset()))
         if self.index is not None:
-            if tx is None:
-                tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
-            sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
-            if index_from_phy > 0:
-                sel &= table["phy_offset"] >= index_from_phy
-            if sel.any():
-                hashes, phys, tss = self.k.index_keys(buf, table[sel], topics)
-                if len(hashes):
-                    self.index.build_locked(hashes, phys, tss)
+            self._index_locked(table, topics, buf, tx, index_from_phy, row if tx is None else None)
         self.last_store_timestamp = int(table["store_timestamp"][-1])
         for topic, qid, max_offset in touched:
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
 
+    def _index_locked(self, table, topics, buf, tx, index_from_phy: int, row: tuple | None) -> None:
+        """Index keys of records that are not rolled back and not indexed yet."""
+        if row is not None:  # one record: decide on scalars
+            if (row[_SYS_FLAG] & L.SYSFLAG_TRANSACTION_MASK) == L.SYSFLAG_TRANSACTION_ROLLBACK \
+                    or row[_PHY] < index_from_phy or not (row[_UNIQ_LEN] or row[_KEYS_LEN]):
+                return
+            sel = slice(None)
+        else:
+            sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
+            if index_from_phy > 0:
+                sel &= table["phy_offset"] >= index_from_phy
+            if not sel.any():
+                return
+        hashes, phys, tss = self.k.index_keys(buf, table[sel], topics)
+        if len(hashes):
+            self.index.build_locked(hashes, phys, tss)
+
     def _dispatch_one(self, row: tuple, topics: list[bytes], touched: list) -> None:
-        phy, _store_ts, queue_offset, tags_code, size, queue_id, sys_flag, topic_idx = row[:8]
-        if (sys_flag & L.SYSFLAG_TRANSACTION_MASK) not in (L.SYSFLAG_TRANSACTION_NOT,
-                                                          L.SYSFLAG_TRANSACTION_COMMIT):
+        if (row[_SYS_FLAG] & L.SYSFLAG_TRANSACTION_MASK) not in (L.SYSFLAG_TRANSACTION_NOT,
+                                                                L.SYSFLAG_TRANSACTION_COMMIT):
             return
-        topic = topics[topic_idx].decode("utf-8", "replace")
+        topic = topics[row[_TOPIC_IDX]].decode("utf-8", "replace")
+        queue_id = row[_QUEUE_ID]
         cq = self.queues.find_or_create(topic, queue_id)
-        if cq.put_one_locked(queue_offset, phy, size, tags_code):
+        if cq.put_one_locked(row[_QUEUE_OFFSET], row[_PHY], row[_SIZE], row[_TAGS_CODE]):
             touched.append((topic, queue_id, cq.max_offset()))
 
     @staticmethod

@@ -18,7 +18,6 @@ from mqcore.errors import IllegalArgumentError
 from mqcore.remoting import RequestCode, ResponseCode, create_response
 from mqcore.remoting.channel import parse_addr
 from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from mqcore.remoting.jsonutil import java_hashmap_order
 from mqcore.store import layout as L
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 
@@ -127,9 +126,10 @@ class SendProcessor:
                 remark = f"the message is illegal: {result.remark}" if code == ResponseCode.MESSAGE_ILLEGAL \
                     else result.remark or result.status.value
             return create_response(request, code, remark)
-        ext = java_hashmap_order({"msgId": result.msg_id, "queueId": str(result.queue_id),
-                                  "queueOffset": str(result.queue_offset), "MSG_REGION": self.b.cfg.region_id,
-                                  "TRACE_ON": "true" if self.b.cfg.trace_on else "false"})
+        # keys in Java HashMap order (test-vectors §7.3), fixed so it is not recomputed per send
+        ext = {"queueId": str(result.queue_id), "TRACE_ON": "true" if self.b.cfg.trace_on else "false",
+               "MSG_REGION": self.b.cfg.region_id, "msgId": result.msg_id,
+               "queueOffset": str(result.queue_offset)}
         return create_response(request, code, None, ext_fields=ext)
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
