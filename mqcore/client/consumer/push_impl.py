@@ -55,6 +55,8 @@ PULL_DELAY_WHEN_FLOW_CONTROL_MS = 50
 PULL_DELAY_WHEN_SUSPENDED_MS = 1000
 OFFSET_MOVED_FIX_DELAY_MS = 10_000
 ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
+#: SUBSCRIPTION_NOT_EXIST, SUBSCRIPTION_NOT_LATEST, SUBSCRIPTION_GROUP_NOT_EXIST: re-send the heartbeat
+_RESUBSCRIBE_CODES = frozenset({24, 25, 26})
 MAX_DELAY_LEVEL = 18
 
 
@@ -90,6 +92,7 @@ class PushConsumerImpl:
         self._service_tasks: list[asyncio.Task[None]] = []
         self.running = False
         self.paused = False
+        self._last_forced_heartbeat = 0.0
 
     # --- properties used by the consume services -------------------------------------------------
     @property
@@ -233,10 +236,27 @@ class PushConsumerImpl:
                 commit_offset=commit_offset, suspend_timeout_ms=cfg.broker_suspend_max_time_ms,
                 timeout_ms=cfg.consumer_timeout_ms_when_suspend, expression=sub.sub_string if post_sub else None)
         except (RemotingError, BrokerError, MQError) as e:
-            if not is_retry_topic(mq.topic):
-                log.warning("pull of %s at offset %d failed: %s", mq, pr.next_offset, e)
+            level = logging.WARNING if pr.failures == 0 and not is_retry_topic(mq.topic) else logging.DEBUG
+            log.log(level, "pull of %s at offset %d failed: %s (retrying every %d ms)", mq, pr.next_offset, e,
+                    cfg.pull_time_delay_ms_when_exception)
+            pr.failures += 1
+            if isinstance(e, BrokerError) and e.code in _RESUBSCRIBE_CODES:
+                self._heartbeat_soon()  # e.g. a restarted broker forgot our subscription
             return cfg.pull_time_delay_ms_when_exception
+        if pr.failures:
+            log.info("pull of %s works again after %d failure(s)", mq, pr.failures)
+            pr.failures = 0
         return self._on_pull_result(pr, result)
+
+    def _heartbeat_soon(self) -> None:
+        """Send a heartbeat now (at most once a second) instead of waiting up to 30 s."""
+        now = time.monotonic()
+        if now - self._last_forced_heartbeat < 1.0:
+            return
+        self._last_forced_heartbeat = now
+        task = asyncio.ensure_future(self.instance.send_heartbeat_to_all_brokers())
+        self._service_tasks.append(task)
+        task.add_done_callback(lambda t: t in self._service_tasks and self._service_tasks.remove(t))
 
     def _on_pull_result(self, pr: PullRequest, result: PullResult) -> float:
         pq, mq = pr.process_queue, pr.message_queue

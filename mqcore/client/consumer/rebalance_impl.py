@@ -45,6 +45,8 @@ class PullRequest:
     process_queue: ProcessQueue
     next_offset: int
     previously_locked: bool = False
+    #: consecutive failed pulls (the first is logged as a warning, the rest at debug level)
+    failures: int = 0
 
 
 class RebalanceCallbacks(Protocol):

@@ -158,3 +158,24 @@ def test_offsets_survive_consumer_restarts(broker):
         time.sleep(1.5)
     assert sorted(second.bodies()) == sorted(f"m{i}".encode() for i in range(40, 50))
 
+
+
+def test_consumer_and_producer_ride_out_a_broker_restart(broker):
+    ns = broker.namesrv_addr
+    create_topic(broker.broker_addr, ns, "Bounce")
+    sink = Sink()
+    # default 30 s heartbeat: a restarted broker that forgot the subscription must be told at once
+    c = consumer(ns, "cg-bounce", heartbeat_broker_interval_ms=30_000, rebalance_interval_ms=20_000)
+    c.subscribe("Bounce")
+    c.register_listener(sink)
+    with c, Producer("pg-bounce", namesrv_addr=ns) as p:
+        for i in range(10):
+            p.send(Message("Bounce", f"a{i}"))
+        assert wait_for(lambda: len(sink) == 10)
+        broker.restart()
+        t0 = time.monotonic()
+        for i in range(10):
+            p.send(Message("Bounce", f"b{i}"))
+        assert wait_for(lambda: len(sink) == 20, timeout=30)
+        assert time.monotonic() - t0 < 10
+    assert sorted(sink.bodies()) == sorted([f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)])
