@@ -182,7 +182,8 @@ class FakeCluster:
         s.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, lambda ch, req, b=b: self._query_off(b, req))
         s.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, lambda ch, req, b=b: self._update_off(b, req))
         s.register_processor(RequestCode.GET_MAX_OFFSET, lambda ch, req, b=b: self._max_off(b, req))
-        s.register_processor(RequestCode.GET_MIN_OFFSET, lambda ch, req, b=b: create_response(req, ext_fields={"offset": 0}))
+        s.register_processor(RequestCode.GET_MIN_OFFSET,
+                             lambda ch, req, b=b: create_response(req, ext_fields={"offset": 0}))
         s.register_processor(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, lambda ch, req, b=b: self._search(b, req))
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, lambda ch, req, b=b: self._send_back(b, req))
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lambda ch, req, b=b: self._lock(b, req))

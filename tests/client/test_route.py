@@ -49,7 +49,8 @@ def test_publish_info_uses_write_queues_of_brokers_with_masters():
         ("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1), ("b", 2)]
     assert info.write_queue_nums("b") == 3 and info.write_queue_nums("zzz") == -1
     slave_only = UNQUOTED.replace(b'{0:"10.0.0.3:10911"}', b'{2:"10.0.0.3:10911"}')
-    assert {q.broker_name for q in route_to_publish_info("T", TopicRouteData.decode(slave_only)).message_queues} == {"b"}
+    queues = route_to_publish_info("T", TopicRouteData.decode(slave_only)).message_queues
+    assert {q.broker_name for q in queues} == {"b"}  # broker "a" has no master: not writable
 
 
 def test_publish_info_skips_read_only_brokers_and_subscribe_skips_write_only():

@@ -178,4 +178,5 @@ def test_consumer_and_producer_ride_out_a_broker_restart(broker):
             p.send(Message("Bounce", f"b{i}"))
         assert wait_for(lambda: len(sink) == 20, timeout=30)
         assert time.monotonic() - t0 < 10
-    assert sorted(sink.bodies()) == sorted([f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)])
+    expected = [f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)]
+    assert sorted(sink.bodies()) == sorted(expected)
