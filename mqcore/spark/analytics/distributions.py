@@ -46,17 +46,25 @@ def compute(df):
     return d.groupBy("topic").agg(*aggs).orderBy(F.desc("messages"))
 
 
-def histograms(df, bins: int = 40):
-    """(size edges, size counts, latency edges, latency counts) over all selected messages."""
-    d = with_latency(df).select("store_size", "latency_ms").rdd.map(lambda r: (r[0], r[1]))
-    sizes = d.map(lambda t: t[0]).histogram(bins)
-    lat = d.map(lambda t: t[1]).histogram(bins)
-    return sizes, lat
+def histogram(df, col: str, bins: int = 40) -> tuple[list[float], list[int]]:
+    """(edges, counts) of ``col`` in ``bins`` equal-width bins, computed by Spark SQL."""
+    from pyspark.sql import functions as F
+    lo, hi = df.agg(F.min(col), F.max(col)).first()
+    if lo is None:
+        return [0.0, 1.0], [0]
+    width = max((hi - lo) / bins, 1e-9)
+    idx = F.least(F.floor((F.col(col) - F.lit(lo)) / F.lit(width)), F.lit(bins - 1)).cast("int")
+    counts = [0] * bins
+    for r in df.select(idx.alias("b")).groupBy("b").count().collect():
+        counts[r["b"]] = r["count"]
+    return [lo + i * width for i in range(bins + 1)], counts
 
 
 def plot(df, path: str) -> None:
     plt = pyplot()
-    (s_edges, s_counts), (l_edges, l_counts) = histograms(df)
+    d = with_latency(df).select("store_size", "latency_ms").cache()
+    (s_edges, s_counts), (l_edges, l_counts) = histogram(d, "store_size"), histogram(d, "latency_ms")
+    d.unpersist()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     a.stairs(s_counts, s_edges, fill=True)
     a.set_title("Message size (bytes, whole record)")
