@@ -189,6 +189,7 @@ class _ConsumerCommon(ClientConfig):
 class PushConsumerConfig(_ConsumerCommon):
     """``DefaultMQPushConsumer`` settings."""
 
+    #: accepted for compatibility: the pool always has ``consume_thread_max`` threads (Java: 20/20)
     consume_thread_min: int = 20
     consume_thread_max: int = 20
     consume_concurrently_max_span: int = 2000
@@ -255,7 +256,6 @@ class LitePullConsumerConfig(_ConsumerCommon):
     broker_suspend_max_time_ms: int = 20_000
     consumer_pull_timeout_ms: int = 10_000
     consumer_timeout_ms_when_suspend: int = 30_000
-    topic_metadata_check_interval_ms: int = 30_000
 
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)

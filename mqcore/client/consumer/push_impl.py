@@ -93,6 +93,8 @@ class PushConsumerImpl:
         self.running = False
         self.paused = False
         self._last_forced_heartbeat = 0.0
+        self._default_thresholds = (config.pull_threshold_for_queue, config.pull_threshold_size_for_queue_mib * _MIB)
+        self._thresholds: dict[str, tuple[int, int]] = {}
 
     # --- properties used by the consume services -------------------------------------------------
     @property
@@ -181,7 +183,19 @@ class PushConsumerImpl:
             self._pull_tasks[pr.message_queue] = task
 
     def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
-        log.debug("group %s: queues of %s changed, now %d owned", self.group, topic, len(mq_divided))
+        """Split topic-wide flow-control budgets over the owned queues (Java's
+        ``pullThresholdForTopic`` / ``pullThresholdSizeForTopic``, off at -1)."""
+        cfg = self.config
+        n = max(len(mq_divided), 1)
+        count = cfg.pull_threshold_for_queue
+        size_mib = cfg.pull_threshold_size_for_queue_mib
+        if cfg.pull_threshold_for_topic != -1:
+            count = max(1, cfg.pull_threshold_for_topic // n)
+        if cfg.pull_threshold_size_for_topic_mib != -1:
+            size_mib = max(1, cfg.pull_threshold_size_for_topic_mib // n)
+        self._thresholds[topic] = (count, size_mib * _MIB)
+        log.debug("group %s: %d queue(s) of %s owned; per-queue limits %d messages, %d MiB", self.group,
+                  len(mq_divided), topic, count, size_mib)
 
     # --- pulling -------------------------------------------------------------------------------------
     async def _pull_loop(self, pr: PullRequest) -> None:
@@ -201,7 +215,8 @@ class PushConsumerImpl:
         pq, cfg = pr.process_queue, self.config
         if self.paused:
             return PULL_DELAY_WHEN_SUSPENDED_MS
-        if pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue_mib * _MIB:
+        count, size = self._thresholds.get(pr.message_queue.topic, self._default_thresholds)
+        if pq.msg_count > count or pq.msg_size > size:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS

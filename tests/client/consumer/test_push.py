@@ -329,3 +329,13 @@ def test_consume_from_last_offset_skips_history_for_a_new_group(fake_cluster):
             p.send(Message("T", b"new"))
         assert wait_for(lambda: len(sink.msgs) == 1)
     assert sink.bodies() == [b"new"]
+
+
+def test_topic_budget_is_split_over_owned_queues(fake_cluster):
+    fake_cluster.create_topic("T", 4)
+    c = consumer(fake_cluster, pull_threshold_for_topic=100, pull_threshold_size_for_topic_mib=8)
+    c.subscribe("T")
+    c.register_listener(Sink())
+    with c:
+        assert wait_for(lambda: len(c.assigned_queues("T")) == 4)
+        assert wait_for(lambda: c._impl._thresholds.get("T") == (25, 2 * 1024 * 1024))
