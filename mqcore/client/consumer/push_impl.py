@@ -271,7 +271,11 @@ class PushConsumerImpl:
         self._last_forced_heartbeat = now
         task = asyncio.ensure_future(self.instance.send_heartbeat_to_all_brokers())
         self._service_tasks.append(task)
-        task.add_done_callback(lambda t: t in self._service_tasks and self._service_tasks.remove(t))
+        task.add_done_callback(self._forget_service_task)
+
+    def _forget_service_task(self, task: asyncio.Task[None]) -> None:
+        if task in self._service_tasks:
+            self._service_tasks.remove(task)
 
     def _on_pull_result(self, pr: PullRequest, result: PullResult) -> float:
         pq, mq = pr.process_queue, pr.message_queue
