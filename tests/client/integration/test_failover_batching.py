@@ -1,7 +1,6 @@
 """Two brokers with one killed; auto-batching against a real broker."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
