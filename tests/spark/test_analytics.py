@@ -56,7 +56,8 @@ def test_lookup_scan_and_index_agree(spark, store_dir, store_truth):
 
 
 def test_sizes_and_plots(spark, store_dir, store_truth, tmp_path):
-    pytest.importorskip("matplotlib")
+    if not os.environ.get("CI"):  # scripts/test installs the plots extra; CI must run this
+        pytest.importorskip("matplotlib")
     rows = {r["topic"]: r for r in run(spark, "sizes", store_dir, "--show", 0, "--plot", tmp_path / "s.png")}
     orders = [m.store_size for _, m in store_truth.values() if m.topic == "Orders"]
     assert rows["Orders"]["messages"] == len(orders) and rows["Orders"]["size_max"] == max(orders)
