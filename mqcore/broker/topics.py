@@ -31,10 +31,14 @@ class TopicConfigManager:
     def __init__(self, config: BrokerConfig, config_dir: str, clock):
         self.cfg = config
         self.table = TopicConfigTable.in_dir(config_dir, clock=clock)
+        #: read-mostly copy for the send and pull paths (the table hands out a copy per get);
+        #: callers treat what ``get`` returns as read-only
+        self._cache: dict[str, TopicConfig] = {}
 
     def load(self) -> None:
         self.table.load()
         self._add_system_topics()
+        self._cache = self.table.snapshot()
 
     def _add_system_topics(self) -> None:
         cfg = self.cfg
@@ -58,15 +62,17 @@ class TopicConfigManager:
 
     # --- lookups and changes -------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
-        return self.table.get(topic)
+        return self._cache.get(topic)
 
     def update(self, tc: TopicConfig) -> None:
         self.table.put(tc)
+        self._cache[tc.topic_name] = self.table.get(tc.topic_name)
         log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
                  tc.write_queue_nums, tc.perm)
         self.persist()
 
     def delete(self, topic: str) -> bool:
+        self._cache.pop(topic, None)
         if not self.table.remove(topic):
             return False
         self.persist()
@@ -74,10 +80,10 @@ class TopicConfigManager:
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
         """Auto-create from ``default_topic`` (TBW102) as SEND does; None when not allowed."""
-        tc = self.table.get(topic)
+        tc = self.get(topic)
         if tc is not None:
             return tc
-        base = self.table.get(default_topic)
+        base = self.get(default_topic)
         if base is None or not base.perm & PERM_INHERIT:
             return None
         n = max(1, min(queue_nums, base.write_queue_nums))
@@ -87,7 +93,7 @@ class TopicConfigManager:
 
     def create_group_topic(self, topic: str, queue_nums: int = 1, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
         """``%RETRY%group`` / ``%DLQ%group``: one queue, created on demand."""
-        tc = self.table.get(topic)
+        tc = self.get(topic)
         if tc is None:
             tc = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.update(tc)
@@ -98,7 +104,7 @@ class TopicConfigManager:
         if is_retry_topic(topic):
             return self.create_group_topic(topic)
         if not self.cfg.auto_create_topic_enable:
-            return self.table.get(topic)
+            return self.get(topic)
         return self.create_in_send(topic, DEFAULT_TOPIC, 4)
 
     def serialize_wrapper(self) -> dict:
