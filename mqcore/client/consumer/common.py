@@ -12,10 +12,28 @@ from mqcore.client.config import ConsumeFromWhere
 from mqcore.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt
+from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
-__all__ = ["compute_pull_from_where", "consume_timestamp_ms", "reset_retry_topic"]
+__all__ = ["RouteAwareConsumer", "compute_pull_from_where", "consume_timestamp_ms", "reset_retry_topic"]
+
+
+class RouteAwareConsumer:
+    """The route half of the ConsumerHook, shared by consumers that rebalance: which topics
+    they need routes for, and where new routes go (``self.rebalance`` is a RebalanceImpl)."""
+
+    rebalance: Any
+
+    def subscribed_topics(self) -> list[str]:
+        return list(self.rebalance.subscription_inner)
+
+    def needs_route(self, topic: str) -> bool:
+        return topic in self.rebalance.subscription_inner and topic not in self.rebalance.topic_subscribe_info
+
+    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.rebalance.subscription_inner:
+            self.rebalance.topic_subscribe_info[topic] = route_to_subscribe_info(topic, route)
 
 
 def consume_timestamp_ms(text: str | None, now_ms: int) -> int:

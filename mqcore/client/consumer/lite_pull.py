@@ -33,17 +33,28 @@ from typing import Any
 
 from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import LitePullConsumerConfig, MessageModel, build
-from mqcore.client.consumer.common import compute_pull_from_where
-from mqcore.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from mqcore.client.consumer.common import RouteAwareConsumer, compute_pull_from_where
+from mqcore.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+)
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.consumer.pull_kernel import PullAPIWrapper, build_pull_sys_flag
 from mqcore.client.consumer.rebalance_impl import PullRequest, RebalanceImpl
 from mqcore.client.consumer.subscription import SubscriptionData, build_subscription
 from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullStatus
-from mqcore.client.route import TopicRouteData, route_to_subscribe_info
+from mqcore.client.route import route_to_subscribe_info
 from mqcore.client.validators import check_topic
-from mqcore.errors import BrokerError, ClosedError, IllegalArgumentError, IllegalStateError, MQError, RemotingError
+from mqcore.errors import (
+    BrokerError,
+    ClosedError,
+    IllegalArgumentError,
+    IllegalStateError,
+    MQError,
+    RemotingError,
+)
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -68,7 +79,7 @@ class _Request:
         self.msgs, self.mq, self.pq = msgs, mq, pq
 
 
-class _LiteImpl:
+class _LiteImpl(RouteAwareConsumer):
     """Loop-thread side: rebalance callbacks, pull tasks, offset persistence."""
 
     consume_type = "CONSUME_ACTIVELY"
@@ -91,16 +102,6 @@ class _LiteImpl:
         self.running = False
 
     # --- ConsumerHook ---------------------------------------------------------------------------
-    def subscribed_topics(self) -> list[str]:
-        return list(self.rebalance.subscription_inner)
-
-    def needs_route(self, topic: str) -> bool:
-        return topic in self.rebalance.subscription_inner and topic not in self.rebalance.topic_subscribe_info
-
-    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info[topic] = route_to_subscribe_info(topic, route)
-
     def consumer_data(self) -> dict[str, Any]:
         return {"consumeFromWhere": self.config.consume_from_where.value, "consumeType": self.consume_type,
                 "groupName": self.group, "messageModel": self.config.message_model.value,

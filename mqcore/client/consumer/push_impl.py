@@ -26,8 +26,14 @@ from mqcore.client.config import (
     ProducerConfig,
     PushConsumerConfig,
 )
-from mqcore.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
-from mqcore.client.consumer.common import compute_pull_from_where, reset_retry_topic
+from mqcore.client.consumer.common import (
+    RouteAwareConsumer,
+    compute_pull_from_where,
+    reset_retry_topic,
+)
+from mqcore.client.consumer.consume_concurrently import (
+    ConsumeMessageConcurrentlyService,
+)
 from mqcore.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from mqcore.client.consumer.offset_store import (
     LocalFileOffsetStore,
@@ -41,7 +47,6 @@ from mqcore.client.consumer.subscription import SubscriptionData, build_subscrip
 from mqcore.client.instance import ClientInstance
 from mqcore.client.message import Message, MessageExt, PullResult, PullStatus
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
-from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
@@ -60,7 +65,7 @@ _RESUBSCRIBE_CODES = frozenset({24, 25, 26})
 MAX_DELAY_LEVEL = 18
 
 
-class PushConsumerImpl:
+class PushConsumerImpl(RouteAwareConsumer):
     """Implements ``ConsumerHook``, ``RebalanceCallbacks`` and ``ConsumerOps``."""
 
     consume_type = "CONSUME_PASSIVELY"
@@ -117,16 +122,6 @@ class PushConsumerImpl:
         self.rebalance.subscription_inner.pop(topic, None)
 
     # --- ConsumerHook --------------------------------------------------------------------------------
-    def subscribed_topics(self) -> list[str]:
-        return list(self.rebalance.subscription_inner)
-
-    def needs_route(self, topic: str) -> bool:
-        return topic in self.rebalance.subscription_inner and topic not in self.rebalance.topic_subscribe_info
-
-    def on_route_changed(self, topic: str, route: TopicRouteData) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info[topic] = route_to_subscribe_info(topic, route)
-
     def consumer_data(self) -> dict[str, Any]:
         return {
             "consumeFromWhere": self.config.consume_from_where.value,
