@@ -10,6 +10,7 @@ cdef extern from "_endian.h":
     void mq_wr_i16(unsigned char *p, int16_t x) nogil
     void mq_wr_i32(unsigned char *p, int32_t x) nogil
     void mq_wr_i64(unsigned char *p, int64_t x) nogil
+    void mq_touch_for_write(unsigned char *p) nogil
 
 cdef extern from "zlib.h":
     unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil

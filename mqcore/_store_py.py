@@ -596,6 +596,15 @@ def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int,
     return out
 
 
+# --- page cache ----------------------------------------------------------------------------------
+def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
+    """Twin of the kernel's page warm-up: reports the pages it would touch and changes nothing
+    (pure Python cannot fault a page in for writing without risking a concurrent writer)."""
+    if start < 0 or end > len(buf) or start >= end:
+        return 0
+    return len(range(start - start % page_size, end, page_size))
+
+
 # --- latency fault items ------------------------------------------------------
 def sort_fault_items(latency, start_timestamp, now_ms: int):
     """Order FaultItems: available (now >= start) first, then latency, then start time.

@@ -58,6 +58,8 @@ class StoreConfig:
     max_message_size_bytes: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     check_crc_on_recover: bool = True
+    #: bytes ahead of the commitlog write position kept faulted in (0 = off); see store/prefault.py
+    prefault_window_bytes: int = 32 << 20
     #: stamped as the CLUSTER property of every stored message, as a 4.9 broker does
     broker_cluster_name: str = "DefaultCluster"
     max_msgs_num_batch: int = 64

@@ -434,3 +434,39 @@ def test_crc_matches_zlib(kernels):
     body = b"Hello RocketMQ 0"
     encode(kernels, buf, 0, body=body)
     assert struct.unpack_from(">i", buf, 8)[0] == 613185359 == zlib.crc32(body) & 0x7FFFFFFF
+
+
+def test_prefault_never_changes_bytes(kernels):
+    buf = bytearray(5 * 4096 + 100)
+    buf[4096] = 0xAB
+    buf[3 * 4096 + 7] = 1
+    before = bytes(buf)
+    assert kernels.prefault(buf, 10, len(buf)) == 6  # pages 0..5, from the page holding byte 10
+    assert bytes(buf) == before
+    assert kernels.prefault(buf, 50, 50) == 0 and kernels.prefault(buf, 0, len(buf) + 1) == 0
+
+
+def test_prefault_while_another_thread_writes():
+    """The CAS touch runs without the GIL next to a writer and must never lose its bytes."""
+    import mmap
+    import threading
+
+    from mqcore import _store
+    mm = mmap.mmap(-1, 8 << 20)
+    stop = threading.Event()
+
+    def toucher():
+        while not stop.is_set():
+            _store.prefault(mm, 0, len(mm))
+
+    t = threading.Thread(target=toucher)
+    t.start()
+    try:
+        data = bytes(range(1, 256)) * 64
+        for pos in range(0, len(mm) - len(data), len(data)):
+            mm[pos:pos + len(data)] = data
+    finally:
+        stop.set()
+        t.join()
+    n = (len(mm) - len(data)) // len(data)
+    assert all(mm[p:p + len(data)] == data for p in range(0, n * len(data), len(data)))

@@ -26,6 +26,7 @@ from mqcore.store.dispatch import Dispatcher
 from mqcore.store.flush import FlushService, GroupCommitService
 from mqcore.store.index import IndexService
 from mqcore.store.lock import StoreLock
+from mqcore.store.prefault import PrefaultService
 from mqcore.store.reader import MessageReader
 from mqcore.store.recovery import Recovery, RecoveryReport
 from mqcore.store.writer import MessageWriter
@@ -58,6 +59,7 @@ class MessageStore:
         self.reader = MessageReader(config, self.commitlog, self.queues, self.index, self.k)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushService | None = None
+        self.prefault_service: PrefaultService | None = None
         self.recovery_report: RecoveryReport | None = None
         self._state = "new"
         # the API, delegated to the parts that own it
@@ -112,6 +114,9 @@ class MessageStore:
         self.flush_service.start()
         if self.group_commit is not None:
             self.group_commit.start()
+        if cfg.prefault_window_bytes > 0:
+            self.prefault_service = PrefaultService(self.commitlog, self.k, cfg.prefault_window_bytes)
+            self.prefault_service.start()
         with open(self.config.abort_path, "a"):
             pass
         self._state = "running"
@@ -122,6 +127,8 @@ class MessageStore:
         self.writer.refuse_reason = "the store is shutting down"
         with self.writer.lock:  # wait for puts in flight
             pass
+        if self.prefault_service is not None:
+            self.prefault_service.shutdown()
         if self.flush_service is not None:
             self.flush_service.shutdown()
         if self.group_commit is not None:
