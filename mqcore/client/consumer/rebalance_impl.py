@@ -194,15 +194,19 @@ class RebalanceImpl:
                 pq.mark_locked(True)
         return mq in locked
 
-    async def lock_all(self) -> None:
-        """Renew the broker locks of every owned queue (orderly consumers)."""
+    def _owned_by_master(self):
+        """(broker name, master address, owned queues) per broker whose master is known."""
         by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
         for mq in self.process_queue_table:
             by_broker[mq.broker_name].append(mq)
         for broker_name, mqs in by_broker.items():
             addr = self._master(broker_name)
-            if addr is None:
-                continue
+            if addr is not None:
+                yield broker_name, addr, mqs
+
+    async def lock_all(self) -> None:
+        """Renew the broker locks of every owned queue (orderly consumers)."""
+        for broker_name, addr, mqs in self._owned_by_master():
             try:
                 locked = await self.instance.api.lock_batch_mq(addr, self.group, self.instance.client_id, mqs,
                                                                LOCK_TIMEOUT_MS)
@@ -233,13 +237,7 @@ class RebalanceImpl:
             log.warning("unlocking %s for group %s failed: %s", mq, self.group, e)
 
     async def unlock_all(self, *, oneway: bool) -> None:
-        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
-        for mq in self.process_queue_table:
-            by_broker[mq.broker_name].append(mq)
-        for broker_name, mqs in by_broker.items():
-            addr = self._master(broker_name)
-            if addr is None:
-                continue
+        for broker_name, addr, mqs in self._owned_by_master():
             try:
                 await self.instance.api.unlock_batch_mq(addr, self.group, self.instance.client_id, mqs,
                                                         LOCK_TIMEOUT_MS, oneway=oneway)
