@@ -41,7 +41,7 @@ from mqcore.errors import (
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
-from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorTable
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-class RemotingClient:
+class RemotingClient(ProcessorRegistry):
     """Async client; all methods must be called on one event loop."""
 
     def __init__(
@@ -83,17 +83,6 @@ class RemotingClient:
         self._closed = False
 
     # --- configuration ------------------------------------------------------------------
-    def register_processor(
-        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
-    ) -> None:
-        """Handle requests the server sends (NOTIFY_CONSUMER_IDS_CHANGED, …)."""
-        self._table.register(code, processor, executor=executor)
-
-    def register_default_processor(
-        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
-    ) -> None:
-        self._table.register_default(processor, executor=executor)
-
     def add_close_listener(self, listener: Callable[[str, Channel], Any]) -> None:
         """``listener(addr, channel)`` runs when a pooled connection closes."""
         self._close_listeners.append(listener)

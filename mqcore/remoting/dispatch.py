@@ -36,7 +36,7 @@ from mqcore.remoting.command import RemotingCommand, create_response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Processor", "ProcessorTable", "DEFAULT_MAX_INFLIGHT"]
+__all__ = ["Processor", "ProcessorRegistry", "ProcessorTable", "DEFAULT_MAX_INFLIGHT"]
 
 ProcessorResult = Optional[RemotingCommand]
 Processor = Callable[[Channel, RemotingCommand], Union[ProcessorResult, Awaitable[ProcessorResult]]]
@@ -152,3 +152,21 @@ class ProcessorTable:
                 await channel.write(fallback)
             except RemotingError as e2:
                 log.debug("%s: fallback answer dropped: %s", channel, e2)
+
+
+class ProcessorRegistry:
+    """Processor registration shared by the server (client requests) and the client
+    (requests a broker sends it); ``self._table`` is the owner's ProcessorTable."""
+
+    _table: ProcessorTable
+
+    def register_processor(
+        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        """``processor(channel, request)`` answers ``code``; see the module docstring."""
+        self._table.register(code, processor, executor=executor)
+
+    def register_default_processor(
+        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        self._table.register_default(processor, executor=executor)

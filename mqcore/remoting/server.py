@@ -28,7 +28,7 @@ from typing import Any
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import Channel, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
-from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorTable
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ __all__ = ["RemotingServer"]
 _SWEEP_MAX_INTERVAL_S = 5.0
 
 
-class RemotingServer:
+class RemotingServer(ProcessorRegistry):
     """Accepts connections and dispatches their requests to registered processors."""
 
     def __init__(
@@ -67,17 +67,6 @@ class RemotingServer:
         self._stopped = False
 
     # --- configuration ------------------------------------------------------------------
-    def register_processor(
-        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
-    ) -> None:
-        """``processor(channel, request)`` answers ``code``; see :mod:`mqcore.remoting.dispatch`."""
-        self._table.register(code, processor, executor=executor)
-
-    def register_default_processor(
-        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
-    ) -> None:
-        self._table.register_default(processor, executor=executor)
-
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
         self._connect_listeners.append(listener)
