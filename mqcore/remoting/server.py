@@ -19,7 +19,6 @@ All methods must be called on the server's event loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from typing import Any
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import Channel, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
-from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, ProcessorRegistry, ProcessorTable
 
 log = logging.getLogger(__name__)
 
