@@ -27,10 +27,6 @@ cdef inline const unsigned char *_ptr(const unsigned char[::1] b) noexcept nogil
     return &b[0] if b.shape[0] else EMPTY
 
 
-cdef inline unsigned char *_wptr(unsigned char[::1] b) noexcept nogil:
-    return &b[0]
-
-
 cdef inline int32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     # zlib's crc32 takes an unsigned int length; bodies are far below 4 GiB
     return <int32_t>(crc32(0, p, <unsigned int>n) & 0x7FFFFFFF)

@@ -16,7 +16,6 @@ import concurrent.futures
 import functools
 import json
 import logging
-import os
 import time
 import zlib
 
@@ -255,6 +254,3 @@ class Broker:
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started_at)
         return f"[ {up // 86400} days, {up // 3600 % 24} hours, {up // 60 % 60} minutes, {up % 60} seconds ]"
-
-    def disk_usage_path(self) -> str:
-        return os.path.abspath(self.store_config.store_path)

@@ -34,9 +34,6 @@ class StoreCheckpoint:
         """``getMinTimestamp``: the older of commitlog and consume-queue progress, less 3 s."""
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
-    def min_timestamp_index(self) -> int:
-        return min(self.min_timestamp(), self.index_msg_timestamp)
-
     def flush(self) -> None:
         _FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,
                           self.logics_msg_timestamp, self.index_msg_timestamp)

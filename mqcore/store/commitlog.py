@@ -94,10 +94,6 @@ class CommitLog:
     def flush(self, least_pages: int = 0) -> int:
         return self.queue.flush(least_pages)
 
-    def roll_next_file_offset(self, phy_offset: int) -> int:
-        """Start of the file after the one holding ``phy_offset``."""
-        return phy_offset + self.file_size - phy_offset % self.file_size
-
     def close(self) -> None:
         self.queue.close()
 

@@ -184,9 +184,5 @@ class MappedFile:
             pass
         log.debug("unlinked %s", self.path)
 
-    def truncate_positions(self, pos: int) -> None:
-        self.wrote_position = min(self.wrote_position, pos)
-        self.flushed_position = min(self.flushed_position, pos)
-
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -57,7 +56,3 @@ def collect(proc: subprocess.Popen, timeout: float = 90) -> list[dict]:
     if proc.returncode != 0 or errors:
         raise AssertionError(f"C++ client failed ({proc.returncode}): {errors}\n{stderr[-3000:]}")
     return events
-
-
-def python_exe() -> str:
-    return sys.executable
