@@ -16,7 +16,7 @@ from mqcore.broker.config import PERM_INHERIT, NamesrvConfig
 from mqcore.errors import BrokerError, MQError
 from mqcore.message import DEFAULT_TOPIC
 from mqcore.namesrv.routes import RouteInfoManager
-from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
+from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, create_response
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetRouteInfoRequestHeader,
                                      RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader)
@@ -47,7 +47,6 @@ class NameServer:
         self._broker_client = None
 
     async def start(self) -> int:
-        from mqcore.remoting import RemotingClient
         self._broker_client = RemotingClient()
         port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")

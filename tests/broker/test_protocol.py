@@ -67,6 +67,8 @@ def test_send_v1_v2_and_response_fields(rc, broker):
     assert [m.body for m in msgs] == [b"v2 body", b"v1 body"] and got.ext_fields["nextBeginOffset"] == "2"
     assert msgs[0].properties == {"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "U-1", "CLUSTER": "DefaultCluster"}
     assert msgs[0].offset_msg_id == ext["msgId"]
+    # BORNHOST is the producer's socket address, the same for every send on this connection
+    assert msgs[0].born_host.startswith("127.0.0.1:") and msgs[0].born_host == msgs[1].born_host
 
 
 def test_batch_send(rc, broker):

@@ -40,8 +40,12 @@ STATUS_CODES = {
 
 
 def peer_host(channel) -> bytes:
-    host, port = parse_addr(channel.remote_addr)
-    return pack_host(host, port)
+    """The connection's peer as a record's BORNHOST field, parsed once per connection."""
+    packed = channel.attributes.get("born_host")
+    if packed is None:
+        host, port = parse_addr(channel.remote_addr)
+        packed = channel.attributes["born_host"] = pack_host(host, port)
+    return packed
 
 
 class SendProcessor:
