@@ -23,14 +23,25 @@ from mqcore.errors import MQError
 log = logging.getLogger("mqbroker")
 
 
+def tcp_port(text: str) -> int:
+    """argparse type: a TCP port, 0 meaning "pick a free one"."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return port
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="mqbroker", description="Run a RocketMQ-compatible mqcore broker.")
     p.add_argument("-c", "--config", help="broker.conf (Java properties with RocketMQ key names)")
     p.add_argument("-n", "--namesrv", help="external name server address(es), 'host:port;host:port'")
     p.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
     p.add_argument("--store", help="store directory (storePathRootDir)")
-    p.add_argument("--listen-port", type=int, help="broker port (listenPort); 0 picks a free one")
-    p.add_argument("--namesrv-port", type=int, help="embedded name server port; 0 picks a free one")
+    p.add_argument("--listen-port", type=tcp_port, help="broker port (listenPort); 0 picks a free one")
+    p.add_argument("--namesrv-port", type=tcp_port, help="embedded name server port; 0 picks a free one")
     p.add_argument("--broker-name", help="brokerName")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING")
     return p.parse_args(argv)

@@ -55,8 +55,9 @@ class BrokerConfig:
     reject_transaction_message: bool = True
 
     def __post_init__(self) -> None:
-        if not 0 < self.listen_port < 65536 and self.listen_port != 0:
-            raise ConfigError(f"listenPort {self.listen_port} is not a TCP port")
+        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port)):
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"{key} {port} is not a TCP port (0-65535)")
         if self.default_topic_queue_nums <= 0:
             raise ConfigError("defaultTopicQueueNums must be positive")
         if not self.broker_name:

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 
+from mqcore.broker.cli import tcp_port
 from mqcore.broker.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.store.message_store import system_clock_ms
@@ -32,7 +33,7 @@ async def serve(config: NamesrvConfig) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="mqnamesrv", description="Run a RocketMQ-compatible name server.")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=9876, help="0 picks a free port")
+    p.add_argument("--port", type=tcp_port, default=9876, help="0 picks a free port")
     p.add_argument("--broker-expiry-ms", type=int, default=120_000,
                    help="drop brokers silent for this long (RocketMQ: 120 s)")
     p.add_argument("--log-level", default="INFO")

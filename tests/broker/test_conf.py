@@ -40,7 +40,7 @@ def test_broker_conf_with_rocketmq_keys():
 
 
 @pytest.mark.parametrize("bad", ["listenPort=abc", "flushDiskType=SOMETIMES", "brokerRole=SLAVE",
-                                 "messageDelayLevel=1x"])
+                                 "messageDelayLevel=1x", "listenPort=70000", "namesrvListenPort=-1"])
 def test_bad_values_are_clear_errors(bad):
     with pytest.raises(ConfigError, match=bad.split("=")[0]):
         build_configs(read_properties(bad))
@@ -57,3 +57,11 @@ def test_print_config_and_unknown_key_warning(tmp_path):
     p = subprocess.run([sys.executable, "-m", "mqcore.broker.cli", "-c", str(tmp_path / "missing.conf")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "cannot read" in p.stderr
+
+
+@pytest.mark.parametrize("argv", [["-m", "mqcore.broker.cli", "--listen-port", "70000"],
+                                  ["-m", "mqcore.broker.cli", "--namesrv-port", "x"],
+                                  ["-m", "mqcore.namesrv.cli", "--port", "99999"]])
+def test_bad_ports_on_the_command_line_are_usage_errors(argv):
+    p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "is not a TCP port" in p.stderr and "Traceback" not in p.stderr

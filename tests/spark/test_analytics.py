@@ -78,3 +78,12 @@ def test_export_to_parquet(spark, store_dir, store_truth, tmp_path):
     back = spark.read.parquet(str(out))
     assert sorted(r[0] for r in back.select("commitlog_offset").collect()) == sorted(want)
     assert back.where("is_compressed").selectExpr("min(substring(body, 1, 8))").first()[0] == b"log line"
+
+
+def test_a_path_that_is_not_a_store_is_a_one_line_error(tmp_path, capsys):
+    from mqcore.spark.analytics.cli import main
+    assert main(["volume", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["lag", str(tmp_path / "empty")]) == 2
+    assert "is not a RocketMQ store" in capsys.readouterr().err

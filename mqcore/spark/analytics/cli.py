@@ -20,6 +20,7 @@ from typing import Sequence
 
 from mqcore.spark.analytics import distributions, export, lag, lookup, retries, volume
 from mqcore.spark.analytics.common import build_session
+from mqcore.spark.files import NotAStoreError, locate_store
 
 JOBS = (volume, lag, retries, lookup, distributions, export)
 
@@ -39,6 +40,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:  # a wrong path is a one-line answer, before the JVM starts (planning reads it on the driver)
+        locate_store(args.store)
+    except NotAStoreError as e:
+        print(f"mqcore-analytics: {e}", file=sys.stderr)
+        return 2
     spark = build_session(args.master, f"mqcore-analytics {args.job}")
     try:
         args.run(spark, args)
