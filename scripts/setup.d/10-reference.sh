@@ -1,0 +1,32 @@
+# Sourced by scripts/test: the Apache RocketMQ reference (Java name server, broker, mqadmin and the
+# official Java client), copied once from Maven Central into a cache that later runs reuse.
+# Exports MQCORE_ROCKETMQ_SERVER_LIB and MQCORE_ROCKETMQ_CLIENT_LIB (directories of jars).
+# Without Maven Central the suite stops here with a message naming what is missing: the
+# reference tests are part of the suite and are never skipped silently.
+ensure_rocketmq_reference() {
+    local cache=${MQCORE_REFERENCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mqcore/rocketmq}
+    local server="$cache/server-4.9.7/lib" client="$cache/client-4.9.8/lib"
+    if ! command -v mvn >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+        echo "scripts/test: installing Maven for the RocketMQ reference" >&2
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends maven >/dev/null
+    fi
+    local pom dir
+    for pair in "server-pom.xml:$server" "client-pom.xml:$client"; do
+        pom=${pair%%:*}; dir=${pair#*:}
+        # the stamp is the pom itself: a changed pom refetches
+        if [ -f "$dir/.pom" ] && cmp -s "$dir/.pom" "scripts/reference/$pom"; then
+            continue
+        fi
+        rm -rf "$dir" && mkdir -p "$dir"
+        if ! mvn -q -B -f "scripts/reference/$pom" dependency:copy-dependencies \
+                -DoutputDirectory="$dir" >"$dir/../fetch.log" 2>&1; then
+            echo "scripts/test: could not fetch the Apache RocketMQ reference jars from Maven Central" >&2
+            echo "  (scripts/reference/$pom; see $dir/../fetch.log). The reference tests need them." >&2
+            tail -5 "$dir/../fetch.log" >&2
+            return 1
+        fi
+        cp "scripts/reference/$pom" "$dir/.pom"
+    done
+    export MQCORE_ROCKETMQ_SERVER_LIB="$server" MQCORE_ROCKETMQ_CLIENT_LIB="$client"
+}
+ensure_rocketmq_reference

@@ -1,0 +1,273 @@
+"""Apache RocketMQ as a reference: the Java name server, broker, mqadmin and Java client drivers.
+
+``scripts/test`` (scripts/setup.d/10-reference.sh) copies the jars from Maven Central into a
+cache and exports their directories; these helpers start the real processes on free loopback
+ports with temp stores and always stop them by PID.
+
+    with JavaNamesrv(tmp_path) as ns, JavaBroker(tmp_path / "b", ns.addr) as b:
+        mqadmin(["topicList", "-n", ns.addr])
+        run_java_driver("ProducerDriver.java", [ns.addr, "Topic"])
+
+The server is RocketMQ 4.9.7 (the newest 4.x whose namesrv/broker jars Maven Central serves);
+the Java client and mqadmin are 4.9.8. Missing jars fail the test with what to run, never skip.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+SERVER_LIB_ENV = "MQCORE_ROCKETMQ_SERVER_LIB"
+CLIENT_LIB_ENV = "MQCORE_ROCKETMQ_CLIENT_LIB"
+DRIVERS_DIR = Path(__file__).resolve().parent.parent / "reference" / "drivers"
+START_TIMEOUT_S = 90
+
+# RocketMQ 4.9's store and remoting reach into JDK internals (apache/rocketmq 3223, 3321, 5097)
+JDK17_FLAGS = [
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+]
+
+_LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{20}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def _lib(env: str) -> str:
+    d = os.environ.get(env, "")
+    if not d or not os.path.isdir(d) or not any(n.endswith(".jar") for n in os.listdir(d)):
+        pytest.fail(f"the Apache RocketMQ reference jars are missing (${env} is {d!r}): run the "
+                    "suite with scripts/test, which fetches them from Maven Central "
+                    "(scripts/setup.d/10-reference.sh)")
+    return d
+
+
+def server_classpath() -> str:
+    return os.path.join(_lib(SERVER_LIB_ENV), "*")
+
+
+def client_classpath() -> str:
+    return os.path.join(_lib(CLIENT_LIB_ENV), "*")
+
+
+def free_port_block(width: int = 1) -> int:
+    """A port p with p-2 .. p+width-1 free: the Java broker also binds listenPort-2 (VIP
+    channel) and listenPort+1 (HA)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p < 1100 or p + width > 65000:
+            continue
+        ok = True
+        for q in range(p - 2, p + width):
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", q))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return p
+    raise RuntimeError("no free block of loopback ports")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def java_env(home: Path) -> dict:
+    env = dict(os.environ)
+    env["ROCKETMQ_HOME"] = str(home)
+    env.pop("JAVA_TOOL_OPTIONS", None)
+    return env
+
+
+class _JavaProc:
+    main_class = ""
+    logback_name = ""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.home = self.workdir / "rmq-home"
+        (self.home / "conf").mkdir(parents=True, exist_ok=True)
+        (self.home / "logs").mkdir(exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self.lines: deque[str] = deque(maxlen=2000)
+        self.port = 0
+
+    def _argv(self) -> list[str]:
+        raise NotImplementedError  # each process kind names its own command line
+
+    def start(self):
+        (self.home / "conf" / self.logback_name).write_text(
+            _LOGBACK.format(log=self.home / "logs" / (self.logback_name.replace(".xml", ".log"))))
+        argv = ["java", "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", *JDK17_FLAGS,
+                f"-Drocketmq.home.dir={self.home}", f"-Duser.home={self.home}",
+                "-cp", server_classpath(), self.main_class, *self._argv()]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=java_env(self.home), cwd=self.workdir)
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            if _port_open(self.port) and self._ready():
+                return self
+            time.sleep(0.2)
+        out = self.output()
+        self.stop()
+        raise RuntimeError(f"{self.main_class} did not start on port {self.port}:\n{out}")
+
+    def _ready(self) -> bool:
+        return True
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def stop(self, timeout_s: float = 30):
+        p, self.proc = self.proc, None
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGTERM)  # the JVM's shutdown hooks flush and persist config
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+    def kill9(self):
+        p, self.proc = self.proc, None
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(10)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class JavaNamesrv(_JavaProc):
+    """org.apache.rocketmq.namesrv.NamesrvStartup on a free loopback port."""
+    main_class = "org.apache.rocketmq.namesrv.NamesrvStartup"
+    logback_name = "logback_namesrv.xml"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.port = free_port_block()
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def _argv(self):
+        conf = self.workdir / "namesrv.properties"
+        conf.write_text(f"listenPort={self.port}\n")
+        return ["-c", str(conf)]
+
+
+class JavaBroker(_JavaProc):
+    """org.apache.rocketmq.broker.BrokerStartup with a temp store, registered at namesrv_addr.
+
+    ``conf`` adds or overrides broker.conf keys (e.g. enablePropertyFilter=true)."""
+    main_class = "org.apache.rocketmq.broker.BrokerStartup"
+    logback_name = "logback_broker.xml"
+
+    def __init__(self, store_dir: Path, namesrv_addr: str, *, broker_name: str = "broker-java",
+                 cluster: str = "DefaultCluster", conf: dict | None = None):
+        store_dir = Path(store_dir)
+        store_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(store_dir.parent / (store_dir.name + "-java"))
+        self.store_dir = store_dir
+        self.namesrv_addr = namesrv_addr
+        self.broker_name = broker_name
+        self.cluster = cluster
+        self.conf = dict(conf or {})
+        self.port = free_port_block(2)
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def _argv(self):
+        conf = {
+            "brokerClusterName": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerId": 0,
+            "listenPort": self.port,
+            "brokerIP1": "127.0.0.1",
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": self.store_dir,
+            "storePathCommitLog": self.store_dir / "commitlog",
+            "autoCreateTopicEnable": "true",
+            "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 300000 * 20,
+            "maxIndexNum": 40000,
+            "maxHashSlotNum": 10000,
+            "flushDiskType": "ASYNC_FLUSH",
+            "deleteWhen": "04",
+            "fileReservedTime": 48,
+            "brokerRole": "ASYNC_MASTER",
+            # keep the ratios clear of a nearly full shared disk
+            "diskMaxUsedSpaceRatio": 95,
+        }
+        conf.update(self.conf)
+        path = self.workdir / "broker.conf"
+        path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        return ["-c", str(path), "-n", self.namesrv_addr]
+
+    def _ready(self) -> bool:
+        # the broker prints this once it is registered with the name server
+        return any("boot success" in line for line in self.lines)
+
+    def restart(self):
+        self.stop()
+        deadline = time.monotonic() + 30
+        while _port_open(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.start()
+
+
+def mqadmin(args: list[str], *, timeout_s: float = 60, home: Path | None = None) -> subprocess.CompletedProcess:
+    """The real ``mqadmin`` (rocketmq-tools MQAdminStartup 4.9.8); returns the finished process."""
+    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / "mqadmin-home"
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    logback = home / "conf" / "logback_tools.xml"
+    if not logback.exists():
+        logback.write_text(_LOGBACK.format(log=home / "tools.log"))
+    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
+            f"-Duser.home={home}", "-cp", client_classpath(),
+            "org.apache.rocketmq.tools.command.MQAdminStartup", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+
+
+def run_java_driver(driver: str, args: list[str], *, timeout_s: float = 120, workdir: Path | None = None,
+                    background: bool = False):
+    """Runs one of tests/reference/drivers/*.java as a single-file source program against the
+    official 4.9.8 Java client. Returns CompletedProcess, or the Popen when ``background``."""
+    src = DRIVERS_DIR / driver
+    logroot = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / "java-client-logs"
+    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={logroot}",
+            "-Drocketmq.client.logLevel=WARN", "-cp", client_classpath(), str(src), *args]
+    if background:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
