@@ -72,10 +72,11 @@ def start_java_broker(work: Path, *, namesrv: JavaNamesrv | None = None, broker_
     return JavaBrokerHandle(b, own)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def java_broker(tmp_path_factory):
-    """One Apache RocketMQ name server + broker shared by a test module (about 8 s to start);
-    tests use their own topics and groups, so they do not see each other's data."""
+    """One Apache RocketMQ name server + broker shared by this package's tests (a JVM takes 5 to
+    40 s to start on a loaded 2-core machine) and stopped when they are done; tests use their own
+    topics and groups, so they do not see each other's data."""
     h = start_java_broker(tmp_path_factory.mktemp("rmq"))
     try:
         yield h
@@ -116,14 +117,23 @@ class _JavaPair:
         self.ns.stop()
 
 
+@pytest.fixture(scope="module")
+def java_pair(tmp_path_factory):
+    pair = _JavaPair(tmp_path_factory.mktemp("rmq-pair"))
+    try:
+        yield pair
+    finally:
+        pair.stop()
+
+
 @pytest.fixture(params=BROKER_KINDS)
 def two_brokers(request, tmp_path):
     if request.param == "rocketmq":
-        pair = _JavaPair(tmp_path)
-        try:
-            yield (pair.ns, *pair.brokers)
-        finally:
-            pair.stop()
+        pair = request.getfixturevalue("java_pair")
+        for b in pair.brokers:  # a test may have killed one: it comes back on the same port and store
+            if b.java.proc is None:
+                b.java.start()
+        yield (pair.ns, *pair.brokers)
         return
     with NamesrvProcess() as ns, \
             BrokerProcess(tmp_path / "a", namesrv=ns.addr, broker_name="broker-a") as a, \
