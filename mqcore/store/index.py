@@ -150,6 +150,16 @@ class IndexService:
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy_offset if self.files else 0
 
+    def last_full_end_timestamp(self) -> int:
+        """End timestamp of the newest full file, 0 while none is full: what RocketMQ keeps in the
+        checkpoint as ``indexMsgTimestamp``. After a crash, a Java broker destroys every index
+        file that ends later than it, so a 0 there would cost a migrated store its key lookups."""
+        with self._lock:
+            for f in reversed(self.files):
+                if f.is_full():
+                    return f.header()[1]
+        return 0
+
     def build_locked(self, hashes, phys, timestamps) -> list[IndexFile]:
         """Put keys into the newest file, opening new ones when full; returns files filled up."""
         filled = []

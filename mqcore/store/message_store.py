@@ -171,10 +171,13 @@ class MessageStore:
         for cq in self.queues:
             cq.flush()
         if self.index is not None:
-            self.index.flush()
+            self.index.flush()  # the newest full file is among the two it flushes
         if self.checkpoint is not None:
             if ts:
                 self.checkpoint.logics_msg_timestamp = ts
+            if self.index is not None:
+                self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
+                                                          self.index.last_full_end_timestamp())
             self.checkpoint.flush()
 
     # --- facts ---------------------------------------------------------------------------------------

@@ -318,3 +318,27 @@ def test_same_process_second_open_is_refused(tmp_path, kernels):
             MessageStore(cfg, kernels=kernels).load()
     with MessageStore(cfg, kernels=kernels):  # released at shutdown: opens again
         pass
+
+
+def test_checkpoint_records_the_end_of_the_newest_full_index_file(tmp_path, kernels):
+    """RocketMQ's ``indexMsgTimestamp``: a Java broker recovering this store after a crash keeps
+    only index files that end at or before it, so it must follow the files as they fill."""
+    from mqcore.store.checkpoint import StoreCheckpoint
+    cfg = small_config(tmp_path / "store", index_entries=40)
+    s = MessageStore(cfg, kernels=kernels)
+    s.load()
+    s.start()
+    try:
+        for i in range(100):
+            assert s.put_message(msg(KEYS=f"k{i}")).status is PutMessageStatus.PUT_OK
+    finally:
+        s.shutdown()
+    names = sorted(os.listdir(cfg.index_dir))
+    assert len(names) >= 3
+    with open(os.path.join(cfg.index_dir, names[-2]), "rb") as f:
+        _begin, end_ts = struct.unpack(">qq", f.read(16))
+    ckpt = StoreCheckpoint(cfg.checkpoint_path)
+    try:
+        assert ckpt.index_msg_timestamp == end_ts > 0
+    finally:
+        ckpt.close()
