@@ -206,3 +206,47 @@ def test_apache_rocketmq_store_opened_by_mqbroker(tmp_path, spark):  # noqa: F81
 
     with BrokerProcess(store, conf=GEOMETRY) as mq:
         check_served_after_swap(mq.namesrv_addr, truth)
+
+
+def read_checkpoint(store: Path) -> tuple[int, int, int]:
+    """(physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp) of a store's checkpoint file."""
+    import struct
+    return struct.unpack_from(">qqq", (store / "checkpoint").read_bytes())
+
+
+def test_crashed_mqbroker_store_keeps_its_key_index_on_apache_rocketmq(tmp_path):
+    """A store copied after mqbroker was killed (the abort file is there): the Java broker's crash
+    recovery keeps only index files that end by the checkpoint's indexMsgTimestamp and re-indexes
+    from a recent commitlog file, so keys of older messages are answered only if mqbroker kept
+    that timestamp the way RocketMQ does."""
+    small = dict(GEOMETRY, mappedFileSizeCommitLog=128 * 1024, maxMessageSize=32 * 1024, maxIndexNum=60,
+                 maxHashSlotNum=100)
+    mq = BrokerProcess(tmp_path / "mq-store", conf=small).start()
+    try:
+        ns = mq.namesrv_addr
+        create_topic(mq.broker_addr, ns, "CrashKeys", 4)
+        with Producer("crash-pg", namesrv_addr=ns) as p:
+            for i in range(300):
+                p.send(Message("CrashKeys", f"c{i:04d}".encode() * 200, keys=[f"ck{i}"]))
+        first = {m.keys[0]: m for m in pull_everything(ns, "CrashKeys")}
+        # later traffic, so that crash recovery starts from a later commitlog file
+        assert wait_for(lambda: time.time() * 1000 > max(m.store_timestamp for m in first.values()) + 4000, 10)
+        with Producer("crash-pg", namesrv_addr=ns) as p:
+            for i in range(20):
+                p.send(Message("CrashKeys", b"late" * 300, keys=[f"late{i}"]))
+        last_ts = max(m.store_timestamp for m in pull_everything(ns, "CrashKeys"))
+        assert wait_for(lambda: read_checkpoint(tmp_path / "mq-store")[1] >= last_ts, timeout=30)
+    finally:
+        mq.kill9()
+    assert (tmp_path / "mq-store" / "abort").exists()
+    assert len(list((tmp_path / "mq-store" / "commitlog").iterdir())) >= 3
+    index_ts = read_checkpoint(tmp_path / "mq-store")[2]
+    indexed = [k for k, m in first.items() if m.store_timestamp < index_ts]
+    assert len(indexed) >= 100, (len(indexed), index_ts)
+
+    store = copy_store(tmp_path / "mq-store", tmp_path / "for-java" / "store")
+    with JavaNamesrv(tmp_path / "ns") as jns, JavaBroker(store, jns.addr, conf=small):
+        assert len(pull_everything(jns.addr, "CrashKeys")) == 320
+        with PullConsumer("crash-query", namesrv_addr=jns.addr) as pc:
+            missing = [k for k in indexed if {m.msg_id for m in pc.query_message("CrashKeys", k)} != {first[k].msg_id}]
+    assert not missing, f"{len(missing)} of {len(indexed)} keys lost, e.g. {missing[:5]}"
