@@ -34,13 +34,14 @@ GEOMETRY = {
     "mappedFileSizeConsumeQueue": 300000 * 20,
     "maxHashSlotNum": 10000,
     "maxIndexNum": 40000,
-    "messageDelayLevel": SHORT_DELAYS,
+    # level 18 waits 45 s: long enough to be still waiting when the writer has stopped
+    "messageDelayLevel": SHORT_DELAYS.rsplit(" ", 1)[0] + " 45s",
 }
 TOPICS = {"SwapA": 4, "SwapB": 2}
 DELAY_TOPIC = "SwapDelay"
 RETRY_GROUP = "swap-retry"
 OFFSET_GROUP = "swap-offsets"
-WAITING_DELAY_LEVEL = 18  # 16 s with SHORT_DELAYS: still waiting when the writer stops
+WAITING_DELAY_LEVEL = 18
 
 
 @dataclass
@@ -124,9 +125,9 @@ def write_traffic(ns: str, broker_addr: str) -> Truth:
     return t
 
 
-def check_served_after_swap(ns: str, truth: Truth) -> None:
+def check_served_after_swap(ns: str, truth: Truth, writer_stopped_ms: int) -> None:
     """The reading broker serves what the writer served, resumes groups, answers keys, delivers the
-    waiting delay message once and appends after the last offset."""
+    waiting delay message once (itself: after the writer stopped) and appends after the last offset."""
     after = served(ns, [*TOPICS, f"%RETRY%{RETRY_GROUP}"])
     assert after == {k: v for k, v in truth.queues.items() if k[0] != DELAY_TOPIC}
     for (group, topic, qid), offset in truth.offsets.items():
@@ -135,9 +136,11 @@ def check_served_after_swap(ns: str, truth: Truth) -> None:
         assert key_hits(ns, topic, key) == ids, (topic, key)
 
     # the waiting delay message arrives, and the delivered one is not delivered again
-    assert wait_for(lambda: len(pull_everything(ns, DELAY_TOPIC)) >= 2, timeout=60)
+    assert wait_for(lambda: len(pull_everything(ns, DELAY_TOPIC)) >= 2, timeout=90)
     time.sleep(1.5)
+    delayed = {m.body: m for m in pull_everything(ns, DELAY_TOPIC)}
     assert sorted(m.body for m in pull_everything(ns, DELAY_TOPIC)) == [b"d-later", b"d-now"]
+    assert delayed[b"d-later"].store_timestamp > writer_stopped_ms
 
     # a group resumes from its committed offsets: only the rest of each queue is delivered
     sink = Sink()
@@ -172,10 +175,11 @@ def copy_store(src: Path, dst: Path) -> Path:
 def test_mqbroker_store_opened_by_apache_rocketmq(tmp_path):
     with BrokerProcess(tmp_path / "mq-store", conf=GEOMETRY) as mq:
         truth = write_traffic(mq.namesrv_addr, mq.broker_addr)
+    stopped = int(time.time() * 1000)
     store = copy_store(tmp_path / "mq-store", tmp_path / "for-java" / "store")
     with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(store, ns.addr, conf=GEOMETRY) as jb:
         try:
-            check_served_after_swap(ns.addr, truth)
+            check_served_after_swap(ns.addr, truth, stopped)
         except AssertionError:
             print(jb.output()[-4000:])
             raise
@@ -189,6 +193,7 @@ def mqstore(*args: str) -> subprocess.CompletedProcess:
 def test_apache_rocketmq_store_opened_by_mqbroker(tmp_path, spark):  # noqa: F811
     with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(tmp_path / "java-store", ns.addr, conf=GEOMETRY) as jb:
         truth = write_traffic(ns.addr, jb.addr)
+    stopped = int(time.time() * 1000)
     store = copy_store(tmp_path / "java-store", tmp_path / "for-mq" / "store")
 
     v = mqstore("verify", str(store))
@@ -205,7 +210,7 @@ def test_apache_rocketmq_store_opened_by_mqbroker(tmp_path, spark):  # noqa: F81
     assert [bytes(r.body) for r in rows if r.is_delayed and bytes(r.body) == b"d-later"] == [b"d-later"]
 
     with BrokerProcess(store, conf=GEOMETRY) as mq:
-        check_served_after_swap(mq.namesrv_addr, truth)
+        check_served_after_swap(mq.namesrv_addr, truth, stopped)
 
 
 def read_checkpoint(store: Path) -> tuple[int, int, int]:
