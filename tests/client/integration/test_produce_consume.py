@@ -50,6 +50,10 @@ def test_send_kinds_and_pull_back(broker):
     assert [got[b"b1"].msg_id, got[b"b2"].msg_id] == batch.msg_ids
     with PullConsumer("viewer", namesrv_addr=ns) as pc:
         assert pc.view_message(r1.offset_msg_id).body == b"sync"
+        # by key, through the broker's index: each of a message's keys finds it, others do not
+        assert wait_for(lambda: [m.msg_id for m in pc.query_message("Kinds", "k-2")] == [r1.msg_id], timeout=10)
+        assert [m.body for m in pc.query_message("Kinds", "k-1")] == [b"sync"]
+        assert pc.query_message("Kinds", "no-such-key") == []
 
 
 def test_broker_refusal_maps_to_error(broker):
