@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mqcore.client import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
-from tests.client.integration.conftest import FAST, SHORT_DELAYS, wait_for
+from tests.client.integration.conftest import FAST, JAVA_BUSY_LIMITS, SHORT_DELAYS, wait_for
 from tests.client.integration.helpers import Sink, create_topic, pull_everything
 from tests.spark.conftest import spark  # noqa: F401  (the shared SparkSession fixture)
 from tests.support.processes import BrokerProcess
@@ -37,6 +37,7 @@ GEOMETRY = {
     # level 18 waits 45 s: long enough to be still waiting when the writer has stopped
     "messageDelayLevel": SHORT_DELAYS.rsplit(" ", 1)[0] + " 45s",
 }
+JAVA_CONF = {**GEOMETRY, **JAVA_BUSY_LIMITS}
 TOPICS = {"SwapA": 4, "SwapB": 2}
 DELAY_TOPIC = "SwapDelay"
 RETRY_GROUP = "swap-retry"
@@ -177,7 +178,7 @@ def test_mqbroker_store_opened_by_apache_rocketmq(tmp_path):
         truth = write_traffic(mq.namesrv_addr, mq.broker_addr)
     stopped = int(time.time() * 1000)
     store = copy_store(tmp_path / "mq-store", tmp_path / "for-java" / "store")
-    with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(store, ns.addr, conf=GEOMETRY) as jb:
+    with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(store, ns.addr, conf=JAVA_CONF) as jb:
         try:
             check_served_after_swap(ns.addr, truth, stopped)
         except AssertionError:
@@ -191,7 +192,7 @@ def mqstore(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_apache_rocketmq_store_opened_by_mqbroker(tmp_path, spark):  # noqa: F811
-    with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(tmp_path / "java-store", ns.addr, conf=GEOMETRY) as jb:
+    with JavaNamesrv(tmp_path / "ns") as ns, JavaBroker(tmp_path / "java-store", ns.addr, conf=JAVA_CONF) as jb:
         truth = write_traffic(ns.addr, jb.addr)
     stopped = int(time.time() * 1000)
     store = copy_store(tmp_path / "java-store", tmp_path / "for-mq" / "store")
@@ -250,8 +251,43 @@ def test_crashed_mqbroker_store_keeps_its_key_index_on_apache_rocketmq(tmp_path)
     assert len(indexed) >= 100, (len(indexed), index_ts)
 
     store = copy_store(tmp_path / "mq-store", tmp_path / "for-java" / "store")
-    with JavaNamesrv(tmp_path / "ns") as jns, JavaBroker(store, jns.addr, conf=small):
+    with JavaNamesrv(tmp_path / "ns") as jns, JavaBroker(store, jns.addr, conf={**small, **JAVA_BUSY_LIMITS}):
         assert len(pull_everything(jns.addr, "CrashKeys")) == 320
         with PullConsumer("crash-query", namesrv_addr=jns.addr) as pc:
             missing = [k for k in indexed if {m.msg_id for m in pc.query_message("CrashKeys", k)} != {first[k].msg_id}]
     assert not missing, f"{len(missing)} of {len(indexed)} keys lost, e.g. {missing[:5]}"
+
+
+def test_crashed_apache_rocketmq_store_opened_by_mqbroker(tmp_path):
+    """The Java broker killed (abort file left, config persisted only up to its last flush): mqbroker
+    recovers the copied store, serves every message and key, and resumes the persisted offsets."""
+    with JavaNamesrv(tmp_path / "ns") as jns:
+        jb = JavaBroker(tmp_path / "java-store", jns.addr, conf=dict(JAVA_CONF, flushConsumerOffsetInterval=500))
+        jb.start()
+        try:
+            create_topic(jb.addr, jns.addr, "CrashJava", 3)
+            with Producer("crash-pg", namesrv_addr=jns.addr) as p:
+                sent = [p.send(Message("CrashJava", f"j{i}", keys=[f"jk{i}"])) for i in range(150)]
+            with PullConsumer("crash-cg", namesrv_addr=jns.addr) as pc:
+                for mq in pc.fetch_subscribe_message_queues("CrashJava"):
+                    pc.update_consume_offset(mq, 10 + mq.queue_id)
+                pc.commit()
+            before = served(jns.addr, ["CrashJava"])
+            offsets = tmp_path / "java-store" / "config" / "consumerOffset.json"
+            assert wait_for(lambda: offsets.exists() and "CrashJava@crash-cg" in offsets.read_text(), timeout=30)
+        finally:
+            jb.kill9()
+    assert (tmp_path / "java-store" / "abort").exists()
+    store = copy_store(tmp_path / "java-store", tmp_path / "for-mq" / "store")
+    with BrokerProcess(store, conf=GEOMETRY) as mq:
+        ns = mq.namesrv_addr
+        assert served(ns, ["CrashJava"]) == before
+        assert sum(len(v) for v in before.values()) == 150
+        assert {(g, q): o for (g, _t, q), o in committed(ns, "crash-cg", "CrashJava").items()} == \
+            {("crash-cg", q): 10 + q for q in range(3)}
+        with PullConsumer("crash-query", namesrv_addr=ns) as pc:
+            for i in (0, 77, 149):
+                assert [m.msg_id for m in pc.query_message("CrashJava", f"jk{i}")] == [sent[i].msg_id]
+        with Producer("crash-pg2", namesrv_addr=ns) as p:
+            r = p.send(Message("CrashJava", "after"))
+        assert r.queue_offset == len(before[("CrashJava", r.message_queue.queue_id)])
