@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqcore.errors import RecordDecodeError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 
 BORN_HOST = bytes.fromhex("c0a8000a0000d431")     # 192.168.0.10:54321
 STORE_HOST = bytes.fromhex("c0a8000100002a9f")    # 192.168.0.1:10911

@@ -32,9 +32,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from mqcore._compat import kernels
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS
 from mqcore.client.route import TopicPublishInfo
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from mqcore._compat import kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
+from mqcore.format import layout as L
 from mqcore.message import (
     KEY_SEPARATOR,
     Prop,
@@ -28,8 +29,8 @@ from mqcore.message import (
     properties_to_bytes,
     string_to_properties,
 )
+from mqcore.netaddr import parse_host_port
 from mqcore.remoting.bodies import MessageQueue
-from mqcore.store import layout as L
 
 __all__ = [
     "Message",
@@ -239,8 +240,7 @@ class MessageExt(Message):
 
     @property
     def offset_msg_id(self) -> str:
-        host, _, port = self.store_host.rpartition(":")
-        return offset_msg_id(pack_host(host.strip("[]"), int(port)), self.commitlog_offset)
+        return offset_msg_id(pack_host(*parse_host_port(self.store_host)), self.commitlog_offset)
 
     @property
     def msg_id(self) -> str:

@@ -21,7 +21,7 @@ import random
 import struct
 import threading
 
-from mqcore.client.clock import Clock, system_clock_ms
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import IllegalArgumentError
 
 __all__ = ["UniqIdGenerator", "month_start_ms", "time_from_uniq_id"]

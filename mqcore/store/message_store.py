@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Callable
 
 from mqcore._compat import kernels as default_kernels
+from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
 from mqcore.store.checkpoint import StoreCheckpoint
@@ -32,10 +32,6 @@ from mqcore.store.recovery import Recovery, RecoveryReport
 from mqcore.store.writer import MessageWriter
 
 log = logging.getLogger(__name__)
-
-
-def system_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class MessageStore:

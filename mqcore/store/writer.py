@@ -13,9 +13,16 @@ import threading
 from typing import Callable, Sequence
 
 from mqcore.errors import RecordDecodeError
-from mqcore.message import (SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, host_sys_flag,
-                            offset_msg_id, offset_msg_ids, properties_to_bytes)
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.message import (
+    SCHEDULE_TOPIC,
+    MessageExtBrokerInner,
+    Prop,
+    host_sys_flag,
+    offset_msg_id,
+    offset_msg_ids,
+    properties_to_bytes,
+)
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.dispatch import Dispatcher
 from mqcore.store.results import PutMessageResult, PutMessageStatus

@@ -26,8 +26,12 @@ import time
 from collections.abc import Iterable
 from typing import IO, Any
 
+from mqcore.broker.metadata import TopicConfig, TopicConfigTable
+from mqcore.clock import system_clock_ms
 from mqcore.config import StoreConfig
 from mqcore.errors import IllegalArgumentError
+from mqcore.format import layout as L
+from mqcore.format.files import ReadOnlyFile, StoreFiles, index_geometry, numbered_files
 from mqcore.message import (
     MessageExtBrokerInner,
     Prop,
@@ -36,10 +40,8 @@ from mqcore.message import (
     unpack_host,
     validate_topic,
 )
-from mqcore.store import layout as L
-from mqcore.store.config_files import TopicConfig, TopicConfigTable
+from mqcore.netaddr import parse_host_port
 from mqcore.store.message_store import MessageStore
-from mqcore.tools.storefiles import ReadOnlyFile, StoreFiles, index_geometry
 
 DEFAULT_QUEUES = 4
 BATCH_MAX_MESSAGES = 256
@@ -79,7 +81,7 @@ def store_config(path: str, sizes: StoreSizes) -> StoreConfig:
 def _sizes_on_disk(path: str, hint: StoreSizes) -> StoreSizes:
     cfg = StoreConfig(store_path=path)
     found = StoreSizes()
-    files = StoreFiles._numbered(cfg.commitlog_dir)
+    files = numbered_files(cfg.commitlog_dir)
     if files:
         found.commitlog_file_size_bytes = os.path.getsize(files[0])
     if os.path.isdir(cfg.consume_queue_dir):
@@ -246,7 +248,7 @@ class Importer:
                 continue
             if p.queue_id is None:
                 p.queue_id = self._round_robin(p.topic)
-            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next(_now_ms()))
+            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next(system_clock_ms()))
             if self.batch and Prop.DELAY not in p.properties:
                 self._add_to_run(p)
             else:
@@ -263,7 +265,7 @@ class Importer:
         return i % n
 
     def _put_one(self, p: Parsed) -> None:
-        now = _now_ms()
+        now = system_clock_ms()
         r = self.store.put_message(MessageExtBrokerInner(
             topic=p.topic, body=p.body, queue_id=p.queue_id or 0, flag=p.flag, properties=p.properties,
             born_timestamp=now, born_host=self.born_host, store_host=self.store_host))
@@ -292,7 +294,7 @@ class Importer:
             return
         items = self.store.k.encode_batch_items([(p.flag, p.body, properties_to_bytes(p.properties)) for p in run])
         topic, qid = run[0].topic, run[0].queue_id or 0
-        r = self.store.put_batch(topic, qid, items, born_timestamp=_now_ms(), born_host=self.born_host,
+        r = self.store.put_batch(topic, qid, items, born_timestamp=system_clock_ms(), born_host=self.born_host,
                                  store_host=self.store_host)
         self.result.calls += 1
         if r.status.stored:
@@ -333,16 +335,9 @@ def unpack_host_ip(host: bytes) -> bytes:
     return bytes(host[:-4])
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def parse_host(text: str) -> bytes:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise IllegalArgumentError(f"{text!r} is not ip:port")
     try:
-        return pack_host(host.strip("[]"), int(port))
+        return pack_host(*parse_host_port(text))
     except (OSError, ValueError) as e:
         raise IllegalArgumentError(f"{text!r} is not ip:port: {e}") from e
 

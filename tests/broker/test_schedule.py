@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.format import layout as L
 from mqcore.message import SCHEDULE_TOPIC, MessageExt, MessageExtBrokerInner, pack_host
-from mqcore.store import layout as L
-from mqcore.store.config_files import DelayOffsetTable
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 from tests.store.test_message_store import small_config

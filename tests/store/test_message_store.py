@@ -11,8 +11,8 @@ import pytest
 
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import CorruptFileError, StoreLockedError
+from mqcore.format import layout as L
 from mqcore.message import MessageExtBrokerInner, pack_host, string_to_properties
-from mqcore.store import layout as L
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 
