@@ -913,40 +913,5 @@ def prefault(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_
     return n
 
 
-# --- latency fault items ---------------------------------------------------------------------------
-cdef inline bint _fault_less(int64_t la, int64_t sa, Py_ssize_t ia, int64_t lb, int64_t sb,
-                             Py_ssize_t ib, int64_t now) noexcept nogil:
-    cdef int avail_a = 0 if now >= sa else 1
-    cdef int avail_b = 0 if now >= sb else 1
-    if avail_a != avail_b:
-        return avail_a < avail_b
-    if la != lb:
-        return la < lb
-    if sa != sb:
-        return sa < sb
-    return ia < ib
-
-
-def sort_fault_items(latency, start_timestamp, int64_t now_ms):
-    """Order FaultItems: available (now >= start) first, then latency, then start time."""
-    cdef const int64_t[::1] lat = np.ascontiguousarray(latency, dtype=np.int64)
-    cdef const int64_t[::1] st = np.ascontiguousarray(start_timestamp, dtype=np.int64)
-    cdef Py_ssize_t n = lat.shape[0], i, j
-    cdef int64_t x
-    if st.shape[0] != n:
-        raise ValueError("latency and start_timestamp differ in length")
-    order = np.arange(n, dtype=np.int64)
-    cdef int64_t[::1] o = order
-    with nogil:
-        # insertion sort: a producer has a handful of brokers
-        for i in range(1, n):
-            x = o[i]
-            j = i - 1
-            while j >= 0 and _fault_less(lat[x], st[x], x, lat[o[j]], st[o[j]], o[j], now_ms):
-                o[j + 1] = o[j]
-                j -= 1
-            o[j + 1] = x
-    return order
-
-
+# --- columnar decode (Spark, client) -------------------------------------------------------------------
 include "_columns.pxi"

@@ -567,17 +567,4 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
     return len(range(start - start % page_size, end, page_size))
 
 
-# --- latency fault items ------------------------------------------------------
-def sort_fault_items(latency, start_timestamp, now_ms: int):
-    """Order FaultItems: available (now >= start) first, then latency, then start time.
-
-    Returns the permutation as an int64 array. ``now_ms`` is read once by the caller,
-    so the order is a consistent total order (unlike a comparator that reads the clock).
-    """
-    n = len(latency)
-    keys = sorted(range(n), key=lambda i: (0 if now_ms >= int(start_timestamp[i]) else 1,
-                                           int(latency[i]), int(start_timestamp[i]), i))
-    return np.array(keys, dtype=np.int64)
-
-
 from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)

@@ -45,7 +45,7 @@ from mqcore.message import (
     Prop,
     string_to_properties,
 )
-from mqcore.store.flush import ServiceThread
+from mqcore.service import ServiceThread
 from mqcore.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)

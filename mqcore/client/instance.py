@@ -37,7 +37,7 @@ from mqcore.client.api import MQClientAPI
 from mqcore.client.config import ClientConfig
 from mqcore.client.loop import LoopThread
 from mqcore.client.route import MASTER_ID, TopicRouteData
-from mqcore.client.uniq_id import UniqIdGenerator
+from mqcore.uniq_id import UniqIdGenerator
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
 from mqcore.jsonutil import dumps_compact

@@ -46,7 +46,7 @@ import psutil
 
 from mqcore.config import StoreConfig
 from mqcore.errors import ConfigError, MQError
-from mqcore.store.flush import ServiceThread
+from mqcore.service import ServiceThread
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import dataclasses
 import json
 import os
-import random
-import struct
-import time
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -41,6 +39,7 @@ from mqcore.message import (
     validate_topic,
 )
 from mqcore.netaddr import parse_host_port
+from mqcore.uniq_id import UniqIdGenerator
 from mqcore.store.message_store import MessageStore
 
 DEFAULT_QUEUES = 4
@@ -97,21 +96,6 @@ def _sizes_on_disk(path: str, hint: StoreSizes) -> StoreSizes:
             with ReadOnlyFile(indexes[-1]) as f:
                 found.index_slots, found.index_entries = index_geometry(f, hint.index_slots, hint.index_entries)
     return found
-
-
-class UniqKeys:
-    """UNIQ_KEY values shaped like a Java producer's (ip, pid, random, ms in month, counter)."""
-
-    def __init__(self, ip: bytes):
-        self._prefix = ip[:4].ljust(4, b"\0") + struct.pack(">H", os.getpid() & 0xFFFF) + random.randbytes(4)
-        self._counter = 0
-
-    def next(self, now_ms: int) -> str:
-        t = time.localtime(now_ms / 1000)  # Java: start of the month in the default time zone
-        month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-        self._counter = (self._counter + 1) & 0xFFFF
-        return (self._prefix + struct.pack(">IH", max(0, now_ms - month_start) & 0xFFFFFFFF,
-                                           self._counter)).hex().upper()
 
 
 @dataclasses.dataclass
@@ -231,7 +215,7 @@ class Importer:
         self.batch = batch
         self.store_host = store_host
         self.born_host = born_host
-        self.uniq = UniqKeys(unpack_host_ip(store_host))
+        self.uniq = UniqIdGenerator(str(ipaddress.ip_address(unpack_host_ip(store_host))))
         self.result = ImportResult()
         self._rr: dict[str, int] = {}
         self._run: list[Parsed] = []
@@ -248,7 +232,7 @@ class Importer:
                 continue
             if p.queue_id is None:
                 p.queue_id = self._round_robin(p.topic)
-            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next(system_clock_ms()))
+            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next_id())
             if self.batch and Prop.DELAY not in p.properties:
                 self._add_to_run(p)
             else:

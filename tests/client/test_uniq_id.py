@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 
-from mqcore.client.uniq_id import UniqIdGenerator, month_start_ms, time_from_uniq_id
+from mqcore.uniq_id import UniqIdGenerator, month_start_ms, time_from_uniq_id
 from mqcore.clock import ManualClock
 
 

@@ -1,4 +1,4 @@
-"""Client message ids (``UNIQ_KEY``), laid out as Java's ``MessageClientIDSetter``
+"""Message ids made by producers (``UNIQ_KEY``), laid out as Java's ``MessageClientIDSetter``
 (store-format §2.2)::
 
     +---------------+--------+------------------+-----------------------+-----------+
