@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, Sequence
 
-from mqcore._compat import kernels
+from mqcore._compat import kernels as default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.message import (
@@ -292,7 +292,7 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30) -> list[MessageExt]:
+                    max_count: int = 1 << 30, *, kernels=default_kernels) -> list[MessageExt]:
     """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
     out: list[MessageExt] = []
     if not body:
@@ -324,7 +324,7 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
     return out
 
 
-def encode_batch_body(messages: Sequence[Message]) -> bytes:
+def encode_batch_body(messages: Sequence[Message], *, kernels=default_kernels) -> bytes:
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
     return kernels.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])

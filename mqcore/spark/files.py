@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from mqcore._compat import kernels as K
+from mqcore._compat import kernels as default_kernels
 from mqcore.errors import StoreError
 from mqcore.format import layout as L
 from mqcore.format.files import is_data_file_name, numbered_files, open_view
@@ -266,7 +266,7 @@ class Snapshot:
         return max(0, min(f.size, self.end_offset - f.base_offset))
 
 
-def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
+def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=default_kernels) -> Snapshot:
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
     files = list_commitlog(dirs)
@@ -284,9 +284,9 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
         with open_view(last.path) as v:
             inside = last.base_offset <= dispatched < last.base_offset + last.size
             start = dispatched - last.base_offset if inside else 0  # dispatched units end on a record
-            pos, count, reason, _, _ = K.walk_records(v, start, len(v), True)
+            pos, count, reason, _, _ = kernels.walk_records(v, start, len(v), True)
             if count == 0 and start > 0 and reason not in (L.ScanStop.NO_DATA, L.ScanStop.BLANK):
-                pos, _, reason, _, _ = K.walk_records(v, 0, len(v), True)  # not a boundary after all
+                pos, _, reason, _, _ = kernels.walk_records(v, 0, len(v), True)  # not a boundary after all
         end = last.base_offset + (last.size if reason == L.ScanStop.BLANK else pos)
     kept = [i for i, f in enumerate(data) if f.base_offset < end]
     return Snapshot(tuple(data[i] for i in kept), end, tuple(first_ts[i] for i in kept), dispatched, reason)
@@ -309,21 +309,22 @@ class FileStats:
     end: str                 # why the walk stopped: BLANK (file full), NO_DATA, END (limit)
 
 
-def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True) -> FileStats:
+def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True, *,
+              kernels=default_kernels) -> FileStats:
     """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
     with open_view(path) as v:
         limit = len(v) if limit is None else min(limit, len(v))
         pos = records = corrupt = corrupt_bytes = 0
         first_ts = last_ts = -1
         while True:
-            pos, n, reason, f_ts, l_ts = K.walk_records(v, pos, limit, check_crc)
+            pos, n, reason, f_ts, l_ts = kernels.walk_records(v, pos, limit, check_crc)
             if n:
                 records += n
                 first_ts = f_ts if first_ts < 0 else first_ts
                 last_ts = l_ts
             if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
                 break
-            q = K.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
+            q = kernels.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
             corrupt += 1
             corrupt_bytes += (q if q >= 0 else limit) - pos
             if q < 0:

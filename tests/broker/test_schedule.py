@@ -173,10 +173,10 @@ def test_refused_put_pauses_the_level_and_nothing_is_lost(store, clock):
     put_delayed(store, 1, body=b"b")
     svc = service(store, clock, retry_after_failure_ms=10_000)
     clock.now = T0 + 1000
-    store.writer.refuse_reason = "the disk is full: test"
+    store.refuse_puts("the disk is full: test")
     assert svc.deliver_due() == 0 and svc.levels[0].offset == 0
     assert svc.levels[0].next_check_ms == T0 + 11_000
-    store.writer.refuse_reason = None
+    store.accept_puts()
     clock.now = T0 + 5000
     assert svc.deliver_due() == 0                            # still pausing
     clock.now = T0 + 11_000

@@ -305,7 +305,7 @@ def test_sync_flush_group_commit(open_store):
 
 def test_disk_full_refusal(open_store):
     s = open_store()
-    s.writer.refuse_reason = "disk full"
+    s.refuse_puts("disk full")
     r = s.put_message(msg())
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.remark == "disk full"
 
