@@ -408,29 +408,28 @@ class MQAdmin:
         return sorted(out, key=lambda m: (m.store_timestamp, m.broker_name or "", m.queue_id, m.queue_offset))
 
     def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """By offset message id (what the broker returns as offsetMsgId); with ``topic``, a
-        client-side message id (UNIQ_KEY) is accepted too."""
+        """By offset message id (the broker's ``offsetMsgId``: store host + commitlog offset);
+        with ``topic``, the client's message id (UNIQ_KEY) is looked up in that topic first."""
+        if topic is not None:
+            found = self.query_msg_by_key(topic, msg_id, max_num=32, unique_key=True)
+            if found:
+                return found[0]
         try:
             ip, port, phy = decode_offset_msg_id(msg_id)
-        except Exception:  # not an offset id at all: try it as a unique key
-            ip = ""
-        if ip:
-            addr = f"{ip}:{port}"
-            try:
-                resp = self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
-                msgs = decode_messages(bytes(resp.body), self._broker_name_or_none(addr), 1)
-                if msgs:
-                    return msgs[0]
-            except (BrokerError, RemotingError):
-                if topic is None:
-                    raise
-        if topic is None:
-            raise IllegalArgumentError(f"{msg_id!r} is not an offset message id; give the topic (-t) "
-                                       "to look it up as a client message id")
-        found = self.query_msg_by_key(topic, msg_id, max_num=32, unique_key=True)
-        if not found:
-            raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} in topic {topic}")
-        return found[0]
+        except IllegalArgumentError:
+            if topic is None:
+                raise
+            raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} in topic {topic}") from None
+        if not 0 < port < 65536 or phy < 0:
+            where = f" and no message with that client id in topic {topic}" if topic else \
+                "; give the topic (-t) to look it up as a client message id"
+            raise IllegalArgumentError(f"{msg_id!r} is not an offset message id (it names port {port}){where}")
+        addr = f"{ip}:{port}"
+        resp = self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
+        msgs = decode_messages(bytes(resp.body), self._broker_name_or_none(addr), 1)
+        if not msgs:
+            raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no message at {msg_id}", addr)
+        return msgs[0]
 
     def _broker_name_or_none(self, addr: str) -> str | None:
         try:

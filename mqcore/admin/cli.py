@@ -414,10 +414,10 @@ def cmd_send_message(admin: MQAdmin, a, out):
     r = admin.send_message(a.topic, a.body.encode(), keys=a.key, tags=a.tags, broker_name=a.broker, queue_id=a.qid)
     if a.json:
         return {"brokerName": r.message_queue.broker_name, "queueId": r.message_queue.queue_id,
-                "sendStatus": r.send_status.name, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+                "sendStatus": r.status.name, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
                 "queueOffset": r.queue_offset}
     print(f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId", file=out)
-    print(f"{r.message_queue.broker_name:<32}  {r.message_queue.queue_id:<4}  {r.send_status.name:<20}    "
+    print(f"{r.message_queue.broker_name:<32}  {r.message_queue.queue_id:<4}  {r.status.name:<20}    "
           f"{r.msg_id}", file=out)
     return None
 

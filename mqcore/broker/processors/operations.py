@@ -43,7 +43,15 @@ class OperationsProcessor:
 
     # --- broker config ----------------------------------------------------------------------------
     def get_broker_config(self, channel, request):
-        text = "\n".join(effective_config_lines(self.b.cfg, self.b.store_config)) + "\n"
+        lines = []
+        for line in effective_config_lines(self.b.cfg, self.b.store_config):
+            key, _, value = line.partition("=")
+            if "_" in key:  # mqcore-internal settings without a RocketMQ key: not an operator's concern
+                continue
+            if key == "listenPort":
+                value = str(self.b.port)  # the port actually bound (0 in the config means "any free one")
+            lines.append(f"{key}={value}")
+        text = "\n".join(lines) + "\n"
         return create_response(request, ResponseCode.SUCCESS, body=text.encode(),
                                ext_fields={"version": dumps_compact({"counter": 0, "timestamp": 0}).decode()})
 
