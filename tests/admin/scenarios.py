@@ -166,6 +166,9 @@ def groups_and_offsets(t: Target, topic: str, group: str, n: int = 20) -> None:
         reset = t.ok("resetOffsetByTime", "-g", group, "-t", topic, "-s", str(before_consume - 3_600_000), "--json")
         assert reset.json["consumersOnline"] is True
         assert sorted((q["queueId"], q["offset"]) for q in reset.json["queues"]) == [(0, 0), (1, 0)]
+        # the running consumer acts on it: everything comes again, and it catches up again
+        assert wait_for(lambda: len(got) >= 2 * n, 60), f"{len(got)} of {2 * n} after the reset"
+        assert wait_for(caught_up, 30)
     finally:
         c.shutdown()
     # offline reset: with nobody online the committed offsets are rewritten directly
