@@ -303,6 +303,12 @@ class MQAdmin:
                "topicSysFlag": 0, "order": str(order).lower()}
         self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
 
+    def put_order_conf(self, topic: str, order_conf: str) -> None:
+        """Mark ``topic`` ordered on the name servers (``brokerName:queues;...``), as updateTopic -o does."""
+        for ns in self.namesrv_addrs:
+            self._invoke(ns, RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": topic,
+                                                         "value": order_conf})
+
     def delete_topic(self, cluster: str, topic: str) -> list[str]:
         """Delete ``topic`` on every master of ``cluster`` and on the name servers; returns the masters."""
         masters = self.cluster_info().master_addrs(cluster)

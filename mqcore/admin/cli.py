@@ -225,10 +225,20 @@ def cmd_update_topic(admin: MQAdmin, a, out):
                            perm=a.perm, order=a.order)
     cfg = {"topicName": a.topic, "readQueueNums": a.readQueueNums, "writeQueueNums": a.writeQueueNums,
            "perm": a.perm, "order": a.order}
+    order_conf = None
+    if a.order:  # ordered topics are also announced by the name servers (the route's orderTopicConf)
+        info = admin.cluster_info()
+        names = [b.broker_name for b in info.brokers(a.clusterName)] if a.clusterName \
+            else [info.broker_name_of(a.brokerAddr) or a.brokerAddr]
+        order_conf = ";".join(f"{n}:{a.writeQueueNums}" for n in names)
+        admin.put_order_conf(a.topic, order_conf)
     if a.json:
-        return {"brokers": addrs, "topicConfig": cfg}
+        return {"brokers": addrs, "topicConfig": cfg, "orderConf": order_conf}
     for addr in addrs:
         print(f"create topic to {addr} success.", file=out)
+    if order_conf:
+        print(f"set {'cluster' if a.clusterName else 'broker'} orderConf. isOrder=true, orderConf=[{order_conf}]",
+              file=out)
     perm = {2: "W", 4: "R", 6: "RW"}[a.perm]
     print(f"TopicConfig [topicName={a.topic}, readQueueNums={a.readQueueNums}, writeQueueNums={a.writeQueueNums}, "
           f"perm={perm}, topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(a.order).lower()}]", file=out)

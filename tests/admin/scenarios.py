@@ -83,6 +83,12 @@ def topic_lifecycle(t: Target, topic: str) -> None:
     r = t.ok("deleteTopic", "-c", t.cluster, "-t", topic)
     assert f"delete topic [{topic}] from cluster [{t.cluster}] success." in r.out
     assert wait_for(lambda: topic not in t.ok("topicList", "--json").json)
+    # an ordered topic: the name server hands out its order configuration with the route
+    r = t.ok("updateTopic", "-c", t.cluster, "-t", topic + "Ordered", "-r", "2", "-w", "2", "-o", "true")
+    assert f"orderConf=[{t.broker_name}:2]" in r.out
+    assert wait_for(lambda: routed(t, topic + "Ordered"))
+    assert t.ok("topicRoute", "-t", topic + "Ordered", "--json").json.get("orderTopicConf") == f"{t.broker_name}:2"
+    t.ok("deleteTopic", "-c", t.cluster, "-t", topic + "Ordered")
 
 
 def no_route(t: Target, topic: str) -> None:
