@@ -309,6 +309,12 @@ class MQAdmin:
             self._invoke(ns, RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": topic,
                                                          "value": order_conf})
 
+    def order_conf(self, topic: str) -> str | None:
+        """The order configuration the name server keeps for ``topic`` (None: not ordered)."""
+        resp = self._invoke_namesrv(RequestCode.GET_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": topic},
+                                    ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        return resp.ext_fields.get("value") if resp.code == ResponseCode.SUCCESS else None
+
     def delete_topic(self, cluster: str, topic: str) -> list[str]:
         """Delete ``topic`` on every master of ``cluster`` and on the name servers; returns the masters."""
         masters = self.cluster_info().master_addrs(cluster)

@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.processes import BrokerProcess
 
-pytestmark = pytest.mark.timeout(240)
+# ~40 mqadmin processes: about 30 s on a quiet machine
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_NAMESRV = "127.0.0.1:9876"
