@@ -583,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _describe(e: MQError, a) -> str:
+def _describe(e: MQError) -> str:
     if isinstance(e, RemotingConnectError):
         return f"cannot connect: {e} (is the name server/broker running at that address?)"
     if isinstance(e, RemotingTimeoutError):
@@ -606,7 +606,7 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
         print(f"mqadmin {a.command}: {e}", file=sys.stderr)
         return 2
     except MQError as e:
-        print(f"mqadmin {a.command}: {_describe(e, a)}", file=sys.stderr)
+        print(f"mqadmin {a.command}: {_describe(e)}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"mqadmin {a.command}: {e}", file=sys.stderr)
