@@ -611,6 +611,9 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
     except OSError as e:
         print(f"mqadmin {a.command}: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # an operator gets one line, never a traceback; the line names the bug
+        print(f"mqadmin {a.command}: internal error {type(e).__name__}: {e} (please report it)", file=sys.stderr)
+        return 1
     if a.json:
         print(json.dumps(result, indent=2, sort_keys=True, default=str), file=out)
     return 0

@@ -22,7 +22,7 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
-from mqcore.broker.config import BrokerConfig, NamesrvConfig
+from mqcore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, NamesrvConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.processors.admin import AdminProcessor
@@ -219,7 +219,14 @@ class Broker:
 
     # --- name server registration ------------------------------------------------------------------
     def _register_body(self) -> bytes:
-        body = {"filterServerList": [], "topicConfigSerializeWrapper": self.topics.serialize_wrapper()}
+        wrapper = self.topics.serialize_wrapper()
+        perm = self.cfg.broker_permission
+        if (perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+            # a broker made read-only or write-only (updateBrokerConfig brokerPermission) announces
+            # its topics that way, so clients stop sending to (or pulling from) it, as RocketMQ does
+            for tc in wrapper["topicConfigTable"].values():
+                tc["perm"] = tc["perm"] & perm
+        body = {"filterServerList": [], "topicConfigSerializeWrapper": wrapper}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
     async def register_all(self) -> None:

@@ -82,6 +82,25 @@ def test_update_broker_config_changes_behaviour_and_refuses_fixed_keys(target):
     assert bad.rc == 1 and "brokerPermission=9" in bad.err
 
 
+def test_read_only_broker_is_announced_read_only(target):
+    """brokerPermission=4 at run time: the route says read-only and sends are refused; 6 undoes it."""
+    t = target
+    scenarios.create_topic(t, "AdmReadOnly", 1)
+
+    def perm():
+        return t.ok("topicRoute", "-t", "AdmReadOnly", "--json").json["queueDatas"][0]["perm"]
+
+    t.ok("updateBrokerConfig", "-b", t.broker_addr, "-k", "brokerPermission", "-v", "4")
+    try:
+        assert wait_for(lambda: perm() == 4)
+        refused = t.run("sendMessage", "-t", "AdmReadOnly", "-p", "x")
+        assert refused.rc == 1 and "no writable queue" in refused.err and "Traceback" not in refused.err
+    finally:
+        t.ok("updateBrokerConfig", "-b", t.broker_addr, "-k", "brokerPermission", "-v", "6")
+    assert wait_for(lambda: perm() == 6)
+    assert t.ok("sendMessage", "-t", "AdmReadOnly", "-p", "x", "--json").json["sendStatus"] == "SEND_OK"
+
+
 def test_delete_group_forgets_config_and_offsets(target):
     t = target
     scenarios.create_topic(t, "AdmDelGroup", 1)
