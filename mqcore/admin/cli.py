@@ -277,11 +277,21 @@ def cmd_delete_sub_group(admin: MQAdmin, a, out):
     addrs = _broker_targets(admin, a)
     for addr in addrs:
         admin.delete_group(addr, a.groupName, remove_offset=a.removeOffset)
+    deleted_topics = []
+    if a.clusterName:  # for a whole cluster the group's retry and dead-letter topics go too (as RocketMQ)
+        existing = set(admin.topic_list())
+        for topic in (RETRY_GROUP_TOPIC_PREFIX + a.groupName, DLQ_GROUP_TOPIC_PREFIX + a.groupName):
+            if topic in existing:
+                admin.delete_topic(a.clusterName, topic)
+                deleted_topics.append(topic)
     if a.json:
-        return {"group": a.groupName, "brokers": addrs, "removeOffset": a.removeOffset}
+        return {"group": a.groupName, "brokers": addrs, "removeOffset": a.removeOffset,
+                "deletedTopics": deleted_topics}
     for addr in addrs:
         where = f" in cluster [{a.clusterName}]" if a.clusterName else ""
         print(f"delete subscription group [{a.groupName}] from broker [{addr}]{where} success.", file=out)
+    for topic in deleted_topics:
+        print(f"delete topic [{topic}] from cluster [{a.clusterName}] success.", file=out)
     return None
 
 
