@@ -157,3 +157,24 @@ def test_api_is_usable_on_its_own(target):
         for th in threads:
             th.join()
         assert len(results) == 4 and all("brokerVersionDesc" in r for r in results)
+
+
+def test_operator_requests_with_bad_input_get_an_answer_and_the_broker_keeps_serving(target):
+    t = target
+    cases = [
+        (RequestCode.UPDATE_BROKER_CONFIG, {}, b"\xff\xfe not utf-8"),
+        (RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=abc\n"),
+        (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"topic": "AdmNoSuchTopic", "group": "g", "timestamp": "1"}, b""),
+        (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"topic": "TBW102", "group": "g", "timestamp": "soon"}, b""),
+        (RequestCode.GET_PRODUCER_CONNECTION_LIST, {}, b""),
+        (RequestCode.DELETE_SUBSCRIPTIONGROUP, {}, b""),
+        (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {}, b""),
+    ]
+    with SyncRemotingClient() as rc:
+        for code, ext, body in cases:
+            resp = rc.invoke(t.broker_addr, create_request(code, ext, body), 5000)
+            assert resp.code in (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR), (code, resp.code, resp.remark)
+            if code == RequestCode.UPDATE_BROKER_CONFIG or code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
+                assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark, (code, resp)
+    assert t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json["brokerPermission"] == "6"
+    assert t.ok("clusterList", "--json").json
