@@ -32,7 +32,7 @@ from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.client import SyncRemotingClient
 from mqcore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_request
-from mqcore.remoting.jsonutil import dumps_compact, loads_lenient
+from mqcore.jsonutil import dumps_compact, loads_lenient
 
 __all__ = ["MQAdmin", "ClusterInfo", "BrokerAddrs", "TopicOffset", "ConsumeRow", "ConsumeStats",
            "Connection", "ConsumerConnection", "ResetRow", "MASTER_ID", "RETRY_GROUP_TOPIC_PREFIX",

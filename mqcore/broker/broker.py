@@ -17,14 +17,14 @@ import functools
 import json
 import logging
 import shutil
-import struct
 import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
-from mqcore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig, NamesrvConfig
+from mqcore.broker.config import BrokerConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
@@ -33,34 +33,26 @@ from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.topics import TopicConfigManager
+from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
 from mqcore.message import pack_host
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
-from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
-                                     UnregisterBrokerRequestHeader)
+from mqcore.remoting.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 from mqcore.store.cleanup import CleanupService
-from mqcore.store.config_files import DelayOffsetTable
-from mqcore.store.message_store import MessageStore, system_clock_ms
+from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 RC = RequestCode
-
-#: a commitlog record's sysFlag follows totalSize, magic, bodyCRC, queueId, flag, queueOffset and
-#: physicalOffset; the store timestamp follows sysFlag, bornTimestamp and bornHost (store-format)
-SYS_FLAG_POS = 4 + 4 + 4 + 4 + 4 + 8 + 8
-BORNHOST_V6_FLAG = 0x10
-INT32, INT64 = struct.Struct(">i"), struct.Struct(">q")
-
-
-def record_store_timestamp(rec: bytes) -> int:
-    sys_flag = INT32.unpack_from(rec, SYS_FLAG_POS)[0]
-    born_host_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
-    return INT64.unpack_from(rec, SYS_FLAG_POS + 4 + 8 + born_host_len)[0]
-
 
 def _human(n: int) -> str:
     """``MixAll.humanReadableByteCount`` (SI units off): 1.5 GiB -> "1.50 GiB"."""
@@ -314,9 +306,9 @@ class Broker:
         earliest = 0
         lo = s.get_min_phy_offset()
         if s.get_max_phy_offset() > lo:
-            rec = s.select_one_message_by_offset(lo)
-            if rec is not None:
-                earliest = record_store_timestamp(bytes(rec))
+            first = s.look_message_by_offset(lo)
+            if first is not None:
+                earliest = first.store_timestamp
         try:
             du = shutil.disk_usage(self.store_config.store_path)
             ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."

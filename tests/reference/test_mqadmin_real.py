@@ -16,7 +16,7 @@ import pytest
 
 from mqcore.admin import MQAdmin
 from mqcore.client import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.jsonutil import loads_lenient
 
 from tests.admin.scenarios import FAST, wait_for
 from tests.support.processes import BrokerProcess

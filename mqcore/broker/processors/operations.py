@@ -14,7 +14,7 @@ from mqcore.errors import ConfigError, MQError
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.codes import LanguageCode, RequestCode
 from mqcore.remoting.command import create_request
-from mqcore.remoting.jsonutil import dumps_compact
+from mqcore.jsonutil import dumps_compact
 
 log = logging.getLogger(__name__)
 
