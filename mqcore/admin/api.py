@@ -46,13 +46,6 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 #: RocketMQ's queue-count default for updateTopic
 DEFAULT_QUEUE_NUMS = 8
 
-# Request codes the admin API sends that the client core never needs.
-UPDATE_BROKER_CONFIG = 25
-GET_BROKER_CONFIG = 26
-GET_PRODUCER_CONNECTION_LIST = 204
-DELETE_SUBSCRIPTIONGROUP = 207
-QUERY_TOPIC_CONSUME_BY_WHO = 300
-
 # MQVersion ordinal -> "V4_9_8" style names, for the few versions clients report.
 _VERSION_NAMES = {26: "V3_0_6_SNAPSHOT", 121: "V3_4_9", 213: "V4_0_0", 293: "V4_4_0", 317: "V4_5_2",
                   393: "V4_9_0", 399: "V4_9_3", 401: "V4_9_4", 407: "V4_9_7", 409: "V4_9_8", 413: "V5_0_0"}
@@ -284,12 +277,12 @@ class MQAdmin:
         return {str(k): str(v) for k, v in (obj.get("table") or {}).items()}
 
     def broker_config(self, addr: str) -> dict[str, str]:
-        resp = self._invoke(addr, GET_BROKER_CONFIG)
+        resp = self._invoke(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties(bytes(resp.body).decode("utf-8", "replace"))
 
     def update_broker_config(self, addr: str, properties: dict[str, str]) -> None:
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
-        self._invoke(addr, UPDATE_BROKER_CONFIG, body=body)
+        self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
 
     # --- topics ----------------------------------------------------------------------------------
     def create_topic(self, addr: str, topic: str, *, read_queue_nums: int = DEFAULT_QUEUE_NUMS,
@@ -339,7 +332,7 @@ class MQAdmin:
     def topic_consumed_by(self, topic: str) -> list[str]:
         groups: set[str] = set()
         for _name, addr in self._topic_brokers(topic):
-            obj = self._json(self._invoke(addr, QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+            obj = self._json(self._invoke(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
             groups.update(obj.get("groupList") or [])
         return sorted(groups)
 
@@ -358,7 +351,8 @@ class MQAdmin:
         return cfg
 
     def delete_group(self, addr: str, group: str, *, remove_offset: bool = False) -> None:
-        self._invoke(addr, DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "removeOffset": str(remove_offset).lower()})
+        self._invoke(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                     {"groupName": group, "removeOffset": str(remove_offset).lower()})
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         rows: list[ConsumeRow] = []
@@ -394,7 +388,8 @@ class MQAdmin:
 
     def producer_connection(self, group: str, topic: str) -> list[Connection]:
         for _name, addr in self._topic_brokers(topic):
-            obj = self._json(self._invoke(addr, GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}))
+            obj = self._json(self._invoke(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                          {"producerGroup": group}))
             conns = [Connection(str(c.get("clientId")), str(c.get("clientAddr")), str(c.get("language")),
                                 _int(c.get("version"))) for c in obj.get("connectionSet") or []]
             if conns:

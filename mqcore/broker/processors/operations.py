@@ -18,12 +18,6 @@ from mqcore.jsonutil import dumps_compact
 
 log = logging.getLogger(__name__)
 
-UPDATE_BROKER_CONFIG = 25
-GET_BROKER_CONFIG = 26
-GET_PRODUCER_CONNECTION_LIST = 204
-DELETE_SUBSCRIPTIONGROUP = 207
-QUERY_TOPIC_CONSUME_BY_WHO = 300
-
 
 def _language(code: int) -> str:
     try:
