@@ -41,6 +41,7 @@ from mqcore.errors import (
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.framing import FrameBudget
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class RemotingClient(ProcessorRegistry):
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout_ms = connect_timeout_ms
         self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
+        self._budget = FrameBudget()
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, asyncio.Task[Channel]] = {}
         self._close_listeners: list[Callable[[str, Channel], Any]] = []
@@ -118,23 +120,25 @@ class RemotingClient(ProcessorRegistry):
             host, port = parse_addr(addr)
         except ValueError as e:
             raise IllegalArgumentError(str(e)) from e
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), self._connect_timeout_ms / 1000.0
+            _transport, channel = await asyncio.wait_for(
+                loop.create_connection(self._new_channel, host, port), self._connect_timeout_ms / 1000.0
             )
         except asyncio.TimeoutError:
             raise RemotingConnectError(f"connect to {addr} timed out after {self._connect_timeout_ms} ms") from None
         except OSError as e:
             raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
         if self._closed:
-            writer.close()
+            channel.close("client shutdown")
             raise ClosedError(f"{self.name} is shut down")
-        channel = Channel(reader, writer, self._table, max_frame_bytes=self._max_frame_bytes)
         channel.add_close_listener(functools.partial(self._on_channel_closed, addr))
         self._channels[addr] = channel
-        channel.start()
         log.debug("%s: connected %s", self.name, channel)
         return channel
+
+    def _new_channel(self) -> Channel:
+        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget)
 
     def _on_channel_closed(self, addr: str, channel: Channel) -> None:
         if self._channels.get(addr) is channel:

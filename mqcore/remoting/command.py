@@ -59,7 +59,7 @@ __all__ = [
     "HEADER_WORD_SIZE",
 ]
 
-Body = Union[bytes, bytearray, memoryview]
+Body = Union[bytes, bytearray, memoryview, list]
 
 # --- frame layout ---------------------------------------------------------------------
 FRAME_LENGTH_SIZE = 4  #: int32 length prefix (not counted in its own value)
@@ -125,6 +125,8 @@ class RemotingCommand:
     @property
     def body_size(self) -> int:
         body = self.body
+        if isinstance(body, list):
+            return sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in body)
         return body.nbytes if isinstance(body, memoryview) else len(body)
 
     def __repr__(self) -> str:
@@ -235,14 +237,18 @@ def encode(cmd: RemotingCommand) -> tuple[bytes, Body]:
     """Return ``(prefix, body)``: prefix = length + header word + header.
 
     Write both (``transport.write(prefix); transport.write(body)``) with no await in
-    between. ``body`` is returned as given (no copy).
+    between. ``body`` is returned as given (no copy); it may be a list of buffers that
+    together make the body (``transport.writelines``).
     """
     header = encode_header(cmd)
     header_len = len(header)
     if header_len > HEADER_LENGTH_MASK:
         raise IllegalArgumentError(f"header of {header_len} bytes exceeds the 24-bit header length field")
     body = cmd.body if cmd.body is not None else b""
-    body_len = body.nbytes if isinstance(body, memoryview) else len(body)
+    if isinstance(body, list):  # buffers sent one after the other (zero-copy pull answers)
+        body_len = sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in body)
+    else:
+        body_len = body.nbytes if isinstance(body, memoryview) else len(body)
     length = HEADER_WORD_SIZE + header_len + body_len
     if length > _INT32_MAX:
         raise IllegalArgumentError(f"frame of {length} bytes exceeds the int32 length field")
@@ -253,6 +259,8 @@ def encode(cmd: RemotingCommand) -> tuple[bytes, Body]:
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included, as one ``bytes`` (copies the body)."""
     prefix, body = encode(cmd)
+    if isinstance(body, list):
+        return b"".join([prefix, *body])
     return prefix + bytes(body) if body else prefix
 
 
@@ -450,8 +458,9 @@ def _wire_ext_value(value: Any) -> str | None:
         return "NaN"
     try:
         return _java_str(value)
-    except (ValueError, TypeError, UnicodeError) as e:
-        raise ProtocolError(f"extFields value {value!r} cannot be rendered as a string") from e
+    except (ValueError, TypeError, UnicodeError, RecursionError) as e:  # RecursionError: deeply nested value
+        raise ProtocolError(f"extFields value of type {type(value).__name__} cannot be rendered as a string: "
+                            f"{type(e).__name__}") from None
 
 
 def _decode_json_header(header: Body) -> RemotingCommand:
