@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import logging
 import time
@@ -140,7 +139,11 @@ class Broker:
         return f"{self.cfg.broker_ip1}:{self.port}"
 
     def _register_processors(self) -> None:
-        send, pull = SendProcessor(self), PullProcessor(self)
+        send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
+                             pool=self._executor, schedule_register=self.schedule_register,
+                             store_host=lambda: self.store_host)
+        pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable)
         cli, adm = ClientProcessor(self), AdminProcessor(self)
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
@@ -163,12 +166,6 @@ class Broker:
             self.server.register_processor(code, fn)
 
     # --- store access -------------------------------------------------------------------------------
-    async def run_store(self, fn, *args, **kwargs):
-        """Run a store put: inline, or on the put pool when it may wait for an fsync."""
-        if self._executor is None:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
-
     def delay_offsets_json(self) -> bytes:
         return self.delay_offsets.to_json().encode()
 

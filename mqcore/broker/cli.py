@@ -19,6 +19,7 @@ import sys
 from mqcore.broker.broker import Broker
 from mqcore.broker.conf import build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
+from mqcore.remoting import eventloop
 
 log = logging.getLogger("mqbroker")
 
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
         return 0
     broker = Broker(loaded.broker, dataclasses.replace(loaded.store))
     try:
-        asyncio.run(serve(broker))
+        eventloop.run(serve(broker))
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1

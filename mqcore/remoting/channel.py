@@ -165,8 +165,7 @@ class Channel(asyncio.BufferedProtocol):
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
         self.remote_addr = format_addr(transport.get_extra_info("peername"))
         self.local_addr = format_addr(transport.get_extra_info("sockname"))
         sock = transport.get_extra_info("socket")

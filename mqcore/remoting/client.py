@@ -41,6 +41,7 @@ from mqcore.errors import (
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.eventloop import new_event_loop
 from mqcore.remoting.framing import FrameBudget
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 
@@ -49,16 +50,6 @@ log = logging.getLogger(__name__)
 __all__ = ["RemotingClient", "SyncRemotingClient", "new_event_loop"]
 
 T = TypeVar("T")
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop: uvloop's when it is installed (faster), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 class RemotingClient(ProcessorRegistry):

@@ -107,6 +107,10 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: Body = b""
     serialize_type: SerializeType = SerializeType.JSON
+    #: set by the decoder when a header field could not be read although the frame
+    #: could (e.g. an extFields value nested too deep to render): the request is
+    #: answered with SYSTEM_ERROR naming the field instead of being processed
+    decode_error: str | None = field(default=None, compare=False)
 
     @property
     def is_response(self) -> bool:
@@ -469,11 +473,16 @@ def _decode_json_header(header: Body) -> RemotingCommand:
         raise ProtocolError(f"JSON header is a {type(obj).__name__}, not an object")
     raw_ext = obj.get("extFields")
     ext: dict[str, str] = {}
+    problem: str | None = None
     if raw_ext is not None:
         if not isinstance(raw_ext, dict):
             raise ProtocolError(f"JSON header extFields is a {type(raw_ext).__name__}, not an object")
         for key, value in raw_ext.items():
-            text = _wire_ext_value(value)
+            try:
+                text = _wire_ext_value(value)
+            except ProtocolError as e:  # the frame is sound: answer the request with the error
+                problem = problem or f"extFields[{str(key)[:64]!r}]: {e}"
+                continue
             if text is not None:
                 ext[key] = text
     remark = obj.get("remark")
@@ -488,6 +497,7 @@ def _decode_json_header(header: Body) -> RemotingCommand:
         remark=remark,
         ext_fields=ext,
         serialize_type=SerializeType.JSON,
+        decode_error=problem,
     )
 
 

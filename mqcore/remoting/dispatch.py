@@ -96,6 +96,13 @@ class ProcessorTable:
     # --- RequestSink --------------------------------------------------------------------
     def submit(self, channel: Channel, request: RemotingCommand) -> None:
         """Called by the channel for every inbound request, in its read callback."""
+        if request.decode_error is not None:
+            self._warn.warning(f"bad {channel.remote_addr} {request.code}", "%s: bad request code %d: %s",
+                               channel, request.code, request.decode_error)
+            if not request.is_oneway:
+                self._reply_nowait(channel, request, create_response(
+                    request, ResponseCode.SYSTEM_ERROR, f"ProtocolError: {request.decode_error}"))
+            return
         reg = self._processors.get(request.code, self._default)
         if reg is None:
             log.debug("%s: request code %d not supported", channel, request.code)
