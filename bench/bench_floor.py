@@ -104,18 +104,21 @@ async def serve_async(sock: socket.socket) -> None:
     await server.serve_forever()
 
 
-async def serve_remoting(sock: socket.socket) -> None:
+async def serve_remoting(port: int) -> None:
     from mqcore.remoting import RemotingServer
 
     server = RemotingServer(idle_timeout_s=None, name="floor")
     server.register_processor(RequestCode.SEND_MESSAGE_V2, lambda ch, req: create_response(req))
-    host, port = sock.getsockname()
-    sock.close()
-    await server.start(host, port)
+    await server.start("127.0.0.1", port)
+    print("READY", flush=True)
     await asyncio.Event().wait()
 
 
 def child_main(kind: str, port: int) -> None:
+    if kind == "remoting":
+        from mqcore.remoting.eventloop import run
+        run(serve_remoting(port))
+        return
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -128,10 +131,6 @@ def child_main(kind: str, port: int) -> None:
     elif kind == "uvloop":
         import uvloop
         uvloop.run(serve_async(sock))
-    elif kind == "remoting":
-        from mqcore.remoting.client import new_event_loop
-        loop = new_event_loop()
-        loop.run_until_complete(serve_remoting(sock))
     else:
         raise SystemExit(f"unknown server kind {kind}")
 

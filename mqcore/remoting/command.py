@@ -467,6 +467,24 @@ def _wire_ext_value(value: Any) -> str | None:
                             f"{type(e).__name__}") from None
 
 
+_LANGUAGE_BY_NAME = {m.name: m for m in LanguageCode}
+
+
+def _int32_field(obj: dict[str, Any], name: str, default: int | None) -> int:
+    """The usual case (a JSON integer in range) without the tolerant parser's checks."""
+    value = obj.get(name)
+    if type(value) is int and _INT32_MIN <= value <= _INT32_MAX:
+        return value
+    return _wire_int(obj, name, default)
+
+
+def _all_str(values: Any) -> bool:
+    for value in values:
+        if type(value) is not str:
+            return False
+    return True
+
+
 def _decode_json_header(header: Body) -> RemotingCommand:
     obj = loads_strict(header)
     if not isinstance(obj, dict):
@@ -474,7 +492,9 @@ def _decode_json_header(header: Body) -> RemotingCommand:
     raw_ext = obj.get("extFields")
     ext: dict[str, str] = {}
     problem: str | None = None
-    if raw_ext is not None:
+    if type(raw_ext) is dict and _all_str(raw_ext.values()):
+        ext = raw_ext  # the usual header: a fresh dict of strings from the parser, used as is
+    elif raw_ext is not None:
         if not isinstance(raw_ext, dict):
             raise ProtocolError(f"JSON header extFields is a {type(raw_ext).__name__}, not an object")
         for key, value in raw_ext.items():
@@ -488,12 +508,14 @@ def _decode_json_header(header: Body) -> RemotingCommand:
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = _wire_ext_value(remark)
+    language = obj.get("language")
+    language = _LANGUAGE_BY_NAME.get(language) if type(language) is str else None
     return RemotingCommand(
-        code=_wire_int(obj, "code", None),
-        language=_wire_language(obj.get("language")),
-        version=_wire_int(obj, "version", 0),
-        opaque=_wire_int(obj, "opaque", 0),
-        flag=_wire_int(obj, "flag", 0),
+        code=_int32_field(obj, "code", None),
+        language=language if language is not None else _wire_language(obj.get("language")),
+        version=_int32_field(obj, "version", 0),
+        opaque=_int32_field(obj, "opaque", 0),
+        flag=_int32_field(obj, "flag", 0),
         remark=remark,
         ext_fields=ext,
         serialize_type=SerializeType.JSON,
