@@ -116,8 +116,11 @@ async def serve_remoting(port: int) -> None:
 
 def child_main(kind: str, port: int) -> None:
     if kind == "remoting":
-        from mqcore.remoting.eventloop import run
-        run(serve_remoting(port))
+        try:
+            from mqcore.remoting.eventloop import new_event_loop
+        except ImportError:  # an older tree measured as a baseline (--compare)
+            from mqcore.remoting.client import new_event_loop
+        new_event_loop().run_until_complete(serve_remoting(port))
         return
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
