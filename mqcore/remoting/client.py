@@ -140,6 +140,11 @@ class RemotingClient(ProcessorRegistry):
             except Exception:  # one faulty listener must not skip the others
                 log.exception("%s: close listener %r failed for %s", self.name, listener, addr)
 
+    def connected(self, addr: str) -> Channel | None:
+        """The pooled, open connection to ``addr``, or None (safe from any thread: a dict read)."""
+        channel = self._channels.get(addr)
+        return channel if channel is not None and channel.is_active else None
+
     async def close_channel(self, addr: str) -> None:
         channel = self._channels.pop(addr, None)
         if channel is not None:
@@ -230,7 +235,38 @@ class SyncRemotingClient:
         self._loop.call_soon_threadsafe(lambda: self._client.register_processor(code, processor, executor=executor))
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
-        return self._call(self._client.invoke(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+        channel = self._client.connected(addr)
+        if channel is None or self._closed or threading.current_thread() is self._thread:
+            return self._call(self._client.invoke(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+        return self._invoke_connected(channel, cmd, timeout_ms)
+
+    def _invoke_connected(self, channel: Channel, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """The usual case, a pooled connection: one callback on the loop writes the request
+        and a lock wakes the caller at the answer, with no task and no coroutine (half
+        of a sync round trip used to go into the hand-off between the two threads)."""
+        done = threading.Lock()
+        done.acquire()
+        outcome: list[Any] = []
+
+        def settle(future: asyncio.Future[RemotingCommand]) -> None:
+            outcome.append(future)
+            done.release()
+
+        def start() -> None:
+            try:
+                channel.invoke_future(cmd, timeout_ms).add_done_callback(settle)
+            except BaseException as e:  # closed meanwhile: report to the caller
+                failed: asyncio.Future[RemotingCommand] = self._loop.create_future()
+                failed.set_exception(e)
+                settle(failed)
+
+        self._loop.call_soon_threadsafe(start)
+        if not done.acquire(timeout=timeout_ms / 1000.0 + self._SAFETY_MARGIN_S):
+            raise RemotingTimeoutError(f"event loop did not answer within {timeout_ms} ms")
+        future = outcome[0]
+        if future.cancelled():
+            raise RemotingTimeoutError(f"request to {channel.remote_addr} was cancelled")
+        return future.result()
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
         self._call(self._client.invoke_oneway(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
