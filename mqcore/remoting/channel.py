@@ -121,6 +121,7 @@ class Channel(asyncio.BufferedProtocol):
         self.attributes: dict[str, Any] = {}
         self.last_activity: float = self._loop.time()
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # opaque -> its timeout
         self._next_opaque = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._close_listeners: list[Callable[[Channel], Any]] = []
@@ -261,6 +262,9 @@ class Channel(asyncio.BufferedProtocol):
             self._transport.resume_reading()
 
     def _on_response(self, cmd: RemotingCommand) -> None:
+        timer = self._timers.pop(cmd.opaque, None)
+        if timer is not None:
+            timer.cancel()
         future = self._pending.pop(cmd.opaque, None)
         if future is None or future.done():
             log.debug("%s: response for unknown opaque %d (timed out?) dropped", self, cmd.opaque)
@@ -334,15 +338,22 @@ class Channel(asyncio.BufferedProtocol):
         self._pending[opaque] = future
         # a timer instead of asyncio.wait_for: wait_for wraps every call in a new task,
         # which costs more than the rest of a request's round trip on loopback
-        timer = self._loop.call_later(timeout_ms / 1000.0, self._expire, future, cmd, timeout_ms)
-        future.add_done_callback(lambda _f: (timer.cancel(), self._pending.pop(opaque, None)))
+        self._timers[opaque] = self._loop.call_later(timeout_ms / 1000.0, self._expire, opaque, cmd, timeout_ms)
         try:
             self.write_nowait(cmd)
         except BaseException:
-            if not future.done():
-                future.cancel()
+            self._forget(opaque)
             raise
         return future
+
+    def _forget(self, opaque: int) -> None:
+        """Drop a request of ours that will not be answered (cancelled, failed to write)."""
+        future = self._pending.pop(opaque, None)
+        timer = self._timers.pop(opaque, None)
+        if timer is not None:
+            timer.cancel()
+        if future is not None and not future.done():
+            future.cancel()
 
     async def invoke(self, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send a request and wait for its response.
@@ -355,10 +366,12 @@ class Channel(asyncio.BufferedProtocol):
             return await future
         finally:
             if not future.done():
-                future.cancel()  # the caller was cancelled: forget the opaque
+                self._forget(cmd.opaque)  # the caller was cancelled
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], cmd: RemotingCommand, timeout_ms: float) -> None:
-        if not future.done():
+    def _expire(self, opaque: int, cmd: RemotingCommand, timeout_ms: float) -> None:
+        self._timers.pop(opaque, None)
+        future = self._pending.pop(opaque, None)
+        if future is not None and not future.done():
             future.set_exception(RemotingTimeoutError(
                 f"no response from {self.remote_addr} within {timeout_ms} ms (code {int(cmd.code)}, "
                 f"opaque {cmd.opaque})"))
@@ -412,6 +425,9 @@ class Channel(asyncio.BufferedProtocol):
         self._budget.cancel(id(self))
         error = RemotingError(f"connection to {self.remote_addr} closed ({reason})")
         pending, self._pending = self._pending, {}
+        timers, self._timers = self._timers, {}
+        for timer in timers.values():
+            timer.cancel()
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)

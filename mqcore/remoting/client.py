@@ -154,6 +154,9 @@ class RemotingClient(ProcessorRegistry):
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return the response (any response code: the
         caller maps non-SUCCESS codes to :class:`~mqcore.errors.BrokerError`)."""
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_active:  # the usual case: no connect, no deadline split
+            return await channel.invoke(cmd, timeout_ms)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000.0
         channel = await self.get_channel(addr, timeout_ms)
