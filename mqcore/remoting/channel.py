@@ -154,6 +154,12 @@ class Channel(asyncio.BufferedProtocol):
         return self._receiver.buffered_bytes + unsent
 
     @property
+    def remote_host(self) -> str:
+        """The peer's address without the port (keys rate-limited warnings: a peer that
+        reconnects for every bad frame is still one peer)."""
+        return self.remote_addr.rpartition(":")[0] or self.remote_addr
+
+    @property
     def reading_paused(self) -> bool:
         return bool(self._read_paused)
 
@@ -226,10 +232,10 @@ class Channel(asyncio.BufferedProtocol):
                 else:
                     sink.submit(self, cmd)
         except FrameTooLargeError as e:
-            self._warn.warning(f"too-large {self.remote_addr}", "closing %s: %s", self, e)
+            self._warn.warning(f"too-large {self.remote_host}", "closing %s: %s", self, e)
             self.close(f"frame too large: {e}")
         except ProtocolError as e:
-            self._warn.warning(f"protocol {self.remote_addr}", "closing %s: protocol error: %s", self, e)
+            self._warn.warning(f"protocol {self.remote_host}", "closing %s: protocol error: %s", self, e)
             self.close(f"protocol error: {e}")
         except Exception:  # a decoder or dispatcher bug must not kill the server; log it loudly
             log.exception("closing %s after an unexpected error while reading", self)

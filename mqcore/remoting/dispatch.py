@@ -97,7 +97,7 @@ class ProcessorTable:
     def submit(self, channel: Channel, request: RemotingCommand) -> None:
         """Called by the channel for every inbound request, in its read callback."""
         if request.decode_error is not None:
-            self._warn.warning(f"bad {channel.remote_addr} {request.code}", "%s: bad request code %d: %s",
+            self._warn.warning(f"bad {channel.remote_host} {request.code}", "%s: bad request code %d: %s",
                                channel, request.code, request.decode_error)
             if not request.is_oneway:
                 self._reply_nowait(channel, request, create_response(
@@ -133,7 +133,7 @@ class ProcessorTable:
     def _busy(self, channel: Channel, request: RemotingCommand) -> bool:
         if channel.request_task_count < self._max_inflight:
             return False
-        self._warn.warning(f"busy {channel.remote_addr}", "%s: %d requests in flight, rejecting code %d",
+        self._warn.warning(f"busy {channel.remote_host}", "%s: %d requests in flight, rejecting code %d",
                            channel, self._max_inflight, request.code)
         if not request.is_oneway:
             self._reply_nowait(channel, request, create_response(
@@ -189,7 +189,7 @@ class ProcessorTable:
         if isinstance(e, BrokerError):
             return create_response(request, e.code, e.remark)
         if isinstance(e, ProtocolError):  # malformed header or body: the request's fault, not ours
-            self._warn.warning(f"bad {channel.remote_addr} {request.code}", "%s: bad request code %d: %s",
+            self._warn.warning(f"bad {channel.remote_host} {request.code}", "%s: bad request code %d: %s",
                                channel, request.code, e)
             return create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e))
         # report to the peer as Java does, and keep serving
