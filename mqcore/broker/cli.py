@@ -73,7 +73,8 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     await broker.start()
     ns = ";".join(broker.namesrv_addrs) or "(none)"
     print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.addr}, name server {ns}"
-          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}", flush=True)
+          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
+          f"event loop {eventloop.loop_kind()}", flush=True)
     if ready_line:
         print(f"READY broker={broker.addr} namesrv={ns}", flush=True)
     await stop.wait()
