@@ -58,7 +58,8 @@ _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as Java's counter does
 _PAUSE_WRITE = "write"  # reasons reading is paused
 _PAUSE_BUDGET = "budget"
 #: close reasons after which unsent data is discarded rather than flushed
-_ABORT_REASONS = ("idle", "peer closed", "I/O error", "frame too large", "protocol error", "internal error")
+#: (a peer that only half-closed still gets the answers already written)
+_ABORT_REASONS = ("idle", "I/O error", "frame too large", "protocol error", "internal error")
 
 
 class RequestSink(Protocol):
