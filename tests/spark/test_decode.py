@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 from mqcore.errors import ConfigError, RecordDecodeError
+from mqcore.format import layout as L
 from mqcore.spark import configs
 from mqcore.spark.decode import ARROW_SCHEMA, SplitStats, iter_split, read_table
 from mqcore.spark.files import NotAStoreError, locate_store, scan_file, take_snapshot
 from mqcore.spark.index import lookup_key
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import plan_splits
-from mqcore.store import layout as L
 from mqcore.store.message_store import MessageStore
 from tests.spark import storegen
 
