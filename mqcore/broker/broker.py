@@ -77,6 +77,11 @@ class Broker:
         self.cleanup = CleanupService(self.store, clock=clock)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
+        self.grpc = None
+        if config.grpc_server_enable:  # fails here, with the install hint, without mqcore[grpc]
+            from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
+            self.grpc = GrpcEndpoint(self, GrpcConfig(host=config.listen_host, port=config.grpc_server_port,
+                                                      min_invisible_ms=config.grpc_min_invisible_time_ms))
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -105,6 +110,8 @@ class Broker:
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
         for svc in self._services:
             svc.start()
+        if self.grpc is not None:
+            await self.grpc.start()
         self._client = RemotingClient()
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
@@ -120,6 +127,8 @@ class Broker:
             self.hold.wake_all()
         await self.unregister_all()
         await self.server.shutdown()
+        if self.grpc is not None:
+            await self.grpc.shutdown()
         if self._client is not None:
             await self._client.shutdown()
         if self.namesrv is not None:
