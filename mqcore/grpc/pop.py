@@ -93,7 +93,7 @@ class PopService:
             if start is None:
                 # a new group starts at the queue's first message, as RocketMQ 5's pop does while
                 # the queue's head is still in the store
-                start = self.b.store.get_min_offset_in_queue(topic, queue_id)
+                start = max(0, self.b.store.get_min_offset_in_queue(topic, queue_id))
             q = self._queues[key] = PopQueue(start)
         return q
 
