@@ -37,6 +37,14 @@ def grpc_broker(tmp_path):
         yield b
 
 
+@pytest.fixture(scope="module")
+def module_grpc_broker(tmp_path_factory):
+    """One broker for a module whose tests use topics of their own."""
+    with BrokerProcess(tmp_path_factory.mktemp("grpc") / "store", conf=TEST_CONF) as b:
+        b.grpc_addr = grpc_addr(b)
+        yield b
+
+
 def _need(env: str, what: str) -> str:
     value = os.environ.get(env)
     if not value:
