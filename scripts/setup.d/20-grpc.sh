@@ -38,3 +38,23 @@ ensure_grpc_pieces() {
     export MQCORE_GRPC_NODE_CLIENT_DIR="$node_dir"
 }
 ensure_grpc_pieces
+
+# The official Java 5.x client (rocketmq-client-java, one shaded jar), copied once from Maven
+# Central into the cache next to the 4.x reference (10-reference.sh installed Java and Maven).
+# Exports MQCORE_GRPC_JAVA_CLIENT_LIB (a directory of jars).
+ensure_grpc_java_client() {
+    local pom=scripts/grpc/java5-client-pom.xml
+    local dir=${XDG_CACHE_HOME:-$HOME/.cache}/mqcore/java5-client/lib
+    if ! { [ -f "$dir/.pom" ] && cmp -s "$dir/.pom" "$pom"; }; then
+        rm -rf "$dir" && mkdir -p "$dir"
+        if ! mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dir" >"$dir/../fetch.log" 2>&1; then
+            echo "scripts/test: could not fetch the RocketMQ 5.x Java client from Maven Central ($pom;" >&2
+            echo "  see $dir/../fetch.log). The gRPC endpoint's Java client test needs it." >&2
+            tail -5 "$dir/../fetch.log" >&2
+            return 1
+        fi
+        cp "$pom" "$dir/.pom"
+    fi
+    export MQCORE_GRPC_JAVA_CLIENT_LIB="$dir"
+}
+ensure_grpc_java_client
