@@ -30,7 +30,7 @@ public class Java5Driver {
         String endpoint = args[0], topic = args[1], group = args[2];
         ClientServiceProvider provider = ClientServiceProvider.loadService();
         ClientConfiguration cc = ClientConfiguration.newBuilder().setEndpoints(endpoint)
-            .setRequestTimeout(Duration.ofSeconds(5)).enableSsl(false).build();
+            .setRequestTimeout(Duration.ofSeconds(30)).enableSsl(false).build();
         Producer producer = provider.newProducerBuilder().setClientConfiguration(cc).setTopics(topic).build();
         Message[] messages = {
             provider.newMessageBuilder().setTopic(topic).setTag("TagJ").setKeys("jk1", "jk2")
