@@ -77,15 +77,15 @@ class Broker:
         self.cleanup = CleanupService(self.store, clock=clock)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
-        self.grpc = None
-        if config.grpc_server_enable:  # fails here, with the install hint, without mqcore[grpc]
-            from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
-            self.grpc = GrpcEndpoint(self, GrpcConfig(host=config.listen_host, port=config.grpc_server_port,
-                                                      min_invisible_ms=config.grpc_min_invisible_time_ms))
+        self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
+            from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
+            self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
+                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
         self._started_at = time.monotonic()
         report = self.store.load()
         self.store.start()

@@ -329,9 +329,10 @@ class MessagingService:
                 raise Refused(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a message has a message group or a delivery time, not both")
             if deliver_ms - now > self.ep.max_delay_ms:
                 raise Refused(d.ILLEGAL_DELIVERY_TIME, f"the delivery time is more than {self.ep.max_delay_ms} ms away")
+        if deliver_ms:  # kept even when already due: consumers see a DELAY message and its time
+            props[PROP_TIMER_DELIVER_MS] = str(deliver_ms)
         timed = deliver_ms > now
         if timed:
-            props[PROP_TIMER_DELIVER_MS] = str(deliver_ms)
             props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
             topic, store_qid = TIMER_TOPIC, 0
         else:
