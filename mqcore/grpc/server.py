@@ -105,6 +105,7 @@ class GrpcEndpoint:
             try:
                 await svc.revive_due()
                 await svc.deliver_timed()
+                svc.prune_clients(self.b.clock())
             except (MQError, OSError) as e:
                 log.warning("gRPC endpoint background work failed: %s", e)
 

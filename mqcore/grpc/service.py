@@ -56,6 +56,7 @@ class ClientState:
     client_type: int = 0
     group: str | None = None
     settings: object | None = None
+    last_seen_ms: int = 0
 
 
 class Arrivals:
@@ -203,6 +204,7 @@ class MessagingService:
             return self.s.HeartbeatResponse(status=self.status(r.code, r.message))
         state = self.clients.setdefault(cid, ClientState(cid))
         state.client_type, state.group = request.client_type, group or state.group
+        state.last_seen_ms = self.clock()
         return self.s.HeartbeatResponse(status=self.status())
 
     async def Telemetry(self, request_iterator, context):
@@ -215,6 +217,7 @@ class MessagingService:
             if command.WhichOneof("command") != "settings":
                 continue  # thread stack traces, verify results: nothing to do with them here
             state = self.clients.setdefault(cid, ClientState(cid))
+            state.last_seen_ms = self.clock()
             try:
                 settings = self._settings(command.settings)
             except Refused as r:
@@ -619,6 +622,15 @@ class MessagingService:
             self.timer.delivered(qoff)
             n += 1
         return n
+
+    def prune_clients(self, now: int) -> int:
+        """Forget clients silent for longer than the broker's channel expiry (no heartbeat,
+        no settings) that never sent NotifyClientTermination."""
+        expiry = self.b.cfg.channel_expired_timeout_ms
+        gone = [cid for cid, st in self.clients.items() if now - st.last_seen_ms > expiry]
+        for cid in gone:
+            del self.clients[cid]
+        return len(gone)
 
     def next_wakeup_ms(self) -> int | None:
         times = [t for t in (self.pop.next_deadline(), self.timer.next_due_ms()) if t is not None]
