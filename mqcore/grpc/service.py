@@ -13,8 +13,6 @@ import dataclasses
 import logging
 import re
 
-import grpc
-
 from mqcore.broker.config import PERM_READ, PERM_WRITE
 from mqcore.broker.topics import readable, writable
 from mqcore.errors import IllegalArgumentError, MQError
@@ -41,8 +39,9 @@ DEFAULT_INVISIBLE_MS = 60_000
 _TAG_FORBIDDEN = re.compile(r"[|\x00-\x1f]")
 
 
-class Refused(Exception):
-    """An expected refusal: becomes the response's Status (code, message)."""
+class Refused(MQError):
+    """A request refused for a reason the proxy also names: becomes the response's Status
+    (code, message); never leaves the service."""
 
     def __init__(self, code: int, message: str):
         super().__init__(message)
@@ -636,9 +635,3 @@ class MessagingService:
         times = [t for t in (self.pop.next_deadline(), self.timer.next_due_ms()) if t is not None]
         return min(times) if times else None
 
-
-def internal_error(e: BaseException) -> str:
-    return f"internal error: {type(e).__name__}: {e}"
-
-
-__all__ = ["MessagingService", "Refused", "MQError"]
