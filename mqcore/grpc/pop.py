@@ -27,10 +27,10 @@ import random
 
 from mqcore._compat import kernels
 from mqcore.broker.clients import parse_tags, tag_codes
-from mqcore.broker.config import PERM_READ, PERM_WRITE
-from mqcore.client.message import decompress_body
+from mqcore.format import layout as L
+from mqcore.grpc.convert import inflate
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
-from mqcore.store import layout as L
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class PopService:
                     if tags and msg.tags not in tags:  # a tag hash collision
                         continue
                     if msg.sys_flag & L.SYSFLAG_COMPRESSED:
-                        msg.body = decompress_body(msg.body, msg.sys_flag)
+                        msg.body = inflate(msg.body, msg.sys_flag)
                     flight = Inflight(msg.queue_offset, msg.commitlog_offset, now + invisible_ms, now,
                                       msg.reconsume_times + 1)
                     q.inflight[msg.queue_offset] = flight

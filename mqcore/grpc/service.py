@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import re
 
-from mqcore.broker.config import PERM_READ, PERM_WRITE
 from mqcore.broker.topics import readable, writable
 from mqcore.errors import IllegalArgumentError, MQError
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
@@ -23,6 +22,7 @@ from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
 from mqcore.message import (MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
                             validate_topic)
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)

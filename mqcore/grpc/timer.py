@@ -18,8 +18,8 @@ import heapq
 import logging
 
 from mqcore._compat import kernels
+from mqcore.format import layout as L
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, pack_host
-from mqcore.store import layout as L
 from mqcore.store.results import GetMessageStatus
 
 log = logging.getLogger(__name__)

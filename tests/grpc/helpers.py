@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from mqcore.client import PullConsumer
-from mqcore.store.config_files import SubscriptionGroupConfig, SubscriptionGroupTable
+from mqcore.broker.metadata import SubscriptionGroupConfig, SubscriptionGroupTable
 
 
 def preset_group(store_dir, group: str, retry_max_times: int) -> None:
