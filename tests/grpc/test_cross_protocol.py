@@ -9,13 +9,18 @@ from tests.grpc.helpers import pull_all
 
 
 def test_4x_producer_to_5x_consumer(grpc_broker, py5_python):
+    big = "z" * 6000  # the 4.x client compresses bodies from 4 KiB: the 5.x consumer gets it inflated
     with Producer("pg-cross", namesrv_addr=grpc_broker.namesrv_addr) as p:
         sent = [p.send(Message("Cross4to5", f"m{i}".encode(), tags="TagA", keys=[f"order-{i}", "shared"],
                                properties={"color": "blue", "n": str(i)})) for i in range(3)]
+        p.send(Message("Cross4to5", big, tags="TagZ"))  # filtered out by the 5.x consumer's tag below
+        compressed = p.send(Message("Cross4to5", big, tags="TagA", keys=["big"]))
     results = run_py5(py5_python, grpc_broker.grpc_addr, [
-        {"op": "receive", "topic": "Cross4to5", "group": "G45", "want": 3, "invisible_s": 30, "ack": True,
+        {"op": "receive", "topic": "Cross4to5", "group": "G45", "want": 4, "invisible_s": 30, "ack": True,
          "tag": "TagA"}])
     got = sorted(results[0]["messages"], key=lambda m: m["body"])
+    assert got[-1]["body"] == big and got[-1]["id"] == compressed.msg_id and not got[-1]["corrupted"]
+    got = got[:-1]
     assert [m["body"] for m in got] == ["m0", "m1", "m2"]
     assert [m["id"] for m in got] == [r.msg_id for r in sent]  # the 4.x UNIQ_KEY is the 5.x message id
     for i, m in enumerate(got):
