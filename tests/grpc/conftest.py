@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,10 @@ def _results(proc: subprocess.CompletedProcess, what: str) -> list[dict]:
 
 def run_py5(python: str, endpoint: str, steps: list[dict], timeout_s: float = 120) -> list[dict]:
     """Run steps with the official Python 5.x client; one result per step."""
-    env = dict(os.environ, HOME=os.environ.get("MQCORE_GRPC_CLIENT_HOME", os.environ.get("HOME", "/tmp")))
+    # the client logs to ~/logs/rocketmq_python (up to 1 GB): keep that out of the real home
+    home = os.path.join(tempfile.gettempdir(), "mqcore-grpc-client-home")
+    os.makedirs(home, exist_ok=True)
+    env = dict(os.environ, HOME=home)
     proc = subprocess.run([python, str(DRIVERS / "py5_driver.py"), endpoint, json.dumps(steps)],
                           capture_output=True, text=True, timeout=timeout_s, env=env)
     return _results(proc, "the Python 5.x client")
