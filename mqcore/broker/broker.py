@@ -132,7 +132,7 @@ class Broker:
         for svc in self._services:
             svc.start()
         if self.grpc is not None:
-            await self.grpc.start()
+            await self.grpc.start(pool=self._executor)
         self._client = RemotingClient()
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),

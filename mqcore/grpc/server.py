@@ -59,7 +59,8 @@ class GrpcEndpoint:
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
 
-    async def start(self) -> int:
+    async def start(self, pool=None) -> int:
+        """``pool``: the broker's store-put executor (SYNC_FLUSH), or None for inline puts."""
         import grpc
 
         from mqcore.grpc.service import Arrivals, MessagingService
@@ -67,6 +68,7 @@ class GrpcEndpoint:
         loop = asyncio.get_running_loop()
         self.servicer = svc = MessagingService(self.b, self, self.definition, self.service_pb2)
         svc.arrivals = Arrivals(loop)
+        svc.pool = pool
         svc.timer.load()
         self.b.store.add_arrival_listener(svc.arrivals.notify)
         servicer_type = type("MqcoreMessagingService", (self.service_grpc.MessagingServiceServicer,), {

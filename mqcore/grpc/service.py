@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import re
 
@@ -105,6 +106,13 @@ class MessagingService:
         self.timer = TimerService(broker, broker.clock)
         self.arrivals: Arrivals | None = None
         self.clients: dict[str, ClientState] = {}
+        #: the broker's put pool under SYNC_FLUSH (a put may wait for its fsync); None: puts run inline
+        self.pool = None
+
+    async def _put(self, msg: MessageExtBrokerInner):
+        if self.pool is None:
+            return self.b.store.put_message(msg)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(self.b.store.put_message, msg))
 
     # --- helpers ------------------------------------------------------------------------------------
     def status(self, code: int = None, message: str = "OK"):
@@ -342,7 +350,7 @@ class MessagingService:
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
         msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
                                     born_timestamp=born_ms or now, born_host=born, store_host=self.b.store_host)
-        result = await self.b.run_store(self.b.store.put_message, msg)
+        result = await self._put(msg)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -529,7 +537,7 @@ class MessagingService:
             if msg is None or msg.topic != store_topic or msg.queue_offset != h.queue_offset:
                 raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no stored message")
             copy = self.pop.revive_copy(group, topic, msg, max_attempts=0)  # 0: straight to the DLQ
-            result = await self.b.run_store(self.b.store.put_message, copy)
+            result = await self._put(copy)
             if not result.status.stored:
                 raise Refused(d.INTERNAL_SERVER_ERROR, f"the DLQ copy was not stored: {result.status.value}")
             self.b.schedule_register()
@@ -594,7 +602,7 @@ class MessagingService:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
                     else store_topic
                 copy = self.pop.revive_copy(group, origin, msg, self.b.groups.retry_max_times(group) + 1)
-                result = await self.b.run_store(self.b.store.put_message, copy)
+                result = await self._put(copy)
                 if not result.status.stored:
                     log.warning("revive of %s:%d@%d for %s failed (%s): retried later", store_topic, qid,
                                 flight.queue_offset, group, result.status.value)
@@ -615,7 +623,7 @@ class MessagingService:
                 if self.b.topics.get(msg.topic) is None:
                     log.warning("timed message for deleted topic %s dropped", msg.topic)
                 else:
-                    result = await self.b.run_store(self.b.store.put_message, msg)
+                    result = await self._put(msg)
                     if not result.status.stored:
                         log.warning("timed message for %s not stored (%s): dropped", msg.topic, result.status.value)
             self.timer.delivered(qoff)

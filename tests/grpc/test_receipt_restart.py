@@ -8,7 +8,8 @@ from tests.support.processes import BrokerProcess
 
 
 def test_handles_survive_a_restart(tmp_path):
-    with BrokerProcess(tmp_path / "store", conf=TEST_CONF) as b:
+    # SYNC_FLUSH: the endpoint's puts go through the broker's put pool, as the 4.x sends do
+    with BrokerProcess(tmp_path / "store", conf={**TEST_CONF, "flushDiskType": "SYNC_FLUSH"}) as b:
         with RawClient(grpc_addr(b)) as c:
             for body in (b"one", b"two", b"three"):
                 assert c.send("Restart5", body, message_id=f"01{body.hex():0>32}").status.code == d.OK
