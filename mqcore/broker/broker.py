@@ -20,6 +20,7 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
+from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
 from mqcore.broker.config import BrokerConfig, NamesrvConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
@@ -27,7 +28,9 @@ from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
@@ -37,7 +40,7 @@ from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, Respons
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
                                      UnregisterBrokerRequestHeader)
-from mqcore.store.cleanup import CleanupService
+from mqcore.store.cleanup import CleanupPolicy, CleanupService
 from mqcore.store.config_files import DelayOffsetTable
 from mqcore.store.message_store import MessageStore, system_clock_ms
 
@@ -47,11 +50,12 @@ RC = RequestCode
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms):
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms,
+                 recovery_progress=None):
         self.cfg = config
         self.store_config = store_config
         self.clock = clock
-        self.store = MessageStore(store_config, clock=clock)
+        self.store = MessageStore(store_config, clock=clock, recovery_progress=recovery_progress)
         cdir = store_config.config_dir
         self.topics = TopicConfigManager(config, cdir, clock)
         self.groups = SubscriptionGroupManager(cdir, clock, config.auto_create_subscription_group)
@@ -62,6 +66,8 @@ class Broker:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds)
         self.namesrv: NameServer | None = None
+        self.stats = BrokerStats()
+        self.metrics: MetricsServer | None = None
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
         self.port = config.listen_port
@@ -71,6 +77,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._register_pending = False
         self._started_at = 0.0
+        self._services_started: list = []
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
@@ -80,6 +87,32 @@ class Broker:
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
+        """Recover, listen, register. A start that fails (port in use, lock held...)
+        undoes what it did, so it leaves no ``abort`` file: the next start is not a
+        needless crash recovery."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._undo_start()
+            raise
+
+    async def _undo_start(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
+        for step in (self.server.shutdown, self._client.shutdown if self._client else None,
+                     self.namesrv.shutdown if self.namesrv else None):
+            if step is not None:
+                try:
+                    await step()
+                except (MQError, OSError) as e:
+                    log.warning("undoing a failed start: %s", e)
+        for svc in reversed(self._services_started):
+            svc.shutdown()
+        self.store.shutdown()  # removes the abort marker it wrote, releases the lock
+
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self._started_at = time.monotonic()
         report = self.store.load()
@@ -105,6 +138,10 @@ class Broker:
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
         for svc in self._services:
             svc.start()
+            self._services_started.append(svc)
+        if self.cfg.metrics_port:
+            self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port)
+            await self.metrics.start()
         self._client = RemotingClient()
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
@@ -119,6 +156,8 @@ class Broker:
         if self.hold is not None:
             self.hold.wake_all()
         await self.unregister_all()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
         await self.server.shutdown()
         if self._client is not None:
             await self._client.shutdown()
@@ -164,10 +203,39 @@ class Broker:
 
     # --- store access -------------------------------------------------------------------------------
     async def run_store(self, fn, *args, **kwargs):
-        """Run a store put: inline, or on the put pool when it may wait for an fsync."""
+        """Run a store put: inline, or on the put pool when it may wait for an fsync.
+        Its latency goes to the put-latency histogram (once per request)."""
+        t0 = time.perf_counter()
         if self._executor is None:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+            result = fn(*args, **kwargs)
+        else:
+            result = await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                                      functools.partial(fn, *args, **kwargs))
+        self.stats.put_latency.observe(time.perf_counter() - t0)
+        return result
+
+    # --- configuration at run time ---------------------------------------------------------------------
+    def update_config(self, props: dict[str, str]) -> list[str]:
+        """Apply RocketMQ-named settings to the running broker (``updateBrokerConfig``).
+
+        Only ``mqcore.broker.conf.RUNTIME_KEYS`` can change; anything else, or a value out
+        of range, raises ``ConfigError`` naming the key, and nothing is applied. Returns
+        the keys whose value changed. Not persisted: broker.conf stays the operator's file."""
+        old_b, old_s = self.cfg, self.store_config
+        new_b, new_s = update_runtime_config(old_b, old_s, props)
+        self.cfg = self.topics.cfg = new_b
+        self.store_config = new_s
+        for holder in (self.store, self.store.writer, self.store.reader):
+            setattr(holder, "config" if holder is self.store else "cfg", new_s)
+        self.cleanup.cfg = new_s
+        self.cleanup.policy = CleanupPolicy(new_s)
+        changed = [k for k in props if _value_of(k, old_b, old_s) != _value_of(k, new_b, new_s)]
+        if changed:
+            log.info("configuration changed at run time: %s",
+                     ", ".join(f"{k}={_value_of(k, new_b, new_s)}" for k in changed))
+        if new_b.broker_permission != old_b.broker_permission:
+            self.schedule_register()  # routes carry the broker's permission
+        return changed
 
     def delay_offsets_json(self) -> bytes:
         return self.delay_offsets.to_json().encode()
@@ -254,3 +322,9 @@ class Broker:
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started_at)
         return f"[ {up // 86400} days, {up // 3600 % 24} hours, {up // 60 % 60} minutes, {up % 60} seconds ]"
+
+
+def _value_of(key: str, broker: BrokerConfig, store: StoreConfig):
+    if key in BROKER_KEYS:
+        return getattr(broker, BROKER_KEYS[key][0])
+    return getattr(store, STORE_KEYS[key][0])

@@ -29,6 +29,11 @@ PULL_CODES = {
 }
 
 
+#: pull outcome label of the pull-request counter
+_PULL_KIND = {ResponseCode.SUCCESS: "found", ResponseCode.PULL_NOT_FOUND: "not_found",
+              ResponseCode.PULL_OFFSET_MOVED: "offset_moved", ResponseCode.PULL_RETRY_IMMEDIATELY: "retry"}
+
+
 class PullProcessor:
     def __init__(self, broker):
         self.b = broker
@@ -45,9 +50,11 @@ class PullProcessor:
             self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.b.cfg.long_polling_enable
         result, code = self._get(h, codes)
-        if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
+        held = code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0
+        if held:
             await self.b.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
             result, code = self._get(h, codes)
+        self.b.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), held)
         return self._response(request, result, code, h)
 
     def _check(self, h, request):

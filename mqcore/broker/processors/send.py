@@ -103,6 +103,7 @@ class SendProcessor:
                                         properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                         born_host=born, store_host=self.b.store_host, reconsume_times=reconsume)
             result = await self.b.run_store(self.b.store.put_message, msg)
+        self.b.stats.on_put(topic, result)
         return self.response(request, result)
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
@@ -185,6 +186,7 @@ class SendProcessor:
                                     born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
                                     store_host=self.b.store_host, reconsume_times=reconsume + 1)
         result = await self.b.run_store(self.b.store.put_message, msg)
+        self.b.stats.on_send_back(group, topic, result)
         if result.status.stored:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")
