@@ -74,7 +74,7 @@ class BrokerCollector:
         long_polls.add_metric(base, st.long_polls)
         held = GaugeMetricFamily("rocketmq_pull_long_polling_waiting", "Pulls parked right now",
                                  labels=["cluster", "broker"])
-        held.add_metric(base, self.b.hold.waiting_count() if self.b.hold is not None else 0)
+        held.add_metric(base, self.b.hold.waiting_count if self.b.hold is not None else 0)
         sent_back = CounterMetricFamily("rocketmq_send_back_messages", "Messages consumers sent back, by where "
                                         "they went (retry topic or DLQ)", labels=["cluster", "broker", "group", "to"])
         for (group, where), n in sorted(st.sent_back.items()):
@@ -231,7 +231,12 @@ class MetricsServer:
             elif line[1].split(b"?")[0] not in (b"/metrics", b"/"):
                 status, body, ctype = b"404 Not Found", b"GET /metrics\n", b"text/plain"
             else:
-                status, body, ctype = b"200 OK", self.render(), CONTENT_TYPE.encode()
+                try:
+                    status, body, ctype = b"200 OK", self.render(), CONTENT_TYPE.encode()
+                except Exception:  # noqa: BLE001 - a bug in a collector must not take the broker down
+                    log.exception("metrics: collecting failed")
+                    status, body, ctype = b"500 Internal Server Error", b"collecting failed, see broker.log\n", \
+                        b"text/plain"
                 if line[0] == b"HEAD":
                     body = b""
             writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: "
