@@ -198,3 +198,26 @@ def test_runtime_update_takes_runtime_keys_and_refuses_the_rest():
         update_runtime_config(loaded.broker, loaded.store, {"noSuchKey": "1"})
     with pytest.raises(ConfigError, match="diskMaxUsedSpaceRatio=200"):
         update_runtime_config(loaded.broker, loaded.store, {"diskMaxUsedSpaceRatio": "200"})
+
+
+def test_broker_update_config_changes_a_running_store(tmp_path):
+    from mqcore.broker.broker import Broker
+    from mqcore.store.results import PutMessageStatus
+    loaded = build_configs({"storePathRootDir": str(tmp_path / "s"), "mappedFileSizeCommitLog": str(1 << 20),
+                            "maxHashSlotNum": "100", "maxIndexNum": "400"})
+    broker = Broker(loaded.broker, loaded.store)
+    broker.store.load()
+    broker.store.start()
+    try:
+        big = MessageExtBrokerInner(topic="T", body=b"x" * 2000)
+        assert broker.store.put_message(big).ok
+        changed = broker.update_config({"maxMessageSize": "1024", "fileReservedTime": "12", "deleteWhen": "04"})
+        assert changed == ["maxMessageSize", "fileReservedTime"]  # deleteWhen was 04 already
+        r = broker.store.put_message(MessageExtBrokerInner(topic="T", body=b"x" * 2000))
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "maxMessageSize 1024" in r.remark
+        assert broker.cleanup.policy.reserved_ms == 12 * 3600 * 1000
+        with pytest.raises(ConfigError, match="storePathRootDir cannot change"):
+            broker.update_config({"storePathRootDir": "/elsewhere"})
+        assert broker.store_config.max_message_size_bytes == 1024  # the refused update applied nothing
+    finally:
+        broker.store.shutdown()
