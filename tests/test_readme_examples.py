@@ -94,13 +94,15 @@ def test_the_extractor_finds_the_known_examples():
 def live(tmp_path_factory):
     """A broker whose store holds a few ``Orders`` messages."""
     base = tmp_path_factory.mktemp("examples")
-    with BrokerProcess(base / "store") as b:
+    # small commitlog files: a Spark example then plans over 1 MiB, not a sparse 1 GiB file
+    with BrokerProcess(base / "store", conf={"mappedFileSizeCommitLog": 1 << 20}) as b:
         with Producer("examples-setup", namesrv_addr=b.namesrv_addr) as p:
             for i in range(3):
                 p.send(Message("Orders", f'{{"id": {i}}}', tags="created", keys=[f"order-{i}"]))
         yield b
 
 
+@pytest.mark.timeout(900)  # a Spark example starts a JVM: minutes on a loaded 2-core machine
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
 def test_example_runs(example: Example, request, tmp_path):
     code = example.code
@@ -111,7 +113,7 @@ def test_example_runs(example: Example, request, tmp_path):
         b = request.getfixturevalue("live")
         code = code.replace(NAMESRV_IN_DOCS, b.namesrv_addr).replace(STORE_IN_DOCS, b.store_dir)
     if "spark" in example.words:
-        timeout = 300
+        timeout = 840
         env.setdefault("PYSPARK_PYTHON", sys.executable)
     if "cpp-client" in example.words:
         python = os.environ.get("MQCORE_CPP_PYTHON", "")

@@ -49,8 +49,10 @@ def value(samples: dict, name: str, **labels) -> float:
 def live(tmp_path_factory):
     port = free_port()
     store = tmp_path_factory.mktemp("metrics") / "store"
+    # long polling off: a suspended pull is parked for shortPollingTimeMills instead
     with BrokerProcess(store, conf={"metricsPort": port, "mappedFileSizeCommitLog": 1 << 20,
-                                    "flushIntervalCommitLog": 100}) as b:
+                                    "flushIntervalCommitLog": 100, "longPollingEnable": "false",
+                                    "shortPollingTimeMills": 300}) as b:
         yield b, port
 
 
@@ -62,7 +64,7 @@ def test_scrape_shows_what_producers_and_consumers_did(live):
             p.send(Message(TOPIC, b"x" * 100, tags="t"))
         p.send(Message(TOPIC, b"later", delay_level=18))  # 2 h: stays in the delay backlog
     got = []
-    with PullConsumer(GROUP, namesrv_addr=b.namesrv_addr, broker_suspend_max_time_ms=300) as pc:
+    with PullConsumer(GROUP, namesrv_addr=b.namesrv_addr) as pc:
         mqs = sorted(pc.fetch_subscribe_message_queues(TOPIC), key=lambda q: q.queue_id)
         ends = {}
         for mq in mqs:
@@ -74,8 +76,11 @@ def test_scrape_shows_what_producers_and_consumers_did(live):
         pc.update_consume_offset(mqs[0], ends[mqs[0].queue_id])
         pc.update_consume_offset(mqs[1], 0)
         pc.commit()
-        # long polling: nothing new, the broker parks the pull (300 ms) and answers NOT_FOUND
+        # nothing new: the broker parks the pull for shortPollingTimeMills (300 ms), not the
+        # 20 s the client asks for (longPollingEnable=false), nor answers at once
+        t0 = time.monotonic()
         assert pc.pull_block_if_not_found(mqs[0], "*", ends[mqs[0].queue_id]).status is PullStatus.NO_NEW_MSG
+        assert 0.25 <= time.monotonic() - t0 < 10
         pc.send_message_back(got[0], delay_level=0)    # -> %RETRY%group (delayed)
         pc.send_message_back(got[1], delay_level=-1)   # -> %DLQ%group at once
     assert len(got) == 6

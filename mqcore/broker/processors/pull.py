@@ -48,11 +48,13 @@ class PullProcessor:
             return codes[0]
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
             self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.b.cfg.long_polling_enable
+        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND)
         result, code = self._get(h, codes)
         held = code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0
         if held:
-            await self.b.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
+            # longPollingEnable=false: RocketMQ still parks the pull, for shortPollingTimeMills
+            wait_ms = h.suspend_timeout_millis if self.b.cfg.long_polling_enable else self.b.cfg.short_polling_time_mills
+            await self.b.hold.hold(h.topic, h.queue_id, h.queue_offset, wait_ms)
             result, code = self._get(h, codes)
         self.b.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), held)
         return self._response(request, result, code, h)
