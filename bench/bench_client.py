@@ -105,7 +105,8 @@ class Server:
 
 def start_mqbroker(tmp: str) -> tuple[Server, str]:
     s = Server([sys.executable, "-m", "mqcore.broker.cli", "--store", os.path.join(tmp, "mq"), "--listen-port", "0",
-                "--namesrv-port", "0", "--log-level", "WARNING"], ready_line="READY")
+                "--namesrv-port", "0", "--log-level", "WARNING", "--log-dir", os.path.join(tmp, "logs")],
+               ready_line="READY")
     fields = dict(part.split("=", 1) for part in s.line.split()[1:])
     return s, fields["namesrv"]
 
