@@ -12,6 +12,7 @@ mqcore's loggers; the entry points call it once with the directory from ``logDir
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import logging
 import logging.handlers
@@ -50,6 +51,14 @@ def parse_level(text: str) -> int:
     if name not in LEVELS:
         raise ConfigError(f"--log-level {text!r} is not one of {', '.join(LEVELS)}")
     return getattr(logging, name)
+
+
+def log_level(text: str) -> int:
+    """argparse type of ``--log-level``."""
+    try:
+        return parse_level(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--log-level ")) from e
 
 
 class _Under:

@@ -21,9 +21,10 @@ import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
-from mqcore.broker.config import BrokerConfig, NamesrvConfig
+from mqcore.broker.config import BrokerConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.pull import PullProcessor
@@ -32,17 +33,21 @@ from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
+from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
 from mqcore.message import pack_host
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
-from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
-                                     UnregisterBrokerRequestHeader)
+from mqcore.remoting.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 from mqcore.store.cleanup import CleanupPolicy, CleanupService
-from mqcore.store.config_files import DelayOffsetTable
-from mqcore.store.message_store import MessageStore, system_clock_ms
+from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +230,7 @@ class Broker:
         new_b, new_s = update_runtime_config(old_b, old_s, props)
         self.cfg = self.topics.cfg = new_b
         self.store_config = new_s
-        for holder in (self.store, self.store.writer, self.store.reader):
-            setattr(holder, "config" if holder is self.store else "cfg", new_s)
+        self.store.update_config(new_s)
         self.cleanup.cfg = new_s
         self.cleanup.policy = CleanupPolicy(new_s)
         changed = [k for k in props if _value_of(k, old_b, old_s) != _value_of(k, new_b, new_s)]

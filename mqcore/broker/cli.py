@@ -20,21 +20,11 @@ import sys
 from mqcore.broker.broker import Broker
 from mqcore.broker.conf import IGNORED_KEYS, build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
-from mqcore.logs import configure_logging, parse_level
+from mqcore.logs import configure_logging, log_level
+from mqcore.netaddr import tcp_port
 from mqcore.progress import ProgressReporter
 
 log = logging.getLogger("mqbroker")
-
-
-def tcp_port(text: str) -> int:
-    """argparse type: a TCP port, 0 meaning "pick a free one"."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
-    return port
 
 
 def parse_args(argv):
@@ -52,14 +42,6 @@ def parse_args(argv):
                                       "default ~/logs/rocketmqlogs)")
     p.add_argument("--metrics-port", type=tcp_port, help="Prometheus endpoint port (metricsPort); 0 = off")
     return p.parse_args(argv)
-
-
-def log_level(text: str) -> int:
-    """argparse type: a --log-level name."""
-    try:
-        return parse_level(text)
-    except MQError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--log-level ")) from e
 
 
 def load_configs(args):

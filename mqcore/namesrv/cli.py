@@ -11,12 +11,12 @@ import asyncio
 import signal
 import sys
 
-from mqcore.broker.cli import log_level, tcp_port
-from mqcore.broker.config import NamesrvConfig
+from mqcore.clock import system_clock_ms
 from mqcore.errors import MQError
-from mqcore.logs import configure_logging
+from mqcore.logs import configure_logging, log_level
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
-from mqcore.store.message_store import system_clock_ms
+from mqcore.netaddr import tcp_port
 
 
 async def serve(config: NamesrvConfig) -> None:
