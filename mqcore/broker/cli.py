@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import signal
 import sys
 
@@ -88,8 +89,11 @@ def main(argv=None) -> int:
     for key in loaded.unknown_keys:
         print(f"mqbroker: unknown configuration key {key!r} ignored", file=sys.stderr)
     if args.print_config:
-        for line in effective_config_lines(loaded.broker, loaded.store, loaded.ignored):
-            print(line)
+        try:
+            sys.stdout.write("\n".join(effective_config_lines(loaded.broker, loaded.store, loaded.ignored)) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `mqbroker -p | head`: the reader had enough; no error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     try:
         logs = configure_logging("broker", loaded.broker.log_dir, args.log_level)
