@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import logging
+import shutil
 import time
 import zlib
 
@@ -27,9 +27,11 @@ from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
+from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.metrics import MetricsServer
+from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
@@ -39,6 +41,7 @@ from mqcore.errors import MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (
@@ -52,6 +55,16 @@ from mqcore.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 RC = RequestCode
+
+def _human(n: int) -> str:
+    """``MixAll.humanReadableByteCount`` (SI units off): 1.5 GiB -> "1.50 GiB"."""
+    if n < 1024:
+        return f"{n} B"
+    units = "KMGTPE"
+    exp = 0
+    while n >= 1024 ** (exp + 2) and exp < len(units) - 1:
+        exp += 1
+    return f"{n / 1024 ** (exp + 1):.1f} {units[exp]}iB"
 
 
 class Broker:
@@ -75,6 +88,8 @@ class Broker:
         self.metrics: MetricsServer | None = None
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
+        self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
+        self._pull: PullProcessor | None = None
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
@@ -89,6 +104,7 @@ class Broker:
         self.cleanup = CleanupService(self.store, clock=clock)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
+        self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -151,7 +167,8 @@ class Broker:
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
-                       loop.create_task(self._every(10_000, self._scan_channels))]
+                       loop.create_task(self._every(10_000, self._scan_channels)),
+                       loop.create_task(self._every(1_000, self._sample_throughput))]
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
 
@@ -184,8 +201,14 @@ class Broker:
         return f"{self.cfg.broker_ip1}:{self.port}"
 
     def _register_processors(self) -> None:
-        send, pull = SendProcessor(self), PullProcessor(self)
-        cli, adm = ClientProcessor(self), AdminProcessor(self)
+        send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
+                             pool=self._executor, schedule_register=self.schedule_register,
+                             store_host=lambda: self.store_host, stats=self.stats)
+        pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
+                             short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats)
+        cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
+        self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
@@ -202,22 +225,25 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
+            RC.UPDATE_BROKER_CONFIG: ops.update_broker_config, RC.GET_BROKER_CONFIG: ops.get_broker_config,
+            RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
+            RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
+            RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
         }
         for code, fn in table.items():
             self.server.register_processor(code, fn)
 
     # --- store access -------------------------------------------------------------------------------
-    async def run_store(self, fn, *args, **kwargs):
-        """Run a store put: inline, or on the put pool when it may wait for an fsync.
-        Its latency goes to the put-latency histogram (once per request)."""
-        t0 = time.perf_counter()
-        if self._executor is None:
-            result = fn(*args, **kwargs)
-        else:
-            result = await asyncio.get_running_loop().run_in_executor(self._executor,
-                                                                      functools.partial(fn, *args, **kwargs))
-        self.stats.put_latency.observe(time.perf_counter() - t0)
-        return result
+    def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:
+        """updateBrokerConfig: every reader of these keys looks at ``self.cfg`` per request."""
+        old, self.cfg = self.cfg, new_cfg
+        self.topics.cfg = new_cfg
+        if self._send is not None and self._pull is not None:  # processors hold only what they use
+            self._send.cfg = new_cfg
+            self._pull.long_polling_enable = new_cfg.long_polling_enable
+        self.groups.auto_create = new_cfg.auto_create_subscription_group
+        if old.broker_permission != new_cfg.broker_permission:
+            self.schedule_register()
 
     # --- configuration at run time ---------------------------------------------------------------------
     def update_config(self, props: dict[str, str]) -> list[str]:
@@ -228,7 +254,7 @@ class Broker:
         the keys whose value changed. Not persisted: broker.conf stays the operator's file."""
         old_b, old_s = self.cfg, self.store_config
         new_b, new_s = update_runtime_config(old_b, old_s, props)
-        self.cfg = self.topics.cfg = new_b
+        self.apply_runtime_config(new_b)  # the broker keys, to every reader (processors included)
         self.store_config = new_s
         self.store.update_config(new_s)
         self.cleanup.cfg = new_s
@@ -237,8 +263,6 @@ class Broker:
         if changed:
             log.info("configuration changed at run time: %s",
                      ", ".join(f"{k}={_value_of(k, new_b, new_s)}" for k in changed))
-        if new_b.broker_permission != old_b.broker_permission:
-            self.schedule_register()  # routes carry the broker's permission
         return changed
 
     def delay_offsets_json(self) -> bytes:
@@ -250,7 +274,14 @@ class Broker:
 
     # --- name server registration ------------------------------------------------------------------
     def _register_body(self) -> bytes:
-        body = {"filterServerList": [], "topicConfigSerializeWrapper": self.topics.serialize_wrapper()}
+        wrapper = self.topics.serialize_wrapper()
+        perm = self.cfg.broker_permission
+        if (perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+            # a broker made read-only or write-only (updateBrokerConfig brokerPermission) announces
+            # its topics that way, so clients stop sending to (or pulling from) it, as RocketMQ does
+            for tc in wrapper["topicConfigTable"].values():
+                tc["perm"] = tc["perm"] & perm
+        body = {"filterServerList": [], "topicConfigSerializeWrapper": wrapper}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
     async def register_all(self) -> None:
@@ -322,6 +353,38 @@ class Broker:
             await channel.send_request_oneway(cmd)
         except MQError as e:
             log.info("notify %s failed: %s", channel.remote_addr, e)
+
+    # --- runtime figures (GET_BROKER_RUNTIME_INFO) --------------------------------------------------
+    def _sample_throughput(self) -> None:
+        now = self.clock()
+        stored = sum(self.store.get_max_offset_in_queue(t, q) for t, qids in self.store.queue_ids().items()
+                     for q in qids)
+        consumed = sum(sum(queues.values()) for queues in self.offsets.snapshot().values())
+        self.put_tps.sample(now, stored)
+        self.get_tps.sample(now, consumed)
+
+    def runtime_figures(self) -> dict[str, str]:
+        """The runtime-info keys operators' tools read (clusterList's columns among them)."""
+        s = self.store
+        earliest = 0
+        lo = s.get_min_phy_offset()
+        if s.get_max_phy_offset() > lo:
+            first = s.look_message_by_offset(lo)
+            if first is not None:
+                earliest = first.store_timestamp
+        try:
+            du = shutil.disk_usage(self.store_config.store_path)
+            ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."
+        except OSError:
+            ratio, capacity = 0.0, ""
+        return {"putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
+                "earliestMessageTimeStamp": str(earliest), "commitLogDiskRatio": f"{ratio:.4f}",
+                "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0", "pageCacheLockTimeMills": "0",
+                # one event loop, no thread-pool queues: nothing ever waits in one
+                "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueHeadWaitTimeMills": "0",
+                "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+                "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueHeadWaitTimeMills": "0",
+                "startAcceptSendRequestTimeStamp": "0"}
 
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started_at)

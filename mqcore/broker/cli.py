@@ -24,6 +24,7 @@ from mqcore.errors import MQError
 from mqcore.logs import configure_logging, log_level
 from mqcore.netaddr import tcp_port
 from mqcore.progress import ProgressReporter
+from mqcore.remoting import eventloop
 
 log = logging.getLogger("mqbroker")
 
@@ -71,7 +72,8 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     await broker.start()
     ns = ";".join(broker.namesrv_addrs) or "(none)"
     print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.addr}, name server {ns}"
-          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}", flush=True)
+          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
+          f"event loop {eventloop.loop_kind()}", flush=True)
     if ready_line:
         print(f"READY broker={broker.addr} namesrv={ns}", flush=True)
     await stop.wait()
@@ -105,7 +107,7 @@ def main(argv=None) -> int:
     progress = ProgressReporter("store recovery", logging.getLogger("mqcore.store.recovery"), stream=sys.stderr)
     broker = Broker(loaded.broker, dataclasses.replace(loaded.store), recovery_progress=progress)
     try:
-        asyncio.run(serve(broker))
+        eventloop.run(serve(broker))
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1

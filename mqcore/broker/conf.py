@@ -148,7 +148,8 @@ IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
 
 #: keys a running broker takes without a restart (``Broker.update_config``)
 RUNTIME_KEYS = frozenset({
-    "brokerPermission", "autoCreateTopicEnable", "longPollingEnable", "notifyConsumerIdsChangedEnable",
+    "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "longPollingEnable",
+    "notifyConsumerIdsChangedEnable",
     "traceOn", "rejectTransactionMessage", "regionId",
     "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",
     "diskSpaceWarningLevelRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",

@@ -17,6 +17,7 @@ from mqcore.logs import configure_logging, log_level
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.netaddr import tcp_port
+from mqcore.remoting import eventloop
 
 
 async def serve(config: NamesrvConfig) -> None:
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
         print(f"mqnamesrv: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
+        eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
                                         broker_channel_expired_ms=args.broker_expiry_ms)))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
