@@ -68,9 +68,13 @@ class BrokerConfig:
     metrics_port: int = 0
     #: where broker.log, store.log, remoting.log go (logDir); None = ~/logs/rocketmqlogs
     log_dir: str | None = None
+    #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
+    grpc_server_enable: bool = False
+    grpc_server_port: int = 8081
+    grpc_min_invisible_time_ms: int = 10_000
 
     def __post_init__(self) -> None:
-        for name in ("listen_port", "namesrv_listen_port", "metrics_port"):
+        for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
                 raise FieldConfigError(name, f"{port} is not a TCP port (0-65535)")
