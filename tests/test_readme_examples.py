@@ -19,6 +19,10 @@ Words (any combination):
 ``cpp-client``
     the block uses the Apache RocketMQ C++ client (PyPI ``rocketmq``), which lives in its own
     interpreter (``MQCORE_CPP_PYTHON``, set up by ``scripts/test``).
+``grpc-client``
+    the block uses the official RocketMQ 5.x Python client against a broker with the gRPC
+    endpoint on: ``127.0.0.1:8081`` is replaced by that endpoint, and the block runs in the
+    client's own interpreter (``MQCORE_GRPC_PY_CLIENT``, set up by ``scripts/test``).
 
 An unknown word fails the test, so a typo cannot turn a block into one that never runs.
 New README sections are picked up without changing this file.
@@ -38,7 +42,8 @@ from mqcore.client import Message, Producer
 from tests.support.processes import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = {"broker", "store", "spark", "cpp-client"}
+WORDS = {"broker", "store", "spark", "cpp-client", "grpc-client"}
+GRPC_IN_DOCS = "127.0.0.1:8081"
 NAMESRV_IN_DOCS = "127.0.0.1:9876"
 STORE_IN_DOCS = "/data/rocketmq/store"
 SKIP_DIRS = {"build", "dist", "node_modules", "__pycache__"}
@@ -102,6 +107,15 @@ def live(tmp_path_factory):
         yield b
 
 
+@pytest.fixture(scope="module")
+def live_grpc(tmp_path_factory):
+    """A broker with the RocketMQ 5.x gRPC endpoint on a free port."""
+    from tests.grpc.conftest import TEST_CONF, grpc_addr
+    with BrokerProcess(tmp_path_factory.mktemp("examples-grpc") / "store", conf=TEST_CONF) as b:
+        b.grpc_addr = grpc_addr(b)
+        yield b
+
+
 @pytest.mark.timeout(900)  # a Spark example starts a JVM: minutes on a loaded 2-core machine
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
 def test_example_runs(example: Example, request, tmp_path):
@@ -119,6 +133,12 @@ def test_example_runs(example: Example, request, tmp_path):
         python = os.environ.get("MQCORE_CPP_PYTHON", "")
         assert python and os.path.exists(python), \
             "MQCORE_CPP_PYTHON is not set: run the suite with scripts/test, which installs the C++ client"
+    if "grpc-client" in example.words:
+        code = code.replace(GRPC_IN_DOCS, request.getfixturevalue("live_grpc").grpc_addr)
+        python = os.environ.get("MQCORE_GRPC_PY_CLIENT", "")
+        assert python and os.path.exists(python), \
+            "MQCORE_GRPC_PY_CLIENT is not set: run the suite with scripts/test, which installs the 5.x client"
+        env["HOME"] = str(tmp_path)  # the 5.x client writes its logs under ~/logs
     script = tmp_path / "example.py"
     script.write_text(code)
     p = subprocess.run([python, str(script)], cwd=tmp_path, input="\n", capture_output=True, text=True,
