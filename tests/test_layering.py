@@ -75,6 +75,9 @@ ALLOWED = {
     "mqcore.format": ("mqcore.errors", "mqcore.config", "mqcore.format"),
     "mqcore.netaddr": ("mqcore.errors",),
     "mqcore.service": ("mqcore.errors", "mqcore.clock"),
+    "mqcore.logs": ("mqcore.errors",),
+    "mqcore.progress": (),
+    "mqcore.histogram": (),
     **{k: ("mqcore.errors", "mqcore.format", "mqcore") + KERNELS for k in KERNELS},
     "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
 }

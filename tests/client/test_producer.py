@@ -98,7 +98,7 @@ def test_timeout_budget_covers_all_attempts(fake_cluster):
 
 
 def test_validation_happens_before_the_network(fake_cluster):
-    with producer(fake_cluster, max_message_size=10) as p:
+    with producer(fake_cluster, max_message_size_bytes=10) as p:
         for bad in (Message("bad topic", b"x"), Message("T", b""), Message("T", b"x" * 11),
                     Message("T", b"x", delay_level=19)):
             with pytest.raises(IllegalArgumentError):

@@ -57,10 +57,15 @@ def test_send_kinds_and_pull_back(broker):
 
 
 def test_broker_refusal_maps_to_error(broker):
-    with Producer("pg", namesrv_addr=broker.namesrv_addr, max_message_size=8 * 1024 * 1024) as p:
+    with Producer("pg", namesrv_addr=broker.namesrv_addr, max_message_size_bytes=8 * 1024 * 1024) as p:
         with pytest.raises(BrokerError) as info:
             p.send(Message("Big", os.urandom(5 * 1024 * 1024)))  # incompressible, over the broker's 4 MiB
-    assert info.value.code == 13 and not info.value.retriable
+        assert info.value.code == 13 and not info.value.retriable
+        # compressed, still over the broker's limit: the error gives the size the user sent as well
+        with pytest.raises(BrokerError) as info:
+            p.send(Message("Big", os.urandom(5 * 1024 * 1024) + bytes(3 * 1024 * 1024)))
+        assert info.value.code == 13 and "the message body is 8388608 bytes, " in str(info.value)
+        assert "after compression" in str(info.value)
 
 
 def test_push_consume_with_tag_filter(broker):
