@@ -251,6 +251,30 @@ def test_missing_index_is_rebuilt(tmp_path, kernels):
         assert [m.properties["KEYS"] for m in s.messages_by_key("T", "k7")] == ["k7"]
 
 
+@pytest.mark.parametrize("field,value", [(L.IDXH_INDEX_COUNT, -10), (L.IDXH_INDEX_COUNT, -100_000_000),
+                                         (L.IDXH_INDEX_COUNT, 10_000), (L.IDXH_HASH_SLOT_COUNT, -1)])
+def test_damaged_index_header_after_clean_shutdown_is_a_report_not_a_crash(tmp_path, kernels, field, value):
+    """With no abort file the header used to be trusted: indexCount -1e8 segfaulted the next put."""
+    cfg = small_config(tmp_path / "s")
+    with MessageStore(cfg, kernels=kernels) as s:
+        for i in range(20):
+            s.put_message(msg(KEYS="k%d" % i))
+    assert not os.path.exists(cfg.abort_path)  # a clean shutdown
+    idx = os.path.join(cfg.index_dir, os.listdir(cfg.index_dir)[0])
+    with open(idx, "r+b") as f:
+        f.seek(field)
+        f.write(struct.pack(">i", value))
+    with MessageStore(cfg, kernels=kernels) as s:
+        notes = [n for n in s.recovery_report.notes if "damaged header" in n]
+        assert len(notes) == 1 and os.path.basename(idx) in notes[0]
+        kept = os.path.join(cfg.store_path, "quarantine", "index-" + os.path.basename(idx))
+        assert os.path.exists(kept)  # the damaged file is kept for an operator, not deleted
+        # the index was rebuilt from the commitlog, and new puts index normally
+        assert [m.properties["KEYS"] for m in s.messages_by_key("T", "k7")] == ["k7"]
+        s.put_message(msg(KEYS="after"))
+        assert [m.properties["KEYS"] for m in s.messages_by_key("T", "after")] == ["after"]
+
+
 def test_wrong_size_file_is_a_clear_error(tmp_path, kernels):
     cfg = small_config(tmp_path / "s")
     with MessageStore(cfg, kernels=kernels) as s:
