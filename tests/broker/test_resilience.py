@@ -65,7 +65,10 @@ def test_fuzzed_frames_never_kill_the_broker(tmp_path):
         r = send(rc, b, "AfterFuzz", b"ok")
         assert r.code == ResponseCode.SUCCESS
         assert decode(pull(rc, b, "AfterFuzz", 0, sub="*").body)[0].body == b"ok"
-        assert "Traceback" not in b.output() or "processor for code" in b.output()
+        # bad input gets an error response, never an exception escaping a processor (that logs a
+        # traceback); the former check also passed whenever any processor failure was logged
+        assert "Traceback" not in b.output(), b.output()[-4000:]
+        assert "processor for code" not in b.output(), b.output()[-4000:]
 
 
 def test_kill9_restart_keeps_messages_and_offsets(tmp_path):
