@@ -17,11 +17,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-
 import threading
-
-import pytest
+import time
 
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.message import MessageExtBrokerInner, pack_host
