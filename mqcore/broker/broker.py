@@ -52,6 +52,8 @@ RC = RequestCode
 
 
 class Broker:
+    """The broker's composition root: builds the store, managers and processors, serves and registers."""
+
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms):
         self.cfg = config
         self.store_config = store_config

@@ -31,6 +31,8 @@ def index_file_name(ts_ms: int) -> str:
 
 
 class IndexFile:
+    """One index file: a 40-byte header, hash slots and chained entries (``IndexFile``)."""
+
     def __init__(self, path: str, slots: int, entries: int, *, create: bool = False):
         self.slots = slots
         self.entries = entries
@@ -104,6 +106,8 @@ class IndexFile:
 
 
 class IndexService:
+    """The index files: builds entries for keys and unique ids, answers key queries, cleans up."""
+
     def __init__(self, directory: str, slots: int, entries: int, kernels, clock):
         self.directory = directory
         self.slots = slots
