@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from mqcore.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from tests.support.waiting import free_port
 
 
 @dataclass
@@ -393,10 +393,6 @@ def _split_batch(body: bytes) -> list[tuple[int, bytes, bytes]]:
     return [(flag, bytes(b), bytes(p)) for flag, b, p in iter_batch_items(body)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 __all__ = ["FakeCluster", "MessageQueue", "free_port"]

@@ -9,29 +9,13 @@ import threading
 
 import pytest
 
-from mqcore.config import FlushDiskType, StoreConfig
+from mqcore.config import FlushDiskType
 from mqcore.errors import CorruptFileError, StoreLockedError
 from mqcore.format import layout as L
-from mqcore.message import MessageExtBrokerInner, pack_host, string_to_properties
+from mqcore.message import string_to_properties
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
-
-BORN = pack_host("10.0.0.7", 40000)
-STORE = pack_host("127.0.0.1", 10911)
-
-
-def small_config(path, **kw) -> StoreConfig:
-    base = dict(store_path=str(path), commitlog_file_size_bytes=64 * 1024, consume_queue_file_size_bytes=20 * 50,
-                index_slots=97, index_entries=300, flush_interval_commitlog_ms=50,
-                flush_interval_consume_queue_ms=50)
-    base.update(kw)
-    return StoreConfig(**base)
-
-
-def msg(topic="T", body=b"hello", qid=0, **props) -> MessageExtBrokerInner:
-    return MessageExtBrokerInner(topic=topic, body=body, queue_id=qid, properties=dict(props), born_host=BORN,
-                                 store_host=STORE, born_timestamp=1_700_000_000_000)
-
+from tests.support.store import BORN, STORE, msg, records, small_config
 
 @pytest.fixture
 def open_store(tmp_path, kernels):
@@ -47,14 +31,6 @@ def open_store(tmp_path, kernels):
     yield _open
     for s in stores:
         s.shutdown()
-
-
-def records(store, topic, qid, offset=0, n=32, **kw):
-    got = store.get_message(topic, qid, offset, n, **kw)
-    out = []
-    for buf in got.buffers:
-        out.extend(store.k.decode_records(buf, 0, len(buf), 1000, True))
-    return got, out
 
 
 def test_put_get_round_trip(open_store):

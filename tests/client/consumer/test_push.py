@@ -17,6 +17,7 @@ from mqcore.client import (
     select_by_hash,
 )
 from mqcore.errors import IllegalStateError
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,13 +25,6 @@ FAST = dict(rebalance_interval_ms=300, persist_consumer_offset_interval_ms=200, 
             poll_name_server_interval_ms=300, pull_time_delay_ms_when_exception=100)
 
 
-def wait_for(pred, timeout=15.0, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def produce(cluster, topic, n, **kw):
