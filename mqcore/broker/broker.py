@@ -68,6 +68,8 @@ def _human(n: int) -> str:
 
 
 class Broker:
+    """The broker's composition root: builds the store, managers and processors, serves and registers."""
+
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms,
                  recovery_progress=None):
         self.cfg = config

@@ -189,6 +189,8 @@ def read_properties(text: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class LoadedConf:
+    """What a broker.conf file gave: the built configs and the keys that were not recognised."""
+
     broker: BrokerConfig
     store: StoreConfig
     unknown_keys: list[str]

@@ -35,6 +35,8 @@ def default_broker_name() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BrokerConfig:
+    """Broker settings (RocketMQ's ``BrokerConfig``): identity, ports, name servers, auto-creation, timers."""
+
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = dataclasses.field(default_factory=default_broker_name)
     broker_id: int = 0

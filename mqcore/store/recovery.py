@@ -32,6 +32,8 @@ SCAN_BATCH = 65536
 
 @dataclasses.dataclass
 class RecoveryReport:
+    """What loading found and did: where valid data ends, what was dropped, quarantined or rebuilt."""
+
     abnormal: bool = False
     commitlog_min_offset: int = 0
     commitlog_max_offset: int = 0
@@ -69,6 +71,8 @@ class RecoveryReport:
 
 
 class Recovery:
+    """Finds the end of valid commitlog data, cuts what lies past it and re-dispatches the tail."""
+
     def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
                  dispatcher: Dispatcher, checkpoint, kernels, progress=None):
         self.cfg = config

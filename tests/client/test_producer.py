@@ -9,7 +9,13 @@ import time
 import pytest
 
 from mqcore.client import Message, Producer, SendStatus, select_by_hash
-from mqcore.errors import BrokerError, IllegalArgumentError, IllegalStateError, NoRouteError, SendTimeoutError
+from mqcore.errors import (
+    BrokerError,
+    IllegalArgumentError,
+    IllegalStateError,
+    NoRouteError,
+    SendTimeoutError,
+)
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import RequestCode, ResponseCode

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from mqcore.client import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
-from tests.client.integration.conftest import FAST, JAVA_BUSY_LIMITS, SHORT_DELAYS, wait_for
+from tests.client.integration.conftest import FAST, JAVA_BUSY_LIMITS, SHORT_DELAYS
+from tests.support.waiting import wait_for
 from tests.client.integration.helpers import Sink, create_topic, pull_everything
 from tests.spark.conftest import spark  # noqa: F401  (the shared SparkSession fixture)
 from tests.support.processes import BrokerProcess

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from mqcore.spark.analytics.cli import parser
-from tests.spark.test_decode import GEOMETRY
+from tests.support.storegen import GEOMETRY
 
 pytestmark = pytest.mark.spark
 

@@ -3,7 +3,6 @@ against Apache RocketMQ's own broker (4.9.7, Java), so what the suite proves on 
 the other. Loopback only, free ports, everything stopped by PID."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -145,11 +144,3 @@ def two_brokers(request, tmp_path):
             BrokerProcess(tmp_path / "b", namesrv=ns.addr, broker_name="broker-b") as b:
         yield ns, a, b
 
-
-def wait_for(pred, timeout: float = 30.0, step: float = 0.05) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return bool(pred())

@@ -17,9 +17,9 @@ from mqcore.client import (
     SendStatus,
 )
 from mqcore.errors import BrokerError
+from tests.support.waiting import wait_for
 
-from .conftest import FAST, wait_for
-from .helpers import Sink, create_topic, produce, pull_everything
+from .helpers import FAST, Sink, create_topic, produce, pull_everything
 
 pytestmark = pytest.mark.timeout(180)
 
