@@ -262,6 +262,9 @@ def update_runtime_config(broker: BrokerConfig, store: StoreConfig,
         if unknown:
             parts.append(f"unknown key {', '.join(unknown)}")
         raise ConfigError("; ".join(parts) + f"; keys that can change at run time: {', '.join(sorted(RUNTIME_KEYS))}")
+    if "brokerPermission" in props and props["brokerPermission"].strip() not in ("2", "4", "6"):
+        raise ConfigError(f"brokerPermission={props['brokerPermission']}: must be 2 (write), 4 (read) or "
+                          "6 (read+write)")
     loaded = build_configs(props, broker=broker, store=store)
     return loaded.broker, loaded.store
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from mqcore.broker.config import BrokerConfig
-from mqcore.broker.runtime_config import parse_runtime_update
+from mqcore.config import StoreConfig
+from mqcore.broker.conf import update_runtime_config
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.errors import ConfigError
 
@@ -30,13 +31,15 @@ def test_sampler_never_reports_negative_or_without_history():
 
 
 def test_runtime_update_converts_and_refuses_by_key():
-    cfg = BrokerConfig(broker_name="b")
-    new = parse_runtime_update(cfg, {"autoCreateTopicEnable": "false", "brokerPermission": "4"})
+    cfg, store = BrokerConfig(broker_name="b"), StoreConfig(store_path="/tmp/x")
+    new, _ = update_runtime_config(cfg, store, {"autoCreateTopicEnable": "false", "brokerPermission": "4"})
     assert (new.auto_create_topic_enable, new.broker_permission) == (False, 4)
     assert cfg.auto_create_topic_enable is True  # the old config is untouched
-    with pytest.raises(ConfigError, match="listenPort can not change at run time"):
-        parse_runtime_update(cfg, {"listenPort": "1"})
-    with pytest.raises(ConfigError, match="bogus is not a broker setting"):
-        parse_runtime_update(cfg, {"bogus": "1"})
-    with pytest.raises(ConfigError, match="autoCreateTopicEnable=maybe"):
-        parse_runtime_update(cfg, {"autoCreateTopicEnable": "maybe"})
+    with pytest.raises(ConfigError, match="listenPort cannot change while the broker runs"):
+        update_runtime_config(cfg, store, {"listenPort": "1"})
+    with pytest.raises(ConfigError, match="unknown key bogus"):
+        update_runtime_config(cfg, store, {"bogus": "1"})
+    with pytest.raises(ConfigError, match="autoCreateTopicEnable"):
+        update_runtime_config(cfg, store, {"autoCreateTopicEnable": "maybe"})
+    with pytest.raises(ConfigError, match="brokerPermission=7: must be 2"):
+        update_runtime_config(cfg, store, {"brokerPermission": "7"})

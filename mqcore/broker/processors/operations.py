@@ -9,7 +9,6 @@ import asyncio
 import logging
 
 from mqcore.broker.conf import effective_config_lines, read_properties
-from mqcore.broker.runtime_config import parse_runtime_update
 from mqcore.errors import ConfigError, MQError
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.codes import LanguageCode, RequestCode
@@ -52,11 +51,10 @@ class OperationsProcessor:
     def update_broker_config(self, channel, request):
         try:
             props = read_properties(bytes(request.body).decode("utf-8"))
-            new_cfg = parse_runtime_update(self.b.cfg, props)
+            log.info("updateBrokerConfig from %s: %s", channel.remote_addr, props)
+            self.b.update_config(props)  # one list of run-time keys, broker and store alike
         except (ConfigError, UnicodeDecodeError) as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
-        log.info("updateBrokerConfig from %s: %s", channel.remote_addr, props)
-        self.b.apply_runtime_config(new_cfg)
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- clients ---------------------------------------------------------------------------------------
