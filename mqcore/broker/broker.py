@@ -21,6 +21,7 @@ import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.config import BrokerConfig, NamesrvConfig
+from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.processors.admin import AdminProcessor
@@ -158,6 +159,7 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
+            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, self),
         }
         for code, fn in table.items():
             self.server.register_processor(code, fn)

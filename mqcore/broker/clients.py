@@ -14,6 +14,8 @@ import logging
 from typing import Any, Callable
 
 from mqcore._compat import kernels
+from mqcore.broker.filtering import compile_expression, is_tag_type
+from mqcore.errors import FilterExpressionError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ class Subscription:
     tags: frozenset[str]
     sub_version: int
     expression_type: str = "TAG"
+    #: the compiled SQL92 filter (``expression_type`` SQL92), or None with ``filter_error`` saying why
+    sql_filter: Any = None
+    filter_error: str | None = None
 
     @property
     def codes(self) -> frozenset[int] | None:
@@ -133,6 +138,10 @@ class ClientManager:
         for s in subs:
             if not isinstance(s, dict) or not s.get("topic"):
                 continue
+            expression_type = str(s.get("expressionType") or "TAG")
+            if not is_tag_type(expression_type):
+                changed = self._update_sql_subscription(g, s, expression_type) or changed
+                continue
             expr, tags = parse_tags(s.get("subString"))
             if not tags and s.get("tagsSet"):  # a client that sent tags but an odd subString
                 tags = frozenset(str(t) for t in s["tagsSet"] if str(t).strip() and str(t) != "*")
@@ -140,9 +149,27 @@ class ClientManager:
             old = g.subscriptions.get(s["topic"])
             if old is None or old.sub_string != expr or version > old.sub_version:
                 changed = changed or old is None or old.sub_string != expr
-                g.subscriptions[s["topic"]] = Subscription(str(s["topic"]), expr, tags, version,
-                                                           str(s.get("expressionType") or "TAG"))
+                g.subscriptions[s["topic"]] = Subscription(str(s["topic"]), expr, tags, version, expression_type)
         return changed
+
+    @staticmethod
+    def _update_sql_subscription(g: ConsumerGroupInfo, s: dict, expression_type: str) -> bool:
+        """A SQL92 subscription: compiled once per change of expression; a bad one is kept
+        with its error, so pulls can say why nothing is delivered."""
+        expr = str(s.get("subString") or "")
+        version = int(s.get("subVersion") or 0)
+        old = g.subscriptions.get(s["topic"])
+        if old is not None and old.sub_string == expr and old.expression_type == expression_type:
+            old.sub_version = max(old.sub_version, version)
+            return False
+        sub = Subscription(str(s["topic"]), expr, frozenset(), version, expression_type)
+        try:
+            sub.sql_filter = compile_expression(expression_type, expr)
+        except FilterExpressionError as e:
+            sub.filter_error = str(e)
+            log.warning("consumer group %s: subscription to %s refused: %s", g.group, s["topic"], e)
+        g.subscriptions[s["topic"]] = sub
+        return True
 
     # --- leaving ------------------------------------------------------------------------------------
     def unregister(self, channel, producer_group: str | None, consumer_group: str | None) -> None:

@@ -53,6 +53,8 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     max_frame_bytes: int = 16 * 1024 * 1024
     reject_transaction_message: bool = True
+    #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
+    enable_property_filter: bool = False
 
     def __post_init__(self) -> None:
         for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port)):

@@ -44,6 +44,7 @@ class NameServer:
         s.register_processor(RequestCode.PUT_KV_CONFIG, self._put_kv)
         s.register_processor(RequestCode.GET_KV_CONFIG, self._get_kv)
         s.register_processor(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
+        s.add_close_listener(self.routes.channel_closed)
         self._broker_client = None
 
     async def start(self) -> int:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 
 from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.broker.filtering import pull_filter, select_matching
+from mqcore.filter.sql92 import Sql92Filter
 from mqcore.broker.topics import readable
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
@@ -38,7 +40,7 @@ class PullProcessor:
         problem = self._check(h, request)
         if problem is not None:
             return problem
-        codes = self._codes(h)
+        codes = self._codes(h, request)
         if isinstance(codes, tuple):  # an error response
             return codes[0]
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
@@ -66,13 +68,14 @@ class PullProcessor:
                                    f"subscription group [{h.consumer_group}] does not exist")
         return None
 
-    def _codes(self, h):
-        """Tag hash codes to filter by (None = all), or (error response,)."""
-        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            if h.expression_type and h.expression_type.upper() != "TAG":
-                return None  # SQL92 filtering is not supported: deliver everything, client filters
-            return tag_codes(parse_tags(h.subscription)[1])
+    def _codes(self, h, request):
+        """Tag hash codes to filter by (None = all), a SQL92 filter, or (error response,)."""
         sub = self.b.clients.subscription(h.consumer_group, h.topic)
+        sql = pull_filter(self.b, request, h, sub)
+        if sql is not None:
+            return sql
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+            return tag_codes(parse_tags(h.subscription)[1])
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
             if h.subscription:
@@ -81,8 +84,12 @@ class PullProcessor:
         return sub.codes
 
     def _get(self, h, codes):
-        result = self.b.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
-                                          tag_codes=codes)
+        if isinstance(codes, Sql92Filter):
+            result = select_matching(self.b.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums),
+                                     codes)
+        else:
+            result = self.b.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                              tag_codes=codes)
         status = result.status
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
