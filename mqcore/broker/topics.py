@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from mqcore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
-from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC, is_retry_topic
+from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.store.config_files import TopicConfig, TopicConfigTable, bean_to_json
 
 log = logging.getLogger(__name__)
@@ -98,14 +98,6 @@ class TopicConfigManager:
             tc = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.update(tc)
         return tc
-
-    def auto_create(self, topic: str) -> TopicConfig | None:
-        """Create a client topic with the producer default of 4 queues (route lookup, send)."""
-        if is_retry_topic(topic):
-            return self.create_group_topic(topic)
-        if not self.cfg.auto_create_topic_enable:
-            return self.get(topic)
-        return self.create_in_send(topic, DEFAULT_TOPIC, 4)
 
     def serialize_wrapper(self) -> dict:
         """``TopicConfigSerializeWrapper`` for REGISTER_BROKER."""
