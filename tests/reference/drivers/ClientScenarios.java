@@ -142,6 +142,16 @@ public class ClientScenarios {
         throw new AssertionError("consumer offsets add up to " + sum + ", not " + total);
     }
 
+    /** One message per queue of the topic, after everything else: a consumer that received all
+     * of them has read every queue to its end, so a wrongly filtered message would have shown. */
+    static void sendSentinels(DefaultMQProducer p, String topic, String tag, String key, String value) throws Exception {
+        for (MessageQueue mq : p.fetchPublishMessageQueues(topic)) {
+            Message m = msg(topic, tag, "end", "end-" + mq.getQueueId());
+            m.putUserProperty(key, value);
+            p.send(m, mq);
+        }
+    }
+
     /** Sends n messages "topic-i" with tag and key k-i; returns the results. */
     static List<SendResult> sendN(DefaultMQProducer p, String topic, String tag, int n) throws Exception {
         List<SendResult> out = new ArrayList<>();
@@ -402,11 +412,12 @@ public class ClientScenarios {
                     p.send(msg(topic, tag, tag + i, tag + "-" + i));
                 }
             }
+            sendSentinels(p, topic, "TagA", "end", "yes");
         } finally {
             p.shutdown();
         }
         Set<String> got = ConcurrentHashMap.newKeySet();
-        CountDownLatch latch = new CountDownLatch(10);
+        CountDownLatch latch = new CountDownLatch(14);
         DefaultMQPushConsumer c = pushConsumer("cg-tags", "cg-tags");
         c.subscribe(topic, "TagA || TagB");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
@@ -418,15 +429,14 @@ public class ClientScenarios {
         });
         c.start();
         try {
-            await(latch, "tagged messages");
-            awaitOffsets(c, 15);  // every queue read to its end: a TagC would have shown by now
+            await(latch, "tagged messages and the four sentinels");
         } finally {
             c.shutdown();
         }
         for (String s : got) {
             check(!s.startsWith("TagC"), "TagC delivered: " + s);
         }
-        check(got.size() == 10, "got " + got);
+        check(got.size() == 14, "got " + got);
         return "received=" + got.size();
     }
 
@@ -699,7 +709,8 @@ public class ClientScenarios {
             MessageExt dead = dlq.getMessageList().get(0);
             Thread.sleep(1500);  // no fourth delivery
             return "reconsumeTimes=" + times.toString().replace(" ", "") + " dlqBody=" + body(dead)
-                + " dlqReconsumeTimes=" + dead.getReconsumeTimes();
+                + " dlqReconsumeTimes=" + dead.getReconsumeTimes() + " dlqDelay=" + dead.getProperty("DELAY")
+                + " dlqRetryTopic=" + (dead.getProperty("RETRY_TOPIC") != null);
         } finally {
             c.shutdown();
             p.shutdown();
@@ -813,13 +824,14 @@ public class ClientScenarios {
                 m.putUserProperty("a", String.valueOf(i));
                 p.send(m);
             }
+            sendSentinels(p, topic, "end", "end", "yes");
         } finally {
             p.shutdown();
         }
         Set<String> got = ConcurrentHashMap.newKeySet();
-        CountDownLatch latch = new CountDownLatch(5);
+        CountDownLatch latch = new CountDownLatch(9);
         DefaultMQPushConsumer c = pushConsumer("cg-sql", "cg-sql");
-        c.subscribe(topic, MessageSelector.bySql("a BETWEEN 5 AND 14 AND TAGS = 'odd'"));
+        c.subscribe(topic, MessageSelector.bySql("(a BETWEEN 5 AND 14 AND TAGS = 'odd') OR end = 'yes'"));
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 got.add(body(m));
@@ -829,11 +841,11 @@ public class ClientScenarios {
         });
         c.start();
         try {
-            await(latch, "sql matches");
-            awaitOffsets(c, 20);  // every queue read to its end: a wrong match would have shown
+            await(latch, "sql matches and the four sentinels");
         } finally {
             c.shutdown();
         }
+        got.removeIf(b -> b.startsWith("end-"));
         check(got.equals(new HashSet<>(Arrays.asList("sql-5", "sql-7", "sql-9", "sql-11", "sql-13"))), "got " + got);
         return "received=" + got.size();
     }
