@@ -99,7 +99,9 @@ class Broker:
             self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
                                                     listen_port=self.cfg.namesrv_listen_port), self.clock)
             ns_port = await self.namesrv.start()
-            self.namesrv_addrs = [f"{self.cfg.broker_ip1}:{ns_port}"]
+            # register where the embedded name server really listens; the registration still
+            # advertises brokerIP1 to clients, which may differ from the listening address
+            self.namesrv_addrs = [f"{self.local_host}:{ns_port}"]
         elif self.cfg.namesrv_addr:
             self.namesrv_addrs = [a.strip() for a in self.cfg.namesrv_addr.split(";") if a.strip()]
         self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
@@ -138,7 +140,18 @@ class Broker:
 
     @property
     def addr(self) -> str:
+        """The address advertised to clients (brokerIP1), as registered with the name servers."""
         return f"{self.cfg.broker_ip1}:{self.port}"
+
+    @property
+    def local_host(self) -> str:
+        """A host this process listens on: ``listenHost``, or loopback for a wildcard."""
+        return "127.0.0.1" if self.cfg.listen_host in ("0.0.0.0", "", "::") else self.cfg.listen_host
+
+    @property
+    def listen_addr(self) -> str:
+        """An address where this broker accepts connections (``addr`` may not be one)."""
+        return f"{self.local_host}:{self.port}"
 
     def _register_processors(self) -> None:
         send, pull = SendProcessor(self), PullProcessor(self)
