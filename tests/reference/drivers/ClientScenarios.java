@@ -104,14 +104,15 @@ public class ClientScenarios {
     }
 
     /** Waits until the consumer owns `n` queues (locked ones, for an orderly consumer). */
-    static int awaitQueues(DefaultMQPushConsumer c, int n, boolean locked) throws InterruptedException {
+    static int awaitQueues(DefaultMQPushConsumer c, String topic, int n, boolean locked) throws InterruptedException {
         long deadline = System.currentTimeMillis() + WAIT_MS;
         int owned = 0;
         while (System.currentTimeMillis() < deadline) {
             owned = 0;
-            for (org.apache.rocketmq.client.impl.consumer.ProcessQueue pq
-                : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().values()) {
-                if (!pq.isDropped() && (!locked || pq.isLocked())) {
+            for (Map.Entry<MessageQueue, org.apache.rocketmq.client.impl.consumer.ProcessQueue> e
+                : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().entrySet()) {
+                // the table also holds %RETRY%group's queue: count the topic's own
+                if (e.getKey().getTopic().equals(topic) && !e.getValue().isDropped() && (!locked || e.getValue().isLocked())) {
                     owned++;
                 }
             }
@@ -488,8 +489,8 @@ public class ClientScenarios {
         try {
             // a queue that changes owner stays locked by the old one for up to 20 s: send once
             // the split is settled, so the test measures ordering, not the unlock delay
-            awaitQueues(cs.get(0), 2, true);
-            awaitQueues(cs.get(1), 2, true);
+            awaitQueues(cs.get(0), topic, 2, true);
+            awaitQueues(cs.get(1), topic, 2, true);
             DefaultMQProducer p2 = producer("pg-orderly");
             try {
                 for (int i = 0; i < 80; i++) {
@@ -542,8 +543,8 @@ public class ClientScenarios {
                 c.start();
                 cs.add(c);
             }
-            awaitQueues(cs.get(0), 4, false);
-            awaitQueues(cs.get(1), 4, false);
+            awaitQueues(cs.get(0), topic, 4, false);
+            awaitQueues(cs.get(1), topic, 4, false);
             for (int i = 0; i < 20; i++) {
                 p.send(msg(topic, "b", "b" + i, "bc-" + i));
             }
@@ -589,15 +590,15 @@ public class ClientScenarios {
                 cs.add(c);
             }
             // both must own queues before the first round, or the split proves nothing
-            awaitQueues(cs.get(0), 2, false);
-            awaitQueues(cs.get(1), 2, false);
+            awaitQueues(cs.get(0), topic, 2, false);
+            awaitQueues(cs.get(1), topic, 2, false);
             for (int i = 0; i < 40; i++) {
                 p.send(msg(topic, "r", "r" + i, "one-" + i));
             }
             await(first, "first round");
             int splitA = got.get("rb-1").size(), splitB = got.get("rb-2").size();
             cs.get(1).shutdown();  // leaves: unregisters, the broker tells rb-1 to rebalance
-            awaitQueues(cs.get(0), 4, false);
+            awaitQueues(cs.get(0), topic, 4, false);
             for (int i = 0; i < 40; i++) {
                 p.send(msg(topic, "r", "r" + i, "two-" + i));
             }
@@ -774,6 +775,7 @@ public class ClientScenarios {
             stamp = new SimpleDateFormat("yyyyMMddHHmmss").format(new Date());
             Thread.sleep(1100);
             StringBuilder out = new StringBuilder();
+            int sent = 0;
             for (ConsumeFromWhere where : new ConsumeFromWhere[] {ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                 ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, ConsumeFromWhere.CONSUME_FROM_TIMESTAMP}) {
                 Set<String> got = ConcurrentHashMap.newKeySet();
@@ -793,15 +795,10 @@ public class ClientScenarios {
                 });
                 c.start();
                 try {
-                    long deadline = System.currentTimeMillis() + WAIT_MS;
-                    while (System.currentTimeMillis() < deadline
-                        && c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size() < 4) {
-                        Thread.sleep(100);
-                    }
-                    Thread.sleep(500);
+                    awaitQueues(c, topic, 4, false);
                     p.send(msg(topic, "f", "new", "new-" + where.name()));
                     await(newOne, "new message for " + where);
-                    Thread.sleep(500);
+                    awaitOffsets(c, 10 + ++sent);  // read to the end of every queue before counting
                 } finally {
                     c.shutdown();
                 }
@@ -867,8 +864,8 @@ public class ClientScenarios {
             c.start();
         } catch (Exception e) {
             String why = String.valueOf(e.getMessage()).split("\n")[0];
-            return "refused=true code=" + (why.contains("code: 23") || why.contains("CODE: 23") ? 23 : why.contains("code: 1") ? 1 : -1)
-                + " why=" + why.replace(' ', '_');
+            java.util.regex.Matcher code = java.util.regex.Pattern.compile("CODE: (\\d+)", java.util.regex.Pattern.CASE_INSENSITIVE).matcher(why);
+            return "refused=true code=" + (code.find() ? code.group(1) : "none") + " why=" + why.replace(' ', '_');
         } finally {
             c.shutdown();
         }

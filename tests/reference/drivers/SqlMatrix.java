@@ -62,7 +62,14 @@ public class SqlMatrix {
         // the client refuses SQL92 pulls to a broker whose version it has not learnt from a
         // heartbeat answer: learn the route, then send one
         c.fetchSubscribeMessageQueues(topic);
-        c.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory().sendHeartbeatToAllBrokerWithLock();
+        org.apache.rocketmq.client.impl.factory.MQClientInstance f = c.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory();
+        for (long deadline = System.currentTimeMillis() + 30_000; System.currentTimeMillis() < deadline; Thread.sleep(200)) {
+            f.sendHeartbeatToAllBrokerWithLock();  // skipped while the client's own heartbeat runs
+            org.apache.rocketmq.client.impl.FindBrokerResult b = f.findBrokerAddressInSubscribe(mq.getBrokerName(), 0, false);
+            if (b != null && b.getBrokerVersion() > 0) {
+                break;
+            }
+        }
         try {
             for (int e = 0; e < expressions.size(); e++) {
                 StringBuilder out = new StringBuilder("X " + e + " ");
