@@ -103,6 +103,21 @@ public class ClientScenarios {
         check(latch.await(WAIT_MS, TimeUnit.MILLISECONDS), "timed out waiting for " + what + " (" + latch.getCount() + " left)");
     }
 
+    /** Waits until the name server routes `topic`: a consumer started before that learns the
+     * route only at its next 30 s poll (and checks its subscription with no broker at all). */
+    static void awaitRoute(DefaultMQProducer p, String topic) throws Exception {
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (true) {
+            try {
+                p.getDefaultMQProducerImpl().getmQClientFactory().getMQClientAPIImpl().getTopicRouteInfoFromNameServer(topic, 3000);
+                return;
+            } catch (Exception notYet) {
+                check(System.currentTimeMillis() < deadline, "no route for " + topic + ": " + notYet);
+                Thread.sleep(100);
+            }
+        }
+    }
+
     /** Waits until the consumer owns `n` queues (locked ones, for an orderly consumer). */
     static int awaitQueues(DefaultMQPushConsumer c, String topic, int n, boolean locked) throws InterruptedException {
         long deadline = System.currentTimeMillis() + WAIT_MS;
@@ -449,6 +464,7 @@ public class ClientScenarios {
         MessageQueueSelector byQueue = (mqs, m, arg) -> mqs.get((Integer) arg % mqs.size());
         try {
             p.send(msg(topic, "o", "warm", "-1:-1"), byQueue, 0);  // create the topic (4 queues)
+            awaitRoute(p, topic);
         } finally {
             p.shutdown();
         }
@@ -523,6 +539,7 @@ public class ClientScenarios {
         String topic = prefix + "Broadcast";
         DefaultMQProducer p = producer("pg-broadcast");
         p.send(msg(topic, "w", "w", "warm"));  // create the topic before the consumers start
+        awaitRoute(p, topic);
         Map<String, Set<String>> got = new ConcurrentHashMap<>();
         CountDownLatch latch = new CountDownLatch(2 * 20);
         List<DefaultMQPushConsumer> cs = new ArrayList<>();
@@ -563,6 +580,7 @@ public class ClientScenarios {
         String topic = prefix + "Rebalance";
         DefaultMQProducer p = producer("pg-rebalance");
         p.send(msg(topic, "w", "w", "warm"));
+        awaitRoute(p, topic);
         Map<String, Set<String>> got = new ConcurrentHashMap<>();
         Map<String, String> secondBy = new ConcurrentHashMap<>();
         Set<String> all = ConcurrentHashMap.newKeySet();
@@ -603,7 +621,8 @@ public class ClientScenarios {
                 p.send(msg(topic, "r", "r" + i, "two-" + i));
             }
             await(second, "second round");
-            long afterLeave = secondBy.values().stream().filter("rb-1"::equals).count();
+            // at least once: a message may come twice during the hand-over, but only to rb-1
+            long afterLeave = secondBy.values().stream().filter(v -> v.replace("rb-1", "").replace("+", "").isEmpty()).count();
             check(splitA > 0 && splitB > 0, "first round not shared: " + splitA + "/" + splitB);
             check(afterLeave == 40, "the remaining instance got " + afterLeave + " of 40: " + secondBy);
             return "split=" + (splitA > 0 && splitB > 0) + " afterLeave=" + afterLeave;
@@ -771,6 +790,7 @@ public class ClientScenarios {
             for (int i = 0; i < 10; i++) {
                 p.send(msg(topic, "f", "f" + i, "old-" + i));
             }
+            awaitRoute(p, topic);
             Thread.sleep(1100);
             stamp = new SimpleDateFormat("yyyyMMddHHmmss").format(new Date());
             Thread.sleep(1100);
@@ -854,6 +874,7 @@ public class ClientScenarios {
         DefaultMQProducer p = producer("pg-sqlbad");
         try {
             p.send(msg(topic, "x", "x", "x"));
+            awaitRoute(p, topic);
         } finally {
             p.shutdown();
         }
