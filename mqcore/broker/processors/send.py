@@ -71,7 +71,9 @@ class SendProcessor:
             if tc is None:
                 return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                        f"topic[{topic}] not exist, apply first please!")
-            self.b.schedule_register()
+            # routed before the answer, as the Java broker does: a Java consumer started right
+            # after this send would otherwise miss the route until its next 30 s poll
+            await self.b.register_all()
         if not writable(tc):
             return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         queue_id = h.queue_id
