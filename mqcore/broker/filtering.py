@@ -21,7 +21,7 @@ from mqcore.errors import FilterExpressionError, MQError, ProtocolError
 from mqcore.filter.sql92 import Sql92Filter, compile_sql92
 from mqcore.message import string_to_properties
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.jsonutil import loads_lenient
 from mqcore.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger(__name__)

@@ -12,13 +12,17 @@ import asyncio
 import logging
 import zlib
 
-from mqcore.broker.config import NamesrvConfig
 from mqcore.errors import BrokerError
+from mqcore.jsonutil import dumps_compact, loads_lenient
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
 from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
-from mqcore.remoting.headers import (DeleteTopicRequestHeader, GetRouteInfoRequestHeader,
-                                     RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader)
-from mqcore.remoting.jsonutil import dumps_compact, loads_lenient
+from mqcore.remoting.headers import (
+    DeleteTopicRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 

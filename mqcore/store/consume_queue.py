@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-
-import numpy as np
 from typing import Callable
 
-from mqcore.store import layout as L
+import numpy as np
+
+from mqcore.format import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
 UNIT = L.CQ_UNIT_SIZE
-_UNIT = struct.Struct(L.CQ_UNIT_FORMAT)
 
 
 class ConsumeQueue:
@@ -134,7 +132,7 @@ class ConsumeQueue:
         if queue_offset > max_off:
             self._fill_gap_locked(max_off, queue_offset)
         mf = self.queue.get_last_for_append(queue_offset * UNIT)
-        _UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
+        L.CQ_UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
         mf.wrote_position += UNIT
         self.max_physic_offset = phy + size
         return 1

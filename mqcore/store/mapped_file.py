@@ -24,7 +24,7 @@ import os
 import threading
 
 from mqcore.errors import CorruptFileError, StoreIOError
-from mqcore.store.layout import offset_to_file_name
+from mqcore.format.layout import offset_to_file_name
 
 log = logging.getLogger(__name__)
 

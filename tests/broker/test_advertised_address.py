@@ -10,7 +10,7 @@ import pytest
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.headers import GetRouteInfoRequestHeader
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.jsonutil import loads_lenient
 from tests.support.processes import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)

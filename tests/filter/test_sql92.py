@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqcore.errors import FilterExpressionError, MQError
-from mqcore.filter import compile_sql92
+from mqcore.filter.sql92 import compile_sql92
 
 
 def ev(expr, **props):

@@ -10,7 +10,7 @@ from mqcore.message import properties_to_string
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.headers import GetRouteInfoRequestHeader, SendMessageRequestHeader
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.jsonutil import loads_lenient
 from tests.support.processes import BrokerProcess, NamesrvProcess
 
 pytestmark = pytest.mark.timeout(120)
