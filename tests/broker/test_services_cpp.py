@@ -10,6 +10,7 @@ import pytest
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from tests.broker.test_protocol import decode, pull
+from tests.client.integration.helpers import create_topic
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
 
@@ -74,6 +75,8 @@ def test_a_message_that_always_fails_ends_in_the_dead_letter_queue(broker, tmp_p
 
 
 def test_a_delayed_message_arrives_no_earlier_than_its_delay(broker, tmp_path):
+    # the topic exists before the consumer starts: a route lookup never creates one (as in RocketMQ)
+    create_topic(broker.broker_addr, broker.namesrv_addr, "SvcDelay")
     proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_delay", "topic": "SvcDelay",
                       "expect": 2, "timeout": 60, "linger": 1}, tmp_path)
     try:
