@@ -54,6 +54,13 @@ class SubscriptionGroupManager:
         self._known.add(cfg.group_name)
         self.table.persist()
 
+    def delete(self, group: str) -> bool:
+        """Forget a group's config (deleteSubGroup); a later heartbeat may auto-create it again."""
+        self._known.discard(group)
+        removed = self.table.remove(group)
+        self.table.persist()
+        return removed
+
     def encode_json(self) -> bytes:
         return self.table.to_json().encode()
 
