@@ -599,7 +599,11 @@ public class ClientScenarios {
                             secondBy.merge(body(m), inst, (a, b) -> a + "+" + b);
                         }
                         if (all.add(body(m))) {
-                            (body(m).startsWith("one-") ? first : second).countDown();
+                            if (body(m).startsWith("one-")) {
+                                first.countDown();
+                            } else if (body(m).startsWith("two-")) {
+                                second.countDown();
+                            }
                         }
                     }
                     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;

@@ -64,6 +64,7 @@ public class SqlMatrix {
         c.fetchSubscribeMessageQueues(topic);
         org.apache.rocketmq.client.impl.factory.MQClientInstance f = c.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory();
         for (long deadline = System.currentTimeMillis() + 30_000; System.currentTimeMillis() < deadline; Thread.sleep(200)) {
+            f.updateTopicRouteInfoFromNameServer(topic, false, null);  // fills the client's broker table
             f.sendHeartbeatToAllBrokerWithLock();  // skipped while the client's own heartbeat runs
             org.apache.rocketmq.client.impl.FindBrokerResult b = f.findBrokerAddressInSubscribe(mq.getBrokerName(), 0, false);
             if (b != null && b.getBrokerVersion() > 0) {
