@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import logging
 import shutil
@@ -84,6 +83,8 @@ class Broker:
         self.namesrv: NameServer | None = None
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
+        self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
+        self._pull: PullProcessor | None = None
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
@@ -98,10 +99,15 @@ class Broker:
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
         self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
+        self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
+            from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
+            self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
+                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
         self._started_at = time.monotonic()
         report = self.store.load()
         self.store.start()
@@ -128,6 +134,8 @@ class Broker:
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
         for svc in self._services:
             svc.start()
+        if self.grpc is not None:
+            await self.grpc.start(pool=self._executor)
         self._client = RemotingClient()
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
@@ -144,6 +152,8 @@ class Broker:
             self.hold.wake_all()
         await self.unregister_all()
         await self.server.shutdown()
+        if self.grpc is not None:
+            await self.grpc.shutdown()
         if self._client is not None:
             await self._client.shutdown()
         if self.namesrv is not None:
@@ -175,8 +185,15 @@ class Broker:
         return f"{self.local_host}:{self.port}"
 
     def _register_processors(self) -> None:
-        send, pull = SendProcessor(self), PullProcessor(self)
+        send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
+                             pool=self._executor, schedule_register=self.schedule_register,
+                             register_now=self.register_all,
+                             store_host=lambda: self.store_host)
+        pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
+                             enable_property_filter=self.cfg.enable_property_filter)
         cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
+        self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
@@ -203,16 +220,14 @@ class Broker:
             self.server.register_processor(code, fn)
 
     # --- store access -------------------------------------------------------------------------------
-    async def run_store(self, fn, *args, **kwargs):
-        """Run a store put: inline, or on the put pool when it may wait for an fsync."""
-        if self._executor is None:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
-
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:
         """updateBrokerConfig: every reader of these keys looks at ``self.cfg`` per request."""
         old, self.cfg = self.cfg, new_cfg
         self.topics.cfg = new_cfg
+        if self._send is not None and self._pull is not None:  # processors hold only what they use
+            self._send.cfg = new_cfg
+            self._pull.long_polling_enable = new_cfg.long_polling_enable
+            self._pull.enable_property_filter = new_cfg.enable_property_filter
         self.groups.auto_create = new_cfg.auto_create_subscription_group
         if old.broker_permission != new_cfg.broker_permission:
             self.schedule_register()

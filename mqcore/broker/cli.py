@@ -20,6 +20,7 @@ from mqcore.broker.broker import Broker
 from mqcore.broker.conf import build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
 from mqcore.netaddr import tcp_port
+from mqcore.remoting import eventloop
 
 log = logging.getLogger("mqbroker")
 
@@ -63,7 +64,8 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     ns = ";".join(broker.namesrv_addrs) or "(none)"
     print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.listen_addr} (advertised as "
           f"{broker.addr}), name server {ns}"
-          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}", flush=True)
+          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
+          f"event loop {eventloop.loop_kind()}", flush=True)
     if ready_line:
         # addresses where something listens (brokerIP1 may be another host's view of us);
         # ``advertised`` is what the name server hands to clients
@@ -90,7 +92,7 @@ def main(argv=None) -> int:
         return 0
     broker = Broker(loaded.broker, dataclasses.replace(loaded.store))
     try:
-        asyncio.run(serve(broker))
+        eventloop.run(serve(broker))
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1

@@ -51,9 +51,14 @@ class BrokerConfig:
     reject_transaction_message: bool = True
     #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
     enable_property_filter: bool = False
+    #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
+    grpc_server_enable: bool = False
+    grpc_server_port: int = 8081
+    grpc_min_invisible_time_ms: int = 10_000
 
     def __post_init__(self) -> None:
-        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port)):
+        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port),
+                          ("grpcServerPort", self.grpc_server_port)):
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{key} {port} is not a TCP port (0-65535)")
         if self.default_topic_queue_nums <= 0:

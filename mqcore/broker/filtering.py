@@ -47,15 +47,16 @@ def compile_expression(expression_type: str, expression: str | None) -> Sql92Fil
     return compile_sql92(expression or "")
 
 
-def pull_filter(broker, request, h, sub) -> Sql92Filter | None | tuple:
+def pull_filter(enabled: bool, request, h, sub) -> Sql92Filter | None | tuple:
     """The SQL92 filter a pull uses, None when it is not a SQL92 pull, or ``(response,)``
-    refusing it. ``sub``: the group's subscription from heartbeats (may be None)."""
+    refusing it. ``enabled``: enablePropertyFilter; ``sub``: the group's subscription from
+    heartbeats (may be None)."""
     # the request's expression counts when it says so, or when no heartbeat named one yet
     from_request = bool(h.sys_flag & PullSysFlag.SUBSCRIPTION) or sub is None
     expression_type = h.expression_type if from_request else (sub.expression_type if sub else TAG)
     if is_tag_type(expression_type):
         return None
-    if not broker.cfg.enable_property_filter:
+    if not enabled:
         return (create_response(request, ResponseCode.SYSTEM_ERROR, not_supported_remark(expression_type)),)
     if from_request:
         try:
