@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 
 
 class MappedFileQueue:
+    """The numbered, fixed-size files of one log (commitlog or a consume queue) as one offset space."""
+
     def __init__(self, directory: str, file_size: int):
         self.directory = directory
         self.file_size = file_size

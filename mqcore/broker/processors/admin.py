@@ -21,6 +21,8 @@ from mqcore.remoting.headers import (
 log = logging.getLogger(__name__)
 
 class AdminProcessor:
+    """Admin and tooling requests: message queries, topic and group changes, stats, runtime info."""
+
     def __init__(self, broker):
         self.b = broker
 

@@ -1,12 +1,11 @@
 """Two brokers with one killed; auto-batching against a real broker."""
 from __future__ import annotations
 
-
 import pytest
 
 from mqcore.client import Message, Producer
+from tests.support.waiting import wait_for
 
-from .conftest import wait_for
 from .helpers import create_topic, pull_everything
 
 pytestmark = pytest.mark.timeout(240)
