@@ -35,6 +35,10 @@ class IllegalArgumentError(MQError, ValueError):
     """An argument is invalid (bad topic name, empty body, oversized message...)."""
 
 
+class FilterExpressionError(IllegalArgumentError):
+    """A subscription expression (SQL92) that does not parse; the message says where."""
+
+
 class ClosedError(MQError):
     """The resource (store, file, connection, client) is already shut down."""
 

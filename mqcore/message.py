@@ -171,6 +171,9 @@ class MessageExtBrokerInner:
     prepared_transaction_offset: int = 0
     #: set by the store at put time when 0
     store_timestamp: int = 0
+    #: a delay delivery (``messageTimeup``): the record keeps its ``DELAY`` property, as a
+    #: 4.9 consumer sees it, and the store must not park it in SCHEDULE_TOPIC_XXXX again
+    delay_delivered: bool = False
 
     @property
     def tags(self) -> str | None:

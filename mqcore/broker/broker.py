@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import logging
 import shutil
@@ -22,6 +23,7 @@ import zlib
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
 from mqcore.broker.config import BrokerConfig
+from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable
@@ -159,7 +161,9 @@ class Broker:
             self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
                                                     listen_port=self.cfg.namesrv_listen_port), self.clock)
             ns_port = await self.namesrv.start()
-            self.namesrv_addrs = [f"{self.cfg.broker_ip1}:{ns_port}"]
+            # register where the embedded name server really listens; the registration still
+            # advertises brokerIP1 to clients, which may differ from the listening address
+            self.namesrv_addrs = [f"{self.local_host}:{ns_port}"]
         elif self.cfg.namesrv_addr:
             self.namesrv_addrs = [a.strip() for a in self.cfg.namesrv_addr.split(";") if a.strip()]
         self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
@@ -209,15 +213,28 @@ class Broker:
 
     @property
     def addr(self) -> str:
+        """The address advertised to clients (brokerIP1), as registered with the name servers."""
         return f"{self.cfg.broker_ip1}:{self.port}"
+
+    @property
+    def local_host(self) -> str:
+        """A host this process listens on: ``listenHost``, or loopback for a wildcard."""
+        return "127.0.0.1" if self.cfg.listen_host in ("0.0.0.0", "", "::") else self.cfg.listen_host
+
+    @property
+    def listen_addr(self) -> str:
+        """An address where this broker accepts connections (``addr`` may not be one)."""
+        return f"{self.local_host}:{self.port}"
 
     def _register_processors(self) -> None:
         send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
                              pool=self._executor, schedule_register=self.schedule_register,
+                             register_now=self.register_all,
                              store_host=lambda: self.store_host, stats=self.stats)
         pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
                              clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
-                             short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats)
+                             short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats,
+                             enable_property_filter=self.cfg.enable_property_filter)
         cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
@@ -236,6 +253,7 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
+            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, self),
             RC.UPDATE_BROKER_CONFIG: ops.update_broker_config, RC.GET_BROKER_CONFIG: ops.get_broker_config,
             RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
@@ -252,6 +270,7 @@ class Broker:
         if self._send is not None and self._pull is not None:  # processors hold only what they use
             self._send.cfg = new_cfg
             self._pull.long_polling_enable = new_cfg.long_polling_enable
+            self._pull.enable_property_filter = new_cfg.enable_property_filter
         self.groups.auto_create = new_cfg.auto_create_subscription_group
         if old.broker_permission != new_cfg.broker_permission:
             self.schedule_register()

@@ -71,11 +71,14 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
     ns = ";".join(broker.namesrv_addrs) or "(none)"
-    print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.addr}, name server {ns}"
+    print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.listen_addr} (advertised as "
+          f"{broker.addr}), name server {ns}"
           f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
           f"event loop {eventloop.loop_kind()}", flush=True)
     if ready_line:
-        print(f"READY broker={broker.addr} namesrv={ns}", flush=True)
+        # addresses where something listens (brokerIP1 may be another host's view of us);
+        # ``advertised`` is what the name server hands to clients
+        print(f"READY broker={broker.listen_addr} namesrv={ns} advertised={broker.addr}", flush=True)
     await stop.wait()
     print("mqbroker: shutting down", flush=True)
     await broker.shutdown()

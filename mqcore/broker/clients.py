@@ -14,6 +14,8 @@ import logging
 from typing import Any, Callable
 
 from mqcore._compat import kernels
+from mqcore.broker.filtering import compile_expression, is_tag_type
+from mqcore.errors import FilterExpressionError
 from mqcore.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ class Subscription:
     tags: frozenset[str]
     sub_version: int
     expression_type: str = "TAG"
+    #: the compiled SQL92 filter (``expression_type`` SQL92), or None with ``filter_error`` saying why
+    sql_filter: Any = None
+    filter_error: str | None = None
 
     @property
     def codes(self) -> frozenset[int] | None:
@@ -143,6 +148,9 @@ class ClientManager:
             if not isinstance(s, dict) or not s.get("topic"):
                 continue
             topic, sub_string, tags_set, version, expression_type = _subscription_fields(s)
+            if not is_tag_type(expression_type):
+                changed = self._update_sql_subscription(g, topic, sub_string, version, expression_type) or changed
+                continue
             expr, tags = parse_tags(sub_string)
             if not tags and tags_set:  # a client that sent tags but an odd subString
                 tags = frozenset(str(t) for t in tags_set if str(t).strip() and str(t) != "*")
@@ -151,6 +159,25 @@ class ClientManager:
                 changed = changed or old is None or old.sub_string != expr
                 g.subscriptions[topic] = Subscription(topic, expr, tags, version, expression_type)
         return changed
+
+    @staticmethod
+    def _update_sql_subscription(g: ConsumerGroupInfo, topic: str, sub_string, version: int,
+                                 expression_type: str) -> bool:
+        """A SQL92 subscription: compiled once per change of expression; a bad one is kept
+        with its error, so pulls can say why nothing is delivered."""
+        expr = str(sub_string or "")
+        old = g.subscriptions.get(topic)
+        if old is not None and old.sub_string == expr and old.expression_type == expression_type:
+            old.sub_version = max(old.sub_version, version)
+            return False
+        sub = Subscription(topic, expr, frozenset(), version, expression_type)
+        try:
+            sub.sql_filter = compile_expression(expression_type, expr)
+        except FilterExpressionError as e:
+            sub.filter_error = str(e)
+            log.warning("consumer group %s: subscription to %s refused: %s", g.group, topic, e)
+        g.subscriptions[topic] = sub
+        return True
 
     # --- leaving ------------------------------------------------------------------------------------
     def unregister(self, channel, producer_group: str | None, consumer_group: str | None) -> None:

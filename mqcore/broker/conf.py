@@ -86,6 +86,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "channelExpiredTimeout": ("channel_expired_timeout_ms", _int),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_seconds", _int),
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
+    "enablePropertyFilter": ("enable_property_filter", _bool),
     "grpcServerPort": ("grpc_server_port", _int),
     # mqcore's own keys
     "listenHost": ("listen_host", _str),

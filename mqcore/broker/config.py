@@ -66,6 +66,8 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     max_frame_bytes: int = 16 * 1024 * 1024
     reject_transaction_message: bool = True
+    #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
+    enable_property_filter: bool = False
     #: Prometheus endpoint port (metricsPort); 0 = off
     metrics_port: int = 0
     #: where broker.log, store.log, remoting.log go (logDir); None = ~/logs/rocketmqlogs

@@ -7,8 +7,9 @@ ordered by deliver time: delivery walks it from the level's offset in
 ``config/delayOffset.json`` and stops at the first message not yet due.
 
 A due message is rebuilt as a new message for its real topic and queue (same body,
-flag, sysFlag, born time/host, store host, reconsume times; properties as stored minus
-``DELAY``, with ``REAL_TOPIC``/``REAL_QID`` left in as a 4.9 broker leaves them) and put
+flag, sysFlag, born time/host, store host, reconsume times; properties as stored, with
+``DELAY``, ``REAL_TOPIC`` and ``REAL_QID`` left in as a 4.9 broker leaves them, so a consumer
+sees the level it was delayed by; ``delay_delivered`` keeps the store from parking it again) and put
 through the store's normal put path, so it gets a new queue offset, is indexed under the
 real topic, its tagsCode is recomputed from ``TAGS`` and long polls wake. The due
 messages of a turn go in one ``put_messages`` call (one put-lock hold, one dispatch
@@ -246,7 +247,6 @@ class ScheduleMessageService(ServiceThread):
             log.error("delayed message at commitlog offset %d is corrupt (%s); dropped", phy_offset, e)
             return Skip.DROPPED
         props = string_to_properties(raw_props)
-        props.pop(Prop.DELAY, None)
         real_topic = props.get(Prop.REAL_TOPIC)
         try:
             real_qid = int(props.get(Prop.REAL_QID, ""))
@@ -264,7 +264,7 @@ class ScheduleMessageService(ServiceThread):
         store_host = bytes(rec[store_at:store_at + L.HOST_V4_BYTES + s])
         return MessageExtBrokerInner(topic=real_topic, body=body, queue_id=real_qid, flag=flag, properties=props,
                                      sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
-                                     store_host=store_host, reconsume_times=reconsume)
+                                     store_host=store_host, reconsume_times=reconsume, delay_delivered=True)
 
     # --- facts ------------------------------------------------------------------------------------
     def max_delay_level(self) -> int:

@@ -10,7 +10,7 @@ import logging
 
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.metadata import TopicConfig, TopicConfigTable
-from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC, is_retry_topic
+from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.permissions import PERM_INHERIT, PERM_READ, PERM_WRITE
 from mqcore.store.config_files import bean_to_json
 
@@ -102,14 +102,6 @@ class TopicConfigManager:
             tc = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.update(tc)
         return tc
-
-    def auto_create(self, topic: str) -> TopicConfig | None:
-        """Create a client topic with the producer default of 4 queues (route lookup, send)."""
-        if is_retry_topic(topic):
-            return self.create_group_topic(topic)
-        if not self.cfg.auto_create_topic_enable:
-            return self.get(topic)
-        return self.create_in_send(topic, DEFAULT_TOPIC, 4)
 
     def serialize_wrapper(self) -> dict:
         """``TopicConfigSerializeWrapper`` for REGISTER_BROKER."""

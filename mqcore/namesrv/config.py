@@ -13,6 +13,4 @@ class NamesrvConfig:
     #: a broker silent this long is dropped from routes
     broker_channel_expired_ms: int = 120_000
     scan_not_active_broker_interval_ms: int = 10_000
-    #: ask brokers to create an unknown topic at route lookup (autoCreateTopicEnable)
-    auto_create_topic_at_route: bool = True
     max_frame_bytes: int = 16 * 1024 * 1024

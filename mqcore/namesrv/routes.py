@@ -1,7 +1,10 @@
 """RouteInfoManager: which brokers exist and which queues each has per topic.
 
-Brokers register every 30 s with their topic table; a broker silent for 120 s is
-dropped with its queues. A route lookup merges all brokers that carry the topic.
+Brokers register every 30 s with their topic table. A broker whose registering
+connection closes is dropped at once with its queues (RocketMQ's ``onChannelDestroy``):
+clients stop routing to a dead broker within a second instead of erroring for two
+minutes. A broker silent for 120 s is dropped as a fallback (a connection that hangs
+without closing). A route lookup merges all brokers that carry the topic.
 Pure logic with an injected clock; the name server wraps it in the protocol.
 Threads: the name server's event loop only.
 """
@@ -99,6 +102,16 @@ class RouteInfoManager:
         gone = [addr for addr, live in self.live.items() if live.last_update_ms < limit]
         for addr in gone:
             log.warning("broker %s silent for %d ms: removed from routes", addr, self.expiry_ms)
+            self.remove_addr(addr)
+        return gone
+
+    def channel_closed(self, channel) -> list[str]:
+        """A connection closed: drop the brokers that registered over it; returns their
+        addresses. A broker that has since re-registered over another connection keeps its
+        routes, because its liveness now names the newer channel."""
+        gone = [addr for addr, live in self.live.items() if live.channel is channel]
+        for addr in gone:
+            log.warning("broker %s: its connection closed, removed from routes", addr)
             self.remove_addr(addr)
         return gone
 

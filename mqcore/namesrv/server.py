@@ -2,9 +2,9 @@
 
 Serves REGISTER_BROKER / UNREGISTER_BROKER from brokers and GET_ROUTEINFO_BY_TOPIC,
 GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, DELETE_TOPIC_IN_NAMESRV
-and the KV config calls from clients and tools. With ``auto_create_topic_at_route``
-an unknown topic is created on every live master that allows auto-creation, so
-clients that do not fall back to TBW102 still work. Runs on one asyncio loop.
+and the KV config calls from clients and tools. An unknown topic is TOPIC_NOT_EXIST, as
+in RocketMQ: only a send creates a topic. A broker is dropped from the routes as soon
+as the connection it registered over closes. Runs on one asyncio loop.
 """
 from __future__ import annotations
 
@@ -12,22 +12,12 @@ import asyncio
 import logging
 import zlib
 
-from mqcore.errors import BrokerError, MQError
+from mqcore.errors import BrokerError
 from mqcore.jsonutil import dumps_compact, loads_lenient
-from mqcore.message import DEFAULT_TOPIC
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
-from mqcore.permissions import PERM_INHERIT
-from mqcore.remoting import (
-    RemotingClient,
-    RemotingServer,
-    RequestCode,
-    ResponseCode,
-    create_response,
-)
-from mqcore.remoting.command import create_request
+from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
 from mqcore.remoting.headers import (
-    CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
@@ -47,7 +37,6 @@ class NameServer:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv")
         self.kv: dict[str, dict[str, str]] = {}
         self._scanner: asyncio.Task | None = None
-        self._creating: dict[str, asyncio.Future] = {}
         s = self.server
         s.register_processor(RequestCode.REGISTER_BROKER, self._register)
         s.register_processor(RequestCode.UNREGISTER_BROKER, self._unregister)
@@ -58,10 +47,9 @@ class NameServer:
         s.register_processor(RequestCode.PUT_KV_CONFIG, self._put_kv)
         s.register_processor(RequestCode.GET_KV_CONFIG, self._get_kv)
         s.register_processor(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
-        self._broker_client = None
+        s.add_close_listener(self.routes.channel_closed)
 
     async def start(self) -> int:
-        self._broker_client = RemotingClient()
         port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         log.info("name server listening on %s:%d", self.cfg.listen_host, port)
@@ -71,8 +59,6 @@ class NameServer:
         if self._scanner:
             self._scanner.cancel()
         await self.server.shutdown()
-        if self._broker_client is not None:
-            await self._broker_client.shutdown()
 
     async def _scan_loop(self) -> None:
         while True:
@@ -103,11 +89,11 @@ class NameServer:
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- clients -----------------------------------------------------------------------------------
-    async def _route(self, channel, request):
+    def _route(self, channel, request):
         h = GetRouteInfoRequestHeader.from_command(request)
+        # a lookup never creates the topic (as in RocketMQ): producers fall back to TBW102's
+        # route and the broker creates the topic on the first send; consumers get TOPIC_NOT_EXIST
         route = self.routes.route(h.topic)
-        if route is None and self.cfg.auto_create_topic_at_route:
-            route = await self._auto_create(h.topic)
         if route is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"No topic route info in name server for the topic: {h.topic}")
@@ -115,34 +101,6 @@ class NameServer:
         if order:
             route["orderTopicConf"] = order
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(route))
-
-    async def _auto_create(self, topic: str) -> dict | None:
-        """Ask every live master that carries an inheritable TBW102 to create ``topic``."""
-        base = self.routes.topic_queues.get(DEFAULT_TOPIC, {})
-        targets = [(name, qd) for name, qd in base.items() if qd.perm & PERM_INHERIT]
-        if not targets or self._broker_client is None:
-            return None
-        for name, qd in targets:
-            addr = self.routes.broker_addrs.get(name, {}).get("brokerAddrs", {}).get(0)
-            if not addr:
-                continue
-            n = min(4, qd.write_queue_nums)
-            header = CreateTopicRequestHeader(topic=topic, default_topic=DEFAULT_TOPIC, read_queue_nums=n,
-                                              write_queue_nums=n, perm=qd.perm & ~PERM_INHERIT,
-                                              topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False)
-            ext = dict(header.to_ext(), mqcoreAutoCreate="true")
-            try:
-                resp = await self._broker_client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                             ext), 3000)
-            except MQError as e:
-                log.warning("auto-creating topic %s on %s failed: %s", topic, addr, e)
-                continue
-            if resp.code == ResponseCode.SUCCESS:
-                got = resp.ext_fields
-                self.routes.topic_queues.setdefault(topic, {})[name] = type(qd)(
-                    name, int(got.get("readQueueNums", n)), int(got.get("writeQueueNums", n)),
-                    int(got.get("perm", qd.perm & ~PERM_INHERIT)))
-        return self.routes.route(topic)
 
     def _cluster_info(self, channel, request):
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(self.routes.cluster_info()))

@@ -172,7 +172,7 @@ class MessageWriter:
         if problem:
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL, problem)
         tx = msg.sys_flag & _TX_MASK
-        level = _delay_level(props)
+        level = 0 if msg.delay_delivered else _delay_level(props)
         if level > 0 and tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT):
             level = min(level, len(self.delays))
             props[Prop.DELAY] = str(level)

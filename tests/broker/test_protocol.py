@@ -161,7 +161,10 @@ def test_heartbeat_consumer_list_offsets_locks(rc, broker):
 
 def test_route_and_topic_admin(rc, broker):
     r = rc.invoke(broker.namesrv_addr, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "AutoMade"}), 5000)
-    assert r.code == ResponseCode.SUCCESS  # auto-created at route lookup
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST  # a lookup never creates a topic, as in RocketMQ
+    assert send(rc, broker, "AutoMade").code == ResponseCode.SUCCESS  # a send does, and routes it at once
+    r = rc.invoke(broker.namesrv_addr, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "AutoMade"}), 5000)
+    assert r.code == ResponseCode.SUCCESS
     route = loads_lenient(r.body)
     assert route["brokerDatas"][0]["brokerAddrs"] == {"0": broker.broker_addr}
     assert route["queueDatas"][0]["writeQueueNums"] == 4

@@ -4,7 +4,8 @@
         b.namesrv_addr, b.broker_addr
         b.kill9(); b.restart()
 
-The process prints ``READY broker=<addr> namesrv=<addr>`` when it serves; ports are
+The process prints ``READY broker=<addr> namesrv=<addr> advertised=<addr>`` when it serves
+(the first two listen; ``advertised`` is brokerIP1's address as clients get it); ports are
 picked by the OS (port 0) so parallel tests never collide.
 """
 from __future__ import annotations
@@ -134,6 +135,7 @@ class BrokerProcess(_Proc):
         fields = dict(part.split("=", 1) for part in line.split()[1:])
         self.broker_addr = fields["broker"]
         self.namesrv_addr = fields["namesrv"]
+        self.advertised_addr = fields.get("advertised", self.broker_addr)
         # a restart keeps the same ports, as a real broker would
         self._port = int(self.broker_addr.rsplit(":", 1)[1])
         if not self.namesrv:

@@ -20,10 +20,6 @@ from mqcore.remoting.headers import (
 
 log = logging.getLogger(__name__)
 
-#: extField the name server sets when it creates a topic for a route lookup (mqcore only)
-AUTO_CREATE_FIELD = "mqcoreAutoCreate"
-
-
 class AdminProcessor:
     """Admin and tooling requests: message queries, topic and group changes, stats, runtime info."""
 
@@ -58,18 +54,12 @@ class AdminProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
-        if request.ext_fields.get(AUTO_CREATE_FIELD) == "true":
-            # the name server creating a topic for a route lookup: never overrides an existing one
-            tc = self.b.topics.auto_create(h.topic)
-            if tc is None:
-                return create_response(request, ResponseCode.NO_PERMISSION, "autoCreateTopicEnable is false")
-        else:
-            try:
-                tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
-                                 h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
-            except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
-                raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
-            self.b.topics.update(tc)
+        try:
+            tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                             h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
+        except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
+            raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
+        self.b.topics.update(tc)
         self.b.schedule_register()
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})

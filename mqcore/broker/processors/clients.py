@@ -40,7 +40,7 @@ class ClientProcessor:
     def __init__(self, broker):
         self.b = broker
 
-    def heartbeat(self, channel, request):
+    async def heartbeat(self, channel, request):
         try:
             data = loads_lenient(request.body) if request.body else {}
         except ProtocolError as e:
@@ -49,13 +49,19 @@ class ClientProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "heartbeat body is not a JSON object")
         client_id = str(data.get("clientID") or channel.remote_addr)
         groups = self.b.clients.heartbeat(channel, client_id, request.language, request.version, data)
+        created = False
         for group in groups:
             self.b.groups.ensure(group)
             g = self.b.clients.group(group)
             if g is not None and g.message_model == "CLUSTERING":
                 if self.b.topics.get(retry_topic(group)) is None:
                     self.b.topics.create_group_topic(retry_topic(group))
-                    self.b.schedule_register()
+                    created = True
+        if created:
+            # registered before the answer, as the Java broker does: a Java client looks up
+            # %RETRY%group's route right after its first heartbeat and otherwise not for 30 s,
+            # so a retry would wait that long to be consumed
+            await self.b.register_all()
         return create_response(request, ResponseCode.SUCCESS)
 
     def unregister(self, channel, request):

@@ -12,6 +12,8 @@ import logging
 
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.broker.filtering import pull_filter, select_matching
+from mqcore.filter.sql92 import Sql92Filter
 from mqcore.broker.topics import readable
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
@@ -41,7 +43,7 @@ class PullProcessor:
     awaitable (the dispatcher gives it a task)."""
 
     def __init__(self, *, store, topics, groups, offsets, clients, hold, long_polling_enable: bool,
-                 short_polling_time_mills: int = 1000, stats=None):
+                 short_polling_time_mills: int = 1000, stats=None, enable_property_filter: bool = False):
         self.short_polling_time_mills = short_polling_time_mills
         self.stats = stats if stats is not None else BrokerStats()
         self.store = store
@@ -51,13 +53,14 @@ class PullProcessor:
         self.clients = clients
         self.hold = hold
         self.long_polling_enable = long_polling_enable
+        self.enable_property_filter = enable_property_filter
 
     def pull(self, channel, request):
         h = PullMessageRequestHeader.from_command(request)
         problem = self._check(h, request)
         if problem is not None:
             return problem
-        codes = self._codes(h)
+        codes = self._codes(h, request)
         if isinstance(codes, tuple):  # an error response
             return codes[0]
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
@@ -93,13 +96,14 @@ class PullProcessor:
                                    f"subscription group [{h.consumer_group}] does not exist")
         return None
 
-    def _codes(self, h):
-        """Tag hash codes to filter by (None = all), or (error response,)."""
-        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            if h.expression_type and h.expression_type.upper() != "TAG":
-                return None  # SQL92 filtering is not supported: deliver everything, client filters
-            return tag_codes(parse_tags(h.subscription)[1])
+    def _codes(self, h, request):
+        """Tag hash codes to filter by (None = all), a SQL92 filter, or (error response,)."""
         sub = self.clients.subscription(h.consumer_group, h.topic)
+        sql = pull_filter(self.enable_property_filter, request, h, sub)
+        if sql is not None:
+            return sql
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+            return tag_codes(parse_tags(h.subscription)[1])
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
             if h.subscription:
@@ -108,8 +112,12 @@ class PullProcessor:
         return sub.codes
 
     def _get(self, h, codes):
-        result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
-                                          tag_codes=codes)
+        if isinstance(codes, Sql92Filter):
+            result = select_matching(self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums),
+                                     codes)
+        else:
+            result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                            tag_codes=codes)
         status = result.status
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import random
 import time
@@ -73,7 +74,8 @@ class SendProcessor:
     ``store_host`` returns the broker's packed address (known once it listens).
     """
 
-    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None):
+    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None,
+                 register_now=None):
         #: per-request counters and the put-latency histogram (the metrics endpoint reads them)
         self.stats = stats if stats is not None else BrokerStats()
         self.cfg = cfg
@@ -82,6 +84,8 @@ class SendProcessor:
         self.store = store
         self.pool = pool
         self.schedule_register = schedule_register
+        #: async: register with the name servers now (a send that created its topic waits for it)
+        self.register_now = register_now
         self.store_host = store_host
 
     def _put(self, request, topic, fn, *args, **kwargs):
@@ -104,6 +108,19 @@ class SendProcessor:
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
     def send(self, channel, request):
+        created = [False]  # set by _send when this send created the topic
+        response = self._send(channel, request, created)
+        if created[0] and self.register_now is not None:
+            # routed before the answer, as the Java broker does: a Java consumer started right
+            # after this send would otherwise miss the route until its next 30 s poll
+            return self._registered_then(response)
+        return response
+
+    async def _registered_then(self, response):
+        await self.register_now()
+        return (await response) if inspect.isawaitable(response) else response
+
+    def _send(self, channel, request, created_flag):
         h = SendMessageRequestHeader.from_command(request)
         topic = h.topic
         try:
@@ -121,6 +138,7 @@ class SendProcessor:
             if tc is None:
                 return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                        f"topic[{topic}] not exist, apply first please!")
+            created_flag[0] = True
             self.schedule_register()
         if not writable(tc):
             return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
