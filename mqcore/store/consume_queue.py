@@ -18,7 +18,7 @@ from typing import Callable
 
 from mqcore.store import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
-from mqcore.store.mapped_file_queue import MappedFileQueue
+from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +27,13 @@ _UNIT = struct.Struct(L.CQ_UNIT_FORMAT)
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels):
+    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels,
+                 space_check: SpaceCheck | None = None):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.k = kernels
-        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size)
+        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size, space_check)
         #: commitlog offset one past the last message this queue points at
         self.max_physic_offset = 0
         #: byte offset of the first live unit
@@ -125,6 +126,22 @@ class ConsumeQueue:
             self.max_physic_offset = int(ends[j - 1])
             i = j
         return written
+
+    def ensure_room_locked(self, queue_offset: int, count: int) -> None:
+        """Before the commitlog append: make sure units from ``queue_offset`` on have a
+        reserved file, so a full disk refuses the put instead of failing its dispatch
+        after the record is already in the commitlog. Raises ``DiskFullError``."""
+        last = self.queue.last
+        if last is None or last.is_full():
+            if last is None and queue_offset > 0:
+                return  # a recreated queue: the gap filler creates its first file (see _fill_gap_locked)
+            self.queue.get_last_for_append(queue_offset * UNIT)
+            return
+        last.reserve()
+        if (queue_offset + count) * UNIT > last.end_offset and self.queue.space_check is not None:
+            # a batch crossing into the next file: that file is created during dispatch;
+            # at least ask whether it may be
+            self.queue.space_check(self.queue.directory, self.file_size)
 
     def put_one_locked(self, queue_offset: int, phy: int, size: int, tags_code: int) -> int:
         """``put_units_locked`` for one unit without array work (the single-message put)."""
@@ -287,10 +304,11 @@ class ConsumeQueue:
 class ConsumeQueueTable:
     """All consume queues of a store, found on disk at load and created on first dispatch."""
 
-    def __init__(self, root_dir: str, file_size: int, kernels):
+    def __init__(self, root_dir: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
         self.root_dir = root_dir
         self.file_size = file_size
         self.k = kernels
+        self.space_check = space_check
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
 
     def load(self) -> list[str]:
@@ -305,7 +323,7 @@ class ConsumeQueueTable:
                 if not qid.isdigit():  # RocketMQ skips non-numeric queue dirs too
                     notes.append(f"ignored {os.path.join(tdir, qid)}: not a queue id")
                     continue
-                cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k)
+                cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
                 notes.extend(cq.load())
                 self.queues[(topic, int(qid))] = cq
         return notes
@@ -317,7 +335,7 @@ class ConsumeQueueTable:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             cq = self.queues[(topic, queue_id)] = ConsumeQueue(topic, queue_id, self.root_dir,
-                                                               self.file_size, self.k)
+                                                               self.file_size, self.k, self.space_check)
         return cq
 
     def max_physic_offset(self) -> int:

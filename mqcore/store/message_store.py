@@ -28,6 +28,7 @@ from mqcore.store.index import IndexService
 from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
 from mqcore.store.reader import MessageReader
+from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.recovery import Recovery, RecoveryReport
 from mqcore.store.writer import MessageWriter
 
@@ -39,13 +40,18 @@ def system_clock_ms() -> int:
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None):
+    def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None,
+                 space_usage: SpaceUsage = statvfs_usage):
         self.config = config
         self.clock = clock
         self.k = kernels or default_kernels
         self._lock = StoreLock(config.lock_path)
-        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes, self.k)
-        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k)
+        #: asked before every new commitlog / consume-queue file (diskSpaceWarningLevelRatio)
+        self.space_guard = DiskSpaceGuard(config.disk_space_warning_level_ratio, space_usage)
+        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes, self.k,
+                                   self.space_guard)
+        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k,
+                                        self.space_guard)
         self.index = (IndexService(config.index_dir, config.index_slots, config.index_entries, self.k, clock)
                       if config.message_index_enable else None)
         self.dispatcher = Dispatcher(self.queues, self.index, self.k)

@@ -174,10 +174,14 @@ class Recovery:
             last = _data_length(mf.buf, start, _last_data_offset(mf.path, start, mf.file_size))
             if last:
                 report.dropped_bytes += last
-                os.makedirs(qdir, exist_ok=True)
                 path = os.path.join(qdir, f"{mf.name}.{start}")
-                with open(path, "wb") as f:
-                    f.write(mf.buf[start:start + last])
+                try:
+                    os.makedirs(qdir, exist_ok=True)
+                    with open(path, "wb") as f:
+                        f.write(mf.buf[start:start + last])
+                except OSError as e:  # a full disk must not stop the start; the bytes stay in place
+                    report.notes.append(f"could not copy the dropped tail of {mf.path} to {path}: {e}")
+                    continue
                 report.quarantined.append(path)
         report.deleted_files.extend(self.commitlog.queue.truncate_dirty(end))
         if report.dropped_bytes:
