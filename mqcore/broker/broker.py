@@ -74,7 +74,7 @@ class Broker:
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
-        self.cleanup = CleanupService(self.store, clock=clock)
+        self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
 

@@ -63,6 +63,11 @@ class ConsumerOffsetManager(ConsumerOffsetTable):
         suffix = TOPIC_GROUP_SEPARATOR + group
         return [k[: -len(suffix)] for k in self.snapshot() if k.endswith(suffix)]
 
+    def committed_by_group(self, topic: str) -> dict[str, dict[int, int]]:
+        """{group: {queue id: committed offset}} of every group with offsets in ``topic``."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        return {k[len(prefix):]: v for k, v in self.snapshot().items() if k.startswith(prefix)}
+
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for key in [k for k in self.snapshot() if k.startswith(prefix)]:

@@ -209,6 +209,24 @@ class ConsumeQueue:
         phys, sizes, tags = self.k.cq_read(buf, pos, 1)
         return int(phys[0]), int(sizes[0]), int(tags[0])
 
+    def offsets_in_phy_range(self, lo: int, hi: int) -> tuple[int, int]:
+        """Queue offsets [a, b) of the units pointing into commitlog [lo, hi) (units are
+        in commitlog order, so two binary searches over the live units find them)."""
+        first, end = self.min_offset(), self.max_offset()
+
+        def first_at_or_after(phy: int) -> int:
+            a, b = first, end
+            while a < b:
+                mid = (a + b) // 2
+                u = self.unit(mid)
+                if u is None or u[0] >= phy:
+                    b = mid
+                else:
+                    a = mid + 1
+            return a
+
+        return first_at_or_after(lo), first_at_or_after(hi)
+
     def next_file_offset(self, offset: int) -> int:
         """Queue offset where the file after the one holding ``offset`` starts."""
         units_per_file = self.file_size // UNIT
