@@ -29,6 +29,7 @@ from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.topics import TopicConfigManager
+from mqcore.broker.validate import guarded
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
 from mqcore.message import pack_host
@@ -160,7 +161,7 @@ class Broker:
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
         }
         for code, fn in table.items():
-            self.server.register_processor(code, fn)
+            self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
 
     # --- store access -------------------------------------------------------------------------------
     async def run_store(self, fn, *args, **kwargs):

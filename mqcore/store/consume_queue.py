@@ -16,9 +16,11 @@ import struct
 import numpy as np
 from typing import Callable
 
+from mqcore.errors import IllegalArgumentError
 from mqcore.store import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
+from mqcore.store.paths import under_root
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.k = kernels
-        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size, space_check)
+        self.queue = MappedFileQueue(under_root(root_dir, topic, str(queue_id)), file_size, space_check)
         #: commitlog offset one past the last message this queue points at
         self.max_physic_offset = 0
         #: byte offset of the first live unit
@@ -341,7 +343,11 @@ class ConsumeQueueTable:
                 if not qid.isdigit():  # RocketMQ skips non-numeric queue dirs too
                     notes.append(f"ignored {os.path.join(tdir, qid)}: not a queue id")
                     continue
-                cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
+                try:
+                    cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
+                except IllegalArgumentError as e:  # e.g. a symlink leading out of the store
+                    notes.append(f"ignored {os.path.join(tdir, qid)}: {e}")
+                    continue
                 notes.extend(cq.load())
                 self.queues[(topic, int(qid))] = cq
         return notes
@@ -360,10 +366,11 @@ class ConsumeQueueTable:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=0)
 
     def remove_topic(self, topic: str) -> None:
+        path = under_root(self.root_dir, topic)
         for key in [k for k in self.queues if k[0] == topic]:
             self.queues.pop(key).destroy()
         try:
-            os.rmdir(os.path.join(self.root_dir, topic))
+            os.rmdir(path)
         except OSError:
             pass  # foreign files left in it: keep the directory
 

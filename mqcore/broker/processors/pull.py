@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.broker.clients import subscription_codes
 from mqcore.broker.topics import readable
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
@@ -71,12 +71,12 @@ class PullProcessor:
         if h.sys_flag & PullSysFlag.SUBSCRIPTION:
             if h.expression_type and h.expression_type.upper() != "TAG":
                 return None  # SQL92 filtering is not supported: deliver everything, client filters
-            return tag_codes(parse_tags(h.subscription)[1])
+            return subscription_codes(h.subscription)
         sub = self.b.clients.subscription(h.consumer_group, h.topic)
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
             if h.subscription:
-                return tag_codes(parse_tags(h.subscription)[1])
+                return subscription_codes(h.subscription)
             return None
         return sub.codes
 
