@@ -6,16 +6,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
-import struct
-import threading
 import time
 
 import pytest
 
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from mqcore.remoting.command import encode_frame
 from tests.broker.test_protocol import decode, pull, send
 from tests.support import abuse
 from tests.support.processes import BrokerProcess
@@ -103,84 +99,18 @@ def test_heartbeat_subscription_of_only_bars_matches_nothing(env):
 
 
 # --- bounded fuzz: well-framed requests with hostile fields ----------------------------------------
-_CODES = [RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.PULL_MESSAGE, RC.HEART_BEAT,
-          RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET, RC.CONSUMER_SEND_MSG_BACK,
-          RC.UPDATE_AND_CREATE_TOPIC, RC.DELETE_TOPIC_IN_BROKER, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-          RC.GET_MAX_OFFSET, RC.GET_MIN_OFFSET, RC.SEARCH_OFFSET_BY_TIMESTAMP, RC.QUERY_MESSAGE,
-          RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ, RC.GET_CONSUMER_LIST_BY_GROUP, RC.UNREGISTER_CLIENT,
-          RC.GET_CONSUME_STATS, RC.GET_TOPIC_STATS_INFO, RC.VIEW_MESSAGE_BY_ID]
-_KEYS = ["topic", "consumerGroup", "producerGroup", "group", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
-         "commitOffset", "subscription", "a", "b", "c", "d", "e", "f", "g", "h", "offset", "delayLevel",
-         "readQueueNums", "writeQueueNums", "perm", "timestamp", "key", "maxNum", "beginTimestamp", "endTimestamp"]
-_NAMES = ["T", "FuzzT", "SCHEDULE_TOPIC_XXXX", "TBW102", "../../x", "..", "", " ", "a/b", "%RETRY%g", "%DLQ%g",
-          "||", "*", "RMQ_SYS_TRANS_HALF_TOPIC", "x" * 300, "\u00e9t\u00e9", "-1", "0", "2147483648"]
-
-
-def fuzz_frames(rng: random.Random, n: int):
-    """``n`` complete frames: a real request code, random known keys with hostile values,
-    sometimes a JSON body naming groups and topics."""
-    for i in range(n):
-        code = rng.choice(_CODES)
-        ext = {k: rng.choice(_NAMES) for k in rng.sample(_KEYS, rng.randrange(0, 10))}
-        body = b""
-        if rng.random() < 0.3:
-            body = json.dumps({"clientID": "f", "groupName": rng.choice(_NAMES), "consumerGroup": rng.choice(_NAMES),
-                               "consumerDataSet": [{"groupName": rng.choice(_NAMES), "subscriptionDataSet": [
-                                   {"topic": rng.choice(_NAMES), "subString": rng.choice(_NAMES)}]}],
-                               "mqSet": [{"topic": rng.choice(_NAMES), "brokerName": "b", "queueId": 0}]}).encode()
-        elif rng.random() < 0.2:
-            body = rng.randbytes(rng.randrange(0, 300))
-        yield encode_frame(create_request(code, ext, body, opaque=i))
-
-
 def test_bounded_fuzz_of_hostile_requests(env):
-    """20,000 framed requests over 4 connections, pipelined; the broker answers or drops
-    each and stays healthy. A few seconds; bench/soak_fuzz.py runs the long version."""
+    """20,000 framed requests over 4 connections, pipelined; the broker answers each and
+    stays healthy. A few seconds; bench/soak_fuzz.py runs the long version."""
     root, b, rc = env
-    host, port = b.broker_addr.rsplit(":", 1)
     rng = random.Random(20260)
-    per_conn = 5000
-    answered = [0] * 4
-
-    def drain(s: socket.socket, i: int) -> None:
-        buf = b""
-        try:
-            while True:
-                chunk = s.recv(1 << 16)
-                if not chunk:
-                    return
-                buf += chunk
-                while len(buf) >= 4:
-                    n = struct.unpack(">i", buf[:4])[0]
-                    if len(buf) < 4 + n:
-                        break
-                    buf = buf[4 + n:]
-                    answered[i] += 1
-        except OSError:
-            return
-
+    per_conn, conns = 5000, 4
+    frames = [list(abuse.fuzz_frames(rng, per_conn)) for _ in range(conns)]
     t0 = time.monotonic()
-    socks, readers = [], []
-    for i in range(4):
-        s = socket.create_connection((host, int(port)), timeout=30)
-        socks.append(s)
-        th = threading.Thread(target=drain, args=(s, i), daemon=True)
-        th.start()
-        readers.append(th)
-    for i, s in enumerate(socks):
-        s.sendall(b"".join(fuzz_frames(rng, per_conn)))
-    deadline = time.monotonic() + 60
-    while sum(answered) < 4 * per_conn * 0.9 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for s in socks:
-        s.shutdown(socket.SHUT_WR)
-    for th in readers:
-        th.join(10)
-    for s in socks:
-        s.close()
+    answered = abuse.blast(b.broker_addr, frames, conns)
     elapsed = time.monotonic() - t0
     assert b.proc.poll() is None, b.output()[-3000:]
-    assert sum(answered) >= 4 * per_conn * 0.9, (answered, elapsed)
+    assert answered >= conns * per_conn * 0.9, (answered, elapsed)
     assert elapsed < 60
     log = b.output()
     assert log.count("Traceback") <= 5, log[-3000:]

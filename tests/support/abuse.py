@@ -8,12 +8,17 @@ code, text the remark must contain or None).
 from __future__ import annotations
 
 import json
+import random
+import socket
+import struct
+import threading
 import time
 
 from mqcore.message import properties_to_string
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode as R
 from mqcore.remoting import create_request
+from mqcore.remoting.command import encode_frame
 from mqcore.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
 PLAIN = "HardenPlain"
@@ -102,3 +107,86 @@ def mismatches(results) -> list[str]:
         if code != want_code or (want_remark is not None and want_remark not in remark):
             bad.append(f"{name}: got {code} {remark!r}, Apache 4.9 answers {want_code} {want_remark!r}")
     return bad
+
+
+# --- fuzz: well-framed requests with hostile fields (tests/broker/test_abuse.py, bench/soak_fuzz.py) ---
+_CODES = [RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.PULL_MESSAGE, RC.HEART_BEAT,
+          RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET, RC.CONSUMER_SEND_MSG_BACK,
+          RC.UPDATE_AND_CREATE_TOPIC, RC.DELETE_TOPIC_IN_BROKER, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+          RC.GET_MAX_OFFSET, RC.GET_MIN_OFFSET, RC.SEARCH_OFFSET_BY_TIMESTAMP, RC.QUERY_MESSAGE,
+          RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ, RC.GET_CONSUMER_LIST_BY_GROUP, RC.UNREGISTER_CLIENT,
+          RC.GET_CONSUME_STATS, RC.GET_TOPIC_STATS_INFO, RC.VIEW_MESSAGE_BY_ID]
+_KEYS = ["topic", "consumerGroup", "producerGroup", "group", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+         "commitOffset", "subscription", "a", "b", "c", "d", "e", "f", "g", "h", "offset", "delayLevel",
+         "readQueueNums", "writeQueueNums", "perm", "timestamp", "key", "maxNum", "beginTimestamp", "endTimestamp"]
+_NAMES = ["T", "FuzzT", "SCHEDULE_TOPIC_XXXX", "TBW102", "../../x", "..", "", " ", "a/b", "%RETRY%g", "%DLQ%g",
+          "||", "*", "RMQ_SYS_TRANS_HALF_TOPIC", "x" * 300, "\u00e9t\u00e9", "-1", "0", "2147483648"]
+
+
+def fuzz_frames(rng: random.Random, n: int):
+    """``n`` complete frames: a real request code, random known keys with hostile values,
+    sometimes a JSON body naming groups and topics."""
+    for i in range(n):
+        code = rng.choice(_CODES)
+        ext = {k: rng.choice(_NAMES) for k in rng.sample(_KEYS, rng.randrange(0, 10))}
+        body = b""
+        if rng.random() < 0.3:
+            body = json.dumps({"clientID": "f", "groupName": rng.choice(_NAMES), "consumerGroup": rng.choice(_NAMES),
+                               "consumerDataSet": [{"groupName": rng.choice(_NAMES), "subscriptionDataSet": [
+                                   {"topic": rng.choice(_NAMES), "subString": rng.choice(_NAMES)}]}],
+                               "mqSet": [{"topic": rng.choice(_NAMES), "brokerName": "b", "queueId": 0}]}).encode()
+        elif rng.random() < 0.2:
+            body = rng.randbytes(rng.randrange(0, 300))
+        yield encode_frame(create_request(code, ext, body, opaque=i))
+
+
+def blast(addr: str, frames, conns: int, timeout_s: float = 60) -> int:
+    """Write ``frames`` (a list per connection) pipelined over ``conns`` connections while
+    reading the answers; returns how many answer frames came back."""
+    host, port = addr.rsplit(":", 1)
+    answered = [0] * conns
+
+    def drain(s: socket.socket, i: int) -> None:
+        buf = b""
+        try:
+            while True:
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    return
+                buf += chunk
+                while len(buf) >= 4:
+                    n = struct.unpack(">i", buf[:4])[0]
+                    if len(buf) < 4 + n:
+                        break
+                    buf = buf[4 + n:]
+                    answered[i] += 1
+        except OSError:
+            return
+
+    socks, readers = [], []
+    try:
+        for i in range(conns):
+            s = socket.create_connection((host, int(port)), timeout=timeout_s)
+            socks.append(s)
+            th = threading.Thread(target=drain, args=(s, i), daemon=True)
+            th.start()
+            readers.append(th)
+        for s, batch in zip(socks, frames):
+            try:
+                s.sendall(b"".join(batch))
+            except OSError:
+                pass  # the broker closed this connection: counted by what came back
+        want = sum(len(b) for b in frames)
+        deadline = time.monotonic() + timeout_s
+        while sum(answered) < want and time.monotonic() < deadline and any(t.is_alive() for t in readers):
+            time.sleep(0.02)
+    finally:
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        for th in readers:
+            th.join(5)
+    return sum(answered)
