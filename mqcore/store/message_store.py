@@ -163,9 +163,15 @@ class MessageStore:
 
     # --- flushing ---------------------------------------------------------------------------------
     def _flush_commitlog(self, least_pages: int) -> int:
+        # the newest store time first, then the end offset: the writer advances the offset
+        # before the time, so every record stored at or before ``ts`` ends at or before
+        # ``end``. Once the flush covers ``end`` the checkpoint may say ``ts`` - under steady
+        # load too (comparing with the offset after the flush, which keeps moving, never
+        # advanced it and made every crash recovery scan the whole commitlog)
         ts = self.writer.last_store_timestamp
+        end = self.commitlog.max_offset
         flushed = self.commitlog.flush(least_pages)
-        if self.checkpoint is not None and flushed >= self.commitlog.max_offset and ts:
+        if self.checkpoint is not None and flushed >= end and ts:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 
