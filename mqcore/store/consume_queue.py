@@ -89,6 +89,8 @@ class ConsumeQueue:
             if keep == n:
                 break
             self.queue.truncate_dirty(mf.file_from_offset + keep * UNIT)
+            if not mf.closed:  # kept (not deleted): zero the dropped units, or they come back
+                mf.zero(keep * UNIT, n * UNIT)  # as phantoms at the next clean start
         self._refresh_max_physic()
 
     # --- writing ------------------------------------------------------------------------------

@@ -167,6 +167,18 @@ class MappedFile:
             self.flushed_position = wrote
             return wrote
 
+    def zero(self, start: int, end: int) -> None:
+        """Overwrite [start, end) with zeros: bytes that recovery dropped must not read as
+        data again after a later restart. Written with pwrite, not into the map, so a full
+        disk answers ENOSPC (``StoreIOError``) instead of SIGBUS on a hole."""
+        chunk = bytes(min(end - start, 1 << 20)) if end > start else b""
+        pos = start
+        try:
+            while pos < end:
+                pos += os.pwrite(self._fd, chunk[:end - pos], pos)
+        except OSError as e:
+            raise StoreIOError(e.errno, f"cannot zero [{start}, {end}) of {self.path}: {e.strerror}") from e
+
     def last_modified_ms(self) -> int:
         try:
             return int(os.stat(self.path).st_mtime * 1000)

@@ -183,6 +183,13 @@ class Recovery:
                     report.notes.append(f"could not copy the dropped tail of {mf.path} to {path}: {e}")
                     continue
                 report.quarantined.append(path)
+                if mf.file_from_offset <= end:
+                    # copied away: zero it, so neither a later restart nor ``mqstore verify``
+                    # finds the torn bytes (later files are deleted whole below)
+                    try:
+                        mf.zero(start, start + last)
+                    except OSError as e:
+                        report.notes.append(f"could not zero the dropped tail of {mf.path}: {e}")
         report.deleted_files.extend(self.commitlog.queue.truncate_dirty(end))
         if report.dropped_bytes:
             log.warning("commitlog tail after offset %d dropped (%s, %d bytes); copies in %s",

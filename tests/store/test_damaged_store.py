@@ -82,3 +82,33 @@ def test_async_flush_checkpoint_advances_so_crash_recovery_scans_only_the_tail(t
         assert report.commitlog_max_offset > 22 * FILE
     finally:
         again.shutdown()
+
+
+# --- truncation zeroes what it drops ---------------------------------------------------------------
+def test_recovery_zeroes_the_dropped_tail_no_phantom_and_verify_passes(tmp_path, capsys):
+    path = tmp_path / "store"
+    with MessageStore(cfg(path)) as store:
+        put_n(store, 20)
+        last_phy = store.get_commitlog_offset_in_queue("T", 0, 19)
+    # a torn last record (its body bytes half written) and a crash: the abort file is left
+    cl_file = path / "commitlog" / ("%020d" % 0)
+    with open(cl_file, "r+b") as f:
+        f.seek(last_phy + 150)
+        f.write(b"\xff" * 20)
+    open(path / "abort", "w").close()
+    store = MessageStore(cfg(path))
+    report = store.load()
+    assert report.dropped_bytes > 0 and report.cq_units_dropped == 1
+    assert store.get_max_offset_in_queue("T", 0) == 19
+    store.start()
+    store.shutdown()                                   # clean stop right after the recovery
+    assert mqstore_main(["verify", str(path)]) == 0, capsys.readouterr().out
+    # a later clean start must not find the dropped unit again
+    with MessageStore(cfg(path)) as store:
+        assert store.get_max_offset_in_queue("T", 0) == 19
+        put_n(store, 1, start=20)
+        bodies = pull_all(store)
+        assert len(bodies) == 20 and bodies[-1].startswith(b"000020")
+    with open(cl_file, "rb") as f:
+        data = f.read()
+    assert data[last_phy + 150:last_phy + 170] != b"\xff" * 20
