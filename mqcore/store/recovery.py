@@ -46,12 +46,17 @@ class RecoveryReport:
     records_scanned: int = 0
     bytes_scanned: int = 0
     records_redispatched: int = 0
+    #: commitlog ranges whose files are missing (deleted by hand, lost): messages gone for good
+    data_loss: list[str] = dataclasses.field(default_factory=list)
+    #: consume queues found missing units at start and rebuilt from the commitlog
+    rebuilt_queues: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     duration_ms: float = 0.0
 
     @property
     def clean(self) -> bool:
-        return not (self.dropped_bytes or self.deleted_files or self.cq_units_dropped)
+        return not (self.dropped_bytes or self.deleted_files or self.cq_units_dropped or self.data_loss
+                    or self.rebuilt_queues)
 
     def summary(self) -> str:
         kind = "abnormal (abort file found)" if self.abnormal else "normal"
@@ -63,6 +68,8 @@ class RecoveryReport:
                          f"bytes, copied to {', '.join(self.quarantined) or '(nothing to copy)'}")
         if self.cq_units_dropped:
             lines.append(f"dropped {self.cq_units_dropped} consume-queue units past the commitlog end")
+        lines.extend(f"DATA LOSS: {d}" for d in self.data_loss)
+        lines.extend(f"rebuilt consume queue {q}" for q in self.rebuilt_queues)
         lines.extend(f"deleted {p}" for p in self.deleted_files)
         lines.extend(self.notes)
         return "\n".join(lines)
@@ -92,6 +99,7 @@ class Recovery:
             self.queues.queues.clear()
             report.duration_ms = (time.perf_counter() - t0) * 1000
             return report
+        self._report_holes(report)
         start_i = self._start_file(abnormal)
         end = self._find_end(start_i, report)
         self._cut_tail(end, report)
@@ -115,6 +123,26 @@ class Recovery:
         report.commitlog_max_offset = self.commitlog.max_offset
         report.duration_ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _report_holes(self, report: RecoveryReport) -> None:
+        """A commitlog file missing between two others: the messages in it are gone. Say so
+        loudly, with the range and, per queue, how many messages its units point into it."""
+        files = self.commitlog.queue.files
+        for prev, nxt in zip(files, files[1:]):
+            lo, hi = prev.end_offset, nxt.file_from_offset
+            if hi <= lo:
+                continue
+            lost = []
+            for cq in self.queues:
+                a, b = cq.offsets_in_phy_range(lo, hi)
+                if b > a:
+                    lost.append(f"{cq.topic}-{cq.queue_id}: {b - a} (queue offsets {a}..{b - 1})")
+            what = f"commitlog range [{lo}, {hi}) is missing ({(hi - lo) // self.commitlog.file_size} file(s) " \
+                   f"between {prev.name} and {nxt.name}); messages stored there are lost"
+            if lost:
+                what += ": " + "; ".join(lost)
+            report.data_loss.append(what)
+            log.error("DATA LOSS in %s: %s", self.commitlog.queue.directory, what)
 
     def _index_threshold(self, resume: int, abnormal: bool) -> int:
         """Lowest commitlog offset to index again, given the index ends at message ``resume``."""

@@ -112,3 +112,29 @@ def test_recovery_zeroes_the_dropped_tail_no_phantom_and_verify_passes(tmp_path,
     with open(cl_file, "rb") as f:
         data = f.read()
     assert data[last_phy + 150:last_phy + 170] != b"\xff" * 20
+
+
+# --- a missing middle commitlog file is data loss, said loudly ------------------------------------
+def test_deleted_middle_commitlog_file_is_reported_as_data_loss_with_its_range(tmp_path, caplog):
+    path = tmp_path / "store"
+    with MessageStore(cfg(path)) as store:
+        put_n(store, 1000)
+        middle = store.commitlog.queue.files[1]
+        lo, hi = middle.file_from_offset, middle.end_offset
+        first_lost, end_lost = store.queues.get("T", 0).offsets_in_phy_range(lo, hi)
+    assert end_lost > first_lost
+    os.unlink(path / "commitlog" / ("%020d" % lo))
+    store = MessageStore(cfg(path))
+    with caplog.at_level(logging.ERROR, logger="mqcore.store.recovery"):
+        report = store.load()
+    try:
+        assert not report.clean
+        assert len(report.data_loss) == 1
+        loss = report.data_loss[0]
+        assert f"[{lo}, {hi})" in loss and f"T-0: {end_lost - first_lost}" in loss, loss
+        assert any("DATA LOSS" in r.getMessage() and f"[{lo}, {hi})" in r.getMessage() for r in caplog.records)
+        assert "DATA LOSS" in report.summary()
+        # what survived is still served
+        assert store.get_message("T", 0, end_lost, 4).status is GetMessageStatus.FOUND
+    finally:
+        store.shutdown()
