@@ -19,6 +19,7 @@ from typing import Callable
 from mqcore._compat import kernels as default_kernels
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
+from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.consume_queue import ConsumeQueueTable
@@ -28,8 +29,8 @@ from mqcore.store.index import IndexService
 from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
 from mqcore.store.reader import MessageReader
-from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.recovery import Recovery, RecoveryReport
+from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.writer import MessageWriter
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class MessageStore:
             if self.index is not None:
                 report.notes.extend(self.index.load(abnormal, self.checkpoint.index_msg_timestamp))
             Recovery(self.config, self.commitlog, self.queues, self.index, self.dispatcher, self.checkpoint,
-                     self.k).run(abnormal, report)
+                     self.k).run(abnormal, report, queue_manifest.take(queue_manifest.path_in(self.config.store_path)))
             for cq in self.queues:
                 self.writer.queue_offsets[(cq.topic, cq.queue_id)] = cq.max_offset()
         except BaseException:
@@ -141,6 +142,7 @@ class MessageStore:
             self.group_commit.shutdown()
         self._flush_commitlog(0)
         self._flush_logic()
+        queue_manifest.write(queue_manifest.path_in(self.config.store_path), self.queues)
         self.commitlog.close()
         for cq in self.queues:
             cq.close()

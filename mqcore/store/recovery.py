@@ -87,7 +87,8 @@ class Recovery:
         self.k = kernels
         self.delays = config.delay_levels_ms
 
-    def run(self, abnormal: bool, report: RecoveryReport) -> RecoveryReport:
+    def run(self, abnormal: bool, report: RecoveryReport,
+            manifest: dict[tuple[str, int], tuple[int, int]] | None = None) -> RecoveryReport:
         t0 = time.perf_counter()
         report.abnormal = abnormal
         for cq in self.queues:
@@ -101,7 +102,8 @@ class Recovery:
             return report
         self._report_holes(report)
         start_i = self._start_file(abnormal)
-        end = self._find_end(start_i, report)
+        seen: dict[tuple[str, int], list[int]] = {}
+        end = self._find_end(start_i, report, seen)
         self._cut_tail(end, report)
         for cq in self.queues:
             if cq.max_physic_offset > end:
@@ -114,6 +116,9 @@ class Recovery:
         index_from = self._index_threshold(index_from, abnormal)
         if abnormal:
             dispatch_from = min(dispatch_from, files[start_i].file_from_offset)
+        rebuild_from = self._queues_missing_units(seen, manifest or {}, report)
+        if rebuild_from is not None:
+            dispatch_from = min(dispatch_from, rebuild_from)
         dispatch_from = max(dispatch_from, self.commitlog.min_offset)
         report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
         cl_min = self.commitlog.min_offset
@@ -144,6 +149,56 @@ class Recovery:
             report.data_loss.append(what)
             log.error("DATA LOSS in %s: %s", self.commitlog.queue.directory, what)
 
+    def _queues_missing_units(self, seen: dict[tuple[str, int], list[int]],
+                              manifest: dict[tuple[str, int], tuple[int, int]], report: RecoveryReport) -> int | None:
+        """Check each queue against what it held at the last clean stop (the manifest) and
+        against what the scanned commitlog range holds for it. A queue that lost units
+        (a file deleted or cut short) is rebuilt by re-dispatching: appended from its first
+        record in the scanned range when only its end is missing there, recreated from the
+        start of the commitlog otherwise. Returns where dispatch must start (None: no queue
+        is short)."""
+        start = None
+        cl_min = self.commitlog.min_offset
+        for (topic, qid), (lo, hi) in sorted(manifest.items()):
+            cq = self.queues.get(topic, qid)
+            have_lo, have_hi = (cq.min_offset(), cq.max_offset()) if cq is not None else (hi, 0)
+            if have_hi >= hi and have_lo <= lo:
+                continue
+            if cq is not None:
+                cq.destroy()
+                del self.queues.queues[(topic, qid)]
+            start = cl_min
+            what = (f"{topic}-{qid}: held queue offsets [{lo}, {hi}) at the last clean stop, found "
+                    f"{'no files' if cq is None or have_hi == 0 else f'[{have_lo}, {have_hi})'}; "
+                    f"recreated from the commitlog (from offset {cl_min})")
+            report.rebuilt_queues.append(what)
+            log.warning("consume queue %s", what)
+        rebuilt = {w.split(":", 1)[0] for w in report.rebuilt_queues}
+        for (topic, qid), (lo_qo, hi_qo, first_phy) in sorted(seen.items()):
+            if f"{topic}-{qid}" in rebuilt:
+                continue
+            cq = self.queues.get(topic, qid)
+            if cq is None:
+                # no directory at all: the topic was deleted (DELETE_TOPIC removes it) - or
+                # removed by hand; either way not resurrected, but said
+                report.notes.append(f"commitlog holds messages of {topic}-{qid} (queue offsets up to {hi_qo}) but "
+                                    "there is no consume queue directory for it (topic deleted?); not rebuilt")
+                continue
+            have = cq.max_offset()
+            if have > hi_qo:
+                continue
+            frm = first_phy
+            if have < lo_qo:  # the gap reaches before the scanned range: recreate the queue
+                frm = cl_min
+                cq.destroy()
+                del self.queues.queues[(topic, qid)]
+            start = frm if start is None else min(start, frm)
+            what = (f"{topic}-{qid}: units end at queue offset {have} but the commitlog holds its messages up to "
+                    f"{hi_qo}; re-dispatched from commitlog offset {frm}")
+            report.rebuilt_queues.append(what)
+            log.warning("consume queue %s", what)
+        return start
+
     def _index_threshold(self, resume: int, abnormal: bool) -> int:
         """Lowest commitlog offset to index again, given the index ends at message ``resume``."""
         if not abnormal and self.index is not None and self.index.files \
@@ -169,14 +224,17 @@ class Recovery:
                 return i
         return 0
 
-    def _find_end(self, start_i: int, report: RecoveryReport) -> int:
-        """CRC-checked scan from file ``start_i``; returns the offset after the last valid record."""
+    def _find_end(self, start_i: int, report: RecoveryReport, seen: dict[tuple[str, int], list[int]]) -> int:
+        """CRC-checked scan from file ``start_i``; returns the offset after the last valid record.
+        ``seen`` gets, per queue with records in the scanned range, [lowest queue offset,
+        highest queue offset, commitlog offset of its first record there]."""
         files = self.commitlog.queue.files
         end = files[start_i].file_from_offset
         counter = [0]
 
         def count(table, topics, buf):
             counter[0] += len(table)
+            _note_queues(table, topics, seen)
 
         for mf in files[start_i:]:
             stop, reason = scan_file(self.k, mf, 0, mf.file_size, self.cfg.check_crc_on_recover, self.delays,
@@ -236,6 +294,28 @@ class Recovery:
                 continue
             scan_file(self.k, mf, pos, stop_at, False, self.delays, SCAN_BATCH, dispatch)
         return n[0]
+
+
+def _note_queues(table, topics: list[bytes], seen: dict[tuple[str, int], list[int]]) -> None:
+    """Fold one scanned batch into ``seen`` (records that get a consume-queue unit only)."""
+    if not len(table):
+        return
+    tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
+    counted = table[(tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)]
+    if not len(counted):
+        return
+    keys = (counted["topic_idx"].astype(np.int64) << 32) | (counted["queue_id"].astype(np.int64) & 0xFFFFFFFF)
+    uniq, first_idx = np.unique(keys, return_index=True)
+    for key, i in zip(uniq.tolist(), first_idx.tolist()):
+        rows = counted[keys == key]
+        qos = rows["queue_offset"]
+        name = (topics[key >> 32].decode("utf-8", "replace"), int(np.int32(key & 0xFFFFFFFF)))
+        lo, hi, phy = int(qos.min()), int(qos.max()), int(rows["phy_offset"][0])
+        got = seen.get(name)
+        if got is None:
+            seen[name] = [lo, hi, phy]
+        else:
+            got[0], got[1], got[2] = min(got[0], lo), max(got[1], hi), min(got[2], phy)
 
 
 def _last_data_offset(path: str, start: int, size: int) -> int:

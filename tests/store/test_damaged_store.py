@@ -26,7 +26,7 @@ def cfg(path, **kw) -> StoreConfig:
 def put_n(store, n, topic="T", queue_id=0, size=200, start=0):
     for i in range(start, start + n):
         r = store.put_message(MessageExtBrokerInner(topic=topic, body=b"%06d" % i + b"x" * size, queue_id=queue_id,
-                                                    properties={"TAGS": "a"}))
+                                                    properties={"TAGS": "a", "KEYS": f"{topic}-{i}"}))
         assert r.status is PutMessageStatus.PUT_OK
 
 
@@ -138,3 +138,46 @@ def test_deleted_middle_commitlog_file_is_reported_as_data_loss_with_its_range(t
         assert store.get_message("T", 0, end_lost, 4).status is GetMessageStatus.FOUND
     finally:
         store.shutdown()
+
+
+# --- consume queues missing units are rebuilt at every start --------------------------------------
+def test_deleted_or_truncated_consume_queue_files_are_rebuilt_on_a_normal_start(tmp_path):
+    path = tmp_path / "store"
+    with MessageStore(cfg(path)) as store:
+        put_n(store, 1000, queue_id=0)
+        put_n(store, 900, queue_id=1)
+        put_n(store, 50, topic="U", queue_id=0)
+        assert len(store.queues.get("T", 0).queue.files) > 2
+    q0 = path / "consumequeue" / "T" / "0"
+    q1 = path / "consumequeue" / "T" / "1"
+    for name in os.listdir(q0):                         # every file of T-0 deleted (its directory stays)
+        os.unlink(q0 / name)
+    last = sorted(os.listdir(q1))[-1]                    # T-1's last file cut short
+    os.truncate(q1 / last, 20 * 7)
+    store = MessageStore(cfg(path))
+    report = store.load()                                # a normal start: no abort file
+    try:
+        assert not report.abnormal and not report.clean
+        assert any(q.startswith("T-0:") for q in report.rebuilt_queues), report.summary()
+        assert any(q.startswith("T-1:") for q in report.rebuilt_queues), report.summary()
+        assert not any(q.startswith("U-0:") for q in report.rebuilt_queues)
+        assert store.get_max_offset_in_queue("T", 0) == 1000 and store.get_max_offset_in_queue("T", 1) == 900
+        store.start()
+        b0, b1 = pull_all(store, "T", 0), pull_all(store, "T", 1)
+        assert len(b0) == 1000 and b0[0].startswith(b"000000") and b0[-1].startswith(b"000999")
+        assert len(b1) == 900 and b1[-1].startswith(b"000899")
+        assert len(pull_all(store, "U", 0)) == 50
+    finally:
+        store.shutdown()
+
+
+def test_a_deleted_topic_is_not_resurrected_by_the_check(tmp_path):
+    path = tmp_path / "store"
+    with MessageStore(cfg(path)) as store:
+        put_n(store, 30, topic="Gone")
+        put_n(store, 30, topic="Kept")
+        store.delete_topic("Gone")
+    with MessageStore(cfg(path)) as store:
+        assert store.get_max_offset_in_queue("Gone", 0) == 0
+        assert "no consume queue directory" in store.recovery_report.summary()
+        assert len(pull_all(store, "Kept")) == 30
