@@ -125,6 +125,8 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
     v2 = code in _V2_CODES
     topics = [ext[k] for k in (_V2_TOPIC_KEYS if v2 else _TOPIC_KEYS) if k in ext]
     groups = [ext[k] for k in (_V2_GROUP_KEYS if v2 else _GROUP_KEYS) if k in ext]
+    if code == RC.UNREGISTER_CLIENT:
+        groups = [g for g in groups if g != ""]  # the C++ client sends the group it is not as ''
     more_topics, more_groups = _body_names(code, request.body)
     for topic in topics + more_topics:
         problem = topic_problem(topic)
