@@ -127,10 +127,11 @@ class Broker:
             await self.namesrv.shutdown()
         for svc in reversed(self._services):
             svc.shutdown()
-        self.offsets.persist()
-        self.delay_offsets.persist()
-        self.topics.persist()
-        self.groups.persist()
+        for table in (self.offsets, self.delay_offsets, self.topics, self.groups):
+            try:
+                table.persist()
+            except MQError as e:  # e.g. a full disk: still stop the store cleanly below
+                log.error("at shutdown: %s", e)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self.store.shutdown()
