@@ -40,6 +40,10 @@ class Dispatcher:
         #: once per kind until one succeeds again, repaired by the start-up consume-queue check
         self.failures = 0
         self._failing: set[str] = set()
+        #: recovery only: records before this offset create no consume queue that does not
+        #: exist (a deleted topic), except those in ``new_queues_allowed``; -1 = off
+        self.no_new_queues_below = -1
+        self.new_queues_allowed: set[tuple[str, int]] = set()
 
     def dispatch_locked(self, table: np.ndarray, topics: list[bytes], buf, *,
                         index_from_phy: int = -1) -> None:
@@ -55,6 +59,8 @@ class Dispatcher:
             tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
             for topic_idx, queue_id, part in self._groups(table, tx):
                 topic = topics[topic_idx].decode("utf-8", "replace")
+                if self._deleted(topic, queue_id, int(part["phy_offset"][0])):
+                    continue
                 cq = self.queues.find_or_create(topic, queue_id)
                 try:
                     added = cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"],
@@ -98,6 +104,8 @@ class Dispatcher:
             return
         topic = topics[row[_TOPIC_IDX]].decode("utf-8", "replace")
         queue_id = row[_QUEUE_ID]
+        if self.no_new_queues_below > 0 and self._deleted(topic, queue_id, row[_PHY]):
+            return
         cq = self.queues.find_or_create(topic, queue_id)
         try:
             added = cq.put_one_locked(row[_QUEUE_OFFSET], row[_PHY], row[_SIZE], row[_TAGS_CODE])
@@ -106,6 +114,12 @@ class Dispatcher:
             return
         if added:
             touched.append((topic, queue_id, cq.max_offset()))
+
+    def _deleted(self, topic: str, queue_id: int, phy: int) -> bool:
+        """During recovery: a record of a queue that no longer exists, from before the point
+        every queue had been dispatched to - its queue was deleted, do not recreate it."""
+        return (phy < self.no_new_queues_below and self.queues.get(topic, queue_id) is None
+                and (topic, queue_id) not in self.new_queues_allowed)
 
     def _failed(self, kind: str, what: str, e: StoreIOError) -> None:
         """A dispatch write failed: the record is safe in the commitlog and the start-up

@@ -86,6 +86,8 @@ class Recovery:
         self.checkpoint = checkpoint
         self.k = kernels
         self.delays = config.delay_levels_ms
+        #: queues recreated by the start-up check (their consume queue is gone on purpose)
+        self._rebuilding: set[tuple[str, int]] = set()
 
     def run(self, abnormal: bool, report: RecoveryReport,
             manifest: dict[tuple[str, int], tuple[int, int]] | None = None) -> RecoveryReport:
@@ -120,7 +122,16 @@ class Recovery:
         if rebuild_from is not None:
             dispatch_from = min(dispatch_from, rebuild_from)
         dispatch_from = max(dispatch_from, self.commitlog.min_offset)
-        report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+        # after a clean stop every record before the furthest consume-queue unit was
+        # dispatched: a queue missing there was deleted (DELETE_TOPIC), not lost - re-dispatch
+        # (the index lagging behind, say) must not bring it back; queues rebuilt above may
+        self.dispatcher.no_new_queues_below = -1 if abnormal else self.queues.max_physic_offset()
+        self.dispatcher.new_queues_allowed = set(self._rebuilding)
+        try:
+            report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+        finally:
+            self.dispatcher.no_new_queues_below = -1
+            self.dispatcher.new_queues_allowed = set()
         cl_min = self.commitlog.min_offset
         for cq in self.queues:
             cq.correct_min_offset(cl_min)
@@ -167,6 +178,7 @@ class Recovery:
             if cq is not None:
                 cq.destroy()
                 del self.queues.queues[(topic, qid)]
+            self._rebuilding.add((topic, qid))
             start = cl_min
             what = (f"{topic}-{qid}: held queue offsets [{lo}, {hi}) at the last clean stop, found "
                     f"{'no files' if cq is None or have_hi == 0 else f'[{have_lo}, {have_hi})'}; "
@@ -192,6 +204,7 @@ class Recovery:
                 frm = cl_min
                 cq.destroy()
                 del self.queues.queues[(topic, qid)]
+                self._rebuilding.add((topic, qid))
             start = frm if start is None else min(start, frm)
             what = (f"{topic}-{qid}: units end at queue offset {have} but the commitlog holds its messages up to "
                     f"{hi_qo}; re-dispatched from commitlog offset {frm}")

@@ -181,3 +181,21 @@ def test_a_deleted_topic_is_not_resurrected_by_the_check(tmp_path):
         assert store.get_max_offset_in_queue("Gone", 0) == 0
         assert "no consume queue directory" in store.recovery_report.summary()
         assert len(pull_all(store, "Kept")) == 30
+
+
+def test_a_deleted_topic_stays_deleted_when_the_index_lags(tmp_path):
+    """Messages without keys leave the index behind the log, so a normal start re-dispatches
+    from the index's end; that must not recreate the queue of a deleted topic."""
+    path = tmp_path / "store"
+    with MessageStore(cfg(path)) as store:
+        put_n(store, 10, topic="Kept")
+        for i in range(30):
+            assert store.put_message(MessageExtBrokerInner(topic="Gone", body=b"g%d" % i)).ok
+        for i in range(5):
+            assert store.put_message(MessageExtBrokerInner(topic="Kept", body=b"k%d" % i)).ok
+        store.delete_topic("Gone")
+    with MessageStore(cfg(path)) as store:
+        assert store.recovery_report.records_redispatched > 0     # the index did lag
+        assert store.get_max_offset_in_queue("Gone", 0) == 0
+        assert not os.path.exists(path / "consumequeue" / "Gone")
+        assert store.get_max_offset_in_queue("Kept", 0) == 15
