@@ -36,11 +36,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqcore._compat import kernels as K
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.config import StoreConfig
 from mqcore.message import SCHEDULE_TOPIC, MessageExtBrokerInner, pack_host
 from mqcore.store.cleanup import HOUR_MS, CleanupService, psutil_disk_usage
-from mqcore.store.config_files import DelayOffsetTable
 from mqcore.store.message_store import MessageStore
 
 BORN = pack_host("10.0.0.7", 40000)

@@ -39,8 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqcore._compat import kernels as K
 from mqcore.config import FlushDiskType, StoreConfig
+from mqcore.format import layout as L
 from mqcore.message import MessageExtBrokerInner, pack_host, properties_to_bytes
-from mqcore.store import layout as L
 from mqcore.store.index import IndexService
 from mqcore.store.message_store import MessageStore
 

@@ -326,13 +326,8 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
         want_len[w] = 0
     # properties: valid "name\1value" segments, as string2messageProperties accepts them
     while p < v.props_len:
-        q = p
-        while q < v.props_len and props[q] != 2:
-            q += 1
-        k = p
-        while k < q and props[k] != 1:
-            k += 1
-        if k > p and k < q - 1:
+        q = _next_property(props, p, v.props_len, &k)
+        if k >= 0:
             seg[4 * m] = <int32_t>p
             seg[4 * m + 1] = <int32_t>(k - p)
             seg[4 * m + 2] = <int32_t>(k + 1)

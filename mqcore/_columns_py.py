@@ -25,7 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.format.properties import split_properties
 
 __all__ = ["WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
            "BIT_COMPRESSED", "BIT_HAS_TAGS", "FIXED_COLUMNS", "STRING_COLUMNS", "format_host",
@@ -100,15 +101,7 @@ def format_host(raw: bytes) -> bytes:
     return b"[%s]:%d" % (text, port)
 
 
-def _props(raw: bytes) -> list[tuple[bytes, bytes]]:
-    """Valid (name, value) pairs; a repeated name keeps only its last occurrence."""
-    pairs = []
-    for seg in raw.split(b"\x02"):
-        k = seg.find(b"\x01")
-        if 0 < k < len(seg) - 1:
-            pairs.append((seg[:k], seg[k + 1:]))
-    names = [p[0] for p in pairs]
-    return [p for i, p in enumerate(pairs) if p[0] not in names[i + 1:]]
+_props = split_properties
 
 
 def _level(raw: bytes | None) -> int:

@@ -1,5 +1,5 @@
 # cython: language_level=3
-# The header of the kernels: byte layouts (the same numbers as mqcore/store/layout.py;
+# The header of the kernels: byte layouts (the same numbers as mqcore/format/layout.py;
 # tests/test_layout.py checks both) and the C helpers the bodies in _store.pyx use.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
@@ -50,6 +50,11 @@ cdef enum:
     BATCH_ITEM_FLAG = 12
     BATCH_ITEM_BODYLENGTH = 16
     BATCH_ITEM_FIXED = 20
+
+# --- properties (layout.NAME_VALUE_SEPARATOR / PROPERTY_SEPARATOR) ---------------
+cdef enum:
+    NAME_VALUE_SEPARATOR_BYTE = 1
+    PROPERTY_SEPARATOR_BYTE = 2
 
 # --- consume queue unit -----------------------------------------------------------
 cdef enum:

@@ -11,7 +11,7 @@ from libc.string cimport memcpy, memset
 import numpy as np
 
 from mqcore.errors import RecordDecodeError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 
 IMPLEMENTATION = "cython"
 
@@ -413,20 +413,32 @@ cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name
     return True
 
 
+cdef inline Py_ssize_t _next_property(const unsigned char *b, Py_ssize_t p, Py_ssize_t end,
+                                      Py_ssize_t *name_end) noexcept nogil:
+    """End of the property segment starting at ``p`` (its U+0002 or ``end``).
+
+    ``name_end[0]`` is the position of the segment's U+0001 when the segment is valid (a
+    non-empty name and a non-empty value, as string2messageProperties accepts), else -1.
+    The one C walk of the property grammar; mqcore/format/properties.py is the Python one.
+    """
+    cdef Py_ssize_t q = p, k
+    while q < end and b[q] != PROPERTY_SEPARATOR_BYTE:
+        q += 1
+    k = p
+    while k < q and b[k] != NAME_VALUE_SEPARATOR_BYTE:
+        k += 1
+    name_end[0] = k if (k > p and k < q - 1) else -1
+    return q
+
+
 cdef void _find_props(const unsigned char *b, Py_ssize_t at, Py_ssize_t n, Py_ssize_t *tags,
                       Py_ssize_t *uniq, Py_ssize_t *keys, Py_ssize_t *delay) noexcept nogil:
     """Value spans (pos, len pairs) of TAGS, UNIQ_KEY, KEYS and DELAY; last occurrence wins."""
-    cdef Py_ssize_t p = at, end = at + n, q, k, seg_len
+    cdef Py_ssize_t p = at, end = at + n, q, k
     tags[0] = uniq[0] = keys[0] = delay[0] = -1
     while p < end:
-        q = p
-        while q < end and b[q] != 2:
-            q += 1
-        seg_len = q - p
-        k = p
-        while k < q and b[k] != 1:
-            k += 1
-        if k < q and k > p and k < q - 1:
+        q = _next_property(b, p, end, &k)
+        if k >= 0:
             if _name_is(b + p, k - p, "TAGS", 4):
                 tags[0] = k + 1
                 tags[1] = q - k - 1
@@ -901,40 +913,5 @@ def prefault(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_
     return n
 
 
-# --- latency fault items ---------------------------------------------------------------------------
-cdef inline bint _fault_less(int64_t la, int64_t sa, Py_ssize_t ia, int64_t lb, int64_t sb,
-                             Py_ssize_t ib, int64_t now) noexcept nogil:
-    cdef int avail_a = 0 if now >= sa else 1
-    cdef int avail_b = 0 if now >= sb else 1
-    if avail_a != avail_b:
-        return avail_a < avail_b
-    if la != lb:
-        return la < lb
-    if sa != sb:
-        return sa < sb
-    return ia < ib
-
-
-def sort_fault_items(latency, start_timestamp, int64_t now_ms):
-    """Order FaultItems: available (now >= start) first, then latency, then start time."""
-    cdef const int64_t[::1] lat = np.ascontiguousarray(latency, dtype=np.int64)
-    cdef const int64_t[::1] st = np.ascontiguousarray(start_timestamp, dtype=np.int64)
-    cdef Py_ssize_t n = lat.shape[0], i, j
-    cdef int64_t x
-    if st.shape[0] != n:
-        raise ValueError("latency and start_timestamp differ in length")
-    order = np.arange(n, dtype=np.int64)
-    cdef int64_t[::1] o = order
-    with nogil:
-        # insertion sort: a producer has a handful of brokers
-        for i in range(1, n):
-            x = o[i]
-            j = i - 1
-            while j >= 0 and _fault_less(lat[x], st[x], x, lat[o[j]], st[o[j]], o[j], now_ms):
-                o[j + 1] = o[j]
-                j -= 1
-            o[j + 1] = x
-    return order
-
-
+# --- columnar decode (Spark, client) -------------------------------------------------------------------
 include "_columns.pxi"

@@ -17,17 +17,15 @@ from typing import Callable, Sequence
 import numpy as np
 
 from mqcore.errors import RecordDecodeError
-from mqcore.store import layout as L
+from mqcore.format import batch
+from mqcore.format import layout as L
+from mqcore.format.properties import join_property_strings, property_spans
 
 IMPLEMENTATION = "python"
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_CQ_UNIT = struct.Struct(">qiq")
-_IDX_ENTRY = struct.Struct(">iqii")
-_IDX_HEADER = struct.Struct(">qqqqii")
-_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
+_I16 = L.PROPS_LENGTH
 
 DISPATCH_DTYPE = np.dtype(list(L.DISPATCH_FIELDS))
 
@@ -123,35 +121,8 @@ def write_blank(dst, pos: int, size: int) -> None:
 
 
 # --- wire batches (SEND_BATCH_MESSAGE) --------------------------------------
-def encode_batch_items(items: Sequence[tuple[int, bytes, bytes]]) -> bytes:
-    """Client side: (flag, body, properties) items -> SEND_BATCH body (MessageDecoder.encodeMessage)."""
-    out = bytearray()
-    for flag, body, props in items:
-        total = L.BATCH_ITEM_FIXED + len(body) + 2 + len(props)
-        out += _BATCH_ITEM_HEAD.pack(total, 0, 0, flag, len(body))
-        out += body
-        out += _I16.pack(len(props)) + props
-    return bytes(out)
-
-
-def _iter_batch_items(items):
-    mv = memoryview(items)
-    n = len(mv)
-    pos = 0
-    while pos < n:
-        if n - pos < L.BATCH_ITEM_FIXED:
-            raise RecordDecodeError(f"batch item at byte {pos} is truncated")
-        total, _magic, _crc, flag, body_len = _BATCH_ITEM_HEAD.unpack_from(mv, pos)
-        if body_len < 0 or total < L.BATCH_ITEM_FIXED + 2 or pos + total > n:
-            raise RecordDecodeError(f"batch item at byte {pos} has an impossible size")
-        props_at = pos + L.BATCH_ITEM_FIXED + body_len
-        if props_at + 2 > pos + total:
-            raise RecordDecodeError(f"batch item at byte {pos}: body runs past the item")
-        props_len = _I16.unpack_from(mv, props_at)[0]
-        if props_len < 0 or props_at + 2 + props_len != pos + total:
-            raise RecordDecodeError(f"batch item at byte {pos}: sizes do not add up")
-        yield flag, mv[pos + L.BATCH_ITEM_FIXED:props_at], mv[props_at + 2:props_at + 2 + props_len]
-        pos += total
+encode_batch_items = batch.encode_batch_items
+_iter_batch_items = batch.iter_batch_items
 
 
 def _joined_props_len(props_len: int, extra_len: int) -> int:
@@ -195,10 +166,7 @@ def encode_batch(dst, pos: int, items, topic: bytes, queue_id: int, first_queue_
         raise ValueError("batch does not fit in the buffer")
     written = 0
     for i, (flag, body, props) in enumerate(_iter_batch_items(items)):
-        if extra_props:
-            p = bytes(props) + b"\x02" + extra_props if len(props) else bytes(extra_props)
-        else:
-            p = bytes(props)
+        p = join_property_strings(props, extra_props)
         written += encode_record(dst, pos + written, topic, queue_id, flag, first_queue_offset + i,
                                  phy_offset + written, sys_flag, born_timestamp, born_host,
                                  store_timestamp, store_host, 0, 0, bytes(body), p)
@@ -210,22 +178,16 @@ def _host_len(sys_flag: int, bit: int) -> int:
     return L.HOST_V6_BYTES if sys_flag & bit else L.HOST_V4_BYTES
 
 
+_INDEXED_PROPS = (b"TAGS", b"UNIQ_KEY", b"KEYS", b"DELAY")
+
+
 def _find_props(props: bytes, base: int):
     """Positions (absolute) of TAGS, UNIQ_KEY, KEYS, DELAY values; last occurrence wins."""
     found = {}
-    p = 0
-    n = len(props)
-    while p < n:
-        q = props.find(b"\x02", p)
-        if q < 0:
-            q = n
-        seg = props[p:q]
-        k = seg.find(b"\x01")
-        if k > 0 and k < len(seg) - 1:
-            name = seg[:k]
-            if name in (b"TAGS", b"UNIQ_KEY", b"KEYS", b"DELAY"):
-                found[name] = (base + p + k + 1, len(seg) - k - 1)
-        p = q + 1
+    for name_at, name_len, value_at, value_len in property_spans(props):
+        name = props[name_at:name_at + name_len]
+        if name in _INDEXED_PROPS:
+            found[name] = (base + value_at, value_len)
     return found
 
 
@@ -417,7 +379,7 @@ def cq_write(dst, pos: int, phys, sizes, tags) -> int:
         raise ValueError("consume-queue units do not fit in the buffer")
     out = bytearray(n * L.CQ_UNIT_SIZE)
     for i in range(n):
-        _CQ_UNIT.pack_into(out, i * L.CQ_UNIT_SIZE, int(phys[i]), int(sizes[i]), int(tags[i]))
+        L.CQ_UNIT.pack_into(out, i * L.CQ_UNIT_SIZE, int(phys[i]), int(sizes[i]), int(tags[i]))
     dst[pos:pos + len(out)] = out
     return len(out)
 
@@ -427,7 +389,7 @@ def cq_count_valid(buf, start: int, end: int) -> int:
     n = 0
     pos = start
     while pos + L.CQ_UNIT_SIZE <= end:
-        phy, size, _tags = _CQ_UNIT.unpack_from(buf, pos)
+        phy, size, _tags = L.CQ_UNIT.unpack_from(buf, pos)
         if phy < 0 or size <= 0:
             break
         n += 1
@@ -441,7 +403,7 @@ def cq_read(buf, start: int, count: int):
     sizes = np.empty(count, np.int32)
     tags = np.empty(count, np.int64)
     for i in range(count):
-        phys[i], sizes[i], tags[i] = _CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
+        phys[i], sizes[i], tags[i] = L.CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
     return phys, sizes, tags
 
 
@@ -458,7 +420,7 @@ def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int
     total = 0
     scanned = 0
     for i in range(count):
-        phy, size, tags = _CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
+        phy, size, tags = L.CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
         if picked and (len(picked) >= max_count or total + size > max_bytes):
             break
         scanned = i + 1
@@ -481,7 +443,7 @@ def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callabl
     left_i = right_i = -1
     while left <= right:
         mid = (left + right) // 2
-        phy, size, _ = _CQ_UNIT.unpack_from(buf, mid * L.CQ_UNIT_SIZE)
+        phy, size, _ = L.CQ_UNIT.unpack_from(buf, mid * L.CQ_UNIT_SIZE)
         ts = store_time_of(phy, size)
         if ts < 0:
             left = mid + 1
@@ -548,7 +510,7 @@ def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start
     Stops early when the file is full (indexCount reached ``max_entries``); the caller
     then opens a new file and calls again from the returned position.
     """
-    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = _IDX_HEADER.unpack_from(buf, 0)
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = L.INDEX_HEADER.unpack_from(buf, 0)
     n = len(hashes)
     i = start
     while i < n:
@@ -563,7 +525,7 @@ def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start
             prev = 0
         diff = 0 if begin_ts <= 0 else (ts - begin_ts) // 1000
         diff = max(0, min(diff, 0x7FFFFFFF))
-        _IDX_ENTRY.pack_into(buf, _entry_pos(index_count, slots), h, phy, diff, prev)
+        L.INDEX_ENTRY.pack_into(buf, _entry_pos(index_count, slots), h, phy, diff, prev)
         _I32.pack_into(buf, sp, index_count)
         if index_count <= 1:
             begin_phy, begin_ts = phy, ts
@@ -572,7 +534,7 @@ def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start
         index_count += 1
         end_phy, end_ts = phy, ts
         i += 1
-    _IDX_HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count)
+    L.INDEX_HEADER.pack_into(buf, 0, begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count)
     return i
 
 
@@ -586,7 +548,7 @@ def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int,
     if cur <= 0 or cur > index_count or index_count <= 1:
         return out
     while len(out) < max_num:
-        h, phy, diff, prev = _IDX_ENTRY.unpack_from(buf, _entry_pos(cur, slots))
+        h, phy, diff, prev = L.INDEX_ENTRY.unpack_from(buf, _entry_pos(cur, slots))
         t = file_begin_ts + diff * 1000
         if h == key_hash and begin_ts <= t <= end_ts:
             out.append(phy)
@@ -603,19 +565,6 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
     if start < 0 or end > len(buf) or start >= end:
         return 0
     return len(range(start - start % page_size, end, page_size))
-
-
-# --- latency fault items ------------------------------------------------------
-def sort_fault_items(latency, start_timestamp, now_ms: int):
-    """Order FaultItems: available (now >= start) first, then latency, then start time.
-
-    Returns the permutation as an int64 array. ``now_ms`` is read once by the caller,
-    so the order is a consistent total order (unlike a comparator that reads the clock).
-    """
-    n = len(latency)
-    keys = sorted(range(n), key=lambda i: (0 if now_ms >= int(start_timestamp[i]) else 1,
-                                           int(latency[i]), int(start_timestamp[i]), i))
-    return np.array(keys, dtype=np.int64)
 
 
 from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)

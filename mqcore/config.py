@@ -11,7 +11,7 @@ import os
 import re
 
 from mqcore.errors import ConfigError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -110,28 +110,28 @@ class StoreConfig:
     # paths (StorePathConfigHelper), derived in one place
     @property
     def commitlog_dir(self) -> str:
-        return os.path.join(self.store_path, "commitlog")
+        return os.path.join(self.store_path, L.COMMITLOG_DIR)
 
     @property
     def consume_queue_dir(self) -> str:
-        return os.path.join(self.store_path, "consumequeue")
+        return os.path.join(self.store_path, L.CONSUME_QUEUE_DIR)
 
     @property
     def index_dir(self) -> str:
-        return os.path.join(self.store_path, "index")
+        return os.path.join(self.store_path, L.INDEX_DIR)
 
     @property
     def config_dir(self) -> str:
-        return os.path.join(self.store_path, "config")
+        return os.path.join(self.store_path, L.CONFIG_DIR)
 
     @property
     def checkpoint_path(self) -> str:
-        return os.path.join(self.store_path, "checkpoint")
+        return os.path.join(self.store_path, L.CHECKPOINT_FILE)
 
     @property
     def abort_path(self) -> str:
-        return os.path.join(self.store_path, "abort")
+        return os.path.join(self.store_path, L.ABORT_FILE)
 
     @property
     def lock_path(self) -> str:
-        return os.path.join(self.store_path, "lock")
+        return os.path.join(self.store_path, L.LOCK_FILE)

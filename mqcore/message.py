@@ -14,7 +14,9 @@ import struct
 from typing import Mapping
 
 from mqcore.errors import IllegalArgumentError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.format.properties import format_properties, parse_properties
+from mqcore.netaddr import parse_host_port
 
 
 class Prop:
@@ -43,8 +45,8 @@ class Prop:
 
 
 KEY_SEPARATOR = " "
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
+NAME_VALUE_SEPARATOR = L.NAME_VALUE_SEPARATOR.decode()
+PROPERTY_SEPARATOR = L.PROPERTY_SEPARATOR.decode()
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_TOPIC = "TBW102"
@@ -54,27 +56,12 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 _VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
-def properties_to_string(props: Mapping[str, str]) -> str:
-    """``messageProperties2String``: name U+0001 value U+0002 ..., no trailing U+0002."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
+properties_to_string = format_properties
+string_to_properties = parse_properties
 
 
 def properties_to_bytes(props: Mapping[str, str]) -> bytes:
-    return properties_to_string(props).encode("utf-8")
-
-
-def string_to_properties(s: str | bytes | None) -> dict[str, str]:
-    """``string2messageProperties``: tolerant; segments without a name or value are ignored."""
-    if not s:
-        return {}
-    if isinstance(s, (bytes, bytearray, memoryview)):
-        s = bytes(s).decode("utf-8", "replace")
-    out: dict[str, str] = {}
-    for seg in s.split(PROPERTY_SEPARATOR):
-        i = seg.find(NAME_VALUE_SEPARATOR)
-        if 0 < i < len(seg) - 1:
-            out[seg[:i]] = seg[i + 1:]
-    return out
+    return format_properties(props).encode("utf-8")
 
 
 def validate_topic(topic: str) -> None:
@@ -244,5 +231,4 @@ class MessageExt:
 
     @property
     def offset_msg_id(self) -> str:
-        host, _, port = self.store_host.rpartition(":")
-        return offset_msg_id(pack_host(host.strip("[]"), int(port)), self.commitlog_offset)
+        return offset_msg_id(pack_host(*parse_host_port(self.store_host)), self.commitlog_offset)

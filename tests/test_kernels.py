@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqcore.errors import RecordDecodeError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 
 BORN_HOST = bytes.fromhex("c0a8000a0000d431")     # 192.168.0.10:54321
 STORE_HOST = bytes.fromhex("c0a8000100002a9f")    # 192.168.0.1:10911
@@ -322,17 +322,6 @@ def test_index_chain_with_collisions(kernels):
     assert struct.unpack_from(">i", idx, L.IDXH_HASH_SLOT_COUNT)[0] == 1
 
 
-# --- fault items -----------------------------------------------------------------------------------------
-def test_sort_fault_items(kernels):
-    now = 10_000
-    latency = [500, 100, 100, 3000, 50]
-    start = [0, 20_000, 5_000, 0, 9_000]
-    order = kernels.sort_fault_items(latency, start, now)
-    # available: 0 (500), 2 (100, start 5000), 3 (3000), 4 (50) -> by latency: 4, 2, 0, 3; then 1
-    assert list(order) == [4, 2, 0, 3, 1]
-    assert list(kernels.sort_fault_items([], [], now)) == []
-
-
 # --- property tests: Cython and twin agree and read each other ---------------------------------------------
 names = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "a", "CLUSTER"])
 values = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
@@ -419,14 +408,6 @@ def test_index_put_query_agree(entries, slots):
     for h, _, _ in entries[:10]:
         assert (_store.index_query(bufs[0], slots, max_entries, h, 0, 1 << 62, 64)
                 == _store_py.index_query(bufs[1], slots, max_entries, h, 0, 1 << 62, 64))
-
-
-@given(st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 20000)), max_size=12), st.integers(0, 20000))
-def test_fault_sort_agrees(items, now):
-    from mqcore import _store, _store_py
-    lat = [a for a, _ in items]
-    start = [b for _, b in items]
-    assert _store.sort_fault_items(lat, start, now).tolist() == _store_py.sort_fault_items(lat, start, now).tolist()
 
 
 def test_crc_matches_zlib(kernels):

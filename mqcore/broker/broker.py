@@ -20,9 +20,10 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
-from mqcore.broker.config import BrokerConfig, NamesrvConfig
+from mqcore.broker.config import BrokerConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.pull import PullProcessor
@@ -30,17 +31,21 @@ from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
+from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
 from mqcore.message import pack_host
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
-from mqcore.remoting.headers import (NotifyConsumerIdsChangedRequestHeader, RegisterBrokerRequestHeader,
-                                     UnregisterBrokerRequestHeader)
+from mqcore.remoting.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 from mqcore.store.cleanup import CleanupService
-from mqcore.store.config_files import DelayOffsetTable
-from mqcore.store.message_store import MessageStore, system_clock_ms
+from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

@@ -19,19 +19,9 @@ import sys
 from mqcore.broker.broker import Broker
 from mqcore.broker.conf import build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
+from mqcore.netaddr import tcp_port
 
 log = logging.getLogger("mqbroker")
-
-
-def tcp_port(text: str) -> int:
-    """argparse type: a TCP port, 0 meaning "pick a free one"."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
-    return port
 
 
 def parse_args(argv):

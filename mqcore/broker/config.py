@@ -1,4 +1,4 @@
-"""Broker and name server settings (RocketMQ's ``BrokerConfig`` / ``NamesrvConfig``).
+"""Broker settings (RocketMQ's ``BrokerConfig``); the name server's are in ``mqcore/namesrv/config.py``.
 
 ``mqcore.broker.conf`` builds these from a ``broker.conf`` with RocketMQ's key names.
 """
@@ -8,11 +8,7 @@ import dataclasses
 import socket
 
 from mqcore.errors import ConfigError
-
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
+from mqcore.permissions import PERM_READ, PERM_WRITE
 
 
 def default_broker_name() -> str:
@@ -66,15 +62,3 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
-
-
-@dataclasses.dataclass(frozen=True)
-class NamesrvConfig:
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9876
-    #: a broker silent this long is dropped from routes
-    broker_channel_expired_ms: int = 120_000
-    scan_not_active_broker_interval_ms: int = 10_000
-    #: ask brokers to create an unknown topic at route lookup (autoCreateTopicEnable)
-    auto_create_topic_at_route: bool = True
-    max_frame_bytes: int = 16 * 1024 * 1024

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import logging
 
+from mqcore.broker.metadata import (
+    TOPIC_GROUP_SEPARATOR,
+    ConsumerOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    bean_from_json,
+)
 from mqcore.errors import ProtocolError
-from mqcore.remoting.jsonutil import loads_lenient
-from mqcore.store.config_files import (TOPIC_GROUP_SEPARATOR, ConsumerOffsetTable, SubscriptionGroupConfig,
-                                       SubscriptionGroupTable, bean_from_json)
+from mqcore.jsonutil import loads_lenient
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,16 @@ from typing import Callable
 
 import numpy as np
 
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.errors import MQError, RecordDecodeError
-from mqcore.message import SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, string_to_properties
-from mqcore.store import layout as L
-from mqcore.store.config_files import DelayOffsetTable
-from mqcore.store.flush import ServiceThread
+from mqcore.format import layout as L
+from mqcore.message import (
+    SCHEDULE_TOPIC,
+    MessageExtBrokerInner,
+    Prop,
+    string_to_properties,
+)
+from mqcore.service import ServiceThread
 from mqcore.store.results import PutMessageStatus
 
 log = logging.getLogger(__name__)

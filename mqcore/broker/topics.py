@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from mqcore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from mqcore.broker.config import BrokerConfig
+from mqcore.broker.metadata import TopicConfig, TopicConfigTable
 from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC, is_retry_topic
-from mqcore.store.config_files import TopicConfig, TopicConfigTable, bean_to_json
+from mqcore.permissions import PERM_INHERIT, PERM_READ, PERM_WRITE
+from mqcore.store.config_files import bean_to_json
 
 log = logging.getLogger(__name__)
 

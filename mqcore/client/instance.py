@@ -34,19 +34,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from mqcore.client.api import MQClientAPI
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import ClientConfig
 from mqcore.client.loop import LoopThread
 from mqcore.client.route import MASTER_ID, TopicRouteData
-from mqcore.client.uniq_id import UniqIdGenerator
+from mqcore.uniq_id import UniqIdGenerator
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
+from mqcore.jsonutil import dumps_compact
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient
 from mqcore.remoting.codes import RequestCode
 from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.headers import NotifyConsumerIdsChangedRequestHeader
-from mqcore.remoting.jsonutil import dumps_compact
 
 log = logging.getLogger(__name__)
 

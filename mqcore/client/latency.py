@@ -16,8 +16,9 @@ feature on:
    round-robin.
 
 Java's comparator reads the clock inside ``compareTo`` (an inconsistent order while
-items expire mid-sort); here the clock is read once and handed to the sort kernel
-(``kernels.sort_fault_items``), so the order is a total order. The clock is injected.
+items expire mid-sort); here the clock is read once and handed to :func:`fault_order`,
+so the order is a total order. The clock is injected. A producer knows a handful of
+brokers, so the sort is plain Python (it used to live among the store kernels).
 
 Thread model: all methods are called from the client's event-loop thread; the table
 is also guarded by a lock so tools may read it from elsewhere.
@@ -29,12 +30,9 @@ import logging
 import threading
 from collections.abc import Sequence
 
-import numpy as np
-
-from mqcore._compat import kernels
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS
 from mqcore.client.route import TopicPublishInfo
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -55,6 +53,13 @@ class FaultItem:
 
     def is_available(self, now_ms: int) -> bool:
         return now_ms - self.start_timestamp >= 0
+
+
+def fault_order(latency: Sequence[int], start_timestamp: Sequence[int], now_ms: int) -> list[int]:
+    """Indexes of FaultItems best first: available (``now >= start``) first, then lower
+    latency, then earlier start, then position (a total order for one ``now_ms``)."""
+    return sorted(range(len(latency)), key=lambda i: (now_ms < start_timestamp[i], latency[i],
+                                                      start_timestamp[i], i))
 
 
 class LatencyFaultTolerance:
@@ -94,10 +99,8 @@ class LatencyFaultTolerance:
             items = list(self._items.values())
         if not items:
             return []
-        latency = np.fromiter((i.current_latency for i in items), dtype=np.int64, count=len(items))
-        start = np.fromiter((i.start_timestamp for i in items), dtype=np.int64, count=len(items))
-        order = kernels.sort_fault_items(latency, start, self._clock())
-        return [items[int(k)] for k in order]
+        order = fault_order([i.current_latency for i in items], [i.start_timestamp for i in items], self._clock())
+        return [items[k] for k in order]
 
     def pick_one_at_least(self) -> str | None:
         """A broker name from the better half of the sorted items, round-robin."""

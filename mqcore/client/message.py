@@ -18,8 +18,9 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, Sequence
 
-from mqcore._compat import kernels
+from mqcore._compat import kernels as default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
+from mqcore.format import layout as L
 from mqcore.message import (
     KEY_SEPARATOR,
     Prop,
@@ -28,8 +29,8 @@ from mqcore.message import (
     properties_to_bytes,
     string_to_properties,
 )
+from mqcore.netaddr import parse_host_port
 from mqcore.remoting.bodies import MessageQueue
-from mqcore.store import layout as L
 
 __all__ = [
     "Message",
@@ -239,8 +240,7 @@ class MessageExt(Message):
 
     @property
     def offset_msg_id(self) -> str:
-        host, _, port = self.store_host.rpartition(":")
-        return offset_msg_id(pack_host(host.strip("[]"), int(port)), self.commitlog_offset)
+        return offset_msg_id(pack_host(*parse_host_port(self.store_host)), self.commitlog_offset)
 
     @property
     def msg_id(self) -> str:
@@ -292,7 +292,7 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30) -> list[MessageExt]:
+                    max_count: int = 1 << 30, *, kernels=default_kernels) -> list[MessageExt]:
     """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
     out: list[MessageExt] = []
     if not body:
@@ -324,7 +324,7 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
     return out
 
 
-def encode_batch_body(messages: Sequence[Message]) -> bytes:
+def encode_batch_body(messages: Sequence[Message], *, kernels=default_kernels) -> bytes:
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
     return kernels.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])

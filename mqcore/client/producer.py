@@ -33,13 +33,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mqcore.client.accumulator import ProduceAccumulator, item_size
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
 from mqcore.client.loop import BurstSubmitter
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue

@@ -24,7 +24,13 @@ from collections.abc import Iterable, Sequence
 from mqcore.client.config import ProducerConfig
 from mqcore.client.instance import ClientInstance
 from mqcore.client.latency import MQFaultStrategy
-from mqcore.client.message import Message, SendResult, SendStatus, compress_body, encode_batch_body
+from mqcore.client.message import (
+    Message,
+    SendResult,
+    SendStatus,
+    compress_body,
+    encode_batch_body,
+)
 from mqcore.client.route import TopicPublishInfo, TopicRouteData, route_to_publish_info
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.client.validators import check_batch, check_message
@@ -36,10 +42,10 @@ from mqcore.errors import (
     RemotingError,
     SendTimeoutError,
 )
+from mqcore.format import layout as L
 from mqcore.message import Prop, is_retry_topic, properties_to_string
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.headers import SendMessageRequestHeader
-from mqcore.store import layout as L
 
 log = logging.getLogger(__name__)
 

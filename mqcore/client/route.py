@@ -20,8 +20,9 @@ import random
 from typing import Any
 
 from mqcore.errors import ProtocolError
+from mqcore.jsonutil import loads_lenient
+from mqcore.permissions import PERM_INHERIT, PERM_PRIORITY, PERM_READ, PERM_WRITE
 from mqcore.remoting.bodies import MessageQueue
-from mqcore.remoting.jsonutil import loads_lenient
 
 __all__ = [
     "PERM_PRIORITY",
@@ -37,10 +38,6 @@ __all__ = [
     "route_to_subscribe_info",
 ]
 
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
 MASTER_ID = 0
 
 

@@ -11,10 +11,10 @@ import logging
 import signal
 import sys
 
-from mqcore.broker.cli import tcp_port
-from mqcore.broker.config import NamesrvConfig
+from mqcore.clock import system_clock_ms
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
-from mqcore.store.message_store import system_clock_ms
+from mqcore.netaddr import tcp_port
 
 
 async def serve(config: NamesrvConfig) -> None:

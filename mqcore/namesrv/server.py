@@ -12,15 +12,27 @@ import asyncio
 import logging
 import zlib
 
-from mqcore.broker.config import PERM_INHERIT, NamesrvConfig
 from mqcore.errors import BrokerError, MQError
+from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.message import DEFAULT_TOPIC
+from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
-from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, create_response
+from mqcore.permissions import PERM_INHERIT
+from mqcore.remoting import (
+    RemotingClient,
+    RemotingServer,
+    RequestCode,
+    ResponseCode,
+    create_response,
+)
 from mqcore.remoting.command import create_request
-from mqcore.remoting.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, GetRouteInfoRequestHeader,
-                                     RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader)
-from mqcore.remoting.jsonutil import dumps_compact, loads_lenient
+from mqcore.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
 """RocketMQ 4.x remoting protocol: codes, frame codec, typed headers, asyncio server/client.
 
-Modules: ``codes`` (numbers), ``jsonutil`` (fastjson-compatible JSON), ``command``
+Modules: ``codes`` (numbers), ``command``
 (RemotingCommand + frame/header codecs), ``headers``/``bodies`` (typed custom headers
 and small JSON bodies), ``channel`` (one connection), ``dispatch`` (processor table),
 ``server`` and ``client``.
 """
+from mqcore.jsonutil import java_hashmap_order, loads_lenient
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient, SyncRemotingClient
 from mqcore.remoting.codes import (
@@ -27,7 +28,6 @@ from mqcore.remoting.command import (
     encode,
     encode_frame,
 )
-from mqcore.remoting.jsonutil import java_hashmap_order, loads_lenient
 from mqcore.remoting.server import RemotingServer
 
 __all__ = [

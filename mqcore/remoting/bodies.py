@@ -1,7 +1,7 @@
 """Small JSON request/response bodies shared by broker and client (spec §6).
 
 Written as fastjson writes beans (keys sorted, compact, nulls omitted); read with
-:func:`~mqcore.remoting.jsonutil.loads_lenient` so Java's quirks are accepted. Any
+:func:`~mqcore.jsonutil.loads_lenient` so Java's quirks are accepted. Any
 shape error raises :class:`~mqcore.errors.ProtocolError`.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqcore.errors import ProtocolError
-from mqcore.remoting.jsonutil import dumps_compact, loads_lenient
+from mqcore.jsonutil import dumps_compact, loads_lenient
 
 __all__ = [
     "MessageQueue",

@@ -24,6 +24,7 @@ from mqcore.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import (
     FRAME_LENGTH_SIZE,
@@ -57,16 +58,6 @@ def format_addr(sockaddr: Any) -> str:
         host, port = sockaddr[0], sockaddr[1]
         return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
     return str(sockaddr)
-
-
-def parse_addr(addr: str) -> tuple[str, int]:
-    """Split ``host:port`` / ``[v6]:port``; raises ValueError when malformed."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"address {addr!r} is not host:port")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
 
 
 class Channel:

@@ -15,7 +15,7 @@ Frame layout (all big-endian)::
 JSON headers are written exactly as fastjson writes a ``RemotingCommand`` bean
 (top-level keys alphabetical, nulls omitted, fastjson string escaping), except that
 ``extFields`` keeps the caller's insertion order: Java emits ``HashMap`` order, which a
-caller can reproduce with :func:`~mqcore.remoting.jsonutil.java_hashmap_order` when it
+caller can reproduce with :func:`~mqcore.jsonutil.java_hashmap_order` when it
 wants byte-identical output. Parsing is tolerant (see :func:`decode_header`).
 
 Decoding malformed bytes raises :class:`~mqcore.errors.ProtocolError` and nothing
@@ -27,11 +27,18 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 from mqcore.errors import FrameTooLargeError, IllegalArgumentError, ProtocolError
+from mqcore.jsonutil import (
+    _orjson,
+    dumps_compact,
+    fastjson_quote,
+    loads_lenient,
+    loads_strict,
+)
 from mqcore.remoting.codes import (
     CURRENT_VERSION,
     DEFAULT_MAX_FRAME_BYTES,
@@ -41,7 +48,6 @@ from mqcore.remoting.codes import (
     ResponseCode,
     SerializeType,
 )
-from mqcore.remoting.jsonutil import _orjson, dumps_compact, fastjson_quote, loads_lenient, loads_strict
 
 __all__ = [
     "Body",

@@ -22,11 +22,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqcore.errors import ConfigError
+from mqcore.format import layout as L
 from mqcore.spark import configs
-from mqcore.spark.files import list_queues, locate_store, read_units, scan_file, take_snapshot
+from mqcore.spark.files import (
+    list_queues,
+    locate_store,
+    read_units,
+    scan_file,
+    take_snapshot,
+)
 from mqcore.spark.index import list_index_files, read_entries
 from mqcore.spark.options import parse_bool, parse_int
-from mqcore.store import layout as L
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -61,7 +67,7 @@ def cq_batch(topic: str, queue_id: int, path: str, first_index: int) -> pa.Recor
     return pa.RecordBatch.from_arrays([
         pa.array(np.full(n, topic, dtype=object), pa.string()) if n else pa.array([], pa.string()),
         pa.array(np.full(n, queue_id, np.int32)), pa.array(index),
-        pa.array(units["phy"]), pa.array(units["size"]), pa.array(units["tags"])], schema=CQ_SCHEMA)
+        pa.array(units["phy_offset"]), pa.array(units["size"]), pa.array(units["tags_code"])], schema=CQ_SCHEMA)
 
 
 class _FileReader(DataSourceReader):

@@ -12,15 +12,16 @@ import logging
 import os
 
 from mqcore.errors import CorruptFileError
+from mqcore.format import layout as L
 from mqcore.spark.files import StoreDirs
 from mqcore.store import config_files
 
 log = logging.getLogger(__name__)
 
-TOPICS = config_files.TOPICS_FILE
-CONSUMER_OFFSETS = config_files.CONSUMER_OFFSET_FILE
-DELAY_OFFSETS = config_files.DELAY_OFFSET_FILE
-SUBSCRIPTION_GROUPS = config_files.SUBSCRIPTION_GROUP_FILE
+TOPICS = L.TOPICS_FILE
+CONSUMER_OFFSETS = L.CONSUMER_OFFSET_FILE
+DELAY_OFFSETS = L.DELAY_OFFSET_FILE
+SUBSCRIPTION_GROUPS = L.SUBSCRIPTION_GROUP_FILE
 
 
 def load_config(dirs: StoreDirs, name: str) -> dict:

@@ -17,10 +17,10 @@ import pyarrow as pa
 
 from mqcore._compat import kernels as default_kernels
 from mqcore.errors import RecordDecodeError
+from mqcore.format import layout as L
 from mqcore.spark.files import locate_store, open_view, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import Split, plan_splits
-from mqcore.store import layout as L
 
 log = logging.getLogger(__name__)
 

@@ -11,26 +11,20 @@ Spark reads yields a consistent prefix and never a torn record.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import mmap
 import os
-import re
 import struct
-from typing import Iterator
 
 import numpy as np
 
-from mqcore._compat import kernels as K
+from mqcore._compat import kernels as default_kernels
 from mqcore.errors import StoreError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.format.files import is_data_file_name, numbered_files, open_view
 
-_NAME = re.compile(r"^[0-9]{20}$")
-_STORE_MARKERS = ("checkpoint", "consumequeue", "lock", "abort")
-_CQ_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # layout.CQ_* fields
-_CQ_NATIVE = np.dtype([("phy", "<i8"), ("size", "<i4"), ("tags", "<i8")])
-if _CQ_DTYPE.itemsize != L.CQ_UNIT_SIZE:  # pragma: no cover - a layout change must update this
-    raise ImportError("consume-queue dtype does not match layout.CQ_UNIT_SIZE")
+__all__ = ["open_view"]  # re-exported: Spark modules read files through this module
+
+_STORE_MARKERS = (L.CHECKPOINT_FILE, L.CONSUME_QUEUE_DIR, L.LOCK_FILE, L.ABORT_FILE)
 
 
 class NotAStoreError(StoreError, FileNotFoundError):
@@ -52,15 +46,15 @@ class StoreDirs:
 
     @property
     def consumequeue(self) -> str | None:
-        return self._sub("consumequeue")
+        return self._sub(L.CONSUME_QUEUE_DIR)
 
     @property
     def index(self) -> str | None:
-        return self._sub("index")
+        return self._sub(L.INDEX_DIR)
 
     @property
     def config(self) -> str | None:
-        return self._sub("config")
+        return self._sub(L.CONFIG_DIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +75,7 @@ def locate_store(path: str) -> StoreDirs:
     if os.path.isdir(os.path.join(path, "commitlog")) or any(
             os.path.exists(os.path.join(path, m)) for m in _STORE_MARKERS):
         return StoreDirs(path, os.path.join(path, "commitlog"))  # (a fresh store may have no commitlog yet)
-    if any(_NAME.match(n) for n in os.listdir(path)):
+    if any(is_data_file_name(n) for n in os.listdir(path)):
         parent = os.path.dirname(path)
         root = parent if os.path.basename(path) == "commitlog" else None
         return StoreDirs(root, path)
@@ -96,7 +90,7 @@ def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
     if not os.path.isdir(dirs.commitlog):
         return files
     for name in os.listdir(dirs.commitlog):
-        if _NAME.match(name):
+        if is_data_file_name(name):
             p = os.path.join(dirs.commitlog, name)
             files.append(CommitLogFile(p, int(name), os.path.getsize(p)))
     files.sort(key=lambda f: f.base_offset)
@@ -104,23 +98,6 @@ def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
         if a.base_offset + a.size > b.base_offset:
             raise StoreError(f"commitlog files overlap: {a.path} ({a.size} bytes) runs into {b.path}")
     return files
-
-
-@contextlib.contextmanager
-def open_view(path: str) -> Iterator[memoryview]:
-    """A read-only memoryview over the whole file (mmap); released on exit."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            yield memoryview(b"")
-            return
-        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-        view = memoryview(mm)
-        try:
-            yield view
-        finally:
-            view.release()
-            mm.close()
 
 
 def _read_at(path: str, offset: int, n: int) -> bytes:
@@ -168,8 +145,7 @@ def list_queues(dirs: StoreDirs, topics: set[str] | None = None) -> list[QueueFi
             qdir = os.path.join(tdir, q)
             if not q.isdigit() or not os.path.isdir(qdir):
                 continue
-            names = sorted(n for n in os.listdir(qdir) if _NAME.match(n))
-            files = tuple((os.path.join(qdir, n), int(n) // L.CQ_UNIT_SIZE) for n in names)
+            files = tuple((p, int(os.path.basename(p)) // L.CQ_UNIT_SIZE) for p in numbered_files(qdir))
             if files:
                 out.append(QueueFiles(topic, int(q), files))
     return out
@@ -184,7 +160,7 @@ def _valid_units(view) -> int:
     lo, hi = 0, len(view) // L.CQ_UNIT_SIZE
     while lo < hi:
         mid = (lo + hi) // 2
-        phy, size = struct.unpack_from(">qi", view, mid * L.CQ_UNIT_SIZE)
+        phy, size, _ = L.CQ_UNIT.unpack_from(view, mid * L.CQ_UNIT_SIZE)
         if size > 0 and phy >= 0:
             lo = mid + 1
         else:
@@ -197,7 +173,7 @@ def _first_at_or_after(view, count: int, value: int) -> int:
     lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) // 2
-        if struct.unpack_from(">q", view, mid * L.CQ_UNIT_SIZE)[0] < value:
+        if L.CQ_UNIT.unpack_from(view, mid * L.CQ_UNIT_SIZE)[0] < value:
             lo = mid + 1
         else:
             hi = mid
@@ -209,7 +185,7 @@ def read_units(path: str) -> np.ndarray:
     with open_view(path) as v:
         n = _valid_units(v)
         raw = bytes(v[:n * L.CQ_UNIT_SIZE])
-    return np.frombuffer(raw, _CQ_DTYPE).astype(_CQ_NATIVE)
+    return np.frombuffer(raw, L.CQ_UNIT_DTYPE).astype(L.CQ_UNIT_NATIVE_DTYPE)
 
 
 def queue_max_offset(q: QueueFiles) -> tuple[int, int]:
@@ -219,7 +195,7 @@ def queue_max_offset(q: QueueFiles) -> tuple[int, int]:
         n = _valid_units(v)
         if n == 0:
             return first, -1
-        phy, size = struct.unpack_from(">qi", v, (n - 1) * L.CQ_UNIT_SIZE)
+        phy, size, _ = L.CQ_UNIT.unpack_from(v, (n - 1) * L.CQ_UNIT_SIZE)
     return first + n, (phy + size if size != L.CQ_FILLER_SIZE else -1)
 
 
@@ -233,7 +209,7 @@ def _units_between(path: str, lo: int, hi: int) -> np.ndarray | None:
         if a >= b:
             return None
         raw = bytes(v[a * L.CQ_UNIT_SIZE:b * L.CQ_UNIT_SIZE])
-    return np.frombuffer(raw, _CQ_DTYPE)
+    return np.frombuffer(raw, L.CQ_UNIT_DTYPE)
 
 
 def positions_in(queues: list[QueueFiles], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -249,7 +225,7 @@ def positions_in(queues: list[QueueFiles], lo: int, hi: int) -> tuple[np.ndarray
             if units is None:
                 continue
             keep = units["size"] != L.CQ_FILLER_SIZE
-            phys.append(units["phy"][keep].astype(np.int64))
+            phys.append(units["phy_offset"][keep].astype(np.int64))
             sizes.append(units["size"][keep].astype(np.int64))
     if not phys:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -290,7 +266,7 @@ class Snapshot:
         return max(0, min(f.size, self.end_offset - f.base_offset))
 
 
-def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
+def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=default_kernels) -> Snapshot:
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
     files = list_commitlog(dirs)
@@ -308,9 +284,9 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None) -> Snapshot:
         with open_view(last.path) as v:
             inside = last.base_offset <= dispatched < last.base_offset + last.size
             start = dispatched - last.base_offset if inside else 0  # dispatched units end on a record
-            pos, count, reason, _, _ = K.walk_records(v, start, len(v), True)
+            pos, count, reason, _, _ = kernels.walk_records(v, start, len(v), True)
             if count == 0 and start > 0 and reason not in (L.ScanStop.NO_DATA, L.ScanStop.BLANK):
-                pos, _, reason, _, _ = K.walk_records(v, 0, len(v), True)  # not a boundary after all
+                pos, _, reason, _, _ = kernels.walk_records(v, 0, len(v), True)  # not a boundary after all
         end = last.base_offset + (last.size if reason == L.ScanStop.BLANK else pos)
     kept = [i for i, f in enumerate(data) if f.base_offset < end]
     return Snapshot(tuple(data[i] for i in kept), end, tuple(first_ts[i] for i in kept), dispatched, reason)
@@ -333,21 +309,22 @@ class FileStats:
     end: str                 # why the walk stopped: BLANK (file full), NO_DATA, END (limit)
 
 
-def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True) -> FileStats:
+def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True, *,
+              kernels=default_kernels) -> FileStats:
     """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
     with open_view(path) as v:
         limit = len(v) if limit is None else min(limit, len(v))
         pos = records = corrupt = corrupt_bytes = 0
         first_ts = last_ts = -1
         while True:
-            pos, n, reason, f_ts, l_ts = K.walk_records(v, pos, limit, check_crc)
+            pos, n, reason, f_ts, l_ts = kernels.walk_records(v, pos, limit, check_crc)
             if n:
                 records += n
                 first_ts = f_ts if first_ts < 0 else first_ts
                 last_ts = l_ts
             if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
                 break
-            q = K.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
+            q = kernels.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
             corrupt += 1
             corrupt_bytes += (q if q >= 0 else limit) - pos
             if q < 0:

@@ -7,22 +7,18 @@ for RocketMQ's usual ``entries = 4 * slots`` ratio (the 5,000,000 / 20,000,000 d
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
-import struct
 
 import numpy as np
 import pyarrow as pa
 
 from mqcore._compat import kernels as default_kernels
 from mqcore.errors import ConfigError
+from mqcore.format import layout as L
+from mqcore.format.files import numbered_files, read_index_header
 from mqcore.spark.decode import ARROW_SCHEMA, columns_to_batch
 from mqcore.spark.files import StoreDirs, list_commitlog, open_view
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
-from mqcore.store import layout as L
 
-_NAME = re.compile(r"^[0-9]{17}$")
-_ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])  # layout.IDXE_*
 _MAX_QUERY = 64  # IndexService: maxMsgsNumBatch
 
 
@@ -48,14 +44,10 @@ class IndexGeometry:
 
 
 def list_index_files(dirs: StoreDirs) -> list[str]:
-    if dirs.index is None:
-        return []
-    return [os.path.join(dirs.index, n) for n in sorted(os.listdir(dirs.index)) if _NAME.match(n)]
+    return numbered_files(dirs.index, index=True)
 
 
-def read_header(view) -> tuple[int, int, int, int, int, int]:
-    """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
-    return struct.unpack_from(">qqqqii", view, 0)
+read_header = read_index_header
 
 
 def read_entries(path: str, slots: int | None = None, entries: int | None = None) -> dict[str, np.ndarray]:
@@ -66,15 +58,15 @@ def read_entries(path: str, slots: int | None = None, entries: int | None = None
         first = L.INDEX_HEADER_SIZE + g.slots * L.INDEX_SLOT_SIZE + L.INDEX_ENTRY_SIZE
         n = max(0, min(count, g.entries) - 1)
         raw = bytes(v[first:first + n * L.INDEX_ENTRY_SIZE])
-    e = np.frombuffer(raw, _ENTRY)
+    e = np.frombuffer(raw, L.INDEX_ENTRY_DTYPE)
     return {
         "entry": np.arange(1, n + 1, dtype=np.int32),
-        "key_hash": e["hash"].astype(np.int32),
-        "commitlog_offset": e["phy"].astype(np.int64),
-        "time_diff_s": e["diff"].astype(np.int32),
-        "prev_entry": e["prev"].astype(np.int32),
-        "store_timestamp_ms": begin_ts + e["diff"].astype(np.int64) * 1000,
-        "slot": (e["hash"].astype(np.int64) % g.slots).astype(np.int32),
+        "key_hash": e["key_hash"].astype(np.int32),
+        "commitlog_offset": e["phy_offset"].astype(np.int64),
+        "time_diff_s": e["time_diff"].astype(np.int32),
+        "prev_entry": e["prev_index"].astype(np.int32),
+        "store_timestamp_ms": begin_ts + e["time_diff"].astype(np.int64) * 1000,
+        "slot": (e["key_hash"].astype(np.int64) % g.slots).astype(np.int32),
     }
 
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 
 from mqcore.errors import DiskFullError
-from mqcore.store import layout as L
-
-_FIELDS = struct.Struct(">qqq")
+from mqcore.format import layout as L
 
 
 class StoreCheckpoint:
@@ -34,14 +31,14 @@ class StoreCheckpoint:
         finally:
             os.close(fd)
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = \
-            _FIELDS.unpack_from(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP)
+            L.CHECKPOINT_FIELDS.unpack_from(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP)
 
     def min_timestamp(self) -> int:
         """``getMinTimestamp``: the older of commitlog and consume-queue progress, less 3 s."""
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
     def flush(self) -> None:
-        _FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,
+        L.CHECKPOINT_FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,
                           self.logics_msg_timestamp, self.index_msg_timestamp)
         self._mm.flush()
 

@@ -31,7 +31,7 @@ The rules (defaults in ``StoreConfig``):
 
 Threads: the service thread runs the passes; tests call ``run_once`` directly instead of
 starting it (never both). ``request_manual_delete`` may be called from any thread.
-Writers on any thread see the disk-full refusal through ``writer.refuse_reason``.
+Writers on any thread see the disk-full refusal through ``MessageStore.refusal``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ import psutil
 
 from mqcore.config import StoreConfig
 from mqcore.errors import ConfigError, MQError
-from mqcore.store.flush import ServiceThread
+from mqcore.service import ServiceThread
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,6 @@ class CleanupService(ServiceThread):
         return worst
 
     def _apply_disk_state(self, decision: CleanupDecision) -> None:
-        writer = self.store.writer
         cfg = self.cfg
         if decision.mark_disk_full:
             reason = (f"the disk is full: {decision.usage_percent:.1f}% of the store's partition is used "
@@ -326,12 +325,11 @@ class CleanupService(ServiceThread):
             if self._full_reason is None:
                 log.error("disk use %.1f%% > %d%%: refusing writes until space is freed",
                           decision.usage_percent, cfg.disk_space_warning_level_ratio)
-            if writer.refuse_reason is None or writer.refuse_reason == self._full_reason:
-                writer.refuse_reason = reason
+            if not self.store.replace_refusal(None, reason):
+                self.store.replace_refusal(self._full_reason, reason)
             self._full_reason = reason
         elif decision.mark_disk_full is False and self._full_reason is not None:
-            if writer.refuse_reason == self._full_reason:
-                writer.refuse_reason = None
+            self.store.replace_refusal(self._full_reason, None)
             self._full_reason = None
             log.info("disk use %.1f%% is OK again: accepting writes", decision.usage_percent)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 from mqcore.store.mapped_file import MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 

@@ -1,8 +1,10 @@
-"""The JSON metadata files under ``<store>/config`` (store-format.md §5.4).
+"""Crash-safe JSON files under ``<store>/config``: writing, reading with a backup, bean mapping.
 
 Why this module exists: a broker's consumer offsets, delay-level progress, topics and
 subscription groups live in small JSON files that a Java 4.9 broker must be able to
-read after us, and that we must read after a Java broker. Two details matter:
+read after us, and that we must read after a Java broker. The tables themselves are
+broker metadata (``mqcore/broker/metadata.py``); this module is the file mechanics
+they share. Two details matter:
 
 * **Crash safety** (RocketMQ ``ConfigManager.persist`` / ``MixAll.string2File``):
   ``persist`` writes ``X.tmp`` and fsyncs it, copies the previous ``X`` to ``X.bak``,
@@ -11,86 +13,33 @@ read after us, and that we must read after a Java broker. Two details matter:
   why. A leftover ``X.tmp`` (crash before the rename) is never read.
 * **fastjson quirks**: Java writes ``Map<Integer, Long>`` keys unquoted
   (``{"offsetTable":{"T@g":{0:250}}}``); we read them with the remoting layer's
-  tokenizer-aware :func:`~mqcore.remoting.jsonutil.loads_lenient`. We always *write*
-  standard JSON (quoted keys), in fastjson's pretty shape: tab indentation, bean
-  properties sorted by name, integer-keyed maps on one line.
+  tokenizer-aware :func:`~mqcore.jsonutil.loads_lenient`. We always *write*
+  standard JSON (quoted keys), in fastjson's pretty shape (:func:`~mqcore.jsonutil.dumps_pretty`).
 
-The table classes are plain data plus persistence, no broker policy. Each may be used
-from any thread: mutations and snapshots take a short data lock; ``persist`` writes
-outside it (serialised by its own lock) so an fsync never blocks ``commit``.
+:class:`JsonTable` is the base of every table: mutations and snapshots take a short
+data lock; ``persist`` writes outside it (serialised by its own lock) so an fsync
+never blocks ``commit``.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from mqcore.errors import CorruptFileError, ProtocolError, StoreIOError
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.jsonutil import dumps_pretty, loads_lenient
 
 log = logging.getLogger(__name__)
 
 TMP_SUFFIX = ".tmp"
 BAK_SUFFIX = ".bak"
 
-TOPICS_FILE = "topics.json"
-CONSUMER_OFFSET_FILE = "consumerOffset.json"
-DELAY_OFFSET_FILE = "delayOffset.json"
-SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
-
-#: ``ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR``
-TOPIC_GROUP_SEPARATOR = "@"
-TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-
 T = TypeVar("T")
 #: errors that mean "this file's content is not what we expect" (so try the backup)
 _BAD_CONTENT = (ProtocolError, ValueError, TypeError, KeyError, AttributeError)
-
-
-# --- writing ------------------------------------------------------------------------------------
-def to_json(obj: Any) -> str:
-    """fastjson-like pretty JSON: tabs, sorted keys, integer-keyed scalar maps on one line.
-
-    Keys are always quoted (standard JSON); ``int`` keys are written as ``"0"``.
-    """
-    return "".join(_pretty(obj, 0))
-
-
-def _scalar(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _sort_key(key: Any) -> tuple[int, Any]:
-    return (0, key) if isinstance(key, int) else (1, str(key))
-
-
-def _pretty(obj: Any, depth: int):
-    if not isinstance(obj, dict):
-        if isinstance(obj, (list, tuple)):
-            yield _scalar(list(obj))
-        else:
-            yield _scalar(obj)
-        return
-    if not obj:
-        yield "{}"
-        return
-    keys = sorted(obj, key=_sort_key)
-    if all(isinstance(k, int) and not isinstance(obj[k], dict) for k in keys):
-        # a Map<Integer, Long> (queue offsets, delay levels): one line, as in §5.4
-        yield "{" + ",".join(f'"{k}":{_scalar(obj[k])}' for k in keys) + "}"
-        return
-    inner = "\t" * (depth + 1)
-    yield "{\n"
-    for i, k in enumerate(keys):
-        yield f"{inner}{_scalar(str(k))}:"
-        yield from _pretty(obj[k], depth + 1)
-        yield ",\n" if i < len(keys) - 1 else "\n"
-    yield "\t" * depth + "}"
 
 
 def _write_synced(path: str, data: bytes) -> None:
@@ -138,7 +87,7 @@ def persist(path: str, obj: Any) -> None:
     ``X.tmp`` is renamed over ``X`` and the directory fsynced. At every instant either
     ``X`` or ``X.bak`` holds a complete version.
     """
-    text = obj if isinstance(obj, str) else to_json(obj)
+    text = obj if isinstance(obj, str) else dumps_pretty(obj)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -194,14 +143,14 @@ def load(path: str, decode: Callable[[Any], T] = _identity) -> T | None:
     return None
 
 
-def _expect(value: Any, kind: type, what: str) -> Any:
+def expect_type(value: Any, kind: type, what: str) -> Any:
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if not ok:
         raise ValueError(f"{what} should be {kind.__name__}, got {value!r:.60}")
     return value
 
 
-def _as_int_key(key: Any, what: str) -> int:
+def as_int_key(key: Any, what: str) -> int:
     """Map keys: unquoted (fastjson) arrive as int, quoted (ours, standard) as str."""
     if isinstance(key, int) and not isinstance(key, bool):
         return key
@@ -210,16 +159,16 @@ def _as_int_key(key: Any, what: str) -> int:
     raise ValueError(f"{what} key {key!r:.60} is not an integer")
 
 
-def _root(value: Any) -> dict:
-    return _expect(value, dict, "the document")
+def json_root(value: Any) -> dict:
+    return expect_type(value, dict, "the document")
 
 
-def _int_map(value: Any, what: str) -> dict[int, int]:
-    return {_as_int_key(k, what): _expect(v, int, f"{what}[{k}]") for k, v in _expect(value, dict, what).items()}
+def int_map(value: Any, what: str) -> dict[int, int]:
+    return {as_int_key(k, what): expect_type(v, int, f"{what}[{k}]") for k, v in expect_type(value, dict, what).items()}
 
 
 # --- beans ------------------------------------------------------------------------------------------
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(w.capitalize() for w in rest)
 
@@ -229,71 +178,23 @@ _TYPES = {"int": int, "bool": bool, "str": str}
 
 def bean_to_json(obj: Any) -> dict[str, Any]:
     """A dataclass as a fastjson bean: camelCase property names (sorted when written)."""
-    return {_camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return {camel_case(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
 def bean_from_json(cls: type[T], value: Any, what: str) -> T:
     """Build ``cls`` from a bean map; missing properties keep defaults, unknown ones
     (5.x ``attributes`` and the like) are ignored, wrong types raise ``ValueError``."""
-    data = _expect(value, dict, what)
+    data = expect_type(value, dict, what)
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        key = _camel(f.name)
+        key = camel_case(f.name)
         if key in data:
-            kwargs[f.name] = _expect(data[key], _TYPES[str(f.type)], f"{what}.{key}")
+            kwargs[f.name] = expect_type(data[key], _TYPES[str(f.type)], f"{what}.{key}")
     return cls(**kwargs)
 
 
-@dataclasses.dataclass
-class DataVersion:
-    """``DataVersion``: bumped on every change so peers can tell tables apart."""
-
-    counter: int = 0
-    timestamp: int = 0
-
-    def next(self, now_ms: int) -> None:
-        self.counter += 1
-        self.timestamp = now_ms
-
-
-@dataclasses.dataclass
-class TopicConfig:
-    """``TopicConfig`` (common/TopicConfig.java); defaults are the Java constructor's."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = 6
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def __post_init__(self) -> None:
-        if self.topic_filter_type not in TOPIC_FILTER_TYPES:
-            raise ValueError(f"topicFilterType {self.topic_filter_type!r} is not one of {TOPIC_FILTER_TYPES}")
-
-
-@dataclasses.dataclass
-class SubscriptionGroupConfig:
-    """``SubscriptionGroupConfig`` (4.9 fields); defaults are the Java field initialisers."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 # --- tables -------------------------------------------------------------------------------------------
-class _JsonTable:
+class JsonTable:
     """Shared persistence: a data lock for the table, a persist lock for the files."""
 
     file_name = ""
@@ -320,7 +221,7 @@ class _JsonTable:
     def to_json(self) -> str:
         with self._lock:
             value = self.to_json_value()
-        return to_json(value)
+        return dumps_pretty(value)
 
     def persist(self) -> None:
         with self._persist_lock:
@@ -334,164 +235,3 @@ class _JsonTable:
         with self._lock:
             self._replace_locked(decoded)
         return True
-
-
-class ConsumerOffsetTable(_JsonTable):
-    """``consumerOffset.json``: ``topic@group`` -> {queue id: next offset to consume}."""
-
-    file_name = CONSUMER_OFFSET_FILE
-
-    def __init__(self, path: str):
-        super().__init__(path)
-        self._table: dict[str, dict[int, int]] = {}
-
-    @staticmethod
-    def key(group: str, topic: str) -> str:
-        return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
-
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record a committed offset; negative offsets (a client's "unknown") are ignored."""
-        if offset < 0:
-            return
-        with self._lock:
-            self._table.setdefault(self.key(group, topic), {})[queue_id] = offset
-
-    def query(self, group: str, topic: str, queue_id: int) -> int | None:
-        with self._lock:
-            return self._table.get(self.key(group, topic), {}).get(queue_id)
-
-    def query_queues(self, group: str, topic: str) -> dict[int, int]:
-        with self._lock:
-            return dict(self._table.get(self.key(group, topic), {}))
-
-    def remove(self, group: str, topic: str) -> None:
-        with self._lock:
-            self._table.pop(self.key(group, topic), None)
-
-    def snapshot(self) -> dict[str, dict[int, int]]:
-        with self._lock:
-            return {k: dict(v) for k, v in self._table.items()}
-
-    def to_json_value(self) -> dict:
-        return {"offsetTable": {k: dict(v) for k, v in self._table.items()}}
-
-    def _decode(self, value: Any) -> dict[str, dict[int, int]]:
-        table = _expect(_root(value).get("offsetTable", {}), dict, "offsetTable")
-        out = {}
-        for key, queues in table.items():
-            if not isinstance(key, str) or TOPIC_GROUP_SEPARATOR not in key:
-                raise ValueError(f"offsetTable key {key!r:.60} is not topic@group")
-            out[key] = _int_map(queues, f"offsetTable[{key}]")
-        return out
-
-    def _replace_locked(self, value: dict[str, dict[int, int]]) -> None:
-        self._table = value
-
-
-class DelayOffsetTable(_JsonTable):
-    """``delayOffset.json``: delay level -> next SCHEDULE_TOPIC_XXXX queue offset to deliver."""
-
-    file_name = DELAY_OFFSET_FILE
-
-    def __init__(self, path: str):
-        super().__init__(path)
-        self._table: dict[int, int] = {}
-
-    def update(self, level: int, offset: int) -> None:
-        with self._lock:
-            self._table[level] = offset
-
-    def query(self, level: int) -> int | None:
-        with self._lock:
-            return self._table.get(level)
-
-    def snapshot(self) -> dict[int, int]:
-        with self._lock:
-            return dict(self._table)
-
-    def to_json_value(self) -> dict:
-        return {"offsetTable": dict(self._table)}
-
-    def _decode(self, value: Any) -> dict[int, int]:
-        return _int_map(_root(value).get("offsetTable", {}), "offsetTable")
-
-    def _replace_locked(self, value: dict[int, int]) -> None:
-        self._table = value
-
-
-BeanT = TypeVar("BeanT", TopicConfig, SubscriptionGroupConfig)
-
-
-class _VersionedBeanTable(_JsonTable, Generic[BeanT]):
-    """``{"dataVersion": {...}, "<table_key>": {name: bean}}``; changes bump dataVersion."""
-
-    table_key = ""
-    bean_cls: type
-    name_attr = ""
-
-    def __init__(self, path: str, *, clock: Callable[[], int] = _now_ms):
-        super().__init__(path)
-        self.clock = clock
-        self.data_version = DataVersion()
-        self._table: dict[str, BeanT] = {}
-
-    def get(self, name: str) -> BeanT | None:
-        with self._lock:
-            bean = self._table.get(name)
-            return dataclasses.replace(bean) if bean is not None else None
-
-    def put(self, bean: BeanT) -> None:
-        with self._lock:
-            self._table[getattr(bean, self.name_attr)] = dataclasses.replace(bean)
-            self.data_version.next(self.clock())
-
-    def remove(self, name: str) -> bool:
-        with self._lock:
-            if self._table.pop(name, None) is None:
-                return False
-            self.data_version.next(self.clock())
-            return True
-
-    def names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._table)
-
-    def snapshot(self) -> dict[str, BeanT]:
-        with self._lock:
-            return {k: dataclasses.replace(v) for k, v in self._table.items()}
-
-    def to_json_value(self) -> dict:
-        return {"dataVersion": bean_to_json(self.data_version),
-                self.table_key: {k: bean_to_json(v) for k, v in self._table.items()}}
-
-    def _decode(self, value: Any) -> tuple[DataVersion, dict[str, BeanT]]:
-        root = _root(value)
-        version = bean_from_json(DataVersion, root.get("dataVersion", {}), "dataVersion")
-        table = {}
-        for name, raw in _expect(root.get(self.table_key, {}), dict, self.table_key).items():
-            what = f"{self.table_key}[{name}]"
-            if isinstance(raw, dict) and _camel(self.name_attr) not in raw:
-                raw = {**raw, _camel(self.name_attr): name}
-            table[str(name)] = bean_from_json(self.bean_cls, raw, what)
-        return version, table
-
-    def _replace_locked(self, value: tuple[DataVersion, dict[str, BeanT]]) -> None:
-        self.data_version, self._table = value
-
-
-class TopicConfigTable(_VersionedBeanTable[TopicConfig]):
-    """``topics.json`` (``TopicConfigSerializeWrapper``): topic name -> ``TopicConfig``."""
-
-    file_name = TOPICS_FILE
-    table_key = "topicConfigTable"
-    bean_cls = TopicConfig
-    name_attr = "topic_name"
-
-
-class SubscriptionGroupTable(_VersionedBeanTable[SubscriptionGroupConfig]):
-    """``subscriptionGroup.json``: group name -> ``SubscriptionGroupConfig``."""
-
-    file_name = SUBSCRIPTION_GROUP_FILE
-    table_key = "subscriptionGroupTable"
-    bean_cls = SubscriptionGroupConfig
-    name_attr = "group_name"

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-
-import numpy as np
 from typing import Callable
 
+import numpy as np
+
 from mqcore.errors import IllegalArgumentError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 from mqcore.store.paths import under_root
@@ -25,7 +24,6 @@ from mqcore.store.paths import under_root
 log = logging.getLogger(__name__)
 
 UNIT = L.CQ_UNIT_SIZE
-_UNIT = struct.Struct(L.CQ_UNIT_FORMAT)
 
 
 class ConsumeQueue:
@@ -155,7 +153,7 @@ class ConsumeQueue:
         if queue_offset > max_off:
             self._fill_gap_locked(max_off, queue_offset)
         mf = self.queue.get_last_for_append(queue_offset * UNIT)
-        _UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
+        L.CQ_UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
         mf.wrote_position += UNIT
         self.max_physic_offset = phy + size
         return 1

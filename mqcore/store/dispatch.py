@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from mqcore.errors import StoreIOError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.index import IndexService
 

@@ -18,12 +18,11 @@ import threading
 import time
 from typing import Callable
 
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 from mqcore.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qqqqii")
 
 
 def index_file_name(ts_ms: int) -> str:
@@ -43,11 +42,11 @@ class IndexFile:
 
     def header(self) -> tuple[int, int, int, int, int, int]:
         """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
-        return _HEADER.unpack_from(self.mf.buf, 0)
+        return L.INDEX_HEADER.unpack_from(self.mf.buf, 0)
 
     def init_header(self, begin_ts: int, end_ts: int, begin_phy: int, end_phy: int) -> None:
         # a new file inherits the previous file's end values (IndexService.getAndCreateLastIndexFile)
-        _HEADER.pack_into(self.mf.buf, 0, begin_ts, end_ts, begin_phy, end_phy, 0, 1)
+        L.INDEX_HEADER.pack_into(self.mf.buf, 0, begin_ts, end_ts, begin_phy, end_phy, 0, 1)
 
     @property
     def end_timestamp(self) -> int:

@@ -30,7 +30,7 @@ import os
 import threading
 
 from mqcore.errors import CorruptFileError, DiskFullError, StoreIOError
-from mqcore.store.layout import offset_to_file_name
+from mqcore.format.layout import offset_to_file_name
 
 log = logging.getLogger(__name__)
 

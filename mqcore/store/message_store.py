@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from mqcore._compat import kernels as default_kernels
+from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
+from mqcore.message import MessageExt, MessageExtBrokerInner
 from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog
@@ -30,17 +31,21 @@ from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
 from mqcore.store.reader import MessageReader
 from mqcore.store.recovery import Recovery, RecoveryReport
+from mqcore.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
 from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.writer import MessageWriter
 
 log = logging.getLogger(__name__)
 
 
-def system_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class MessageStore:
+    """The store façade: lifecycle, and the put/get API of RocketMQ's ``DefaultMessageStore``.
+
+    Every public method is defined here and delegates to the part that owns it
+    (``MessageWriter``, ``MessageReader``, the services), so the API can be read and
+    grepped in one place.
+    """
+
     def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None,
                  space_usage: SpaceUsage = statvfs_usage):
         self.config = config
@@ -69,22 +74,6 @@ class MessageStore:
         self.prefault_service: PrefaultService | None = None
         self.recovery_report: RecoveryReport | None = None
         self._state = "new"
-        # the API, delegated to the parts that own it
-        self.put_message = self.writer.put_message
-        self.put_messages = self.writer.put_messages
-        self.put_batch = self.writer.put_batch
-        self.get_message = self.reader.get_message
-        self.look_message_by_offset = self.reader.look_message_by_offset
-        self.select_one_message_by_offset = self.reader.record_at
-        self.query_message = self.reader.query_message
-        self.messages_by_key = self.reader.messages_by_key
-        self.get_max_offset_in_queue = self.reader.max_offset
-        self.get_min_offset_in_queue = self.reader.min_offset
-        self.get_offset_in_queue_by_time = self.reader.offset_by_time
-        self.get_earliest_message_time = self.reader.earliest_message_time
-        self.get_commitlog_offset_in_queue = self.reader.commitlog_offset_in_queue
-        self.get_consume_queue_units = self.reader.consume_queue_units
-        self.get_message_store_timestamp = self.reader.message_store_timestamp
 
     # --- lifecycle -------------------------------------------------------------------------------
     def load(self) -> RecoveryReport:
@@ -100,8 +89,7 @@ class MessageStore:
                 report.notes.extend(self.index.load(abnormal, self.checkpoint.index_msg_timestamp))
             Recovery(self.config, self.commitlog, self.queues, self.index, self.dispatcher, self.checkpoint,
                      self.k).run(abnormal, report, queue_manifest.take(queue_manifest.path_in(self.config.store_path)))
-            for cq in self.queues:
-                self.writer.queue_offsets[(cq.topic, cq.queue_id)] = cq.max_offset()
+            self.writer.restore_queue_offsets({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.queues})
         except BaseException:
             self._lock.release()
             raise
@@ -131,9 +119,7 @@ class MessageStore:
     def shutdown(self) -> None:
         if self._state in ("new", "closed"):
             return
-        self.writer.refuse_reason = "the store is shutting down"
-        with self.writer.lock:  # wait for puts in flight
-            pass
+        self.writer.close("the store is shutting down")
         if self.prefault_service is not None:
             self.prefault_service.shutdown()
         if self.flush_service is not None:
@@ -162,6 +148,80 @@ class MessageStore:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+    # --- writing (MessageWriter) ------------------------------------------------------------------
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one message (``DefaultMessageStore.putMessage``)."""
+        return self.writer.put_message(msg)
+
+    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
+        """Append several single messages under one hold of the put lock."""
+        return self.writer.put_messages(msgs)
+
+    def put_batch(self, topic: str, queue_id: int, items: bytes, *, sys_flag: int = 0, born_timestamp: int = 0,
+                  born_host: bytes, store_host: bytes, batch_properties: dict | None = None) -> PutMessageResult:
+        """Append a wire batch (SEND_BATCH_MESSAGE body) as consecutive records."""
+        return self.writer.put_batch(topic, queue_id, items, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                                     born_host=born_host, store_host=store_host, batch_properties=batch_properties)
+
+    @property
+    def refusal(self) -> str | None:
+        """Why puts are refused now (disk full, shutting down, an operator), or None."""
+        return self.writer.refuse_reason
+
+    def refuse_puts(self, reason: str) -> None:
+        """Refuse puts with ``reason`` (SERVICE_NOT_AVAILABLE) until :meth:`accept_puts`."""
+        self.writer.refuse_reason = reason
+
+    def accept_puts(self) -> None:
+        self.writer.refuse_reason = None
+
+    def replace_refusal(self, old: str | None, new: str | None) -> bool:
+        """Compare-and-set of the refusal: a policy changes only its own refusal."""
+        return self.writer.replace_refusal(old, new)
+
+    # --- reading (MessageReader) ----------------------------------------------------------------------
+    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int,
+                    max_bytes: int | None = None, tag_codes=None) -> GetMessageResult:
+        """Messages of one queue from ``offset`` (``DefaultMessageStore.getMessage``)."""
+        return self.reader.get_message(topic, queue_id, offset, max_count, max_bytes, tag_codes)
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
+        return self.reader.look_message_by_offset(phy_offset)
+
+    def select_one_message_by_offset(self, phy_offset: int) -> memoryview | None:
+        """The raw record at a commitlog offset, or None."""
+        return self.reader.record_at(phy_offset)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryMessageResult:
+        """Records whose index key (KEYS or UNIQ_KEY) hashes like ``key``: the broker's QUERY_MESSAGE."""
+        return self.reader.query_message(topic, key, max_num, begin_ts, end_ts)
+
+    def messages_by_key(self, topic: str, key: str, max_num: int = 32, begin_ts: int = 0,
+                        end_ts: int = 1 << 62) -> list[MessageExt]:
+        return self.reader.messages_by_key(topic, key, max_num, begin_ts, end_ts)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.max_offset(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.min_offset(topic, queue_id)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        return self.reader.offset_by_time(topic, queue_id, timestamp)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.reader.earliest_message_time(topic, queue_id)
+
+    def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        return self.reader.commitlog_offset_in_queue(topic, queue_id, offset)
+
+    def get_consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int):
+        """``(phys, sizes, tags_codes)`` arrays from ``offset``, or None."""
+        return self.reader.consume_queue_units(topic, queue_id, offset, max_count)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        return self.reader.message_store_timestamp(topic, queue_id, offset)
 
     # --- flushing ---------------------------------------------------------------------------------
     def _flush_commitlog(self, least_pages: int) -> int:
@@ -209,7 +269,4 @@ class MessageStore:
         return out
 
     def delete_topic(self, topic: str) -> None:
-        with self.writer.lock:
-            self.queues.remove_topic(topic)
-            for key in [k for k in self.writer.queue_offsets if k[0] == topic]:
-                del self.writer.queue_offsets[key]
+        self.writer.forget_topic(topic, self.queues.remove_topic)

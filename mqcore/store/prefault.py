@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 
+from mqcore.service import ServiceThread
 from mqcore.store.commitlog import CommitLog
-from mqcore.store.flush import ServiceThread
 
 log = logging.getLogger(__name__)
 

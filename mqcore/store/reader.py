@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqcore.format import layout as L
 from mqcore.message import MessageExt
-from mqcore.store import layout as L
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.index import IndexService

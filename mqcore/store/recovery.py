@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 from mqcore.store.commitlog import CommitLog, scan_file
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.dispatch import Dispatcher

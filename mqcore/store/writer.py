@@ -13,9 +13,16 @@ import threading
 from typing import Callable, Sequence
 
 from mqcore.errors import DiskFullError, RecordDecodeError
-from mqcore.message import (SCHEDULE_TOPIC, MessageExtBrokerInner, Prop, host_sys_flag,
-                            offset_msg_id, offset_msg_ids, properties_to_bytes)
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.message import (
+    SCHEDULE_TOPIC,
+    MessageExtBrokerInner,
+    Prop,
+    host_sys_flag,
+    offset_msg_id,
+    offset_msg_ids,
+    properties_to_bytes,
+)
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.dispatch import Dispatcher
 from mqcore.store.results import PutMessageResult, PutMessageStatus
@@ -113,6 +120,32 @@ class MessageWriter:
         if p.counted:
             cq = self.dispatcher.queues.find_or_create(p.topic, p.queue_id)
             cq.ensure_room_locked(self.queue_offsets.get((p.topic, p.queue_id), 0), count)
+
+    # --- state the store façade manages --------------------------------------------------------
+    def replace_refusal(self, old: str | None, new: str | None) -> bool:
+        """Set the refusal to ``new`` if it is ``old`` now (so one policy never clears another's)."""
+        with self.lock:
+            if self.refuse_reason != old:
+                return False
+            self.refuse_reason = new
+            return True
+
+    def close(self, reason: str) -> None:
+        """Refuse every later put with ``reason`` and return once the puts in flight are done."""
+        with self.lock:  # taking the put lock waits for the put holding it
+            self.refuse_reason = reason
+
+    def restore_queue_offsets(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Next queue offset per (topic, queue id), from the recovered consume queues."""
+        with self.lock:
+            self.queue_offsets.update(offsets)
+
+    def forget_topic(self, topic: str, remove_files: Callable[[str], None]) -> None:
+        """Drop ``topic``'s queue offsets and (via ``remove_files``) its queues, with no put in between."""
+        with self.lock:
+            remove_files(topic)
+            for key in [k for k in self.queue_offsets if k[0] == topic]:
+                del self.queue_offsets[key]
 
     # --- single messages ----------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:

@@ -11,10 +11,8 @@ from typing import IO
 import numpy as np
 
 from mqcore.errors import CorruptFileError, IllegalArgumentError, RecordDecodeError
-from mqcore.message import MessageExt
-from mqcore.store import layout as L
-from mqcore.tools.output import Emitter, body_fields, iso_ms
-from mqcore.tools.storefiles import (
+from mqcore.format import layout as L
+from mqcore.format.files import (
     FileScan,
     ReadOnlyFile,
     StoreFiles,
@@ -22,6 +20,8 @@ from mqcore.tools.storefiles import (
     index_header,
     iter_cq,
 )
+from mqcore.message import MessageExt
+from mqcore.tools.output import Emitter, body_fields, iso_ms
 
 _I32 = struct.Struct(">i")
 _DECODE_BATCH = 1024

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import dataclasses
 import json
 import os
-import random
-import struct
-import time
 from collections.abc import Iterable
 from typing import IO, Any
 
+from mqcore.broker.metadata import TopicConfig, TopicConfigTable
+from mqcore.clock import system_clock_ms
 from mqcore.config import StoreConfig
 from mqcore.errors import IllegalArgumentError
+from mqcore.format import layout as L
+from mqcore.format.files import ReadOnlyFile, StoreFiles, index_geometry, numbered_files
 from mqcore.message import (
     MessageExtBrokerInner,
     Prop,
@@ -36,10 +38,9 @@ from mqcore.message import (
     unpack_host,
     validate_topic,
 )
-from mqcore.store import layout as L
-from mqcore.store.config_files import TopicConfig, TopicConfigTable
+from mqcore.netaddr import parse_host_port
+from mqcore.uniq_id import UniqIdGenerator
 from mqcore.store.message_store import MessageStore
-from mqcore.tools.storefiles import ReadOnlyFile, StoreFiles, index_geometry
 
 DEFAULT_QUEUES = 4
 BATCH_MAX_MESSAGES = 256
@@ -79,7 +80,7 @@ def store_config(path: str, sizes: StoreSizes) -> StoreConfig:
 def _sizes_on_disk(path: str, hint: StoreSizes) -> StoreSizes:
     cfg = StoreConfig(store_path=path)
     found = StoreSizes()
-    files = StoreFiles._numbered(cfg.commitlog_dir)
+    files = numbered_files(cfg.commitlog_dir)
     if files:
         found.commitlog_file_size_bytes = os.path.getsize(files[0])
     if os.path.isdir(cfg.consume_queue_dir):
@@ -95,21 +96,6 @@ def _sizes_on_disk(path: str, hint: StoreSizes) -> StoreSizes:
             with ReadOnlyFile(indexes[-1]) as f:
                 found.index_slots, found.index_entries = index_geometry(f, hint.index_slots, hint.index_entries)
     return found
-
-
-class UniqKeys:
-    """UNIQ_KEY values shaped like a Java producer's (ip, pid, random, ms in month, counter)."""
-
-    def __init__(self, ip: bytes):
-        self._prefix = ip[:4].ljust(4, b"\0") + struct.pack(">H", os.getpid() & 0xFFFF) + random.randbytes(4)
-        self._counter = 0
-
-    def next(self, now_ms: int) -> str:
-        t = time.localtime(now_ms / 1000)  # Java: start of the month in the default time zone
-        month_start = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-        self._counter = (self._counter + 1) & 0xFFFF
-        return (self._prefix + struct.pack(">IH", max(0, now_ms - month_start) & 0xFFFFFFFF,
-                                           self._counter)).hex().upper()
 
 
 @dataclasses.dataclass
@@ -229,7 +215,7 @@ class Importer:
         self.batch = batch
         self.store_host = store_host
         self.born_host = born_host
-        self.uniq = UniqKeys(unpack_host_ip(store_host))
+        self.uniq = UniqIdGenerator(str(ipaddress.ip_address(unpack_host_ip(store_host))))
         self.result = ImportResult()
         self._rr: dict[str, int] = {}
         self._run: list[Parsed] = []
@@ -246,7 +232,7 @@ class Importer:
                 continue
             if p.queue_id is None:
                 p.queue_id = self._round_robin(p.topic)
-            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next(_now_ms()))
+            p.properties.setdefault(Prop.UNIQ_KEY, self.uniq.next_id())
             if self.batch and Prop.DELAY not in p.properties:
                 self._add_to_run(p)
             else:
@@ -263,7 +249,7 @@ class Importer:
         return i % n
 
     def _put_one(self, p: Parsed) -> None:
-        now = _now_ms()
+        now = system_clock_ms()
         r = self.store.put_message(MessageExtBrokerInner(
             topic=p.topic, body=p.body, queue_id=p.queue_id or 0, flag=p.flag, properties=p.properties,
             born_timestamp=now, born_host=self.born_host, store_host=self.store_host))
@@ -292,7 +278,7 @@ class Importer:
             return
         items = self.store.k.encode_batch_items([(p.flag, p.body, properties_to_bytes(p.properties)) for p in run])
         topic, qid = run[0].topic, run[0].queue_id or 0
-        r = self.store.put_batch(topic, qid, items, born_timestamp=_now_ms(), born_host=self.born_host,
+        r = self.store.put_batch(topic, qid, items, born_timestamp=system_clock_ms(), born_host=self.born_host,
                                  store_host=self.store_host)
         self.result.calls += 1
         if r.status.stored:
@@ -333,16 +319,9 @@ def unpack_host_ip(host: bytes) -> bytes:
     return bytes(host[:-4])
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def parse_host(text: str) -> bytes:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise IllegalArgumentError(f"{text!r} is not ip:port")
     try:
-        return pack_host(host.strip("[]"), int(port))
+        return pack_host(*parse_host_port(text))
     except (OSError, ValueError) as e:
         raise IllegalArgumentError(f"{text!r} is not ip:port: {e}") from e
 

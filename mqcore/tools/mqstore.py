@@ -28,8 +28,8 @@ from mqcore.errors import (
     StoreIOError,
     StoreLockedError,
 )
+from mqcore.format.files import StoreFiles
 from mqcore.tools import dump, importer, stats, verify
-from mqcore.tools.storefiles import StoreFiles
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
 

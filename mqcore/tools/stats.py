@@ -13,9 +13,9 @@ from typing import IO, Any
 import numpy as np
 
 from mqcore.errors import CorruptFileError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
+from mqcore.format.files import FileScan, ReadOnlyFile, StoreFiles
 from mqcore.tools.output import Emitter, iso_ms
-from mqcore.tools.storefiles import FileScan, ReadOnlyFile, StoreFiles
 
 _I64_MAX = np.iinfo(np.int64).max
 _I64_MIN = np.iinfo(np.int64).min

@@ -26,8 +26,8 @@ from typing import IO
 import numpy as np
 
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
-from mqcore.store import layout as L
-from mqcore.tools.storefiles import (
+from mqcore.format import layout as L
+from mqcore.format.files import (
     RECORD_HEAD_DTYPE,
     FileScan,
     ReadOnlyFile,

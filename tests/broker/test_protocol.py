@@ -9,12 +9,12 @@ import time
 import pytest
 
 from mqcore._compat import kernels
+from mqcore.jsonutil import loads_lenient
 from mqcore.message import MessageExt, properties_to_string
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.command import encode_frame
 from mqcore.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from mqcore.remoting.jsonutil import loads_lenient
 from tests.support.processes import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)

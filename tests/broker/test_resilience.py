@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from mqcore.jsonutil import loads_lenient
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.command import encode_frame
-from mqcore.remoting.jsonutil import loads_lenient
 from tests.broker.test_protocol import decode, pull, send
 from tests.support.processes import BrokerProcess, NamesrvProcess
 

@@ -12,12 +12,19 @@ import pytest
 from mqcore.broker.broker import Broker
 from mqcore.broker.config import BrokerConfig
 from mqcore.config import StoreConfig
+from mqcore.jsonutil import loads_lenient
 from mqcore.message import SCHEDULE_TOPIC, decode_offset_msg_id, properties_to_string
-from mqcore.remoting import RemotingClient
+from mqcore.remoting import (
+    RemotingClient,
+    ResponseCode,
+    SyncRemotingClient,
+    create_request,
+)
 from mqcore.remoting import RequestCode as RC
-from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+)
 from tests.broker.test_protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
 

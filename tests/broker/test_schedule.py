@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.format import layout as L
 from mqcore.message import SCHEDULE_TOPIC, MessageExt, MessageExtBrokerInner, pack_host
-from mqcore.store import layout as L
-from mqcore.store.config_files import DelayOffsetTable
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 from tests.store.test_message_store import small_config
@@ -173,10 +173,10 @@ def test_refused_put_pauses_the_level_and_nothing_is_lost(store, clock):
     put_delayed(store, 1, body=b"b")
     svc = service(store, clock, retry_after_failure_ms=10_000)
     clock.now = T0 + 1000
-    store.writer.refuse_reason = "the disk is full: test"
+    store.refuse_puts("the disk is full: test")
     assert svc.deliver_due() == 0 and svc.levels[0].offset == 0
     assert svc.levels[0].next_check_ms == T0 + 11_000
-    store.writer.refuse_reason = None
+    store.accept_puts()
     clock.now = T0 + 5000
     assert svc.deliver_due() == 0                            # still pausing
     clock.now = T0 + 11_000

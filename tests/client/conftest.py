@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from mqcore.client.clock import ManualClock
+from mqcore.clock import ManualClock
 
 from .fakebroker import FakeCluster
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqcore._compat import kernels
+from mqcore.format.batch import iter_batch_items
+from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.message import (
     Prop,
     dlq_topic,
@@ -43,7 +45,6 @@ from mqcore.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from mqcore.remoting.jsonutil import dumps_compact, loads_lenient
 
 
 @dataclass
@@ -389,16 +390,7 @@ def _pull_ext(next_off: int, max_off: int) -> dict:
 
 
 def _split_batch(body: bytes) -> list[tuple[int, bytes, bytes]]:
-    import struct
-    out, pos = [], 0
-    while pos < len(body):
-        total, _magic, _crc, flag, blen = struct.unpack_from(">iiiii", body, pos)
-        b = body[pos + 20:pos + 20 + blen]
-        (plen,) = struct.unpack_from(">h", body, pos + 20 + blen)
-        p = body[pos + 22 + blen:pos + 22 + blen + plen]
-        out.append((flag, b, p))
-        pos += total
-    return out
+    return [(flag, bytes(b), bytes(p)) for flag, b, p in iter_batch_items(body)]
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ from mqcore.client.latency import (
     LatencyFaultTolerance,
     MQFaultStrategy,
     compute_not_available_duration,
+    fault_order,
 )
 from mqcore.client.route import BrokerData, QueueData, TopicPublishInfo, TopicRouteData, route_to_publish_info
 
@@ -117,3 +118,14 @@ def test_disabled_strategy_records_nothing(clock):
     strategy = MQFaultStrategy(enabled=False, clock=clock)
     strategy.update_fault_item("a", 99999, isolation=True)
     assert strategy.fault_tolerance.items() == []
+
+
+def test_fault_order_ranks_available_then_latency_then_start():
+    now = 10_000
+    latency = [500, 100, 100, 3000, 50]
+    start = [0, 20_000, 5_000, 0, 9_000]
+    # available: 0 (500), 2 (100, start 5000), 3 (3000), 4 (50) -> by latency: 4, 2, 0, 3; then 1 (isolated)
+    assert fault_order(latency, start, now) == [4, 2, 0, 3, 1]
+    assert fault_order([], [], now) == []
+    # equal keys keep their positions: a total order
+    assert fault_order([7, 7, 7], [0, 0, 0], now) == [0, 1, 2]

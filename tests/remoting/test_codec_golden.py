@@ -4,14 +4,15 @@ from __future__ import annotations
 import pytest
 
 from mqcore.errors import FrameTooLargeError, IllegalArgumentError, ProtocolError
+from mqcore.jsonutil import fastjson_quote, java_hashmap_order, java_string_hash
 from mqcore.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
+    V4_9_8,
     LanguageCode,
     RequestCode,
     ResponseCode,
     SerializeType,
-    V4_9_8,
 )
 from mqcore.remoting.command import (
     RemotingCommand,
@@ -24,7 +25,6 @@ from mqcore.remoting.command import (
     loads_lenient,
 )
 from mqcore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
-from mqcore.remoting.jsonutil import fastjson_quote, java_hashmap_order, java_string_hash
 
 PROPS = "KEYS\x01k1\x02UNIQ_KEY\x01C0A8000A30391B6D358647B760000000\x02WAIT\x01true\x02TAGS\x01TagA"
 

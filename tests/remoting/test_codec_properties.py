@@ -8,9 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqcore.errors import ProtocolError
+from mqcore.jsonutil import loads_lenient
 from mqcore.remoting.codes import LanguageCode, SerializeType
-from mqcore.remoting.command import RemotingCommand, decode_frame, decode_header, encode, encode_frame
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.remoting.command import (
+    RemotingCommand,
+    decode_frame,
+    decode_header,
+    encode,
+    encode_frame,
+)
 
 from .test_codec_golden import FRAME_7_1, FRAME_7_2, FRAME_7_3
 

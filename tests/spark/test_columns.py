@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mqcore.format import layout as L
 from mqcore.message import string_to_properties
-from mqcore.store import layout as L
 
 BORN = bytes.fromhex("c0a8000a0000d431")     # 192.168.0.10:54321
 STORE = bytes.fromhex("c0a8000100002a9f")    # 192.168.0.1:10911

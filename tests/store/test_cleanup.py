@@ -172,14 +172,14 @@ def test_disk_full_refuses_writes_until_space_is_freed_and_reads_go_on(env):
 
 
 def test_disk_full_never_clears_another_refusal(env):
-    env.store.writer.refuse_reason = "maintenance"
+    env.store.refuse_puts("maintenance")
     env.usage = 95.0
     env.svc.run_once()
-    assert env.store.writer.refuse_reason == "maintenance"
+    assert env.store.refusal == "maintenance"
     env.usage = 10.0
     env.svc.run_once()
-    assert env.store.writer.refuse_reason == "maintenance"
-    env.store.writer.refuse_reason = None
+    assert env.store.refusal == "maintenance"
+    env.store.accept_puts()
 
 
 def test_held_file_is_kept_then_forced_and_stays_readable(env):

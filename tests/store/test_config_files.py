@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqcore.errors import CorruptFileError
-from mqcore.store import config_files as cf
-from mqcore.store.config_files import (
+from mqcore.broker import metadata as cf
+from mqcore.broker.metadata import (
     ConsumerOffsetTable,
     DelayOffsetTable,
     SubscriptionGroupConfig,
@@ -20,6 +19,7 @@ from mqcore.store.config_files import (
     TopicConfig,
     TopicConfigTable,
 )
+from mqcore.errors import CorruptFileError
 
 TOPICS_JSON_SPEC = """{
 \t"dataVersion":{

@@ -11,8 +11,8 @@ import pytest
 
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import CorruptFileError, StoreLockedError
+from mqcore.format import layout as L
 from mqcore.message import MessageExtBrokerInner, pack_host, string_to_properties
-from mqcore.store import layout as L
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 
@@ -305,7 +305,7 @@ def test_sync_flush_group_commit(open_store):
 
 def test_disk_full_refusal(open_store):
     s = open_store()
-    s.writer.refuse_reason = "disk full"
+    s.refuse_puts("disk full")
     r = s.put_message(msg())
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.remark == "disk full"
 

@@ -58,10 +58,10 @@ def test_roll_over_to_the_next_file_inside_one_call(open_store, kernels):
 
 def test_refused_store_refuses_every_message(open_store):
     store = open_store()
-    store.writer.refuse_reason = "the disk is full: test"
+    store.refuse_puts("the disk is full: test")
     results = store.put_messages([msg("A", b"1"), msg("A", b"2")])
     assert all(r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark for r in results)
-    store.writer.refuse_reason = None
+    store.accept_puts()
     assert store.put_messages([]) == []
 
 

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
+from mqcore.broker.metadata import TopicConfigTable
 from mqcore.config import StoreConfig
+from mqcore.format import layout as L
 from mqcore.message import MessageExtBrokerInner, pack_host
-from mqcore.store import layout as L
-from mqcore.store.config_files import TopicConfigTable
 from mqcore.store.message_store import MessageStore
 from mqcore.tools import mqstore
 

@@ -8,11 +8,15 @@ import logging
 
 from mqcore.broker.topics import TopicConfig
 from mqcore.errors import IllegalArgumentError
+from mqcore.jsonutil import dumps_compact
 from mqcore.message import validate_topic
 from mqcore.remoting import ResponseCode, create_response
-from mqcore.remoting.headers import (CreateTopicRequestHeader, DeleteTopicRequestHeader, QueryMessageRequestHeader,
-                                     ViewMessageRequestHeader)
-from mqcore.remoting.jsonutil import dumps_compact
+from mqcore.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    QueryMessageRequestHeader,
+    ViewMessageRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 

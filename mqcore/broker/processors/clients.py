@@ -10,15 +10,26 @@ from __future__ import annotations
 import logging
 
 from mqcore.errors import ProtocolError
+from mqcore.jsonutil import loads_lenient
 from mqcore.message import retry_topic
 from mqcore.remoting import ResponseCode, create_response
-from mqcore.remoting.bodies import (GetConsumerListByGroupResponseBody, LockBatchRequestBody, LockBatchResponseBody,
-                                    MessageQueue, UnlockBatchRequestBody)
-from mqcore.remoting.headers import (GetConsumerListByGroupRequestHeader, GetEarliestMsgStoretimeRequestHeader,
-                                     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
-                                     QueryConsumerOffsetRequestHeader, SearchOffsetRequestHeader,
-                                     UnregisterClientRequestHeader, UpdateConsumerOffsetRequestHeader)
-from mqcore.remoting.jsonutil import loads_lenient
+from mqcore.remoting.bodies import (
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
+from mqcore.remoting.headers import (
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 log = logging.getLogger(__name__)
 

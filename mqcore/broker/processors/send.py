@@ -10,15 +10,27 @@ from __future__ import annotations
 import logging
 import random
 
-from mqcore.broker.config import PERM_READ, PERM_WRITE
 from mqcore.broker.topics import writable
-from mqcore.message import (RETRY_GROUP_TOPIC_PREFIX, MessageExtBrokerInner, Prop, dlq_topic, is_retry_topic,
-                            pack_host, retry_topic, string_to_properties, validate_topic)
 from mqcore.errors import IllegalArgumentError
+from mqcore.format import layout as L
+from mqcore.message import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    MessageExtBrokerInner,
+    Prop,
+    dlq_topic,
+    is_retry_topic,
+    pack_host,
+    retry_topic,
+    string_to_properties,
+    validate_topic,
+)
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import RequestCode, ResponseCode, create_response
 from mqcore.remoting.channel import parse_addr
-from mqcore.remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from mqcore.store import layout as L
+from mqcore.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+)
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)

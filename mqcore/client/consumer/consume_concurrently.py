@@ -24,7 +24,6 @@ import concurrent.futures
 import logging
 from typing import Any, Protocol
 
-from mqcore.client.clock import Clock
 from mqcore.client.config import MessageModel, PushConsumerConfig
 from mqcore.client.consumer.listener import (
     ConcurrentListener,
@@ -34,6 +33,7 @@ from mqcore.client.consumer.listener import (
 from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
+from mqcore.clock import Clock
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 

@@ -31,7 +31,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import LitePullConsumerConfig, MessageModel, build
 from mqcore.client.consumer.common import RouteAwareConsumer, compute_pull_from_where
 from mqcore.client.consumer.offset_store import (
@@ -47,6 +46,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullStatus
 from mqcore.client.route import route_to_subscribe_info
 from mqcore.client.validators import check_topic
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import (
     BrokerError,
     ClosedError,

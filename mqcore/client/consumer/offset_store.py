@@ -25,8 +25,8 @@ from collections.abc import Collection
 from typing import Any, Protocol
 
 from mqcore.errors import BrokerError, MQError, ProtocolError, RemotingError
+from mqcore.jsonutil import loads_lenient
 from mqcore.remoting.bodies import MessageQueue
-from mqcore.remoting.jsonutil import loads_lenient
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import heapq
 import threading
 from collections.abc import Iterable, Sequence
 
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.message import MessageExt
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.message import Prop
 
 __all__ = ["ProcessQueue"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import MessageModel, PullConsumerConfig, build
 from mqcore.client.consumer.offset_store import (
     LocalFileOffsetStore,
@@ -33,6 +32,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullResult
 from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.client.validators import check_topic
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalArgumentError, IllegalStateError, MQError
 from mqcore.remoting.bodies import MessageQueue
 

@@ -31,11 +31,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mqcore.client.clock import Clock, system_clock_ms
 from mqcore.client.config import MessageModel, PushConsumerConfig, build
 from mqcore.client.consumer.push_impl import PushConsumerImpl
 from mqcore.client.instance import ClientInstance
 from mqcore.client.validators import check_topic
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError
 from mqcore.message import retry_topic
 from mqcore.remoting.bodies import MessageQueue

@@ -4,9 +4,9 @@ from __future__ import annotations
 import random
 import threading
 
-from mqcore.client.clock import ManualClock
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
+from mqcore.clock import ManualClock
 
 
 def m(offset: int, body: bytes = b"xx", max_offset: int | None = None) -> MessageExt:

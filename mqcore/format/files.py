@@ -1,4 +1,4 @@
-"""Read-only access to a store directory, for tools that inspect a live store.
+"""Read-only access to store files: the one reader the tools and Spark share.
 
 Why not ``MessageStore``: it takes the directory lock, recovers and may truncate. An
 operator looking at a running broker's files must change nothing, so files here are
@@ -10,30 +10,25 @@ on disk); the index file geometry (slots/entries) is inferred when it is not giv
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 
 import numpy as np
 
-from mqcore.config import StoreConfig
+from mqcore.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
-from mqcore.store import layout as L
+from mqcore.format import layout as L
 
-DEFAULT_DELAYS_MS = StoreConfig().delay_levels_ms
+#: a scan needs the delay levels to compute the tags code (deliver time) of
+#: SCHEDULE_TOPIC_XXXX records; the store's settings are not on disk, so the default
+DEFAULT_DELAYS_MS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 SCAN_BATCH = 65536
 
-_INDEX_HEADER = struct.Struct(">qqqqii")
-
-#: consume-queue unit and index entry as numpy records, from the layout constants
-CQ_UNIT_DTYPE = np.dtype({"names": ["phy_offset", "size", "tags_code"], "formats": [">i8", ">i4", ">i8"],
-                          "offsets": [L.CQ_PHYOFFSET, L.CQ_SIZE, L.CQ_TAGSCODE], "itemsize": L.CQ_UNIT_SIZE})
-INDEX_ENTRY_DTYPE = np.dtype({"names": ["key_hash", "phy_offset", "time_diff", "prev_index"],
-                              "formats": [">i4", ">i8", ">i4", ">i4"],
-                              "offsets": [L.IDXE_KEY_HASH, L.IDXE_PHYOFFSET, L.IDXE_TIMEDIFF, L.IDXE_PREV_INDEX],
-                              "itemsize": L.INDEX_ENTRY_SIZE})
+CQ_UNIT_DTYPE = L.CQ_UNIT_DTYPE
+INDEX_ENTRY_DTYPE = L.INDEX_ENTRY_DTYPE
 #: a brute-force geometry search reads one entry per candidate: only for small files
 _GEOMETRY_SEARCH_MAX_BYTES = 64 << 20
 
@@ -44,7 +39,7 @@ class ReadOnlyFile:
     def __init__(self, path: str):
         self.path = path
         self.name = os.path.basename(path)
-        self.base = int(self.name) if self.name.isdigit() and len(self.name) == 20 else 0
+        self.base = int(self.name) if is_data_file_name(self.name) else 0
         try:
             with open(path, "rb") as f:
                 self.size = os.fstat(f.fileno()).st_size
@@ -133,12 +128,85 @@ class FileScan:
                 return
 
 
+@dataclasses.dataclass(frozen=True)
+class StorePaths:
+    """Where the parts of a store directory live (RocketMQ's ``StorePathConfigHelper``)."""
+
+    store_path: str
+
+    @property
+    def commitlog_dir(self) -> str:
+        return os.path.join(self.store_path, L.COMMITLOG_DIR)
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_path, L.CONSUME_QUEUE_DIR)
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.store_path, L.INDEX_DIR)
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_path, L.CONFIG_DIR)
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path, L.CHECKPOINT_FILE)
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path, L.ABORT_FILE)
+
+
+def is_data_file_name(name: str) -> bool:
+    """A commitlog or consume-queue file name: its base offset in 20 digits."""
+    return len(name) == L.DATA_FILE_NAME_DIGITS and name.isdigit()
+
+
+def is_index_file_name(name: str) -> bool:
+    """An index file name: its creation time as ``yyyyMMddHHmmssSSS``."""
+    return len(name) == L.INDEX_FILE_NAME_DIGITS and name.isdigit()
+
+
+def numbered_files(directory: str | None, index: bool = False) -> list[str]:
+    """Paths of the data (or index) files in ``directory`` in name order; [] if it is missing."""
+    if directory is None or not os.path.isdir(directory):
+        return []
+    accept = is_index_file_name if index else is_data_file_name
+    return [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if accept(n)]
+
+
+@contextlib.contextmanager
+def open_view(path: str) -> Iterator[memoryview]:
+    """A read-only memoryview over the whole file (mmap); released on exit."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            yield memoryview(b"")
+            return
+        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        view = memoryview(mm)
+        try:
+            yield view
+        finally:
+            view.release()
+            mm.close()
+
+
+def read_index_header(buf) -> tuple[int, int, int, int, int, int]:
+    """(begin ts, end ts, begin phy, end phy, hash slot count, index count) of an index file."""
+    if len(buf) < L.INDEX_HEADER_SIZE:
+        raise CorruptFileError(f"{len(buf)} bytes are shorter than an index header")
+    return L.INDEX_HEADER.unpack_from(buf, 0)
+
+
 class StoreFiles:
-    """The files of one store directory (``StoreConfig`` derives the paths)."""
+    """The files of one store directory."""
 
     def __init__(self, root: str, *, index_slots: int | None = None, index_entries: int | None = None):
         self.root = root
-        self.paths = StoreConfig(store_path=root)
+        self.paths = StorePaths(root)
         self.index_slots = index_slots
         self.index_entries = index_entries
         if not os.path.isdir(root):
@@ -151,14 +219,8 @@ class StoreFiles:
                                        "or index/ inside (point at storePathRootDir, e.g. ~/store)")
 
     # --- listing -------------------------------------------------------------------------------------
-    @staticmethod
-    def _numbered(directory: str) -> list[str]:
-        if not os.path.isdir(directory):
-            return []
-        return [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.isdigit() and len(n) == 20]
-
     def commitlog_paths(self) -> list[str]:
-        return self._numbered(self.paths.commitlog_dir)
+        return numbered_files(self.paths.commitlog_dir)
 
     def open_commitlog(self) -> list[ReadOnlyFile]:
         return [ReadOnlyFile(p) for p in self.commitlog_paths()]
@@ -180,13 +242,10 @@ class StoreFiles:
         directory = os.path.join(self.paths.consume_queue_dir, topic, str(queue_id))
         if not os.path.isdir(directory):
             raise IllegalArgumentError(f"no consume queue {topic}/{queue_id} in {self.root}")
-        return self._numbered(directory)
+        return numbered_files(directory)
 
     def index_paths(self) -> list[str]:
-        d = self.paths.index_dir
-        if not os.path.isdir(d):
-            return []
-        return [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.isdigit() and len(n) == 17]
+        return numbered_files(self.paths.index_dir, index=True)
 
     def resolve_index(self, name: str) -> str:
         for candidate in (name, os.path.join(self.paths.index_dir, name)):
@@ -209,7 +268,7 @@ def index_header(f: ReadOnlyFile) -> tuple[int, int, int, int, int, int]:
     """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
     if f.size < L.INDEX_HEADER_SIZE:
         raise CorruptFileError(f"{f.path} is {f.size} bytes, shorter than an index header")
-    return _INDEX_HEADER.unpack_from(f.buf, 0)
+    return read_index_header(f.buf)
 
 
 def index_geometry(f: ReadOnlyFile, slots: int | None = None, entries: int | None = None) -> tuple[int, int]:

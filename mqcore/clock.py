@@ -1,6 +1,6 @@
-"""Clocks for client timing logic.
+"""The one clock: epoch milliseconds, injectable everywhere.
 
-Timing decisions (fault-item expiry, lock expiry, consume timeouts, id time fields)
+Timing decisions (store timestamps, expiry, persist timers, fault items, id time fields)
 take a clock argument instead of reading the wall clock, so tests can drive them
 with :class:`ManualClock`. A clock is any ``Callable[[], int]`` returning epoch
 milliseconds.

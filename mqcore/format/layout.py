@@ -3,6 +3,11 @@
 Everything is big-endian. The Cython kernels carry the same numbers in
 ``mqcore/_store.pxd``; ``tests/test_layout.py`` checks that both agree.
 
+Leaf module: it imports nothing from mqcore, so the kernels, the store, the tools,
+Spark and the client can all depend on it (``tests/test_layering.py`` enforces that).
+The ``struct``/``numpy`` shapes below are the only Python definitions of each
+fixed-size structure; every reader and writer uses them.
+
 CommitLog record (v1 magic, IPv4 hosts; +12 after BORNHOST if born host is
 IPv6, +12 more after STOREHOST if store host is IPv6)::
 
@@ -25,6 +30,26 @@ IPv6, +12 more after STOREHOST if store host is IPv6)::
     ..  PROPLENGTH       int16, properties
 """
 from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+# --- store directory (StorePathConfigHelper) ---------------------------------
+COMMITLOG_DIR = "commitlog"
+CONSUME_QUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+#: the broker's JSON metadata files inside CONFIG_DIR
+TOPICS_FILE = "topics.json"
+CONSUMER_OFFSET_FILE = "consumerOffset.json"
+DELAY_OFFSET_FILE = "delayOffset.json"
+SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
+DATA_FILE_NAME_DIGITS = 20      # commitlog / consume-queue files: base offset, zero padded
+INDEX_FILE_NAME_DIGITS = 17     # index files: yyyyMMddHHmmssSSS of creation
 
 # --- commitlog record --------------------------------------------------------
 MAGIC_V1 = -626843481          # 0xDAA320A7
@@ -78,6 +103,12 @@ BATCH_ITEM_BODYCRC = 8
 BATCH_ITEM_FLAG = 12
 BATCH_ITEM_BODYLENGTH = 16
 BATCH_ITEM_FIXED = 20           # bytes before the body (BODYLENGTH included)
+BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLENGTH
+PROPS_LENGTH = struct.Struct(">h")         # the int16 before properties (record and batch item)
+
+# --- properties (MessageDecoder.messageProperties2String) --------------------
+NAME_VALUE_SEPARATOR = b"\x01"
+PROPERTY_SEPARATOR = b"\x02"
 
 # --- consume queue unit (20 bytes) ------------------------------------------
 CQ_UNIT_SIZE = 20
@@ -86,6 +117,11 @@ CQ_SIZE = 8                    # int32 record TOTALSIZE
 CQ_TAGSCODE = 12               # int64 tags hash / deliver time
 CQ_FILLER_SIZE = 0x7FFFFFFF    # size of pre-blank filler units
 CQ_UNIT_FORMAT = ">qiq"        # the three fields above, for struct
+CQ_UNIT = struct.Struct(CQ_UNIT_FORMAT)
+#: one unit as a numpy record (big-endian, as on disk) and its native-endian twin
+CQ_UNIT_DTYPE = np.dtype({"names": ["phy_offset", "size", "tags_code"], "formats": [">i8", ">i4", ">i8"],
+                          "offsets": [CQ_PHYOFFSET, CQ_SIZE, CQ_TAGSCODE], "itemsize": CQ_UNIT_SIZE})
+CQ_UNIT_NATIVE_DTYPE = CQ_UNIT_DTYPE.newbyteorder("=")
 
 # --- index file --------------------------------------------------------------
 INDEX_HEADER_SIZE = 40
@@ -101,6 +137,14 @@ IDXE_KEY_HASH = 0
 IDXE_PHYOFFSET = 4
 IDXE_TIMEDIFF = 12
 IDXE_PREV_INDEX = 16
+#: the six header fields in order: begin/end store timestamp, begin/end commitlog offset,
+#: hash slot count, index count (the next entry number; entry 0 is never used)
+INDEX_HEADER = struct.Struct(">qqqqii")
+INDEX_ENTRY = struct.Struct(">iqii")
+INDEX_ENTRY_DTYPE = np.dtype({"names": ["key_hash", "phy_offset", "time_diff", "prev_index"],
+                              "formats": [">i4", ">i8", ">i4", ">i4"],
+                              "offsets": [IDXE_KEY_HASH, IDXE_PHYOFFSET, IDXE_TIMEDIFF, IDXE_PREV_INDEX],
+                              "itemsize": INDEX_ENTRY_SIZE})
 DEFAULT_INDEX_SLOTS = 5_000_000
 DEFAULT_INDEX_ENTRIES = 20_000_000
 
@@ -114,6 +158,7 @@ CHECKPOINT_FILE_SIZE = 4096
 CKPT_PHYSIC_MSG_TIMESTAMP = 0
 CKPT_LOGICS_MSG_TIMESTAMP = 8
 CKPT_INDEX_MSG_TIMESTAMP = 16
+CHECKPOINT_FIELDS = struct.Struct(">qqq")
 
 # --- dispatch table produced by the record scanner ---------------------------
 #: one row per decoded record; positions are relative to the scanned buffer

@@ -1,4 +1,4 @@
-"""Client message ids (``UNIQ_KEY``), laid out as Java's ``MessageClientIDSetter``
+"""Message ids made by producers (``UNIQ_KEY``), laid out as Java's ``MessageClientIDSetter``
 (store-format §2.2)::
 
     +---------------+--------+------------------+-----------------------+-----------+
@@ -21,7 +21,7 @@ import random
 import struct
 import threading
 
-from mqcore.client.clock import Clock, system_clock_ms
+from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import IllegalArgumentError
 
 __all__ = ["UniqIdGenerator", "month_start_ms", "time_from_uniq_id"]

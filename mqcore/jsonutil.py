@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
-
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public in the module, absent from typeshed
 from json.scanner import py_make_scanner  # type: ignore[attr-defined]
+from typing import Any
 
 from mqcore.errors import ProtocolError
 
@@ -229,3 +228,44 @@ def java_hashmap_order(items: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> 
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return dict(sorted(pairs, key=bucket))  # sorted() is stable: insertion order per bucket
+
+
+# --- pretty writer (the <store>/config files) ---------------------------------------------------
+def dumps_pretty(obj: Any) -> str:
+    """fastjson-like pretty JSON: tabs, sorted keys, integer-keyed scalar maps on one line.
+
+    Keys are always quoted (standard JSON); ``int`` keys are written as ``"0"``.
+    """
+    return "".join(_pretty(obj, 0))
+
+
+def _pretty_scalar(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _pretty_sort_key(key: Any) -> tuple[int, Any]:
+    return (0, key) if isinstance(key, int) else (1, str(key))
+
+
+def _pretty(obj: Any, depth: int):
+    if not isinstance(obj, dict):
+        if isinstance(obj, (list, tuple)):
+            yield _pretty_scalar(list(obj))
+        else:
+            yield _pretty_scalar(obj)
+        return
+    if not obj:
+        yield "{}"
+        return
+    keys = sorted(obj, key=_pretty_sort_key)
+    if all(isinstance(k, int) and not isinstance(obj[k], dict) for k in keys):
+        # a Map<Integer, Long> (queue offsets, delay levels): one line, as in §5.4
+        yield "{" + ",".join(f'"{k}":{_pretty_scalar(obj[k])}' for k in keys) + "}"
+        return
+    inner = "\t" * (depth + 1)
+    yield "{\n"
+    for i, k in enumerate(keys):
+        yield f"{inner}{_pretty_scalar(str(k))}:"
+        yield from _pretty(obj[k], depth + 1)
+        yield ",\n" if i < len(keys) - 1 else "\n"
+    yield "\t" * depth + "}"

@@ -1,0 +1,18 @@
+"""Name server settings (RocketMQ's ``NamesrvConfig``)."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class NamesrvConfig:
+    """What a name server needs: where to listen, when brokers expire, frame limit."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876
+    #: a broker silent this long is dropped from routes
+    broker_channel_expired_ms: int = 120_000
+    scan_not_active_broker_interval_ms: int = 10_000
+    #: ask brokers to create an unknown topic at route lookup (autoCreateTopicEnable)
+    auto_create_topic_at_route: bool = True
+    max_frame_bytes: int = 16 * 1024 * 1024

@@ -1,0 +1,130 @@
+"""The layering rule, checked on the source: lower layers never import higher ones.
+
+From the bottom: ``errors``, ``clock`` and ``format.layout`` (import nothing from
+mqcore); ``jsonutil``, ``netaddr``, the rest of ``format`` and ``config``; the kernels;
+``message``; ``store`` and ``remoting`` side by side; ``namesrv`` (which a broker may
+embed), then ``broker`` and ``client`` side by side; ``tools`` and ``spark`` on top.
+Imports are read from the source files (``.py``, ``.pyx``, ``.pxi``) with no import
+executed, so a violation is reported even in a module no test loads.
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+import mqcore
+
+ROOT = os.path.dirname(os.path.dirname(mqcore.__file__))
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)
+    name = os.path.splitext(rel)[0].replace(os.sep, ".")
+    return name.removesuffix(".__init__")
+
+
+def _imports(path: str) -> set[str]:
+    text = open(path, encoding="utf-8").read()
+    if path.endswith(".py"):
+        found = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # "from pkg import mod" imports pkg.mod (and pkg's __init__, which must stay empty of
+                # imports); "from mod import name" is under mod either way
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        return {m for m in found if m == "mqcore" or m.startswith("mqcore.")}
+    found = set()
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("from", "import", "cimport") and words[1].startswith("mqcore"):
+            found.add(f"{words[1]}.{words[3]}" if words[0] == "from" and len(words) >= 4 else words[1])
+    return found
+
+
+def _all_modules() -> dict[str, set[str]]:
+    out = {}
+    for d, _dirs, files in os.walk(os.path.join(ROOT, "mqcore")):
+        for f in files:
+            if f.endswith((".py", ".pyx", ".pxi")):
+                p = os.path.join(d, f)
+                out[_module_name(p)] = _imports(p)
+    return out
+
+
+MODULES = _all_modules()
+KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._compat",
+           "mqcore.kernels")
+
+
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+#: module prefix -> mqcore prefixes it may import (besides itself)
+ALLOWED = {
+    "mqcore.errors": (),
+    "mqcore.format.layout": (),
+    "mqcore.clock": (),
+    "mqcore.jsonutil": ("mqcore.errors",),
+    "mqcore.config": ("mqcore.errors", "mqcore.format.layout"),
+    "mqcore.format": ("mqcore.errors", "mqcore.config", "mqcore.format"),
+    "mqcore.netaddr": ("mqcore.errors",),
+    "mqcore.service": ("mqcore.errors", "mqcore.clock"),
+    **{k: ("mqcore.errors", "mqcore.format", "mqcore") + KERNELS for k in KERNELS},
+    "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
+}
+#: package -> packages it must not import
+FORBIDDEN = {
+    "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",
+                     "mqcore.tools"),
+    "mqcore.remoting": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.spark",
+                        "mqcore.tools"),
+    "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools"),
+    "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
+    "mqcore.client": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools"),
+    "mqcore.spark": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client",
+                     "mqcore.tools"),
+    "mqcore.tools": ("mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client", "mqcore.spark"),
+}
+#: narrow exceptions to FORBIDDEN, each with its reason
+EXCEPTIONS = {
+    # analytics reads the broker's JSON files with the store's tolerant, .bak-aware loader
+    "mqcore.spark": ("mqcore.store.config_files",),
+    # `mqstore import` writes topics.json for the topics it creates, as a broker would
+    "mqcore.tools": ("mqcore.broker.metadata",),
+}
+
+
+def test_the_scan_sees_the_package():
+    assert {"mqcore.format.layout", "mqcore.store.writer", "mqcore._store", "mqcore.broker.broker"} <= set(MODULES)
+    assert "mqcore.format.layout" in MODULES["mqcore.store.writer"]
+
+
+@pytest.mark.parametrize("low", sorted(ALLOWED))
+def test_low_layers_import_only_lower_ones(low):
+    bad = {}
+    for mod, imports in MODULES.items():
+        if not _under(mod, (low,)):
+            continue
+        # the most specific rule wins (format.layout is stricter than format)
+        rule = max((k for k in ALLOWED if _under(mod, (k,))), key=len)
+        if rule != low:
+            continue
+        allowed = ALLOWED[rule]
+        wrong = sorted(i for i in imports if i != "mqcore" and not _under(i, (rule,) + allowed))
+        if wrong:
+            bad[mod] = wrong
+    assert not bad, f"imports from a higher layer: {bad}"
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_packages_do_not_import_upwards(package):
+    bad = {mod: sorted(i for i in imports if _under(i, FORBIDDEN[package])
+                       and not _under(i, EXCEPTIONS.get(package, ())))
+           for mod, imports in MODULES.items() if _under(mod, (package,))}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"{package} imports a layer above it (or a sibling it must not know): {bad}"
