@@ -19,11 +19,11 @@ import re
 from typing import Any, Callable
 
 from mqcore.errors import ProtocolError
+from mqcore.format import layout as L
+from mqcore.jsonutil import loads_lenient
 from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, create_response
-from mqcore.remoting.jsonutil import loads_lenient
-from mqcore.format import layout as L
 
 #: topics no producer may send to (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, 4.9)
 NOT_ALLOWED_SEND_TOPICS = frozenset({
