@@ -3,7 +3,8 @@
 From the bottom: ``errors``, ``clock`` and ``format.layout`` (import nothing from
 mqcore); ``jsonutil``, ``netaddr``, the rest of ``format`` and ``config``; the kernels;
 ``message``; ``store`` and ``remoting`` side by side; ``namesrv`` (which a broker may
-embed), then ``broker`` and ``client`` side by side; ``tools`` and ``spark`` on top.
+embed), then ``broker`` and ``client`` side by side; ``tools``, ``spark`` and ``admin`` on top
+(``admin`` speaks the protocol through ``remoting`` and ``client``, never into a broker's insides).
 Imports are read from the source files (``.py``, ``.pyx``, ``.pxi``) with no import
 executed, so a violation is reported even in a module no test loads.
 """
@@ -89,6 +90,7 @@ FORBIDDEN = {
     "mqcore.spark": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client",
                      "mqcore.tools"),
     "mqcore.tools": ("mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client", "mqcore.spark"),
+    "mqcore.admin": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools"),
 }
 #: narrow exceptions to FORBIDDEN, each with its reason
 EXCEPTIONS = {

@@ -16,6 +16,7 @@ import concurrent.futures
 import functools
 import json
 import logging
+import shutil
 import time
 import zlib
 
@@ -26,8 +27,10 @@ from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
+from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
@@ -37,6 +40,7 @@ from mqcore.errors import MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
+from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (
@@ -50,6 +54,16 @@ from mqcore.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 RC = RequestCode
+
+def _human(n: int) -> str:
+    """``MixAll.humanReadableByteCount`` (SI units off): 1.5 GiB -> "1.50 GiB"."""
+    if n < 1024:
+        return f"{n} B"
+    units = "KMGTPE"
+    exp = 0
+    while n >= 1024 ** (exp + 2) and exp < len(units) - 1:
+        exp += 1
+    return f"{n / 1024 ** (exp + 1):.1f} {units[exp]}iB"
 
 
 class Broker:
@@ -83,6 +97,7 @@ class Broker:
         self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
+        self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -115,7 +130,8 @@ class Broker:
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
-                       loop.create_task(self._every(10_000, self._scan_channels))]
+                       loop.create_task(self._every(10_000, self._scan_channels)),
+                       loop.create_task(self._every(1_000, self._sample_throughput))]
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
 
@@ -148,7 +164,7 @@ class Broker:
 
     def _register_processors(self) -> None:
         send, pull = SendProcessor(self), PullProcessor(self)
-        cli, adm = ClientProcessor(self), AdminProcessor(self)
+        cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
@@ -165,6 +181,10 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
+            RC.UPDATE_BROKER_CONFIG: ops.update_broker_config, RC.GET_BROKER_CONFIG: ops.get_broker_config,
+            RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
+            RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
+            RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
@@ -176,6 +196,14 @@ class Broker:
             return fn(*args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
+    def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:
+        """updateBrokerConfig: every reader of these keys looks at ``self.cfg`` per request."""
+        old, self.cfg = self.cfg, new_cfg
+        self.topics.cfg = new_cfg
+        self.groups.auto_create = new_cfg.auto_create_subscription_group
+        if old.broker_permission != new_cfg.broker_permission:
+            self.schedule_register()
+
     def delay_offsets_json(self) -> bytes:
         return self.delay_offsets.to_json().encode()
 
@@ -185,7 +213,14 @@ class Broker:
 
     # --- name server registration ------------------------------------------------------------------
     def _register_body(self) -> bytes:
-        body = {"filterServerList": [], "topicConfigSerializeWrapper": self.topics.serialize_wrapper()}
+        wrapper = self.topics.serialize_wrapper()
+        perm = self.cfg.broker_permission
+        if (perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
+            # a broker made read-only or write-only (updateBrokerConfig brokerPermission) announces
+            # its topics that way, so clients stop sending to (or pulling from) it, as RocketMQ does
+            for tc in wrapper["topicConfigTable"].values():
+                tc["perm"] = tc["perm"] & perm
+        body = {"filterServerList": [], "topicConfigSerializeWrapper": wrapper}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
     async def register_all(self) -> None:
@@ -257,6 +292,38 @@ class Broker:
             await channel.send_request_oneway(cmd)
         except MQError as e:
             log.info("notify %s failed: %s", channel.remote_addr, e)
+
+    # --- runtime figures (GET_BROKER_RUNTIME_INFO) --------------------------------------------------
+    def _sample_throughput(self) -> None:
+        now = self.clock()
+        stored = sum(self.store.get_max_offset_in_queue(t, q) for t, qids in self.store.queue_ids().items()
+                     for q in qids)
+        consumed = sum(sum(queues.values()) for queues in self.offsets.snapshot().values())
+        self.put_tps.sample(now, stored)
+        self.get_tps.sample(now, consumed)
+
+    def runtime_figures(self) -> dict[str, str]:
+        """The runtime-info keys operators' tools read (clusterList's columns among them)."""
+        s = self.store
+        earliest = 0
+        lo = s.get_min_phy_offset()
+        if s.get_max_phy_offset() > lo:
+            first = s.look_message_by_offset(lo)
+            if first is not None:
+                earliest = first.store_timestamp
+        try:
+            du = shutil.disk_usage(self.store_config.store_path)
+            ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."
+        except OSError:
+            ratio, capacity = 0.0, ""
+        return {"putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
+                "earliestMessageTimeStamp": str(earliest), "commitLogDiskRatio": f"{ratio:.4f}",
+                "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0", "pageCacheLockTimeMills": "0",
+                # one event loop, no thread-pool queues: nothing ever waits in one
+                "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueHeadWaitTimeMills": "0",
+                "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+                "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueHeadWaitTimeMills": "0",
+                "startAcceptSendRequestTimeStamp": "0"}
 
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started_at)

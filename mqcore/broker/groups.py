@@ -62,6 +62,13 @@ class SubscriptionGroupManager:
         (self._disabled.discard if cfg.consume_enable else self._disabled.add)(cfg.group_name)
         self.table.persist()
 
+    def delete(self, group: str) -> bool:
+        """Forget a group's config (deleteSubGroup); a later heartbeat may auto-create it again."""
+        self._known.discard(group)
+        removed = self.table.remove(group)
+        self.table.persist()
+        return removed
+
     def encode_json(self) -> bytes:
         return self.table.to_json().encode()
 

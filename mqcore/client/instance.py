@@ -40,7 +40,7 @@ from mqcore.client.route import MASTER_ID, TopicRouteData
 from mqcore.uniq_id import UniqIdGenerator
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
-from mqcore.jsonutil import dumps_compact
+from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient
@@ -142,6 +142,7 @@ class ClientInstance:
 
     async def _start_async(self) -> None:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self._rebalance_event = asyncio.Event()
         cfg = self.config
         self._spawn("route-refresh", self._periodic(10, cfg.poll_name_server_interval_ms, self.update_all_routes))
@@ -385,6 +386,26 @@ class ClientInstance:
                 raise
             except Exception:  # keep the service alive whatever one rebalance did
                 log.exception("%s: rebalance crashed", self.client_id)
+
+    async def _on_reset_offset(self, channel: Channel, request: RemotingCommand) -> None:
+        """The broker relays an operator's offset reset (``ResetOffsetBody``: MessageQueue -> offset)."""
+        group, topic = request.ext_fields.get("group", ""), request.ext_fields.get("topic", "")
+        reset = getattr(self.consumers.get(group), "reset_offsets", None)
+        if reset is None:
+            log.info("broker %s reset offsets of group %s, which has no push consumer here", channel.remote_addr,
+                     group)
+            return None
+        try:
+            table = loads_lenient(bytes(request.body)).get("offsetTable") or {}
+            offsets = {MessageQueue.from_json_obj(dict(k) if isinstance(k, tuple) else k): int(v)
+                       for k, v in table.items()}
+        except (MQError, AttributeError, TypeError, ValueError) as e:
+            log.warning("broker %s sent an unreadable offset reset for group %s: %s", channel.remote_addr, group, e)
+            return None
+        await reset({mq: off for mq, off in offsets.items() if mq.topic == topic})
+        if self._rebalance_event is not None:
+            self._rebalance_event.set()
+        return None
 
     async def _on_ids_changed(self, channel: Channel, request: RemotingCommand) -> None:
         try:

@@ -161,8 +161,11 @@ class ProducerImpl:
                 self.publish_info[topic] = TopicPublishInfo(topic, [], None)
             await self.instance.update_topic_route(topic)
             info = self.publish_info[topic]
-        if info.have_route or info.ok:
+        if info.ok:
             return info
+        if info.have_route:  # e.g. every broker of the topic was made read-only (brokerPermission=4)
+            raise NoRouteError(f"topic {topic!r} has a route but no writable queue: its brokers or the topic "
+                               "do not allow writes")
         await self.instance.update_topic_route(topic, default_topic=self.config.create_topic_key,
                                                default_queue_nums=self.config.default_topic_queue_nums)
         info = self.publish_info[topic]

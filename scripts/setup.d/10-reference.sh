@@ -17,15 +17,22 @@ ensure_rocketmq_reference() {
         if [ -f "$dir/.pom" ] && cmp -s "$dir/.pom" "scripts/reference/$pom"; then
             continue
         fi
-        rm -rf "$dir" && mkdir -p "$dir"
+        # fetched beside the cache and renamed into place, so a run that reads the jars while
+        # another (in a second checkout) refetches never sees a half-copied directory
+        local tmp="$dir.tmp.$$"
+        rm -rf "$tmp" && mkdir -p "$tmp"
         if ! mvn -q -B -f "scripts/reference/$pom" dependency:copy-dependencies \
-                -DoutputDirectory="$dir" >"$dir/../fetch.log" 2>&1; then
+                -DoutputDirectory="$tmp" >"$tmp.log" 2>&1; then
             echo "scripts/test: could not fetch the Apache RocketMQ reference jars from Maven Central" >&2
-            echo "  (scripts/reference/$pom; see $dir/../fetch.log). The reference tests need them." >&2
-            tail -5 "$dir/../fetch.log" >&2
+            echo "  (scripts/reference/$pom; see $tmp.log). The reference tests need them." >&2
+            tail -5 "$tmp.log" >&2
+            rm -rf "$tmp"
             return 1
         fi
-        cp "scripts/reference/$pom" "$dir/.pom"
+        cp "scripts/reference/$pom" "$tmp/.pom"
+        rm -f "$tmp.log"
+        if [ -d "$dir" ]; then mv "$dir" "$dir.old.$$" && rm -rf "$dir.old.$$"; fi
+        mv "$tmp" "$dir"
     done
     export MQCORE_ROCKETMQ_SERVER_LIB="$server" MQCORE_ROCKETMQ_CLIENT_LIB="$client"
 }

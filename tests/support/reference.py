@@ -271,3 +271,29 @@ def run_java_driver(driver: str, args: list[str], *, timeout_s: float = 120, wor
     if background:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+
+
+def mqadmin_batch(commands: list[list[str]], *, timeout_s: float = 180, home: Path | None = None) -> list[str]:
+    """Several real ``mqadmin`` commands in one JVM (drivers/MQAdminBatch.java runs
+    MQAdminStartup.main0 once per command); returns each command's output (stdout and the
+    stack traces the tool prints), in order. One JVM start instead of one per command."""
+    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / "mqadmin-home"
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    logback = home / "conf" / "logback_tools.xml"
+    if not logback.exists():
+        logback.write_text(_LOGBACK.format(log=home / "tools.log"))
+    for words in commands:
+        if any("|" in w for w in words):
+            raise ValueError(f"'|' separates words for MQAdminBatch: {words}")
+    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
+            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", client_classpath(),
+            str(DRIVERS_DIR / "MQAdminBatch.java"), *("|".join(words) for words in commands)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+    outputs = []
+    for i in range(len(commands)):
+        begin, end = f"@@@ BEGIN {i}\n", f"\n@@@ END {i}\n"
+        if begin not in p.stdout or end not in p.stdout:
+            raise RuntimeError(f"MQAdminBatch stopped before command {i} {commands[i]}:\n{p.stdout[-4000:]}\n"
+                               f"{p.stderr[-4000:]}")
+        outputs.append(p.stdout.split(begin, 1)[1].split(end, 1)[0])
+    return outputs

@@ -148,6 +148,7 @@ class AdminProcessor:
                  "commitLogMaxOffset": str(s.get_max_phy_offset()), "commitLogMinOffset": str(s.get_min_phy_offset()),
                  "pullHoldingCount": str(self.b.hold.waiting_count),
                  "runtime": self.b.runtime_text()}
+        table.update(self.b.runtime_figures())
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"table": table}))
 
 

@@ -192,6 +192,25 @@ class PushConsumerImpl(RouteAwareConsumer):
         log.debug("group %s: %d queue(s) of %s owned; per-queue limits %d messages, %d MiB", self.group,
                   len(mq_divided), topic, count, size_mib)
 
+    async def reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
+        """An operator moved this group's offsets (RESET_CONSUMER_CLIENT_OFFSET, from
+        ``mqadmin resetOffsetByTime``): stop the queues, store the new offsets, and let the
+        next rebalance take the queues again from there (Java's ``resetOffset``). Messages
+        being consumed when the reset arrives do not commit (their queue is dropped)."""
+        for mq in offsets:
+            pq = self.rebalance.process_queue_table.get(mq)
+            if pq is not None:
+                pq.dropped = True
+        for mq, offset in offsets.items():
+            self.offset_store.update_offset(mq, offset, increase_only=False)
+            await self.offset_store.persist(mq)
+            self.rebalance.remove_process_queue(mq)
+            task = self._pull_tasks.pop(mq, None)
+            if task is not None:
+                task.cancel()
+        log.info("group %s: offsets reset by the broker: %s", self.group,
+                 ", ".join(f"{mq.topic}:{mq.broker_name}:{mq.queue_id}={off}" for mq, off in sorted(offsets.items())))
+
     # --- pulling -------------------------------------------------------------------------------------
     async def _pull_loop(self, pr: PullRequest) -> None:
         pq = pr.process_queue

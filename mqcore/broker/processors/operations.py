@@ -1,0 +1,140 @@
+"""Operator requests (what ``mqadmin`` sends beyond topics and stats):
+UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26), GET_PRODUCER_CONNECTION_LIST (204),
+DELETE_SUBSCRIPTIONGROUP (207), INVOKE_BROKER_TO_RESET_OFFSET (222) and
+QUERY_TOPIC_CONSUME_BY_WHO (300). Answers match a 4.9 broker's codes and bodies.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from mqcore.broker.conf import effective_config_lines, read_properties
+from mqcore.broker.runtime_config import parse_runtime_update
+from mqcore.errors import ConfigError, MQError
+from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting.codes import LanguageCode, RequestCode
+from mqcore.remoting.command import create_request
+from mqcore.jsonutil import dumps_compact
+
+log = logging.getLogger(__name__)
+
+
+def _language(code: int) -> str:
+    try:
+        return LanguageCode(code).name
+    except ValueError:
+        return "OTHER"
+
+
+def _mq_keyed(pairs: list[tuple[dict, object]]) -> str:
+    """A Java ``Map<MessageQueue, X>`` the way fastjson writes it: object keys."""
+    return "{" + ",".join(dumps_compact(k).decode() + ":" + dumps_compact(v).decode() for k, v in pairs) + "}"
+
+
+class OperationsProcessor:
+    def __init__(self, broker):
+        self.b = broker
+
+    # --- broker config ----------------------------------------------------------------------------
+    def get_broker_config(self, channel, request):
+        lines = []
+        for line in effective_config_lines(self.b.cfg, self.b.store_config):
+            key, _, value = line.partition("=")
+            if "_" in key:  # mqcore-internal settings without a RocketMQ key: not an operator's concern
+                continue
+            if key == "listenPort":
+                value = str(self.b.port)  # the port actually bound (0 in the config means "any free one")
+            lines.append(f"{key}={value}")
+        text = "\n".join(lines) + "\n"
+        return create_response(request, ResponseCode.SUCCESS, body=text.encode(),
+                               ext_fields={"version": dumps_compact({"counter": 0, "timestamp": 0}).decode()})
+
+    def update_broker_config(self, channel, request):
+        try:
+            props = read_properties(bytes(request.body).decode("utf-8"))
+            new_cfg = parse_runtime_update(self.b.cfg, props)
+        except (ConfigError, UnicodeDecodeError) as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+        log.info("updateBrokerConfig from %s: %s", channel.remote_addr, props)
+        self.b.apply_runtime_config(new_cfg)
+        return create_response(request, ResponseCode.SUCCESS)
+
+    # --- clients ---------------------------------------------------------------------------------------
+    def producer_connections(self, channel, request):
+        group = request.ext_fields.get("producerGroup", "")
+        members = self.b.clients.producers.get(group)
+        if not members:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = {"connectionSet": [{"clientAddr": ch.remote_addr, "clientId": info.client_id,
+                                   "language": _language(info.language), "version": info.version}
+                                  for ch, info in members.items()]}
+        return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(body))
+
+    def topic_consumed_by(self, channel, request):
+        topic = request.ext_fields.get("topic", "")
+        groups = {g.group for g in self.b.clients.consumers.values() if topic in g.subscriptions}
+        suffix = "@"
+        groups.update(k.partition(suffix)[2] for k in self.b.offsets.snapshot() if k.partition(suffix)[0] == topic)
+        return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"groupList": sorted(groups)}))
+
+    def delete_group(self, channel, request):
+        group = request.ext_fields.get("groupName", "")
+        remove_offset = request.ext_fields.get("removeOffset", "false").lower() == "true"
+        self.b.groups.delete(group)
+        if remove_offset:
+            for topic in self.b.offsets.topics_of(group):
+                self.b.offsets.remove(group, topic)
+        log.info("subscription group %s deleted by %s (offsets %s)", group, channel.remote_addr,
+                 "removed" if remove_offset else "kept")
+        return create_response(request, ResponseCode.SUCCESS)
+
+    # --- offsets -----------------------------------------------------------------------------------------
+    async def reset_offset(self, channel, request):
+        """Move a group's offsets on a topic to a timestamp (-1: the end). Like RocketMQ, online
+        consumers are told (RESET_CONSUMER_CLIENT_OFFSET) and a group with none online gets
+        CONSUMER_NOT_ONLINE, so the tool falls back to rewriting the committed offsets."""
+        ext = request.ext_fields
+        topic, group = ext.get("topic", ""), ext.get("group", "")
+        try:
+            timestamp = int(ext.get("timestamp", "-1"))
+        except ValueError:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"timestamp {ext.get('timestamp')!r} "
+                                   "is not a number of milliseconds")
+        force = ext.get("isForce", "true").lower() == "true"
+        tc = self.b.topics.get(topic)
+        if tc is None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+        store = self.b.store
+        table = []
+        for qid in range(tc.write_queue_nums):
+            consumer_offset = self.b.offsets.query(group, topic, qid)
+            if consumer_offset is None or consumer_offset < 0:
+                return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                       f"THe consumer group <{group}> not exist")
+            if timestamp == -1:
+                ts_offset = store.get_max_offset_in_queue(topic, qid)
+            else:
+                ts_offset = store.get_offset_in_queue_by_time(topic, qid, timestamp)
+            ts_offset = max(ts_offset, 0)
+            table.append((qid, ts_offset if (force or ts_offset < consumer_offset) else consumer_offset))
+        g = self.b.clients.group(group)
+        if g is None or not g.channels:
+            return create_response(
+                request, ResponseCode.CONSUMER_NOT_ONLINE,
+                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")
+        name = self.b.cfg.broker_name
+        body = ('{"offsetTable":' + _mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
+                                               for qid, off in table]) + "}").encode()
+        # the committed offsets move now, so a consumer that does not act on the notice
+        # still resumes from the new position after its next rebalance
+        for qid, off in table:
+            self.b.offsets.commit(group, topic, qid, off)
+        notice = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()}
+        for ch in list(g.channels):
+            cmd = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notice, body, oneway=True)
+            try:
+                await asyncio.wait_for(ch.send_request_oneway(cmd), 5)
+            except (MQError, OSError, asyncio.TimeoutError) as e:  # one unreachable consumer must not fail it
+                log.warning("reset-offset notice to %s failed: %s", ch.remote_addr, e)
+        return create_response(request, ResponseCode.SUCCESS, body=body)
