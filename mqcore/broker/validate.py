@@ -42,7 +42,7 @@ SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSA
 _V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
 # header keys naming a topic or a group; SEND_MESSAGE_V2 abbreviates them to letters
 _TOPIC_KEYS = ("topic",)
-_GROUP_KEYS = ("consumerGroup", "producerGroup", "group")
+_GROUP_KEYS = ("consumerGroup", "producerGroup", "group", "groupName")  # groupName: DELETE_SUBSCRIPTIONGROUP
 _V2_TOPIC_KEYS = ("b",)
 _V2_GROUP_KEYS = ("a",)
 
