@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import logging
 import shutil
@@ -84,6 +83,8 @@ class Broker:
         self.namesrv: NameServer | None = None
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
+        self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
+        self._pull: PullProcessor | None = None
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
@@ -163,8 +164,13 @@ class Broker:
         return f"{self.cfg.broker_ip1}:{self.port}"
 
     def _register_processors(self) -> None:
-        send, pull = SendProcessor(self), PullProcessor(self)
+        send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
+                             pool=self._executor, schedule_register=self.schedule_register,
+                             store_host=lambda: self.store_host)
+        pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable)
         cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
+        self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
@@ -190,16 +196,13 @@ class Broker:
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
 
     # --- store access -------------------------------------------------------------------------------
-    async def run_store(self, fn, *args, **kwargs):
-        """Run a store put: inline, or on the put pool when it may wait for an fsync."""
-        if self._executor is None:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
-
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:
         """updateBrokerConfig: every reader of these keys looks at ``self.cfg`` per request."""
         old, self.cfg = self.cfg, new_cfg
         self.topics.cfg = new_cfg
+        if self._send is not None and self._pull is not None:  # processors hold only what they use
+            self._send.cfg = new_cfg
+            self._pull.long_polling_enable = new_cfg.long_polling_enable
         self.groups.auto_create = new_cfg.auto_create_subscription_group
         if old.broker_permission != new_cfg.broker_permission:
             self.schedule_register()

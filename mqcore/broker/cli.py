@@ -20,6 +20,7 @@ from mqcore.broker.broker import Broker
 from mqcore.broker.conf import build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
 from mqcore.netaddr import tcp_port
+from mqcore.remoting import eventloop
 
 log = logging.getLogger("mqbroker")
 
@@ -62,7 +63,8 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     await broker.start()
     ns = ";".join(broker.namesrv_addrs) or "(none)"
     print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.addr}, name server {ns}"
-          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}", flush=True)
+          f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
+          f"event loop {eventloop.loop_kind()}", flush=True)
     if ready_line:
         print(f"READY broker={broker.addr} namesrv={ns}", flush=True)
     await stop.wait()
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
         return 0
     broker = Broker(loaded.broker, dataclasses.replace(loaded.store))
     try:
-        asyncio.run(serve(broker))
+        eventloop.run(serve(broker))
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 1

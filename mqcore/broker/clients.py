@@ -14,6 +14,7 @@ import logging
 from typing import Any, Callable
 
 from mqcore._compat import kernels
+from mqcore.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +115,15 @@ class ClientManager:
         """Register what a HEART_BEAT says; returns the consumer groups named in it."""
         now = self.clock()
         info = ClientChannelInfo(channel, client_id, language, version, now)
-        for p in data.get("producerDataSet") or []:
-            group = p.get("groupName") if isinstance(p, dict) else None
+        for p in _entries(data, "producerDataSet"):
+            group = _group_name(p, "producerDataSet")
             if group:
                 self.producers.setdefault(group, {})[channel] = info
         groups = []
-        for c in data.get("consumerDataSet") or []:
-            if not isinstance(c, dict) or not c.get("groupName"):
+        for c in _entries(data, "consumerDataSet"):
+            group = _group_name(c, "consumerDataSet")
+            if not group:
                 continue
-            group = str(c["groupName"])
             groups.append(group)
             g = self.consumers.get(group)
             if g is None:
@@ -132,7 +133,7 @@ class ClientManager:
             g.consume_from_where = enum_name("consumeFromWhere", c.get("consumeFromWhere"), g.consume_from_where)
             new_member = channel not in g.channels
             g.channels[channel] = info
-            subs_changed = self._update_subscriptions(g, c.get("subscriptionDataSet") or [])
+            subs_changed = self._update_subscriptions(g, _entries(c, "subscriptionDataSet"))
             if new_member:
                 log.info("consumer group %s: %s joined (%d members)", group, client_id, len(g.channels))
             if (new_member or subs_changed) and self.on_group_changed:
@@ -144,15 +145,14 @@ class ClientManager:
         for s in subs:
             if not isinstance(s, dict) or not s.get("topic"):
                 continue
-            expr, tags = parse_tags(s.get("subString"))
-            if not tags and s.get("tagsSet"):  # a client that sent tags but an odd subString
-                tags = frozenset(str(t) for t in s["tagsSet"] if str(t).strip() and str(t) != "*")
-            version = int(s.get("subVersion") or 0)
-            old = g.subscriptions.get(s["topic"])
+            topic, sub_string, tags_set, version, expression_type = _subscription_fields(s)
+            expr, tags = parse_tags(sub_string)
+            if not tags and tags_set:  # a client that sent tags but an odd subString
+                tags = frozenset(str(t) for t in tags_set if str(t).strip() and str(t) != "*")
+            old = g.subscriptions.get(topic)
             if old is None or old.sub_string != expr or version > old.sub_version:
                 changed = changed or old is None or old.sub_string != expr
-                g.subscriptions[s["topic"]] = Subscription(str(s["topic"]), expr, tags, version,
-                                                           str(s.get("expressionType") or "TAG"))
+                g.subscriptions[topic] = Subscription(topic, expr, tags, version, expression_type)
         return changed
 
     # --- leaving ------------------------------------------------------------------------------------
@@ -222,3 +222,48 @@ class RebalanceLockManager:
             owner = table.get(mq)
             if owner is not None and owner[0] == client_id:
                 del table[mq]
+
+
+def _entries(data: dict, key: str) -> list:
+    """A heartbeat list (absent => empty); any other shape is the peer's error."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProtocolError(f"heartbeat {key} is a {type(value).__name__}, not an array")
+    return value
+
+
+def _group_name(entry: object, key: str) -> str | None:
+    """The groupName of a heartbeat entry: a string, or None to skip a null or empty one."""
+    if not isinstance(entry, dict):
+        return None
+    group = entry.get("groupName")
+    if group is None or group == "":
+        return None
+    if not isinstance(group, str):
+        raise ProtocolError(f"heartbeat {key}[].groupName is a {type(group).__name__}, not a string")
+    return group
+
+
+def _subscription_fields(s: dict) -> tuple[str, str | None, list, int, str]:
+    """(topic, subString, tagsSet, subVersion, expressionType) of a heartbeat
+    subscription, each of the type Java's bean has; anything else is a ProtocolError."""
+    topic, sub_string = s.get("topic"), s.get("subString")
+    tags_set, expression_type = s.get("tagsSet") or [], s.get("expressionType") or "TAG"
+    if not isinstance(topic, str):
+        raise ProtocolError(f"heartbeat subscription topic is a {type(topic).__name__}, not a string")
+    if sub_string is not None and not isinstance(sub_string, str):
+        raise ProtocolError(f"heartbeat subscription subString is a {type(sub_string).__name__}, not a string")
+    if not isinstance(tags_set, list) or not all(isinstance(t, (str, int)) for t in tags_set):
+        raise ProtocolError("heartbeat subscription tagsSet is not an array of strings")
+    if not isinstance(expression_type, str):
+        raise ProtocolError("heartbeat subscription expressionType is not a string")
+    raw_version = s.get("subVersion") or 0
+    try:
+        if isinstance(raw_version, bool) or not isinstance(raw_version, (int, str)):
+            raise ValueError(raw_version)
+        version = int(raw_version)
+    except ValueError:
+        raise ProtocolError(f"heartbeat subscription subVersion {raw_version!r} is not an integer") from None
+    return topic, sub_string, tags_set, version, expression_type

@@ -1,8 +1,13 @@
 """Auto-batching (seed 002, RocketMQ 5's ``ProduceAccumulator``), opt-in.
 
 Single-message sends are collected per *aggregation key* and sent as one
-SEND_BATCH_MESSAGE when the batch reaches ``batch_max_bytes`` or its oldest message
-has waited ``batch_max_delay_ms``. The key is (topic, tags, wait-store-ok) — or
+SEND_BATCH_MESSAGE as soon as the key's pipeline has room: with fewer than
+``MAX_INFLIGHT_BATCHES`` batches of that key awaiting their answer, a new batch leaves
+on the loop's next turn (so everything submitted in one burst travels together);
+otherwise it fills while the broker works and leaves the moment an earlier batch is
+acknowledged. It leaves at once when it reaches ``batch_max_bytes``, and never waits
+longer than ``batch_max_delay_ms`` (a bound, no longer the usual trigger: a fixed
+10 ms timer stalled every window of a fast producer). The key is (topic, tags, wait-store-ok) — or
 (topic, queue, tags, ...) when the caller chose a queue — because a batch has one
 topic and queue, and only messages with the same tag may share a batch (seed 002's
 compatibility rule). Every message keeps its own ``UNIQ_KEY``; the batch answer's
@@ -36,6 +41,10 @@ __all__ = ["ProduceAccumulator", "split_batch_result"]
 #: per-message overhead of a batch item on the wire (TOTALSIZE..BODYLEN + PROPERTIESLENGTH)
 BATCH_ITEM_OVERHEAD = 22
 
+#: batches of one key awaiting their answer before the next one waits for an ack: two
+#: keep the connection busy (one travels or is stored while the next is on its way)
+MAX_INFLIGHT_BATCHES = 2
+
 BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
 SendBatch = Callable[[list[Message], "MessageQueue | None"], Awaitable[SendResult]]
 
@@ -58,13 +67,14 @@ def item_size(msg: Message) -> int:
 
 class _Accumulation:
     __slots__ = ("key", "messages", "futures", "size", "timer")
+    timer: asyncio.Handle | None
 
     def __init__(self, key: BatchKey) -> None:
         self.key = key
         self.messages: list[Message] = []
         self.futures: list[Any] = []  # asyncio or concurrent futures
         self.size = 0
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer = None  # the call that sends it: next loop turn, or the delay bound
 
 
 class ProduceAccumulator:
@@ -79,6 +89,7 @@ class ProduceAccumulator:
         self._pending: dict[BatchKey, _Accumulation] = {}
         self._held_bytes = 0
         self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight_per_key: dict[BatchKey, int] = {}
         self.batches_sent = 0
         self.messages_batched = 0
 
@@ -117,7 +128,10 @@ class ProduceAccumulator:
         loop = asyncio.get_running_loop()
         if acc is None:
             acc = self._pending[key] = _Accumulation(key)
-            acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._flush, key)
+            if self._inflight_per_key.get(key, 0) < MAX_INFLIGHT_BATCHES:
+                acc.timer = loop.call_soon(self._flush, key)
+            else:  # leaves when an earlier batch is acknowledged, at the latest after the bound
+                acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._flush, key)
         if future is None:
             future = loop.create_future()
         acc.messages.append(msg)
@@ -134,6 +148,7 @@ class ProduceAccumulator:
             return
         if acc.timer is not None:
             acc.timer.cancel()
+        self._inflight_per_key[key] = self._inflight_per_key.get(key, 0) + 1
         task = asyncio.ensure_future(self._send(acc))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
@@ -153,12 +168,23 @@ class ProduceAccumulator:
             return
         finally:
             self._held_bytes -= acc.size
+            self._acknowledged(acc.key)
         self.batches_sent += 1
         self.messages_batched += len(acc.messages)
         offset_ids = result.offset_msg_ids
         for i, (msg, f) in enumerate(zip(acc.messages, acc.futures, strict=True)):
             if not f.done():
                 _settle(f, split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, ""), offset_ids), None)
+
+    def _acknowledged(self, key: BatchKey) -> None:
+        """A batch of ``key`` got its answer: the one filling behind it leaves now."""
+        left = self._inflight_per_key.get(key, 1) - 1
+        if left > 0:
+            self._inflight_per_key[key] = left
+        else:
+            self._inflight_per_key.pop(key, None)
+        if key in self._pending:
+            self._flush(key)
 
     async def flush_all(self) -> None:
         """Send everything pending now and wait for the answers (shutdown)."""

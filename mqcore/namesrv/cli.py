@@ -15,6 +15,7 @@ from mqcore.clock import system_clock_ms
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.netaddr import tcp_port
+from mqcore.remoting import eventloop
 
 
 async def serve(config: NamesrvConfig) -> None:
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
+        eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
                                         broker_channel_expired_ms=args.broker_expiry_ms)))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)

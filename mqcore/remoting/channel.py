@@ -6,6 +6,22 @@ opened), so a :class:`Channel` both answers requests (through a dispatcher) and 
 an opaque -> future table for the requests it sent itself; frame flag bit 0 tells the
 two directions apart.
 
+A Channel is the connection's ``asyncio.BufferedProtocol``: the loop receives straight
+into the :class:`~mqcore.remoting.framing.FrameReceiver`'s buffer and the channel
+decodes and dispatches every complete frame in the same callback, with no task and no
+stream reader per request. Memory per connection is bounded both ways:
+
+* receiving: small frames share one fixed ring; large ones are charged to the
+  server's :class:`~mqcore.remoting.framing.FrameBudget` (reading pauses when it is
+  spent);
+* sending: when the transport holds more than ``write_high_water`` unsent bytes the
+  channel stops reading (and stops dispatching frames already received) until the
+  peer has taken the backlog below the low-water mark, so a peer that pipelines
+  requests and never reads the answers cannot grow the process.
+
+Every close path (peer gone, protocol error, idle sweep, shutdown) releases the
+receive buffers and drops unsent data of a peer that does not read.
+
 All methods must be called from the event loop that owns the connection.
 """
 from __future__ import annotations
@@ -26,24 +42,25 @@ from mqcore.errors import (
 )
 from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
-from mqcore.remoting.command import (
-    FRAME_LENGTH_SIZE,
-    HEADER_WORD_SIZE,
-    RemotingCommand,
-    decode_header,
-    encode,
-    parse_header_word,
-)
+from mqcore.remoting.command import RemotingCommand, encode
+from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
+from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
 #: bodies up to this size are copied into the prefix's write (cheaper than a second send())
 _JOIN_BODY_BYTES = 16 * 1024
+#: unsent bytes above which a connection stops reading requests (see the module docstring)
+DEFAULT_WRITE_HIGH_WATER = 4 * 1024 * 1024
 
-__all__ = ["Channel", "RequestSink", "format_addr", "parse_addr"]
+__all__ = ["Channel", "RequestSink", "format_addr", "parse_addr", "DEFAULT_WRITE_HIGH_WATER"]
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as Java's counter does for 2^31 requests
-_PREFIX_SIZE = FRAME_LENGTH_SIZE + HEADER_WORD_SIZE
+_PAUSE_WRITE = "write"  # reasons reading is paused
+_PAUSE_BUDGET = "budget"
+#: close reasons after which unsent data is discarded rather than flushed
+#: (a peer that only half-closed still gets the answers already written)
+_ABORT_REASONS = ("idle", "I/O error", "frame too large", "protocol error", "internal error")
 
 
 class RequestSink(Protocol):
@@ -60,41 +77,53 @@ def format_addr(sockaddr: Any) -> str:
     return str(sockaddr)
 
 
-class Channel:
+class Channel(asyncio.BufferedProtocol):
     """A framed connection: reads frames, dispatches requests, matches responses.
 
     ``attributes`` is free for the owner (the broker stores the client id there).
     Processors get the channel so they can answer later (``send_response``) or call
     back into the peer (``invoke``, ``send_request_oneway``).
+
+    Created by the loop as the protocol of a connection (``create_server`` /
+    ``create_connection`` with ``lambda: Channel(...)``); ``on_made(channel)`` runs
+    once the transport is attached.
     """
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         sink: RequestSink,
         *,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        budget: FrameBudget | None = None,
+        write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
+        on_made: Callable[[Channel], None] | None = None,
+        warnings: RateLimitedLog | None = None,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
         self._sink = sink
         self._max_frame_bytes = max_frame_bytes
+        self._budget = budget if budget is not None else FrameBudget()
+        self._receiver = FrameReceiver(max_frame_bytes, self._budget)
+        self._write_high_water = write_high_water
+        self._on_made = on_made
+        self._warn = warnings if warnings is not None else RateLimitedLog(log)
         self._loop = asyncio.get_running_loop()
-        self.remote_addr: str = format_addr(writer.get_extra_info("peername"))
-        self.local_addr: str = format_addr(writer.get_extra_info("sockname"))
+        self._transport: asyncio.Transport | None = None
+        self.remote_addr: str = "?"
+        self.local_addr: str = "?"
         self.attributes: dict[str, Any] = {}
         self.last_activity: float = self._loop.time()
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # opaque -> its timeout
         self._next_opaque = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._close_listeners: list[Callable[[Channel], Any]] = []
         self._closed = False
         self._closed_future: asyncio.Future[None] = self._loop.create_future()
-        self._read_task: asyncio.Task[None] | None = None
-        sock = writer.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._lost_future: asyncio.Future[None] = self._loop.create_future()
+        self._read_paused: set[str] = set()
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._in_frames = False  # re-entrancy guard for _process_frames
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
@@ -110,6 +139,22 @@ class Channel:
         """Inbound requests being processed plus our own requests awaiting answers."""
         return len(self._tasks) + len(self._pending)
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Received bytes not yet decoded plus answers not yet taken by the peer."""
+        unsent = self._transport.get_write_buffer_size() if self._transport is not None and not self._closed else 0
+        return self._receiver.buffered_bytes + unsent
+
+    @property
+    def remote_host(self) -> str:
+        """The peer's address without the port (keys rate-limited warnings: a peer that
+        reconnects for every bad frame is still one peer)."""
+        return self.remote_addr.rpartition(":")[0] or self.remote_addr
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(self._read_paused)
+
     def add_close_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` (sync or async) runs once when the connection closes."""
         self._close_listeners.append(listener)
@@ -117,62 +162,107 @@ class Channel:
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed_future)
 
-    # --- reading ------------------------------------------------------------------------
-    def start(self) -> asyncio.Task[None]:
-        """Start the read loop as a task and return it."""
-        if self._read_task is None:
-            self._read_task = self._loop.create_task(self.serve(), name=f"remoting-read {self.remote_addr}")
-        return self._read_task
+    # --- asyncio.BufferedProtocol ---------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
+        self.remote_addr = format_addr(transport.get_extra_info("peername"))
+        self.local_addr = format_addr(transport.get_extra_info("sockname"))
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.set_write_buffer_limits(high=self._write_high_water, low=self._write_high_water // 4)
+        if self._on_made is not None:
+            self._on_made(self)
 
-    async def serve(self) -> None:
-        """Read frames until EOF or error, then close. Never raises (but propagates
-        cancellation): network input cannot crash the process."""
-        reason = "peer closed"
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._receiver.received(nbytes)
+        self.last_activity = self._loop.time()
+        self._process_frames()
+
+    def eof_received(self) -> bool:
+        self.close("peer closed")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close("peer closed" if exc is None else f"I/O error: {exc!r}")
+        self._wake_drain_waiters()
+        if not self._lost_future.done():
+            self._lost_future.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause_reading(_PAUSE_WRITE)
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain_waiters()
+        self._resume_reading(_PAUSE_WRITE)
+
+    # --- reading ------------------------------------------------------------------------
+    def _process_frames(self) -> None:
+        """Decode and dispatch every complete frame, unless reading is paused. Never
+        raises: network input cannot crash the process, it only closes this channel."""
+        if self._in_frames:
+            return  # a processor answered inline and the transport resumed us: the outer loop continues
+        self._in_frames = True
         try:
-            while True:
-                cmd = await self._read_command()
-                self.last_activity = self._loop.time()
+            receiver, sink = self._receiver, self._sink
+            while not self._read_paused and not self._closed:
+                cmd = receiver.next_frame()
+                if cmd is None:
+                    return
+                if cmd is RECV_WAIT:
+                    self._pause_reading(_PAUSE_BUDGET)
+                    self._budget.wait(id(self), self._on_budget)
+                    return
+                assert isinstance(cmd, RemotingCommand)
                 if cmd.is_response:
                     self._on_response(cmd)
                 else:
-                    self._sink.submit(self, cmd)
-        except asyncio.IncompleteReadError:
-            reason = "peer closed"
+                    sink.submit(self, cmd)
         except FrameTooLargeError as e:
-            reason = f"frame too large: {e}"
-            log.warning("closing %s: %s", self, e)
+            self._warn.warning(f"too-large {self.remote_host}", "closing %s: %s", self, e)
+            self.close(f"frame too large: {e}")
         except ProtocolError as e:
-            reason = f"protocol error: {e}"
-            log.warning("closing %s: protocol error: %s", self, e)
-        except (ConnectionError, OSError) as e:
-            reason = f"I/O error: {e!r}"
-            log.debug("closing %s: %r", self, e)
-        except asyncio.CancelledError:
-            reason = "cancelled"
-            raise
-        except Exception:  # a decoder bug must not kill the server; log it loudly
-            reason = "internal error"
-            log.exception("closing %s after an unexpected error in the read loop", self)
+            self._warn.warning(f"protocol {self.remote_host}", "closing %s: protocol error: %s", self, e)
+            self.close(f"protocol error: {e}")
+        except Exception:  # a decoder or dispatcher bug must not kill the server; log it loudly
+            log.exception("closing %s after an unexpected error while reading", self)
+            self.close("internal error")
         finally:
-            self.close(reason)
+            self._in_frames = False
 
-    async def _read_command(self) -> RemotingCommand:
-        prefix = await self._reader.readexactly(_PREFIX_SIZE)
-        length = int.from_bytes(prefix[:FRAME_LENGTH_SIZE], "big")
-        if length > self._max_frame_bytes:
-            raise FrameTooLargeError(f"frame length {length} exceeds the limit {self._max_frame_bytes}")
-        if length < HEADER_WORD_SIZE:
-            raise ProtocolError(f"frame length {length} is shorter than the header word")
-        word = int.from_bytes(prefix[FRAME_LENGTH_SIZE:], "big")
-        serialize_type, header_len = parse_header_word(word, length)
-        header = await self._reader.readexactly(header_len) if header_len else b""
-        body_len = length - HEADER_WORD_SIZE - header_len
-        body = await self._reader.readexactly(body_len) if body_len else b""
-        cmd = decode_header(serialize_type, header)
-        cmd.body = body
-        return cmd
+    def _on_budget(self) -> None:
+        if self._closed:
+            return
+        self._read_paused.discard(_PAUSE_BUDGET)
+        self._process_frames()  # retries the large frame; may wait again
+        if not self._read_paused and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+
+    def _pause_reading(self, reason: str) -> None:
+        was = bool(self._read_paused)
+        self._read_paused.add(reason)
+        if not was and self._transport is not None and not self._closed:
+            self._transport.pause_reading()
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason not in self._read_paused:
+            return
+        self._read_paused.discard(reason)
+        if self._read_paused or self._closed:
+            return
+        self._process_frames()  # frames that arrived before the pause
+        if not self._read_paused and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
 
     def _on_response(self, cmd: RemotingCommand) -> None:
+        timer = self._timers.pop(cmd.opaque, None)
+        if timer is not None:
+            timer.cancel()
         future = self._pending.pop(cmd.opaque, None)
         if future is None or future.done():
             log.debug("%s: response for unknown opaque %d (timed out?) dropped", self, cmd.opaque)
@@ -180,26 +270,47 @@ class Channel:
         future.set_result(cmd)
 
     # --- writing ------------------------------------------------------------------------
-    async def write(self, cmd: RemotingCommand) -> None:
-        """Frame and send ``cmd``. A ``memoryview`` body is handed to the transport as
-        is; the transport may keep referencing it until it is flushed."""
-        if self._closed:
+    def write_nowait(self, cmd: RemotingCommand) -> None:
+        """Frame and hand ``cmd`` to the transport now (no flow control wait: the
+        channel stops reading instead while the peer is behind). A ``memoryview`` body,
+        or a list of buffers, is handed over without joining when it is large."""
+        transport = self._transport
+        if self._closed or transport is None:
             raise RemotingSendRequestError(f"{self} is closed")
         prefix, body = encode(cmd)
-        writer = self._writer
-        if body and len(body) <= _JOIN_BODY_BYTES:
+        if isinstance(body, list):
+            if sum(len(b) for b in body) <= _JOIN_BODY_BYTES:
+                transport.write(b"".join([prefix, *body]))
+            else:
+                transport.writelines([prefix, *body])
+        elif not body:
+            transport.write(prefix)
+        elif len(body) <= _JOIN_BODY_BYTES:
             # one write for a small frame: the transport issues one send() instead of two
-            writer.write(prefix + body)
+            transport.write(prefix + body)
         else:
-            writer.write(prefix)  # no await between the two writes: frames never interleave
-            if body:
-                writer.write(body)
+            transport.write(prefix)  # no await between the two writes: frames never interleave
+            transport.write(body)
         self.last_activity = self._loop.time()
-        try:
-            await writer.drain()
-        except (ConnectionError, OSError) as e:
-            self.close(f"write failed: {e!r}")
-            raise RemotingSendRequestError(f"write to {self.remote_addr} failed: {e!r}") from e
+
+    async def write(self, cmd: RemotingCommand) -> None:
+        """Frame and send ``cmd``, then wait while the peer is behind (flow control)."""
+        self.write_nowait(cmd)
+        if self._write_paused:
+            await self._drain()
+
+    async def _drain(self) -> None:
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+        if self._closed:
+            raise RemotingSendRequestError(f"{self} closed while writing")
+
+    def _wake_drain_waiters(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def send_response(self, response: RemotingCommand) -> None:
         """Send an answer produced later (e.g. after long polling)."""
@@ -212,12 +323,10 @@ class Channel:
             if self._next_opaque not in self._pending:
                 return self._next_opaque
 
-    async def invoke(self, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
-        """Send a request and wait for its response.
-
-        Assigns ``cmd.opaque``. Raises RemotingTimeoutError, RemotingSendRequestError,
-        or RemotingError when the connection closes before the answer arrives.
-        """
+    def invoke_future(self, cmd: RemotingCommand, timeout_ms: float) -> asyncio.Future[RemotingCommand]:
+        """Send a request now and return the future of its response (no coroutine, no
+        task: the cheapest way to have many requests in flight). The future fails with
+        RemotingTimeoutError, or RemotingError when the connection closes first."""
         if self._closed:
             raise RemotingSendRequestError(f"{self} is closed")
         opaque = self._new_opaque()
@@ -227,16 +336,40 @@ class Channel:
         self._pending[opaque] = future
         # a timer instead of asyncio.wait_for: wait_for wraps every call in a new task,
         # which costs more than the rest of a request's round trip on loopback
-        timer = self._loop.call_later(timeout_ms / 1000.0, self._expire, future, cmd, timeout_ms)
+        self._timers[opaque] = self._loop.call_later(timeout_ms / 1000.0, self._expire, opaque, cmd, timeout_ms)
         try:
-            await self.write(cmd)
+            self.write_nowait(cmd)
+        except BaseException:
+            self._forget(opaque)
+            raise
+        return future
+
+    def _forget(self, opaque: int) -> None:
+        """Drop a request of ours that will not be answered (cancelled, failed to write)."""
+        future = self._pending.pop(opaque, None)
+        timer = self._timers.pop(opaque, None)
+        if timer is not None:
+            timer.cancel()
+        if future is not None and not future.done():
+            future.cancel()
+
+    async def invoke(self, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """Send a request and wait for its response.
+
+        Assigns ``cmd.opaque``. Raises RemotingTimeoutError, RemotingSendRequestError,
+        or RemotingError when the connection closes before the answer arrives.
+        """
+        future = self.invoke_future(cmd, timeout_ms)
+        try:
             return await future
         finally:
-            timer.cancel()
-            self._pending.pop(opaque, None)
+            if not future.done():
+                self._forget(cmd.opaque)  # the caller was cancelled
 
-    def _expire(self, future: asyncio.Future[RemotingCommand], cmd: RemotingCommand, timeout_ms: float) -> None:
-        if not future.done():
+    def _expire(self, opaque: int, cmd: RemotingCommand, timeout_ms: float) -> None:
+        self._timers.pop(opaque, None)
+        future = self._pending.pop(opaque, None)
+        if future is not None and not future.done():
             future.set_exception(RemotingTimeoutError(
                 f"no response from {self.remote_addr} within {timeout_ms} ms (code {int(cmd.code)}, "
                 f"opaque {cmd.opaque})"))
@@ -273,20 +406,30 @@ class Channel:
 
     # --- closing ------------------------------------------------------------------------
     def close(self, reason: str = "closed locally") -> None:
-        """Close now (idempotent): fail pending invokes, run close listeners.
-        In-flight request tasks keep running; their answers are dropped."""
+        """Close now (idempotent): free the buffers, fail pending invokes, run close
+        listeners. In-flight request tasks keep running; their answers are dropped.
+        Unsent answers are flushed when the peer is reading, discarded otherwise."""
         if self._closed:
             return
         self._closed = True
         log.debug("%s closed: %s", self, reason)
-        self._writer.close()
+        transport = self._transport
+        if transport is not None:
+            if transport.get_write_buffer_size() and (self._write_paused or reason.startswith(_ABORT_REASONS)):
+                transport.abort()  # a peer that does not read must not pin our memory
+            else:
+                transport.close()
+        self._receiver.release()
+        self._budget.cancel(id(self))
         error = RemotingError(f"connection to {self.remote_addr} closed ({reason})")
         pending, self._pending = self._pending, {}
+        timers, self._timers = self._timers, {}
+        for timer in timers.values():
+            timer.cancel()
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
-        if self._read_task is not None and self._read_task is not asyncio.current_task():
-            self._read_task.cancel()
+        self._wake_drain_waiters()
         self._closed_future.set_result(None)
         for listener in self._close_listeners:
             self._run_listener(listener)
@@ -305,10 +448,12 @@ class Channel:
         if not task.cancelled() and task.exception() is not None:
             log.error("async close listener failed for %s", self, exc_info=task.exception())
 
-    async def aclose(self) -> None:
-        """Close and wait for the transport to finish closing."""
+    async def aclose(self, timeout_s: float = 2.0) -> None:
+        """Close and wait (bounded) until the transport has let go of the socket."""
         self.close()
+        if self._transport is None:
+            return
         try:
-            await self._writer.wait_closed()
-        except (ConnectionError, OSError) as e:
-            log.debug("%s: error while closing: %r", self, e)
+            await asyncio.wait_for(asyncio.shield(self._lost_future), timeout_s)
+        except asyncio.TimeoutError:
+            self._transport.abort()  # a peer that never reads the rest

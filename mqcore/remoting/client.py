@@ -41,6 +41,8 @@ from mqcore.errors import (
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.eventloop import new_event_loop
+from mqcore.remoting.framing import FrameBudget
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 
 log = logging.getLogger(__name__)
@@ -48,16 +50,6 @@ log = logging.getLogger(__name__)
 __all__ = ["RemotingClient", "SyncRemotingClient", "new_event_loop"]
 
 T = TypeVar("T")
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop: uvloop's when it is installed (faster), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 class RemotingClient(ProcessorRegistry):
@@ -77,6 +69,7 @@ class RemotingClient(ProcessorRegistry):
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout_ms = connect_timeout_ms
         self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
+        self._budget = FrameBudget()
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, asyncio.Task[Channel]] = {}
         self._close_listeners: list[Callable[[str, Channel], Any]] = []
@@ -118,23 +111,25 @@ class RemotingClient(ProcessorRegistry):
             host, port = parse_addr(addr)
         except ValueError as e:
             raise IllegalArgumentError(str(e)) from e
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), self._connect_timeout_ms / 1000.0
+            _transport, channel = await asyncio.wait_for(
+                loop.create_connection(self._new_channel, host, port), self._connect_timeout_ms / 1000.0
             )
         except asyncio.TimeoutError:
             raise RemotingConnectError(f"connect to {addr} timed out after {self._connect_timeout_ms} ms") from None
         except OSError as e:
             raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
         if self._closed:
-            writer.close()
+            channel.close("client shutdown")
             raise ClosedError(f"{self.name} is shut down")
-        channel = Channel(reader, writer, self._table, max_frame_bytes=self._max_frame_bytes)
         channel.add_close_listener(functools.partial(self._on_channel_closed, addr))
         self._channels[addr] = channel
-        channel.start()
         log.debug("%s: connected %s", self.name, channel)
         return channel
+
+    def _new_channel(self) -> Channel:
+        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget)
 
     def _on_channel_closed(self, addr: str, channel: Channel) -> None:
         if self._channels.get(addr) is channel:
@@ -145,6 +140,11 @@ class RemotingClient(ProcessorRegistry):
             except Exception:  # one faulty listener must not skip the others
                 log.exception("%s: close listener %r failed for %s", self.name, listener, addr)
 
+    def connected(self, addr: str) -> Channel | None:
+        """The pooled, open connection to ``addr``, or None (safe from any thread: a dict read)."""
+        channel = self._channels.get(addr)
+        return channel if channel is not None and channel.is_active else None
+
     async def close_channel(self, addr: str) -> None:
         channel = self._channels.pop(addr, None)
         if channel is not None:
@@ -154,6 +154,9 @@ class RemotingClient(ProcessorRegistry):
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return the response (any response code: the
         caller maps non-SUCCESS codes to :class:`~mqcore.errors.BrokerError`)."""
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_active:  # the usual case: no connect, no deadline split
+            return await channel.invoke(cmd, timeout_ms)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000.0
         channel = await self.get_channel(addr, timeout_ms)
@@ -235,7 +238,38 @@ class SyncRemotingClient:
         self._loop.call_soon_threadsafe(lambda: self._client.register_processor(code, processor, executor=executor))
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
-        return self._call(self._client.invoke(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+        channel = self._client.connected(addr)
+        if channel is None or self._closed or threading.current_thread() is self._thread:
+            return self._call(self._client.invoke(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)
+        return self._invoke_connected(channel, cmd, timeout_ms)
+
+    def _invoke_connected(self, channel: Channel, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """The usual case, a pooled connection: one callback on the loop writes the request
+        and a lock wakes the caller at the answer, with no task and no coroutine (half
+        of a sync round trip used to go into the hand-off between the two threads)."""
+        done = threading.Lock()
+        done.acquire()
+        outcome: list[Any] = []
+
+        def settle(future: asyncio.Future[RemotingCommand]) -> None:
+            outcome.append(future)
+            done.release()
+
+        def start() -> None:
+            try:
+                channel.invoke_future(cmd, timeout_ms).add_done_callback(settle)
+            except BaseException as e:  # closed meanwhile: report to the caller
+                failed: asyncio.Future[RemotingCommand] = self._loop.create_future()
+                failed.set_exception(e)
+                settle(failed)
+
+        self._loop.call_soon_threadsafe(start)
+        if not done.acquire(timeout=timeout_ms / 1000.0 + self._SAFETY_MARGIN_S):
+            raise RemotingTimeoutError(f"event loop did not answer within {timeout_ms} ms")
+        future = outcome[0]
+        if future.cancelled():
+            raise RemotingTimeoutError(f"request to {channel.remote_addr} was cancelled")
+        return future.result()
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
         self._call(self._client.invoke_oneway(addr, cmd, timeout_ms), timeout_ms / 1000.0 + self._SAFETY_MARGIN_S)

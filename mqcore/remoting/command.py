@@ -65,7 +65,7 @@ __all__ = [
     "HEADER_WORD_SIZE",
 ]
 
-Body = Union[bytes, bytearray, memoryview]
+Body = Union[bytes, bytearray, memoryview, list]
 
 # --- frame layout ---------------------------------------------------------------------
 FRAME_LENGTH_SIZE = 4  #: int32 length prefix (not counted in its own value)
@@ -113,6 +113,10 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: Body = b""
     serialize_type: SerializeType = SerializeType.JSON
+    #: set by the decoder when a header field could not be read although the frame
+    #: could (e.g. an extFields value nested too deep to render): the request is
+    #: answered with SYSTEM_ERROR naming the field instead of being processed
+    decode_error: str | None = field(default=None, compare=False)
 
     @property
     def is_response(self) -> bool:
@@ -131,6 +135,8 @@ class RemotingCommand:
     @property
     def body_size(self) -> int:
         body = self.body
+        if isinstance(body, list):
+            return sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in body)
         return body.nbytes if isinstance(body, memoryview) else len(body)
 
     def __repr__(self) -> str:
@@ -241,14 +247,18 @@ def encode(cmd: RemotingCommand) -> tuple[bytes, Body]:
     """Return ``(prefix, body)``: prefix = length + header word + header.
 
     Write both (``transport.write(prefix); transport.write(body)``) with no await in
-    between. ``body`` is returned as given (no copy).
+    between. ``body`` is returned as given (no copy); it may be a list of buffers that
+    together make the body (``transport.writelines``).
     """
     header = encode_header(cmd)
     header_len = len(header)
     if header_len > HEADER_LENGTH_MASK:
         raise IllegalArgumentError(f"header of {header_len} bytes exceeds the 24-bit header length field")
     body = cmd.body if cmd.body is not None else b""
-    body_len = body.nbytes if isinstance(body, memoryview) else len(body)
+    if isinstance(body, list):  # buffers sent one after the other (zero-copy pull answers)
+        body_len = sum(b.nbytes if isinstance(b, memoryview) else len(b) for b in body)
+    else:
+        body_len = body.nbytes if isinstance(body, memoryview) else len(body)
     length = HEADER_WORD_SIZE + header_len + body_len
     if length > _INT32_MAX:
         raise IllegalArgumentError(f"frame of {length} bytes exceeds the int32 length field")
@@ -259,6 +269,8 @@ def encode(cmd: RemotingCommand) -> tuple[bytes, Body]:
 def encode_frame(cmd: RemotingCommand) -> bytes:
     """The whole frame, length prefix included, as one ``bytes`` (copies the body)."""
     prefix, body = encode(cmd)
+    if isinstance(body, list):
+        return b"".join([prefix, *body])
     return prefix + bytes(body) if body else prefix
 
 
@@ -456,8 +468,27 @@ def _wire_ext_value(value: Any) -> str | None:
         return "NaN"
     try:
         return _java_str(value)
-    except (ValueError, TypeError, UnicodeError) as e:
-        raise ProtocolError(f"extFields value {value!r} cannot be rendered as a string") from e
+    except (ValueError, TypeError, UnicodeError, RecursionError) as e:  # RecursionError: deeply nested value
+        raise ProtocolError(f"extFields value of type {type(value).__name__} cannot be rendered as a string: "
+                            f"{type(e).__name__}") from None
+
+
+_LANGUAGE_BY_NAME = {m.name: m for m in LanguageCode}
+
+
+def _int32_field(obj: dict[str, Any], name: str, default: int | None) -> int:
+    """The usual case (a JSON integer in range) without the tolerant parser's checks."""
+    value = obj.get(name)
+    if type(value) is int and _INT32_MIN <= value <= _INT32_MAX:
+        return value
+    return _wire_int(obj, name, default)
+
+
+def _all_str(values: Any) -> bool:
+    for value in values:
+        if type(value) is not str:
+            return False
+    return True
 
 
 def _decode_json_header(header: Body) -> RemotingCommand:
@@ -466,25 +497,35 @@ def _decode_json_header(header: Body) -> RemotingCommand:
         raise ProtocolError(f"JSON header is a {type(obj).__name__}, not an object")
     raw_ext = obj.get("extFields")
     ext: dict[str, str] = {}
-    if raw_ext is not None:
+    problem: str | None = None
+    if type(raw_ext) is dict and _all_str(raw_ext.values()):
+        ext = raw_ext  # the usual header: a fresh dict of strings from the parser, used as is
+    elif raw_ext is not None:
         if not isinstance(raw_ext, dict):
             raise ProtocolError(f"JSON header extFields is a {type(raw_ext).__name__}, not an object")
         for key, value in raw_ext.items():
-            text = _wire_ext_value(value)
+            try:
+                text = _wire_ext_value(value)
+            except ProtocolError as e:  # the frame is sound: answer the request with the error
+                problem = problem or f"extFields[{str(key)[:64]!r}]: {e}"
+                continue
             if text is not None:
                 ext[key] = text
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = _wire_ext_value(remark)
+    language = obj.get("language")
+    language = _LANGUAGE_BY_NAME.get(language) if type(language) is str else None
     return RemotingCommand(
-        code=_wire_int(obj, "code", None),
-        language=_wire_language(obj.get("language")),
-        version=_wire_int(obj, "version", 0),
-        opaque=_wire_int(obj, "opaque", 0),
-        flag=_wire_int(obj, "flag", 0),
+        code=_int32_field(obj, "code", None),
+        language=language if language is not None else _wire_language(obj.get("language")),
+        version=_int32_field(obj, "version", 0),
+        opaque=_int32_field(obj, "opaque", 0),
+        flag=_int32_field(obj, "flag", 0),
         remark=remark,
         ext_fields=ext,
         serialize_type=SerializeType.JSON,
+        decode_error=problem,
     )
 
 

@@ -9,15 +9,20 @@ Shared by :class:`~mqcore.remoting.server.RemotingServer` (client requests) and
 * any other exception -> SYSTEM_ERROR with ``"<Type>: <message>"`` as remark (logged);
 * a oneway request is never answered. (Java 4.9.8 still answers an unknown *oneway*
   code; we do not, since a oneway sender does not read answers anyway.)
-* each request runs in its own task, so a parked long poll never delays other
-  requests on the same connection; answers go out as they complete. More than
-  ``max_inflight`` concurrent requests on one connection get SYSTEM_BUSY.
+* a plain callable runs inline, in the read callback that decoded the request, and
+  its answer is written before the next frame is looked at: no task, no extra trip
+  round the loop. If it returns an awaitable (it has to wait: long polling, an fsync)
+  that awaitable runs in its own task, so a parked long poll never delays other
+  requests on the same connection; answers go out as they complete. A coroutine
+  function always gets a task. More than ``max_inflight`` concurrent tasks on one
+  connection get SYSTEM_BUSY.
 
-Processor signature: ``processor(channel, request) -> RemotingCommand | None``, either
-a coroutine function or a plain callable. A plain callable runs inline on the event
-loop (keep it quick) unless registered with an ``executor``, in which case it runs
-there and must not touch the channel (which belongs to the loop). Returning ``None``
-sends nothing: the processor answered itself (``channel.send_response``) or will later.
+Processor signature: ``processor(channel, request) -> RemotingCommand | None`` or an
+awaitable of that, either a coroutine function or a plain callable. A plain callable
+runs inline on the event loop (keep it quick) unless registered with an ``executor``,
+in which case it runs there and must not touch the channel (which belongs to the
+loop). Returning ``None`` sends nothing: the processor answered itself
+(``channel.send_response``) or will later.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from mqcore.errors import BrokerError, IllegalArgumentError, ProtocolError, Remo
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.codes import FLAG_RESPONSE, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_response
+from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ DEFAULT_MAX_INFLIGHT = 4096
 class _Registration:
     processor: Processor
     executor: concurrent.futures.Executor | None
+    inline: bool  # a plain callable without executor: called in the read callback
 
 
 def _describe(exc: BaseException) -> str:
@@ -63,23 +70,24 @@ class ProcessorTable:
     Registration is expected before serving starts; lookups happen on the loop.
     """
 
-    def __init__(self, *, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> None:
+    def __init__(self, *, max_inflight: int = DEFAULT_MAX_INFLIGHT, warnings: RateLimitedLog | None = None) -> None:
         if max_inflight < 1:
             raise IllegalArgumentError(f"max_inflight must be >= 1, got {max_inflight}")
         self._processors: dict[int, _Registration] = {}
         self._default: _Registration | None = None
         self._max_inflight = max_inflight
+        self._warn = warnings if warnings is not None else RateLimitedLog(log)
 
     def register(self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None) -> None:
         if not callable(processor):
             raise IllegalArgumentError(f"processor for code {code} is not callable: {processor!r}")
-        self._processors[int(code)] = _Registration(processor, executor)
+        self._processors[int(code)] = _registration(processor, executor)
 
     def register_default(self, processor: Processor, *, executor: concurrent.futures.Executor | None = None) -> None:
         """Processor for every code without its own registration."""
         if not callable(processor):
             raise IllegalArgumentError(f"default processor is not callable: {processor!r}")
-        self._default = _Registration(processor, executor)
+        self._default = _registration(processor, executor)
 
     def lookup(self, code: int) -> Processor | None:
         reg = self._processors.get(code, self._default)
@@ -87,18 +95,63 @@ class ProcessorTable:
 
     # --- RequestSink --------------------------------------------------------------------
     def submit(self, channel: Channel, request: RemotingCommand) -> None:
-        """Called by the channel's read loop for every inbound request."""
-        if channel.request_task_count >= self._max_inflight:
-            log.warning("%s: %d requests in flight, rejecting code %d", channel, self._max_inflight, request.code)
+        """Called by the channel for every inbound request, in its read callback."""
+        if request.decode_error is not None:
+            self._warn.warning(f"bad {channel.remote_host} {request.code}", "%s: bad request code %d: %s",
+                               channel, request.code, request.decode_error)
             if not request.is_oneway:
-                busy = create_response(
-                    request,
-                    ResponseCode.SYSTEM_BUSY,
-                    f"[OVERLOAD]system busy, more than {self._max_inflight} requests in flight on this connection",
-                )
-                channel.track(asyncio.ensure_future(self._reply(channel, request, busy)))
+                self._reply_nowait(channel, request, create_response(
+                    request, ResponseCode.SYSTEM_ERROR, f"ProtocolError: {request.decode_error}"))
             return
-        channel.track(asyncio.ensure_future(self.process(channel, request)))
+        reg = self._processors.get(request.code, self._default)
+        if reg is None:
+            log.debug("%s: request code %d not supported", channel, request.code)
+            if not request.is_oneway:
+                self._reply_nowait(channel, request, create_response(
+                    request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"))
+            return
+        if not reg.inline:
+            if self._busy(channel, request):
+                return
+            channel.track(asyncio.ensure_future(self.process(channel, request)))
+            return
+        try:
+            result = reg.processor(channel, request)
+        except Exception as e:
+            result = self._error_response(channel, request, e)
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            if not request.is_oneway:
+                self._reply_nowait(channel, request, result)
+            return
+        if inspect.isawaitable(result):  # the processor has to wait: finish in a task
+            channel.track(asyncio.ensure_future(self._finish(channel, request, result)))
+            return
+        self._reply_nowait(channel, request, self._invalid(channel, request, result))
+
+    def _busy(self, channel: Channel, request: RemotingCommand) -> bool:
+        if channel.request_task_count < self._max_inflight:
+            return False
+        self._warn.warning(f"busy {channel.remote_host}", "%s: %d requests in flight, rejecting code %d",
+                           channel, self._max_inflight, request.code)
+        if not request.is_oneway:
+            self._reply_nowait(channel, request, create_response(
+                request, ResponseCode.SYSTEM_BUSY,
+                f"[OVERLOAD]system busy, more than {self._max_inflight} requests in flight on this connection"))
+        return True
+
+    async def _finish(self, channel: Channel, request: RemotingCommand, awaitable: Awaitable[ProcessorResult]) -> None:
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            result = self._error_response(channel, request, e)
+        if result is not None and not isinstance(result, RemotingCommand):
+            result = self._invalid(channel, request, result)
+        if result is not None and not request.is_oneway:
+            await self._reply(channel, request, result)
 
     async def process(self, channel: Channel, request: RemotingCommand) -> None:
         """Run the processor for ``request`` and send its answer (unless oneway)."""
@@ -125,18 +178,41 @@ class ProcessorTable:
                 result = await result
         except asyncio.CancelledError:
             raise
-        except BrokerError as e:
-            return create_response(request, e.code, e.remark)
-        except ProtocolError as e:  # malformed header: the request's fault, not ours
-            log.warning("%s: bad request code %d: %s", channel, request.code, e)
-            return create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e))
-        except Exception as e:  # report to the peer as Java does, and keep serving
-            log.exception("%s: processor for code %d failed", channel, request.code)
-            return create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e))
+        except Exception as e:
+            return self._error_response(channel, request, e)
         if result is not None and not isinstance(result, RemotingCommand):
-            log.error("%s: processor for code %d returned %r, not a RemotingCommand", channel, request.code, result)
-            return create_response(request, ResponseCode.SYSTEM_ERROR, "processor returned an invalid response")
+            return self._invalid(channel, request, result)
         return result
+
+    def _error_response(self, channel: Channel, request: RemotingCommand, e: Exception) -> RemotingCommand:
+        """The answer to a processor's exception, as Java gives it (and one log line)."""
+        if isinstance(e, BrokerError):
+            return create_response(request, e.code, e.remark)
+        if isinstance(e, ProtocolError):  # malformed header or body: the request's fault, not ours
+            self._warn.warning(f"bad {channel.remote_host} {request.code}", "%s: bad request code %d: %s",
+                               channel, request.code, e)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e))
+        # report to the peer as Java does, and keep serving
+        log.exception("%s: processor for code %d failed", channel, request.code)
+        return create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e))
+
+    def _invalid(self, channel: Channel, request: RemotingCommand, result: object) -> RemotingCommand:
+        log.error("%s: processor for code %d returned %r, not a RemotingCommand", channel, request.code, result)
+        return create_response(request, ResponseCode.SYSTEM_ERROR, "processor returned an invalid response")
+
+    def _reply_nowait(self, channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        try:
+            channel.write_nowait(response)
+        except RemotingError as e:
+            log.debug("%s: answer to opaque %d dropped: %s", channel, request.opaque, e)
+        except IllegalArgumentError as e:  # processor built an unencodable response
+            log.error("%s: cannot encode answer to code %d: %s", channel, request.code, e)
+            try:
+                channel.write_nowait(create_response(request, ResponseCode.SYSTEM_ERROR, _describe(e)))
+            except RemotingError as e2:
+                log.debug("%s: fallback answer dropped: %s", channel, e2)
 
     async def _reply(self, channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
         response.opaque = request.opaque
@@ -152,6 +228,11 @@ class ProcessorTable:
                 await channel.write(fallback)
             except RemotingError as e2:
                 log.debug("%s: fallback answer dropped: %s", channel, e2)
+
+
+def _registration(processor: Processor, executor: concurrent.futures.Executor | None) -> _Registration:
+    inline = executor is None and not inspect.iscoroutinefunction(processor)
+    return _Registration(processor, executor, inline)
 
 
 class ProcessorRegistry:

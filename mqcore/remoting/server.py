@@ -9,10 +9,13 @@ Usage::
     ...
     await server.shutdown()
 
-Every accepted connection becomes a :class:`~mqcore.remoting.channel.Channel` whose
-read loop runs until the peer disconnects, sends a malformed or oversized frame, or
-stays idle (no read, no write, nothing in flight) for ``idle_timeout_s``. Nothing a
-peer sends can stop the server.
+Every accepted connection becomes a :class:`~mqcore.remoting.channel.Channel` (the
+connection's protocol) that serves until the peer disconnects, sends a malformed or
+oversized frame, or stays idle (no read, no write, nothing in flight) for
+``idle_timeout_s``. Nothing a peer sends can stop the server, and its memory is
+bounded: large partial frames of all connections together are capped by
+``frame_budget_bytes``, and a connection whose unsent answers exceed
+``write_high_water`` stops being read until its peer catches up.
 
 All methods must be called on the server's event loop.
 """
@@ -25,9 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mqcore.errors import ClosedError, ConfigError
-from mqcore.remoting.channel import Channel, format_addr
+from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, ProcessorRegistry, ProcessorTable
+from mqcore.remoting.framing import DEFAULT_BUDGET_BYTES, FrameBudget
+from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,8 @@ class RemotingServer(ProcessorRegistry):
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout_s: float | None = 120.0,
         max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
+        frame_budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         name: str = "remoting-server",
     ) -> None:
         if max_frame_bytes < 8:
@@ -54,13 +61,15 @@ class RemotingServer(ProcessorRegistry):
         self.name = name
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
-        self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
+        self._warn = RateLimitedLog(log)
+        self._table = ProcessorTable(max_inflight=max_inflight_per_connection, warnings=self._warn)
+        self._budget = FrameBudget(frame_budget_bytes)
+        self._write_high_water = write_high_water
         self._channels: set[Channel] = set()
         self._connect_listeners: list[Callable[[Channel], Any]] = []
         self._close_listeners: list[Callable[[Channel], Any]] = []
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._read_tasks: set[asyncio.Task[None]] = set()
         self._port = 0
         self._host = ""
         self._stopped = False
@@ -82,14 +91,13 @@ class RemotingServer(ProcessorRegistry):
             raise ClosedError(f"{self.name} is shut down")
         if self._server is not None:
             raise ConfigError(f"{self.name} is already started")
-        self._server = await asyncio.start_server(
-            self._on_accept, host, port, backlog=backlog, reuse_address=True
-        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_channel, host, port, backlog=backlog, reuse_address=True)
         sockets = self._server.sockets or ()
         self._port = sockets[0].getsockname()[1] if sockets else port
         self._host = host
         if self._idle_timeout_s is not None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle(), name=f"{self.name} idle")
+            self._sweeper = loop.create_task(self._sweep_idle(), name=f"{self.name} idle")
         log.info("%s listening on %s", self.name, ", ".join(format_addr(s.getsockname()) for s in sockets))
         return self._port
 
@@ -105,6 +113,11 @@ class RemotingServer(ProcessorRegistry):
     @property
     def channels(self) -> list[Channel]:
         return list(self._channels)
+
+    @property
+    def frame_budget(self) -> FrameBudget:
+        """Large-frame receive memory held by all connections (for metrics and tests)."""
+        return self._budget
 
     async def shutdown(self, grace_s: float = 2.0) -> None:
         """Stop accepting, give in-flight requests ``grace_s`` to finish, then close
@@ -123,7 +136,6 @@ class RemotingServer(ProcessorRegistry):
         for ch in channels:
             ch.close("server shutdown")
             ch.cancel_tasks()
-        await asyncio.gather(*self._read_tasks, return_exceptions=True)
         await asyncio.gather(*(ch.aclose() for ch in channels), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
@@ -136,19 +148,19 @@ class RemotingServer(ProcessorRegistry):
         await self.shutdown()
 
     # --- connections ----------------------------------------------------------------------
-    def _on_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_channel(self) -> Channel:
+        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
+                       write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn)
+
+    def _on_accept(self, channel: Channel) -> None:
         if self._stopped:
-            writer.close()
+            channel.close("server shutdown")
             return
-        channel = Channel(reader, writer, self._table, max_frame_bytes=self._max_frame_bytes)
         self._channels.add(channel)
         channel.add_close_listener(self._channels.discard)
         for listener in self._close_listeners:
             channel.add_close_listener(listener)
         log.debug("%s: accepted %s", self.name, channel)
-        task = channel.start()
-        self._read_tasks.add(task)
-        task.add_done_callback(self._read_tasks.discard)
         for listener in self._connect_listeners:
             _call_listener(listener, channel)
 

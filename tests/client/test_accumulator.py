@@ -111,3 +111,52 @@ def test_errors_reach_every_waiter():
                 await f
         assert acc.held_bytes == 0
     run(main())
+
+
+class GatedRecorder(Recorder):
+    """A broker that answers a batch only when the test opens its gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gates: list[asyncio.Event] = []
+
+    async def __call__(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        self.batches.append((list(msgs), queue))
+        await gate.wait()
+        q = queue or MessageQueue(msgs[0].topic, "b", 0)
+        return SendResult(SendStatus.SEND_OK, ",".join(m.uniq_key or "" for m in msgs), q, 100,
+                          ",".join(f"OFF{m.body.decode()}" for m in msgs))
+
+
+def test_a_batch_leaves_when_the_pipeline_has_room_not_after_the_delay_bound():
+    """Before: every batch waited batch_max_delay_ms (10 ms by default) from its first
+    message. Now the first two leave on the loop's next turn, the third fills while they
+    are in flight and leaves the moment one is acknowledged."""
+    async def main():
+        rec = GatedRecorder()
+        acc = ProduceAccumulator(rec, batch_max_bytes=10_000, batch_max_delay_ms=60_000,
+                                 total_batch_max_bytes=100_000)
+        first = [acc.add(msg(i)) for i in range(3)]  # one burst: one batch
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert [len(b[0]) for b in rec.batches] == [3]
+        second = [acc.add(msg(i)) for i in range(3, 5)]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert [len(b[0]) for b in rec.batches] == [3, 2]
+        third = [acc.add(msg(i)) for i in range(5, 9)]  # two in flight: this one waits for an ack
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(rec.batches) == 2
+        rec.gates[0].set()  # the first batch is acknowledged
+        await asyncio.wait_for(asyncio.gather(*first), 2)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [len(b[0]) for b in rec.batches] == [3, 2, 4]  # left at once, not after 60 s
+        for gate in rec.gates:
+            gate.set()
+        results = await asyncio.wait_for(asyncio.gather(*second, *third), 2)
+        assert [r.msg_id for r in results] == [f"U{i}" for i in range(3, 9)]
+    run(main())

@@ -1,5 +1,5 @@
 """What Apache RocketMQ 4.9 answers an abusive client: the table in tests/support/abuse.py
-is checked here against the real Java broker, and tests/broker/test_abuse.py holds mqcore
+is checked here against the real Java broker, and tests/broker/test_hostile_names.py holds mqcore
 to the same table."""
 from __future__ import annotations
 

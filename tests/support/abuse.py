@@ -1,7 +1,7 @@
 """Requests an abusive or broken client sends, with the answer Apache RocketMQ 4.9 gives.
 
 One table, run against the Java broker (tests/reference/test_hardening_reference.py
-proves the expected answers are Apache's) and against mqcore (tests/broker/test_abuse.py
+proves the expected answers are Apache's) and against mqcore (tests/broker/test_hostile_names.py
 proves mqcore gives the same ones). Each scenario is (name, request factory, expected
 code, text the remark must contain or None).
 """
@@ -109,7 +109,7 @@ def mismatches(results) -> list[str]:
     return bad
 
 
-# --- fuzz: well-framed requests with hostile fields (tests/broker/test_abuse.py, bench/soak_fuzz.py) ---
+# --- fuzz: well-framed requests with hostile fields (tests/broker/test_hostile_names.py, bench/soak_fuzz.py) ---
 _CODES = [RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.PULL_MESSAGE, RC.HEART_BEAT,
           RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET, RC.CONSUMER_SEND_MSG_BACK,
           RC.UPDATE_AND_CREATE_TOPIC, RC.DELETE_TOPIC_IN_BROKER, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from mqcore.broker.topics import TopicConfig
-from mqcore.errors import IllegalArgumentError
+from mqcore.errors import IllegalArgumentError, ProtocolError
 from mqcore.jsonutil import dumps_compact
 from mqcore.message import validate_topic
 from mqcore.remoting import ResponseCode, create_response
@@ -62,8 +62,11 @@ class AdminProcessor:
             if tc is None:
                 return create_response(request, ResponseCode.NO_PERMISSION, "autoCreateTopicEnable is false")
         else:
-            tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
-                             h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
+            try:
+                tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                                 h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
+            except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
+                raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
             self.b.topics.update(tc)
         self.b.schedule_register()
         return create_response(request, ResponseCode.SUCCESS, ext_fields={

@@ -30,10 +30,20 @@ PULL_CODES = {
 
 
 class PullProcessor:
-    def __init__(self, broker):
-        self.b = broker
+    """PULL_MESSAGE, given only what it uses. A pull that finds messages (or nothing,
+    without SUSPEND) is answered at once, inline; only a parked pull returns an
+    awaitable (the dispatcher gives it a task)."""
 
-    async def pull(self, channel, request):
+    def __init__(self, *, store, topics, groups, offsets, clients, hold, long_polling_enable: bool):
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clients = clients
+        self.hold = hold
+        self.long_polling_enable = long_polling_enable
+
+    def pull(self, channel, request):
         h = PullMessageRequestHeader.from_command(request)
         problem = self._check(h, request)
         if problem is not None:
@@ -42,16 +52,20 @@ class PullProcessor:
         if isinstance(codes, tuple):  # an error response
             return codes[0]
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
-            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.b.cfg.long_polling_enable
+            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.long_polling_enable
         result, code = self._get(h, codes)
         if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
-            await self.b.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
-            result, code = self._get(h, codes)
+            return self._park(request, h, codes)
+        return self._response(request, result, code, h)
+
+    async def _park(self, request, h, codes):
+        await self.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
+        result, code = self._get(h, codes)
         return self._response(request, result, code, h)
 
     def _check(self, h, request):
-        tc = self.b.topics.get(h.topic)
+        tc = self.topics.get(h.topic)
         if tc is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"topic[{h.topic}] not exist, apply first please!")
@@ -61,7 +75,7 @@ class PullProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                                    f"[{tc.read_queue_nums}]")
-        if not self.b.groups.ensure(h.consumer_group):
+        if not self.groups.ensure(h.consumer_group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                    f"subscription group [{h.consumer_group}] does not exist")
         return None
@@ -72,7 +86,7 @@ class PullProcessor:
             if h.expression_type and h.expression_type.upper() != "TAG":
                 return None  # SQL92 filtering is not supported: deliver everything, client filters
             return subscription_codes(h.subscription)
-        sub = self.b.clients.subscription(h.consumer_group, h.topic)
+        sub = self.clients.subscription(h.consumer_group, h.topic)
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
             if h.subscription:
@@ -81,7 +95,7 @@ class PullProcessor:
         return sub.codes
 
     def _get(self, h, codes):
-        result = self.b.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+        result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                           tag_codes=codes)
         status = result.status
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
@@ -95,6 +109,7 @@ class PullProcessor:
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         body = b""
         if code == ResponseCode.SUCCESS:
-            body = result.buffers[0] if len(result.buffers) == 1 else b"".join(result.buffers)
-            body = bytes(body)
+            # the store's views of the commitlog, up to the committed end, handed to the
+            # transport as they are (no copy); a file is unmapped only once no view is out
+            body = result.buffers[0] if len(result.buffers) == 1 else list(result.buffers)
         return create_response(request, code, result.status.value, ext_fields=ext, body=body)

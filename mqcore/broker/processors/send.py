@@ -7,6 +7,8 @@ MSG_REGION/TRACE_ON. Store statuses map to response codes without exceptions.
 """
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import random
 
@@ -61,29 +63,53 @@ def peer_host(channel) -> bytes:
 
 
 class SendProcessor:
-    def __init__(self, broker):
-        self.b = broker
+    """SEND_MESSAGE / V2 / BATCH and CONSUMER_SEND_MSG_BACK, given only what they use.
+
+    ``pool`` is None under ASYNC_FLUSH: a put runs inline and the answer is returned at
+    once (the dispatcher writes it without a task). Under SYNC_FLUSH a put waits for its
+    fsync, so it runs in ``pool`` and the processor returns an awaitable answer.
+    ``store_host`` returns the broker's packed address (known once it listens).
+    """
+
+    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host):
+        self.cfg = cfg
+        self.topics = topics
+        self.groups = groups
+        self.store = store
+        self.pool = pool
+        self.schedule_register = schedule_register
+        self.store_host = store_host
+
+    def _put(self, request, fn, *args, **kwargs):
+        """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH)."""
+        if self.pool is None:
+            return self.response(request, fn(*args, **kwargs))
+        return self._put_in_pool(request, functools.partial(fn, *args, **kwargs))
+
+    async def _put_in_pool(self, request, call):
+        result = await asyncio.get_running_loop().run_in_executor(self.pool, call)
+        return self.response(request, result)
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
-    async def send(self, channel, request):
+    def send(self, channel, request):
         h = SendMessageRequestHeader.from_command(request)
         topic = h.topic
         try:
             validate_topic(topic)
         except IllegalArgumentError as e:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
-        if not self.b.cfg.broker_permission & PERM_WRITE:
+        if not self.cfg.broker_permission & PERM_WRITE:
             return create_response(request, ResponseCode.NO_PERMISSION,
-                                   f"the broker[{self.b.cfg.broker_name}] sending message is forbidden")
-        tc = self.b.topics.get(topic)
+                                   f"the broker[{self.cfg.broker_name}] sending message is forbidden")
+        tc = self.topics.get(topic)
         if tc is None:
-            tc = (self.b.topics.create_group_topic(topic) if is_retry_topic(topic)
-                  else self.b.topics.create_in_send(topic, h.default_topic, h.default_topic_queue_nums)
-                  if self.b.cfg.auto_create_topic_enable else None)
+            tc = (self.topics.create_group_topic(topic) if is_retry_topic(topic)
+                  else self.topics.create_in_send(topic, h.default_topic, h.default_topic_queue_nums)
+                  if self.cfg.auto_create_topic_enable else None)
             if tc is None:
                 return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                        f"topic[{topic}] not exist, apply first please!")
-            self.b.schedule_register()
+            self.schedule_register()
         if not writable(tc):
             return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         queue_id = h.queue_id
@@ -94,12 +120,12 @@ class SendProcessor:
                                    f"request queueId[{queue_id}] is illegal, topic {tc.topic_name} has "
                                    f"{tc.write_queue_nums} write queues")
         props = string_to_properties(h.properties)
-        if props.get(Prop.TRAN_MSG) == "true" and self.b.cfg.reject_transaction_message:
+        if props.get(Prop.TRAN_MSG) == "true" and self.cfg.reject_transaction_message:
             return create_response(request, ResponseCode.NO_PERMISSION,
                                    "transaction messages are not supported by this broker (rejectTransactionMessage)")
         reconsume = h.reconsume_times or 0
         if is_retry_topic(topic):
-            if not self.b.groups.ensure(topic[len(RETRY_GROUP_TOPIC_PREFIX):]):
+            if not self.groups.ensure(topic[len(RETRY_GROUP_TOPIC_PREFIX):]):
                 return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                        f"subscription group not exist, {topic[len(RETRY_GROUP_TOPIC_PREFIX):]}")
             # a client's own re-send: the counts come in the header or (other clients) as properties
@@ -107,28 +133,26 @@ class SendProcessor:
             topic, queue_id, props = self._redirect_retry(request, h, topic, queue_id, reconsume, props)
         born = peer_host(channel)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            result = await self.b.run_store(self.b.store.put_batch, topic, queue_id, bytes(request.body),
-                                            sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
-                                            store_host=self.b.store_host, batch_properties=props)
-        else:
-            msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
-                                        properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
-                                        born_host=born, store_host=self.b.store_host, reconsume_times=reconsume)
-            result = await self.b.run_store(self.b.store.put_message, msg)
-        return self.response(request, result)
+            return self._put(request, self.store.put_batch, topic, queue_id, bytes(request.body),
+                             sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
+                             store_host=self.store_host(), batch_properties=props)
+        msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
+                                    properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
+                                    born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
+        return self._put(request, self.store.put_message, msg)
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-        max_times = self.b.groups.retry_max_times(group)
+        max_times = self.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
         else:
             max_times = _int_prop(props, Prop.MAX_RECONSUME_TIMES, max_times)
         if reconsume >= max_times:
             topic = dlq_topic(group)
-            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
-            self.b.schedule_register()
+            self.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.schedule_register()
             props.pop(Prop.DELAY, None)
             queue_id = 0
         return topic, queue_id, props
@@ -143,8 +167,8 @@ class SendProcessor:
                     else result.remark or result.status.value
             return create_response(request, code, remark)
         # keys in Java HashMap order (test-vectors §7.3), fixed so it is not recomputed per send
-        ext = {"queueId": str(result.queue_id), "TRACE_ON": "true" if self.b.cfg.trace_on else "false",
-               "MSG_REGION": self.b.cfg.region_id, "msgId": result.msg_id,
+        ext = {"queueId": str(result.queue_id), "TRACE_ON": "true" if self.cfg.trace_on else "false",
+               "MSG_REGION": self.cfg.region_id, "msgId": result.msg_id,
                "queueOffset": str(result.queue_offset)}
         return create_response(request, code, None, ext_fields=ext)
 
@@ -155,17 +179,17 @@ class SendProcessor:
         (v4 ``asyncConsumerSendMsgBack``; store-format.md §7)."""
         h = ConsumerSendMsgBackRequestHeader.from_command(request)
         group = h.group
-        if not self.b.groups.ensure(group):
+        if not self.groups.ensure(group):
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                    f"subscription group not exist, {group}")
-        if not self.b.cfg.broker_permission & PERM_WRITE:
+        if not self.cfg.broker_permission & PERM_WRITE:
             return create_response(request, ResponseCode.NO_PERMISSION,
-                                   f"the broker[{self.b.cfg.broker_name}] sending message is forbidden")
-        gc = self.b.groups.table.get(group)
+                                   f"the broker[{self.cfg.broker_name}] sending message is forbidden")
+        gc = self.groups.table.get(group)
         retry_queues = gc.retry_queue_nums if gc is not None else 1
         if retry_queues <= 0:  # the group opted out of retries: the message is dropped, as in RocketMQ
             return create_response(request, ResponseCode.SUCCESS)
-        orig = self.b.store.look_message_by_offset(h.offset)
+        orig = self.store.look_message_by_offset(h.offset)
         if orig is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         props = dict(orig.properties)
@@ -173,30 +197,34 @@ class SendProcessor:
         props.pop(Prop.DELAY, None)
         props.pop(Prop.CLUSTER, None)
         props[Prop.WAIT] = "false"  # as RocketMQ: a send-back never waits for a sync flush
-        max_times = self.b.groups.retry_max_times(group)
+        max_times = self.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
         reconsume = orig.reconsume_times
         if reconsume >= max_times or h.delay_level < 0:
             topic, queue_id = dlq_topic(group), 0
-            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
         else:
             topic = retry_topic(group)
-            tc = self.b.topics.create_group_topic(topic, retry_queues)
+            tc = self.topics.create_group_topic(topic, retry_queues)
             if not writable(tc):
                 return create_response(request, ResponseCode.NO_PERMISSION,
                                        f"the topic[{topic}] sending message is forbidden")
             queue_id = random.randrange(max(1, min(retry_queues, tc.write_queue_nums)))
             level = h.delay_level if h.delay_level > 0 else 3 + reconsume
             props[Prop.DELAY] = str(level)
-        self.b.schedule_register()
+        self.schedule_register()
         # the first message's broker id (lookMessageByOffset's msgId), kept across every retry
         props.setdefault(Prop.ORIGIN_MESSAGE_ID, orig.offset_msg_id)
         msg = MessageExtBrokerInner(topic=topic, body=orig.body, queue_id=queue_id, flag=orig.flag, properties=props,
                                     sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                     born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
-                                    store_host=self.b.store_host, reconsume_times=reconsume + 1)
-        result = await self.b.run_store(self.b.store.put_message, msg)
+                                    store_host=self.store_host(), reconsume_times=reconsume + 1)
+        if self.pool is None:
+            result = self.store.put_message(msg)
+        else:
+            result = await asyncio.get_running_loop().run_in_executor(
+                self.pool, functools.partial(self.store.put_message, msg))
         if result.status.stored:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")

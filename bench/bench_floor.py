@@ -1,0 +1,334 @@
+"""The floor ladder: what one request/response round trip costs at each layer, one
+request in flight, over loopback.
+
+Each rung runs its server in a child process (so the two sides' CPU can be told apart)
+and a client in this process that sends the same ~200-byte remoting frame and waits
+for the answer, N times:
+
+1. ``blocking``: plain sockets, ``recv``/``sendall`` on both sides, no event loop;
+2. ``asyncio``: an asyncio ``Protocol`` echo server and client (default loop);
+3. ``uvloop``: the same code on uvloop (skipped when uvloop is not installed);
+4. ``remoting``: mqcore's ``RemotingServer`` with a processor that answers at once,
+   driven by ``RemotingClient.invoke`` on the client's loop;
+5. ``remoting-sync``: the same server driven by ``SyncRemotingClient.invoke`` from a
+   plain thread (what a blocking caller pays);
+6. ``mqbroker``: a real ``mqbroker`` process and ``Producer.send`` of a 100 B message.
+
+Rungs are interleaved round by round (``--rounds``) and the median is printed, with
+the 1-minute load average, because the machine is shared. A regression in one layer
+shows as a jump between two rungs.
+
+    python bench/bench_floor.py                  # 3 rounds of 20,000 round trips
+    python bench/bench_floor.py --n 5000 --rounds 1 --only asyncio,remoting
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mqcore.remoting import RequestCode, create_request, create_response  # noqa: E402
+from mqcore.remoting.command import encode_frame  # noqa: E402
+
+RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "mqbroker"]
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def sample_frame() -> bytes:
+    """A send-like request: a JSON header with the usual fields and a 100 B body."""
+    cmd = create_request(RequestCode.SEND_MESSAGE_V2,
+                         {"a": "ProducerGroup", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                          "g": "1700000000000", "h": "0", "i": "UNIQ_KEY\x01ABCDEF0123456789\x02", "j": "0",
+                          "k": "false", "m": "false"}, body=b"x" * 100, opaque=1)
+    return encode_frame(cmd)
+
+
+def have_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ======================================================================================
+# servers (child processes)
+# ======================================================================================
+def serve_blocking(sock: socket.socket) -> None:
+    conn, _ = sock.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray()
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            return
+        buf += data
+        while len(buf) >= 4:
+            length = int.from_bytes(buf[:4], "big")
+            if len(buf) < 4 + length:
+                break
+            conn.sendall(bytes(buf[:4 + length]))
+            del buf[:4 + length]
+
+
+class EchoProtocol(asyncio.Protocol):
+    """Frame-aware echo: answers each complete frame with itself."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.buf = bytearray()
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            length = int.from_bytes(buf[:4], "big")
+            if len(buf) < 4 + length:
+                break
+            self.transport.write(bytes(buf[:4 + length]))
+            del buf[:4 + length]
+
+
+async def serve_async(sock: socket.socket) -> None:
+    server = await asyncio.get_running_loop().create_server(EchoProtocol, sock=sock)
+    await server.serve_forever()
+
+
+async def serve_remoting(port: int) -> None:
+    from mqcore.remoting import RemotingServer
+
+    server = RemotingServer(idle_timeout_s=None, name="floor")
+    server.register_processor(RequestCode.SEND_MESSAGE_V2, lambda ch, req: create_response(req))
+    await server.start("127.0.0.1", port)
+    print("READY", flush=True)
+    await asyncio.Event().wait()
+
+
+def child_main(kind: str, port: int) -> None:
+    if kind == "remoting":
+        try:
+            from mqcore.remoting.eventloop import new_event_loop
+        except ImportError:  # an older tree measured as a baseline (--compare)
+            from mqcore.remoting.client import new_event_loop
+        new_event_loop().run_until_complete(serve_remoting(port))
+        return
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(16)
+    print("READY", flush=True)
+    if kind == "blocking":
+        serve_blocking(sock)
+    elif kind == "asyncio":
+        asyncio.run(serve_async(sock))
+    elif kind == "uvloop":
+        import uvloop
+        uvloop.run(serve_async(sock))
+    else:
+        raise SystemExit(f"unknown server kind {kind}")
+
+
+# ======================================================================================
+# clients
+# ======================================================================================
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_of(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
+
+
+class Child:
+    def __init__(self, argv: list[str], ready: str = "READY") -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(ready):
+                self.line = line.strip()
+                return
+        raise RuntimeError(f"{argv} did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def client_blocking(port: int, frame: bytes, n: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        want = len(frame)
+        for _ in range(n):
+            s.sendall(frame)
+            got = 0
+            while got < want:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("server closed")
+                got += len(chunk)
+
+
+async def client_async(port: int, frame: bytes, n: int) -> None:
+    loop = asyncio.get_running_loop()
+    want = len(frame)
+
+    class Client(asyncio.Protocol):
+        def __init__(self):
+            self.got = 0
+            self.waiter = None
+
+        def connection_made(self, transport):
+            transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def data_received(self, data):
+            self.got += len(data)
+            if self.got >= want:
+                self.got -= want
+                self.waiter.set_result(None)
+
+    transport, proto = await loop.create_connection(Client, "127.0.0.1", port)
+    try:
+        for _ in range(n):
+            proto.waiter = loop.create_future()
+            transport.write(frame)
+            await proto.waiter
+    finally:
+        transport.close()
+
+
+async def client_remoting(port: int, n: int) -> None:
+    from mqcore.remoting import RemotingClient
+    addr = f"127.0.0.1:{port}"
+    async with RemotingClient() as client:
+        for _ in range(n):
+            cmd = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "BenchTopic"}, body=b"x" * 100)
+            await client.invoke(addr, cmd, 3000)
+
+
+def client_remoting_sync(port: int, n: int) -> None:
+    from mqcore.remoting.client import SyncRemotingClient
+    addr = f"127.0.0.1:{port}"
+    with SyncRemotingClient() as client:
+        for _ in range(n):
+            cmd = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "BenchTopic"}, body=b"x" * 100)
+            client.invoke(addr, cmd, 3000)
+
+
+def run_loop(coro_fn, use_uvloop: bool):
+    if use_uvloop:
+        import uvloop
+        return uvloop.run(coro_fn())
+    return asyncio.run(coro_fn())
+
+
+def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
+    """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
+    if rung == "mqbroker":
+        return measure_broker(n, tmp)
+    port = free_port()
+    kind = "remoting" if rung.startswith("remoting") else rung
+    child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
+    try:
+        # one connection per timed run (the blocking server serves exactly one)
+        def once(count: int) -> None:
+            if rung == "blocking":
+                client_blocking(port, frame, count)
+            elif rung in ("asyncio", "uvloop"):
+                run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
+            elif rung == "remoting":
+                run_loop(lambda: client_remoting(port, count), have_uvloop())
+            else:
+                client_remoting_sync(port, count)
+
+        if rung != "blocking":
+            once(min(2000, n))  # warm-up (imports, first connection)
+        srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+        once(n)
+        wall = time.perf_counter() - t0
+        cli = time.process_time() - cli0
+        srv = cpu_of(child.proc.pid) - srv0
+    finally:
+        child.stop()
+    return {"rung": rung, "n": n, "us_per_trip": round(wall / n * 1e6, 1),
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
+def measure_broker(n: int, tmp: str) -> dict:
+    from mqcore.client import Message, Producer
+    store = tempfile.mkdtemp(dir=tmp)
+    child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
+                   "--namesrv-port", "0", "--log-level", "WARNING"])
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        body = b"x" * 100
+        with Producer("floor", namesrv_addr=fields["namesrv"]) as p:
+            for _ in range(min(2000, n)):
+                p.send(Message("FloorTopic", body))
+            srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+            for _ in range(n):
+                p.send(Message("FloorTopic", body))
+            wall = time.perf_counter() - t0
+            cli = time.process_time() - cli0
+            srv = cpu_of(child.proc.pid) - srv0
+    finally:
+        child.stop()
+    return {"rung": "mqbroker", "n": n, "us_per_trip": round(wall / n * 1e6, 1),
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated rungs")
+    ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        child_main(args.serve[0], int(args.serve[1]))
+        return
+    rungs = [r for r in (args.only.split(",") if args.only else RUNGS) if r]
+    if "uvloop" in rungs and not have_uvloop():
+        print(json.dumps({"rung": "uvloop", "skipped": "uvloop is not installed"}), flush=True)
+        rungs.remove("uvloop")
+    frame = sample_frame()
+    rows: dict[str, list[dict]] = {r: [] for r in rungs}
+    loads = []
+    with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
+        for rnd in range(args.rounds):
+            for rung in rungs:  # interleaved: every rung sees the same background load
+                row = measure(rung, args.n, frame, tmp)
+                row["round"] = rnd
+                row["loadavg_1m"] = os.getloadavg()[0]
+                loads.append(row["loadavg_1m"])
+                rows[rung].append(row)
+                print(json.dumps(row), flush=True)
+    print(f"\n| floor (median of {args.rounds}, {args.n} round trips, load {min(loads):.1f}-{max(loads):.1f}) "
+          f"| µs per trip | client CPU µs | server CPU µs |")
+    print("|---|---:|---:|---:|")
+    for rung, rs in rows.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
+        print(f"| {rung} | {med['us_per_trip']:.0f} | {med['client_cpu_us']:.0f} | {med['server_cpu_us']:.0f} |")
+    print(json.dumps({"summary": {r: statistics.median(x["us_per_trip"] for x in rs) for r, rs in rows.items()},
+                      "loadavg_1m": os.getloadavg()[0], "uvloop": have_uvloop()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""Splitting remoting frames out of a connection's receive buffer, with bounded memory.
+
+A :class:`FrameReceiver` owns one connection's receive memory and hands the event
+loop's ``BufferedProtocol`` the buffer to ``recv_into``:
+
+* small frames (the usual request or answer) arrive in one fixed ring buffer of
+  ``ring_bytes`` and are decoded straight from it, several per ``recv`` when a peer
+  pipelines; the ring is never resized, so a ``memoryview`` of it stays valid;
+* a frame larger than the ring gets a buffer of exactly its size, into which the rest
+  of the frame is received with no further copy. Above ``MMAP_FRAME_BYTES`` that
+  buffer is an anonymous ``mmap``: pages cost memory only once written, and the whole
+  buffer goes back to the operating system when the frame is done or the connection
+  closes (a malloc'd 16 MiB buffer can stay in the heap after ``free``, which is how
+  idle connections holding partial frames used to leave hundreds of MB behind);
+* every large-frame buffer is charged to a :class:`FrameBudget` shared by all the
+  connections of a server. When the budget is spent, the connection stops reading
+  (``RECV_WAIT``) until another connection's large frame completes or closes, so
+  partial frames can never hold more than the budget in total.
+
+Frame layout and header codecs are those of :mod:`mqcore.remoting.command`.
+"""
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable
+
+from mqcore.errors import ConfigError, FrameTooLargeError, ProtocolError
+from mqcore.remoting.command import (
+    FRAME_LENGTH_SIZE,
+    HEADER_WORD_SIZE,
+    RemotingCommand,
+    decode_header,
+    parse_header_word,
+)
+
+__all__ = ["FrameBudget", "FrameReceiver", "RECV_WAIT", "DEFAULT_RING_BYTES", "DEFAULT_BUDGET_BYTES",
+           "MMAP_FRAME_BYTES"]
+
+#: the ring a connection receives small frames into (one ``recv`` fills at most this)
+DEFAULT_RING_BYTES = 128 * 1024
+#: large frames above this are received into an anonymous mmap instead of the heap
+MMAP_FRAME_BYTES = 1024 * 1024
+#: total large-frame buffering a server allows across its connections
+DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
+_PREFIX_SIZE = FRAME_LENGTH_SIZE + HEADER_WORD_SIZE
+
+
+class _RecvWait:
+    """Sentinel: the next frame needs budget that is not available yet."""
+
+    def __repr__(self) -> str:
+        return "RECV_WAIT"
+
+
+RECV_WAIT = _RecvWait()
+
+
+class FrameBudget:
+    """Bytes of large-frame buffers held by all connections of one server, capped.
+
+    Waiters are callbacks run (on the loop) when budget is released; each retries and
+    re-registers if it still does not fit. Not thread-safe: one event loop owns it.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+        if max_bytes < 0:
+            raise ConfigError(f"frame budget must be >= 0, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.used_bytes = 0
+        self._waiters: dict[int, Callable[[], None]] = {}
+
+    def try_acquire(self, n: int) -> bool:
+        # one frame may always be received when nothing else is held, so a frame larger
+        # than the whole budget (but within the frame limit) cannot wait forever
+        if self.used_bytes and self.used_bytes + n > self.max_bytes:
+            return False
+        self.used_bytes += n
+        return True
+
+    def release(self, n: int) -> None:
+        self.used_bytes -= n
+        if self._waiters:
+            waiters, self._waiters = self._waiters, {}
+            for wake in waiters.values():
+                wake()
+
+    def wait(self, key: int, wake: Callable[[], None]) -> None:
+        self._waiters[key] = wake
+
+    def cancel(self, key: int) -> None:
+        self._waiters.pop(key, None)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+
+class FrameReceiver:
+    """One connection's receive buffers; see the module docstring.
+
+    Protocol: ``view = get_buffer()``, the transport writes ``n`` bytes into it,
+    ``received(n)``, then ``next_frame()`` until it returns ``None`` (need more bytes)
+    or ``RECV_WAIT`` (need budget). ``next_frame`` raises :class:`FrameTooLargeError` or
+    :class:`ProtocolError` on malformed input; the connection is then to be closed.
+    ``release()`` frees everything and returns the budget (idempotent).
+    """
+
+    def __init__(self, max_frame_bytes: int, budget: FrameBudget | None = None, *,
+                 ring_bytes: int = DEFAULT_RING_BYTES) -> None:
+        if ring_bytes < 64:
+            raise ConfigError(f"ring_bytes must be >= 64, got {ring_bytes}")
+        self._max_frame_bytes = max_frame_bytes
+        self._budget = budget if budget is not None else FrameBudget()
+        self._ring = bytearray(ring_bytes)
+        self._ring_view = memoryview(self._ring)
+        self._start = 0  # first unconsumed byte in the ring
+        self._end = 0  # end of received bytes in the ring
+        self._big: bytearray | mmap.mmap | None = None  # buffer of one large frame
+        self._big_view: memoryview | None = None
+        self._big_filled = 0
+        self._big_charge = 0
+
+    # --- buffer for the transport ---------------------------------------------------------
+    def get_buffer(self) -> memoryview:
+        if self._big_view is not None:
+            return self._big_view[self._big_filled:]
+        ring = self._ring
+        if self._end == len(ring) or len(ring) - self._end < 4096 < self._end - self._start + 4096:
+            self._compact()
+        if self._end == len(ring):
+            # the ring is full of complete frames the connection is not processing yet
+            # (reading should be paused); give the transport a little room rather than none
+            grown = bytearray(2 * len(ring))
+            grown[:len(ring)] = ring
+            self._ring, self._ring_view = grown, memoryview(grown)
+        return self._ring_view[self._end:]
+
+    def _compact(self) -> None:
+        start, end = self._start, self._end
+        if start:
+            self._ring[0:end - start] = self._ring[start:end]
+            self._start, self._end = 0, end - start
+
+    def received(self, n: int) -> None:
+        if self._big_view is not None:
+            self._big_filled += n
+        else:
+            self._end += n
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet decoded (ring plus large-frame buffer)."""
+        return (self._end - self._start) + self._big_filled
+
+    @property
+    def large_buffer_bytes(self) -> int:
+        """Size of the large-frame buffer held (charged to the budget), 0 if none."""
+        return self._big_charge
+
+    # --- frames ---------------------------------------------------------------------------
+    def next_frame(self) -> RemotingCommand | _RecvWait | None:
+        if self._big_view is not None:
+            if self._big_filled < len(self._big_view):
+                return None
+            try:
+                return self._decode(self._big_view, 0, len(self._big_view))
+            finally:
+                self._drop_big()
+        start, end = self._start, self._end
+        avail = end - start
+        if avail < FRAME_LENGTH_SIZE:
+            return None
+        view = self._ring_view
+        length = int.from_bytes(view[start:start + FRAME_LENGTH_SIZE], "big")
+        if length > self._max_frame_bytes:
+            raise FrameTooLargeError(f"frame length {length} exceeds the limit {self._max_frame_bytes}")
+        if length < HEADER_WORD_SIZE:
+            raise ProtocolError(f"frame length {length} is shorter than the header word")
+        total = FRAME_LENGTH_SIZE + length
+        if avail >= total:
+            self._start = start + total
+            if self._start == end:
+                self._start = self._end = 0
+            return self._decode(view, start, start + total)
+        if total <= len(self._ring):
+            return None  # the rest will fit in the ring
+        if not self._budget.try_acquire(total):
+            return RECV_WAIT
+        # a large frame: move what has arrived into a buffer of exactly its size
+        big: bytearray | mmap.mmap = mmap.mmap(-1, total) if total > MMAP_FRAME_BYTES else bytearray(total)
+        big_view = memoryview(big)
+        big_view[:avail] = view[start:end]
+        self._big, self._big_view, self._big_filled, self._big_charge = big, big_view, avail, total
+        self._start = self._end = 0
+        return None
+
+    @staticmethod
+    def _decode(view: memoryview, start: int, end: int) -> RemotingCommand:
+        """Decode the frame ``view[start:end]`` (length prefix included); body copied."""
+        length = end - start - FRAME_LENGTH_SIZE
+        word = int.from_bytes(view[start + FRAME_LENGTH_SIZE:start + _PREFIX_SIZE], "big")
+        serialize_type, header_len = parse_header_word(word, length)
+        header_end = start + _PREFIX_SIZE + header_len
+        cmd = decode_header(serialize_type, view[start + _PREFIX_SIZE:header_end])
+        cmd.body = bytes(view[header_end:end]) if header_end < end else b""
+        return cmd
+
+    def _drop_big(self) -> None:
+        charge = self._big_charge
+        self._big_view = None  # the last view of an mmap going away unmaps it
+        self._big = None
+        self._big_filled = 0
+        self._big_charge = 0
+        if charge:
+            self._budget.release(charge)
+
+    def release(self) -> None:
+        """Free every buffer (called on every close path). Idempotent."""
+        self._drop_big()
+        self._start = self._end = 0
+        if len(self._ring) > 256:
+            # keep a token ring: late callbacks after close must still find a buffer
+            self._ring = bytearray(256)
+            self._ring_view = memoryview(self._ring)

@@ -1,0 +1,111 @@
+"""FrameReceiver: frames split out of a receive buffer, however the bytes are chunked,
+equal what the one-frame decoder gives; large frames are charged to the budget and
+released; the budget makes a connection wait instead of growing."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqcore.errors import FrameTooLargeError, ProtocolError
+from mqcore.remoting import RequestCode, create_request
+from mqcore.remoting.codes import SerializeType
+from mqcore.remoting.command import decode_frame, encode_frame
+from mqcore.remoting.framing import MMAP_FRAME_BYTES, RECV_WAIT, FrameBudget, FrameReceiver
+
+RING = 1024  # small ring, so that hypothesis' frames cross it both ways
+
+
+def feed(receiver: FrameReceiver, data: bytes, chunks: list[int]) -> list:
+    """Push ``data`` through the receiver in chunks (as the transport would), collecting frames."""
+    out, pos, i = [], 0, 0
+    while pos < len(data):
+        buf = receiver.get_buffer()
+        n = min(len(buf), len(data) - pos, chunks[i % len(chunks)] if chunks else len(data))
+        n = max(n, 1)
+        buf[:n] = data[pos:pos + n]
+        receiver.received(n)
+        pos += n
+        i += 1
+        while True:
+            cmd = receiver.next_frame()
+            if cmd is None:
+                break
+            assert cmd is not RECV_WAIT
+            out.append(cmd)
+    return out
+
+
+commands = st.builds(
+    lambda code, ext, body, binary: create_request(
+        code, ext, body, opaque=7, serialize_type=SerializeType.ROCKETMQ if binary else SerializeType.JSON),
+    st.integers(0, 400),
+    st.dictionaries(st.text("abcxyz", min_size=1, max_size=8), st.text(max_size=30), max_size=5),
+    st.one_of(st.binary(max_size=64), st.integers(0, 3000).map(lambda n: bytes(range(256)) * (n // 256) + b"x" * (n % 256))),
+    st.booleans(),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(commands, min_size=1, max_size=12), st.lists(st.integers(1, 2500), min_size=1, max_size=8))
+def test_frames_split_from_any_chunking_equal_the_single_frame_decoder(cmds, chunks):
+    frames = [encode_frame(c) for c in cmds]
+    budget = FrameBudget(1 << 30)
+    receiver = FrameReceiver(1 << 20, budget, ring_bytes=RING)
+    got = feed(receiver, b"".join(frames), chunks)
+    assert got == [decode_frame(f[4:]) for f in frames]
+    assert receiver.buffered_bytes == 0
+    assert budget.used_bytes == 0  # every large frame's buffer was given back
+
+
+def test_large_frame_is_charged_to_the_budget_until_complete_and_on_release():
+    big = encode_frame(create_request(RequestCode.SEND_MESSAGE, {"a": "b"}, b"z" * (MMAP_FRAME_BYTES + 10)))
+    budget = FrameBudget(64 << 20)
+    r = FrameReceiver(16 << 20, budget, ring_bytes=RING)
+    assert feed(r, big[:5000], [700]) == []
+    assert budget.used_bytes == len(big) and r.large_buffer_bytes == len(big)
+    [cmd] = feed(r, big[5000:], [1 << 20])
+    assert bytes(cmd.body) == b"z" * (MMAP_FRAME_BYTES + 10)
+    assert budget.used_bytes == 0
+    feed(r, big[:3000], [3000])  # a second one, abandoned half-way (connection closed)
+    assert budget.used_bytes == len(big)
+    r.release()
+    r.release()  # idempotent
+    assert budget.used_bytes == 0 and r.buffered_bytes == 0
+
+
+def test_spent_budget_makes_the_next_large_frame_wait_and_wakes_it_on_release():
+    big = encode_frame(create_request(RequestCode.SEND_MESSAGE, None, b"q" * 5000))
+    budget = FrameBudget(len(big) + 100)  # room for one
+    a, b = FrameReceiver(1 << 20, budget, ring_bytes=RING), FrameReceiver(1 << 20, budget, ring_bytes=RING)
+    feed(a, big[:2000], [2000])
+    buf = b.get_buffer()
+    buf[:RING] = big[:RING]
+    b.received(RING)
+    assert b.next_frame() is RECV_WAIT  # b holds only its ring, nothing more
+    woken = []
+    budget.wait(id(b), lambda: woken.append(True))
+    assert b.buffered_bytes == RING and budget.used_bytes == len(big)
+    a.release()
+    assert woken == [True] and budget.waiting == 0
+    assert b.next_frame() is None  # now it got its buffer
+    assert budget.used_bytes == len(big)
+
+
+def test_first_large_frame_always_fits_even_above_the_budget():
+    big = encode_frame(create_request(RequestCode.SEND_MESSAGE, None, b"q" * 5000))
+    budget = FrameBudget(10)
+    r = FrameReceiver(1 << 20, budget, ring_bytes=RING)
+    [cmd] = feed(r, big, [4096])
+    assert len(cmd.body) == 5000
+
+
+@pytest.mark.parametrize("prefix, error", [
+    ((17 << 20).to_bytes(4, "big"), FrameTooLargeError),
+    ((3).to_bytes(4, "big"), ProtocolError),
+    ((8).to_bytes(4, "big") + (0x05000004).to_bytes(4, "big"), ProtocolError),  # serialize type 5
+])
+def test_malformed_prefixes_raise(prefix, error):
+    r = FrameReceiver(16 << 20, FrameBudget(), ring_bytes=RING)
+    with pytest.raises(error):
+        feed(r, prefix + b"\0" * 8, [64])
