@@ -128,11 +128,16 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
     if code == RC.UNREGISTER_CLIENT:
         groups = [g for g in groups if g != ""]  # the C++ client sends the group it is not as ''
     more_topics, more_groups = _body_names(code, request.body)
+    # a field of the wrong type (a dict, a number) is the processor's to answer: its header
+    # parsing reports the shape error precisely; here only names that are strings are judged
+    topics = [t for t in topics if isinstance(t, str)]
+    more_topics = [t for t in more_topics if isinstance(t, str)]
+    groups = [g for g in groups + more_groups if isinstance(g, str)]
     for topic in topics + more_topics:
         problem = topic_problem(topic)
         if problem:
             return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
-    for group in groups + more_groups:
+    for group in groups:
         problem = group_problem(group)
         if problem:
             return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
@@ -142,7 +147,7 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topics[0]}] is conflict with system topic.")
     if code == RC.PULL_MESSAGE:
         group = ext.get("consumerGroup", "")
-        if consume_enabled is not None and not consume_enabled(group):
+        if consume_enabled is not None and isinstance(group, str) and not consume_enabled(group):
             return create_response(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
         if _int(ext.get("sysFlag")) & _PULL_HAS_SUBSCRIPTION and subscription_unparsable(ext.get("subscription")):
             return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
