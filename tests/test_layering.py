@@ -86,6 +86,8 @@ FORBIDDEN = {
                         "mqcore.tools"),
     "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools"),
     "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
+    # the 5.x gRPC endpoint sits beside the broker's processors: the broker's managers, never a client
+    "mqcore.grpc": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
     "mqcore.client": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools"),
     "mqcore.spark": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client",
                      "mqcore.tools"),

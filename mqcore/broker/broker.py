@@ -99,10 +99,15 @@ class Broker:
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
         self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
+        self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
+            from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
+            self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
+                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
         self._started_at = time.monotonic()
         report = self.store.load()
         self.store.start()
@@ -127,6 +132,8 @@ class Broker:
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
         for svc in self._services:
             svc.start()
+        if self.grpc is not None:
+            await self.grpc.start(pool=self._executor)
         self._client = RemotingClient()
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
@@ -143,6 +150,8 @@ class Broker:
             self.hold.wake_all()
         await self.unregister_all()
         await self.server.shutdown()
+        if self.grpc is not None:
+            await self.grpc.shutdown()
         if self._client is not None:
             await self._client.shutdown()
         if self.namesrv is not None:

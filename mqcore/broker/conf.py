@@ -71,10 +71,13 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "channelExpiredTimeout": ("channel_expired_timeout_ms", _int),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_seconds", _int),
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
+    "grpcServerPort": ("grpc_server_port", _int),
     # mqcore's own keys
     "listenHost": ("listen_host", _str),
     "embeddedNamesrv": ("embedded_namesrv", _bool),
     "namesrvListenPort": ("namesrv_listen_port", _int),
+    "grpcServerEnable": ("grpc_server_enable", _bool),
+    "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
 }
 
 STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {

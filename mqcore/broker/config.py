@@ -49,9 +49,14 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     max_frame_bytes: int = 16 * 1024 * 1024
     reject_transaction_message: bool = True
+    #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
+    grpc_server_enable: bool = False
+    grpc_server_port: int = 8081
+    grpc_min_invisible_time_ms: int = 10_000
 
     def __post_init__(self) -> None:
-        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port)):
+        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port),
+                          ("grpcServerPort", self.grpc_server_port)):
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{key} {port} is not a TCP port (0-65535)")
         if self.default_topic_queue_nums <= 0:

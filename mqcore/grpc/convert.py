@@ -1,0 +1,128 @@
+"""Stored messages <-> ``apache.rocketmq.v2.Message`` (what the proxy's converter does).
+
+System properties a 5.x client sets travel in RocketMQ's 4.x property keys, so 4.x clients
+of the same topic see them: tag -> ``TAGS``, keys -> ``KEYS`` (space-separated), message id
+-> ``UNIQ_KEY``, message group -> ``__SHARDINGKEY``, delivery time -> ``TIMER_DELIVER_MS``.
+Every other stored property is a user property.
+"""
+from __future__ import annotations
+
+import zlib
+
+from mqcore.errors import RecordDecodeError
+from mqcore.format import layout as L
+from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS
+from mqcore.message import KEY_SEPARATOR, MessageExt, Prop
+
+PROP_SHARDING_KEY = "__SHARDINGKEY"
+PROP_TRACE_CONTEXT = "TRACE_CONTEXT"
+
+#: keys a user property may not use: the broker's own (MessageConst's reserved names)
+SYSTEM_PROPERTY_KEYS = frozenset({
+    Prop.KEYS, Prop.TAGS, Prop.WAIT, Prop.DELAY, Prop.RETRY_TOPIC, Prop.REAL_TOPIC, Prop.REAL_QID, Prop.TRAN_MSG,
+    Prop.PGROUP, Prop.MIN_OFFSET, Prop.MAX_OFFSET, Prop.ORIGIN_MESSAGE_ID, Prop.RECONSUME_TIME, Prop.MSG_REGION,
+    Prop.TRACE_ON, Prop.UNIQ_KEY, Prop.MAX_RECONSUME_TIMES, Prop.CONSUME_START_TIME, Prop.CLUSTER,
+    Prop.TRAN_PREPARED_QUEUE_OFFSET, PROP_SHARDING_KEY, PROP_TIMER_DELIVER_MS, PROP_TRACE_CONTEXT,
+    "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS", "INNER_NUM", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
+    "BORNHOST", "TRANSACTION_ID", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "SHARDING_KEY", "MSG_TYPE", "REPLY_TO_CLIENT", "CORRELATION_ID", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME",
+    "BUYER_ID", "__STARTDELIVERTIME",
+})
+#: stored properties shown through system fields, never as user properties
+_HIDDEN = SYSTEM_PROPERTY_KEYS
+
+
+#: compression types in sysFlag bits 8-10 (0 = a 4.x producer's zlib without a type)
+_ZLIB_KINDS = (0, 3)
+_LZ4, _ZSTD = 1, 2
+
+
+def inflate(body: bytes, sys_flag: int) -> bytes:
+    """A 4.x producer's compressed body as a 5.x client wants it (5.x bodies travel as they
+    are: IDENTITY)."""
+    kind = (sys_flag & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
+    try:
+        if kind in _ZLIB_KINDS:
+            return zlib.decompress(body)
+        if kind == _LZ4:
+            import lz4.frame  # optional: only bodies of producers that chose LZ4
+            return bytes(lz4.frame.decompress(body))
+        if kind == _ZSTD:
+            import zstandard  # optional
+            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
+    except ImportError as e:
+        raise RecordDecodeError(f"a message body uses compression type {kind}; install {e.name} to serve it") from e
+    except zlib.error as e:
+        raise RecordDecodeError(f"a compressed message body is corrupt: {e}") from e
+    raise RecordDecodeError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
+
+
+def _timestamp(ts, ms: int) -> None:
+    ts.seconds, ts.nanos = divmod(ms, 1000)
+    ts.nanos *= 1_000_000
+
+
+def _duration(d, ms: int) -> None:
+    d.seconds, rem = divmod(ms, 1000)
+    d.nanos = rem * 1_000_000
+
+
+def duration_ms(d) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def timestamp_ms(ts) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def message_type_of(d, props: dict) -> int:
+    if props.get(Prop.TRAN_MSG) == "true":
+        return d.TRANSACTION
+    if props.get(PROP_SHARDING_KEY):
+        return d.FIFO
+    if props.get(PROP_TIMER_DELIVER_MS) or props.get(Prop.DELAY):
+        return d.DELAY
+    return d.NORMAL
+
+
+def to_pb(d, msg: MessageExt, *, topic: str, namespace: str, receipt_handle: str, invisible_ms: int,
+          attempt: int) -> object:
+    """A stored message as a 5.x client receives it. ``topic`` is the name the client asked
+    for (a retry copy is shown under its original topic)."""
+    props = msg.properties
+    m = d.Message()
+    m.topic.name = topic
+    m.topic.resource_namespace = namespace
+    for k, v in props.items():
+        if k not in _HIDDEN:
+            m.user_properties[k] = v
+    sp = m.system_properties
+    tag = props.get(Prop.TAGS)
+    if tag:
+        sp.tag = tag
+    sp.keys.extend(k for k in props.get(Prop.KEYS, "").split(KEY_SEPARATOR) if k)
+    sp.message_id = props.get(Prop.UNIQ_KEY) or msg.offset_msg_id
+    sp.body_digest.type = d.CRC32
+    sp.body_digest.checksum = format(zlib.crc32(msg.body) & 0xFFFFFFFF, "08X")
+    sp.body_encoding = d.IDENTITY
+    sp.message_type = message_type_of(d, props)
+    _timestamp(sp.born_timestamp, msg.born_timestamp)
+    sp.born_host = msg.born_host.rpartition(":")[0].strip("[]")
+    _timestamp(sp.store_timestamp, msg.store_timestamp)
+    sp.store_host = msg.store_host
+    deliver = props.get(PROP_TIMER_DELIVER_MS)
+    if deliver and deliver.isdigit():
+        _timestamp(sp.delivery_timestamp, int(deliver))
+    sp.receipt_handle = receipt_handle
+    sp.queue_id = msg.queue_id
+    sp.queue_offset = msg.queue_offset
+    _duration(sp.invisible_duration, invisible_ms)
+    sp.delivery_attempt = attempt
+    group = props.get(PROP_SHARDING_KEY)
+    if group:
+        sp.message_group = group
+    trace = props.get(PROP_TRACE_CONTEXT)
+    if trace:
+        sp.trace_context = trace
+    m.body = msg.body
+    return m

@@ -1,0 +1,125 @@
+"""GrpcEndpoint: the 5.x endpoint's gRPC server and its background task, run on the broker's
+event loop next to the 4.x remoting server.
+
+    endpoint = GrpcEndpoint(broker, GrpcConfig(port=8081))
+    await endpoint.start()     # after the store and managers are loaded
+    ...
+    await endpoint.shutdown()  # before the store is shut down
+
+The background task sleeps until the next invisible duration runs out or the next timed
+message is due (at most ``IDLE_CHECK_S``), then revives and delivers what is due.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from mqcore.errors import ConfigError, MQError
+from mqcore.grpc.protocol import load_protocol
+
+log = logging.getLogger(__name__)
+
+IDLE_CHECK_S = 0.5
+#: 4.9's delay levels from level 3 on: the retry backoff a 5.x consumer is told about
+RETRY_LEVEL_FIRST = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class GrpcConfig:
+    host: str = "127.0.0.1"
+    port: int = 8081
+    #: smallest invisible duration a receive may ask for (RocketMQ's proxy: 10 s)
+    min_invisible_ms: int = 10_000
+    max_long_polling_ms: int = 30_000
+    #: farthest delivery time a 5.x producer may ask for (RocketMQ's timerMaxDelaySec: 3 days)
+    max_delay_ms: int = 3 * 24 * 3600 * 1000
+    max_receive_message_bytes: int = 130 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"grpcServerPort {self.port} is not a TCP port (0-65535)")
+        if not 0 <= self.min_invisible_ms <= 12 * 3600 * 1000:
+            raise ConfigError(f"grpcMinInvisibleTimeMillis {self.min_invisible_ms} is not in 0..12 h")
+
+
+class GrpcEndpoint:
+    def __init__(self, broker, config: GrpcConfig):
+        # fails here, with the install hint, when the optional extra is missing
+        self.definition, self.service_pb2, self.service_grpc = load_protocol()
+        self.b = broker
+        self.cfg = config
+        self.port = config.port
+        self.min_invisible_ms = config.min_invisible_ms
+        self.max_long_polling_ms = config.max_long_polling_ms
+        self.max_delay_ms = config.max_delay_ms
+        self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
+        self.server = None
+        self.servicer = None
+        self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+
+    async def start(self, pool=None) -> int:
+        """``pool``: the broker's store-put executor (SYNC_FLUSH), or None for inline puts."""
+        import grpc
+
+        from mqcore.grpc.service import Arrivals, MessagingService
+
+        loop = asyncio.get_running_loop()
+        self.servicer = svc = MessagingService(self.b, self, self.definition, self.service_pb2)
+        svc.arrivals = Arrivals(loop)
+        svc.pool = pool
+        svc.timer.load()
+        self.b.store.add_arrival_listener(svc.arrivals.notify)
+        servicer_type = type("MqcoreMessagingService", (self.service_grpc.MessagingServiceServicer,), {
+            name: getattr(svc, name) for name in (
+                "QueryRoute", "Heartbeat", "Telemetry", "SendMessage", "EndTransaction", "QueryAssignment",
+                "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
+                "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination")})
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
+            ("grpc.so_reuseport", 0)])
+        self.service_grpc.add_MessagingServiceServicer_to_server(servicer_type(), self.server)
+        self.port = self.server.add_insecure_port(f"{self.cfg.host}:{self.cfg.port}")
+        if self.port == 0:
+            raise MQError(f"the gRPC endpoint cannot listen on {self.cfg.host}:{self.cfg.port}")
+        await self.server.start()
+        self._wake = asyncio.Event()
+        self._task = loop.create_task(self._background())
+        log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d", self.cfg.host, self.port)
+        return self.port
+
+    def wake(self) -> None:
+        """Something due earlier than the background task expects (a new timed message)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _background(self) -> None:
+        svc = self.servicer
+        while True:
+            nxt = svc.next_wakeup_ms()
+            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.b.clock()) / 1000))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await svc.revive_due()
+                await svc.deliver_timed()
+                svc.prune_clients(self.b.clock())
+            except (MQError, OSError) as e:
+                log.warning("gRPC endpoint background work failed: %s", e)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+            self.server = None
+        log.info("gRPC endpoint stopped")

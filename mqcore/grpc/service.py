@@ -1,0 +1,645 @@
+"""``apache.rocketmq.v2.MessagingService`` over the broker's store, topics, groups and offsets.
+
+Each RPC answers as RocketMQ 5's proxy does: the gRPC call itself succeeds and the outcome
+is the ``Status`` in the response (``Code.OK``, ``Code.TOPIC_NOT_FOUND``, ...); a request
+that cannot even be decoded is refused by gRPC. Unknown RPCs (pull, recall, lite topics)
+answer gRPC ``UNIMPLEMENTED``. Names are wrapped with the resource namespace as the proxy
+does (``namespace%name``), so a wrong namespace names a topic that does not exist.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import re
+
+from mqcore.broker.topics import readable, writable
+from mqcore.errors import IllegalArgumentError, MQError
+from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
+                                 to_pb)
+from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
+from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
+from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
+from mqcore.message import (MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
+                            validate_topic)
+from mqcore.permissions import PERM_READ, PERM_WRITE
+from mqcore.store.results import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+MAX_BATCH_SIZE = 32
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+MAX_MESSAGE_GROUP_LENGTH = 64
+DEFAULT_LONG_POLLING_MS = 30_000
+#: a receive answers this long before the client's deadline so the answer still arrives
+DEADLINE_MARGIN_MS = 1_000
+#: a push consumer asks without an invisible duration: this one is used (the proxy's default)
+DEFAULT_INVISIBLE_MS = 60_000
+_TAG_FORBIDDEN = re.compile(r"[|\x00-\x1f]")
+
+
+class Refused(MQError):
+    """A request refused for a reason the proxy also names: becomes the response's Status
+    (code, message); never leaves the service."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass
+class ClientState:
+    client_id: str
+    client_type: int = 0
+    group: str | None = None
+    settings: object | None = None
+    last_seen_ms: int = 0
+
+
+class Arrivals:
+    """Wakes receives parked on a topic when the store dispatches a message to it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._waiters: dict[str, set[asyncio.Future]] = {}
+
+    async def wait(self, topics: list[str], timeout_s: float) -> None:
+        fut = self.loop.create_future()
+        for t in topics:
+            self._waiters.setdefault(t, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, max(timeout_s, 0))
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for t in topics:
+                s = self._waiters.get(t)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._waiters[t]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Store arrival listener: may run on another thread."""
+        if topic in self._waiters:
+            self.loop.call_soon_threadsafe(self._wake, topic)
+
+    def _wake(self, topic: str) -> None:
+        for fut in self._waiters.get(topic, ()):
+            if not fut.done():
+                fut.set_result(True)
+
+
+class MessagingService:
+    """The servicer; ``endpoint`` is the ``GrpcEndpoint`` (address, options, protocol)."""
+
+    def __init__(self, broker, endpoint, definition, service):
+        self.b = broker
+        self.ep = endpoint
+        self.d = definition
+        self.s = service
+        self.clock = broker.clock
+        self.pop = PopService(broker, broker.clock)
+        self.timer = TimerService(broker, broker.clock)
+        self.arrivals: Arrivals | None = None
+        self.clients: dict[str, ClientState] = {}
+        #: the broker's put pool under SYNC_FLUSH (a put may wait for its fsync); None: puts run inline
+        self.pool = None
+
+    async def _put(self, msg: MessageExtBrokerInner):
+        if self.pool is None:
+            return self.b.store.put_message(msg)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(self.b.store.put_message, msg))
+
+    # --- helpers ------------------------------------------------------------------------------------
+    def status(self, code: int = None, message: str = "OK"):
+        return self.d.Status(code=self.d.OK if code is None else code, message=message)
+
+    def _name(self, resource, kind: str) -> str:
+        ns = resource.resource_namespace
+        return f"{ns}%{resource.name}" if ns else resource.name
+
+    def _topic_name(self, resource) -> str:
+        name = self._name(resource, "topic")
+        try:
+            validate_topic(name)
+        except IllegalArgumentError as e:
+            raise Refused(self.d.ILLEGAL_TOPIC, str(e)) from None
+        return name
+
+    def _group_name(self, resource) -> str:
+        name = self._name(resource, "group")
+        try:
+            validate_group(name)
+        except IllegalArgumentError as e:
+            raise Refused(self.d.ILLEGAL_CONSUMER_GROUP, str(e)) from None
+        if not self.b.groups.ensure(name):
+            raise Refused(self.d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist")
+        return name
+
+    def _topic(self, resource, *, create: bool = False):
+        name = self._topic_name(resource)
+        tc = self.b.topics.get(name)
+        if tc is None and create:
+            tc = self.b.topics.auto_create(name)
+            if tc is not None:
+                self.b.schedule_register()
+        if tc is None:
+            raise Refused(self.d.TOPIC_NOT_FOUND, f"topic {name} does not exist")
+        return tc
+
+    @staticmethod
+    def _client_id(context) -> str | None:
+        for key, value in context.invocation_metadata() or ():
+            if key == CLIENT_ID_HEADER:
+                return value
+        return None
+
+    def _require_client(self, context) -> str:
+        cid = self._client_id(context)
+        if not cid:
+            raise Refused(self.d.CLIENT_ID_REQUIRED, f"the {CLIENT_ID_HEADER} header is required")
+        return cid
+
+    def _endpoints(self, request_endpoints=None):
+        e = self.d.Endpoints()
+        if request_endpoints is not None and len(request_endpoints.addresses):
+            e.CopyFrom(request_endpoints)  # the address the client reached us on, as the proxy answers
+            return e
+        e.scheme = self.d.IPv4
+        e.addresses.add(host=self.b.cfg.broker_ip1, port=self.ep.port)
+        return e
+
+    def _broker(self, request_endpoints=None):
+        return self.d.Broker(name=self.b.cfg.broker_name, id=0, endpoints=self._endpoints(request_endpoints))
+
+    def _permission(self, perm: int) -> int:
+        r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+        return self.d.READ_WRITE if r and w else self.d.READ if r else self.d.WRITE if w else self.d.NONE
+
+    @staticmethod
+    def _born_host(context) -> bytes:
+        peer = context.peer() or ""
+        try:
+            _, _, rest = peer.partition(":")
+            host, _, port = rest.rpartition(":")
+            return pack_host(host.strip("[]"), int(port))
+        except (ValueError, OSError):
+            return pack_host("127.0.0.1", 0)
+
+    # --- route, heartbeat, telemetry ------------------------------------------------------------------
+    async def QueryRoute(self, request, context):
+        try:
+            tc = self._topic(request.topic, create=True)
+        except Refused as r:
+            return self.s.QueryRouteResponse(status=self.status(r.code, r.message))
+        broker = self._broker(request.endpoints)
+        accept = [self.d.NORMAL, self.d.FIFO, self.d.DELAY]
+        queues = [self.d.MessageQueue(topic=request.topic, id=qid, permission=self._permission(tc.perm),
+                                      broker=broker, accept_message_types=accept)
+                  for qid in range(max(tc.read_queue_nums, tc.write_queue_nums))]
+        return self.s.QueryRouteResponse(status=self.status(), message_queues=queues)
+
+    async def Heartbeat(self, request, context):
+        try:
+            cid = self._require_client(context)
+            group = self._group_name(request.group) if request.HasField("group") and request.group.name else None
+        except Refused as r:
+            return self.s.HeartbeatResponse(status=self.status(r.code, r.message))
+        state = self.clients.setdefault(cid, ClientState(cid))
+        state.client_type, state.group = request.client_type, group or state.group
+        state.last_seen_ms = self.clock()
+        return self.s.HeartbeatResponse(status=self.status())
+
+    async def Telemetry(self, request_iterator, context):
+        cid = self._client_id(context)
+        if not cid:
+            yield self.s.TelemetryCommand(status=self.status(self.d.CLIENT_ID_REQUIRED,
+                                                             f"the {CLIENT_ID_HEADER} header is required"))
+            return
+        async for command in request_iterator:
+            if command.WhichOneof("command") != "settings":
+                continue  # thread stack traces, verify results: nothing to do with them here
+            state = self.clients.setdefault(cid, ClientState(cid))
+            state.last_seen_ms = self.clock()
+            try:
+                settings = self._settings(command.settings)
+            except Refused as r:
+                yield self.s.TelemetryCommand(status=self.status(r.code, r.message))
+                continue
+            state.settings, state.client_type = settings, command.settings.client_type
+            if settings.HasField("subscription"):
+                state.group = self._name(settings.subscription.group, "group")
+            yield self.s.TelemetryCommand(status=self.status(), settings=settings)
+
+    def _settings(self, theirs):
+        """The settings a client gets back: its own, completed with the broker's policy."""
+        d = self.d
+        out = d.Settings()
+        out.CopyFrom(theirs)
+        kind = theirs.WhichOneof("pub_sub")
+        if kind == "publishing":
+            out.publishing.max_body_size = self.b.store_config.max_message_size_bytes
+            out.publishing.validate_message_type = False
+            policy = out.backoff_policy
+            policy.Clear()
+            policy.max_attempts = 3
+            policy.exponential_backoff.initial.FromMilliseconds(100)
+            policy.exponential_backoff.max.FromMilliseconds(1000)
+            policy.exponential_backoff.multiplier = 2.0
+        elif kind == "subscription":
+            group = self._group_name(theirs.subscription.group)
+            sub = out.subscription
+            sub.fifo = False
+            sub.receive_batch_size = MAX_BATCH_SIZE
+            if not theirs.subscription.HasField("long_polling_timeout"):
+                sub.long_polling_timeout.FromMilliseconds(DEFAULT_LONG_POLLING_MS)
+            policy = out.backoff_policy
+            policy.Clear()
+            policy.max_attempts = self.b.groups.retry_max_times(group) + 1
+            # the 4.x retry delays from delay level 3 on (10s, 30s, 1m, ...), as the proxy derives them
+            for ms in self.ep.retry_delays_ms:
+                policy.customized_backoff.next.add().FromMilliseconds(ms)
+        return out
+
+    async def NotifyClientTermination(self, request, context):
+        cid = self._client_id(context)
+        state = self.clients.pop(cid, None) if cid else None
+        log.info("5.x client %s (%s) terminated", cid, state.group if state else "-")
+        return self.s.NotifyClientTerminationResponse(status=self.status())
+
+    # --- send ------------------------------------------------------------------------------------------
+    async def SendMessage(self, request, context):
+        if not request.messages:
+            return self.s.SendMessageResponse(status=self.status(self.d.BAD_REQUEST, "no message to send"))
+        entries = []
+        born = self._born_host(context)
+        for m in request.messages:
+            try:
+                entries.append(await self._send_one(m, born))
+            except Refused as r:
+                entries.append(self.s.SendResultEntry(status=self.status(r.code, r.message)))
+        codes = {e.status.code for e in entries}
+        if codes == {self.d.OK}:
+            status = self.status()
+        elif len(entries) == 1:
+            status = entries[0].status
+        else:
+            status = self.status(self.d.MULTIPLE_RESULTS, "some messages were not sent; see each entry")
+        return self.s.SendMessageResponse(status=status, entries=entries)
+
+    async def _send_one(self, m, born: bytes):
+        d = self.d
+        if not self.b.cfg.broker_permission & PERM_WRITE:
+            raise Refused(d.FORBIDDEN, f"the broker {self.b.cfg.broker_name} is not writable")
+        tc = self._topic(m.topic, create=True)
+        if not writable(tc):
+            raise Refused(d.FORBIDDEN, f"the topic {tc.topic_name} is not writable")
+        sp = m.system_properties
+        if not sp.message_id:
+            raise Refused(d.ILLEGAL_MESSAGE_ID, "the message has no message id")
+        if not m.body:
+            raise Refused(d.MESSAGE_BODY_EMPTY, "the message body is empty")
+        if len(m.body) > self.b.store_config.max_message_size_bytes:
+            raise Refused(d.MESSAGE_BODY_TOO_LARGE, f"the message body is {len(m.body)} bytes, more than "
+                                                    f"{self.b.store_config.max_message_size_bytes}")
+        if sp.message_type == d.TRANSACTION:
+            raise Refused(d.UNSUPPORTED, "transactional messages are not supported by this broker")
+        props: dict[str, str] = {}
+        for k, v in m.user_properties.items():
+            if not k or k in SYSTEM_PROPERTY_KEYS or "\x01" in k + v or "\x02" in k + v:
+                raise Refused(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the user property {k!r} is reserved or malformed")
+            props[k] = v
+        if sp.HasField("tag"):
+            if not sp.tag.strip() or _TAG_FORBIDDEN.search(sp.tag):
+                raise Refused(d.ILLEGAL_MESSAGE_TAG, f"the tag {sp.tag!r} is blank or has '|' or control characters")
+            props[Prop.TAGS] = sp.tag
+        if sp.keys:
+            for k in sp.keys:
+                if not k.strip() or " " in k or "\x01" in k or "\x02" in k:
+                    raise Refused(d.ILLEGAL_MESSAGE_KEY, f"the key {k!r} is blank or has a space")
+            props[Prop.KEYS] = " ".join(sp.keys)
+        props[Prop.UNIQ_KEY] = sp.message_id
+        group = sp.message_group if sp.HasField("message_group") else ""
+        if group:
+            if len(group) > MAX_MESSAGE_GROUP_LENGTH or _TAG_FORBIDDEN.search(group):
+                raise Refused(d.ILLEGAL_MESSAGE_GROUP, f"the message group {group[:80]!r} is too long or malformed")
+            props[PROP_SHARDING_KEY] = group
+        if sp.HasField("trace_context") and sp.trace_context:
+            props[PROP_TRACE_CONTEXT] = sp.trace_context
+        queue_id = pick_queue(tc.write_queue_nums, group)
+        topic = tc.topic_name
+        deliver_ms = timestamp_ms(sp.delivery_timestamp) if sp.HasField("delivery_timestamp") else 0
+        now = self.clock()
+        if deliver_ms:
+            if group:
+                raise Refused(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a message has a message group or a delivery time, not both")
+            if deliver_ms - now > self.ep.max_delay_ms:
+                raise Refused(d.ILLEGAL_DELIVERY_TIME, f"the delivery time is more than {self.ep.max_delay_ms} ms away")
+        if deliver_ms:  # kept even when already due: consumers see a DELAY message and its time
+            props[PROP_TIMER_DELIVER_MS] = str(deliver_ms)
+        timed = deliver_ms > now
+        if timed:
+            props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
+            topic, store_qid = TIMER_TOPIC, 0
+        else:
+            store_qid = queue_id
+        born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
+        msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
+                                    born_timestamp=born_ms or now, born_host=born, store_host=self.b.store_host)
+        result = await self._put(msg)
+        if not result.status.stored:
+            code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
+                    PutMessageStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR}.get(result.status,
+                                                                                            d.INTERNAL_SERVER_ERROR)
+            raise Refused(code, f"the store refused the message: {result.status.value} {result.remark}".strip())
+        if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
+            raise Refused(d.MASTER_PERSISTENCE_TIMEOUT, "stored, but the flush to disk timed out")
+        if timed:
+            self.timer.add(result.queue_offset, result.phy_offset, deliver_ms)
+            self.ep.wake()
+        return self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
+
+    async def EndTransaction(self, request, context):
+        return self.s.EndTransactionResponse(status=self.status(
+            self.d.UNSUPPORTED, "transactional messages are not supported by this broker"))
+
+    # --- consume -----------------------------------------------------------------------------------------
+    async def QueryAssignment(self, request, context):
+        try:
+            tc = self._topic(request.topic)
+            self._group_name(request.group)
+        except Refused as r:
+            return self.s.QueryAssignmentResponse(status=self.status(r.code, r.message))
+        if not readable(tc):
+            return self.s.QueryAssignmentResponse(status=self.status(self.d.FORBIDDEN,
+                                                                     f"the topic {tc.topic_name} is not readable"))
+        # one assignment per broker; receives on it pop from every queue of the topic (queue id -1)
+        mq = self.d.MessageQueue(topic=request.topic, id=-1, permission=self._permission(tc.perm),
+                                 broker=self._broker(request.endpoints),
+                                 accept_message_types=[self.d.NORMAL, self.d.FIFO, self.d.DELAY])
+        return self.s.QueryAssignmentResponse(status=self.status(), assignments=[self.d.Assignment(message_queue=mq)])
+
+    def _receive_args(self, request, context):
+        d = self.d
+        self._require_client(context)
+        group = self._group_name(request.group)
+        tc = self._topic(request.message_queue.topic)
+        if not readable(tc):
+            raise Refused(d.FORBIDDEN, f"the topic {tc.topic_name} is not readable")
+        if request.batch_size <= 0 or request.batch_size > MAX_BATCH_SIZE:
+            raise Refused(d.BAD_REQUEST, f"batch size {request.batch_size} is not in 1..{MAX_BATCH_SIZE}")
+        if request.HasField("invisible_duration"):
+            invisible = duration_ms(request.invisible_duration)
+        elif request.auto_renew:
+            invisible = DEFAULT_INVISIBLE_MS
+        else:
+            raise Refused(d.ILLEGAL_INVISIBLE_TIME, "a simple consumer must give an invisible duration")
+        if not self.ep.min_invisible_ms <= invisible <= MAX_INVISIBLE_MS:
+            raise Refused(d.ILLEGAL_INVISIBLE_TIME, f"the invisible duration {invisible} ms is not in "
+                                                    f"{self.ep.min_invisible_ms}..{MAX_INVISIBLE_MS} ms")
+        fe = request.filter_expression
+        if fe.type == d.SQL:
+            raise Refused(d.UNSUPPORTED, "SQL92 filtering is not supported by this broker")
+        expression = fe.expression or "*"
+        if "\x00" in expression:
+            raise Refused(d.ILLEGAL_FILTER_EXPRESSION, f"the filter expression {expression!r} is malformed")
+        if request.HasField("long_polling_timeout"):
+            polling = duration_ms(request.long_polling_timeout)
+            if polling < 0 or polling > self.ep.max_long_polling_ms:
+                raise Refused(d.ILLEGAL_POLLING_TIME, f"the long polling timeout {polling} ms is not in "
+                                                      f"0..{self.ep.max_long_polling_ms} ms")
+        else:
+            polling = DEFAULT_LONG_POLLING_MS
+        remaining = context.time_remaining()
+        if remaining is not None:
+            polling = max(0, min(polling, int(remaining * 1000) - DEADLINE_MARGIN_MS))
+        return group, tc, invisible, expression, polling
+
+    async def ReceiveMessage(self, request, context):
+        d = self.d
+        try:
+            group, tc, invisible, expression, polling = self._receive_args(request, context)
+        except Refused as r:
+            yield self.s.ReceiveMessageResponse(status=self.status(r.code, r.message))
+            return
+        topic = tc.topic_name
+        retry = pop_retry_topic(group, topic)
+        deadline = self.clock() + polling
+        first = request.message_queue.id if request.message_queue.id >= 0 else 0
+        while True:
+            popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
+                                   expression, invisible)
+            left = deadline - self.clock()
+            if popped or left <= 0:
+                break
+            await self.arrivals.wait([topic, retry], left / 1000)
+        if not popped:
+            yield self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield self.s.ReceiveMessageResponse(status=self.status())
+        ns = request.message_queue.topic.resource_namespace
+        shown = request.message_queue.topic.name
+        for p, qid in popped:
+            f = p.flight
+            handle = ReceiptHandle(p.kind, qid, f.queue_offset, f.commitlog_offset, f.pop_time_ms, invisible,
+                                   f.attempt, self.b.cfg.broker_name).encode()
+            yield self.s.ReceiveMessageResponse(message=to_pb(d, p.message, topic=shown, namespace=ns,
+                                                              receipt_handle=handle, invisible_ms=invisible,
+                                                              attempt=f.attempt))
+        ts = self.s.ReceiveMessageResponse()
+        ts.delivery_timestamp.FromMilliseconds(self.clock())
+        yield ts
+
+    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible):
+        """Retry copies first (they waited longest), then the topic's queues from ``first`` on."""
+        out = []
+        if self.b.topics.get(retry) is not None:
+            out += [(p, 0) for p in self.pop.pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
+        for i in range(nqueues):
+            if len(out) >= batch:
+                break
+            qid = (first + i) % nqueues
+            out += [(p, qid) for p in self.pop.pop(group, topic, qid, KIND_NORMAL, batch - len(out),
+                                                  expression, invisible)]
+        return out
+
+    def _handle(self, text: str, group: str, topic: str):
+        """(receipt handle, the store topic its message was read from)."""
+        try:
+            h = ReceiptHandle.decode(text)
+        except IllegalArgumentError as e:
+            raise Refused(self.d.INVALID_RECEIPT_HANDLE, str(e)) from None
+        if h.broker_name != self.b.cfg.broker_name:
+            raise Refused(self.d.INVALID_RECEIPT_HANDLE, f"the receipt handle is from broker {h.broker_name}")
+        return h, (pop_retry_topic(group, topic) if h.kind == KIND_RETRY else topic)
+
+    async def AckMessage(self, request, context):
+        d = self.d
+        try:
+            group = self._group_name(request.group)
+            topic = self._topic(request.topic).topic_name
+        except Refused as r:
+            return self.s.AckMessageResponse(status=self.status(r.code, r.message))
+        results = []
+        for e in request.entries:
+            try:
+                h, store_topic = self._handle(e.receipt_handle, group, topic)
+                if self.pop.ack(group, store_topic, h.queue_id, h.queue_offset) is AckStatus.NOT_FOUND:
+                    raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no message of this queue")
+                st = self.status()
+            except Refused as r:
+                st = self.status(r.code, r.message)
+            results.append(self.s.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle,
+                                                        status=st))
+        if not results:
+            return self.s.AckMessageResponse(status=self.status(d.BAD_REQUEST, "no entry to ack"))
+        codes = {r.status.code for r in results}
+        status = self.status() if codes == {d.OK} else results[0].status if len(results) == 1 else \
+            self.status(d.MULTIPLE_RESULTS, "some entries were not acked; see each entry")
+        return self.s.AckMessageResponse(status=status, entries=results)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        d = self.d
+        try:
+            group = self._group_name(request.group)
+            topic = self._topic(request.topic).topic_name
+            h, store_topic = self._handle(request.receipt_handle, group, topic)
+            invisible = duration_ms(request.invisible_duration)
+            if not 0 <= invisible <= MAX_INVISIBLE_MS:
+                raise Refused(d.ILLEGAL_INVISIBLE_TIME, f"the invisible duration {invisible} ms is not in "
+                                                        f"0..{MAX_INVISIBLE_MS} ms")
+            flight = self.pop.change_invisible(group, store_topic, h.queue_id, h.queue_offset, invisible)
+            if flight is None:
+                # handed out before a restart and not handed out again: it is in flight again
+                flight = self.pop.adopt(group, store_topic, h.queue_id, h.queue_offset, h.commitlog_offset,
+                                        h.attempt, invisible)
+            if flight is None:
+                raise Refused(d.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is no longer in "
+                                                        "flight (acked, or its invisible duration ran out)")
+        except Refused as r:
+            return self.s.ChangeInvisibleDurationResponse(status=self.status(r.code, r.message))
+        new = dataclasses.replace(h, pop_time_ms=flight.pop_time_ms, invisible_ms=invisible).encode()
+        self.ep.wake()
+        return self.s.ChangeInvisibleDurationResponse(status=self.status(), receipt_handle=new)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        d = self.d
+        try:
+            group = self._group_name(request.group)
+            topic = self._topic(request.topic).topic_name
+            h, store_topic = self._handle(request.receipt_handle, group, topic)
+            msg = self.b.store.look_message_by_offset(h.commitlog_offset)
+            if msg is None or msg.topic != store_topic or msg.queue_offset != h.queue_offset:
+                raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no stored message")
+            copy = self.pop.revive_copy(group, topic, msg, max_attempts=0)  # 0: straight to the DLQ
+            result = await self._put(copy)
+            if not result.status.stored:
+                raise Refused(d.INTERNAL_SERVER_ERROR, f"the DLQ copy was not stored: {result.status.value}")
+            self.b.schedule_register()
+            self.pop.ack(group, store_topic, h.queue_id, h.queue_offset)
+        except Refused as r:
+            return self.s.ForwardMessageToDeadLetterQueueResponse(status=self.status(r.code, r.message))
+        return self.s.ForwardMessageToDeadLetterQueueResponse(status=self.status())
+
+    # --- offsets ------------------------------------------------------------------------------------------
+    def _queue(self, mq):
+        tc = self._topic(mq.topic)
+        if not 0 <= mq.id < tc.read_queue_nums:
+            raise Refused(self.d.BAD_REQUEST, f"queue {mq.id} is not a queue of topic {tc.topic_name}")
+        return tc.topic_name, mq.id
+
+    async def UpdateOffset(self, request, context):
+        try:
+            group = self._group_name(request.group)
+            topic, qid = self._queue(request.message_queue)
+            if request.offset < 0:
+                raise Refused(self.d.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+        except Refused as r:
+            return self.s.UpdateOffsetResponse(status=self.status(r.code, r.message))
+        self.b.offsets.commit(group, topic, qid, request.offset)
+        self.pop.forget_group(group)  # the pop state restarts from the offset just set
+        return self.s.UpdateOffsetResponse(status=self.status())
+
+    async def GetOffset(self, request, context):
+        try:
+            group = self._group_name(request.group)
+            topic, qid = self._queue(request.message_queue)
+        except Refused as r:
+            return self.s.GetOffsetResponse(status=self.status(r.code, r.message))
+        offset = self.b.offsets.query(group, topic, qid)
+        if offset is None:
+            return self.s.GetOffsetResponse(status=self.status(self.d.OFFSET_NOT_FOUND,
+                                                               f"group {group} has no offset for {topic}:{qid}"))
+        return self.s.GetOffsetResponse(status=self.status(), offset=offset)
+
+    async def QueryOffset(self, request, context):
+        d = self.d
+        try:
+            topic, qid = self._queue(request.message_queue)
+        except Refused as r:
+            return self.s.QueryOffsetResponse(status=self.status(r.code, r.message))
+        policy = request.query_offset_policy
+        if policy == d.BEGINNING:
+            offset = self.b.store.get_min_offset_in_queue(topic, qid)
+        elif policy == d.END:
+            offset = self.b.store.get_max_offset_in_queue(topic, qid)
+        else:
+            offset = self.b.store.get_offset_in_queue_by_time(topic, qid, timestamp_ms(request.timestamp))
+        return self.s.QueryOffsetResponse(status=self.status(), offset=offset)
+
+    # --- background work: revive expired messages, deliver timed ones ------------------------------------
+    async def revive_due(self) -> int:
+        n = 0
+        now = self.clock()
+        for group, store_topic, qid, flight in self.pop.due(now):
+            msg = self.b.store.look_message_by_offset(flight.commitlog_offset)
+            if msg is not None:
+                origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
+                    else store_topic
+                copy = self.pop.revive_copy(group, origin, msg, self.b.groups.retry_max_times(group) + 1)
+                result = await self._put(copy)
+                if not result.status.stored:
+                    log.warning("revive of %s:%d@%d for %s failed (%s): retried later", store_topic, qid,
+                                flight.queue_offset, group, result.status.value)
+                    self.pop.change_invisible(group, store_topic, qid, flight.queue_offset, 1000)
+                    continue
+                if copy.topic == dlq_topic(group):
+                    log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid,
+                             flight.queue_offset, group, copy.topic, flight.attempt)
+                self.b.schedule_register()
+            self.pop.revived(group, store_topic, qid, flight.queue_offset)
+            n += 1
+        return n
+
+    async def deliver_timed(self) -> int:
+        n = 0
+        for qoff, msg in self.timer.due_messages(self.clock()):
+            if msg is not None:
+                if self.b.topics.get(msg.topic) is None:
+                    log.warning("timed message for deleted topic %s dropped", msg.topic)
+                else:
+                    result = await self._put(msg)
+                    if not result.status.stored:
+                        log.warning("timed message for %s not stored (%s): dropped", msg.topic, result.status.value)
+            self.timer.delivered(qoff)
+            n += 1
+        return n
+
+    def prune_clients(self, now: int) -> int:
+        """Forget clients silent for longer than the broker's channel expiry (no heartbeat,
+        no settings) that never sent NotifyClientTermination."""
+        expiry = self.b.cfg.channel_expired_timeout_ms
+        gone = [cid for cid, st in self.clients.items() if now - st.last_seen_ms > expiry]
+        for cid in gone:
+            del self.clients[cid]
+        return len(gone)
+
+    def next_wakeup_ms(self) -> int | None:
+        times = [t for t in (self.pop.next_deadline(), self.timer.next_due_ms()) if t is not None]
+        return min(times) if times else None
+

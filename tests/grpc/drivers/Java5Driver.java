@@ -1,0 +1,77 @@
+// The official RocketMQ 5.x Java client (rocketmq-client-java) against mqbroker's gRPC endpoint:
+//   java -cp rocketmq-client-java.jar Java5Driver.java ENDPOINT TOPIC GROUP
+// A producer sends a normal message (tag, keys, property), two FIFO messages of one message
+// group and a message due 2 s later; a push consumer of GROUP consumes them. Prints RESULT
+// lines the test reads.
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.FilterExpression;
+import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
+import org.apache.rocketmq.client.apis.message.Message;
+import org.apache.rocketmq.client.apis.message.MessageView;
+import org.apache.rocketmq.client.apis.producer.Producer;
+
+public class Java5Driver {
+    static String q(String s) {
+        return s == null ? "null" : "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+    }
+
+    public static void main(String[] args) throws Exception {
+        String endpoint = args[0], topic = args[1], group = args[2];
+        ClientServiceProvider provider = ClientServiceProvider.loadService();
+        ClientConfiguration cc = ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .setRequestTimeout(Duration.ofSeconds(30)).enableSsl(false).build();
+        Producer producer = provider.newProducerBuilder().setClientConfiguration(cc).setTopics(topic).build();
+        Message[] messages = {
+            provider.newMessageBuilder().setTopic(topic).setTag("TagJ").setKeys("jk1", "jk2")
+                .addProperty("lang", "java").setBody("normal".getBytes(StandardCharsets.UTF_8)).build(),
+            provider.newMessageBuilder().setTopic(topic).setMessageGroup("jgroup")
+                .setBody("fifo-0".getBytes(StandardCharsets.UTF_8)).build(),
+            provider.newMessageBuilder().setTopic(topic).setMessageGroup("jgroup")
+                .setBody("fifo-1".getBytes(StandardCharsets.UTF_8)).build(),
+            provider.newMessageBuilder().setTopic(topic).setDeliveryTimestamp(System.currentTimeMillis() + 2000)
+                .setBody("later".getBytes(StandardCharsets.UTF_8)).build(),
+        };
+        for (Message m : messages) {
+            System.out.println("RESULT {\"message_id\": " + q(producer.send(m).getMessageId().toString()) + "}");
+        }
+        producer.close();
+
+        Map<String, Integer> attempts = new ConcurrentHashMap<>();
+        CountDownLatch done = new CountDownLatch(messages.length);
+        PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(cc).setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
+            .setMessageListener((MessageView mv) -> {
+                ByteBuffer b = mv.getBody();
+                byte[] raw = new byte[b.remaining()];
+                b.get(raw);
+                String body = new String(raw, StandardCharsets.UTF_8);
+                StringBuilder props = new StringBuilder("{");
+                mv.getProperties().forEach((k, v) -> props.append(props.length() > 1 ? ", " : "").append(q(k)).append(": ").append(q(v)));
+                props.append("}");
+                System.out.println("RESULT {\"id\": " + q(mv.getMessageId().toString()) + ", \"body\": " + q(body)
+                    + ", \"tag\": " + q(mv.getTag().orElse(null)) + ", \"keys\": " + mv.getKeys().stream().sorted().map(Java5Driver::q).toList()
+                    + ", \"props\": " + props + ", \"attempt\": " + mv.getDeliveryAttempt()
+                    + ", \"group\": " + q(mv.getMessageGroup().orElse(null))
+                    + ", \"delivery_ts\": " + mv.getDeliveryTimestamp().orElse(0L)
+                    + ", \"received_ms\": " + System.currentTimeMillis() + "}");
+                System.out.flush();
+                done.countDown();
+                return ConsumeResult.SUCCESS;
+            }).build();
+        boolean all = done.await(60, TimeUnit.SECONDS);
+        consumer.close();
+        System.out.println("RESULT {\"all_consumed\": " + all + "}");
+        System.exit(all ? 0 : 1);
+    }
+}

@@ -1,0 +1,78 @@
+// Runs steps with the official RocketMQ 5.x Node.js client (npm rocketmq-client-nodejs):
+// node node5_driver.js ENDPOINT STEPS_JSON — the same steps and RESULT/ERROR lines as
+// py5_driver.py (send, receive, ack, change_invisible).
+'use strict';
+const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+async function main() {
+  const endpoints = process.argv[2];
+  const steps = JSON.parse(process.argv[3]);
+  let producer = null;
+  const consumers = new Map();
+  const seen = new Map();
+  try {
+    for (const step of steps) {
+      let out;
+      if (step.op === 'send') {
+        if (!producer) {
+          producer = new Producer({ endpoints, namespace: '', topics: [step.topic], logger: quiet });
+          await producer.startup();
+        }
+        const msg = { topic: step.topic, body: Buffer.from(step.body) };
+        if (step.tag) msg.tag = step.tag;
+        if (step.keys) msg.keys = step.keys;
+        if (step.props) msg.properties = new Map(Object.entries(step.props));
+        if (step.group) msg.messageGroup = step.group;
+        if (step.delay_s) msg.deliveryTimestamp = new Date(Date.now() + step.delay_s * 1000);
+        const receipt = await producer.send(msg);
+        out = { message_id: receipt.messageId };
+      } else if (step.op === 'receive') {
+        const key = `${step.group}\u0001${step.topic}`;
+        let c = consumers.get(key);
+        if (!c) {
+          c = new SimpleConsumer({ endpoints, namespace: '', consumerGroup: step.group, logger: quiet,
+            subscriptions: new Map().set(step.topic, step.tag || '*'), awaitDuration: (step.await_s || 3) * 1000 });
+          await c.startup();
+          consumers.set(key, c);
+        }
+        const got = [];
+        const deadline = Date.now() + (step.timeout_s || 20) * 1000;
+        while (got.length < step.want && Date.now() < deadline) {
+          const messages = await c.receive(Math.min(32, step.want - got.length), step.invisible_s * 1000);
+          for (const m of messages) {
+            seen.set(m.messageId, [ c, m ]);
+            got.push({ id: m.messageId, body: m.body.toString(), tag: m.tag ?? null, keys: [ ...m.keys ].sort(),
+              props: Object.fromEntries(m.properties), attempt: m.deliveryAttempt, group: m.messageGroup ?? null,
+              delivery_ts: m.deliveryTimestamp ? m.deliveryTimestamp.getTime() : 0, topic: m.topic,
+              corrupted: m.corrupted, received_ms: Date.now() });
+            if (step.ack) await c.ack(m);
+          }
+        }
+        out = { messages: got };
+      } else if (step.op === 'ack') {
+        for (const id of step.ids) {
+          const [ c, m ] = seen.get(id);
+          await c.ack(m);
+        }
+        out = { acked: step.ids.length };
+      } else if (step.op === 'change_invisible') {
+        const [ c, m ] = seen.get(step.id);
+        await c.changeInvisibleDuration(m, step.invisible_s * 1000);
+        out = { changed: step.id };
+      } else {
+        throw new Error(`unknown step ${step.op}`);
+      }
+      console.log('RESULT ' + JSON.stringify(out));
+    }
+  } catch (e) {
+    console.log('ERROR ' + JSON.stringify({ type: e.name, error: String(e && e.stack || e) }));
+    process.exitCode = 1;
+  } finally {
+    if (producer) await producer.shutdown().catch(() => {});
+    for (const c of consumers.values()) await c.shutdown().catch(() => {});
+  }
+}
+
+main().then(() => process.exit(process.exitCode || 0));
