@@ -113,7 +113,8 @@ def main() -> None:
     n = 2000 if args.quick else 20000
     with tempfile.TemporaryDirectory() as d:
         broker, ready = start([sys.executable, "-m", "mqcore.broker.cli", "--store", os.path.join(d, "store"),
-                               "--listen-port", "0", "--namesrv-port", "0", "--log-level", "WARNING"])
+                               "--listen-port", "0", "--namesrv-port", "0", "--log-level", "WARNING",
+                               "--log-dir", os.path.join(d, "logs")])
         floor, fready = start([sys.executable, "-c", FLOOR_SERVER])
         try:
             addr = ready[1].split("=")[1]

@@ -115,7 +115,7 @@ class Server:
 
 def start_mqbroker(tmp: str, name: str = "mq", conf: dict | None = None) -> tuple[Server, str]:
     argv = [sys.executable, "-m", "mqcore.broker.cli", "--store", os.path.join(tmp, name), "--listen-port", "0",
-            "--namesrv-port", "0", "--log-level", "WARNING"]
+            "--namesrv-port", "0", "--log-level", "WARNING", "--log-dir", os.path.join(tmp, f"{name}-logs")]
     if conf:
         path = os.path.join(tmp, f"{name}.conf")
         with open(path, "w") as f:

@@ -9,12 +9,13 @@ would hide a broken build behind a 50x slower store.
 from __future__ import annotations
 
 import os
-from types import ModuleType
+
+from mqcore.kernel_api import StoreKernels
 
 PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
 
 
-def _load() -> ModuleType:
+def _load() -> StoreKernels:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         from mqcore import _store_py
         return _store_py
@@ -28,4 +29,4 @@ def _load() -> ModuleType:
     return _store
 
 
-kernels: ModuleType = _load()
+kernels: StoreKernels = _load()

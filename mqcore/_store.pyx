@@ -10,7 +10,7 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from mqcore.errors import RecordDecodeError
+from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import layout as L
 
 IMPLEMENTATION = "cython"
@@ -645,6 +645,8 @@ def cq_write(unsigned char[::1] dst, Py_ssize_t pos, phys, sizes, tags):
 
 def cq_count_valid(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end):
     """Number of consecutive valid units (offset >= 0 and size > 0) from ``start``."""
+    if start < 0:
+        raise ValueError("consume-queue read outside the buffer")
     if end > buf.shape[0]:
         end = buf.shape[0]
     cdef const unsigned char *b = _ptr(buf)
@@ -660,7 +662,7 @@ def cq_count_valid(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
 
 def cq_read(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count):
     """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
-    if start < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
+    if start < 0 or count < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
         raise ValueError("consume-queue read outside the buffer")
     phys = np.empty(count, np.int64)
     sizes = np.empty(count, np.int32)
@@ -682,8 +684,10 @@ def cq_read(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count):
 def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, codes,
               Py_ssize_t max_count, int64_t max_bytes):
     """Pick units for a pull; see the twin for the contract."""
-    if start < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
+    if start < 0 or count < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
         raise ValueError("consume-queue read outside the buffer")
+    if max_count < 1:
+        raise ValueError("max_count must be at least 1")
     cdef const int64_t[::1] c
     cdef Py_ssize_t nc = 0
     cdef bint filt = codes is not None
@@ -761,6 +765,21 @@ def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, i
 
 
 # --- index file -------------------------------------------------------------------------------------
+cdef _check_index_geometry(Py_ssize_t buf_len, Py_ssize_t slots, Py_ssize_t max_entries):
+    if slots < 1 or max_entries < 2:
+        raise ValueError(f"an index file needs slots >= 1 and max_entries >= 2 (got {slots}, {max_entries})")
+    if INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + max_entries * INDEX_ENTRY_SIZE > buf_len:
+        raise ValueError("index buffer smaller than slots and entries need")
+
+
+cdef _check_index_header(Py_ssize_t count, Py_ssize_t slot_count, Py_ssize_t max_entries):
+    """indexCount is the next entry number (entry 0 is never used), so 1..max_entries."""
+    if count < 1 or count > max_entries:
+        raise CorruptFileError(f"index header: indexCount {count} is outside 1..{max_entries}")
+    if slot_count < 0 or slot_count > count:
+        raise CorruptFileError(f"index header: hashSlotCount {slot_count} is outside 0..{count}")
+
+
 def index_keys(const unsigned char[::1] buf, table, topics):
     """Index keys of dispatched records (``topic#UNIQ_KEY``, then ``topic#k`` per KEYS word)."""
     cdef DispatchRow[::1] rows = np.ascontiguousarray(table, dtype=DISPATCH_DTYPE)
@@ -815,12 +834,21 @@ def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, 
     cdef const int64_t[::1] pv = np.ascontiguousarray(phys, dtype=np.int64)
     cdef const int64_t[::1] tv = np.ascontiguousarray(timestamps, dtype=np.int64)
     cdef Py_ssize_t n = hv.shape[0], i = start
-    if INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + (max_entries) * INDEX_ENTRY_SIZE > buf.shape[0]:
-        raise ValueError("index buffer smaller than slots and entries need")
+    _check_index_geometry(buf.shape[0], slots, max_entries)
+    if pv.shape[0] != n or tv.shape[0] != n:
+        raise ValueError("hashes, phys and timestamps differ in length")
+    if start < 0 or start > n:
+        raise ValueError("start outside the keys")
+    for i in range(start, n):
+        if hv[i] < 0:
+            raise ValueError("index key hashes must be >= 0 (index_hash)")
+    i = start
     cdef unsigned char *b = &buf[0]
     cdef int64_t begin_ts = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP), end_ts = mq_rd_i64(b + IDXH_END_TIMESTAMP)
     cdef int64_t begin_phy = mq_rd_i64(b + IDXH_BEGIN_PHYOFFSET), end_phy = mq_rd_i64(b + IDXH_END_PHYOFFSET)
     cdef int32_t slot_count = mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    # the header comes from a file: a damaged count would send the loop outside the buffer
+    _check_index_header(count, slot_count, max_entries)
     cdef int32_t h, prev
     cdef int64_t diff, ts
     cdef unsigned char *sp
@@ -868,26 +896,26 @@ def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, 
 def index_query(const unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, int32_t key_hash,
                 int64_t begin_ts, int64_t end_ts, Py_ssize_t max_num):
     """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
-    if INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE > buf.shape[0] or key_hash < 0:
-        raise ValueError("index buffer too small or negative key hash")
+    _check_index_geometry(buf.shape[0], slots, max_entries)
+    if key_hash < 0:
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
     cdef const unsigned char *b = _ptr(buf)
     cdef int64_t file_begin = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP), t
     cdef int32_t count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    _check_index_header(count, mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), max_entries)
     cdef int32_t cur = mq_rd_i32(b + INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE), prev
     cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
     cdef const unsigned char *ep
     out = []
-    if cur <= 0 or cur > count or count <= 1:
+    if cur <= 0 or cur >= count or count <= 1:
         return out
-    if entries_at + <Py_ssize_t>(count) * INDEX_ENTRY_SIZE > buf.shape[0]:
-        raise ValueError("index count runs past the buffer")
     while len(out) < max_num:
         ep = b + entries_at + <Py_ssize_t>cur * INDEX_ENTRY_SIZE
         t = file_begin + <int64_t>mq_rd_i32(ep + IDXE_TIMEDIFF) * 1000
         if mq_rd_i32(ep + IDXE_KEY_HASH) == key_hash and begin_ts <= t <= end_ts:
             out.append(mq_rd_i64(ep + IDXE_PHYOFFSET))
         prev = mq_rd_i32(ep + IDXE_PREV_INDEX)
-        if prev <= 0 or prev > count or prev == cur or t < begin_ts:
+        if prev <= 0 or prev >= count or prev == cur or t < begin_ts:
             break
         cur = prev
     return out

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from mqcore.errors import RecordDecodeError
+from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import batch
 from mqcore.format import layout as L
 from mqcore.format.properties import join_property_strings, property_spans
@@ -115,7 +115,7 @@ def encode_record(dst, pos: int, topic: bytes, queue_id: int, flag: int, queue_o
 
 def write_blank(dst, pos: int, size: int) -> None:
     """End-of-file marker: TOTALSIZE = bytes left in the file, BLANK magic."""
-    if size < L.BLANK_HEADER_BYTES or pos + L.BLANK_HEADER_BYTES > len(dst):
+    if size < L.BLANK_HEADER_BYTES or pos < 0 or pos + L.BLANK_HEADER_BYTES > len(dst):
         raise ValueError("no room for an end-of-file marker")
     dst[pos:pos + 8] = struct.pack(">ii", size, L.MAGIC_BLANK)
 
@@ -386,6 +386,9 @@ def cq_write(dst, pos: int, phys, sizes, tags) -> int:
 
 def cq_count_valid(buf, start: int, end: int) -> int:
     """Number of consecutive valid units (offset >= 0 and size > 0) from ``start``."""
+    if start < 0:
+        raise ValueError("consume-queue read outside the buffer")
+    end = min(end, len(buf))
     n = 0
     pos = start
     while pos + L.CQ_UNIT_SIZE <= end:
@@ -399,6 +402,8 @@ def cq_count_valid(buf, start: int, end: int) -> int:
 
 def cq_read(buf, start: int, count: int):
     """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
+    if start < 0 or count < 0 or start + count * L.CQ_UNIT_SIZE > len(buf):
+        raise ValueError("consume-queue read outside the buffer")
     phys = np.empty(count, np.int64)
     sizes = np.empty(count, np.int32)
     tags = np.empty(count, np.int64)
@@ -415,6 +420,10 @@ def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int
     taken). Returns ``(scanned, indices)``: units scanned and the picked unit
     indices relative to ``start``.
     """
+    if start < 0 or count < 0 or start + count * L.CQ_UNIT_SIZE > len(buf):
+        raise ValueError("consume-queue read outside the buffer")
+    if max_count < 1:
+        raise ValueError("max_count must be at least 1")
     code_set = None if codes is None else {int(c) for c in codes}
     picked: list[int] = []
     total = 0
@@ -438,6 +447,8 @@ def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callabl
     else the nearer neighbour, ties to the earlier. ``store_time_of(phy, size)``
     returns -1 when the message is gone; the search then moves later.
     """
+    if lo < 0 or hi * L.CQ_UNIT_SIZE > len(buf):
+        raise ValueError("consume-queue search outside the buffer")
     left, right = lo, hi - 1
     left_ts = right_ts = -1
     left_i = right_i = -1
@@ -504,14 +515,38 @@ def _entry_pos(n: int, slots: int) -> int:
     return L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + n * L.INDEX_ENTRY_SIZE
 
 
+def _check_index_geometry(buf_len: int, slots: int, max_entries: int) -> None:
+    if slots < 1 or max_entries < 2:
+        raise ValueError(f"an index file needs slots >= 1 and max_entries >= 2 (got {slots}, {max_entries})")
+    if L.index_file_size(slots, max_entries) > buf_len:
+        raise ValueError("index buffer smaller than slots and entries need")
+
+
+def _check_index_header(count: int, slot_count: int, max_entries: int) -> None:
+    """indexCount is the next entry number (entry 0 is never used), so 1..max_entries."""
+    if count < 1 or count > max_entries:
+        raise CorruptFileError(f"index header: indexCount {count} is outside 1..{max_entries}")
+    if slot_count < 0 or slot_count > count:
+        raise CorruptFileError(f"index header: hashSlotCount {slot_count} is outside 0..{count}")
+
+
 def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start: int) -> int:
     """Append keys ``start..`` into the index file in ``buf``; returns the next key not put.
 
     Stops early when the file is full (indexCount reached ``max_entries``); the caller
     then opens a new file and calls again from the returned position.
     """
-    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = L.INDEX_HEADER.unpack_from(buf, 0)
+    _check_index_geometry(len(buf), slots, max_entries)
     n = len(hashes)
+    if len(phys) != n or len(timestamps) != n:
+        raise ValueError("hashes, phys and timestamps differ in length")
+    if start < 0 or start > n:
+        raise ValueError("start outside the keys")
+    if any(int(h) < 0 for h in hashes[start:]):
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = L.INDEX_HEADER.unpack_from(buf, 0)
+    # the header comes from a file: a damaged count would send the loop outside the buffer
+    _check_index_header(index_count, slot_count, max_entries)
     i = start
     while i < n:
         if index_count >= max_entries:
@@ -541,18 +576,22 @@ def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start
 def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int, end_ts: int,
                 max_num: int) -> list[int]:
     """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
+    _check_index_geometry(len(buf), slots, max_entries)
+    if key_hash < 0:
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
     file_begin_ts = _I64.unpack_from(buf, L.IDXH_BEGIN_TIMESTAMP)[0]
     index_count = _I32.unpack_from(buf, L.IDXH_INDEX_COUNT)[0]
+    _check_index_header(index_count, _I32.unpack_from(buf, L.IDXH_HASH_SLOT_COUNT)[0], max_entries)
     out: list[int] = []
     cur = _I32.unpack_from(buf, _slot_pos(key_hash, slots))[0]
-    if cur <= 0 or cur > index_count or index_count <= 1:
+    if cur <= 0 or cur >= index_count or index_count <= 1:
         return out
     while len(out) < max_num:
         h, phy, diff, prev = L.INDEX_ENTRY.unpack_from(buf, _entry_pos(cur, slots))
         t = file_begin_ts + diff * 1000
         if h == key_hash and begin_ts <= t <= end_ts:
             out.append(phy)
-        if prev <= 0 or prev > index_count or prev == cur or t < begin_ts:
+        if prev <= 0 or prev >= index_count or prev == cur or t < begin_ts:
             break
         cur = prev
     return out

@@ -10,7 +10,7 @@ import enum
 import os
 import re
 
-from mqcore.errors import ConfigError
+from mqcore.errors import ConfigError, FieldConfigError
 from mqcore.format import layout as L
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -33,6 +33,15 @@ def parse_delay_levels(spec: str) -> tuple[int, ...]:
     if not out:
         raise ConfigError("messageDelayLevel is empty")
     return tuple(out)
+
+
+def _require(ok: bool, field: str, problem: str) -> None:
+    if not ok:
+        raise FieldConfigError(field, problem)
+
+
+_PATH_FIELDS = ("store_path_commitlog", "store_path_consume_queue", "store_path_index", "store_checkpoint",
+                "abort_file")
 
 
 def default_store_path() -> str:
@@ -78,24 +87,46 @@ class StoreConfig:
     clean_resource_first_delay_ms: int = 60_000
     delete_files_batch_max: int = 10
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
+    # where the parts live; None = under store_path, as StorePathConfigHelper derives them
+    #: commitlog directory (storePathCommitLog), e.g. on a disk of its own
+    store_path_commitlog: str | None = None
+    #: consume queue directory (storePathConsumeQueue)
+    store_path_consume_queue: str | None = None
+    #: index directory (storePathIndex)
+    store_path_index: str | None = None
+    #: checkpoint file (storeCheckpoint)
+    store_checkpoint: str | None = None
+    #: abort marker file (abortFile)
+    abort_file: str | None = None
 
     def __post_init__(self) -> None:
-        if self.commitlog_file_size_bytes < 4096:
-            raise ConfigError("commitlog_file_size_bytes must be at least 4096")
-        if (self.consume_queue_file_size_bytes <= 0
-                or self.consume_queue_file_size_bytes % L.CQ_UNIT_SIZE):
-            raise ConfigError("consume_queue_file_size_bytes must be a positive multiple of 20")
-        if self.index_slots <= 0 or self.index_entries <= 1:
-            raise ConfigError("index_slots and index_entries must be positive")
-        if self.max_message_size_bytes <= 0:
-            raise ConfigError("max_message_size_bytes must be positive")
+        _require(self.commitlog_file_size_bytes >= 4096, "commitlog_file_size_bytes", "must be at least 4096")
+        _require(self.consume_queue_file_size_bytes > 0 and not self.consume_queue_file_size_bytes % L.CQ_UNIT_SIZE,
+                 "consume_queue_file_size_bytes", "must be a positive multiple of 20")
+        _require(self.index_slots > 0, "index_slots", "must be positive")
+        _require(self.index_entries > 1, "index_entries", "must be at least 2")
+        _require(self.max_message_size_bytes > 0, "max_message_size_bytes", "must be positive")
+        _require(self.file_reserved_time_hours >= 0, "file_reserved_time_hours", "must be 0 or more hours")
+        _require(10 <= self.disk_max_used_space_ratio <= 95, "disk_max_used_space_ratio",
+                 "must be a percentage in 10..95")
+        for name in ("disk_space_clean_forcibly_ratio", "disk_space_warning_level_ratio"):
+            _require(1 <= getattr(self, name) <= 100, name, "must be a percentage in 1..100")
+        for name in ("flush_interval_commitlog_ms", "flush_interval_consume_queue_ms", "sync_flush_timeout_ms",
+                     "clean_resource_interval_ms", "max_msgs_num_batch", "default_query_max_num",
+                     "delete_files_batch_max"):
+            _require(getattr(self, name) > 0, name, "must be positive")
+        for name in ("flush_commitlog_least_pages", "flush_commitlog_thorough_interval_ms", "prefault_window_bytes",
+                     "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
+                     "clean_resource_first_delay_ms", "destroy_mapped_file_interval_forcibly_ms"):
+            _require(getattr(self, name) >= 0, name, "must be 0 or more")
+        for name in _PATH_FIELDS:
+            value = getattr(self, name)
+            _require(value is None or bool(value.strip()), name, "is empty")
         if self.max_message_size_bytes + 64 * 1024 > self.commitlog_file_size_bytes:
             # a record must always fit in an empty commitlog file (small files are for tests)
             object.__setattr__(self, "max_message_size_bytes",
                                min(self.max_message_size_bytes, self.commitlog_file_size_bytes // 2))
         parse_delay_levels(self.message_delay_level)
-        ratio = min(max(self.disk_max_used_space_ratio, 10), 95)
-        object.__setattr__(self, "disk_max_used_space_ratio", ratio)
         if isinstance(self.flush_disk_type, str):
             object.__setattr__(self, "flush_disk_type", FlushDiskType(self.flush_disk_type))
 
@@ -110,15 +141,15 @@ class StoreConfig:
     # paths (StorePathConfigHelper), derived in one place
     @property
     def commitlog_dir(self) -> str:
-        return os.path.join(self.store_path, L.COMMITLOG_DIR)
+        return self.store_path_commitlog or os.path.join(self.store_path, L.COMMITLOG_DIR)
 
     @property
     def consume_queue_dir(self) -> str:
-        return os.path.join(self.store_path, L.CONSUME_QUEUE_DIR)
+        return self.store_path_consume_queue or os.path.join(self.store_path, L.CONSUME_QUEUE_DIR)
 
     @property
     def index_dir(self) -> str:
-        return os.path.join(self.store_path, L.INDEX_DIR)
+        return self.store_path_index or os.path.join(self.store_path, L.INDEX_DIR)
 
     @property
     def config_dir(self) -> str:
@@ -126,11 +157,11 @@ class StoreConfig:
 
     @property
     def checkpoint_path(self) -> str:
-        return os.path.join(self.store_path, L.CHECKPOINT_FILE)
+        return self.store_checkpoint or os.path.join(self.store_path, L.CHECKPOINT_FILE)
 
     @property
     def abort_path(self) -> str:
-        return os.path.join(self.store_path, L.ABORT_FILE)
+        return self.abort_file or os.path.join(self.store_path, L.ABORT_FILE)
 
     @property
     def lock_path(self) -> str:

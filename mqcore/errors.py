@@ -21,6 +21,16 @@ class ConfigError(MQError, ValueError):
     """A configuration value is missing, malformed or out of range."""
 
 
+class FieldConfigError(ConfigError):
+    """A value of one config field is out of range. ``field`` is the Python field, so
+    ``mqcore.broker.conf`` can restate the error under the RocketMQ key the user wrote."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class IllegalArgumentError(MQError, ValueError):
     """An argument is invalid (bad topic name, empty body, oversized message...)."""
 

@@ -25,7 +25,10 @@ ensure_venv() {
         return 0
     fi
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
-    # editable: builds mqcore/_store*.so next to its sources, so the real extension is what runs
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+    # editable: builds mqcore/_store*.so next to its sources, so the real extension is what runs.
+    # setuptools greets every editable build with a boxed "Editable installation" warning that
+    # says nothing to a user of this repository: filtered out (the build backend inherits it)
+    PYTHONWARNINGS="ignore:Editable installation:UserWarning${PYTHONWARNINGS:+,$PYTHONWARNINGS}" \
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
     echo "$want" > "$VENV/.mqcore-installed"
 }

@@ -6,20 +6,11 @@ as a slow green run.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from mqcore import _compat, _store_py
-
-IMPLS = {"python": _store_py}
-try:
-    from mqcore import _store as _store_c
-    IMPLS["cython"] = _store_c
-except ImportError as e:  # reported by test_extension_loaded
-    _IMPORT_ERROR = e
-else:
-    _IMPORT_ERROR = None
+from mqcore import _compat
+from tests.support.kernels import IMPLS
+from tests.support.kernels import IMPORT_ERROR as _IMPORT_ERROR
 
 
 def pytest_report_header(config):
@@ -40,7 +31,3 @@ def both_kernels():
     if "cython" not in IMPLS:
         pytest.fail("compiled extension mqcore._store did not load: %s" % _IMPORT_ERROR)
     return IMPLS["cython"], IMPLS["python"]
-
-
-def pure_python_forced() -> bool:
-    return os.environ.get(_compat.PURE_PYTHON_ENV, "") not in ("", "0")

@@ -1,6 +1,7 @@
 from mqcore import _compat
 
-from tests.conftest import _IMPORT_ERROR, pure_python_forced
+from tests.support.kernels import IMPORT_ERROR as _IMPORT_ERROR
+from tests.support.kernels import pure_python_forced
 
 
 def test_extension_loaded():

@@ -345,15 +345,19 @@ def _props(pairs):
 def test_encode_scan_decode_agree(msgs, cython_writes):
     from mqcore import _store, _store_py
     writer, reader = (_store, _store_py) if cython_writes else (_store_py, _store)
-    buf = bytearray(8192)
-    pos = 0
-    for i, m in enumerate(msgs):
-        host = bytes(16) + b"\x00\x00\x00\x05" if m["v6"] else STORE_HOST
-        sf = (L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6) if m["v6"] else 0
-        pos += writer.encode_record(buf, pos, m["topic"].encode(), m["queue_id"], m["flag"], i, pos, sf,
+    written = {}
+    for k in (writer, reader):
+        # both kernels encode the same messages into their own buffers: the bytes must be identical
+        kbuf = bytearray(8192)
+        kpos = 0
+        for i, m in enumerate(msgs):
+            host = bytes(16) + b"\x00\x00\x00\x05" if m["v6"] else STORE_HOST
+            sf = (L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6) if m["v6"] else 0
+            kpos += k.encode_record(kbuf, kpos, m["topic"].encode(), m["queue_id"], m["flag"], i, kpos, sf,
                                     BORN_TS, host, STORE_TS + i, host, 0, 0, m["body"], _props(m["props"]))
-    for k in (_store, _store_py):
-        assert bytes(buf[:pos]) == bytes(buf[:pos])
+        written[k] = (kbuf, kpos)
+    buf, pos = written[writer]
+    assert written[reader][1] == pos and bytes(written[reader][0]) == bytes(buf)
     t1, tp1, s1, r1 = reader.scan_records(buf, 0, len(buf), 0, True, DELAYS, 100)
     t2, tp2, s2, r2 = writer.scan_records(buf, 0, len(buf), 0, True, DELAYS, 100)
     assert (tp1, s1, r1) == (tp2, s2, r2) and s1 == pos

@@ -58,7 +58,7 @@ def _all_modules() -> dict[str, set[str]]:
 
 MODULES = _all_modules()
 KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._compat",
-           "mqcore.kernels")
+           "mqcore.kernel_api")
 
 
 def _under(name: str, prefixes) -> bool:
@@ -70,14 +70,20 @@ ALLOWED = {
     "mqcore.errors": (),
     "mqcore.format.layout": (),
     "mqcore.clock": (),
+    "mqcore.permissions": (),
+    "mqcore.uniq_id": ("mqcore.errors", "mqcore.clock"),
     "mqcore.jsonutil": ("mqcore.errors",),
     "mqcore.config": ("mqcore.errors", "mqcore.format.layout"),
     "mqcore.format": ("mqcore.errors", "mqcore.config", "mqcore.format"),
     "mqcore.netaddr": ("mqcore.errors",),
     "mqcore.service": ("mqcore.errors", "mqcore.clock"),
+    "mqcore.logs": ("mqcore.errors",),
+    "mqcore.progress": (),
+    "mqcore.histogram": (),
     **{k: ("mqcore.errors", "mqcore.format", "mqcore") + KERNELS for k in KERNELS},
     "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
 }
+ALLOWED["mqcore.kernel_api"] = ()  # the interface the kernels satisfy imports no mqcore module
 #: package -> packages it must not import
 FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",

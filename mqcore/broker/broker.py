@@ -20,6 +20,7 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
+from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
@@ -29,8 +30,10 @@ from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
@@ -47,7 +50,7 @@ from mqcore.remoting.headers import (
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
-from mqcore.store.cleanup import CleanupService
+from mqcore.store.cleanup import CleanupPolicy, CleanupService
 from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -66,11 +69,14 @@ def _human(n: int) -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms):
+    """The broker's composition root: builds the store, managers and processors, serves and registers."""
+
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms,
+                 recovery_progress=None):
         self.cfg = config
         self.store_config = store_config
         self.clock = clock
-        self.store = MessageStore(store_config, clock=clock)
+        self.store = MessageStore(store_config, clock=clock, recovery_progress=recovery_progress)
         cdir = store_config.config_dir
         self.topics = TopicConfigManager(config, cdir, clock)
         self.groups = SubscriptionGroupManager(cdir, clock, config.auto_create_subscription_group)
@@ -81,6 +87,8 @@ class Broker:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds)
         self.namesrv: NameServer | None = None
+        self.stats = BrokerStats()
+        self.metrics: MetricsServer | None = None
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
         self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
@@ -92,6 +100,7 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._register_pending = False
         self._started_at = 0.0
+        self._services_started: list = []
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
@@ -103,6 +112,32 @@ class Broker:
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
+        """Recover, listen, register. A start that fails (port in use, lock held...)
+        undoes what it did, so it leaves no ``abort`` file: the next start is not a
+        needless crash recovery."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._undo_start()
+            raise
+
+    async def _undo_start(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
+        for step in (self.server.shutdown, self._client.shutdown if self._client else None,
+                     self.namesrv.shutdown if self.namesrv else None):
+            if step is not None:
+                try:
+                    await step()
+                except (MQError, OSError) as e:
+                    log.warning("undoing a failed start: %s", e)
+        for svc in reversed(self._services_started):
+            svc.shutdown()
+        self.store.shutdown()  # removes the abort marker it wrote, releases the lock
+
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
@@ -132,6 +167,10 @@ class Broker:
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
         for svc in self._services:
             svc.start()
+            self._services_started.append(svc)
+        if self.cfg.metrics_port:
+            self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port)
+            await self.metrics.start()
         if self.grpc is not None:
             await self.grpc.start(pool=self._executor)
         self._client = RemotingClient()
@@ -149,6 +188,8 @@ class Broker:
         if self.hold is not None:
             self.hold.wake_all()
         await self.unregister_all()
+        if self.metrics is not None:
+            await self.metrics.shutdown()
         await self.server.shutdown()
         if self.grpc is not None:
             await self.grpc.shutdown()
@@ -175,9 +216,10 @@ class Broker:
     def _register_processors(self) -> None:
         send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
                              pool=self._executor, schedule_register=self.schedule_register,
-                             store_host=lambda: self.store_host)
+                             store_host=lambda: self.store_host, stats=self.stats)
         pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
-                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable)
+                             clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
+                             short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats)
         cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
@@ -215,6 +257,26 @@ class Broker:
         self.groups.auto_create = new_cfg.auto_create_subscription_group
         if old.broker_permission != new_cfg.broker_permission:
             self.schedule_register()
+
+    # --- configuration at run time ---------------------------------------------------------------------
+    def update_config(self, props: dict[str, str]) -> list[str]:
+        """Apply RocketMQ-named settings to the running broker (``updateBrokerConfig``).
+
+        Only ``mqcore.broker.conf.RUNTIME_KEYS`` can change; anything else, or a value out
+        of range, raises ``ConfigError`` naming the key, and nothing is applied. Returns
+        the keys whose value changed. Not persisted: broker.conf stays the operator's file."""
+        old_b, old_s = self.cfg, self.store_config
+        new_b, new_s = update_runtime_config(old_b, old_s, props)
+        self.apply_runtime_config(new_b)  # the broker keys, to every reader (processors included)
+        self.store_config = new_s
+        self.store.update_config(new_s)
+        self.cleanup.cfg = new_s
+        self.cleanup.policy = CleanupPolicy(new_s)
+        changed = [k for k in props if _value_of(k, old_b, old_s) != _value_of(k, new_b, new_s)]
+        if changed:
+            log.info("configuration changed at run time: %s",
+                     ", ".join(f"{k}={_value_of(k, new_b, new_s)}" for k in changed))
+        return changed
 
     def delay_offsets_json(self) -> bytes:
         return self.delay_offsets.to_json().encode()
@@ -340,3 +402,9 @@ class Broker:
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started_at)
         return f"[ {up // 86400} days, {up // 3600 % 24} hours, {up // 60 % 60} minutes, {up % 60} seconds ]"
+
+
+def _value_of(key: str, broker: BrokerConfig, store: StoreConfig):
+    if key in BROKER_KEYS:
+        return getattr(broker, BROKER_KEYS[key][0])
+    return getattr(store, STORE_KEYS[key][0])

@@ -3,7 +3,8 @@
     mqbroker                       # name server 127.0.0.1:9876, broker 127.0.0.1:10911, store ~/store
     mqbroker -c broker.conf        # RocketMQ key names (brokerName, listenPort, storePathRootDir, ...)
     mqbroker -n 10.0.0.5:9876      # register with an external name server instead
-    mqbroker -p                    # print the effective configuration and exit
+    mqbroker -p                    # check the configuration, print it as a broker.conf, exit
+    mqbroker --log-dir /var/log/mq # broker.log, store.log, remoting.log there (default ~/logs/rocketmqlogs)
 
 SIGINT/SIGTERM shut down cleanly: flush, persist config, remove the abort file.
 """
@@ -13,13 +14,16 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import signal
 import sys
 
 from mqcore.broker.broker import Broker
-from mqcore.broker.conf import build_configs, effective_config_lines, read_properties
+from mqcore.broker.conf import IGNORED_KEYS, build_configs, effective_config_lines, read_properties
 from mqcore.errors import MQError
+from mqcore.logs import configure_logging, log_level
 from mqcore.netaddr import tcp_port
+from mqcore.progress import ProgressReporter
 from mqcore.remoting import eventloop
 
 log = logging.getLogger("mqbroker")
@@ -29,12 +33,16 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="mqbroker", description="Run a RocketMQ-compatible mqcore broker.")
     p.add_argument("-c", "--config", help="broker.conf (Java properties with RocketMQ key names)")
     p.add_argument("-n", "--namesrv", help="external name server address(es), 'host:port;host:port'")
-    p.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
+    p.add_argument("-p", "--print-config", action="store_true",
+                   help="validate the configuration as a start would, print it as a broker.conf and exit")
     p.add_argument("--store", help="store directory (storePathRootDir)")
     p.add_argument("--listen-port", type=tcp_port, help="broker port (listenPort); 0 picks a free one")
     p.add_argument("--namesrv-port", type=tcp_port, help="embedded name server port; 0 picks a free one")
     p.add_argument("--broker-name", help="brokerName")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING")
+    p.add_argument("--log-level", default="INFO", type=log_level, help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--log-dir", help="directory of broker.log, store.log, remoting.log (logDir; "
+                                      "default ~/logs/rocketmqlogs)")
+    p.add_argument("--metrics-port", type=tcp_port, help="Prometheus endpoint port (metricsPort); 0 = off")
     return p.parse_args(argv)
 
 
@@ -49,7 +57,8 @@ def load_configs(args):
     overrides = {"namesrvAddr": args.namesrv, "storePathRootDir": args.store,
                  "listenPort": None if args.listen_port is None else str(args.listen_port),
                  "namesrvListenPort": None if args.namesrv_port is None else str(args.namesrv_port),
-                 "brokerName": args.broker_name}
+                 "brokerName": args.broker_name, "logDir": args.log_dir,
+                 "metricsPort": None if args.metrics_port is None else str(args.metrics_port)}
     props.update({k: v for k, v in overrides.items() if v is not None})
     loaded = build_configs(props)
     return loaded
@@ -74,20 +83,29 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         loaded = load_configs(args)
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 2
     for key in loaded.unknown_keys:
-        log.warning("unknown configuration key %r ignored", key)
+        print(f"mqbroker: unknown configuration key {key!r} ignored", file=sys.stderr)
     if args.print_config:
-        for line in effective_config_lines(loaded.broker, loaded.store):
-            print(line)
+        try:
+            sys.stdout.write("\n".join(effective_config_lines(loaded.broker, loaded.store, loaded.ignored)) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `mqbroker -p | head`: the reader had enough; no error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    broker = Broker(loaded.broker, dataclasses.replace(loaded.store))
+    try:
+        logs = configure_logging("broker", loaded.broker.log_dir, args.log_level)
+    except MQError as e:
+        print(f"mqbroker: {e}", file=sys.stderr)
+        return 2
+    for key, value in loaded.ignored.items():
+        log.info("%s=%s accepted without effect (%s)", key, value, IGNORED_KEYS[key][1])
+    progress = ProgressReporter("store recovery", logging.getLogger("mqcore.store.recovery"), stream=sys.stderr)
+    broker = Broker(loaded.broker, dataclasses.replace(loaded.store), recovery_progress=progress)
     try:
         eventloop.run(serve(broker))
     except MQError as e:
@@ -96,6 +114,8 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"mqbroker: cannot start: {e}", file=sys.stderr)
         return 1
+    finally:
+        logs.close()
     return 0
 
 

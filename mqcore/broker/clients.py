@@ -61,6 +61,8 @@ def subscription_codes(sub_string: str | None) -> frozenset[int] | None:
 
 @dataclasses.dataclass
 class Subscription:
+    """One topic subscription of a consumer group: the tag expression, its tags and their hash codes."""
+
     topic: str
     sub_string: str
     tags: frozenset[str]
@@ -81,6 +83,8 @@ class Subscription:
 
 @dataclasses.dataclass
 class ClientChannelInfo:
+    """A client connection as heartbeats describe it: channel, client id, language, version, last seen."""
+
     channel: Any
     client_id: str
     language: int
@@ -90,6 +94,8 @@ class ClientChannelInfo:
 
 @dataclasses.dataclass
 class ConsumerGroupInfo:
+    """A consumer group's members (channel -> info), consume settings and subscriptions."""
+
     group: str
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
@@ -102,6 +108,8 @@ class ConsumerGroupInfo:
 
 
 class ClientManager:
+    """Producer and consumer membership from heartbeats; reports group changes and silent channels."""
+
     def __init__(self, clock: Callable[[], int], expiry_ms: int,
                  on_group_changed: Callable[[str, list], None] | None = None):
         self.clock = clock

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 from mqcore.broker.config import BrokerConfig
 from mqcore.config import FlushDiskType, StoreConfig, parse_delay_levels
-from mqcore.errors import ConfigError
+from mqcore.errors import ConfigError, FieldConfigError
+from mqcore.store.cleanup import parse_delete_when
 
 
 def _bool(v: str) -> bool:
@@ -46,6 +47,20 @@ def _delay(v: str) -> str:
     return v.strip()
 
 
+def _delete_when(v: str) -> str:
+    parse_delete_when(v)  # validated here so ``-p`` refuses what a start would refuse
+    return v.strip()
+
+
+def _dir(v: str) -> str:
+    path = v.strip()
+    if ":" in path:
+        # RocketMQ's multiCommitLogPathEnable spreads the commitlog over ':'-separated
+        # directories; mqcore keeps one, and says so rather than treating it as one odd name
+        raise ConfigError("several ':'-separated directories are not supported; give one directory")
+    return path
+
+
 # RocketMQ key -> (config object, field, converter)
 BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "brokerClusterName": ("broker_cluster_name", _str),
@@ -76,16 +91,24 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "listenHost": ("listen_host", _str),
     "embeddedNamesrv": ("embedded_namesrv", _bool),
     "namesrvListenPort": ("namesrv_listen_port", _int),
+    "maxFrameBytes": ("max_frame_bytes", _int),
+    "metricsPort": ("metrics_port", _int),
+    "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
 }
 
 STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "storePathRootDir": ("store_path", _str),
-    "mapedFileSizeCommitLog": ("commitlog_file_size_bytes", _int),
+    "storePathCommitLog": ("store_path_commitlog", _dir),
+    "storePathConsumeQueue": ("store_path_consume_queue", _str),
+    "storePathIndex": ("store_path_index", _str),
+    "storeCheckpoint": ("store_checkpoint", _str),
+    "abortFile": ("abort_file", _str),
     "mappedFileSizeCommitLog": ("commitlog_file_size_bytes", _int),
-    "mapedFileSizeConsumeQueue": ("consume_queue_file_size_bytes", _int),
+    "mapedFileSizeCommitLog": ("commitlog_file_size_bytes", _int),
     "mappedFileSizeConsumeQueue": ("consume_queue_file_size_bytes", _int),
+    "mapedFileSizeConsumeQueue": ("consume_queue_file_size_bytes", _int),
     "flushDiskType": ("flush_disk_type", _flush_type),
     "flushIntervalCommitLog": ("flush_interval_commitlog_ms", _int),
     "flushCommitLogLeastPages": ("flush_commitlog_least_pages", _int),
@@ -103,7 +126,7 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "maxTransferBytesOnMessageInMemory": ("max_transfer_bytes_on_message_in_memory", _int),
     "maxTransferCountOnMessageInMemory": ("max_transfer_count_on_message_in_memory", _int),
     "fileReservedTime": ("file_reserved_time_hours", _int),
-    "deleteWhen": ("delete_when", _str),
+    "deleteWhen": ("delete_when", _delete_when),
     "diskMaxUsedSpaceRatio": ("disk_max_used_space_ratio", _int),
     "diskSpaceCleanForciblyRatio": ("disk_space_clean_forcibly_ratio", _int),
     "diskSpaceWarningLevelRatio": ("disk_space_warning_level_ratio", _int),
@@ -112,12 +135,35 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "destroyMapedFileIntervalForcibly": ("destroy_mapped_file_interval_forcibly_ms", _int),
     "deleteFileBatchMax": ("delete_files_batch_max", _int),
     "cleanResourceFirstDelay": ("clean_resource_first_delay_ms", _int),
+    # mqcore's own
+    "prefaultWindowBytes": ("prefault_window_bytes", _int),
 }
 
-#: RocketMQ keys accepted with a fixed meaning here (single-node, master only)
-IGNORED_KEYS = {"brokerRole": {"ASYNC_MASTER", "SYNC_MASTER"}, "storePathCommitLog": None,
-                "haListenPort": None, "fastListenPort": None, "sendMessageThreadPoolNums": None,
-                "pullMessageThreadPoolNums": None, "useEpollNativeSelector": None}
+#: RocketMQ keys accepted but without effect here: key -> (accepted values or None for any, why)
+IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
+    "brokerRole": (frozenset({"ASYNC_MASTER", "SYNC_MASTER"}), "single-node master: no slaves to replicate to"),
+    "haListenPort": (None, "single-node master: no HA service"),
+    "fastListenPort": (None, "no VIP channel; clients use listenPort"),
+    "sendMessageThreadPoolNums": (None, "requests run on one event loop"),
+    "pullMessageThreadPoolNums": (None, "requests run on one event loop"),
+    "useEpollNativeSelector": (None, "no Netty; asyncio picks the selector"),
+}
+
+#: keys a running broker takes without a restart (``Broker.update_config``)
+RUNTIME_KEYS = frozenset({
+    "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "longPollingEnable",
+    "notifyConsumerIdsChangedEnable",
+    "traceOn", "rejectTransactionMessage", "regionId",
+    "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",
+    "diskSpaceWarningLevelRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",
+    "destroyMapedFileIntervalForcibly", "defaultQueryMaxNum", "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInMemory",
+})
+
+_KEY_OF_FIELD: dict[str, str] = {}
+for _table in (BROKER_KEYS, STORE_KEYS):
+    for _key, (_field, _conv) in _table.items():
+        _KEY_OF_FIELD.setdefault(_field, _key)
 
 
 def read_properties(text: str) -> dict[str, str]:
@@ -143,17 +189,33 @@ def read_properties(text: str) -> dict[str, str]:
 
 @dataclasses.dataclass
 class LoadedConf:
+    """What a broker.conf file gave: the built configs and the keys that were not recognised."""
+
     broker: BrokerConfig
     store: StoreConfig
     unknown_keys: list[str]
+    #: accepted keys without effect here -> the value given
+    ignored: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _restate(e: FieldConfigError, props: dict[str, str]) -> ConfigError:
+    """A dataclass complained about a field: say it with the key the user wrote."""
+    keys = [k for k, (f, _c) in {**BROKER_KEYS, **STORE_KEYS}.items() if f == e.field]
+    given = [k for k in keys if k in props]
+    if given:
+        return ConfigError(f"{given[0]}={props[given[0]]}: {e.problem}")
+    return ConfigError(f"{_KEY_OF_FIELD.get(e.field, e.field)} {e.problem}")
 
 
 def build_configs(props: dict[str, str], *, broker: BrokerConfig | None = None,
                   store: StoreConfig | None = None) -> LoadedConf:
-    """Apply RocketMQ-named properties on top of the given (or default) configs."""
+    """Apply RocketMQ-named properties on top of the given (or default) configs. Every
+    check a start makes on a value is made here, so ``mqbroker -p`` refuses what a start
+    would refuse; errors name the RocketMQ key, never a Python field."""
     bkw: dict[str, Any] = {}
     skw: dict[str, Any] = {}
     unknown = []
+    ignored = {}
     for key, value in props.items():
         try:
             if key in BROKER_KEYS:
@@ -163,33 +225,78 @@ def build_configs(props: dict[str, str], *, broker: BrokerConfig | None = None,
                 name, conv = STORE_KEYS[key]
                 skw[name] = conv(value)
             elif key in IGNORED_KEYS:
-                allowed = IGNORED_KEYS[key]
+                allowed, _why = IGNORED_KEYS[key]
                 if allowed is not None and value.strip() not in allowed:
-                    raise ConfigError(f"only {sorted(allowed)} are supported (single-node master)")
+                    raise ConfigError(f"only {', '.join(sorted(allowed))} (mqcore is a single-node master)")
+                ignored[key] = value.strip()
             else:
                 unknown.append(key)
+        except FieldConfigError as e:
+            raise ConfigError(f"{key}={value}: {e.problem}") from e
         except ConfigError as e:
             raise ConfigError(f"{key}={value}: {e}") from e
     if "namesrv_addr" in bkw and bkw["namesrv_addr"]:
         bkw.setdefault("embedded_namesrv", False)
-    broker = dataclasses.replace(broker or BrokerConfig(), **bkw)
-    skw.setdefault("broker_cluster_name", broker.broker_cluster_name)
-    store = dataclasses.replace(store or StoreConfig(), **skw)
-    return LoadedConf(broker, store, unknown)
+    try:
+        broker = dataclasses.replace(broker or BrokerConfig(), **bkw)
+        skw.setdefault("broker_cluster_name", broker.broker_cluster_name)
+        store = dataclasses.replace(store or StoreConfig(), **skw)
+    except FieldConfigError as e:
+        raise _restate(e, props) from e
+    return LoadedConf(broker, store, unknown, ignored)
 
 
-def effective_config_lines(broker: BrokerConfig, store: StoreConfig) -> list[str]:
-    """``mqbroker -p``: every setting under its RocketMQ key (or field name when mqcore-only)."""
+def update_runtime_config(broker: BrokerConfig, store: StoreConfig,
+                          props: dict[str, str]) -> tuple[BrokerConfig, StoreConfig]:
+    """New configs with ``props`` applied, for a running broker (``updateBrokerConfig``).
+
+    Only ``RUNTIME_KEYS`` may change; any other key (unknown, ignored, or one that needs
+    a restart such as ``listenPort``) is refused with its name and nothing is applied."""
+    refused = sorted(k for k in props if k not in RUNTIME_KEYS)
+    if refused:
+        known = [k for k in refused if k in BROKER_KEYS or k in STORE_KEYS]
+        unknown = [k for k in refused if k not in known]
+        parts = []
+        if known:
+            parts.append(f"{', '.join(known)} cannot change while the broker runs (restart with it in broker.conf)")
+        if unknown:
+            parts.append(f"unknown key {', '.join(unknown)}")
+        raise ConfigError("; ".join(parts) + f"; keys that can change at run time: {', '.join(sorted(RUNTIME_KEYS))}")
+    loaded = build_configs(props, broker=broker, store=store)
+    return loaded.broker, loaded.store
+
+
+def effective_config_lines(broker: BrokerConfig, store: StoreConfig,
+                           ignored: dict[str, str] | None = None) -> list[str]:
+    """``mqbroker -p``: every setting under its RocketMQ (or mqcore) key, as a broker.conf
+    that reads back to the same config with no warnings; settings left unset are comments,
+    and accepted-but-ignored keys are listed as comments with the reason."""
     lines = []
     for obj, table in ((broker, BROKER_KEYS), (store, STORE_KEYS)):
-        by_field = {}
+        by_field: dict[str, str] = {}
         for key, (name, _conv) in table.items():
             by_field.setdefault(name, key)
         for f in dataclasses.fields(obj):
+            key = by_field.get(f.name)
+            if key is None:
+                continue  # derived from another key (the store's copy of brokerClusterName)
             value = getattr(obj, f.name)
+            if value is None:
+                lines.append(f"# {key} not set ({_UNSET.get(key, 'the default applies')})")
+                continue
             if isinstance(value, FlushDiskType):
                 value = value.value
             if isinstance(value, bool):
                 value = str(value).lower()
-            lines.append(f"{by_field.get(f.name, f.name)}={'' if value is None else value}")
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            lines.append(f"{key}={value}")
+    for key, value in (ignored or {}).items():
+        lines.append(f"# ignored: {key}={value} ({IGNORED_KEYS[key][1]})")
     return lines
+
+
+_UNSET = {"namesrvAddr": "the embedded name server", "logDir": "~/logs/rocketmqlogs",
+          "storePathCommitLog": "storePathRootDir/commitlog", "storePathConsumeQueue": "storePathRootDir/consumequeue",
+          "storePathIndex": "storePathRootDir/index", "storeCheckpoint": "storePathRootDir/checkpoint",
+          "abortFile": "storePathRootDir/abort"}

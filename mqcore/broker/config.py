@@ -5,10 +5,25 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import re
 import socket
 
-from mqcore.errors import ConfigError
+from mqcore.errors import FieldConfigError
 from mqcore.permissions import PERM_READ, PERM_WRITE
+
+
+def is_host(text: str) -> bool:
+    """An IPv4/IPv6 address or a DNS name (no port, no spaces)."""
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        pass
+    return bool(_HOST_NAME.fullmatch(text))
+
+
+_HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
 
 
 def default_broker_name() -> str:
@@ -20,6 +35,8 @@ def default_broker_name() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BrokerConfig:
+    """Broker settings (RocketMQ's ``BrokerConfig``): identity, ports, name servers, auto-creation, timers."""
+
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = dataclasses.field(default_factory=default_broker_name)
     broker_id: int = 0
@@ -49,20 +66,38 @@ class BrokerConfig:
     server_channel_max_idle_time_seconds: int = 120
     max_frame_bytes: int = 16 * 1024 * 1024
     reject_transaction_message: bool = True
+    #: Prometheus endpoint port (metricsPort); 0 = off
+    metrics_port: int = 0
+    #: where broker.log, store.log, remoting.log go (logDir); None = ~/logs/rocketmqlogs
+    log_dir: str | None = None
     #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
     grpc_server_enable: bool = False
     grpc_server_port: int = 8081
     grpc_min_invisible_time_ms: int = 10_000
 
     def __post_init__(self) -> None:
-        for key, port in (("listenPort", self.listen_port), ("namesrvListenPort", self.namesrv_listen_port),
-                          ("grpcServerPort", self.grpc_server_port)):
+        for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):
+            port = getattr(self, name)
             if not 0 <= port <= 65535:
-                raise ConfigError(f"{key} {port} is not a TCP port (0-65535)")
+                raise FieldConfigError(name, f"{port} is not a TCP port (0-65535)")
         if self.default_topic_queue_nums <= 0:
-            raise ConfigError("defaultTopicQueueNums must be positive")
+            raise FieldConfigError("default_topic_queue_nums", "must be positive")
         if not self.broker_name:
-            raise ConfigError("brokerName is empty")
+            raise FieldConfigError("broker_name", "is empty")
+        if self.broker_id != 0:
+            raise FieldConfigError("broker_id", f"{self.broker_id}: mqcore is a single-node master only "
+                                   "(brokerId must be 0; there are no slaves)")
+        for name in ("listen_host", "broker_ip1"):
+            if not is_host(getattr(self, name)):
+                raise FieldConfigError(name, f"{getattr(self, name)!r} is not a host name or IP address"
+                                       + (" (the port goes in listenPort)" if ":" in getattr(self, name) else ""))
+        for name in ("register_name_server_period_ms", "flush_consumer_offset_interval_ms",
+                     "flush_delay_offset_interval_ms", "channel_expired_timeout_ms",
+                     "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes"):
+            if getattr(self, name) <= 0:
+                raise FieldConfigError(name, "must be positive")
+        if not 0 <= self.broker_permission <= 15:
+            raise FieldConfigError("broker_permission", f"{self.broker_permission} is not a permission (0..15)")
 
     @property
     def broker_addr(self) -> str:

@@ -13,6 +13,8 @@ import threading
 
 
 class PullRequestHoldService:
+    """Parks suspended pulls per (topic, queue id) until a message arrives, a timeout or shutdown."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self._loop_thread = threading.get_ident()

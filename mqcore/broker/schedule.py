@@ -84,6 +84,8 @@ class LevelState:
 
 
 class ScheduleMessageService(ServiceThread):
+    """Delay levels: moves due messages from SCHEDULE_TOPIC_XXXX back to their real topic."""
+
     name = "mqcore-schedule"
 
     def __init__(self, store, offsets: DelayOffsetTable, *, clock: Callable[[], int] | None = None,

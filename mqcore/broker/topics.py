@@ -30,6 +30,8 @@ def writable(tc: TopicConfig) -> bool:
 
 
 class TopicConfigManager:
+    """Topics with their queue counts and permissions; system topics and on-demand creation."""
+
     def __init__(self, config: BrokerConfig, config_dir: str, clock):
         self.cfg = config
         self.table = TopicConfigTable.in_dir(config_dir, clock=clock)

@@ -47,6 +47,7 @@ from mqcore.remoting.headers import (
     OffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
+    QueryMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -260,6 +261,18 @@ class MQClientAPI:
             await self.remoting.invoke_oneway(addr, cmd, timeout_ms)
         else:
             _check(await self.invoke(addr, cmd, timeout_ms), addr)
+
+    async def query_message(self, addr: str, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int,
+                            timeout_ms: float) -> list[MessageExt]:
+        """QUERY_MESSAGE by key on one broker: what its index holds for ``key`` (hash matches
+        included; the caller filters), or [] when the broker answers QUERY_NOT_FOUND."""
+        ext = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms,
+                                        end_timestamp=end_ms).to_ext()
+        resp = _check(await self.invoke(addr, self.request(RequestCode.QUERY_MESSAGE, ext), timeout_ms), addr,
+                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return []
+        return decode_messages(bytes(resp.body), None)
 
     async def view_message(self, addr: str, offset_msg_id: str, timeout_ms: float) -> MessageExt:
         _ip, _port, phy = decode_offset_msg_id(offset_msg_id)

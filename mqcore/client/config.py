@@ -126,7 +126,7 @@ class ProducerConfig(ClientConfig):
     retry_times_when_send_failed: int = 2
     retry_times_when_send_async_failed: int = 2
     retry_another_broker_when_not_store_ok: bool = False
-    max_message_size: int = 4 * 1024 * 1024
+    max_message_size_bytes: int = 4 * 1024 * 1024
     send_latency_fault_enable: bool = False
     latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS
     not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_DURATION_MS
@@ -147,7 +147,7 @@ class ProducerConfig(ClientConfig):
         _positive("send_msg_timeout_ms", self.send_msg_timeout_ms)
         _non_negative("retry_times_when_send_failed", self.retry_times_when_send_failed)
         _non_negative("retry_times_when_send_async_failed", self.retry_times_when_send_async_failed)
-        _positive("max_message_size", self.max_message_size)
+        _positive("max_message_size_bytes", self.max_message_size_bytes)
         if not 0 <= self.compress_level <= 9:
             raise ConfigError(f"compress_level must be 0..9, got {self.compress_level}")
         if len(self.latency_max_ms) != len(self.not_available_duration_ms):

@@ -45,6 +45,7 @@ from mqcore.errors import (
 from mqcore.format import layout as L
 from mqcore.message import Prop, is_retry_topic, properties_to_string
 from mqcore.remoting.bodies import MessageQueue
+from mqcore.remoting.codes import ResponseCode
 from mqcore.remoting.headers import SendMessageRequestHeader
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class PreparedSend:
     reconsume_times: int | None = None
     max_reconsume_times: int | None = None
     tags: str | None = None
+    #: the body's size as the user gave it (``body`` may be compressed)
+    original_size: int = 0
 
 
 class ProducerImpl:
@@ -104,7 +107,7 @@ class ProducerImpl:
     def check(self, msg: Message) -> None:
         """``check_message``; a topic name that passed once is not re-checked."""
         topic_ok = msg.topic in self._checked_topics
-        check_message(msg, self.config.max_message_size, topic_checked=topic_ok)
+        check_message(msg, self.config.max_message_size_bytes, topic_checked=topic_ok)
         if not topic_ok and len(self._checked_topics) < 10_000:
             self._checked_topics.add(msg.topic)
 
@@ -128,14 +131,15 @@ class ProducerImpl:
             raw = props.pop(Prop.MAX_RECONSUME_TIMES, None)
             max_reconsume = int(raw) if raw and raw.isdigit() else None
         return PreparedSend(msg.topic, body, sys_flag, msg.flag, properties_to_string(props), uniq,
-                            reconsume_times=reconsume, max_reconsume_times=max_reconsume, tags=msg.tags)
+                            reconsume_times=reconsume, max_reconsume_times=max_reconsume, tags=msg.tags,
+                            original_size=len(msg.body))
 
     def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False) -> PreparedSend:
         """An explicit batch (SEND_BATCH_MESSAGE): each message gets its own UNIQ_KEY;
         bodies are not compressed (Java never compresses batches)."""
         msgs = list(msgs)
         if not validated:
-            check_batch(msgs, self.config.max_message_size)
+            check_batch(msgs, self.config.max_message_size_bytes)
         ids = []
         for m in msgs:
             uniq = m.properties.get(Prop.UNIQ_KEY)
@@ -143,9 +147,9 @@ class ProducerImpl:
                 uniq = m.properties[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
             ids.append(uniq)
         body = encode_batch_body(msgs)
-        if len(body) > self.config.max_message_size:
+        if len(body) > self.config.max_message_size_bytes:
             raise IllegalArgumentError(
-                f"the batch encodes to {len(body)} bytes, over max_message_size={self.config.max_message_size}; "
+                f"the batch encodes to {len(body)} bytes, over max_message_size_bytes={self.config.max_message_size_bytes}; "
                 "split it into smaller batches")
         wait = "true" if msgs[0].wait_store_msg_ok else "false"
         return PreparedSend(msgs[0].topic, body, 0, 0, properties_to_string({Prop.WAIT: wait}), ",".join(ids),
@@ -230,6 +234,10 @@ class ProducerImpl:
                 if e.retriable:
                     log.info("send to %s refused with retriable code %d (%s); retrying", mq, e.code, e.remark)
                     continue
+                if e.code == ResponseCode.MESSAGE_ILLEGAL and prepared.sys_flag & L.SYSFLAG_COMPRESSED:
+                    # the broker measured the compressed body: say what the user sent
+                    raise BrokerError(e.code, f"{e.remark} (the message body is {prepared.original_size} bytes, "
+                                      f"{len(prepared.body)} after compression)", e.addr) from e
                 raise
             self.fault_strategy.update_fault_item(mq.broker_name, clock() - started, False)
             if result is None or result.status is SendStatus.SEND_OK:

@@ -60,7 +60,7 @@ def check_message(msg: Message, max_message_size: int, max_delay_level: int = MA
     if len(body) > max_message_size:
         raise IllegalArgumentError(
             f"the message body is {len(body)} bytes, over the limit of {max_message_size} "
-            f"(max_message_size; the broker's maxMessageSize is 4 MiB by default)")
+            f"(max_message_size_bytes; the broker's maxMessageSize is 4 MiB by default)")
     raw = msg.properties.get("DELAY")
     if raw is not None and not raw.lstrip("-").isdigit():
         raise IllegalArgumentError(f"delay level {raw!r} is not an integer")
@@ -71,7 +71,7 @@ def check_message(msg: Message, max_message_size: int, max_delay_level: int = MA
 
 def check_batch(messages: Sequence[Message], max_message_size: int) -> None:
     """A batch: non-empty, one topic, one ``WAIT`` setting, no delay, no retry topic;
-    every message valid and the encoded batch within ``max_message_size``."""
+    every message valid and the encoded batch within ``max_message_size_bytes``."""
     if not messages:
         raise IllegalArgumentError("a batch needs at least one message")
     first = messages[0]

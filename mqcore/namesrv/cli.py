@@ -2,16 +2,18 @@
 
     mqnamesrv                 # 127.0.0.1:9876
     mqnamesrv --port 9877 --host 0.0.0.0
+    mqnamesrv --log-dir /var/log/mq     # namesrv.log, remoting.log (default ~/logs/rocketmqlogs)
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 
 from mqcore.clock import system_clock_ms
+from mqcore.errors import MQError
+from mqcore.logs import configure_logging, log_level
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.netaddr import tcp_port
@@ -37,16 +39,22 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=tcp_port, default=9876, help="0 picks a free port")
     p.add_argument("--broker-expiry-ms", type=int, default=120_000,
                    help="drop brokers silent for this long (RocketMQ: 120 s)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", type=log_level, help="DEBUG, INFO, WARNING or ERROR")
+    p.add_argument("--log-dir", help="directory of namesrv.log and remoting.log (default ~/logs/rocketmqlogs)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs = configure_logging("namesrv", args.log_dir, args.log_level)
+    except MQError as e:
+        print(f"mqnamesrv: {e}", file=sys.stderr)
+        return 2
     try:
         eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
                                         broker_channel_expired_ms=args.broker_expiry_ms)))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
         return 1
+    finally:
+        logs.close()
     return 0
 
 

@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class BrokerLive:
+    """When a broker last registered, and over which channel."""
+
     last_update_ms: int
     data_version: dict
     channel: object = None
@@ -24,6 +26,8 @@ class BrokerLive:
 
 @dataclasses.dataclass
 class QueueData:
+    """A topic's queues on one broker: read and write counts, permission, sys flag."""
+
     broker_name: str
     read_queue_nums: int
     write_queue_nums: int
@@ -36,6 +40,8 @@ class QueueData:
 
 
 class RouteInfoManager:
+    """Clusters, brokers and topic routes as brokers register them; drops silent brokers."""
+
     def __init__(self, clock: Callable[[], int], expiry_ms: int = 120_000):
         self.clock = clock
         self.expiry_ms = expiry_ms

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 
 class NameServer:
+    """The name server: serves routes to clients and registrations from brokers."""
+
     def __init__(self, config: NamesrvConfig, clock):
         self.cfg = config
         self.clock = clock

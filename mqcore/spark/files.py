@@ -22,7 +22,7 @@ from mqcore.errors import StoreError
 from mqcore.format import layout as L
 from mqcore.format.files import is_data_file_name, numbered_files, open_view
 
-__all__ = ["open_view"]  # re-exported: Spark modules read files through this module
+# open_view is imported from the shared reader and used from here by the other Spark modules
 
 _STORE_MARKERS = (L.CHECKPOINT_FILE, L.CONSUME_QUEUE_DIR, L.LOCK_FILE, L.ABORT_FILE)
 

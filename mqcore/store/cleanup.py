@@ -168,6 +168,8 @@ class CleanupPolicy:
 
 @dataclasses.dataclass
 class DeletedFile:
+    """One file the cleanup pass deleted: its kind, path, age, the reason and how the unmap went."""
+
     kind: str            # "commitlog", "consumequeue", "index"
     path: str
     age_ms: int

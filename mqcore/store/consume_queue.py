@@ -27,6 +27,8 @@ UNIT = L.CQ_UNIT_SIZE
 
 
 class ConsumeQueue:
+    """One queue's 20-byte units (commitlog offset, size, tags code) across its files."""
+
     def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels,
                  space_check: SpaceCheck | None = None):
         self.topic = topic

@@ -29,6 +29,8 @@ ArrivalListener = Callable[[str, int, int], None]
 
 
 class Dispatcher:
+    """Turns appended records into consume-queue units and index entries, then notifies listeners."""
+
     def __init__(self, queues: ConsumeQueueTable, index: IndexService | None, kernels):
         self.queues = queues
         self.index = index

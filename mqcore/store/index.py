@@ -31,6 +31,8 @@ def index_file_name(ts_ms: int) -> str:
 
 
 class IndexFile:
+    """One index file: a 40-byte header, hash slots and chained entries (``IndexFile``)."""
+
     def __init__(self, path: str, slots: int, entries: int, *, create: bool = False):
         self.slots = slots
         self.entries = entries
@@ -66,6 +68,21 @@ class IndexFile:
     def entry_count(self) -> int:
         return self.header()[5] - 1
 
+    def header_problem(self) -> str | None:
+        """What makes the header unusable (the kernels would refuse it), or None.
+
+        Checked at every load, clean shutdown or not: a file can be damaged while the
+        broker is stopped, and the kernels trust nothing they are given.
+        """
+        _, _, begin_phy, end_phy, slot_count, count = self.header()
+        if not 1 <= count <= self.entries:
+            return f"indexCount {count} is outside 1..{self.entries}"
+        if not 0 <= slot_count <= count:
+            return f"hashSlotCount {slot_count} is outside 0..{count}"
+        if begin_phy < 0 or end_phy < begin_phy:
+            return f"commitlog offsets {begin_phy}..{end_phy} are impossible"
+        return None
+
     def is_consistent(self) -> bool:
         """Cheap torn-file check: the newest entry must be the header's end offset."""
         begin_ts, end_ts, begin_phy, end_phy, _, count = self.header()
@@ -89,6 +106,8 @@ class IndexFile:
 
 
 class IndexService:
+    """The index files: builds entries for keys and unique ids, answers key queries, cleans up."""
+
     def __init__(self, directory: str, slots: int, entries: int, kernels, clock):
         self.directory = directory
         self.slots = slots
@@ -119,12 +138,27 @@ class IndexService:
                 os.unlink(path)
                 continue
             f = IndexFile(path, self.slots, self.entries)
+            problem = f.header_problem()
+            if problem is not None:
+                f.close()
+                moved = self._quarantine(path)
+                notes.append(f"moved index file {path} with a damaged header ({problem}) to {moved}; "
+                             "its entries will be rebuilt from the commitlog")
+                continue
             if abnormal and not f.is_consistent():
                 notes.append(f"deleted torn index file {path}; it will be rebuilt from the commitlog")
                 f.destroy()
                 continue
             self.files.append(f)
         return notes
+
+    def _quarantine(self, path: str) -> str:
+        """Move a damaged file to ``<store>/quarantine/`` (kept for an operator, never read again)."""
+        qdir = os.path.join(os.path.dirname(os.path.abspath(self.directory)), "quarantine")
+        os.makedirs(qdir, exist_ok=True)
+        target = os.path.join(qdir, "index-" + os.path.basename(path))
+        os.replace(path, target)
+        return target
 
     # --- building -------------------------------------------------------------------------------
     def _new_file_locked(self) -> IndexFile:
@@ -148,6 +182,16 @@ class IndexService:
 
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy_offset if self.files else 0
+
+    def last_full_end_timestamp(self) -> int:
+        """End timestamp of the newest full file, 0 while none is full: what RocketMQ keeps in the
+        checkpoint as ``indexMsgTimestamp``. After a crash, a Java broker destroys every index
+        file that ends later than it, so a 0 there would cost a migrated store its key lookups."""
+        with self._lock:
+            for f in reversed(self.files):
+                if f.is_full():
+                    return f.header()[1]
+        return 0
 
     def build_locked(self, hashes, phys, timestamps) -> list[IndexFile]:
         """Put keys into the newest file, opening new ones when full; returns files filled up."""

@@ -16,6 +16,8 @@ class StoreLock:
     # POSIX record locks belong to the process: a second lockf from the same process
     # succeeds, and closing any fd on the file drops the lock. So the process also keeps
     # its own table of held store directories (by device and inode).
+    """The ``<store>/lock`` file lock: one process (and one open store in it) per store directory."""
+
     _held: set[tuple[int, int]] = set()
     _held_lock = threading.Lock()
 

@@ -46,6 +46,8 @@ class DestroyOutcome(enum.Enum):
 
 
 class MappedFile:
+    """One mmap'ed store file with its wrote and flushed positions."""
+
     def __init__(self, path: str, file_size: int, *, create: bool = False):
         self.path = path
         self.file_size = file_size

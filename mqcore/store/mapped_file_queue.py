@@ -24,6 +24,8 @@ SpaceCheck = Callable[[str, int], None]
 
 
 class MappedFileQueue:
+    """The numbered, fixed-size files of one log (commitlog or a consume queue) as one offset space."""
+
     def __init__(self, directory: str, file_size: int, space_check: SpaceCheck | None = None):
         self.directory = directory
         self.file_size = file_size

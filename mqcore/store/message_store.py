@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Callable, Sequence
 
 from mqcore._compat import kernels as default_kernels
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
+from mqcore.histogram import FLUSH_LATENCY_BOUNDS_S, Histogram
 from mqcore.message import MessageExt, MessageExtBrokerInner
 from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
@@ -47,8 +49,10 @@ class MessageStore:
     """
 
     def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None,
-                 space_usage: SpaceUsage = statvfs_usage):
+                 space_usage: SpaceUsage = statvfs_usage, recovery_progress=None):
         self.config = config
+        #: ``(done_bytes, total_bytes)`` callback during recovery's scan (``mqcore.progress``)
+        self.recovery_progress = recovery_progress
         self.clock = clock
         self.k = kernels or default_kernels
         self._lock = StoreLock(config.lock_path)
@@ -73,12 +77,18 @@ class MessageStore:
         self.flush_service: FlushService | None = None
         self.prefault_service: PrefaultService | None = None
         self.recovery_report: RecoveryReport | None = None
+        #: seconds per commitlog flush that wrote data (the metrics endpoint reads it)
+        self.flush_latency = Histogram(FLUSH_LATENCY_BOUNDS_S)
+        self._flushed_to = 0
         self._state = "new"
 
     # --- lifecycle -------------------------------------------------------------------------------
     def load(self) -> RecoveryReport:
         os.makedirs(self.config.store_path, exist_ok=True)
         self._lock.acquire()
+        for path in (self.config.checkpoint_path, self.config.abort_path):
+            # storeCheckpoint / abortFile may point outside storePathRootDir
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
             abnormal = os.path.exists(self.config.abort_path)
             report = RecoveryReport()
@@ -88,7 +98,10 @@ class MessageStore:
             if self.index is not None:
                 report.notes.extend(self.index.load(abnormal, self.checkpoint.index_msg_timestamp))
             Recovery(self.config, self.commitlog, self.queues, self.index, self.dispatcher, self.checkpoint,
-                     self.k).run(abnormal, report, queue_manifest.take(queue_manifest.path_in(self.config.store_path)))
+                     self.k, self.recovery_progress).run(
+                abnormal, report, queue_manifest.take(queue_manifest.path_in(self.config.store_path)))
+            if self.recovery_progress is not None and hasattr(self.recovery_progress, "finish"):
+                self.recovery_progress.finish()
             self.writer.restore_queue_offsets({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.queues})
         except BaseException:
             self._lock.release()
@@ -140,6 +153,14 @@ class MessageStore:
             os.unlink(self.config.abort_path)
         self._lock.release()
         self._state = "closed"
+
+    def update_config(self, config: StoreConfig) -> None:
+        """Take new values of the settings that can change while running (``maxMessageSize``,
+        the transfer limits...); the caller (``Broker.update_config``) has checked which
+        keys changed. Paths and file sizes are fixed for the store's life."""
+        self.config = config
+        self.writer.cfg = config
+        self.reader.cfg = config
 
     def __enter__(self) -> "MessageStore":
         self.load()
@@ -232,7 +253,12 @@ class MessageStore:
         # advanced it and made every crash recovery scan the whole commitlog)
         ts = self.writer.last_store_timestamp
         end = self.commitlog.max_offset
+        before = self._flushed_to
+        t0 = time.perf_counter()
         flushed = self.commitlog.flush(least_pages)
+        if flushed > before:  # only flushes that wrote something say how long a flush takes
+            self.flush_latency.observe(time.perf_counter() - t0)
+            self._flushed_to = flushed
         if self.checkpoint is not None and flushed >= end and ts:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
@@ -245,10 +271,13 @@ class MessageStore:
         for cq in self.queues:
             cq.flush()
         if self.index is not None:
-            self.index.flush()
+            self.index.flush()  # the newest full file is among the two it flushes
         if self.checkpoint is not None:
             if ts:
                 self.checkpoint.logics_msg_timestamp = ts
+            if self.index is not None:
+                self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
+                                                          self.index.last_full_end_timestamp())
             self.checkpoint.flush()
 
     # --- facts ---------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ IDLE_S = 0.005
 
 
 class PrefaultService(ServiceThread):
+    """Keeps a window ahead of the commitlog write position faulted in, from a background thread."""
+
     name = "mqcore-prefault"
 
     def __init__(self, commitlog: CommitLog, kernels, window_bytes: int):

@@ -21,6 +21,8 @@ MAX_FILTER_UNITS = 16000 // L.CQ_UNIT_SIZE
 
 
 class MessageReader:
+    """The read paths: queue reads with tag filtering, lookups by offset, key and time."""
+
     def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None, kernels):
         self.cfg = config
         self.commitlog = commitlog

@@ -32,6 +32,8 @@ SCAN_BATCH = 65536
 
 @dataclasses.dataclass
 class RecoveryReport:
+    """What loading found and did: where valid data ends, what was dropped, quarantined or rebuilt."""
+
     abnormal: bool = False
     commitlog_min_offset: int = 0
     commitlog_max_offset: int = 0
@@ -76,9 +78,13 @@ class RecoveryReport:
 
 
 class Recovery:
+    """Finds the end of valid commitlog data, cuts what lies past it and re-dispatches the tail."""
+
     def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
-                 dispatcher: Dispatcher, checkpoint, kernels):
+                 dispatcher: Dispatcher, checkpoint, kernels, progress=None):
         self.cfg = config
+        #: ``progress(done_bytes, total_bytes)`` while scanning (a long recovery shows it), or None
+        self.progress = progress
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -244,15 +250,26 @@ class Recovery:
         files = self.commitlog.queue.files
         end = files[start_i].file_from_offset
         counter = [0]
+        progress = self.progress
+        # the files to scan: full ones, and the newest up to its last allocated byte (sparse files)
+        total = sum(mf.file_size for mf in files[start_i:-1]) + _last_data_offset(files[-1].path, 0, files[-1].file_size)
+        base = [0, 0]  # bytes scanned in earlier files, commitlog offset the current file starts at
 
         def count(table, topics, buf):
             counter[0] += len(table)
             _note_queues(table, topics, seen)
+            if progress is not None and len(table):
+                last = int(table["phy_offset"][-1]) + int(table["size"][-1]) - base[1]
+                progress(base[0] + last, total)
 
         for mf in files[start_i:]:
+            base[1] = mf.file_from_offset
             stop, reason = scan_file(self.k, mf, 0, mf.file_size, self.cfg.check_crc_on_recover, self.delays,
                                      SCAN_BATCH, count)
             report.bytes_scanned += stop
+            base[0] += stop
+            if progress is not None:
+                progress(base[0], total)
             end = mf.file_from_offset + stop
             if reason == L.ScanStop.BLANK:
                 end = mf.end_offset  # the file is full: continue in the next one

@@ -11,6 +11,8 @@ import enum
 
 
 class PutMessageStatus(enum.Enum):
+    """Outcome of a put (``PutMessageStatus``): OK, flush timeouts, refusals and invalid input."""
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
@@ -54,6 +56,8 @@ class PutMessageResult:
 
 
 class GetMessageStatus(enum.Enum):
+    """Outcome of a queue read (``GetMessageStatus``): found, or why not and where to go next."""
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"

@@ -45,6 +45,29 @@ from mqcore.store.message_store import MessageStore
 DEFAULT_QUEUES = 4
 BATCH_MAX_MESSAGES = 256
 BATCH_MAX_BYTES = 1 << 20
+#: ``mqstore import --help``: the input format, for someone who has only the command
+JSONL_FORMAT = """\
+input: one JSON object per line (blank lines are skipped), one message each:
+
+  {"topic": "Orders", "body": "text"}
+  {"topic": "Orders", "queue_id": 1, "tags": "created", "keys": ["order-1", "c-9"], "properties": {"source": "import"}, "body_base64": "AAEC", "flag": 7}
+  {"topic": "Orders", "body": "later", "delay_level": 3}
+
+  topic        required; a RocketMQ topic name
+  body         the body as UTF-8 text        } exactly one of the two
+  body_base64  the body as base64 bytes      }
+  queue_id     optional; default: round robin over the topic's write queues
+               (4 for a topic the store does not know yet)
+  tags         optional string (the TAGS property)
+  keys         optional string or list of strings (the KEYS property, space-joined)
+  properties   optional object of string -> string user properties
+  delay_level  optional; 1-18 stores the message for delayed delivery (0 = none)
+  flag         optional 32-bit integer (the message flag)
+
+Any other field is refused. A bad line is reported with its line number and skipped;
+the rest is imported (exit status 1 if any line failed).
+"""
+
 _FIELDS = {"topic", "queue_id", "tags", "keys", "properties", "body", "body_base64", "delay_level", "flag"}
 
 

@@ -71,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("--json", action="store_true", help="JSON instead of a table")
 
-    i = sub.add_parser("import", parents=[geometry], help="append messages from JSON lines (takes the store lock)")
+    i = sub.add_parser("import", parents=[geometry], help="append messages from JSON lines (takes the store lock)",
+                       description="Append messages from JSON lines to a store, through the store's put path "
+                                   "(takes the store lock: stop a broker serving it first).",
+                       epilog=importer.JSONL_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("store", help="store root directory (created if missing)")
     i.add_argument("input", help="JSON lines file, or - for stdin")
     i.add_argument("--batch", action="store_true", help="put runs of the same topic/queue as batches")

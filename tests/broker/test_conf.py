@@ -65,3 +65,159 @@ def test_print_config_and_unknown_key_warning(tmp_path):
 def test_bad_ports_on_the_command_line_are_usage_errors(argv):
     p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "is not a TCP port" in p.stderr and "Traceback" not in p.stderr
+
+
+# --- configuration that means what it says (issue 13) -------------------------------------------------
+import dataclasses  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+
+from mqcore.broker.config import BrokerConfig  # noqa: E402
+from mqcore.broker.conf import update_runtime_config  # noqa: E402
+from mqcore.config import StoreConfig  # noqa: E402
+from mqcore.message import MessageExtBrokerInner  # noqa: E402
+from mqcore.store.message_store import MessageStore  # noqa: E402
+
+PY_FIELDS = {f.name for cls in (BrokerConfig, StoreConfig) for f in dataclasses.fields(cls) if "_" in f.name}
+
+
+def _mqbroker(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "mqcore.broker.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_every_store_path_key_is_honoured(tmp_path):
+    root, other = tmp_path / "root", tmp_path / "disk2"
+    props = {"storePathRootDir": str(root), "storePathCommitLog": str(other / "cl"),
+             "storePathConsumeQueue": str(other / "cq"), "storePathIndex": str(other / "idx"),
+             "storeCheckpoint": str(other / "meta" / "ckpt"), "abortFile": str(other / "meta" / "abort"),
+             "mappedFileSizeCommitLog": str(1 << 20), "maxHashSlotNum": "100", "maxIndexNum": "400"}
+    store_cfg = build_configs(props).store
+    with MessageStore(store_cfg) as store:
+        assert os.path.exists(other / "meta" / "abort")  # the running marker is where abortFile says
+        r = store.put_message(MessageExtBrokerInner(topic="T", body=b"x", properties={"KEYS": "k1"}))
+        assert r.ok
+        store._flush_logic()
+    assert os.listdir(other / "cl") == ["%020d" % 0]
+    assert os.listdir(other / "cq" / "T") == ["0"]
+    assert len(os.listdir(other / "idx")) == 1
+    assert os.path.getsize(other / "meta" / "ckpt") == 4096
+    assert not os.path.exists(other / "meta" / "abort")  # removed by the clean shutdown
+    # nothing of those went under the root: only the lock (and config) live there
+    assert not {"commitlog", "consumequeue", "index", "checkpoint", "abort"} & set(os.listdir(root))
+
+
+def test_several_commitlog_dirs_are_refused_not_misread():
+    with pytest.raises(ConfigError, match=r"storePathCommitLog=/a:/b: several"):
+        build_configs({"storePathCommitLog": "/a:/b"})
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("fileReservedTime=-5", "fileReservedTime=-5: must be 0 or more"),
+    ("diskMaxUsedSpaceRatio=200", "diskMaxUsedSpaceRatio=200: must be a percentage in 10..95"),
+    ("diskSpaceWarningLevelRatio=0", "diskSpaceWarningLevelRatio=0"),
+    ("deleteWhen=4am", "deleteWhen=4am"),
+    ("brokerId=1", "single-node master only"),
+    ("listenHost=0.0.0.0:1", "listenHost=0.0.0.0:1: '0.0.0.0:1' is not a host name or IP address (the port goes"),
+    ("mappedFileSizeCommitLog=100", "mappedFileSizeCommitLog=100: must be at least 4096"),
+    ("mapedFileSizeConsumeQueue=30", "mapedFileSizeConsumeQueue=30: must be a positive multiple of 20"),
+    ("metricsPort=70000", "metricsPort=70000"),
+    ("flushIntervalCommitLog=0", "flushIntervalCommitLog=0: must be positive"),
+])
+def test_out_of_range_values_are_refused_with_the_rocketmq_key(bad, words):
+    with pytest.raises(ConfigError) as e:
+        build_configs(read_properties(bad))
+    assert words in str(e.value)
+    assert not any(f in str(e.value) for f in PY_FIELDS), str(e.value)
+
+
+def test_print_config_validates_as_a_start_does(tmp_path):
+    conf = tmp_path / "b.conf"
+    conf.write_text("deleteWhen=4am\n")
+    p = _mqbroker("-c", str(conf), "-p")
+    assert p.returncode == 2 and "deleteWhen=4am" in p.stderr and "Traceback" not in p.stderr
+    p = _mqbroker("--log-level", "LOUD", "-p")
+    assert p.returncode == 2 and "LOUD" in p.stderr and "DEBUG, INFO, WARNING" in p.stderr
+
+
+def test_print_config_reads_back_as_the_same_config_without_warnings(tmp_path):
+    conf = tmp_path / "b.conf"
+    conf.write_text(CONF.replace("fileReservedTme=12\n", "") + "storePathCommitLog=/data/cl\nmetricsPort=5557\n"
+                    "haListenPort=10912\n")
+    first = _mqbroker("-c", str(conf), "-p")
+    assert first.returncode == 0 and first.stderr == ""
+    assert "# ignored: brokerRole=ASYNC_MASTER (single-node master" in first.stdout
+    assert "# ignored: haListenPort=10912" in first.stdout
+    assert "storePathCommitLog=/data/cl" in first.stdout and "metricsPort=5557" in first.stdout
+    again = tmp_path / "again.conf"
+    again.write_text(first.stdout)
+    second = _mqbroker("-c", str(again), "-p")
+    assert second.returncode == 0 and second.stderr == ""
+    settings = [line for line in first.stdout.splitlines() if not line.startswith("#")]
+    assert [line for line in second.stdout.splitlines() if not line.startswith("#")] == settings
+    a = build_configs(read_properties(first.stdout))
+    b = build_configs(read_properties(CONF.replace("fileReservedTme=12\n", "") + "storePathCommitLog=/data/cl\n"
+                                      "metricsPort=5557\n"))
+    assert (a.broker, a.store) == (b.broker, b.store)
+
+
+def test_a_failed_start_leaves_no_abort_file(tmp_path):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        port = busy.getsockname()[1]
+        store = tmp_path / "store"
+        p = _mqbroker("--store", str(store), "--listen-port", str(port), "--namesrv-port", "0",
+                      "--log-dir", str(tmp_path / "logs"))
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+        assert "address already in use" in p.stderr.lower()
+        assert not (store / "abort").exists()
+    finally:
+        busy.close()
+    # the lock held by another open store: refused, and the other's state untouched
+    held = MessageStore(StoreConfig(store_path=str(tmp_path / "locked"), commitlog_file_size_bytes=1 << 20))
+    held.load()
+    try:
+        p = _mqbroker("--store", str(tmp_path / "locked"), "--listen-port", "0", "--namesrv-port", "0",
+                      "--log-dir", str(tmp_path / "logs"))
+        assert p.returncode == 1 and "locked by another process" in p.stderr
+        assert not (tmp_path / "locked" / "abort").exists()
+    finally:
+        held.shutdown()
+
+
+def test_runtime_update_takes_runtime_keys_and_refuses_the_rest():
+    loaded = build_configs({})
+    broker, store = update_runtime_config(loaded.broker, loaded.store, {"fileReservedTime": "12",
+                                                                        "brokerPermission": "4"})
+    assert store.file_reserved_time_hours == 12 and broker.broker_permission == 4
+    with pytest.raises(ConfigError, match="listenPort cannot change while the broker runs"):
+        update_runtime_config(loaded.broker, loaded.store, {"listenPort": "1", "fileReservedTime": "1"})
+    with pytest.raises(ConfigError, match="unknown key noSuchKey"):
+        update_runtime_config(loaded.broker, loaded.store, {"noSuchKey": "1"})
+    with pytest.raises(ConfigError, match="diskMaxUsedSpaceRatio=200"):
+        update_runtime_config(loaded.broker, loaded.store, {"diskMaxUsedSpaceRatio": "200"})
+
+
+def test_broker_update_config_changes_a_running_store(tmp_path):
+    from mqcore.broker.broker import Broker
+    from mqcore.store.results import PutMessageStatus
+    loaded = build_configs({"storePathRootDir": str(tmp_path / "s"), "mappedFileSizeCommitLog": str(1 << 20),
+                            "maxHashSlotNum": "100", "maxIndexNum": "400"})
+    broker = Broker(loaded.broker, loaded.store)
+    broker.store.load()
+    broker.store.start()
+    try:
+        big = MessageExtBrokerInner(topic="T", body=b"x" * 2000)
+        assert broker.store.put_message(big).ok
+        changed = broker.update_config({"maxMessageSize": "1024", "fileReservedTime": "12", "deleteWhen": "04"})
+        assert changed == ["maxMessageSize", "fileReservedTime"]  # deleteWhen was 04 already
+        r = broker.store.put_message(MessageExtBrokerInner(topic="T", body=b"x" * 2000))
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "maxMessageSize 1024" in r.remark
+        assert broker.cleanup.policy.reserved_ms == 12 * 3600 * 1000
+        with pytest.raises(ConfigError, match="storePathRootDir cannot change"):
+            broker.update_config({"storePathRootDir": "/elsewhere"})
+        assert broker.store_config.max_message_size_bytes == 1024  # the refused update applied nothing
+    finally:
+        broker.store.shutdown()

@@ -1,10 +1,15 @@
 """The Apache RocketMQ C++ client (PyPI rocketmq==0.4.4) against a real mqbroker process."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from mqcore.jsonutil import loads_lenient
+from mqcore.remoting import RequestCode, SyncRemotingClient, create_request
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -63,12 +68,21 @@ def test_consumer_started_before_producer_gets_messages_by_long_polling(broker, 
     proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_live", "topic": "Live",
                       "expect": 5, "timeout": 40, "linger": 1}, tmp_path)
     try:
-        import time
-        time.sleep(4)  # consumer subscribed and parked in long polls
-        produce(broker, tmp_path, "Live", [{"body": f"live {i}", "tags": "T"} for i in range(5)])
-        events = collect(proc, 90)
+        with SyncRemotingClient() as rc:
+            def holding() -> int:
+                r = rc.invoke(broker.broker_addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, None), 5000)
+                return int(loads_lenient(r.body)["table"]["pullHoldingCount"])
+            # the consumer's pulls found nothing and are parked in the broker (not answered empty)
+            assert wait_for(lambda: holding() >= 1, timeout=40, step=0.2)
+            started = time.monotonic()
+            produce(broker, tmp_path, "Live", [{"body": f"live {i}", "tags": "T"} for i in range(5)])
+            events = collect(proc, 90)
+            elapsed = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
     got = [e["got"] for e in events if "got" in e]
     assert sorted(g["body"] for g in got) == sorted(f"live {i}" for i in range(5))
+    # the arrival woke the parked pulls: without that they would answer after the 15 s+ hold
+    # (producing, delivering, the consumer's 1 s linger and its exit take a few seconds)
+    assert elapsed < 12, elapsed

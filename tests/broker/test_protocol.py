@@ -10,12 +10,12 @@ import pytest
 
 from mqcore._compat import kernels
 from mqcore.jsonutil import loads_lenient
-from mqcore.message import MessageExt, properties_to_string
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.command import encode_frame
-from mqcore.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from mqcore.remoting.headers import SendMessageRequestHeader
 from tests.support.processes import BrokerProcess
+from tests.support.protocol import decode, pull, send
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -30,26 +30,6 @@ def broker(tmp_path_factory):
 def rc():
     with SyncRemotingClient() as c:
         yield c
-
-
-def send(rc, broker, topic, body=b"hello", queue_id=0, code=RC.SEND_MESSAGE_V2, **props):
-    h = SendMessageRequestHeader(producer_group="PG", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
-                                 queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
-                                 properties=properties_to_string(props))
-    return rc.invoke(broker.broker_addr, create_request(code, h.to_ext(code), body), 5000)
-
-
-def pull(rc, broker, topic, offset, queue_id=0, sys_flag=0, suspend_ms=0, sub=None, group="CG", timeout=5000):
-    sys_flag |= 0x4 if sub is not None else 0
-    h = PullMessageRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
-                                 max_msg_nums=32, sys_flag=sys_flag, commit_offset=0,
-                                 suspend_timeout_millis=suspend_ms, sub_version=0, subscription=sub,
-                                 expression_type="TAG")
-    return rc.invoke(broker.broker_addr, create_request(RC.PULL_MESSAGE, h.to_ext()), timeout)
-
-
-def decode(body):
-    return [MessageExt.from_decoded(t) for t in kernels.decode_records(body, 0, len(body), 1000, True)]
 
 
 def test_send_v1_v2_and_response_fields(rc, broker):

@@ -8,12 +8,14 @@ import time
 
 import pytest
 
+from mqcore.errors import ProtocolError
 from mqcore.jsonutil import loads_lenient
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.command import encode_frame
-from tests.broker.test_protocol import decode, pull, send
 from tests.support.processes import BrokerProcess, NamesrvProcess
+from tests.support.protocol import decode, pull, send
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -65,7 +67,10 @@ def test_fuzzed_frames_never_kill_the_broker(tmp_path):
         r = send(rc, b, "AfterFuzz", b"ok")
         assert r.code == ResponseCode.SUCCESS
         assert decode(pull(rc, b, "AfterFuzz", 0, sub="*").body)[0].body == b"ok"
-        assert "Traceback" not in b.output() or "processor for code" in b.output()
+        # bad input gets an error response, never an exception escaping a processor (that logs a
+        # traceback); the former check also passed whenever any processor failure was logged
+        assert "Traceback" not in b.output(), b.output()[-4000:]
+        assert "processor for code" not in b.output(), b.output()[-4000:]
 
 
 def test_kill9_restart_keeps_messages_and_offsets(tmp_path):
@@ -75,7 +80,16 @@ def test_kill9_restart_keeps_messages_and_offsets(tmp_path):
             assert send(rc, b, "Durable", b"msg %d" % i, queue_id=i % 2, KEYS="dk%d" % i).code == ResponseCode.SUCCESS
         qo = {"consumerGroup": "CG_D", "topic": "Durable", "queueId": "1", "commitOffset": "13"}
         assert rc.invoke(b.broker_addr, create_request(RC.UPDATE_CONSUMER_OFFSET, qo), 5000).code == 0
-        time.sleep(6)  # offsets are persisted every 5 s
+        # offsets are persisted by a 5 s timer: wait until the file on disk holds this one
+        offsets_file = tmp_path / "store" / "config" / "consumerOffset.json"
+
+        def persisted():
+            try:
+                table = loads_lenient(offsets_file.read_bytes())["offsetTable"]
+            except (OSError, KeyError, ProtocolError):
+                return False
+            return table.get("Durable@CG_D", {}).get("1") == 13 or table.get("Durable@CG_D", {}).get(1) == 13
+        assert wait_for(persisted, timeout=20)
         b.kill9()
         b.restart()
         assert "abnormal" in b.output()

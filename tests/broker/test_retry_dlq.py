@@ -25,7 +25,7 @@ from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
 )
-from tests.broker.test_protocol import decode, pull, send
+from tests.support.protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
 
 pytestmark = pytest.mark.timeout(240)

@@ -13,7 +13,7 @@ from mqcore.format import layout as L
 from mqcore.message import SCHEDULE_TOPIC, MessageExt, MessageExtBrokerInner, pack_host
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
-from tests.store.test_message_store import small_config
+from tests.support.store import small_config
 
 T0 = 1_750_000_000_000
 BORN = pack_host("10.1.2.3", 45678)

@@ -9,7 +9,7 @@ import pytest
 
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from tests.broker.test_protocol import decode, pull
+from tests.support.protocol import decode, pull
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
 

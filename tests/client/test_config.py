@@ -16,7 +16,7 @@ from mqcore.errors import ConfigError
 def test_java_defaults():
     p = ProducerConfig()
     assert (p.send_msg_timeout_ms, p.retry_times_when_send_failed, p.retry_times_when_send_async_failed) == (3000, 2, 2)
-    assert (p.compress_msg_body_over_howmuch, p.compress_level, p.max_message_size) == (4096, 5, 4 * 1024 * 1024)
+    assert (p.compress_msg_body_over_howmuch, p.compress_level, p.max_message_size_bytes) == (4096, 5, 4 * 1024 * 1024)
     assert p.create_topic_key == "TBW102" and p.default_topic_queue_nums == 4 and not p.send_latency_fault_enable
     c = PushConsumerConfig()
     assert (c.pull_batch_size, c.consume_thread_max, c.pull_threshold_for_queue) == (32, 20, 1000)

@@ -9,7 +9,13 @@ from mqcore.client.latency import (
     compute_not_available_duration,
     fault_order,
 )
-from mqcore.client.route import BrokerData, QueueData, TopicPublishInfo, TopicRouteData, route_to_publish_info
+from mqcore.client.route import (
+    BrokerData,
+    QueueData,
+    TopicPublishInfo,
+    TopicRouteData,
+    route_to_publish_info,
+)
 
 LAT = (50, 100, 550, 1000, 2000, 3000, 15000)
 DUR = (0, 0, 30000, 60000, 120000, 180000, 600000)

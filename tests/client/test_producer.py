@@ -9,7 +9,13 @@ import time
 import pytest
 
 from mqcore.client import Message, Producer, SendStatus, select_by_hash
-from mqcore.errors import BrokerError, IllegalArgumentError, IllegalStateError, NoRouteError, SendTimeoutError
+from mqcore.errors import (
+    BrokerError,
+    IllegalArgumentError,
+    IllegalStateError,
+    NoRouteError,
+    SendTimeoutError,
+)
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import RequestCode, ResponseCode
@@ -98,7 +104,7 @@ def test_timeout_budget_covers_all_attempts(fake_cluster):
 
 
 def test_validation_happens_before_the_network(fake_cluster):
-    with producer(fake_cluster, max_message_size=10) as p:
+    with producer(fake_cluster, max_message_size_bytes=10) as p:
         for bad in (Message("bad topic", b"x"), Message("T", b""), Message("T", b"x" * 11),
                     Message("T", b"x", delay_level=19)):
             with pytest.raises(IllegalArgumentError):

@@ -19,7 +19,12 @@ def test_select_by_hash_matches_java():
     msg = Message("T", b"x")
     assert select_by_hash(QUEUES, msg, "hello").queue_id == 99162322 % 4
     assert select_by_hash(QUEUES, msg, -7).queue_id == 3  # Math.abs(-7 % 4) = 3
-    assert select_by_hash(QUEUES, msg, 1000) == select_by_hash(QUEUES, msg, 1000)
+    assert select_by_hash(QUEUES, msg, 1000).queue_id == 0
+    # "order-123".hashCode() is -392797389: Java's -392797389 % 4 is -1, so queue 1 (Python's % gives 3)
+    assert java_hash_code("order-123") == -392797389
+    assert select_by_hash(QUEUES, msg, "order-123").queue_id == 1
+    # a long key uses Long.hashCode: (int)(v ^ (v >>> 32))
+    assert select_by_hash(QUEUES, msg, 2**40 + 5).queue_id == abs(java_hash_code(2**40 + 5)) % 4
 
 
 def test_select_by_random_stays_in_range():

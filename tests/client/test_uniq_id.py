@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import struct
 
-from mqcore.uniq_id import UniqIdGenerator, month_start_ms, time_from_uniq_id
 from mqcore.clock import ManualClock
+from mqcore.uniq_id import UniqIdGenerator, month_start_ms, time_from_uniq_id
 
 
 def test_layout():

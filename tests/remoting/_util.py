@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import struct
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
@@ -36,9 +35,3 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand:
     (length,) = struct.unpack(">I", await reader.readexactly(4))
     return decode_frame(await reader.readexactly(length))
 
-
-def free_port() -> int:
-    """A port nothing listens on (bound then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

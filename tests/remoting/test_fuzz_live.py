@@ -12,7 +12,13 @@ import pytest
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient
 from mqcore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from mqcore.remoting.command import RemotingCommand, create_request, create_response, decode_frame, encode_frame
+from mqcore.remoting.command import (
+    RemotingCommand,
+    create_request,
+    create_response,
+    decode_frame,
+    encode_frame,
+)
 
 from ._util import run, serving
 from .test_codec_golden import FRAME_7_1, FRAME_7_2, FRAME_7_3

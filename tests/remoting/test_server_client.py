@@ -19,9 +19,15 @@ from mqcore.errors import (
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient, SyncRemotingClient
 from mqcore.remoting.codes import RequestCode, ResponseCode, SerializeType
-from mqcore.remoting.command import RemotingCommand, create_request, create_response, encode_frame
+from mqcore.remoting.command import (
+    RemotingCommand,
+    create_request,
+    create_response,
+    encode_frame,
+)
+from tests.support.waiting import free_port
 
-from ._util import free_port, read_frame, run, serving
+from ._util import read_frame, run, serving
 
 pytestmark = pytest.mark.timeout(60)
 

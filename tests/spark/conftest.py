@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.spark import storegen
+from tests.support import storegen
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

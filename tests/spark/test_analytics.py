@@ -6,7 +6,7 @@ import os
 import pytest
 
 from mqcore.spark.analytics.cli import parser
-from tests.spark.test_decode import GEOMETRY
+from tests.support.storegen import GEOMETRY
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +62,22 @@ def test_sizes_and_plots(spark, store_dir, store_truth, tmp_path):
     orders = [m.store_size for _, m in store_truth.values() if m.topic == "Orders"]
     assert rows["Orders"]["messages"] == len(orders) and rows["Orders"]["size_max"] == max(orders)
     assert os.path.getsize(tmp_path / "s.png") > 1000
+    kinds = [k for k, _ in store_truth.values()]
+    assert sum(r["retried"] for r in rows.values()) == kinds.count("retry") + kinds.count("dlq")
+    assert sum(r["delayed"] for r in rows.values()) == kinds.count("delayed")
+    # the chart's data: one latency series per kind over the same bins, counts that add up
+    from mqcore.spark.analytics import distributions
+    from mqcore.spark.analytics.common import messages
+    fig = distributions.plot(messages(spark, store_dir), None)
+    sizes_ax, latency_ax = fig.axes
+    labels = [t.get_text() for t in latency_ax.get_legend().get_texts()]
+    want = {"normal": len(kinds) - kinds.count("retry") - kinds.count("dlq") - kinds.count("delayed"),
+            "delayed": kinds.count("delayed"), "retried": kinds.count("retry") + kinds.count("dlq")}
+    assert labels == [f"{k} ({n:,})" for k, n in want.items()]
+    counts = [p.get_data().values.sum() for p in latency_ax.patches]
+    assert counts == list(want.values())
+    for ax in (sizes_ax, latency_ax):  # log scales with plain-number ticks
+        assert ax.get_yscale() == "log" and ax.yaxis.get_major_formatter()(1000, 0) == "1,000"
     run(spark, "volume", store_dir, "--show", 0, "--plot", tmp_path / "v.png")
     run(spark, "lag", store_dir, "--show", 0, "--plot", tmp_path / "l.png")
     assert os.path.getsize(tmp_path / "v.png") > 1000 and os.path.getsize(tmp_path / "l.png") > 1000

@@ -22,9 +22,8 @@ from mqcore.spark.index import lookup_key
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import plan_splits
 from mqcore.store.message_store import MessageStore
-from tests.spark import storegen
-
-GEOMETRY = dict(slots=101, entries=4000)  # storegen's index_slots / index_entries
+from tests.support import storegen
+from tests.support.storegen import GEOMETRY, expected
 
 
 def by_offset(table: pa.Table) -> dict[int, dict]:
@@ -36,20 +35,6 @@ def by_offset(table: pa.Table) -> dict[int, dict]:
 
 def ms(t: dt.datetime) -> int:
     return int(t.timestamp() * 1000)
-
-
-def expected(kind: str, m) -> dict:
-    """What the reader must say about a message the store API returned."""
-    orig = m.properties.get("RETRY_TOPIC") or m.properties.get("REAL_TOPIC") or m.topic
-    return dict(topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset, store_size=m.store_size,
-                body=m.body, body_crc=m.body_crc, flag=m.flag, sys_flag=m.sys_flag,
-                born_timestamp=m.born_timestamp, store_timestamp=m.store_timestamp, born_host=m.born_host,
-                store_host=m.store_host, reconsume_times=m.reconsume_times,
-                prepared_transaction_offset=m.prepared_transaction_offset, tags=m.tags, keys=m.keys,
-                msg_id=m.msg_id, offset_msg_id=m.offset_msg_id, properties=m.properties,
-                is_retry=kind == "retry", is_dlq=kind == "dlq", is_delayed=kind == "delayed",
-                original_topic=orig, delay_level=2 if kind == "delayed" else 0,
-                is_compressed=kind == "compressed")
 
 
 def actual(row: dict) -> dict:

@@ -9,8 +9,8 @@ import pytest
 
 from mqcore.spark.decode import ARROW_SCHEMA
 from mqcore.store.message_store import MessageStore
-from tests.spark import storegen
-from tests.spark.test_decode import GEOMETRY, expected
+from tests.support import storegen
+from tests.support.storegen import GEOMETRY, expected
 
 pytestmark = pytest.mark.spark
 if os.environ.get("CI"):  # CI installs pyspark (scripts/test): a missing one must fail, not skip

@@ -15,7 +15,7 @@ from mqcore.store.cleanup import (HOUR_MS, CleanTrigger, CleanupPolicy, CleanupS
 from mqcore.store.mapped_file import DestroyOutcome
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
-from tests.store.test_message_store import msg, small_config
+from tests.support.store import msg, small_config
 
 NOW = 1_750_000_000_000
 OLD = NOW - 100 * HOUR_MS      # expired (older than 72 h)

@@ -8,7 +8,7 @@ from mqcore.config import FlushDiskType
 from mqcore.message import SCHEDULE_TOPIC
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
-from tests.store.test_message_store import msg, records, small_config
+from tests.support.store import msg, records, small_config
 
 
 @pytest.fixture

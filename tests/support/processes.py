@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -81,7 +82,9 @@ class _Proc:
 class NamesrvProcess(_Proc):
     def __init__(self):
         super().__init__("mqnamesrv")
-        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0"]
+        # logs go to a temp dir of their own, never to ~/logs/rocketmqlogs
+        self.log_dir = tempfile.mkdtemp(prefix="mqnamesrv-logs-")
+        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0", "--log-dir", self.log_dir]
         self.addr = ""
 
     def start(self) -> "NamesrvProcess":
@@ -106,6 +109,7 @@ class BrokerProcess(_Proc):
         self.namesrv_addr = ""
         self._port = 0
         self._ns_port = 0
+        self.log_dir = self.store_dir.rstrip("/") + "-logs"
 
     def _argv(self) -> list[str]:
         os.makedirs(self.store_dir, exist_ok=True)
@@ -116,6 +120,8 @@ class BrokerProcess(_Proc):
                 f.write(f"{k}={v}\n")
         argv = [sys.executable, "-m", "mqcore.broker.cli", "-c", conf_path, "--store", self.store_dir,
                 "--listen-port", str(self._port), "--broker-name", self.broker_name]
+        if "logDir" not in self.conf:  # logs next to the store, never in ~/logs/rocketmqlogs
+            argv += ["--log-dir", self.log_dir]
         if self.namesrv:
             argv += ["-n", self.namesrv]
         else:

@@ -124,6 +124,7 @@ class _JavaProc:
         argv = ["java", "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", *JDK17_FLAGS,
                 f"-Drocketmq.home.dir={self.home}", f"-Duser.home={self.home}",
                 "-cp", server_classpath(), self.main_class, *self._argv()]
+        self.lines.clear()  # a restart must not see the previous run's "boot success"
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=java_env(self.home), cwd=self.workdir)
         threading.Thread(target=self._pump, daemon=True).start()

@@ -322,3 +322,21 @@ def test_runs_as_a_module_in_a_subprocess(store):
     proc = subprocess.run([sys.executable, "-m", "mqcore.tools.mqstore", "verify", str(path.parent)],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 2 and "not a store directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_import_help_documents_the_json_lines_format_and_its_examples_import(tmp_path, capsys):
+    code, text, _err = run(capsys, "import", "--help")
+    assert code == 0
+    for field in ("topic", "body", "body_base64", "queue_id", "tags", "keys", "properties", "delay_level", "flag"):
+        assert f"\n  {field} " in text, field
+    examples = [line.strip() for line in text.splitlines() if line.strip().startswith('{"topic"')]
+    assert len(examples) == 3
+    src = tmp_path / "help.jsonl"
+    src.write_text("\n".join(examples) + "\n")
+    code, out, err = run(capsys, "import", str(tmp_path / "s"), str(src), *SIZES)
+    assert code == 0, err
+    with MessageStore(StoreConfig(store_path=str(tmp_path / "s"), commitlog_file_size_bytes=65536,
+                                  consume_queue_file_size_bytes=1000, index_slots=97, index_entries=3000)) as s:
+        m = s.look_message_by_offset(s.get_commitlog_offset_in_queue("Orders", 1, 0))
+        assert (m.body, m.flag, m.properties["TAGS"], m.properties["KEYS"]) == (b"\0\1\2", 7, "created", "order-1 c-9")
+        assert s.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 1  # delay level 3

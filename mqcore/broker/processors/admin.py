@@ -25,6 +25,8 @@ AUTO_CREATE_FIELD = "mqcoreAutoCreate"
 
 
 class AdminProcessor:
+    """Admin and tooling requests: message queries, topic and group changes, stats, runtime info."""
+
     def __init__(self, broker):
         self.b = broker
 

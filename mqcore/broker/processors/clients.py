@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class ClientProcessor:
+    """Client requests: heartbeats, unregistration, consumer lists, queue locks and offset queries."""
+
     def __init__(self, broker):
         self.b = broker
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from mqcore.broker.clients import subscription_codes
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import readable
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
@@ -29,12 +30,20 @@ PULL_CODES = {
 }
 
 
+#: pull outcome label of the pull-request counter
+_PULL_KIND = {ResponseCode.SUCCESS: "found", ResponseCode.PULL_NOT_FOUND: "not_found",
+              ResponseCode.PULL_OFFSET_MOVED: "offset_moved", ResponseCode.PULL_RETRY_IMMEDIATELY: "retry"}
+
+
 class PullProcessor:
     """PULL_MESSAGE, given only what it uses. A pull that finds messages (or nothing,
     without SUSPEND) is answered at once, inline; only a parked pull returns an
     awaitable (the dispatcher gives it a task)."""
 
-    def __init__(self, *, store, topics, groups, offsets, clients, hold, long_polling_enable: bool):
+    def __init__(self, *, store, topics, groups, offsets, clients, hold, long_polling_enable: bool,
+                 short_polling_time_mills: int = 1000, stats=None):
+        self.short_polling_time_mills = short_polling_time_mills
+        self.stats = stats if stats is not None else BrokerStats()
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -53,15 +62,19 @@ class PullProcessor:
             return codes[0]
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and h.commit_offset >= 0:
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND) and self.long_polling_enable
+        suspend = bool(h.sys_flag & PullSysFlag.SUSPEND)
         result, code = self._get(h, codes)
         if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
             return self._park(request, h, codes)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), False)
         return self._response(request, result, code, h)
 
     async def _park(self, request, h, codes):
-        await self.hold.hold(h.topic, h.queue_id, h.queue_offset, h.suspend_timeout_millis)
+        # longPollingEnable=false: RocketMQ still parks the pull, for shortPollingTimeMills
+        wait_ms = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_mills
+        await self.hold.hold(h.topic, h.queue_id, h.queue_offset, wait_ms)
         result, code = self._get(h, codes)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), True)
         return self._response(request, result, code, h)
 
     def _check(self, h, request):

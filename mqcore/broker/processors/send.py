@@ -11,7 +11,9 @@ import asyncio
 import functools
 import logging
 import random
+import time
 
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import writable
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
@@ -71,7 +73,9 @@ class SendProcessor:
     ``store_host`` returns the broker's packed address (known once it listens).
     """
 
-    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host):
+    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None):
+        #: per-request counters and the put-latency histogram (the metrics endpoint reads them)
+        self.stats = stats if stats is not None else BrokerStats()
         self.cfg = cfg
         self.topics = topics
         self.groups = groups
@@ -80,14 +84,22 @@ class SendProcessor:
         self.schedule_register = schedule_register
         self.store_host = store_host
 
-    def _put(self, request, fn, *args, **kwargs):
-        """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH)."""
+    def _put(self, request, topic, fn, *args, **kwargs):
+        """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH).
+        Counted once per request (``stats``): its messages, bytes and latency."""
         if self.pool is None:
-            return self.response(request, fn(*args, **kwargs))
-        return self._put_in_pool(request, functools.partial(fn, *args, **kwargs))
+            t0 = time.perf_counter()
+            result = fn(*args, **kwargs)
+            self.stats.put_latency.observe(time.perf_counter() - t0)
+            self.stats.on_put(topic, result)
+            return self.response(request, result)
+        return self._put_in_pool(request, topic, functools.partial(fn, *args, **kwargs))
 
-    async def _put_in_pool(self, request, call):
+    async def _put_in_pool(self, request, topic, call):
+        t0 = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.pool, call)
+        self.stats.put_latency.observe(time.perf_counter() - t0)
+        self.stats.on_put(topic, result)
         return self.response(request, result)
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
@@ -133,13 +145,13 @@ class SendProcessor:
             topic, queue_id, props = self._redirect_retry(request, h, topic, queue_id, reconsume, props)
         born = peer_host(channel)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            return self._put(request, self.store.put_batch, topic, queue_id, bytes(request.body),
+            return self._put(request, topic, self.store.put_batch, topic, queue_id, bytes(request.body),
                              sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
                              store_host=self.store_host(), batch_properties=props)
         msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
                                     properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                     born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
-        return self._put(request, self.store.put_message, msg)
+        return self._put(request, topic, self.store.put_message, msg)
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""
@@ -220,11 +232,14 @@ class SendProcessor:
                                     sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                     born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
                                     store_host=self.store_host(), reconsume_times=reconsume + 1)
+        t0 = time.perf_counter()
         if self.pool is None:
             result = self.store.put_message(msg)
         else:
             result = await asyncio.get_running_loop().run_in_executor(
                 self.pool, functools.partial(self.store.put_message, msg))
+        self.stats.put_latency.observe(time.perf_counter() - t0)
+        self.stats.on_send_back(group, topic, result)
         if result.status.stored:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")

@@ -225,6 +225,33 @@ class PullConsumer:
         return self._run(self._instance.api.view_message(addr, offset_msg_id,
                                                          self._instance.config.mq_client_api_timeout_ms))
 
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                      end_ms: int | None = None) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS include ``key``, stored between ``begin_ms`` and ``end_ms``
+        (epoch ms, default now), from every broker of the topic's route (``MQAdmin.queryMessage``).
+
+        A broker's index is a hash table, so it may also answer messages whose key only collides
+        with ``key``: those are dropped here, as the Java client does."""
+        check_topic(topic)
+        if max_num <= 0:
+            raise IllegalArgumentError(f"max_num must be > 0, got {max_num}")
+        end = int(self._instance.clock()) if end_ms is None else end_ms
+
+        async def go() -> list[MessageExt]:
+            await self._instance.update_topic_route(topic)
+            route = self._instance.route_table.get(topic)
+            if route is None:
+                raise IllegalArgumentError(f"topic {topic!r} has no route")
+            api, timeout = self._instance.api, self._instance.config.mq_client_api_timeout_ms
+            out: list[MessageExt] = []
+            for bd in route.broker_datas:
+                addr = bd.any_addr()
+                if addr is not None:
+                    found = await api.query_message(addr, topic, key, max_num, begin_ms, end, timeout)
+                    out.extend(m for m in found if m.topic == topic and key in m.keys)
+            return out
+        return self._run(go())
+
     @property
     def client_id(self) -> str:
         return self._instance.client_id

@@ -18,14 +18,39 @@ from typing import Sequence
 
 log = logging.getLogger(__name__)
 
-_SHORT_INTERVAL = re.compile(r"^\s*([0-9]+)\s*(s|m|h|d)\s*$")
-_UNIT_WORD = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_SHORT_INTERVAL = re.compile(r"^\s*([0-9]+)\s*(s|m|h|d|w)\s*$")
+_LONG_INTERVAL = re.compile(r"^\s*([0-9]+)\s+(second|minute|hour|day|week)s?\s*$", re.I)
+_UNIT_WORD = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
+
+
+def bucket_seconds(text: str) -> int:
+    """``30s`` / ``5m`` / ``1h`` / ``1d`` / ``1w`` or ``'10 minutes'`` -> seconds; anything else
+    (``7q``, ``0h``) is an ``argparse.ArgumentTypeError``, so a bad option is refused before
+    Spark starts."""
+    m = _SHORT_INTERVAL.match(text)
+    if m:
+        n, unit = int(m.group(1)), _UNIT_WORD[m.group(2)]
+    else:
+        m = _LONG_INTERVAL.match(text)
+        if not m:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a time bucket: use <number><s|m|h|d|w> (30s, 5m, 1h, 1d) or '<number> minutes'")
+        n, unit = int(m.group(1)), m.group(2).lower()
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a time bucket must be longer than zero")
+    return n * _UNIT_SECONDS[unit]
 
 
 def interval(text: str) -> str:
-    """``5m`` / ``1h`` / ``1d`` (or a Spark interval such as ``'10 minutes'``) -> a Spark interval."""
-    m = _SHORT_INTERVAL.match(text)
-    return f"{m.group(1)} {_UNIT_WORD[m.group(2)]}" if m else text
+    """A bucket option (see ``bucket_seconds``) -> a Spark interval (``'3600 seconds'``)."""
+    return f"{bucket_seconds(text)} seconds"
+
+
+def bucket(text: str) -> str:
+    """argparse type of ``--bucket``: validated at parse time, kept as written."""
+    bucket_seconds(text)
+    return text
 
 
 @dataclasses.dataclass
@@ -145,3 +170,45 @@ def save_plot(fig, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote plot to {path}")
+
+
+# --- plots that tell the truth -----------------------------------------------------------------------
+#: marker and line style per series: overlapping series stay apart even in grey print
+MARKERS = ("o", "s", "^", "D", "v", "x", "+", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def series_style(i: int) -> dict:
+    return {"marker": MARKERS[i % len(MARKERS)], "linestyle": LINESTYLES[(i // len(MARKERS) + i) % len(LINESTYLES)],
+            "markersize": 4, "alpha": 0.85, "linewidth": 1.2}
+
+
+def zero_filled(points: dict, start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> list[tuple]:
+    """Every bucket from ``start`` to ``end`` (inclusive) with its count, 0 where none:
+    a gap in the data is drawn as zeros, not as a straight line across it."""
+    out = []
+    t = start
+    while t <= end:
+        out.append((t, points.get(t, 0)))
+        t += step
+    return out
+
+
+def time_axis(ax, first: dt.datetime, last: dt.datetime, step: dt.timedelta) -> None:
+    """x from the first bucket's start to the last bucket's end: one hourly bucket spans an
+    hour, not the years matplotlib picks for a single date."""
+    import matplotlib.dates as mdates
+    ax.set_xlim(first, last + step)
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel("store time (UTC)")
+
+
+def log_axis(ax, which: str = "y") -> None:
+    """A log scale with plain-number ticks (1, 10, 100, 1,000) rather than 10^n alone."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))

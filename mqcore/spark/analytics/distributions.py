@@ -4,6 +4,12 @@
 
 Latency here is producer clock to broker clock, so skew between the two machines
 shows up as an offset (even a negative one); compare topics, not absolute values.
+
+Delayed messages (a delay level, or delivered after one) and retried messages (retry and
+dead-letter topics, or reconsumed) are stored long after they were born, on purpose: their
+"latency" is the delay. The table's latency percentiles are over normal messages only (the
+``delayed`` and ``retried`` columns count the others), and the chart draws the three kinds
+as separate series.
 """
 from __future__ import annotations
 
@@ -14,9 +20,11 @@ from mqcore.spark.analytics.common import (
     add_common_arguments,
     add_range_arguments,
     emit,
+    log_axis,
     messages,
     pyplot,
     save_plot,
+    series_style,
 )
 
 NAME = "sizes"
@@ -29,16 +37,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_range_arguments(p)
 
 
+KINDS = ("normal", "delayed", "retried")
+
+
 def with_latency(df):
+    """Adds ``latency_ms`` and ``kind`` (normal, delayed, retried)."""
     from pyspark.sql import functions as F
-    return df.withColumn("latency_ms", F.unix_millis("store_timestamp") - F.unix_millis("born_timestamp"))
+    retried = F.col("is_retry") | F.col("is_dlq") | (F.col("reconsume_times") > 0)
+    delayed = (F.col("is_delayed") | (F.col("delay_level") > 0)
+               | F.col("properties")["REAL_TOPIC"].isNotNull())  # delivered by the delay service
+    kind = F.when(retried, F.lit("retried")).when(delayed, F.lit("delayed")).otherwise(F.lit("normal"))
+    return (df.withColumn("latency_ms", F.unix_millis("store_timestamp") - F.unix_millis("born_timestamp"))
+            .withColumn("kind", kind))
 
 
 def compute(df):
     from pyspark.sql import functions as F
     d = with_latency(df)
-    aggs = [F.count("*").alias("messages")]
-    for col, short in (("store_size", "size"), ("latency_ms", "latency_ms")):
+    normal_latency = F.when(F.col("kind") == "normal", F.col("latency_ms"))
+    aggs = [F.count("*").alias("messages"),
+            F.sum((F.col("kind") == "delayed").cast("int")).alias("delayed"),
+            F.sum((F.col("kind") == "retried").cast("int")).alias("retried")]
+    for col, short in ((F.col("store_size"), "size"), (normal_latency, "latency_ms")):
         q = F.percentile_approx(col, list(PERCENTILES), 1000)
         aggs += [F.min(col).alias(f"{short}_min")]
         aggs += [q[i].alias(f"{short}_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)]
@@ -46,33 +66,52 @@ def compute(df):
     return d.groupBy("topic").agg(*aggs).orderBy(F.desc("messages"))
 
 
-def histogram(df, col: str, bins: int = 40) -> tuple[list[float], list[int]]:
-    """(edges, counts) of ``col`` in ``bins`` equal-width bins, computed by Spark SQL."""
+def histogram(df, col: str, bins: int = 40, by: str | None = None):
+    """(edges, {group: counts}) of ``col`` in ``bins`` equal-width bins shared by every
+    group of ``by`` (one group, None, without it), computed by Spark SQL."""
     from pyspark.sql import functions as F
     lo, hi = df.agg(F.min(col), F.max(col)).first()
     if lo is None:
-        return [0.0, 1.0], [0]
+        return [0.0, 1.0], {}
     width = max((hi - lo) / bins, 1e-9)
     idx = F.least(F.floor((F.col(col) - F.lit(lo)) / F.lit(width)), F.lit(bins - 1)).cast("int")
-    counts = [0] * bins
-    for r in df.select(idx.alias("b")).groupBy("b").count().collect():
-        counts[r["b"]] = r["count"]
+    key = F.col(by) if by else F.lit(None)
+    counts: dict = {}
+    for r in df.select(key.alias("g"), idx.alias("b")).groupBy("g", "b").count().collect():
+        counts.setdefault(r["g"], [0] * bins)[r["b"]] = r["count"]
     return [lo + i * width for i in range(bins + 1)], counts
 
 
-def plot(df, path: str) -> None:
+def plot(df, path: str | None):
+    """Left: record sizes. Right: store - born time, one series per kind (normal,
+    delayed, retried) over the same bins. Both count axes are logarithmic with plain
+    number ticks. Returns the figure."""
     plt = pyplot()
-    d = with_latency(df).select("store_size", "latency_ms").cache()
-    (s_edges, s_counts), (l_edges, l_counts) = histogram(d, "store_size"), histogram(d, "latency_ms")
+    d = with_latency(df).select("store_size", "latency_ms", "kind").cache()
+    s_edges, s_counts = histogram(d, "store_size")
+    l_edges, l_counts = histogram(d, "latency_ms", by="kind")
     d.unpersist()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    a.stairs(s_counts, s_edges, fill=True)
-    a.set_title("Message size (bytes, whole record)")
-    a.set_yscale("log")
-    b.stairs(l_counts, l_edges, fill=True)
-    b.set_title("Store time - born time (ms)")
-    b.set_yscale("log")
-    save_plot(fig, path)
+    if s_counts:
+        a.stairs(s_counts[None], s_edges, fill=True, label="all messages")
+    a.set_title("Message size (whole record)")
+    a.set_xlabel("bytes")
+    a.set_ylabel("messages (log scale)")
+    log_axis(a)
+    fills = {"normal": True, "delayed": False, "retried": False}
+    for i, kind in enumerate(k for k in KINDS if k in l_counts):
+        style = series_style(i)
+        b.stairs(l_counts[kind], l_edges, fill=fills[kind], alpha=0.5 if fills[kind] else 1.0,
+                 linestyle=style["linestyle"], linewidth=1.5, label=f"{kind} ({sum(l_counts[kind]):,})")
+    b.set_title("Store time - born time")
+    b.set_xlabel("milliseconds")
+    b.set_ylabel("messages (log scale)")
+    log_axis(b)
+    if l_counts:
+        b.legend(fontsize="small")
+    if path:
+        save_plot(fig, path)
+    return fig
 
 
 def run(spark, args: argparse.Namespace):

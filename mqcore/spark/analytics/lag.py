@@ -10,8 +10,22 @@ bucket, which is how far behind a group is *in time* -- the "lag over time" char
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 
-from mqcore.spark.analytics.common import Output, add_common_arguments, emit, interval, messages, pyplot, save_plot
+from mqcore.spark.analytics.common import (
+    Output,
+    add_common_arguments,
+    bucket,
+    bucket_seconds,
+    emit,
+    interval,
+    messages,
+    pyplot,
+    save_plot,
+    series_style,
+    time_axis,
+    zero_filled,
+)
 
 NAME = "lag"
 HELP = "consumer lag per group and queue, and the backlog by store time"
@@ -20,7 +34,7 @@ HELP = "consumer lag per group and queue, and the backlog by store time"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
     p.add_argument("--groups", help="comma-separated consumer groups (default: all)")
-    p.add_argument("--bucket", default="1h", help="store-time bucket of the backlog chart (default 1h)")
+    p.add_argument("--bucket", default="1h", type=bucket, help="store-time bucket of the backlog chart (default 1h)")
 
 
 def compute(spark, store: str, groups: str | None = None):
@@ -57,28 +71,38 @@ def backlog(spark, store: str, units, offsets, bucket: str):
             .orderBy("group", "bucket_start"))
 
 
-def plot(lag_rows, backlog_rows, path: str) -> None:
+def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
+    """Left: lag per group/topic (bars). Right: unconsumed messages per store-time bucket,
+    every bucket from the first to the last drawn (0 where none), one style per group."""
     plt = pyplot()
+    step = dt.timedelta(seconds=bucket_seconds(bucket))
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
     per_group: dict[str, int] = {}
     for r in lag_rows:
         key = f"{r['group']} / {r['topic']}"
         per_group[key] = per_group.get(key, 0) + r["lag"]
-    names = sorted(per_group, key=per_group.get, reverse=True)[:15]
+    names = sorted(per_group, key=lambda n: (-per_group[n], n))[:15]
     a.barh(names[::-1], [per_group[n] for n in names[::-1]])
     a.set_title("Lag (messages) per group / topic")
-    series: dict[str, list] = {}
+    a.set_xlabel("messages")
+    series: dict[str, dict] = {}
     for r in backlog_rows or []:
-        series.setdefault(r["group"], []).append((r["bucket_start"], r["unconsumed"]))
-    for group, pts in series.items():
-        pts.sort()
-        b.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=group)
-    b.set_title("Unconsumed messages by store time")
-    b.set_xlabel("store time (UTC)")
+        s = series.setdefault(r["group"], {})
+        s[r["bucket_start"]] = s.get(r["bucket_start"], 0) + r["unconsumed"]
     if series:
+        first = min(min(s) for s in series.values())
+        last = max(max(s) for s in series.values())
+        for i, group in enumerate(sorted(series)):
+            pts = zero_filled(series[group], first, last, step)
+            b.plot([p[0] for p in pts], [p[1] for p in pts], label=group, **series_style(i))
+        time_axis(b, first, last, step)
         b.legend(fontsize="small")
-    fig.autofmt_xdate()
-    save_plot(fig, path)
+    b.set_ylim(bottom=0)
+    b.set_title(f"Unconsumed messages per {bucket} of store time")
+    b.set_ylabel("messages")
+    if path:
+        save_plot(fig, path)
+    return fig
 
 
 def run(spark, args: argparse.Namespace):
@@ -88,5 +112,5 @@ def run(spark, args: argparse.Namespace):
     back = backlog(spark, args.store, units, offsets, args.bucket)
     back_rows = emit(back, Output(show=output.show), "unconsumed messages by store time") if back else []
     if output.plot:
-        plot(rows, back_rows, output.plot)
+        plot(rows, back_rows, output.plot, args.bucket)
     return rows

@@ -8,16 +8,22 @@ messages are charged to the topic they were sent to.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 
 from mqcore.spark.analytics.common import (
     Output,
     add_common_arguments,
     add_range_arguments,
+    bucket,
+    bucket_seconds,
     emit,
     interval,
     messages,
     pyplot,
     save_plot,
+    series_style,
+    time_axis,
+    zero_filled,
 )
 
 NAME = "volume"
@@ -27,7 +33,7 @@ HELP = "messages and bytes per topic and tag per time bucket"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
     add_range_arguments(p)
-    p.add_argument("--bucket", default="1h", help="time bucket: 30s, 5m, 1h, 1d or a Spark interval (default 1h)")
+    p.add_argument("--bucket", default="1h", type=bucket, help="time bucket: 30s, 5m, 1h, 1d or a Spark interval (default 1h)")
     p.add_argument("--by-original", action="store_true", help="group by original_topic instead of topic")
     p.add_argument("--no-tags", action="store_true", help="per topic only")
 
@@ -43,8 +49,12 @@ def compute(df, bucket: str = "1h", by_original: bool = False, tags: bool = True
             .orderBy(*[k for k in ("bucket_start", "topic", "tags") if k in ("bucket_start", "topic") or tags]))
 
 
-def plot(rows, path: str, top: int = 8) -> None:
+def plot(rows, path: str | None, bucket: str = "1h", top: int = 8):
+    """Messages per bucket for the busiest topics. Every bucket between the first and the
+    last is drawn (0 where a topic had nothing), each topic with its own marker and line
+    style. Returns the figure (tests read the data behind it)."""
     plt = pyplot()
+    step = dt.timedelta(seconds=bucket_seconds(bucket))
     totals: dict[str, int] = {}
     series: dict[str, dict] = {}
     for r in rows:
@@ -52,15 +62,20 @@ def plot(rows, path: str, top: int = 8) -> None:
         s = series.setdefault(r["topic"], {})
         s[r["bucket_start"]] = s.get(r["bucket_start"], 0) + r["messages"]
     fig, ax = plt.subplots(figsize=(10, 5))
-    for topic in sorted(totals, key=totals.get, reverse=True)[:top]:
-        xs = sorted(series[topic])
-        ax.plot(xs, [series[topic][x] for x in xs], marker=".", label=topic)
-    ax.set_title("Messages per time bucket (top topics)")
-    ax.set_xlabel("store time (UTC)")
+    if series:
+        first = min(min(s) for s in series.values())
+        last = max(max(s) for s in series.values())
+        for i, topic in enumerate(sorted(totals, key=lambda t: (-totals[t], t))[:top]):
+            pts = zero_filled(series[topic], first, last, step)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=topic, **series_style(i))
+        time_axis(ax, first, last, step)
+        ax.legend(fontsize="small")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Messages per {bucket} bucket (top topics)")
     ax.set_ylabel("messages")
-    ax.legend(fontsize="small")
-    fig.autofmt_xdate()
-    save_plot(fig, path)
+    if path:
+        save_plot(fig, path)
+    return fig
 
 
 def run(spark, args: argparse.Namespace):
@@ -69,5 +84,5 @@ def run(spark, args: argparse.Namespace):
     output = Output.from_args(args)
     rows = emit(result, output, "volume per topic" + ("" if args.no_tags else " and tag"))
     if output.plot:
-        plot(rows, output.plot)
+        plot(rows, output.plot, args.bucket)
     return rows

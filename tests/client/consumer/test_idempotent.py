@@ -10,7 +10,10 @@ from mqcore.client.consumer.idempotent import (
     SqliteIdempotentStore,
     idempotent,
 )
-from mqcore.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from mqcore.client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+)
 from mqcore.client.message import MessageExt
 from mqcore.remoting.bodies import MessageQueue
 

@@ -17,6 +17,7 @@ from mqcore.client import (
     select_by_hash,
 )
 from mqcore.errors import IllegalStateError
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,13 +25,6 @@ FAST = dict(rebalance_interval_ms=300, persist_consumer_offset_interval_ms=200, 
             poll_name_server_interval_ms=300, pull_time_delay_ms_when_exception=100)
 
 
-def wait_for(pred, timeout=15.0, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def produce(cluster, topic, n, **kw):
@@ -100,26 +94,6 @@ def test_two_consumers_split_and_resplit(fake_cluster):
         assert not set(c1.assigned_queues("T")) & set(c2.assigned_queues("T"))
         c2.shutdown()
         assert wait_for(lambda: len(c1.assigned_queues("T")) == 8)
-
-
-def test_failed_messages_come_back_then_dlq(fake_cluster):
-    fake_cluster.create_topic("T")
-    produce(fake_cluster, "T", 1)
-    seen = []
-
-    def always_fail(msgs, ctx):
-        seen.extend((m.topic, m.reconsume_times) for m in msgs)
-        return ConsumeConcurrentlyStatus.RECONSUME_LATER
-
-    c = consumer(fake_cluster, max_reconsume_times=3)
-    c.subscribe("T")
-    c.register_listener(always_fail)
-    with c:
-        assert wait_for(lambda: len(seen) == 4)
-        assert wait_for(lambda: len(fake_cluster.messages("%DLQ%cg")) == 1)
-    assert seen == [("T", 0), ("T", 1), ("T", 2), ("T", 3)]  # original topic restored from RETRY_TOPIC
-    dlq = fake_cluster.messages("%DLQ%cg")[0]
-    assert dlq.body == b"m0" and dlq.reconsume == 4
 
 
 def test_exception_counts_as_failure_and_none_as_success(fake_cluster):

@@ -6,7 +6,16 @@ import time
 
 from mqcore.client import Message, Producer, PullConsumer, PullStatus
 from mqcore.errors import RemotingError
-from mqcore.remoting import RequestCode, ResponseCode, SyncRemotingClient, create_request
+from mqcore.remoting import (
+    RequestCode,
+    ResponseCode,
+    SyncRemotingClient,
+    create_request,
+)
+
+#: client settings that make periodic work fast enough for tests
+FAST = dict(rebalance_interval_ms=1000, heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000,
+            persist_consumer_offset_interval_ms=500, pull_time_delay_ms_when_exception=200)
 
 
 def create_topic(broker_addr: str, namesrv_addr: str, topic: str, queues: int = 4) -> None:

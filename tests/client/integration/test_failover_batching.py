@@ -1,12 +1,11 @@
 """Two brokers with one killed; auto-batching against a real broker."""
 from __future__ import annotations
 
-
 import pytest
 
 from mqcore.client import Message, Producer
+from tests.support.waiting import wait_for
 
-from .conftest import wait_for
 from .helpers import create_topic, pull_everything
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,8 +40,10 @@ def test_producer_keeps_sending_when_a_broker_dies_and_avoids_it(two_brokers, la
         if latency_fault:  # one failed attempt puts broker-b in back-off: never tried again
             assert len(failures_on_b) == 1
             assert not strategy.fault_tolerance.is_available("broker-b")
-        else:  # plain round-robin keeps landing on broker-b first, then retries on broker-a
-            assert len(failures_on_b) >= 10
+        else:  # plain round-robin keeps landing on broker-b first, then retries on broker-a: with 4
+            # queues per broker one send in four starts on broker-b, so 40 sends fail over 9 or 10
+            # times depending on the random index the round-robin starts from
+            assert len(failures_on_b) >= 9
     got = {m.body for m in pull_everything(ns.addr, "HA")}
     assert {f"post{i}".encode() for i in range(40)} <= got
 

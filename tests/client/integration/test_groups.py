@@ -16,9 +16,9 @@ from mqcore.client import (
     PushConsumer,
     select_by_hash,
 )
+from tests.support.waiting import wait_for
 
-from .conftest import FAST, wait_for
-from .helpers import Sink, create_topic, produce, pull_everything
+from .helpers import FAST, Sink, create_topic, produce, pull_everything
 
 pytestmark = pytest.mark.timeout(240)
 

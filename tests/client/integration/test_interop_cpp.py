@@ -8,9 +8,9 @@ import pytest
 
 from mqcore.client import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
 from tests.support.cpp_client import run_cpp
+from tests.support.waiting import wait_for
 
-from .conftest import FAST, wait_for
-from .helpers import Sink, create_topic
+from .helpers import FAST, Sink, create_topic
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,9 +17,9 @@ from mqcore.client import (
     SendStatus,
 )
 from mqcore.errors import BrokerError
+from tests.support.waiting import wait_for
 
-from .conftest import FAST, wait_for
-from .helpers import Sink, create_topic, produce, pull_everything
+from .helpers import FAST, Sink, create_topic, produce, pull_everything
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,13 +50,22 @@ def test_send_kinds_and_pull_back(broker):
     assert [got[b"b1"].msg_id, got[b"b2"].msg_id] == batch.msg_ids
     with PullConsumer("viewer", namesrv_addr=ns) as pc:
         assert pc.view_message(r1.offset_msg_id).body == b"sync"
+        # by key, through the broker's index: each of a message's keys finds it, others do not
+        assert wait_for(lambda: [m.msg_id for m in pc.query_message("Kinds", "k-2")] == [r1.msg_id], timeout=10)
+        assert [m.body for m in pc.query_message("Kinds", "k-1")] == [b"sync"]
+        assert pc.query_message("Kinds", "no-such-key") == []
 
 
 def test_broker_refusal_maps_to_error(broker):
-    with Producer("pg", namesrv_addr=broker.namesrv_addr, max_message_size=8 * 1024 * 1024) as p:
+    with Producer("pg", namesrv_addr=broker.namesrv_addr, max_message_size_bytes=8 * 1024 * 1024) as p:
         with pytest.raises(BrokerError) as info:
             p.send(Message("Big", os.urandom(5 * 1024 * 1024)))  # incompressible, over the broker's 4 MiB
-    assert info.value.code == 13 and not info.value.retriable
+        assert info.value.code == 13 and not info.value.retriable
+        # compressed, still over the broker's limit: the error gives the size the user sent as well
+        with pytest.raises(BrokerError) as info:
+            p.send(Message("Big", os.urandom(5 * 1024 * 1024) + bytes(3 * 1024 * 1024)))
+        assert info.value.code == 13 and "the message body is 8388608 bytes, " in str(info.value)
+        assert "after compression" in str(info.value)
 
 
 def test_push_consume_with_tag_filter(broker):

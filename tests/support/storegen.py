@@ -126,3 +126,21 @@ def store_truth(store: MessageStore) -> dict[int, MessageExt]:
                         out[m.commitlog_offset] = m
                 offset = got.next_begin_offset
     return out
+
+
+#: the index geometry storegen's stores use (index_slots / index_entries)
+GEOMETRY = dict(slots=101, entries=4000)
+
+
+def expected(kind: str, m) -> dict:
+    """What the reader must say about a message the store API returned."""
+    orig = m.properties.get("RETRY_TOPIC") or m.properties.get("REAL_TOPIC") or m.topic
+    return dict(topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset, store_size=m.store_size,
+                body=m.body, body_crc=m.body_crc, flag=m.flag, sys_flag=m.sys_flag,
+                born_timestamp=m.born_timestamp, store_timestamp=m.store_timestamp, born_host=m.born_host,
+                store_host=m.store_host, reconsume_times=m.reconsume_times,
+                prepared_transaction_offset=m.prepared_transaction_offset, tags=m.tags, keys=m.keys,
+                msg_id=m.msg_id, offset_msg_id=m.offset_msg_id, properties=m.properties,
+                is_retry=kind == "retry", is_dlq=kind == "dlq", is_delayed=kind == "delayed",
+                original_topic=orig, delay_level=2 if kind == "delayed" else 0,
+                is_compressed=kind == "compressed")

@@ -1,0 +1,166 @@
+"""mqbroker next to the system it replaces: the same client (``mqcore.client``) against mqbroker
+and against Apache RocketMQ's own broker (4.9.7, Java), in the same run, interleaved round by
+round so both see the same machine load.
+
+Workloads (100 B bodies by default, fresh topic and group per round):
+
+* ``sync send``: ``Producer.send`` one message at a time, each waiting for the broker;
+* ``async send``: ``send_async`` with auto-batching (what a throughput-minded user runs);
+* ``push consume + commit``: a fresh group consumes everything already stored (filled with
+  ``send_batch``) with ``consume_message_batch_max_size=32``; offsets committed at shutdown.
+
+    python bench/bench_reference.py                 # 3 rounds, 20,000 messages per workload
+    python bench/bench_reference.py --quick         # 2 rounds, 5,000 messages
+    python bench/bench_reference.py --rounds 5 -n 50000 --size 1024
+
+Both brokers run on free loopback ports with throw-away stores (ASYNC_FLUSH, the default of
+both) and are stopped at the end; the Java broker's send-queue wait limit is raised from 200 ms
+to 1 s (``JAVA_CONF``) so a loaded machine does not turn into SYSTEM_BUSY failures. The Java broker needs the jars ``scripts/test`` fetches
+(``MQCORE_ROCKETMQ_SERVER_LIB``; the script finds the default cache itself) and a JDK 17.
+Prints one JSON line per round and workload, then the median of each with the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mqcore.client import Message, Producer, PushConsumer  # noqa: E402
+from tests.support.processes import BrokerProcess  # noqa: E402
+from tests.support.reference import CLIENT_LIB_ENV, SERVER_LIB_ENV, JavaBroker, JavaNamesrv  # noqa: E402
+
+DEFAULT_CACHE = Path.home() / ".cache" / "mqcore" / "rocketmq"
+#: RocketMQ's broker sheds sends that waited over 200 ms in its queue (SYSTEM_BUSY, which the client,
+#: like the Java one, does not retry); on a busy shared 2-core machine that fails a run, so allow 1 s
+JAVA_CONF = {"waitTimeMillsInSendQueue": 1000}
+WORKLOADS = ("sync send", "async send", "push consume + commit")
+
+
+def loadavg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# --------------------------------------------------------------------------------------------
+# workloads: the same code against either broker (only the name server address differs)
+# --------------------------------------------------------------------------------------------
+def sync_send(ns: str, topic: str, body: bytes, n: int) -> float:
+    with Producer("ref-sync", namesrv_addr=ns) as p:
+        p.send(Message(topic, body))  # route lookup and connection outside the timing
+        t0 = time.perf_counter()
+        for _ in range(n):
+            p.send(Message(topic, body))
+        return time.perf_counter() - t0
+
+
+def async_send(ns: str, topic: str, body: bytes, n: int) -> float:
+    with Producer("ref-async", namesrv_addr=ns, auto_batch=True, send_msg_timeout_ms=30_000) as p:
+        p.send(Message(topic, body))
+        t0 = time.perf_counter()
+        futures = [p.send_async(Message(topic, body)) for _ in range(n)]
+        for f in futures:
+            if not f.result(120).ok:
+                raise RuntimeError("a send was not SEND_OK")
+        return time.perf_counter() - t0
+
+
+def fill(ns: str, topic: str, body: bytes, n: int) -> None:
+    with Producer("ref-fill", namesrv_addr=ns) as p:
+        for start in range(0, n, 256):
+            p.send_batch([Message(topic, body) for _ in range(min(256, n - start))])
+
+
+def consume(ns: str, topic: str, group: str, n: int) -> float:
+    count = [0]
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def listener(msgs, ctx):
+        with lock:
+            count[0] += len(msgs)
+            if count[0] >= n:
+                done.set()
+
+    c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first", consume_message_batch_max_size=32)
+    c.subscribe(topic)
+    c.register_listener(listener)
+    t0 = time.perf_counter()
+    c.start()
+    try:
+        if not done.wait(600):
+            raise RuntimeError(f"consumed only {count[0]} of {n}")
+    finally:
+        c.shutdown()  # includes the final offset commit
+    return time.perf_counter() - t0
+
+
+def run_round(ns: str, system: str, rnd: int, body: bytes, n: int) -> list[dict]:
+    rows = []
+    tag = f"{len(body)}r{rnd}"
+    fill(ns, f"RefConsume{tag}", body, n)
+    for workload, run in (("sync send", lambda: sync_send(ns, f"RefSync{tag}", body, n)),
+                          ("async send", lambda: async_send(ns, f"RefAsync{tag}", body, n)),
+                          ("push consume + commit", lambda: consume(ns, f"RefConsume{tag}", f"ref-cg{tag}", n))):
+        seconds = run()
+        row = {"bench": "reference", "round": rnd, "workload": workload, "system": system, "size": len(body),
+               "messages": n, "seconds": round(seconds, 3), "msgs_per_s": int(n / seconds), "loadavg_1m": loadavg()}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+def ensure_jars() -> None:
+    for env, sub in ((SERVER_LIB_ENV, "server-4.9.7/lib"), (CLIENT_LIB_ENV, "client-4.9.8/lib")):
+        if not os.environ.get(env) and (DEFAULT_CACHE / sub).is_dir():
+            os.environ[env] = str(DEFAULT_CACHE / sub)
+    if not os.environ.get(SERVER_LIB_ENV):
+        sys.exit(f"bench_reference: the Apache RocketMQ jars are missing; run scripts/test once (it fetches them "
+                 f"from Maven Central) or set ${SERVER_LIB_ENV}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=20_000, help="messages per workload and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=100, help="body size in bytes")
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 5,000 messages")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n, args.rounds = 5_000, 2
+    ensure_jars()
+    body = b"x" * args.size
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bench-ref-") as tmp:
+        work = Path(tmp)
+        with BrokerProcess(work / "mq", conf={"flushDiskType": "ASYNC_FLUSH"}) as mq, \
+                JavaNamesrv(work / "ns") as jns, \
+                JavaBroker(work / "java", jns.addr, conf=JAVA_CONF) as _jb:
+            systems = {"mqbroker": mq.namesrv_addr, "rocketmq-4.9.7": jns.addr}
+            order = list(systems)
+            for rnd in range(args.rounds):
+                # alternate who goes first, so neither always gets the warmer (or busier) slot
+                for system in order if rnd % 2 == 0 else order[::-1]:
+                    rows.extend(run_round(systems[system], system, rnd, body, args.n))
+    print("\n| workload | mqbroker msg/s | Apache RocketMQ 4.9.7 msg/s | mqbroker / RocketMQ |")
+    print("|---|---|---|---|")
+    for workload in WORKLOADS:
+        med = {s: statistics.median(r["msgs_per_s"] for r in rows if r["workload"] == workload and r["system"] == s)
+               for s in ("mqbroker", "rocketmq-4.9.7")}
+        summary = {"bench": "reference-summary", "workload": workload, "size": args.size, "messages": args.n,
+                   "rounds": args.rounds, **{f"{s}_median_msgs_per_s": int(v) for s, v in med.items()},
+                   "ratio": round(med["mqbroker"] / med["rocketmq-4.9.7"], 2), "loadavg_1m": loadavg()}
+        print(json.dumps(summary), file=sys.stderr)
+        print(f"| {workload} | {int(med['mqbroker']):,} | {int(med['rocketmq-4.9.7']):,} | {summary['ratio']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Counters the broker keeps for its metrics, at the cost of a few integer adds per request.
+
+The send and pull paths call ``on_put`` / ``on_pull`` once per request (a batch is one
+call), never per message; everything else a scrape shows (offsets, lag, disk use,
+backlogs) is read from the broker's own state when the scrape happens
+(``mqcore.broker.metrics``). Plain ints in dicts and lists: updated on the event loop
+(or, for a put on the SYNC_FLUSH pool, under the GIL: an ``+=`` on an int in a list is
+not atomic, but a lost increment of a statistic is acceptable where a lock is not).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from mqcore.histogram import PUT_LATENCY_BOUNDS_S, Histogram
+from mqcore.store.results import PutMessageStatus
+
+_PUT_OK = PutMessageStatus.PUT_OK
+
+@dataclasses.dataclass
+class BrokerStats:
+    #: topic -> [messages, bytes] stored
+    put: dict = dataclasses.field(default_factory=dict)
+    #: (status name) -> puts refused or failed
+    put_failures: dict = dataclasses.field(default_factory=dict)
+    #: (group, topic) -> [messages, bytes] delivered by pulls
+    pulled: dict = dataclasses.field(default_factory=dict)
+    #: response kind ("found", "not_found", "offset_moved", "other") -> pull requests
+    pull_requests: dict = dataclasses.field(default_factory=dict)
+    #: (group, "retry" | "dlq") -> messages a consumer sent back that went there
+    sent_back: dict = dataclasses.field(default_factory=dict)
+    #: pulls parked by long polling
+    long_polls: int = 0
+    put_latency: Histogram = dataclasses.field(default_factory=lambda: Histogram(PUT_LATENCY_BOUNDS_S))
+
+    def on_put(self, topic: str, result) -> None:
+        """One put request's outcome (a batch counts all its messages)."""
+        status = result.status
+        if status is _PUT_OK or status.stored:  # the identity test first: an enum property is slow
+            c = self.put.get(topic)
+            if c is None:
+                c = self.put[topic] = [0, 0]
+            c[0] += result.message_count or 1
+            c[1] += result.wrote_bytes
+        else:
+            name = result.status.value
+            self.put_failures[name] = self.put_failures.get(name, 0) + 1
+
+    def on_pull(self, group: str, topic: str, result, kind: str, held: bool) -> None:
+        self.pull_requests[kind] = self.pull_requests.get(kind, 0) + 1
+        if held:
+            self.long_polls += 1
+        if result is not None and result.message_count:
+            key = (group, topic)
+            c = self.pulled.get(key)
+            if c is None:
+                c = self.pulled[key] = [0, 0]
+            c[0] += result.message_count
+            c[1] += result.buffer_total_size
+
+    def on_send_back(self, group: str, topic: str, result) -> None:
+        self.on_put(topic, result)
+        if result.status.stored:
+            key = (group, "dlq" if topic.startswith("%DLQ%") else "retry")
+            self.sent_back[key] = self.sent_back.get(key, 0) + 1
+
+    def forget_topic(self, topic: str) -> None:
+        self.put.pop(topic, None)
+        for key in [k for k in self.pulled if k[1] == topic]:
+            del self.pulled[key]
