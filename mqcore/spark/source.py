@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualNullSafe,
     EqualTo,
     Filter,
@@ -35,12 +36,27 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from mqcore.spark.decode import SPARK_DDL, iter_split
 from mqcore.spark.files import locate_store, take_snapshot
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
 from mqcore.spark.plan import plan_splits
+from mqcore.spark.stream import (
+    StoreView,
+    StreamOptions,
+    from_json_offsets,
+    latest_offsets,
+    plan_ranges,
+    read_range,
+    to_json_offsets,
+)
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _PUSHDOWN_PLANNER = "data_source_pushdown_filters"
@@ -74,6 +90,11 @@ class RocketMQDataSource(DataSource):
             return CommitLogPushdownReader(opts)
         return CommitLogReader(opts)
 
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        opts = StreamOptions.from_options(self.options)
+        locate_store(opts.path)
+        return ConsumeQueueStreamReader(opts)
+
 
 class CommitLogReader(DataSourceReader):
     """Plans splits over a snapshot of the store and decodes them into Arrow batches."""
@@ -93,6 +114,52 @@ class CommitLogReader(DataSourceReader):
         if partition.value is None:
             return iter(())
         return iter_split(partition.value, self.opts)
+
+
+class ConsumeQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``readStream.format("rocketmq")``: micro-batches by consume queue (see ``mqcore.spark.stream``).
+
+    Offsets are ``{topic: {queueId: queueOffset}}``; Spark keeps them in the query's checkpoint,
+    so a restarted query resumes where the last committed batch ended.
+    """
+
+    def __init__(self, opts: StreamOptions) -> None:
+        self.opts = opts
+        self._available_now: dict | None = None
+
+    def _view(self) -> StoreView:
+        return StoreView(locate_store(self.opts.path), self.opts)
+
+    def initialOffset(self) -> dict:
+        return to_json_offsets(self._view().start_offsets(self.opts))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_messages_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # Trigger.AvailableNow: read up to what is there now, in rate-limited batches
+        self._available_now = to_json_offsets(latest_offsets(self._view(), {}, None))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        view = self._view()
+        begin = from_json_offsets(start)
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = latest_offsets(view, begin, cap)
+        if self._available_now is not None:
+            ceiling = from_json_offsets(self._available_now)
+            end = {k: max(begin.get(k, 0), min(v, ceiling.get(k, begin.get(k, 0)))) for k, v in end.items()}
+        return to_json_offsets(end)
+
+    def reportLatestOffset(self) -> dict:
+        return to_json_offsets(latest_offsets(self._view(), {}, None))
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        ranges = plan_ranges(self._view(), from_json_offsets(start), from_json_offsets(end), self.opts)
+        return [InputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        return read_range(partition.value, self.opts)
 
 
 def _micros(value) -> int:

@@ -55,6 +55,14 @@ def test_lookup_scan_and_index_agree(spark, store_dir, store_truth):
     assert len(uniq) == 1 and uniq[0]["msg_id"] == "UNIQ00000013"
 
 
+def test_lookup_writes_csv_with_nested_columns(spark, store_dir, tmp_path):
+    """keys (an array) goes to CSV as JSON text; Spark's CSV writer refuses arrays and maps."""
+    rows = run(spark, "lookup", store_dir, "--key", "shared", "--show", 0, "--out", tmp_path / "l")
+    back = spark.read.option("header", "true").csv(str(tmp_path / "l")).collect()
+    assert len(back) == len(rows) > 0
+    assert all(r["keys"].startswith("[") and '"shared"' in r["keys"] for r in back)
+
+
 def test_sizes_and_plots(spark, store_dir, store_truth, tmp_path):
     if not os.environ.get("CI"):  # scripts/test installs the plots extra; CI must run this
         pytest.importorskip("matplotlib")

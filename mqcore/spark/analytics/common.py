@@ -113,6 +113,16 @@ def messages(spark, store: str, topics: str | None = None, start: str | None = N
     return reader.load(store)
 
 
+def csv_columns(df):
+    """``df`` with array, map and struct columns as JSON text: CSV holds only flat values
+    (``lookup``'s ``keys`` and ``properties`` made ``--out --format csv`` fail)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+    nested = (ArrayType, MapType, StructType)
+    return df.select([F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name)
+                      for f in df.schema.fields])
+
+
 def emit(df, output: Output, title: str):
     """Print ``df`` as a table, write it if asked; returns the collected rows (small results)."""
     rows = df.collect()
@@ -122,11 +132,10 @@ def emit(df, output: Output, title: str):
         if len(rows) > output.show:
             print(f"... {len(rows) - output.show} more rows (use --show or --out)")
     if output.out:
-        writer = df.coalesce(1).write.mode("overwrite")
         if output.fmt == "csv":
-            writer.option("header", "true").csv(output.out)
+            csv_columns(df).coalesce(1).write.mode("overwrite").option("header", "true").csv(output.out)
         else:
-            writer.parquet(output.out)
+            df.coalesce(1).write.mode("overwrite").parquet(output.out)
         print(f"wrote {output.fmt} to {output.out}")
     return rows
 
