@@ -66,6 +66,11 @@ class StoreIOError(StoreError, OSError):
     retriable = True
 
 
+class DiskFullError(StoreIOError):
+    """A new store file cannot be created or its blocks reserved: the file system is full
+    (or above ``diskSpaceWarningLevelRatio``). Puts are refused, reads keep working."""
+
+
 # --- protocol and network ----------------------------------------------------
 class ProtocolError(MQError):
     """A frame or header on the wire violates the remoting protocol."""

@@ -37,6 +37,7 @@ from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
+from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import MQError
@@ -105,7 +106,7 @@ class Broker:
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
-        self.cleanup = CleanupService(self.store, clock=clock)
+        self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
         self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
@@ -202,10 +203,11 @@ class Broker:
             await self.namesrv.shutdown()
         for svc in reversed(self._services):
             svc.shutdown()
-        self.offsets.persist()
-        self.delay_offsets.persist()
-        self.topics.persist()
-        self.groups.persist()
+        for table in (self.offsets, self.delay_offsets, self.topics, self.groups):
+            try:
+                table.persist()
+            except MQError as e:  # e.g. a full disk: still stop the store cleanly below
+                log.error("at shutdown: %s", e)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self.store.shutdown()
@@ -260,7 +262,7 @@ class Broker:
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
         }
         for code, fn in table.items():
-            self.server.register_processor(code, fn)
+            self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
 
     # --- store access -------------------------------------------------------------------------------
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:

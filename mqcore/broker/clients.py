@@ -52,6 +52,15 @@ def tag_codes(tags: frozenset[str]) -> frozenset[int] | None:
     return frozenset(kernels.java_hash(t) for t in tags) if tags else None
 
 
+def subscription_codes(sub_string: str | None) -> frozenset[int] | None:
+    """Tag codes a subscription matches: None for ``*``; an expression naming no tag
+    (``" || "``) matches nothing, as in RocketMQ (its code set is empty), not everything."""
+    s, tags = parse_tags(sub_string)
+    if s == "*":
+        return None
+    return frozenset(kernels.java_hash(t) for t in tags)
+
+
 @dataclasses.dataclass
 class Subscription:
     """One topic subscription of a consumer group: the tag expression, its tags and their hash codes."""
@@ -67,7 +76,9 @@ class Subscription:
 
     @property
     def codes(self) -> frozenset[int] | None:
-        return tag_codes(self.tags)
+        if self.tags:
+            return tag_codes(self.tags)
+        return None if self.sub_string == "*" else frozenset()  # " || " names no tag: nothing matches
 
     def to_json(self) -> dict:
         return {"classFilterMode": False, "codeSet": sorted(self.codes or ()), "expressionType": self.expression_type,

@@ -24,10 +24,13 @@ class SubscriptionGroupManager:
         self.table = SubscriptionGroupTable.in_dir(config_dir, clock=clock)
         self.auto_create = auto_create
         self._known: set[str] = set()
+        #: groups with consumeEnable=false, kept apart so the pull path asks a set, not the table
+        self._disabled: set[str] = set()
 
     def load(self) -> None:
         self.table.load()
         self._known = set(self.table.names())
+        self._disabled = {g for g, c in self.table.snapshot().items() if not c.consume_enable}
 
     def ensure(self, group: str) -> bool:
         """The group exists (created on first use when auto-creation is on)."""
@@ -41,6 +44,10 @@ class SubscriptionGroupManager:
         self._known.add(group)
         return True
 
+    def consume_enabled(self, group: str) -> bool:
+        """False when the group's ``consumeEnable`` was turned off (pulls are refused)."""
+        return group not in self._disabled
+
     def retry_max_times(self, group: str) -> int:
         cfg = self.table.get(group)
         return cfg.retry_max_times if cfg else 16
@@ -52,6 +59,7 @@ class SubscriptionGroupManager:
             raise ProtocolError(f"malformed subscription group config: {e}") from e
         self.table.put(cfg)
         self._known.add(cfg.group_name)
+        (self._disabled.discard if cfg.consume_enable else self._disabled.add)(cfg.group_name)
         self.table.persist()
 
     def delete(self, group: str) -> bool:
@@ -74,6 +82,11 @@ class ConsumerOffsetManager(ConsumerOffsetTable):
     def topics_of(self, group: str) -> list[str]:
         suffix = TOPIC_GROUP_SEPARATOR + group
         return [k[: -len(suffix)] for k in self.snapshot() if k.endswith(suffix)]
+
+    def committed_by_group(self, topic: str) -> dict[str, dict[int, int]]:
+        """{group: {queue id: committed offset}} of every group with offsets in ``topic``."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        return {k[len(prefix):]: v for k, v in self.snapshot().items() if k.startswith(prefix)}
 
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR

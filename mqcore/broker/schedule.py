@@ -252,7 +252,9 @@ class ScheduleMessageService(ServiceThread):
             real_qid = int(props.get(Prop.REAL_QID, ""))
         except ValueError:
             real_qid = -1
-        if not real_topic or real_qid < 0 or real_topic == TRANS_HALF_TOPIC:
+        # a real topic of SCHEDULE_TOPIC itself (sent there before such sends were refused)
+        # would come back as due at once, forever: drop it
+        if not real_topic or real_qid < 0 or real_topic in (TRANS_HALF_TOPIC, SCHEDULE_TOPIC):
             log.error("delayed message at commitlog offset %d has no usable REAL_TOPIC/REAL_QID (%r, %r); dropped",
                       phy_offset, real_topic, props.get(Prop.REAL_QID))
             return Skip.DROPPED

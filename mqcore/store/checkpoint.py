@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import os
 
+from mqcore.errors import DiskFullError
 from mqcore.format import layout as L
 
 
@@ -21,6 +22,11 @@ class StoreCheckpoint:
         try:
             if os.fstat(fd).st_size != L.CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, L.CHECKPOINT_FILE_SIZE)
+            try:
+                # a store into a hole of the map would SIGBUS on a full disk: allocate first
+                os.posix_fallocate(fd, 0, L.CHECKPOINT_FILE_SIZE)
+            except OSError as e:
+                raise DiskFullError(e.errno, f"cannot allocate {path}: {e.strerror}") from e
             self._mm = mmap.mmap(fd, L.CHECKPOINT_FILE_SIZE)
         finally:
             os.close(fd)

@@ -57,6 +57,8 @@ MANUAL_DELETE_PASSES = 20
 
 #: percent of the partition holding ``path`` that is used
 DiskUsage = Callable[[str], float]
+#: ``committed(topic)`` -> {group: {queue id: committed offset}} of the groups consuming it
+CommittedOffsets = Callable[[str], dict[str, dict[int, int]]]
 
 
 def psutil_disk_usage(path: str) -> float:
@@ -176,6 +178,30 @@ class DeletedFile:
 
 
 @dataclasses.dataclass
+class MessageLoss:
+    """Messages of one topic in a deleted commitlog file, and per group how many of them
+    that group had not consumed yet (its committed offset was below them)."""
+
+    topic: str
+    messages: int
+    unconsumed: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class CleanupStats:
+    """Running totals since the service was made: plain counters for a metrics exporter."""
+
+    commitlog_files_deleted: int = 0
+    #: deleted before fileReservedTime because the disk was above diskSpaceCleanForciblyRatio
+    commitlog_files_deleted_forcibly: int = 0
+    messages_deleted: int = 0
+    #: messages deleted that at least one consuming group had not consumed yet
+    unconsumed_messages_deleted: int = 0
+    #: (topic, group) -> unconsumed messages of that group deleted
+    unconsumed_by_group: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
 class CleanupReport:
     """What one pass did (returned by ``run_once``; tests and benchmarks read it)."""
 
@@ -185,6 +211,8 @@ class CleanupReport:
     held: list[str] = dataclasses.field(default_factory=list)
     #: files unlinked while still mapped by a reader (closed when it lets go)
     pending_close: int = 0
+    #: per topic of the commitlog files deleted: messages lost and unconsumed per group
+    losses: list[MessageLoss] = dataclasses.field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(1 for d in self.deleted if d.kind == kind)
@@ -204,7 +232,8 @@ class CleanupService(ServiceThread):
 
     def __init__(self, store, *, clock: Callable[[], int] | None = None, disk_usage: DiskUsage = psutil_disk_usage,
                  last_modified_ms: Callable[[MappedFile], int] = MappedFile.last_modified_ms,
-                 hour_of: Callable[[int], int] = local_hour, delete_interval_ms: int = 100):
+                 hour_of: Callable[[int], int] = local_hour, delete_interval_ms: int = 100,
+                 committed_offsets: CommittedOffsets | None = None):
         super().__init__()
         self.store = store
         self.cfg: StoreConfig = store.config
@@ -214,6 +243,10 @@ class CleanupService(ServiceThread):
         self.last_modified_ms = last_modified_ms
         self.hour_of = hour_of
         self.delete_interval_ms = delete_interval_ms
+        #: the broker's consumer offsets, to say which groups lose unconsumed messages
+        self.committed_offsets = committed_offsets
+        #: totals for metrics (read from any thread; ints and a dict updated by this thread)
+        self.stats = CleanupStats()
         self._manual_passes = 0
         self._full_reason: str | None = None
         #: commitlog min offset the consume queues were last cleaned for
@@ -316,6 +349,8 @@ class CleanupService(ServiceThread):
                 return
             if n and self.delete_interval_ms and self._stopped.wait(self.delete_interval_ms / 1000):
                 return  # shutting down: spread deletions no further
+            # counted before the file goes: the consume queues still point into it
+            losses = self._losses(mf.file_from_offset, mf.end_offset)
             gone, outcome = queue.destroy_first(now, force_ms)
             if gone is not mf:
                 return  # the queue changed under us (only cleanup deletes files): next pass
@@ -325,6 +360,46 @@ class CleanupService(ServiceThread):
                 report.held.append(mf.path)
                 return
             self._record(report, "commitlog", mf.path, now - modified, reason, outcome)
+            self._account_loss(report, mf, losses, now < modified + self.policy.reserved_ms)
+
+    def _losses(self, lo: int, hi: int) -> list[MessageLoss]:
+        """Per topic, messages in commitlog [lo, hi) and how many each consuming group has
+        not consumed yet (retry and system topics included: they are messages too)."""
+        per_topic: dict[str, MessageLoss] = {}
+        committed_of: dict[str, dict[str, dict[int, int]]] = {}
+        for cq in self.store.queues:
+            a, b = cq.offsets_in_phy_range(lo, hi)
+            if b <= a:
+                continue
+            loss = per_topic.setdefault(cq.topic, MessageLoss(cq.topic, 0))
+            loss.messages += b - a
+            if self.committed_offsets is None:
+                continue
+            if cq.topic not in committed_of:
+                committed_of[cq.topic] = self.committed_offsets(cq.topic)
+            for group, queues in committed_of[cq.topic].items():
+                done = queues.get(cq.queue_id, 0)
+                if done < b:
+                    loss.unconsumed[group] = loss.unconsumed.get(group, 0) + b - max(a, done)
+        return list(per_topic.values())
+
+    def _account_loss(self, report: CleanupReport, mf: MappedFile, losses: list[MessageLoss],
+                      unexpired: bool) -> None:
+        st = self.stats
+        st.commitlog_files_deleted += 1
+        st.commitlog_files_deleted_forcibly += unexpired
+        report.losses.extend(losses)
+        for loss in losses:
+            st.messages_deleted += loss.messages
+            if loss.unconsumed:
+                st.unconsumed_messages_deleted += max(loss.unconsumed.values())
+                for group, n in loss.unconsumed.items():
+                    key = (loss.topic, group)
+                    st.unconsumed_by_group[key] = st.unconsumed_by_group.get(key, 0) + n
+                log.warning("deleting commitlog file %s lost messages not yet consumed: topic %s, %s "
+                            "(of %d messages of the topic in the file)", mf.name, loss.topic,
+                            ", ".join(f"group {g}: {n}" for g, n in sorted(loss.unconsumed.items())),
+                            loss.messages)
 
     def _delete_logic_files(self, now: int, report: CleanupReport) -> None:
         cl_min = self.store.commitlog.min_offset

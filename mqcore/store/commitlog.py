@@ -13,7 +13,7 @@ from typing import Callable
 
 from mqcore.format import layout as L
 from mqcore.store.mapped_file import MappedFile
-from mqcore.store.mapped_file_queue import MappedFileQueue
+from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 
 log = logging.getLogger(__name__)
 
@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 class CommitLog:
     """Threads: appends under the put lock; reads and flushes from any thread."""
 
-    def __init__(self, directory: str, file_size: int, kernels):
-        self.queue = MappedFileQueue(directory, file_size)
+    def __init__(self, directory: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
+        self.queue = MappedFileQueue(directory, file_size, space_check)
         self.file_size = file_size
         self.k = kernels
 
@@ -31,7 +31,8 @@ class CommitLog:
 
     # --- writing -------------------------------------------------------------------------------
     def reserve_locked(self, size: int) -> tuple[MappedFile, int]:
-        """The file and position where a ``size``-byte append goes, rolling over as needed."""
+        """The file and position where a ``size``-byte append goes, rolling over as needed.
+        Raises ``DiskFullError`` when the next file cannot be created (nothing is appended)."""
         if size + L.END_FILE_MIN_BLANK > self.file_size:
             raise ValueError(f"a {size}-byte record can never fit a {self.file_size}-byte commitlog file")
         mf = self.queue.get_last_for_append()

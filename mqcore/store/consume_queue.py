@@ -15,9 +15,11 @@ from typing import Callable
 
 import numpy as np
 
+from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
-from mqcore.store.mapped_file_queue import MappedFileQueue
+from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
+from mqcore.store.paths import under_root
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +29,13 @@ UNIT = L.CQ_UNIT_SIZE
 class ConsumeQueue:
     """One queue's 20-byte units (commitlog offset, size, tags code) across its files."""
 
-    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels):
+    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels,
+                 space_check: SpaceCheck | None = None):
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.k = kernels
-        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size)
+        self.queue = MappedFileQueue(under_root(root_dir, topic, str(queue_id)), file_size, space_check)
         #: commitlog offset one past the last message this queue points at
         self.max_physic_offset = 0
         #: byte offset of the first live unit
@@ -86,6 +89,8 @@ class ConsumeQueue:
             if keep == n:
                 break
             self.queue.truncate_dirty(mf.file_from_offset + keep * UNIT)
+            if not mf.closed:  # kept (not deleted): zero the dropped units, or they come back
+                mf.zero(keep * UNIT, n * UNIT)  # as phantoms at the next clean start
         self._refresh_max_physic()
 
     # --- writing ------------------------------------------------------------------------------
@@ -125,6 +130,22 @@ class ConsumeQueue:
             self.max_physic_offset = int(ends[j - 1])
             i = j
         return written
+
+    def ensure_room_locked(self, queue_offset: int, count: int) -> None:
+        """Before the commitlog append: make sure units from ``queue_offset`` on have a
+        reserved file, so a full disk refuses the put instead of failing its dispatch
+        after the record is already in the commitlog. Raises ``DiskFullError``."""
+        last = self.queue.last
+        if last is None or last.is_full():
+            if last is None and queue_offset > 0:
+                return  # a recreated queue: the gap filler creates its first file (see _fill_gap_locked)
+            self.queue.get_last_for_append(queue_offset * UNIT)
+            return
+        last.reserve()
+        if (queue_offset + count) * UNIT > last.end_offset and self.queue.space_check is not None:
+            # a batch crossing into the next file: that file is created during dispatch;
+            # at least ask whether it may be
+            self.queue.space_check(self.queue.directory, self.file_size)
 
     def put_one_locked(self, queue_offset: int, phy: int, size: int, tags_code: int) -> int:
         """``put_units_locked`` for one unit without array work (the single-message put)."""
@@ -191,6 +212,24 @@ class ConsumeQueue:
         buf, pos, _ = got
         phys, sizes, tags = self.k.cq_read(buf, pos, 1)
         return int(phys[0]), int(sizes[0]), int(tags[0])
+
+    def offsets_in_phy_range(self, lo: int, hi: int) -> tuple[int, int]:
+        """Queue offsets [a, b) of the units pointing into commitlog [lo, hi) (units are
+        in commitlog order, so two binary searches over the live units find them)."""
+        first, end = self.min_offset(), self.max_offset()
+
+        def first_at_or_after(phy: int) -> int:
+            a, b = first, end
+            while a < b:
+                mid = (a + b) // 2
+                u = self.unit(mid)
+                if u is None or u[0] >= phy:
+                    b = mid
+                else:
+                    a = mid + 1
+            return a
+
+        return first_at_or_after(lo), first_at_or_after(hi)
 
     def next_file_offset(self, offset: int) -> int:
         """Queue offset where the file after the one holding ``offset`` starts."""
@@ -287,10 +326,11 @@ class ConsumeQueue:
 class ConsumeQueueTable:
     """All consume queues of a store, found on disk at load and created on first dispatch."""
 
-    def __init__(self, root_dir: str, file_size: int, kernels):
+    def __init__(self, root_dir: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
         self.root_dir = root_dir
         self.file_size = file_size
         self.k = kernels
+        self.space_check = space_check
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
 
     def load(self) -> list[str]:
@@ -305,7 +345,11 @@ class ConsumeQueueTable:
                 if not qid.isdigit():  # RocketMQ skips non-numeric queue dirs too
                     notes.append(f"ignored {os.path.join(tdir, qid)}: not a queue id")
                     continue
-                cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k)
+                try:
+                    cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
+                except IllegalArgumentError as e:  # e.g. a symlink leading out of the store
+                    notes.append(f"ignored {os.path.join(tdir, qid)}: {e}")
+                    continue
                 notes.extend(cq.load())
                 self.queues[(topic, int(qid))] = cq
         return notes
@@ -317,17 +361,18 @@ class ConsumeQueueTable:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             cq = self.queues[(topic, queue_id)] = ConsumeQueue(topic, queue_id, self.root_dir,
-                                                               self.file_size, self.k)
+                                                               self.file_size, self.k, self.space_check)
         return cq
 
     def max_physic_offset(self) -> int:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=0)
 
     def remove_topic(self, topic: str) -> None:
+        path = under_root(self.root_dir, topic)
         for key in [k for k in self.queues if k[0] == topic]:
             self.queues.pop(key).destroy()
         try:
-            os.rmdir(os.path.join(self.root_dir, topic))
+            os.rmdir(path)
         except OSError:
             pass  # foreign files left in it: keep the directory
 

@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from mqcore.errors import StoreIOError
 from mqcore.format import layout as L
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.index import IndexService
@@ -37,6 +38,14 @@ class Dispatcher:
         self.listeners: list[ArrivalListener] = []
         #: store time of the newest record dispatched (checkpoint logicsMsgTimestamp)
         self.last_store_timestamp = 0
+        #: consume-queue / index writes that failed (disk full, I/O error): counted, logged
+        #: once per kind until one succeeds again, repaired by the start-up consume-queue check
+        self.failures = 0
+        self._failing: set[str] = set()
+        #: recovery only: records before this offset create no consume queue that does not
+        #: exist (a deleted topic), except those in ``new_queues_allowed``; -1 = off
+        self.no_new_queues_below = -1
+        self.new_queues_allowed: set[tuple[str, int]] = set()
 
     def dispatch_locked(self, table: np.ndarray, topics: list[bytes], buf, *,
                         index_from_phy: int = -1) -> None:
@@ -52,11 +61,23 @@ class Dispatcher:
             tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
             for topic_idx, queue_id, part in self._groups(table, tx):
                 topic = topics[topic_idx].decode("utf-8", "replace")
+                if self._deleted(topic, queue_id, int(part["phy_offset"][0])):
+                    continue
                 cq = self.queues.find_or_create(topic, queue_id)
-                if cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"], part["tags_code"]):
+                try:
+                    added = cq.put_units_locked(part["queue_offset"], part["phy_offset"], part["size"],
+                                                part["tags_code"])
+                except StoreIOError as e:
+                    self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
+                    continue
+                if added:
                     touched.append((topic, queue_id, cq.max_offset()))
         if self.index is not None:
-            self._index_locked(table, topics, buf, tx, index_from_phy, row if tx is None else None)
+            try:
+                self._index_locked(table, topics, buf, tx, index_from_phy, row if tx is None else None)
+                self._failing.discard("index")
+            except StoreIOError as e:
+                self._failed("index", "the index", e)
         self.last_store_timestamp = int(table["store_timestamp"][-1])
         for topic, qid, max_offset in touched:
             for listener in self.listeners:
@@ -85,9 +106,31 @@ class Dispatcher:
             return
         topic = topics[row[_TOPIC_IDX]].decode("utf-8", "replace")
         queue_id = row[_QUEUE_ID]
+        if self.no_new_queues_below > 0 and self._deleted(topic, queue_id, row[_PHY]):
+            return
         cq = self.queues.find_or_create(topic, queue_id)
-        if cq.put_one_locked(row[_QUEUE_OFFSET], row[_PHY], row[_SIZE], row[_TAGS_CODE]):
+        try:
+            added = cq.put_one_locked(row[_QUEUE_OFFSET], row[_PHY], row[_SIZE], row[_TAGS_CODE])
+        except StoreIOError as e:
+            self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
+            return
+        if added:
             touched.append((topic, queue_id, cq.max_offset()))
+
+    def _deleted(self, topic: str, queue_id: int, phy: int) -> bool:
+        """During recovery: a record of a queue that no longer exists, from before the point
+        every queue had been dispatched to - its queue was deleted, do not recreate it."""
+        return (phy < self.no_new_queues_below and self.queues.get(topic, queue_id) is None
+                and (topic, queue_id) not in self.new_queues_allowed)
+
+    def _failed(self, kind: str, what: str, e: StoreIOError) -> None:
+        """A dispatch write failed: the record is safe in the commitlog and the start-up
+        consume-queue check re-dispatches it, so log (once per kind) and go on."""
+        self.failures += 1
+        if kind not in self._failing:
+            self._failing.add(kind)
+            log.error("cannot write %s: %s; the commitlog keeps the messages and the next start "
+                      "rebuilds what is missing", what, e)
 
     @staticmethod
     def _groups(table: np.ndarray, tx: np.ndarray):

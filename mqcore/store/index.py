@@ -205,6 +205,7 @@ class IndexService:
                     filled.append(self.files[-1])
                 with self._lock:
                     f = self._new_file_locked()
+            f.mf.reserve()  # a file loaded from disk may be sparse: never write into holes
             i = self.k.index_put(f.mf.buf, self.slots, self.entries, hashes, phys, timestamps, i)
         return filled
 

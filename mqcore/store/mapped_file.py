@@ -1,7 +1,12 @@
 """MappedFile: one fixed-size store file mapped into memory (RocketMQ's ``MappedFile``).
 
-Files are created at their full configured size (sparse ``ftruncate``) and named
-by the 20-digit offset of their first byte. Three positions per file: ``wrote``
+Files are created at their full configured size and named by the 20-digit offset of
+their first byte. A created file has its blocks reserved (``posix_fallocate``): a store
+into a mapped page with no block behind it kills the process with SIGBUS when the file
+system is full, so every byte we may write to must be reserved before it is mapped for
+writing. A file that cannot be reserved is removed again and ``DiskFullError`` raised;
+files found at load (ours, or sparse ones from RocketMQ) are reserved before they are
+appended to (``reserve``). Three positions per file: ``wrote``
 (bytes appended), ``committed`` (= wrote: there is no transient store pool) and
 ``flushed`` (bytes known to be on disk).
 
@@ -18,12 +23,13 @@ share a small lock, so a reader on another thread never slices the base view whi
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import mmap
 import os
 import threading
 
-from mqcore.errors import CorruptFileError, StoreIOError
+from mqcore.errors import CorruptFileError, DiskFullError, StoreIOError
 from mqcore.format.layout import offset_to_file_name
 
 log = logging.getLogger(__name__)
@@ -54,6 +60,8 @@ class MappedFile:
         self._view_lock = threading.Lock()
         #: clock time of the first refused ``try_destroy`` (None: never refused)
         self.first_destroy_attempt_ms: int | None = None
+        #: every block of the file is allocated: writes into the map cannot fault
+        self.reserved = False
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
             self._fd = os.open(path, flags, 0o644)
@@ -63,10 +71,15 @@ class MappedFile:
             actual = os.fstat(self._fd).st_size
             if create:
                 os.ftruncate(self._fd, file_size)
+                self._reserve_fd()
             elif actual != file_size:
                 raise CorruptFileError(
                     f"{path} is {actual} bytes but files of this queue are {file_size} bytes")
             self._mm = mmap.mmap(self._fd, file_size)
+        except DiskFullError:
+            os.close(self._fd)
+            self._unlink()  # a half-reserved file would be mistaken for a store file at the next start
+            raise
         except OSError as e:
             os.close(self._fd)
             raise StoreIOError(e.errno, f"cannot map {path}: {e.strerror}") from e
@@ -78,6 +91,28 @@ class MappedFile:
     @classmethod
     def create(cls, directory: str, file_from_offset: int, file_size: int) -> "MappedFile":
         return cls(os.path.join(directory, offset_to_file_name(file_from_offset)), file_size, create=True)
+
+    def _reserve_fd(self) -> None:
+        try:
+            # glibc falls back to writing one byte per block where the file system has no
+            # fallocate, so this reserves on every file system
+            os.posix_fallocate(self._fd, 0, self.file_size)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(e.errno, f"no space to reserve {self.file_size} bytes for {self.path}: "
+                                             f"the file system is full") from e
+            raise StoreIOError(e.errno, f"cannot reserve blocks for {self.path}: {e.strerror}") from e
+        self.reserved = True
+
+    def reserve(self) -> None:
+        """Allocate every block of the file (once), so writes into the map cannot SIGBUS.
+        Raises ``DiskFullError`` when the file system has no room for the holes."""
+        if self.reserved:
+            return
+        with self._flush_lock:
+            if self._closed:
+                raise StoreIOError(errno.EBADF, f"{self.path} is closed")
+            self._reserve_fd()
 
     # --- positions ----------------------------------------------------------------------
     @property
@@ -133,6 +168,18 @@ class MappedFile:
                 raise StoreIOError(getattr(e, "errno", None), f"flush of {self.path} failed: {e}") from e
             self.flushed_position = wrote
             return wrote
+
+    def zero(self, start: int, end: int) -> None:
+        """Overwrite [start, end) with zeros: bytes that recovery dropped must not read as
+        data again after a later restart. Written with pwrite, not into the map, so a full
+        disk answers ENOSPC (``StoreIOError``) instead of SIGBUS on a hole."""
+        chunk = bytes(min(end - start, 1 << 20)) if end > start else b""
+        pos = start
+        try:
+            while pos < end:
+                pos += os.pwrite(self._fd, chunk[:end - pos], pos)
+        except OSError as e:
+            raise StoreIOError(e.errno, f"cannot zero [{start}, {end}) of {self.path}: {e.strerror}") from e
 
     def last_modified_ms(self) -> int:
         try:

@@ -7,21 +7,29 @@ the last; deleting old files moves the queue's minimum offset up.
 from __future__ import annotations
 
 import logging
+import errno
 import os
 import threading
+from typing import Callable
 
-from mqcore.errors import CorruptFileError
+from mqcore.errors import CorruptFileError, DiskFullError
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 
 log = logging.getLogger(__name__)
 
 
+#: ``space_check(directory, size)`` raises ``DiskFullError`` when a new ``size``-byte file
+#: may not be created there (the disk-use ratio check before every new file)
+SpaceCheck = Callable[[str, int], None]
+
+
 class MappedFileQueue:
     """The numbered, fixed-size files of one log (commitlog or a consume queue) as one offset space."""
 
-    def __init__(self, directory: str, file_size: int):
+    def __init__(self, directory: str, file_size: int, space_check: SpaceCheck | None = None):
         self.directory = directory
         self.file_size = file_size
+        self.space_check = space_check
         self.files: list[MappedFile] = []
         self._lock = threading.RLock()
         #: files unlinked while a reader still had a view; closed later
@@ -97,16 +105,25 @@ class MappedFileQueue:
         return None
 
     def get_last_for_append(self, start_offset: int = 0) -> MappedFile:
-        """The file to append to, creating the first or the next one as needed."""
+        """The file to append to, creating the first or the next one as needed; its blocks
+        are reserved. Raises ``DiskFullError`` when no file with room can be had."""
         with self._lock:
             last = self.last
             if last is not None and not last.is_full():
+                last.reserve()  # a file loaded from disk may be sparse
                 return last
             if last is None:
                 base = start_offset - start_offset % self.file_size
             else:
                 base = last.end_offset
-            os.makedirs(self.directory, exist_ok=True)
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise DiskFullError(e.errno, f"cannot create {self.directory}: the file system is full") from e
+                raise
+            if self.space_check is not None:
+                self.space_check(self.directory, self.file_size)
             mf = MappedFile.create(self.directory, base, self.file_size)
             self.files.append(mf)
             log.info("created %s", mf.path)

@@ -22,6 +22,7 @@ from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
 from mqcore.histogram import FLUSH_LATENCY_BOUNDS_S, Histogram
 from mqcore.message import MessageExt, MessageExtBrokerInner
+from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.consume_queue import ConsumeQueueTable
@@ -33,6 +34,7 @@ from mqcore.store.prefault import PrefaultService
 from mqcore.store.reader import MessageReader
 from mqcore.store.recovery import Recovery, RecoveryReport
 from mqcore.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
+from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.writer import MessageWriter
 
 log = logging.getLogger(__name__)
@@ -47,15 +49,19 @@ class MessageStore:
     """
 
     def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None,
-                 recovery_progress=None):
+                 space_usage: SpaceUsage = statvfs_usage, recovery_progress=None):
         self.config = config
         #: ``(done_bytes, total_bytes)`` callback during recovery's scan (``mqcore.progress``)
         self.recovery_progress = recovery_progress
         self.clock = clock
         self.k = kernels or default_kernels
         self._lock = StoreLock(config.lock_path)
-        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes, self.k)
-        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k)
+        #: asked before every new commitlog / consume-queue file (diskSpaceWarningLevelRatio)
+        self.space_guard = DiskSpaceGuard(config.disk_space_warning_level_ratio, space_usage)
+        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes, self.k,
+                                   self.space_guard)
+        self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k,
+                                        self.space_guard)
         self.index = (IndexService(config.index_dir, config.index_slots, config.index_entries, self.k, clock)
                       if config.message_index_enable else None)
         self.dispatcher = Dispatcher(self.queues, self.index, self.k)
@@ -92,7 +98,8 @@ class MessageStore:
             if self.index is not None:
                 report.notes.extend(self.index.load(abnormal, self.checkpoint.index_msg_timestamp))
             Recovery(self.config, self.commitlog, self.queues, self.index, self.dispatcher, self.checkpoint,
-                     self.k, self.recovery_progress).run(abnormal, report)
+                     self.k, self.recovery_progress).run(
+                abnormal, report, queue_manifest.take(queue_manifest.path_in(self.config.store_path)))
             if self.recovery_progress is not None and hasattr(self.recovery_progress, "finish"):
                 self.recovery_progress.finish()
             self.writer.restore_queue_offsets({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.queues})
@@ -134,6 +141,7 @@ class MessageStore:
             self.group_commit.shutdown()
         self._flush_commitlog(0)
         self._flush_logic()
+        queue_manifest.write(queue_manifest.path_in(self.config.store_path), self.queues)
         self.commitlog.close()
         for cq in self.queues:
             cq.close()
@@ -238,14 +246,20 @@ class MessageStore:
 
     # --- flushing ---------------------------------------------------------------------------------
     def _flush_commitlog(self, least_pages: int) -> int:
+        # the newest store time first, then the end offset: the writer advances the offset
+        # before the time, so every record stored at or before ``ts`` ends at or before
+        # ``end``. Once the flush covers ``end`` the checkpoint may say ``ts`` - under steady
+        # load too (comparing with the offset after the flush, which keeps moving, never
+        # advanced it and made every crash recovery scan the whole commitlog)
         ts = self.writer.last_store_timestamp
+        end = self.commitlog.max_offset
         before = self._flushed_to
         t0 = time.perf_counter()
         flushed = self.commitlog.flush(least_pages)
         if flushed > before:  # only flushes that wrote something say how long a flush takes
             self.flush_latency.observe(time.perf_counter() - t0)
             self._flushed_to = flushed
-        if self.checkpoint is not None and flushed >= self.commitlog.max_offset and ts:
+        if self.checkpoint is not None and flushed >= end and ts:
             self.checkpoint.physic_msg_timestamp = ts
         return flushed
 

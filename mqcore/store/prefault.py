@@ -44,8 +44,8 @@ class PrefaultService(ServiceThread):
     def _step(self) -> bool:
         """Fault in the next chunk of the window; False when there is nothing to do."""
         mf = self.commitlog.queue.last
-        if mf is None or mf.is_full() or mf.closed:
-            return False
+        if mf is None or mf.is_full() or mf.closed or not mf.reserved:
+            return False  # an unreserved (sparse, loaded) file: touching a hole may SIGBUS on a full disk
         if mf is not self._file:
             self._file, self._warmed = mf, 0
         wrote = mf.wrote_position

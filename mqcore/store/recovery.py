@@ -48,12 +48,17 @@ class RecoveryReport:
     records_scanned: int = 0
     bytes_scanned: int = 0
     records_redispatched: int = 0
+    #: commitlog ranges whose files are missing (deleted by hand, lost): messages gone for good
+    data_loss: list[str] = dataclasses.field(default_factory=list)
+    #: consume queues found missing units at start and rebuilt from the commitlog
+    rebuilt_queues: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     duration_ms: float = 0.0
 
     @property
     def clean(self) -> bool:
-        return not (self.dropped_bytes or self.deleted_files or self.cq_units_dropped)
+        return not (self.dropped_bytes or self.deleted_files or self.cq_units_dropped or self.data_loss
+                    or self.rebuilt_queues)
 
     def summary(self) -> str:
         kind = "abnormal (abort file found)" if self.abnormal else "normal"
@@ -65,6 +70,8 @@ class RecoveryReport:
                          f"bytes, copied to {', '.join(self.quarantined) or '(nothing to copy)'}")
         if self.cq_units_dropped:
             lines.append(f"dropped {self.cq_units_dropped} consume-queue units past the commitlog end")
+        lines.extend(f"DATA LOSS: {d}" for d in self.data_loss)
+        lines.extend(f"rebuilt consume queue {q}" for q in self.rebuilt_queues)
         lines.extend(f"deleted {p}" for p in self.deleted_files)
         lines.extend(self.notes)
         return "\n".join(lines)
@@ -85,8 +92,11 @@ class Recovery:
         self.checkpoint = checkpoint
         self.k = kernels
         self.delays = config.delay_levels_ms
+        #: queues recreated by the start-up check (their consume queue is gone on purpose)
+        self._rebuilding: set[tuple[str, int]] = set()
 
-    def run(self, abnormal: bool, report: RecoveryReport) -> RecoveryReport:
+    def run(self, abnormal: bool, report: RecoveryReport,
+            manifest: dict[tuple[str, int], tuple[int, int]] | None = None) -> RecoveryReport:
         t0 = time.perf_counter()
         report.abnormal = abnormal
         for cq in self.queues:
@@ -98,8 +108,10 @@ class Recovery:
             self.queues.queues.clear()
             report.duration_ms = (time.perf_counter() - t0) * 1000
             return report
+        self._report_holes(report)
         start_i = self._start_file(abnormal)
-        end = self._find_end(start_i, report)
+        seen: dict[tuple[str, int], list[int]] = {}
+        end = self._find_end(start_i, report, seen)
         self._cut_tail(end, report)
         for cq in self.queues:
             if cq.max_physic_offset > end:
@@ -112,8 +124,20 @@ class Recovery:
         index_from = self._index_threshold(index_from, abnormal)
         if abnormal:
             dispatch_from = min(dispatch_from, files[start_i].file_from_offset)
+        rebuild_from = self._queues_missing_units(seen, manifest or {}, report)
+        if rebuild_from is not None:
+            dispatch_from = min(dispatch_from, rebuild_from)
         dispatch_from = max(dispatch_from, self.commitlog.min_offset)
-        report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+        # after a clean stop every record before the furthest consume-queue unit was
+        # dispatched: a queue missing there was deleted (DELETE_TOPIC), not lost - re-dispatch
+        # (the index lagging behind, say) must not bring it back; queues rebuilt above may
+        self.dispatcher.no_new_queues_below = -1 if abnormal else self.queues.max_physic_offset()
+        self.dispatcher.new_queues_allowed = set(self._rebuilding)
+        try:
+            report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+        finally:
+            self.dispatcher.no_new_queues_below = -1
+            self.dispatcher.new_queues_allowed = set()
         cl_min = self.commitlog.min_offset
         for cq in self.queues:
             cq.correct_min_offset(cl_min)
@@ -121,6 +145,78 @@ class Recovery:
         report.commitlog_max_offset = self.commitlog.max_offset
         report.duration_ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _report_holes(self, report: RecoveryReport) -> None:
+        """A commitlog file missing between two others: the messages in it are gone. Say so
+        loudly, with the range and, per queue, how many messages its units point into it."""
+        files = self.commitlog.queue.files
+        for prev, nxt in zip(files, files[1:]):
+            lo, hi = prev.end_offset, nxt.file_from_offset
+            if hi <= lo:
+                continue
+            lost = []
+            for cq in self.queues:
+                a, b = cq.offsets_in_phy_range(lo, hi)
+                if b > a:
+                    lost.append(f"{cq.topic}-{cq.queue_id}: {b - a} (queue offsets {a}..{b - 1})")
+            what = f"commitlog range [{lo}, {hi}) is missing ({(hi - lo) // self.commitlog.file_size} file(s) " \
+                   f"between {prev.name} and {nxt.name}); messages stored there are lost"
+            if lost:
+                what += ": " + "; ".join(lost)
+            report.data_loss.append(what)
+            log.error("DATA LOSS in %s: %s", self.commitlog.queue.directory, what)
+
+    def _queues_missing_units(self, seen: dict[tuple[str, int], list[int]],
+                              manifest: dict[tuple[str, int], tuple[int, int]], report: RecoveryReport) -> int | None:
+        """Check each queue against what it held at the last clean stop (the manifest) and
+        against what the scanned commitlog range holds for it. A queue that lost units
+        (a file deleted or cut short) is rebuilt by re-dispatching: appended from its first
+        record in the scanned range when only its end is missing there, recreated from the
+        start of the commitlog otherwise. Returns where dispatch must start (None: no queue
+        is short)."""
+        start = None
+        cl_min = self.commitlog.min_offset
+        for (topic, qid), (lo, hi) in sorted(manifest.items()):
+            cq = self.queues.get(topic, qid)
+            have_lo, have_hi = (cq.min_offset(), cq.max_offset()) if cq is not None else (hi, 0)
+            if have_hi >= hi and have_lo <= lo:
+                continue
+            if cq is not None:
+                cq.destroy()
+                del self.queues.queues[(topic, qid)]
+            self._rebuilding.add((topic, qid))
+            start = cl_min
+            what = (f"{topic}-{qid}: held queue offsets [{lo}, {hi}) at the last clean stop, found "
+                    f"{'no files' if cq is None or have_hi == 0 else f'[{have_lo}, {have_hi})'}; "
+                    f"recreated from the commitlog (from offset {cl_min})")
+            report.rebuilt_queues.append(what)
+            log.warning("consume queue %s", what)
+        rebuilt = {w.split(":", 1)[0] for w in report.rebuilt_queues}
+        for (topic, qid), (lo_qo, hi_qo, first_phy) in sorted(seen.items()):
+            if f"{topic}-{qid}" in rebuilt:
+                continue
+            cq = self.queues.get(topic, qid)
+            if cq is None:
+                # no directory at all: the topic was deleted (DELETE_TOPIC removes it) - or
+                # removed by hand; either way not resurrected, but said
+                report.notes.append(f"commitlog holds messages of {topic}-{qid} (queue offsets up to {hi_qo}) but "
+                                    "there is no consume queue directory for it (topic deleted?); not rebuilt")
+                continue
+            have = cq.max_offset()
+            if have > hi_qo:
+                continue
+            frm = first_phy
+            if have < lo_qo:  # the gap reaches before the scanned range: recreate the queue
+                frm = cl_min
+                cq.destroy()
+                del self.queues.queues[(topic, qid)]
+                self._rebuilding.add((topic, qid))
+            start = frm if start is None else min(start, frm)
+            what = (f"{topic}-{qid}: units end at queue offset {have} but the commitlog holds its messages up to "
+                    f"{hi_qo}; re-dispatched from commitlog offset {frm}")
+            report.rebuilt_queues.append(what)
+            log.warning("consume queue %s", what)
+        return start
 
     def _index_threshold(self, resume: int, abnormal: bool) -> int:
         """Lowest commitlog offset to index again, given the index ends at message ``resume``."""
@@ -147,8 +243,10 @@ class Recovery:
                 return i
         return 0
 
-    def _find_end(self, start_i: int, report: RecoveryReport) -> int:
-        """CRC-checked scan from file ``start_i``; returns the offset after the last valid record."""
+    def _find_end(self, start_i: int, report: RecoveryReport, seen: dict[tuple[str, int], list[int]]) -> int:
+        """CRC-checked scan from file ``start_i``; returns the offset after the last valid record.
+        ``seen`` gets, per queue with records in the scanned range, [lowest queue offset,
+        highest queue offset, commitlog offset of its first record there]."""
         files = self.commitlog.queue.files
         end = files[start_i].file_from_offset
         counter = [0]
@@ -159,6 +257,7 @@ class Recovery:
 
         def count(table, topics, buf):
             counter[0] += len(table)
+            _note_queues(table, topics, seen)
             if progress is not None and len(table):
                 last = int(table["phy_offset"][-1]) + int(table["size"][-1]) - base[1]
                 progress(base[0] + last, total)
@@ -191,11 +290,22 @@ class Recovery:
             last = _data_length(mf.buf, start, _last_data_offset(mf.path, start, mf.file_size))
             if last:
                 report.dropped_bytes += last
-                os.makedirs(qdir, exist_ok=True)
                 path = os.path.join(qdir, f"{mf.name}.{start}")
-                with open(path, "wb") as f:
-                    f.write(mf.buf[start:start + last])
+                try:
+                    os.makedirs(qdir, exist_ok=True)
+                    with open(path, "wb") as f:
+                        f.write(mf.buf[start:start + last])
+                except OSError as e:  # a full disk must not stop the start; the bytes stay in place
+                    report.notes.append(f"could not copy the dropped tail of {mf.path} to {path}: {e}")
+                    continue
                 report.quarantined.append(path)
+                if mf.file_from_offset <= end:
+                    # copied away: zero it, so neither a later restart nor ``mqstore verify``
+                    # finds the torn bytes (later files are deleted whole below)
+                    try:
+                        mf.zero(start, start + last)
+                    except OSError as e:
+                        report.notes.append(f"could not zero the dropped tail of {mf.path}: {e}")
         report.deleted_files.extend(self.commitlog.queue.truncate_dirty(end))
         if report.dropped_bytes:
             log.warning("commitlog tail after offset %d dropped (%s, %d bytes); copies in %s",
@@ -214,6 +324,28 @@ class Recovery:
                 continue
             scan_file(self.k, mf, pos, stop_at, False, self.delays, SCAN_BATCH, dispatch)
         return n[0]
+
+
+def _note_queues(table, topics: list[bytes], seen: dict[tuple[str, int], list[int]]) -> None:
+    """Fold one scanned batch into ``seen`` (records that get a consume-queue unit only)."""
+    if not len(table):
+        return
+    tx = table["sys_flag"] & L.SYSFLAG_TRANSACTION_MASK
+    counted = table[(tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)]
+    if not len(counted):
+        return
+    keys = (counted["topic_idx"].astype(np.int64) << 32) | (counted["queue_id"].astype(np.int64) & 0xFFFFFFFF)
+    uniq, first_idx = np.unique(keys, return_index=True)
+    for key, i in zip(uniq.tolist(), first_idx.tolist()):
+        rows = counted[keys == key]
+        qos = rows["queue_offset"]
+        name = (topics[key >> 32].decode("utf-8", "replace"), int(np.int32(key & 0xFFFFFFFF)))
+        lo, hi, phy = int(qos.min()), int(qos.max()), int(rows["phy_offset"][0])
+        got = seen.get(name)
+        if got is None:
+            seen[name] = [lo, hi, phy]
+        else:
+            got[0], got[1], got[2] = min(got[0], lo), max(got[1], hi), min(got[2], phy)
 
 
 def _last_data_offset(path: str, start: int, size: int) -> int:

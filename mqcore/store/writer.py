@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Callable, Sequence
 
-from mqcore.errors import RecordDecodeError
+from mqcore.errors import DiskFullError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.message import (
     SCHEDULE_TOPIC,
@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 _VALID_TOPIC = frozenset(b"%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _TX_MASK = L.SYSFLAG_TRANSACTION_MASK
+#: after a put failed for want of disk space, puts are refused at once for this long
+#: before a new file is tried again (a full disk must not cost a failed fallocate per put)
+DISK_FULL_RETRY_MS = 1000
 
 
 def _topic_problem(topic: bytes) -> str | None:
@@ -81,6 +84,42 @@ class MessageWriter:
         self.refuse_reason: str | None = None
         #: store time of the newest appended record (checkpoint physicMsgTimestamp)
         self.last_store_timestamp = 0
+        #: why the last new store file could not be had (None: no problem); puts are
+        #: refused with it until ``_disk_full_until_ms``, then a file is tried again
+        self.disk_full_reason: str | None = None
+        self._disk_full_until_ms = 0
+        #: puts refused because the disk is full (a counter for metrics)
+        self.disk_full_refusals = 0
+
+    def _refusal(self) -> PutMessageResult | None:
+        """The refusal every put gets right now, if any (shutdown, cleanup's disk-full flag,
+        or a recent failure to create a store file)."""
+        if self.refuse_reason:
+            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+        if self.disk_full_reason is not None and self.clock() < self._disk_full_until_ms:
+            self.disk_full_refusals += 1
+            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.disk_full_reason)
+        return None
+
+    def _disk_full_locked(self, e: DiskFullError) -> PutMessageResult:
+        if self.disk_full_reason is None:
+            log.error("refusing puts: %s (reads continue; retrying every %d ms)", e.strerror, DISK_FULL_RETRY_MS)
+        self.disk_full_reason = e.strerror
+        self._disk_full_until_ms = self.clock() + DISK_FULL_RETRY_MS
+        self.disk_full_refusals += 1
+        return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, e.strerror)
+
+    def _appended_locked(self) -> None:
+        if self.disk_full_reason is not None:
+            log.warning("a new store file could be created again: accepting puts")
+            self.disk_full_reason = None
+
+    def _ensure_room_locked(self, p: "_Prepared", count: int = 1) -> None:
+        """Create (or reserve) the consume-queue file the units will go to, before the
+        commitlog append: raises ``DiskFullError`` while nothing is written yet."""
+        if p.counted:
+            cq = self.dispatcher.queues.find_or_create(p.topic, p.queue_id)
+            cq.ensure_room_locked(self.queue_offsets.get((p.topic, p.queue_id), 0), count)
 
     # --- state the store façade manages --------------------------------------------------------
     def replace_refusal(self, old: str | None, new: str | None) -> bool:
@@ -110,15 +149,22 @@ class MessageWriter:
 
     # --- single messages ----------------------------------------------------------------------
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        if self.refuse_reason:
-            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+        refused = self._refusal()
+        if refused:
+            return refused
         p = self._prepare(msg)
         if isinstance(p, PutMessageResult):
             return p
         with self.lock:
-            if self.refuse_reason:
-                return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
-            mf, pos, result = self._append_locked(p)
+            refused = self._refusal()
+            if refused:
+                return refused
+            try:
+                self._ensure_room_locked(p)
+                mf, pos, result = self._append_locked(p)
+            except DiskFullError as e:
+                return self._disk_full_locked(e)
+            self._appended_locked()
             self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
@@ -130,8 +176,7 @@ class MessageWriter:
         results: list[PutMessageResult | None] = [None] * len(msgs)
         prepared: list[tuple[int, _Prepared]] = []
         for i, msg in enumerate(msgs):
-            p = _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason) if self.refuse_reason \
-                else self._prepare(msg)
+            p = self._refusal() or self._prepare(msg)
             if isinstance(p, PutMessageResult):
                 results[i] = p
             else:
@@ -140,10 +185,17 @@ class MessageWriter:
         with self.lock:
             seg_mf, seg_start, seg_end, seg_count = None, 0, 0, 0
             for i, p in prepared:
-                if self.refuse_reason:
-                    results[i] = _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+                refused = self._refusal()
+                if refused:
+                    results[i] = refused
                     continue
-                mf, pos, results[i] = self._append_locked(p)
+                try:
+                    self._ensure_room_locked(p)
+                    mf, pos, results[i] = self._append_locked(p)
+                except DiskFullError as e:
+                    results[i] = self._disk_full_locked(e)
+                    continue
+                self._appended_locked()
                 if mf is not seg_mf:  # rolled over to the next file: dispatch what the last one got
                     if seg_count:
                         self._dispatch_locked(seg_mf, seg_start, seg_end, seg_count)
@@ -224,8 +276,9 @@ class MessageWriter:
     def put_batch(self, topic: str, queue_id: int, items: bytes, *, sys_flag: int = 0, born_timestamp: int = 0,
                   born_host: bytes, store_host: bytes, batch_properties: dict | None = None) -> PutMessageResult:
         """Append a wire batch (one item per message) as consecutive records of one queue."""
-        if self.refuse_reason:
-            return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+        refused = self._refusal()
+        if refused:
+            return refused
         props = dict(batch_properties or {})
         wait = props.pop(Prop.WAIT, "true") != "false"
         if props.get(Prop.DELAY):
@@ -256,12 +309,18 @@ class MessageWriter:
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
                             f"the batch needs {total} bytes, more than one commitlog file holds")
         with self.lock:
-            if self.refuse_reason:
-                return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.refuse_reason)
+            refused = self._refusal()
+            if refused:
+                return refused
             store_ts = self.clock()
             key = (topic, queue_id)
             first = self.queue_offsets.get(key, 0)
-            mf, pos = self.commitlog.reserve_locked(total)
+            try:
+                self.dispatcher.queues.find_or_create(topic, queue_id).ensure_room_locked(first, count)
+                mf, pos = self.commitlog.reserve_locked(total)
+            except DiskFullError as e:
+                return self._disk_full_locked(e)
+            self._appended_locked()
             phy = mf.file_from_offset + pos
             self.k.encode_batch(mf.buf, pos, items, topic_b, queue_id, first, phy, sys_flag, born_timestamp,
                                 born_host, store_ts, store_host, extra)

@@ -312,3 +312,30 @@ def test_a_disk_already_full_at_start_refuses_writes_before_the_first_pass(env):
         assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark
     finally:
         env.svc.shutdown()
+
+
+def test_forcible_cleanup_says_which_groups_lose_unconsumed_messages(env, caplog):
+    """cleanFileForciblyEnable deletes unexpired files (RocketMQ semantics, kept); each such
+    deletion names the topics and groups losing messages they had not consumed, and the
+    totals are kept for metrics."""
+    store = env.store
+    committed = {"T": {"CG_fast": {0: 600}, "CG_slow": {0: 10}}}
+    env.svc.committed_offsets = lambda topic: committed.get(topic, {})
+    env.age_all(YOUNG)
+    env.usage = 88.0                                            # above diskSpaceCleanForciblyRatio
+    first_three = [(mf.file_from_offset, mf.end_offset) for mf in env.files[:3]]
+    cq = store.queues.get("T", 0)
+    a, b = cq.offsets_in_phy_range(first_three[0][0], first_three[-1][1])
+    assert a == 0 and b > 10
+    with caplog.at_level(logging.WARNING, logger="mqcore.store.cleanup"):
+        r = env.svc.run_once()
+    assert r.count("commitlog") == 3
+    assert sum(loss.messages for loss in r.losses) == b
+    assert sum(loss.unconsumed.get("CG_slow", 0) for loss in r.losses) == b - 10
+    assert all("CG_fast" not in loss.unconsumed for loss in r.losses)
+    st = env.svc.stats
+    assert st.commitlog_files_deleted == 3 and st.commitlog_files_deleted_forcibly == 3
+    assert st.messages_deleted == b and st.unconsumed_by_group == {("T", "CG_slow"): b - 10}
+    assert st.unconsumed_messages_deleted == b - 10
+    warned = [rec.getMessage() for rec in caplog.records if "not yet consumed" in rec.getMessage()]
+    assert warned and all("topic T" in w and "group CG_slow" in w for w in warned)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from mqcore.broker.stats import BrokerStats
-from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.broker.clients import subscription_codes
 from mqcore.broker.filtering import pull_filter, select_matching
-from mqcore.filter.sql92 import Sql92Filter
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import readable
+from mqcore.filter.sql92 import Sql92Filter
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
 from mqcore.store.results import GetMessageStatus
@@ -103,11 +103,11 @@ class PullProcessor:
         if sql is not None:
             return sql
         if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            return tag_codes(parse_tags(h.subscription)[1])
+            return subscription_codes(h.subscription)
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
             if h.subscription:
-                return tag_codes(parse_tags(h.subscription)[1])
+                return subscription_codes(h.subscription)
             return None
         return sub.codes
 

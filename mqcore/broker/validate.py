@@ -1,0 +1,171 @@
+"""Names in requests: every topic and group a request carries is checked before any
+processor sees it (``check_request``, wrapped around each processor at registration).
+
+Topic names follow the broker's ``TopicValidator`` (1..127 characters of
+``[%|a-zA-Z0-9_-]``, same response code and remark as Apache RocketMQ 4.9). Group names
+follow the rules RocketMQ's clients apply (1..255 characters of the same set): a 4.9
+broker itself accepts any group, but here groups become file paths (``%RETRY%<group>``
+consume queues) and config keys, so ``''``, ``'..'`` or ``'a/../../b'`` must never get in.
+
+Sends to the topics the broker owns are refused as Apache 4.9 refuses them (checked
+against the Java broker in tests/reference/test_hardening_reference.py): the delay
+topic, the transaction topics and the other internal ones answer NO_PERMISSION. The
+auto-create key topic ``TBW102``, the trace topic and ``rmq_sys_*`` stay writable,
+as in 4.9 (message trace writes ``RMQ_SYS_TRACE_TOPIC`` from clients).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from mqcore.errors import ProtocolError
+from mqcore.format import layout as L
+from mqcore.jsonutil import loads_lenient
+from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
+from mqcore.remoting import RequestCode as RC
+from mqcore.remoting import ResponseCode, create_response
+
+#: topics no producer may send to (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, 4.9)
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+#: topics an admin may not create or redefine (``TopicValidator.SYSTEM_TOPIC_SET``)
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {DEFAULT_TOPIC, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+MAX_GROUP_LENGTH = 255
+
+_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
+_ILLEGAL_CHARS = "contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+
+SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+# header keys naming a topic or a group; SEND_MESSAGE_V2 abbreviates them to letters
+_TOPIC_KEYS = ("topic",)
+_GROUP_KEYS = ("consumerGroup", "producerGroup", "group", "groupName")  # groupName: DELETE_SUBSCRIPTIONGROUP
+_V2_TOPIC_KEYS = ("b",)
+_V2_GROUP_KEYS = ("a",)
+
+
+def topic_problem(topic: Any) -> str | None:
+    """Apache's remark for an invalid topic name, or None."""
+    if not isinstance(topic, str) or not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID.fullmatch(topic):
+        return f"The specified topic {_ILLEGAL_CHARS}"
+    if len(topic) > L.MAX_TOPIC_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def group_problem(group: Any) -> str | None:
+    """Why a group name is refused (RocketMQ ``Validators.checkGroup`` rules), or None."""
+    if not isinstance(group, str) or not group.strip():
+        return "the specified group is blank"
+    if not _VALID.fullmatch(group):
+        return f"the specified group[{group[:80]}] {_ILLEGAL_CHARS}"
+    if len(group) > MAX_GROUP_LENGTH:
+        return f"the specified group is longer than group max length {MAX_GROUP_LENGTH}."
+    return None
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def _body_names(code: int, body) -> tuple[list[Any], list[Any]]:
+    """(topics, groups) named in the JSON body of the requests that carry them there."""
+    if code not in (RC.HEART_BEAT, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ) \
+            or not body:
+        return [], []
+    try:
+        data = loads_lenient(bytes(body))
+    except (ProtocolError, ValueError, RecursionError):
+        return [], []  # the processor answers a malformed body itself
+    if not isinstance(data, dict):
+        return [], []
+    topics: list[Any] = []
+    groups: list[Any] = []
+    if code == RC.HEART_BEAT:
+        for key in ("consumerDataSet", "producerDataSet"):
+            for item in data.get(key) or ():
+                if isinstance(item, dict):
+                    groups.append(item.get("groupName"))
+                    for sub in item.get("subscriptionDataSet") or ():
+                        if isinstance(sub, dict):
+                            topics.append(sub.get("topic"))
+    elif code == RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
+        groups.append(data.get("groupName"))
+    else:
+        groups.append(data.get("consumerGroup"))
+        for mq in data.get("mqSet") or ():
+            if isinstance(mq, dict):
+                topics.append(mq.get("topic"))
+    return topics, groups
+
+
+#: PULL_MESSAGE sysFlag bit: the request carries its subscription expression
+_PULL_HAS_SUBSCRIPTION = 0x4
+
+
+def subscription_unparsable(expression: Any) -> bool:
+    """RocketMQ's ``FilterAPI`` fails on an expression that splits on ``||`` into nothing
+    (Java's split drops trailing empty pieces): ``"||"``, ``"||||"``. An expression of
+    blank tags (``" || "``) parses, to no tag at all, and matches nothing."""
+    if not isinstance(expression, str) or expression in ("", "*"):
+        return False
+    return all(piece == "" for piece in expression.split("||"))
+
+
+def check_request(code: int, request, consume_enabled: Callable[[str], bool] | None = None):
+    """The error response for a request naming an invalid or forbidden topic or group
+    (or pulling with an unparsable subscription, or for a group whose ``consumeEnable`` is
+    false), or None when the request may go to its processor."""
+    ext = request.ext_fields or {}
+    v2 = code in _V2_CODES
+    topics = [ext[k] for k in (_V2_TOPIC_KEYS if v2 else _TOPIC_KEYS) if k in ext]
+    groups = [ext[k] for k in (_V2_GROUP_KEYS if v2 else _GROUP_KEYS) if k in ext]
+    if code == RC.UNREGISTER_CLIENT:
+        groups = [g for g in groups if g != ""]  # the C++ client sends the group it is not as ''
+    more_topics, more_groups = _body_names(code, request.body)
+    # a field of the wrong type (a dict, a number) is the processor's to answer: its header
+    # parsing reports the shape error precisely; here only names that are strings are judged
+    topics = [t for t in topics if isinstance(t, str)]
+    more_topics = [t for t in more_topics if isinstance(t, str)]
+    groups = [g for g in groups + more_groups if isinstance(g, str)]
+    for topic in topics + more_topics:
+        problem = topic_problem(topic)
+        if problem:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
+    for group in groups:
+        problem = group_problem(group)
+        if problem:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
+    if code in SEND_CODES and topics and topics[0] in NOT_ALLOWED_SEND_TOPICS:
+        return create_response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topics[0]}] is forbidden.")
+    if code == RC.UPDATE_AND_CREATE_TOPIC and topics and is_system_topic(topics[0]):
+        return create_response(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topics[0]}] is conflict with system topic.")
+    if code == RC.PULL_MESSAGE:
+        group = ext.get("consumerGroup", "")
+        if consume_enabled is not None and isinstance(group, str) and not consume_enabled(group):
+            return create_response(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        if _int(ext.get("sysFlag")) & _PULL_HAS_SUBSCRIPTION and subscription_unparsable(ext.get("subscription")):
+            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                   "parse the consumer's subscription failed")
+    return None
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0  # the processor's header parsing answers a malformed number
+
+
+def guarded(code: int, processor, consume_enabled: Callable[[str], bool] | None = None):
+    """``processor`` behind ``check_request`` (the dispatcher awaits what it returns, so
+    one wrapper serves sync and async processors)."""
+    def run(channel, request):
+        refused = check_request(code, request, consume_enabled)
+        return refused if refused is not None else processor(channel, request)
+    return run

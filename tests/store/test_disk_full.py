@@ -1,0 +1,198 @@
+"""A full disk: puts are refused with a clear status, reads go on, nothing dies.
+
+Each scenario fills a small tmpfs mounted for the test. The store runs in a child
+process, because the fault being guarded against (a store into a mapped page with no
+block behind it) kills the whole process with SIGBUS: a test in-process would take
+pytest down with it instead of failing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+from mqcore.remoting import ResponseCode, SyncRemotingClient
+from tests.broker.test_protocol import decode, pull, send
+from tests.support.processes import BrokerProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+FS_BYTES = 8 << 20
+FILE_BYTES = 1 << 20
+
+
+@pytest.fixture
+def small_fs():
+    """An 8 MiB tmpfs of our own, unmounted afterwards."""
+    d = tempfile.mkdtemp(prefix="mqcore-full-")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FS_BYTES}", "tmpfs", d],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(d)
+        msg = f"cannot mount a tmpfs for the disk-full test ({r.stderr.strip() or r.returncode}); needs root"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+        os.rmdir(d)
+
+
+# The child: fills the store until puts are refused, then reports what it saw as JSON.
+CHILD = textwrap.dedent(r"""
+    import json, os, sys
+    from mqcore.config import StoreConfig
+    from mqcore.message import MessageExtBrokerInner
+    from mqcore.store.message_store import MessageStore
+    from mqcore.store.results import GetMessageStatus
+
+    root, mode = sys.argv[1], sys.argv[2]
+    now = [1_700_000_000_000]
+    cfg = StoreConfig(store_path=os.path.join(root, "store"), commitlog_file_size_bytes=1 << 20,
+                      consume_queue_file_size_bytes=20 * 1000, index_slots=64, index_entries=256,
+                      max_message_size_bytes=256 << 10, prefault_window_bytes=256 << 10)
+    # "fallocate": the ratio guard is blinded, so only the block reservation stands between
+    # the writer and a SIGBUS; "ratio": the real guard (diskSpaceWarningLevelRatio 90 %)
+    blind = (lambda path: (0, 1 << 40)) if mode == "fallocate" else None
+    kw = {"space_usage": blind} if blind else {}
+
+    def open_store():
+        s = MessageStore(cfg, clock=lambda: now[0], **kw)
+        s.load()
+        s.start()
+        return s
+
+    def readable(s):  # messages of the queue a reader gets back, all of them fetched
+        n, offset = 0, 0
+        while True:
+            got = s.get_message("Full", 0, offset, 1000)
+            if got.status is not GetMessageStatus.FOUND:
+                return n
+            n += got.message_count
+            offset = got.next_begin_offset
+
+    def put(s, i):
+        return s.put_message(MessageExtBrokerInner(topic="Full", body=bytes([i % 251]) * (100 << 10),
+                                                   properties={"KEYS": "k%d" % i}))
+
+    out = {}
+    ballast = os.path.join(root, "ballast")
+    with open(ballast, "wb") as f:
+        f.write(b"b" * (1 << 20))
+    s = open_store()
+    stored, refused = 0, None
+    for i in range(200):
+        r = put(s, i)
+        if not r.status.stored:
+            refused = r
+            break
+        stored += 1
+    out["stored"] = stored
+    out["status"] = refused.status.value if refused else None
+    out["remark"] = refused.remark if refused else None
+    # refused again at once (no new fallocate per put), reads still served
+    out["again"] = put(s, 999).status.value
+    out["readable"] = readable(s)
+    if mode == "fallocate":
+        # space freed: refused until the retry interval has passed, then accepted again
+        os.unlink(ballast)
+        out["freed_at_once"] = put(s, 1001).status.value
+        now[0] += 2000
+        out["freed_later"] = put(s, 1002).status.value
+        stored += out["freed_later"] == "PUT_OK"
+        out["stored"] = stored
+    s.shutdown()
+    # restart on the (still) full disk
+    if mode == "restart":
+        # fill what the guard left free, and make the last commitlog file sparse again as a
+        # store written by Apache RocketMQ (no fallocate) would be
+        last = sorted(os.listdir(cfg.commitlog_dir))[-1]
+        path = os.path.join(cfg.commitlog_dir, last)
+        data = open(path, "rb").read()
+        os.unlink(path)
+        with open(path, "wb") as f:
+            f.write(data.rstrip(b"\0"))
+            f.truncate(1 << 20)
+        fd = os.open(os.path.join(root, "filler"), os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+    s = open_store()
+    out["after_restart"] = put(s, 1000).status.value
+    out["readable_after_restart"] = readable(s)
+    s.shutdown()
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def _run_child(root: str, mode: str) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, root, mode], capture_output=True, text=True, timeout=120)
+    assert p.returncode != -signal.SIGBUS, f"the store died with SIGBUS:\n{p.stderr[-3000:]}"
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_unreservable_file_refuses_puts_instead_of_sigbus(small_fs):
+    out = _run_child(small_fs, "fallocate")
+    assert out["status"] == "SERVICE_NOT_AVAILABLE", out
+    assert "full" in out["remark"], out
+    # 8 MiB holds fewer than 8 files of 1 MiB beside consume queue, index and checkpoint
+    assert 30 <= out["stored"] < 80, out
+    assert out["again"] == "SERVICE_NOT_AVAILABLE"
+    assert out["readable"] == out["stored"] - 1
+    assert out["freed_at_once"] == "SERVICE_NOT_AVAILABLE" and out["freed_later"] == "PUT_OK", out
+    assert out["after_restart"] == "PUT_OK", out
+    assert out["readable_after_restart"] == out["stored"] + 1
+
+
+def test_ratio_is_checked_before_every_new_file(small_fs):
+    out = _run_child(small_fs, "ratio")
+    assert out["status"] == "SERVICE_NOT_AVAILABLE", out
+    assert "diskSpaceWarningLevelRatio 90%" in out["remark"], out
+    # refused before the partition passes 90 %: at most 7 files' worth of 100 KiB bodies
+    assert out["stored"] <= 7 * 10, out
+    assert out["readable"] == out["stored"]
+    assert out["after_restart"] == "SERVICE_NOT_AVAILABLE"
+
+
+def test_restart_on_full_disk_with_sparse_last_file(small_fs):
+    out = _run_child(small_fs, "restart")
+    assert out["after_restart"] == "SERVICE_NOT_AVAILABLE", out
+    assert out["readable_after_restart"] == out["stored"], out
+
+
+def test_producer_gets_service_not_available_and_reads_continue(small_fs):
+    conf = {"mappedFileSizeCommitLog": FILE_BYTES, "mappedFileSizeConsumeQueue": 20 * 1000,
+            "maxMessageSize": 256 << 10, "maxIndexNum": 256, "maxHashSlotNum": 64}
+    with BrokerProcess(os.path.join(small_fs, "store"), conf=conf) as b, SyncRemotingClient() as rc:
+        codes = []
+        for i in range(120):
+            r = send(rc, b, "FullT", bytes([i % 251]) * (100 << 10))
+            codes.append(r.code)
+            if r.code != ResponseCode.SUCCESS:
+                break
+        assert codes[-1] == ResponseCode.SERVICE_NOT_AVAILABLE, (codes[-3:], r.remark)
+        assert "disk is full" in r.remark
+        stored = len(codes) - 1
+        assert stored > 10
+        assert b.proc.poll() is None, b.output()
+        got = decode(pull(rc, b, "FullT", 0, sub="*").body)
+        assert got and got[0].body[:1] == b"\0"
+        # restart on the full disk: the broker comes up, refuses, and serves reads
+        b.restart()
+        r = send(rc, b, "FullT", b"after restart")
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, r.remark
+        assert decode(pull(rc, b, "FullT", 0, sub="*").body)
+        assert b.proc.poll() is None
