@@ -161,12 +161,19 @@ class BrokerCollector:
                                    labels=["cluster", "broker"])
         behind.add_metric(base, max(0, store.commitlog.max_offset - store.commitlog.queue.flushed_offset()))
         yield behind
-        lost = getattr(self.b.cleanup, "forced_loss_count", None)
-        if isinstance(lost, int):
-            g = CounterMetricFamily("rocketmq_store_forced_cleanup_lost_messages",
-                                    "Unconsumed messages deleted by forcible disk cleanup", labels=["cluster", "broker"])
-            g.add_metric(base, lost)
-            yield g
+        st = self.b.cleanup.stats  # running totals of the disk cleanup service
+        deleted = CounterMetricFamily("rocketmq_store_cleanup_deleted_files", "Commitlog files deleted by disk "
+                                      "cleanup; forcibly = before fileReservedTime, the disk being too full",
+                                      labels=["cluster", "broker", "reason"])
+        deleted.add_metric(base + ["expired"], st.commitlog_files_deleted - st.commitlog_files_deleted_forcibly)
+        deleted.add_metric(base + ["forcibly"], st.commitlog_files_deleted_forcibly)
+        yield deleted
+        lost = CounterMetricFamily("rocketmq_store_cleanup_unconsumed_messages", "Messages deleted by disk cleanup "
+                                   "before a consuming group had consumed them", labels=["cluster", "broker", "topic",
+                                                                                          "group"])
+        for (topic, group), n in sorted(st.unconsumed_by_group.items()):
+            lost.add_metric(base + [topic, group], n)
+        yield lost
 
     # --- delay levels -------------------------------------------------------------------------------------
     def _schedule(self, base):

@@ -125,6 +125,10 @@ def test_scrape_shows_what_producers_and_consumers_did(live):
     assert value(m, "rocketmq_store_disk_ratio_threshold", setting="diskMaxUsedSpaceRatio") == 0.75
     assert value(m, "rocketmq_store_disk_ratio_threshold", setting="diskSpaceCleanForciblyRatio") == 0.85
     assert value(m, "rocketmq_store_disk_ratio_threshold", setting="diskSpaceWarningLevelRatio") == 0.90
+    # nothing was old or the disk full: cleanup deleted nothing, and says so
+    assert value(m, "rocketmq_store_cleanup_deleted_files_total", reason="forcibly") == 0
+    assert value(m, "rocketmq_store_cleanup_deleted_files_total", reason="expired") == 0
+    assert "rocketmq_store_cleanup_unconsumed_messages_total" not in m  # no (topic, group) lost anything
     for lab, _v in m["rocketmq_messages_in_total"]:
         assert lab["cluster"] == "DefaultCluster" and lab["broker"] == "broker-a"
 
