@@ -9,6 +9,7 @@ from mqcore.jsonutil import loads_lenient
 from mqcore.remoting import RequestCode, SyncRemotingClient, create_request
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
+from tests.support.protocol import create_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -65,6 +66,7 @@ def test_consumer_restart_resumes_from_committed_offset(broker, tmp_path):
 
 
 def test_consumer_started_before_producer_gets_messages_by_long_polling(broker, tmp_path):
+    create_topic(broker, "Live")  # a route lookup never creates a topic (as in RocketMQ)
     proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_live", "topic": "Live",
                       "expect": 5, "timeout": 40, "linger": 1}, tmp_path)
     try:

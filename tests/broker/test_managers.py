@@ -47,13 +47,13 @@ def test_send_creates_topics_from_tbw102_without_inherit(tmp_path):
     assert _topics(tmp_path).get("Orders").write_queue_nums == 8
 
 
-def test_auto_create_follows_the_setting_and_group_topics_get_one_queue(tmp_path):
+def test_sends_create_topics_only_when_allowed_and_group_topics_get_one_queue(tmp_path):
     off = _topics(tmp_path / "off", auto_create_topic_enable=False)
-    assert off.auto_create("Orders") is None
-    retry = off.auto_create("%RETRY%g1")  # retry topics are created whatever the setting
-    assert retry.write_queue_nums == 1
+    assert off.create_in_send("Orders", "TBW102", 4) is None  # no TBW102 when auto-creation is off
+    retry = off.create_group_topic("%RETRY%g1")  # retry topics are created whatever the setting
+    assert retry.write_queue_nums == 1 and off.get("%RETRY%g1") == retry
     on = _topics(tmp_path / "on", auto_create_topic_enable=True)
-    assert on.auto_create("Orders").write_queue_nums == 4
+    assert on.create_in_send("Orders", "TBW102", 4).write_queue_nums == 4
 
 
 def test_update_delete_and_data_version(tmp_path):

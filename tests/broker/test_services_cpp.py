@@ -9,7 +9,7 @@ import pytest
 
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from tests.support.protocol import decode, pull
+from tests.support.protocol import create_topic, decode, pull
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
 
@@ -73,23 +73,9 @@ def test_a_message_that_always_fails_ends_in_the_dead_letter_queue(broker, tmp_p
     assert [f["reconsume_times"] for f in failed] == [0, 1, 2], "first try plus retryMaxTimes retries"
 
 
-def _create_topic(broker, topic: str) -> None:
-    """UPDATE_AND_CREATE_TOPIC, then wait until the name server routes it."""
-    with SyncRemotingClient() as rc:
-        resp = rc.invoke(broker.broker_addr, create_request(RC.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
-            "topicFilterType": "SINGLE_TAG"}), 5000)
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        deadline = time.monotonic() + 15
-        while rc.invoke(broker.namesrv_addr, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
-                        5000).code != ResponseCode.SUCCESS:
-            assert time.monotonic() < deadline, f"{topic} never routed"
-            time.sleep(0.1)
-
-
 def test_a_delayed_message_arrives_no_earlier_than_its_delay(broker, tmp_path):
     # the topic exists before the consumer starts: a route lookup never creates one (as in RocketMQ)
-    _create_topic(broker, "SvcDelay")
+    create_topic(broker, "SvcDelay")
     proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_delay", "topic": "SvcDelay",
                       "expect": 2, "timeout": 60, "linger": 1}, tmp_path)
     try:

@@ -9,7 +9,8 @@ import time
 from mqcore._compat import kernels
 from mqcore.message import MessageExt, properties_to_string
 from mqcore.remoting import RequestCode as RC
-from mqcore.remoting import create_request
+from mqcore.remoting import ResponseCode as R
+from mqcore.remoting import SyncRemotingClient, create_request
 from mqcore.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
 
@@ -31,3 +32,17 @@ def pull(rc, broker, topic, offset, queue_id=0, sys_flag=0, suspend_ms=0, sub=No
 
 def decode(body):
     return [MessageExt.from_decoded(t) for t in kernels.decode_records(body, 0, len(body), 1000, True)]
+
+
+def create_topic(broker, topic: str) -> None:
+    """UPDATE_AND_CREATE_TOPIC, then wait until the name server routes it."""
+    with SyncRemotingClient() as rc:
+        resp = rc.invoke(broker.broker_addr, create_request(RC.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+            "topicFilterType": "SINGLE_TAG"}), 5000)
+        assert resp.code == R.SUCCESS, resp.remark
+        deadline = time.monotonic() + 15
+        while rc.invoke(broker.namesrv_addr, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
+                        5000).code != R.SUCCESS:
+            assert time.monotonic() < deadline, f"{topic} never routed"
+            time.sleep(0.1)
