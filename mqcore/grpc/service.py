@@ -21,7 +21,7 @@ from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_P
 from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
-from mqcore.message import (MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
+from mqcore.message import (DEFAULT_TOPIC, MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
                             validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import PutMessageStatus
@@ -144,7 +144,8 @@ class MessagingService:
         name = self._topic_name(resource)
         tc = self.b.topics.get(name)
         if tc is None and create:
-            tc = self.b.topics.auto_create(name)
+            # as a 4.x send does: from TBW102, which exists only while autoCreateTopicEnable
+            tc = self.b.topics.create_in_send(name, DEFAULT_TOPIC, 4)
             if tc is not None:
                 self.b.schedule_register()
         if tc is None:

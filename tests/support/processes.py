@@ -20,6 +20,9 @@ import time
 from collections import deque
 
 READY_TIMEOUT_S = 60
+#: small store files for test brokers (see BrokerProcess)
+TEST_FILE_SIZES = {"mappedFileSizeCommitLog": 32 << 20, "mappedFileSizeConsumeQueue": 30000 * 20,
+                   "maxHashSlotNum": 50_000, "maxIndexNum": 200_000}
 
 
 class _Proc:
@@ -103,7 +106,10 @@ class BrokerProcess(_Proc):
         super().__init__(f"mqbroker {broker_name}")
         self.store_dir = str(store_dir)
         self.namesrv = namesrv
-        self.conf = dict(conf or {})
+        # store files are reserved on disk when created (posix_fallocate): RocketMQ's 1 GiB
+        # commitlog, 6 MB queue and 420 MB index files per test broker would fill a CI disk, so
+        # test brokers use small ones unless a test names its own
+        self.conf = {**TEST_FILE_SIZES, **(conf or {})}
         self.broker_name = broker_name
         self.extra_args = list(extra_args or [])
         self.broker_addr = ""
