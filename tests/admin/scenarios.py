@@ -199,9 +199,18 @@ def groups_and_offsets(t: Target, topic: str, group: str, n: int = 20) -> None:
 
 
 def broker_state(t: Target) -> None:
-    info = t.ok("clusterList", "--json").json
-    mine = [b for b in info if b["addr"] == t.broker_addr]
-    assert mine and mine[0]["cluster"] == t.cluster and mine[0]["brokerName"] == t.broker_name
+    seen: list = []
+
+    def listed() -> bool:
+        info = t.ok("clusterList", "--json").json
+        seen[:] = [b for b in info if b["addr"] == t.broker_addr]
+        return bool(seen) and "brokerVersionDesc" in seen[0]["runtime"]
+
+    # a broker that just booted on a loaded machine may let one runtime request time out: clusterList
+    # then reports {"error": ...} for it (its answer for an unreachable broker), so ask again
+    assert wait_for(listed, timeout=60, step=1), seen
+    mine = seen
+    assert mine[0]["cluster"] == t.cluster and mine[0]["brokerName"] == t.broker_name
     assert mine[0]["runtime"]["brokerVersionDesc"].startswith("V4_9")
     table = t.ok("clusterList").out
     assert "#Cluster Name" in table and t.broker_addr in table
