@@ -40,7 +40,7 @@ from mqcore.spark.files import (
     open_view,
     take_snapshot,
 )
-from mqcore.spark.options import ReadOptions, parse_bool, parse_int, parse_size, parse_time_ms
+from mqcore.spark.options import ReadOptions, _parse_one, parse_bool, parse_int, parse_time_ms
 from mqcore.format import layout as L
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,10 @@ _DOC = {
     "maxrowsperbatch": "rows per Arrow batch (default 65536)",
     "batchsize": "record bytes per Arrow batch (default 8m)",
 }
+
+
+#: options with the batch reader's meaning and parser
+_SHARED = ("path", "topics", "includebody", "decompress", "verifycrc", "maxrowsperbatch", "batchsize")
 
 
 class DataLossError(StoreError):
@@ -98,10 +102,9 @@ class StreamOptions:
                 raise ConfigError(f"unknown option {raw!r} for readStream.format('rocketmq'); known options:\n"
                                   + "\n".join(f"  {k}: {v}" for k, v in _DOC.items()))
             value = str(value)
-            if name == "path":
-                kw["path"] = value
-            elif name == "topics":
-                kw["topics"] = tuple(t.strip() for t in value.split(",") if t.strip())
+            if name in _SHARED:  # spelled and parsed as for the batch reader
+                parsed = _parse_one(name, value)
+                (kw if name in ("path", "topics") else read).update(parsed)
             elif name == "queueids":
                 kw["queue_ids"] = frozenset(parse_int(raw, q) for q in value.split(",") if q.strip())
             elif name == "tags":
@@ -114,15 +117,8 @@ class StreamOptions:
                 kw["max_messages_per_trigger"] = parse_int(raw, value)
                 if kw["max_messages_per_trigger"] < 1:
                     raise ConfigError(f"option {raw}: {value!r} must be a positive number of messages")
-            elif name == "failondataloss":
+            else:  # failondataloss
                 kw["fail_on_data_loss"] = parse_bool(raw, value)
-            elif name in ("includebody", "decompress", "verifycrc"):
-                field = {"includebody": "include_body", "decompress": "decompress", "verifycrc": "verify_crc"}[name]
-                read[field] = parse_bool(raw, value)
-            elif name == "maxrowsperbatch":
-                read["max_rows_per_batch"] = parse_int(raw, value)
-            else:  # batchsize
-                read["max_bytes_per_batch"] = parse_size(raw, value)
         if not kw.get("path"):
             raise ConfigError("no path given: use readStream.format('rocketmq').load('/path/to/store')")
         if "starting_ts" in kw and kw.get("starting_json") is not None:
