@@ -108,7 +108,12 @@ def _read_at(path: str, offset: int, n: int) -> bytes:
 
 def first_record(path: str) -> tuple[bool, int]:
     """(file holds anything, store time of its first record or -1)."""
-    head = _read_at(path, 0, L.REC_STOREHOST_V4 + L.HOST_V6_EXTRA)
+    return record_at(path, 0)
+
+
+def record_at(path: str, pos: int) -> tuple[bool, int]:
+    """(anything written at ``pos``, store time of the record there or -1 when it is none)."""
+    head = _read_at(path, pos, L.REC_STOREHOST_V4 + L.HOST_V6_EXTRA)
     if len(head) < L.BLANK_HEADER_BYTES or not any(head[:L.BLANK_HEADER_BYTES]):
         return False, -1
     magic = struct.unpack_from(">i", head, L.REC_MAGIC)[0]

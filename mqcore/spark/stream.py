@@ -38,6 +38,7 @@ from mqcore.spark.files import (
     list_commitlog,
     list_queues,
     open_view,
+    record_at,
     take_snapshot,
 )
 from mqcore.spark.options import ReadOptions, _parse_one, parse_bool, parse_int, parse_time_ms
@@ -232,14 +233,7 @@ class StoreView:
 
     def _store_ts(self, phy: int) -> int:
         f = _file_of(self.commitlog, phy)
-        if f is None:
-            return -1
-        with open(f.path, "rb") as fh:
-            fh.seek(phy - f.base_offset)
-            head = fh.read(L.REC_STORETIMESTAMP_V4 + L.HOST_V6_EXTRA + 8)
-        sys_flag = struct.unpack_from(">i", head, L.REC_SYSFLAG)[0]
-        at = L.REC_STORETIMESTAMP_V4 + (L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0)
-        return struct.unpack_from(">q", head, at)[0]
+        return -1 if f is None else record_at(f.path, phy - f.base_offset)[1]
 
 
 def _units_in_file(path: str) -> int:
