@@ -31,6 +31,11 @@ class FieldConfigError(ConfigError):
         self.problem = problem
 
 
+class AclConfigError(ConfigError):
+    """A ``plain_acl.yml`` that cannot be used (bad YAML, a bad permission, address pattern
+    or account): refused at start, and at reload the previous good file stays in force."""
+
+
 class IllegalArgumentError(MQError, ValueError):
     """An argument is invalid (bad topic name, empty body, oversized message...)."""
 

@@ -89,7 +89,10 @@ FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",
                      "mqcore.tools"),
     "mqcore.remoting": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.spark",
-                        "mqcore.tools"),
+                        "mqcore.tools", "mqcore.acl"),
+    # plain ACL checks and signs remoting commands; the servers and the client use it
+    "mqcore.acl": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.spark",
+                   "mqcore.tools", "mqcore.admin", "mqcore.grpc"),
     "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools"),
     "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
     # the 5.x gRPC endpoint sits beside the broker's processors: the broker's managers, never a client

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from mqcore.acl.signing import SessionCredentials
 from mqcore.client.message import MessageExt, decode_messages
 from mqcore.client.route import TopicRouteData
 from mqcore.errors import BrokerError, IllegalArgumentError, NoRouteError, RemotingError
@@ -187,12 +188,17 @@ def parse_properties(text: str) -> dict[str, str]:
 class MQAdmin:
     """Blocking admin client: one pooled connection per name server and broker."""
 
-    def __init__(self, namesrv_addr: str, *, timeout_ms: float = 5000) -> None:
+    def __init__(self, namesrv_addr: str, *, timeout_ms: float = 5000, access_key: str | None = None,
+                 secret_key: str | None = None) -> None:
+        """``access_key``/``secret_key``: a plain ACL account (admin commands need an admin one)."""
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise IllegalArgumentError("no name server address: give it as host:port (-n)")
         self.timeout_ms = timeout_ms
-        self._remoting = SyncRemotingClient(name="mqadmin")
+        if (access_key is None) != (secret_key is None):
+            raise IllegalArgumentError("access_key and secret_key go together")
+        signer = SessionCredentials(access_key, secret_key).sign if access_key and secret_key else None
+        self._remoting = SyncRemotingClient(name="mqadmin", before_request=signer)
 
     def close(self) -> None:
         self._remoting.close()

@@ -20,6 +20,7 @@ import shutil
 import time
 import zlib
 
+from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
 from mqcore.broker.config import BrokerConfig
@@ -40,7 +41,7 @@ from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import MQError
+from mqcore.errors import ConfigError, MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -86,8 +87,16 @@ class Broker:
         self.delay_offsets = DelayOffsetTable.in_dir(cdir)
         self.clients = ClientManager(clock, config.channel_expired_timeout_ms, self._group_changed)
         self.locks = RebalanceLockManager(clock)
+        #: plain ACL (aclEnable): the file, reloaded when it changes, and the check before
+        #: every request; without it nothing is wrapped
+        self.acl: AclFile | None = None
+        hook = None
+        if config.acl_enable:
+            self.acl = AclFile(config.acl_file, clock=clock)
+            hook = BrokerAclHook(PlainAccessValidator(lambda: self.acl.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
-                                     idle_timeout_s=config.server_channel_max_idle_time_seconds)
+                                     idle_timeout_s=config.server_channel_max_idle_time_seconds,
+                                     before_request=hook)
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
         self.metrics: MetricsServer | None = None
@@ -109,6 +118,8 @@ class Broker:
         self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
         self.add_service(self.cleanup)
+        if self.acl is not None:
+            self.add_service(self.acl)
         self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
         self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
 
@@ -146,6 +157,11 @@ class Broker:
             self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
                                                       min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
         self._started_at = time.monotonic()
+        if self.acl is not None:
+            self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
+            if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr and self.cfg.broker_access_key is None:
+                raise ConfigError("aclEnable=true protects the embedded name server too: its registrations "
+                                  "must be signed by an admin account; set brokerAccessKey and brokerSecretKey")
         report = self.store.load()
         self.store.start()
         self.topics.load()
@@ -160,7 +176,9 @@ class Broker:
         self.server.add_close_listener(self.clients.channel_closed)
         if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr:
             self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
-                                                    listen_port=self.cfg.namesrv_listen_port), self.clock)
+                                                    listen_port=self.cfg.namesrv_listen_port,
+                                                    acl_file=self.cfg.acl_file if self.cfg.acl_enable else None),
+                                      self.clock)
             ns_port = await self.namesrv.start()
             # register where the embedded name server really listens; the registration still
             # advertises brokerIP1 to clients, which may differ from the listening address
@@ -177,7 +195,10 @@ class Broker:
             await self.metrics.start()
         if self.grpc is not None:
             await self.grpc.start(pool=self._executor)
-        self._client = RemotingClient()
+        credentials = None
+        if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)
+            credentials = SessionCredentials(self.cfg.broker_access_key, self.cfg.broker_secret_key)
+        self._client = RemotingClient(before_request=credentials.sign if credentials else None)
         await self.register_all()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),

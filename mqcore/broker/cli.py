@@ -60,8 +60,20 @@ def load_configs(args):
                  "brokerName": args.broker_name, "logDir": args.log_dir,
                  "metricsPort": None if args.metrics_port is None else str(args.metrics_port)}
     props.update({k: v for k, v in overrides.items() if v is not None})
+    if props.get("aclEnable", "").strip().lower() == "true" and not props.get("plainAclFile"):
+        props["plainAclFile"] = default_acl_file(args.config)
     loaded = build_configs(props)
     return loaded
+
+
+def default_acl_file(config_path: str | None) -> str:
+    """Where RocketMQ looks (``$ROCKETMQ_HOME/conf/plain_acl.yml``), else next to broker.conf,
+    else the working directory."""
+    home = os.environ.get("ROCKETMQ_HOME")
+    if home:
+        return os.path.join(home, "conf", "plain_acl.yml")
+    return os.path.join(os.path.dirname(os.path.abspath(config_path)) if config_path else os.getcwd(),
+                        "plain_acl.yml")
 
 
 async def serve(broker: Broker, ready_line: bool = True) -> None:

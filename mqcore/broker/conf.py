@@ -88,6 +88,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
     "enablePropertyFilter": ("enable_property_filter", _bool),
     "grpcServerPort": ("grpc_server_port", _int),
+    "aclEnable": ("acl_enable", _bool),
     # mqcore's own keys
     "listenHost": ("listen_host", _str),
     "embeddedNamesrv": ("embedded_namesrv", _bool),
@@ -97,6 +98,9 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
+    "plainAclFile": ("acl_file", _str),
+    "brokerAccessKey": ("broker_access_key", _str),
+    "brokerSecretKey": ("broker_secret_key", _str),
 }
 
 STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -300,7 +304,8 @@ def effective_config_lines(broker: BrokerConfig, store: StoreConfig,
     return lines
 
 
-_UNSET = {"namesrvAddr": "the embedded name server", "logDir": "~/logs/rocketmqlogs",
+_UNSET = {"namesrvAddr": "the embedded name server", "plainAclFile": "ACL off",
+          "brokerAccessKey": "registrations are not signed", "brokerSecretKey": "registrations are not signed", "logDir": "~/logs/rocketmqlogs",
           "storePathCommitLog": "storePathRootDir/commitlog", "storePathConsumeQueue": "storePathRootDir/consumequeue",
           "storePathIndex": "storePathRootDir/index", "storeCheckpoint": "storePathRootDir/checkpoint",
           "abortFile": "storePathRootDir/abort"}

@@ -76,6 +76,15 @@ class BrokerConfig:
     grpc_server_enable: bool = False
     grpc_server_port: int = 8081
     grpc_min_invisible_time_ms: int = 10_000
+    #: RocketMQ plain ACL (aclEnable): every request is checked against ``acl_file``
+    acl_enable: bool = False
+    #: the plain_acl.yml (plainAclFile, mqcore's key; mqbroker's default is
+    #: $ROCKETMQ_HOME/conf/plain_acl.yml, else plain_acl.yml next to broker.conf)
+    acl_file: str | None = None
+    #: the account this broker signs its own requests with (its registrations with the
+    #: name servers): brokerAccessKey / brokerSecretKey, mqcore's keys
+    broker_access_key: str | None = None
+    broker_secret_key: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):
@@ -98,6 +107,10 @@ class BrokerConfig:
                      "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise FieldConfigError(name, "must be positive")
+        if (self.broker_access_key is None) != (self.broker_secret_key is None):
+            raise FieldConfigError("broker_access_key", "brokerAccessKey and brokerSecretKey go together")
+        if self.acl_enable and not self.acl_file:
+            raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
         if not 0 <= self.broker_permission <= 15:
             raise FieldConfigError("broker_permission", f"{self.broker_permission} is not a permission (0..15)")
 

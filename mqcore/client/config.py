@@ -99,8 +99,15 @@ class ClientConfig:
     language: int = LanguageCode.PYTHON
     #: ``MQVersion`` ordinal sent in every request header (409 = V4_9_8)
     version: int = int(CURRENT_VERSION)
+    #: plain ACL account (Java: ``new AclClientRPCHook(new SessionCredentials(ak, sk))``):
+    #: when set, every request is signed; ``security_token`` is sent and signed if given
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
+    security_token: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if (self.access_key is None) != (self.secret_key is None) or self.access_key == "" or self.secret_key == "":
+            raise ConfigError("access_key and secret_key go together (both set and non-empty, or neither)")
         if not self.namesrv_addr or not self.namesrv_addr.strip(";, "):
             raise ConfigError("namesrv_addr is empty: give the name server as host:port")
         for name in ("poll_name_server_interval_ms", "heartbeat_broker_interval_ms",

@@ -33,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+from mqcore.acl.signing import SessionCredentials
 from mqcore.client.api import MQClientAPI
 from mqcore.client.config import ClientConfig
 from mqcore.client.loop import LoopThread
@@ -110,7 +111,10 @@ class ClientInstance:
         self.client_id = f"{self.client_ip}@{instance_name}" + (f"@{config.unit_name}" if config.unit_name else "")
         self.uniq_ids = UniqIdGenerator(self.client_ip, clock=clock)
         self.loop_thread = LoopThread(name=f"mqcore-client[{self.client_id}]")
-        self.remoting = RemotingClient(name=f"client {self.client_id}")
+        signer = None
+        if config.access_key is not None:  # plain ACL: sign every request (Java's AclClientRPCHook)
+            signer = SessionCredentials(config.access_key, config.secret_key or "", config.security_token).sign
+        self.remoting = RemotingClient(name=f"client {self.client_id}", before_request=signer)
         self.api = MQClientAPI(self.remoting, language=config.language, version=config.version,
                                namesrv_addrs=config.namesrv_addrs)
         self.rebalance_interval_ms = rebalance_interval_ms

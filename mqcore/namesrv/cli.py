@@ -3,6 +3,7 @@
     mqnamesrv                 # 127.0.0.1:9876
     mqnamesrv --port 9877 --host 0.0.0.0
     mqnamesrv --log-dir /var/log/mq     # namesrv.log, remoting.log (default ~/logs/rocketmqlogs)
+    mqnamesrv --acl conf/plain_acl.yml  # writes (broker registration, KV config) need an admin signature
 """
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def main(argv=None) -> int:
                    help="drop brokers silent for this long (RocketMQ: 120 s)")
     p.add_argument("--log-level", default="INFO", type=log_level, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--log-dir", help="directory of namesrv.log and remoting.log (default ~/logs/rocketmqlogs)")
+    p.add_argument("--acl", metavar="PLAIN_ACL_YML",
+                   help="plain ACL file: REGISTER_BROKER, UNREGISTER_BROKER, PUT/DELETE_KV_CONFIG and "
+                        "DELETE_TOPIC_IN_NAMESRV need an admin account's signature (reads stay open)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         logs = configure_logging("namesrv", args.log_dir, args.log_level)
@@ -49,10 +53,13 @@ def main(argv=None) -> int:
         return 2
     try:
         eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
-                                        broker_channel_expired_ms=args.broker_expiry_ms)))
+                                        broker_channel_expired_ms=args.broker_expiry_ms, acl_file=args.acl)))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
         return 1
+    except MQError as e:  # a bad ACL file
+        print(f"mqnamesrv: {e}", file=sys.stderr)
+        return 2
     finally:
         logs.close()
     return 0

@@ -14,3 +14,6 @@ class NamesrvConfig:
     broker_channel_expired_ms: int = 120_000
     scan_not_active_broker_interval_ms: int = 10_000
     max_frame_bytes: int = 16 * 1024 * 1024
+    #: a plain_acl.yml: when set, writes (REGISTER_BROKER, UNREGISTER_BROKER, PUT_KV_CONFIG,
+    #: DELETE_KV_CONFIG, DELETE_TOPIC_IN_NAMESRV) need an admin account's signature
+    acl_file: str | None = None

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import zlib
 
+from mqcore.acl import AclFile, NamesrvAclHook, PlainAccessValidator
 from mqcore.errors import BrokerError
 from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.namesrv.config import NamesrvConfig
@@ -34,7 +35,13 @@ class NameServer:
         self.cfg = config
         self.clock = clock
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_ms)
-        self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv")
+        #: plain ACL (mqcore's addition: Apache's 4.9 name server has none)
+        self.acl: AclFile | None = None
+        hook = None
+        if config.acl_file:
+            self.acl = AclFile(config.acl_file, clock=clock)
+            hook = NamesrvAclHook(PlainAccessValidator(lambda: self.acl.current))
+        self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook)
         self.kv: dict[str, dict[str, str]] = {}
         self._scanner: asyncio.Task | None = None
         s = self.server
@@ -50,7 +57,11 @@ class NameServer:
         s.add_close_listener(self.routes.channel_closed)
 
     async def start(self) -> int:
+        if self.acl is not None:
+            self.acl.load()  # a bad file stops the start
         port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
+        if self.acl is not None:
+            self.acl.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         log.info("name server listening on %s:%d", self.cfg.listen_host, port)
         return port
@@ -59,6 +70,8 @@ class NameServer:
         if self._scanner:
             self._scanner.cancel()
         await self.server.shutdown()
+        if self.acl is not None:
+            self.acl.shutdown()
 
     async def _scan_loop(self) -> None:
         while True:

@@ -62,10 +62,14 @@ class RemotingClient(ProcessorRegistry):
         connect_timeout_ms: float = 3000,
         max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
         name: str = "remoting-client",
+        before_request: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         if connect_timeout_ms <= 0:
             raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
         self.name = name
+        #: runs on every request just before it is sent (Java's client ``RPCHook``): the ACL
+        #: signer (``mqcore.acl.SessionCredentials.sign``) when credentials are given
+        self.before_request = before_request
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout_ms = connect_timeout_ms
         self._table = ProcessorTable(max_inflight=max_inflight_per_connection)
@@ -154,6 +158,8 @@ class RemotingClient(ProcessorRegistry):
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return the response (any response code: the
         caller maps non-SUCCESS codes to :class:`~mqcore.errors.BrokerError`)."""
+        if self.before_request is not None:
+            self.before_request(cmd)
         channel = self._channels.get(addr)
         if channel is not None and channel.is_active:  # the usual case: no connect, no deadline split
             return await channel.invoke(cmd, timeout_ms)
@@ -167,6 +173,8 @@ class RemotingClient(ProcessorRegistry):
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
         """Send ``cmd`` flagged oneway; returns once written."""
+        if self.before_request is not None:
+            self.before_request(cmd)
         channel = await self.get_channel(addr, timeout_ms)
         await channel.send_request_oneway(cmd, timeout_ms)
 
@@ -247,6 +255,8 @@ class SyncRemotingClient:
         """The usual case, a pooled connection: one callback on the loop writes the request
         and a lock wakes the caller at the answer, with no task and no coroutine (half
         of a sync round trip used to go into the hand-off between the two threads)."""
+        if self._client.before_request is not None:
+            self._client.before_request(cmd)
         done = threading.Lock()
         done.acquire()
         outcome: list[Any] = []

@@ -22,6 +22,7 @@ All methods must be called on the server's event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable
@@ -30,7 +31,8 @@ from typing import Any
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
-from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, ProcessorRegistry, ProcessorTable
+from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 from mqcore.remoting.framing import DEFAULT_BUDGET_BYTES, FrameBudget
 from mqcore.remoting.ratelimit import RateLimitedLog
 
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 __all__ = ["RemotingServer"]
 
 _SWEEP_MAX_INTERVAL_S = 5.0
+
+#: ``hook(channel, request)`` -> None to let the request through, or the answer refusing it
+RequestHook = Callable[[Channel, RemotingCommand], "RemotingCommand | None"]
 
 
 class RemotingServer(ProcessorRegistry):
@@ -53,12 +58,14 @@ class RemotingServer(ProcessorRegistry):
         frame_budget_bytes: int = DEFAULT_BUDGET_BYTES,
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         name: str = "remoting-server",
+        before_request: RequestHook | None = None,
     ) -> None:
         if max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
         if idle_timeout_s is not None and idle_timeout_s <= 0:
             raise ConfigError(f"idle_timeout_s must be > 0 or None, got {idle_timeout_s}")
         self.name = name
+        self._before_request = before_request
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
         self._warn = RateLimitedLog(log)
@@ -75,6 +82,16 @@ class RemotingServer(ProcessorRegistry):
         self._stopped = False
 
     # --- configuration ------------------------------------------------------------------
+    def register_processor(
+        self, code: int, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        """As :meth:`ProcessorRegistry.register_processor`; with a ``before_request`` hook
+        the processor runs only when the hook lets the request through (Java's server
+        ``RPCHook``, used for ACL). Without a hook nothing is wrapped: no cost."""
+        if self._before_request is not None:
+            processor = _behind(self._before_request, processor)
+        self._table.register(code, processor, executor=executor)
+
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
         self._connect_listeners.append(listener)
@@ -176,6 +193,21 @@ class RemotingServer(ProcessorRegistry):
                 if ch.inflight_count == 0 and now - ch.last_activity > self._idle_timeout_s:
                     log.info("%s: closing idle %s (%.1f s without traffic)", self.name, ch, now - ch.last_activity)
                     ch.close("idle")
+
+
+def _behind(hook: RequestHook, processor: Processor) -> Processor:
+    """``processor`` run only when ``hook(channel, request)`` returns None; otherwise the
+    hook's answer is the response. Keeps the processor's kind (coroutine or plain)."""
+    if inspect.iscoroutinefunction(processor):
+        async def checked_async(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+            refused = hook(channel, request)
+            return refused if refused is not None else await processor(channel, request)
+        return checked_async
+
+    def checked(channel: Channel, request: RemotingCommand):
+        refused = hook(channel, request)
+        return refused if refused is not None else processor(channel, request)
+    return checked
 
 
 def _call_listener(listener: Callable[[Channel], Any], channel: Channel) -> None:

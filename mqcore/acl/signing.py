@@ -1,0 +1,77 @@
+"""The request signature of RocketMQ 4.x ACL, shared by the checking side (broker, name
+server) and the signing side (``mqcore.client``, the broker's own registrations).
+
+A signed request carries, in its extFields, ``AccessKey``, ``Signature`` and optionally
+``SecurityToken``. The signature is Base64(HMAC-SHA1(secretKey, content)) where content
+is the UTF-8 of the values of every other extField, in key order (Java's ``TreeMap``),
+concatenated without separators, followed by the body bytes. The client signs after it
+has put ``AccessKey`` (and ``SecurityToken``) into the fields, so those are covered too.
+The checking side leaves out ``Signature`` and ``_UNIQUE_KEY_QUERY`` (as 4.9.8 does).
+
+Checked byte for byte against the official 4.9.8 Java client's ``AclClientRPCHook`` in
+tests/reference/test_acl_reference.py.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mqcore.errors import ConfigError
+
+ACCESS_KEY = "AccessKey"
+SECRET_KEY = "SecretKey"
+SIGNATURE = "Signature"
+SECURITY_TOKEN = "SecurityToken"
+#: left out of the content by the checking side (``MixAll.UNIQUE_MSG_QUERY_FLAG``)
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+
+
+def body_bytes(body: object) -> bytes:
+    """A command's body as one bytes object (the send side may hold a list of buffers)."""
+    if not body:
+        return b""
+    if isinstance(body, list):
+        return b"".join(bytes(part) for part in body)
+    return bytes(body)  # type: ignore[call-overload]
+
+
+def content(ext_fields: Mapping[str, str], body: object, *, skip: frozenset[str] = frozenset({SIGNATURE})) -> bytes:
+    text = "".join(str(ext_fields[k]) for k in sorted(ext_fields) if k not in skip)
+    return text.encode("utf-8") + body_bytes(body)
+
+
+def signature(data: bytes, secret_key: str) -> str:
+    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()).decode("ascii")
+
+
+#: what the checking side leaves out of the content
+CHECKED_SKIP = frozenset({SIGNATURE, UNIQUE_MSG_QUERY_FLAG})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCredentials:
+    """An account's keys as a client holds them (Java's ``SessionCredentials``)."""
+
+    access_key: str
+    secret_key: str
+    security_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.access_key or not self.secret_key:
+            raise ConfigError("session credentials need both an access key and a secret key")
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"SessionCredentials(access_key={self.access_key!r}, secret_key=***)"
+
+    def sign(self, request) -> None:
+        """Add ``AccessKey`` (``SecurityToken``) and ``Signature`` to ``request``'s
+        extFields, as ``AclClientRPCHook.doBeforeRequest`` does."""
+        ext = request.ext_fields
+        ext.pop(SIGNATURE, None)  # a retried command is signed afresh
+        ext[ACCESS_KEY] = self.access_key
+        if self.security_token is not None:
+            ext[SECURITY_TOKEN] = self.security_token
+        ext[SIGNATURE] = signature(content(ext, request.body), self.secret_key)
