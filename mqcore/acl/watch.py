@@ -3,8 +3,10 @@
 ``AclFile.load()`` at start raises :class:`~mqcore.errors.AclConfigError` for a bad or
 missing file: a server never starts with an ACL it could not read. After that a
 service thread polls the file's status (mtime, size, inode) every ``poll_interval_s``;
-on a change it parses the new text and swaps it in whole. A new text that does not
-parse leaves the previous good config in force and is logged once (not at every poll).
+once a change has held still for one more poll (an editor or ``echo >`` truncates, then
+writes: the half-written file must not be taken for the new rules) it parses the new
+text and swaps it in whole. A new text that does not parse leaves the previous good
+config in force and is logged once (not at every poll).
 Readers take ``current`` (one attribute read of an immutable object) from any thread.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ class AclFile(ServiceThread):
         self.loaded_at_ms = 0
         self.reloads = 0
         self._seen: tuple[int, int, int] | None = None
+        self._pending: tuple[int, int, int] | None = None
         self._reported: tuple[int, int, int] | None = None
 
     def _status(self) -> tuple[int, int, int] | None:
@@ -70,8 +73,12 @@ class AclFile(ServiceThread):
         """Reload if the file changed since the last look; True when a new config is in force."""
         status = self._status()
         if status == self._seen:
+            self._pending = None
             return False
-        self._seen = status
+        if status != self._pending:  # changed since the last look: wait until it holds still
+            self._pending = status
+            return False
+        self._seen, self._pending = status, None
         if status is None:
             if self._reported != (0, 0, 0):
                 self._reported = (0, 0, 0)

@@ -92,8 +92,8 @@ class Broker:
         self.acl: AclFile | None = None
         hook = None
         if config.acl_enable:
-            self.acl = AclFile(config.acl_file, clock=clock)
-            hook = BrokerAclHook(PlainAccessValidator(lambda: self.acl.current))
+            acl_file = self.acl = AclFile(config.acl_file, clock=clock)
+            hook = BrokerAclHook(PlainAccessValidator(lambda: acl_file.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      before_request=hook)
@@ -176,9 +176,8 @@ class Broker:
         self.server.add_close_listener(self.clients.channel_closed)
         if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr:
             self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
-                                                    listen_port=self.cfg.namesrv_listen_port,
-                                                    acl_file=self.cfg.acl_file if self.cfg.acl_enable else None),
-                                      self.clock)
+                                                    listen_port=self.cfg.namesrv_listen_port),
+                                      self.clock, acl=self.acl)  # one ACL file, watched once
             ns_port = await self.namesrv.start()
             # register where the embedded name server really listens; the registration still
             # advertises brokerIP1 to clients, which may differ from the listening address

@@ -31,16 +31,21 @@ log = logging.getLogger(__name__)
 class NameServer:
     """The name server: serves routes to clients and registrations from brokers."""
 
-    def __init__(self, config: NamesrvConfig, clock):
+    def __init__(self, config: NamesrvConfig, clock, *, acl: AclFile | None = None):
+        """``acl``: an ACL file owned (loaded, watched) by the caller, e.g. the broker that
+        embeds this name server; otherwise ``config.acl_file`` is loaded and watched here."""
         self.cfg = config
         self.clock = clock
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_ms)
         #: plain ACL (mqcore's addition: Apache's 4.9 name server has none)
-        self.acl: AclFile | None = None
-        hook = None
-        if config.acl_file:
+        self.acl = acl
+        self._owns_acl = acl is None and bool(config.acl_file)
+        if self._owns_acl:
             self.acl = AclFile(config.acl_file, clock=clock)
-            hook = NamesrvAclHook(PlainAccessValidator(lambda: self.acl.current))
+        hook = None
+        if self.acl is not None:
+            acl_file = self.acl
+            hook = NamesrvAclHook(PlainAccessValidator(lambda: acl_file.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook)
         self.kv: dict[str, dict[str, str]] = {}
         self._scanner: asyncio.Task | None = None
@@ -57,10 +62,10 @@ class NameServer:
         s.add_close_listener(self.routes.channel_closed)
 
     async def start(self) -> int:
-        if self.acl is not None:
+        if self._owns_acl:
             self.acl.load()  # a bad file stops the start
         port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
-        if self.acl is not None:
+        if self._owns_acl:
             self.acl.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         log.info("name server listening on %s:%d", self.cfg.listen_host, port)
@@ -70,7 +75,7 @@ class NameServer:
         if self._scanner:
             self._scanner.cancel()
         await self.server.shutdown()
-        if self.acl is not None:
+        if self._owns_acl:
             self.acl.shutdown()
 
     async def _scan_loop(self) -> None:

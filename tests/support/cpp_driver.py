@@ -34,10 +34,19 @@ def msg_json(m):
             "props": {k: text(m.get_property(k)) for k in ("UNIQ_KEY", "RETRY_TOPIC", "DELAY")}}
 
 
+def credentials(client, cmd):
+    """Plain ACL: ``"access_key"``/``"secret_key"`` in the command sign every request."""
+    if cmd.get("access_key"):
+        client.set_session_credentials(cmd["access_key"], cmd["secret_key"], cmd.get("channel", "ALIYUN"))
+
+
 def produce(cmd):
     from rocketmq.client import Message, Producer
     p = Producer(cmd.get("group", "PG_CPP"))
     p.set_namesrv_addr(cmd["namesrv"])
+    credentials(p, cmd)
+    if cmd.get("send_timeout_ms"):
+        p.set_timeout(cmd["send_timeout_ms"])
     p.start()
     for i, spec in enumerate(cmd["messages"]):
         m = Message(spec["topic"])
@@ -50,7 +59,14 @@ def produce(cmd):
         for k, v in (spec.get("props") or {}).items():
             m.set_property(k, v)
         m.set_body(spec["body"])
-        r = p.send_sync(m)
+        if cmd.get("report_failures"):  # a refused send is an expected outcome, reported as an event
+            try:
+                r = p.send_sync(m)
+            except Exception as e:
+                out({"send_failed": i, "text": f"{type(e).__name__}: {e}"})
+                continue
+        else:
+            r = p.send_sync(m)
         out({"sent": i, "status": int(r.status), "msg_id": r.msg_id, "offset": r.offset, "at": time.time()})
     p.shutdown()
     out({"done": True})
@@ -82,6 +98,7 @@ def push(cmd):
 
     c = PushConsumer(cmd["group"])
     c.set_namesrv_addr(cmd["namesrv"])
+    credentials(c, cmd)
     c.subscribe(cmd["topic"], callback, expression=cmd.get("expression", "*"))
     c.start()
     deadline = time.time() + cmd.get("timeout", 20)

@@ -1,0 +1,230 @@
+"""Plain ACL on a real mqbroker process (aclEnable=true, plain_acl.yml), with real clients:
+mqcore.client, MQAdmin, raw signed requests and the Apache C++ client (rocketmq==0.4.4)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mqcore.acl import SessionCredentials
+from mqcore.admin.api import MQAdmin
+from mqcore.client import LitePullConsumer, Message, Producer
+from mqcore.errors import MQError
+from mqcore.remoting import RequestCode as RC
+from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
+from tests.support import acl
+from tests.support.cpp_client import run_cpp
+from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+ACL_ERROR = "org.apache.rocketmq.acl.common.AclException: "
+
+
+def acl_conf(path) -> dict:
+    return {"aclEnable": "true", "plainAclFile": str(path), "brokerAccessKey": acl.ADMIN[0],
+            "brokerSecretKey": acl.ADMIN[1]}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    root = tmp_path_factory.mktemp("acl")
+    yml = root / "plain_acl.yml"
+    yml.write_text(acl.PLAIN_ACL_YML)
+    with BrokerProcess(root / "store", conf=acl_conf(yml)) as b:
+        yield b
+
+
+def producer(b, account, **kw) -> Producer:
+    creds = {} if account is None else {"access_key": account[0], "secret_key": account[1]}
+    return Producer("PG_acl", namesrv_addr=b.namesrv_addr, retry_times_when_send_failed=0, **creds, **kw).start()
+
+
+def refused(fn) -> str:
+    """The remark of the ACL refusal ``fn`` raises (and that it is one)."""
+    with pytest.raises(MQError) as info:
+        fn()
+    text = str(info.value)
+    assert ACL_ERROR in text, text
+    return text
+
+
+def raw(rc, addr, code, ext=None, body=b"", account=None):
+    cmd = create_request(code, ext, body)
+    if account is not None:
+        SessionCredentials(*account).sign(cmd)
+    return rc.invoke(addr, cmd, 5000)
+
+
+def test_right_credentials_send_and_consume(broker):
+    p = producer(broker, acl.NORMAL)
+    try:
+        results = [p.send(Message("TopicBoth", f"allowed {i}".encode())) for i in range(5)]
+    finally:
+        p.shutdown()
+    assert all(r.status.name == "SEND_OK" for r in results)
+    c = LitePullConsumer("CG_acl_ok", namesrv_addr=broker.namesrv_addr, access_key=acl.NORMAL[0],
+                         secret_key=acl.NORMAL[1], consume_from_where="first")
+    c.subscribe("TopicBoth", "*")
+    c.start()
+    got = []
+    try:
+        assert wait_for(lambda: got.extend(c.poll(500)) or len(got) >= 5, timeout=30)
+    finally:
+        c.shutdown()
+    assert sorted(m.body for m in got) == sorted(f"allowed {i}".encode() for i in range(5))
+
+
+def test_wrong_missing_and_denied_are_refused(broker):
+    p = producer(broker, (acl.NORMAL[0], "wrongSecret1"))
+    try:
+        assert "Check signature failed for accessKey=normalUser" in refused(
+            lambda: p.send(Message("TopicBoth", b"x")))
+    finally:
+        p.shutdown()
+    p = producer(broker, None)
+    try:
+        assert "No accessKey is configured" in refused(lambda: p.send(Message("TopicBoth", b"x")))
+    finally:
+        p.shutdown()
+    p = producer(broker, acl.NORMAL)
+    try:
+        assert "No default permission for topic:TopicDenied" in refused(lambda: p.send(Message("TopicDenied", b"x")))
+        # SUB only: may consume, may not send
+        assert "No default permission for topic:TopicSub" in refused(lambda: p.send(Message("TopicSub", b"x")))
+        assert "No default permission for topic:TopicOther" in refused(lambda: p.send(Message("TopicOther", b"x")))
+        # the same producer (same connection) still works after the refusals
+        assert p.send(Message("TopicPub", b"fine")).status.name == "SEND_OK"
+    finally:
+        p.shutdown()
+
+
+def test_consumer_needs_sub_on_topic_and_group(broker):
+    with SyncRemotingClient() as rc:
+        ext = {"consumerGroup": "GroupDenied", "topic": "TopicBoth", "queueId": "0", "queueOffset": "0",
+               "maxMsgNums": "1", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
+               "subscription": "*", "subVersion": "0"}
+        r = raw(rc, broker.broker_addr, RC.PULL_MESSAGE, ext, account=acl.NORMAL)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, ACL_ERROR + "No default permission for group:GroupDenied")
+        r = raw(rc, broker.broker_addr, RC.PULL_MESSAGE, {**ext, "topic": "TopicPub", "consumerGroup": "CG_x"},
+                account=acl.NORMAL)
+        assert r.remark == ACL_ERROR + "No default permission for topic:TopicPub"
+        r = raw(rc, broker.broker_addr, RC.PULL_MESSAGE, {**ext, "consumerGroup": "CG_x"}, account=acl.NORMAL)
+        assert r.code != ResponseCode.SYSTEM_ERROR, r.remark  # allowed: a pull answer, not a refusal
+        # an offset reset rewrites any group's progress: admin only
+        reset = {"topic": "TopicBoth", "group": "CG_x", "timestamp": "0", "isForce": "true"}
+        r = raw(rc, broker.broker_addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, reset, account=acl.NORMAL)
+        assert r.remark.startswith(ACL_ERROR + "Need admin permission for request code=222")
+
+
+def test_admin_commands_need_an_admin_account(broker):
+    with MQAdmin(broker.namesrv_addr, access_key=acl.NORMAL[0], secret_key=acl.NORMAL[1]) as admin:
+        text = refused(lambda: admin.create_topic(broker.broker_addr, "TopicByUser"))
+        assert "Need admin permission for request code=17, but accessKey=normalUser is not" in text
+    with MQAdmin(broker.namesrv_addr) as admin:  # unsigned
+        assert "No accessKey is configured" in refused(lambda: admin.create_topic(broker.broker_addr, "TopicAnon"))
+    with MQAdmin(broker.namesrv_addr, access_key=acl.ADMIN[0], secret_key=acl.ADMIN[1]) as admin:
+        admin.create_topic(broker.broker_addr, "TopicByAdmin")
+        with SyncRemotingClient() as rc:  # the broker's signed registration reached the ACL'd name server
+            assert wait_for(lambda: raw(rc, broker.namesrv_addr, RC.GET_ROUTEINFO_BY_TOPIC,
+                                        {"topic": "TopicByAdmin"}).code == ResponseCode.SUCCESS, timeout=15)
+
+
+def test_name_server_writes_need_an_admin_signature(broker):
+    kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicX", "value": "broker-a:4"}
+    with SyncRemotingClient() as rc:
+        ns = broker.namesrv_addr
+        r = raw(rc, ns, RC.PUT_KV_CONFIG, kv)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, ACL_ERROR + "No accessKey is configured")
+        r = raw(rc, ns, RC.PUT_KV_CONFIG, kv, account=acl.NORMAL)
+        assert r.remark == ACL_ERROR + "Need admin permission for request code=100, but accessKey=normalUser is not"
+        # a fake broker's registration, or unregistering the real one, is refused without admin keys
+        reg = {"brokerName": "fake", "brokerAddr": "127.0.0.1:1", "clusterName": "DefaultCluster",
+               "haServerAddr": "127.0.0.1:2", "brokerId": "0", "compressed": "false"}
+        assert raw(rc, ns, RC.REGISTER_BROKER, reg, b"{}").remark.startswith(ACL_ERROR)
+        unreg = {"brokerName": "broker-a", "brokerAddr": broker.broker_addr, "clusterName": "DefaultCluster",
+                 "brokerId": "0"}
+        assert raw(rc, ns, RC.UNREGISTER_BROKER, unreg, account=acl.NORMAL).remark.startswith(ACL_ERROR)
+        assert raw(rc, ns, RC.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicBoth"}).remark.startswith(ACL_ERROR)
+        # reads stay open; the real broker is still routed
+        r = raw(rc, ns, RC.GET_BROKER_CLUSTER_INFO)
+        assert r.code == ResponseCode.SUCCESS and broker.broker_addr.split(":")[1] in r.body.decode()
+        assert b"fake" not in r.body
+        assert raw(rc, ns, RC.PUT_KV_CONFIG, kv, account=acl.ADMIN).code == ResponseCode.SUCCESS
+        r = raw(rc, ns, RC.GET_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicX"})
+        assert (r.code, r.ext_fields.get("value")) == (ResponseCode.SUCCESS, "broker-a:4")
+
+
+def test_cpp_client_with_session_credentials(broker, tmp_path):
+    base = {"mode": "produce", "namesrv": broker.namesrv_addr, "report_failures": True, "send_timeout_ms": 3000}
+    events = run_cpp({**base, "access_key": acl.NORMAL[0], "secret_key": acl.NORMAL[1],
+                      "messages": [{"topic": "TopicBoth", "body": f"cpp {i}"} for i in range(3)]}, tmp_path)
+    assert [e["status"] for e in events if "sent" in e] == [0, 0, 0], events
+    events = run_cpp({**base, "access_key": acl.NORMAL[0], "secret_key": "wrongSecret1",
+                      "messages": [{"topic": "TopicBoth", "body": "bad secret"}]}, tmp_path)
+    assert [e["send_failed"] for e in events if "send_failed" in e] == [0], events
+    events = run_cpp({**base, "access_key": acl.NORMAL[0], "secret_key": acl.NORMAL[1],
+                      "messages": [{"topic": "TopicSub", "body": "sub only"}]}, tmp_path)
+    assert [e["send_failed"] for e in events if "send_failed" in e] == [0], events
+    events = run_cpp({**base, "messages": [{"topic": "TopicBoth", "body": "unsigned"}]}, tmp_path)
+    assert [e["send_failed"] for e in events if "send_failed" in e] == [0], events
+    # a signed push consumer receives what was sent
+    events = run_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_cpp_acl", "topic": "TopicBoth",
+                      "access_key": acl.NORMAL[0], "secret_key": acl.NORMAL[1], "expect": 3, "timeout": 40,
+                      "linger": 1}, tmp_path)
+    assert {f"cpp {i}" for i in range(3)} <= {e["got"]["body"] for e in events if "got" in e}
+
+
+def test_edits_take_effect_without_restart_and_a_bad_edit_keeps_the_last_good_file(tmp_path):
+    yml = tmp_path / "plain_acl.yml"
+    yml.write_text(acl.PLAIN_ACL_YML)
+    with BrokerProcess(tmp_path / "store", conf=acl_conf(yml)) as b, SyncRemotingClient() as rc:
+        ext = {"topic": "TopicBoth", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+               "perm": "6", "topicFilterType": "SINGLE_TAG"}
+        assert raw(rc, b.broker_addr, RC.UPDATE_AND_CREATE_TOPIC, ext).remark == ACL_ERROR + "No accessKey is configured"
+        # a per-account white address: that account needs no (right) signature from there
+        yml.write_text(acl.PLAIN_ACL_YML.replace("    whiteRemoteAddress:\n", "    whiteRemoteAddress: 127.0.0.1\n"))
+        assert wait_for(lambda: raw(rc, b.broker_addr, RC.SEND_MESSAGE_V2, _send_ext("TopicBoth"), b"w",
+                                    account=(acl.NORMAL[0], "notTheSecret")).code == ResponseCode.SUCCESS, timeout=15)
+        # a global white address: anyone from there, unsigned, even admin requests
+        yml.write_text("globalWhiteRemoteAddresses:\n  - 127.0.0.{1,2}\n" + acl.PLAIN_ACL_YML.split("\n", 2)[2])
+        assert wait_for(lambda: raw(rc, b.broker_addr, RC.UPDATE_AND_CREATE_TOPIC, ext).code == ResponseCode.SUCCESS,
+                        timeout=15)
+        # a broken edit: logged once, the previous (white-listed) config stays in force
+        yml.write_text("accounts:\n  - accessKey: normalUser\n    secretKey: short\n")
+        log_path = os.path.join(b.log_dir, "broker.log")
+        assert wait_for(lambda: "previous config stays in force" in _read(log_path), timeout=15)
+        assert raw(rc, b.broker_addr, RC.UPDATE_AND_CREATE_TOPIC, ext).code == ResponseCode.SUCCESS
+        assert _read(log_path).count("previous config stays in force") == 1
+        # fixed again: the original rules are back
+        yml.write_text(acl.PLAIN_ACL_YML)
+        assert wait_for(lambda: raw(rc, b.broker_addr, RC.UPDATE_AND_CREATE_TOPIC, ext).code != ResponseCode.SUCCESS,
+                        timeout=15)
+        assert b.proc.poll() is None
+
+
+def test_a_bad_file_stops_the_start_with_a_clear_error(tmp_path):
+    yml = tmp_path / "plain_acl.yml"
+    yml.write_text("accounts:\n  - accessKey: normalUser\n    secretKey: normalSecret1\n    topicPerms:\n"
+                   "      - TopicA=PUBLISH\n")
+    b = BrokerProcess(tmp_path / "store", conf=acl_conf(yml))
+    with pytest.raises(Exception) as info:
+        b.start()
+    b.stop()
+    assert "'PUBLISH' is not a permission" in str(info.value) + b.output()
+
+
+def _send_ext(topic: str) -> dict:
+    return {"a": "PG_acl", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0",
+            "i": "", "j": "0", "k": "false", "m": "false"}
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
