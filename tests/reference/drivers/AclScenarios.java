@@ -180,7 +180,7 @@ public class AclScenarios {
                 default:
                     throw new IllegalArgumentException("unknown kind " + kind);
             }
-            RemotingCommand resp = client.invokeSync(broker, cmd, 5000);
+            RemotingCommand resp = client.invokeSync(broker, cmd, 15000);  // generous: a loaded CI machine
             String remark = resp.getRemark() == null ? "" : resp.getRemark().replace('\n', ' ');
             return "RESULT " + name + " code=" + resp.getCode() + " remark=" + remark;
         } finally {
