@@ -109,6 +109,11 @@ class BrokerConfig:
                 raise FieldConfigError(name, "must be positive")
         if (self.broker_access_key is None) != (self.broker_secret_key is None):
             raise FieldConfigError("broker_access_key", "brokerAccessKey and brokerSecretKey go together")
+        if self.acl_enable and self.grpc_server_enable:
+            # 5.x clients authenticate differently (signed gRPC metadata), which the endpoint does
+            # not check yet: serving it would be a way around the ACL
+            raise FieldConfigError("grpc_server_enable", "cannot be true with aclEnable=true: the gRPC endpoint "
+                                   "has no access control yet")
         if self.acl_enable and not self.acl_file:
             raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
         if not 0 <= self.broker_permission <= 15:

@@ -69,6 +69,14 @@ def group_problem(group: Any) -> str | None:
     return None
 
 
+def send_refusal(topic: Any) -> str | None:
+    """Apache's remark refusing a producer's send to a topic the broker owns, or None.
+    One rule for every way in: remoting sends here, the gRPC endpoint's SendMessage too."""
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        return f"Sending message to topic[{topic}] is forbidden."
+    return None
+
+
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
@@ -141,8 +149,8 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
         problem = group_problem(group)
         if problem:
             return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
-    if code in SEND_CODES and topics and topics[0] in NOT_ALLOWED_SEND_TOPICS:
-        return create_response(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topics[0]}] is forbidden.")
+    if code in SEND_CODES and topics and send_refusal(topics[0]):
+        return create_response(request, ResponseCode.NO_PERMISSION, send_refusal(topics[0]))
     if code == RC.UPDATE_AND_CREATE_TOPIC and topics and is_system_topic(topics[0]):
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topics[0]}] is conflict with system topic.")
     if code == RC.PULL_MESSAGE:

@@ -15,6 +15,7 @@ import logging
 import re
 
 from mqcore.broker.topics import readable, writable
+from mqcore.broker.validate import send_refusal
 from mqcore.errors import IllegalArgumentError, MQError
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
@@ -296,6 +297,9 @@ class MessagingService:
         d = self.d
         if not self.b.cfg.broker_permission & PERM_WRITE:
             raise Refused(d.FORBIDDEN, f"the broker {self.b.cfg.broker_name} is not writable")
+        refusal = send_refusal(self._topic_name(m.topic))  # before _topic, which would create it
+        if refusal:
+            raise Refused(d.FORBIDDEN, refusal)
         tc = self._topic(m.topic, create=True)
         if not writable(tc):
             raise Refused(d.FORBIDDEN, f"the topic {tc.topic_name} is not writable")

@@ -271,3 +271,21 @@ def test_standalone_name_server_with_acl(tmp_path):
     path.write_text("accounts: [")
     with pytest.raises(AclConfigError):
         asyncio.run(NameServer(NamesrvConfig(listen_port=0, acl_file=str(path)), ManualClock()).start())
+
+
+# --- broker configuration --------------------------------------------------------------------------
+
+
+def test_broker_acl_keys():
+    from mqcore.broker.conf import build_configs
+    from mqcore.errors import ConfigError
+    cfg = build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "brokerAccessKey": "brokerAdmin",
+                         "brokerSecretKey": "brokerSecret"}).broker
+    assert (cfg.acl_enable, cfg.acl_file, cfg.broker_access_key) == (True, "/etc/acl.yml", "brokerAdmin")
+    with pytest.raises(ConfigError, match="plainAclFile"):
+        build_configs({"aclEnable": "true"})
+    with pytest.raises(ConfigError, match="brokerAccessKey and brokerSecretKey go together"):
+        build_configs({"brokerAccessKey": "brokerAdmin"})
+    # the 5.x endpoint does not check 5.x credentials yet: it must not be a way around the ACL
+    with pytest.raises(ConfigError, match="gRPC endpoint has no access control"):
+        build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "grpcServerEnable": "true"})

@@ -35,6 +35,21 @@ def test_bad_sends_get_proxy_codes(raw, grpc_broker):
     assert status.code == d.OK and len(got) == 1
 
 
+def test_sends_to_the_brokers_own_topics_are_refused_as_on_remoting(raw, module_grpc_broker):
+    """The remoting send path refuses these (NO_PERMISSION, as Apache 4.9); gRPC must not be a way round."""
+    from mqcore.broker.validate import NOT_ALLOWED_SEND_TOPICS
+    from mqcore.remoting import RequestCode, SyncRemotingClient, create_request
+    for topic in sorted(NOT_ALLOWED_SEND_TOPICS):
+        r = raw.send(topic)
+        assert (r.status.code, r.status.message) == (d.FORBIDDEN, f"Sending message to topic[{topic}] is forbidden.")
+    with SyncRemotingClient() as rc:  # nothing reached the delay topic (a copy loop starts from there)
+        ends = [rc.invoke(module_grpc_broker.broker_addr, create_request(
+            RequestCode.GET_MAX_OFFSET, {"topic": "SCHEDULE_TOPIC_XXXX", "queueId": str(q)}), 5000)
+            for q in range(18)]
+    assert all(int(e.ext_fields.get("offset", "0")) == 0 for e in ends), [e.ext_fields for e in ends]
+    assert raw.send("Allowed5").status.code == d.OK
+
+
 def test_unknown_topic_wrong_namespace_and_bad_receives(raw):
     assert raw.send("Known5").status.code == d.OK
     assert raw.receive("Unknown5", "G")[0].code == d.TOPIC_NOT_FOUND
