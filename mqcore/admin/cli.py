@@ -490,6 +490,9 @@ def _common() -> argparse.ArgumentParser:
                    help="name server address(es), 'host:port;host:port' (default: $NAMESRV_ADDR or 127.0.0.1:9876)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of the table")
     p.add_argument("--timeout", type=int, default=5000, metavar="MS", help="per-request timeout (default 5000)")
+    p.add_argument("--accessKey", help="plain ACL account: sign every request (admin commands need an admin "
+                                       "account); Java's mqadmin reads it from conf/tools.yml")
+    p.add_argument("--secretKey", help="the account's secret key")
     return p
 
 
@@ -610,7 +613,9 @@ def main(argv: Sequence[str] | None = None, out=None) -> int:
         return 2
     _help, fn = COMMANDS[a.command]
     try:
-        with MQAdmin(a.namesrvAddr, timeout_ms=a.timeout) as admin:
+        if (a.accessKey is None) != (a.secretKey is None):
+            raise UsageError("--accessKey and --secretKey go together")
+        with MQAdmin(a.namesrvAddr, timeout_ms=a.timeout, access_key=a.accessKey, secret_key=a.secretKey) as admin:
             result = fn(admin, a, out)
     except UsageError as e:
         print(f"mqadmin {a.command}: {e}", file=sys.stderr)

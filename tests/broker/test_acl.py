@@ -131,6 +131,15 @@ def test_admin_commands_need_an_admin_account(broker):
                                         {"topic": "TopicByAdmin"}).code == ResponseCode.SUCCESS, timeout=15)
 
 
+def test_mqadmin_cli_signs_with_access_key_options(broker, capsys):
+    from mqcore.admin.cli import main
+    base = ["updateTopic", "-n", broker.namesrv_addr, "-b", broker.broker_addr, "-t", "TopicByCli"]
+    assert main(base + ["--accessKey", acl.NORMAL[0], "--secretKey", acl.NORMAL[1]]) == 1
+    assert "Need admin permission for request code=17" in capsys.readouterr().err
+    assert main(base + ["--accessKey", acl.ADMIN[0]]) == 2  # half a credential is a usage error
+    assert main(base + ["--accessKey", acl.ADMIN[0], "--secretKey", acl.ADMIN[1]]) == 0
+
+
 def test_name_server_writes_need_an_admin_signature(broker):
     kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicX", "value": "broker-a:4"}
     with SyncRemotingClient() as rc:
