@@ -14,6 +14,7 @@ pattern in the message (Java also refuses such a file at load).
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from mqcore.errors import AclConfigError
 _MATCH_ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every request; a broker sees few client hosts
 def _canonical(address: str) -> str | None:
     """The address in one spelling (IPv6 expanded, IPv4 as given), or None if not an IP."""
     try:
@@ -50,6 +52,8 @@ class AddressPattern:
     def matches(self, host: str) -> bool:
         if self.everything:
             return True
+        if not self.addresses and self.high < 0:  # blank: matches nothing
+            return False
         canonical = _canonical(host)
         if canonical is None:
             return False

@@ -14,6 +14,7 @@ tests/reference/test_acl_reference.py.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -47,6 +48,26 @@ def signature(data: bytes, secret_key: str) -> str:
     return base64.b64encode(hmac.new(secret_key.encode("utf-8"), data, hashlib.sha1).digest()).decode("ascii")
 
 
+@functools.lru_cache(maxsize=1024)
+def _keyed(secret_key: str) -> hmac.HMAC:
+    """An HMAC-SHA1 with the key set up (half the cost of a small request's signature)."""
+    return hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
+
+
+def request_signature(ext_fields: Mapping[str, str], body: object, secret_key: str, *,
+                      skip: frozenset[str] = frozenset({SIGNATURE})) -> str:
+    """``signature(content(...))`` without joining header text and body into one copy (a
+    body may be megabytes, and may arrive as a list of buffers)."""
+    mac = _keyed(secret_key).copy()
+    mac.update("".join(str(ext_fields[k]) for k in sorted(ext_fields) if k not in skip).encode("utf-8"))
+    if isinstance(body, list):
+        for part in body:
+            mac.update(part)
+    elif body:
+        mac.update(body)  # type: ignore[arg-type]
+    return base64.b64encode(mac.digest()).decode("ascii")
+
+
 #: what the checking side leaves out of the content
 CHECKED_SKIP = frozenset({SIGNATURE, UNIQUE_MSG_QUERY_FLAG})
 
@@ -74,4 +95,4 @@ class SessionCredentials:
         ext[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             ext[SECURITY_TOKEN] = self.security_token
-        ext[SIGNATURE] = signature(content(ext, request.body), self.secret_key)
+        ext[SIGNATURE] = request_signature(ext, request.body, self.secret_key)

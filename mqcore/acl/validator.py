@@ -15,12 +15,13 @@ The answer to a refused request is Java's: see :func:`denied_response`.
 """
 from __future__ import annotations
 
+import hmac
 from typing import Callable
 
 from mqcore.acl import resources
 from mqcore.acl.config import Account, PlainAclConfig, is_group_resource
 from mqcore.acl.permission import ADMIN_CODES, PUB, allows
-from mqcore.acl.signing import ACCESS_KEY, CHECKED_SKIP, SIGNATURE, content, signature
+from mqcore.acl.signing import ACCESS_KEY, CHECKED_SKIP, SIGNATURE, request_signature
 from mqcore.remoting.codes import RequestCode as RC
 from mqcore.remoting.codes import ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_response
@@ -68,8 +69,9 @@ class PlainAccessValidator:
             return f"No acl config for {access_key}"
         if account.white_address.matches(remote_host):
             return None
-        expected = signature(content(ext, request.body, skip=CHECKED_SKIP), account.secret_key)
-        if ext.get(SIGNATURE) != expected:
+        expected = request_signature(ext, request.body, account.secret_key, skip=CHECKED_SKIP)
+        given = ext.get(SIGNATURE) or ""
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("ascii")):  # constant time
             return f"Check signature failed for accessKey={access_key}"
         if admin_only:
             if not account.admin:

@@ -92,6 +92,13 @@ class RemotingServer(ProcessorRegistry):
             processor = _behind(self._before_request, processor)
         self._table.register(code, processor, executor=executor)
 
+    def register_default_processor(
+        self, processor: Processor, *, executor: concurrent.futures.Executor | None = None
+    ) -> None:
+        if self._before_request is not None:
+            processor = _behind(self._before_request, processor)
+        self._table.register_default(processor, executor=executor)
+
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
         self._connect_listeners.append(listener)
