@@ -289,3 +289,18 @@ def test_broker_acl_keys():
     # the 5.x endpoint does not check 5.x credentials yet: it must not be a way around the ACL
     with pytest.raises(ConfigError, match="gRPC endpoint has no access control"):
         build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "grpcServerEnable": "true"})
+
+
+def test_command_lines(tmp_path, monkeypatch, capsys):
+    from mqcore.broker.cli import load_configs, parse_args
+    from mqcore.namesrv.cli import main as namesrv_main
+    conf = tmp_path / "broker.conf"
+    conf.write_text("aclEnable=true\nbrokerAccessKey=brokerAdmin\nbrokerSecretKey=brokerSecret\n")
+    monkeypatch.delenv("ROCKETMQ_HOME", raising=False)
+    assert load_configs(parse_args(["-c", str(conf)])).broker.acl_file == str(tmp_path / "plain_acl.yml")
+    monkeypatch.setenv("ROCKETMQ_HOME", "/opt/rocketmq")  # where RocketMQ looks
+    assert load_configs(parse_args(["-c", str(conf)])).broker.acl_file == "/opt/rocketmq/conf/plain_acl.yml"
+    bad = tmp_path / "bad.yml"
+    bad.write_text("accounts:\n  - {accessKey: RocketMQ, secretKey: 12345678, defaultGroupPerm: READ}\n")
+    assert namesrv_main(["--acl", str(bad), "--port", "0", "--log-dir", str(tmp_path / "logs")]) == 2
+    assert "defaultGroupPerm: 'READ' is not a permission" in capsys.readouterr().err
