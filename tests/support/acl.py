@@ -4,6 +4,8 @@ from __future__ import annotations
 
 ADMIN = ("adminUser", "adminSecret1")
 NORMAL = ("normalUser", "normalSecret1")
+#: an account whose clients on 127.0.0.1 need no signature (and, as in RocketMQ, get no checks)
+WHITE = ("whiteUser", "whiteSecret1")
 
 PLAIN_ACL_YML = f"""\
 globalWhiteRemoteAddresses:
@@ -25,6 +27,10 @@ accounts:
   - accessKey: {ADMIN[0]}
     secretKey: {ADMIN[1]}
     admin: true
+  - accessKey: {WHITE[0]}
+    secretKey: {WHITE[1]}
+    whiteRemoteAddress: 127.0.0.1
+    defaultTopicPerm: DENY
 """
 
 #: name -> (account (ak, sk) or None for unsigned, kind, topic, group, allowed?)
@@ -45,6 +51,8 @@ RAW = {
     "create_topic_admin": (ADMIN, "create", "TopicNewAdmin", "", True),
     "heartbeat_pub_only_topic": (NORMAL, "heartbeat", "TopicPub", "CG_acl", False),
     "heartbeat_ok": (NORMAL, "heartbeat", "TopicSub", "CG_acl", True),
+    "send_admin_unlisted_topic": (ADMIN, "send", "TopicAdminOnly", "PG_acl", True),
+    "send_white_account_wrong_secret": ((WHITE[0], "wrongSecret1"), "send", "TopicDenied", "PG_acl", True),
 }
 
 #: the message RocketMQ's AclException carries for each refused scenario
