@@ -41,7 +41,7 @@ from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import ConfigError, MQError
+from mqcore.errors import MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -159,9 +159,6 @@ class Broker:
         self._started_at = time.monotonic()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
-            if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr and self.cfg.broker_access_key is None:
-                raise ConfigError("aclEnable=true protects the embedded name server too: its registrations "
-                                  "must be signed by an admin account; set brokerAccessKey and brokerSecretKey")
         report = self.store.load()
         self.store.start()
         self.topics.load()

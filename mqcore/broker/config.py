@@ -116,6 +116,10 @@ class BrokerConfig:
                                    "has no access control yet")
         if self.acl_enable and not self.acl_file:
             raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
+        if self.acl_enable and self.embedded_namesrv and not self.namesrv_addr and self.broker_access_key is None:
+            raise FieldConfigError("broker_access_key", "aclEnable=true protects the embedded name server too: its "
+                                   "registrations must be signed by an admin account; set brokerAccessKey and "
+                                   "brokerSecretKey")
         if not 0 <= self.broker_permission <= 15:
             raise FieldConfigError("broker_permission", f"{self.broker_permission} is not a permission (0..15)")
 

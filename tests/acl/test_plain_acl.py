@@ -284,6 +284,10 @@ def test_broker_acl_keys():
     assert (cfg.acl_enable, cfg.acl_file, cfg.broker_access_key) == (True, "/etc/acl.yml", "brokerAdmin")
     with pytest.raises(ConfigError, match="plainAclFile"):
         build_configs({"aclEnable": "true"})
+    with pytest.raises(ConfigError, match="embedded name server too"):  # its own registrations would be refused
+        build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml"})
+    assert build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "namesrvAddr": "10.0.0.1:9876"}
+                         ).broker.broker_access_key is None  # an external name server may be open
     with pytest.raises(ConfigError, match="brokerAccessKey and brokerSecretKey go together"):
         build_configs({"brokerAccessKey": "brokerAdmin"})
     # the 5.x endpoint does not check 5.x credentials yet: it must not be a way around the ACL
