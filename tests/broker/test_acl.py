@@ -14,7 +14,7 @@ from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from tests.support import acl
 from tests.support.cpp_client import run_cpp
-from tests.support.processes import BrokerProcess
+from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -163,6 +163,22 @@ def test_name_server_writes_need_an_admin_signature(broker):
         assert raw(rc, ns, RC.PUT_KV_CONFIG, kv, account=acl.ADMIN).code == ResponseCode.SUCCESS
         r = raw(rc, ns, RC.GET_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicX"})
         assert (r.code, r.ext_fields.get("value")) == (ResponseCode.SUCCESS, "broker-a:4")
+
+
+def test_standalone_mqnamesrv_with_acl_takes_only_signed_registrations(tmp_path):
+    yml = tmp_path / "plain_acl.yml"
+    yml.write_text(acl.PLAIN_ACL_YML)
+    ns = NamesrvProcess()
+    ns.argv += ["--acl", str(yml)]
+    with ns, SyncRemotingClient() as rc:
+        signed_conf = {"brokerAccessKey": acl.ADMIN[0], "brokerSecretKey": acl.ADMIN[1]}  # ACL off on the broker
+        with BrokerProcess(tmp_path / "signed", namesrv=ns.addr, conf=signed_conf, broker_name="broker-signed"), \
+                BrokerProcess(tmp_path / "unsigned", namesrv=ns.addr, broker_name="broker-unsigned") as unsigned:
+            log_path = os.path.join(unsigned.log_dir, "broker.log")
+            assert wait_for(lambda: "refused the registration" in _read(log_path), timeout=15)
+            assert "No accessKey is configured" in _read(log_path)
+            body = raw(rc, ns.addr, RC.GET_BROKER_CLUSTER_INFO).body.decode()
+            assert "broker-signed" in body and "broker-unsigned" not in body
 
 
 def test_cpp_client_with_session_credentials(broker, tmp_path):
