@@ -21,7 +21,7 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
-from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
+from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
@@ -74,8 +74,10 @@ class Broker:
     """The broker's composition root: builds the store, managers and processors, serves and registers."""
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms,
-                 recovery_progress=None):
+                 recovery_progress=None, config_file: str | None = None):
         self.cfg = config
+        #: the broker.conf it started with (``-c``): updateBrokerConfig saves its changes there
+        self.config_file = config_file
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, recovery_progress=recovery_progress)
@@ -283,9 +285,16 @@ class Broker:
 
         Only ``mqcore.broker.conf.RUNTIME_KEYS`` can change; anything else, or a value out
         of range, raises ``ConfigError`` naming the key, and nothing is applied. Returns
-        the keys whose value changed. Not persisted: broker.conf stays the operator's file."""
+        the keys whose value changed. With a ``config_file`` (``mqbroker -c``) the keys are
+        saved there first, as RocketMQ saves them, so they outlive a restart; a file that
+        cannot be written refuses the change (``ConfigError``) before anything is applied."""
         old_b, old_s = self.cfg, self.store_config
         new_b, new_s = update_runtime_config(old_b, old_s, props)
+        if self.config_file is not None and props:
+            write_back(self.config_file, props)
+        elif props:
+            log.warning("configuration changed at run time is not saved: the broker was started without -c "
+                        "broker.conf, so it lasts until the broker stops")
         self.apply_runtime_config(new_b)  # the broker keys, to every reader (processors included)
         self.store_config = new_s
         self.store.update_config(new_s)

@@ -53,9 +53,11 @@ class BrokerCollector:
         for topic, (n, nbytes) in sorted(st.put.items()):
             msgs_in.add_metric(base + [topic], n)
             bytes_in.add_metric(base + [topic], nbytes)
-        msgs_out = CounterMetricFamily("rocketmq_messages_out", "Messages delivered by pulls, per group and topic",
+        msgs_out = CounterMetricFamily("rocketmq_messages_out",
+                                       "Messages delivered by pulls and 5.x receives, per group and topic",
                                        labels=["cluster", "broker", "topic", "consumer_group"])
-        bytes_out = CounterMetricFamily("rocketmq_throughput_out", "Bytes delivered by pulls, per group and topic",
+        bytes_out = CounterMetricFamily("rocketmq_throughput_out",
+                                        "Bytes delivered by pulls and 5.x receives, per group and topic",
                                         labels=["cluster", "broker", "topic", "consumer_group"])
         for (group, topic), (n, nbytes) in sorted(st.pulled.items()):
             msgs_out.add_metric(base + [topic, group], n)
