@@ -263,7 +263,8 @@ def cmd_update_sub_group(admin: MQAdmin, a, out):
                                  consume_broadcast_enable=a.consumeBroadcastEnable,
                                  retry_queue_nums=a.retryQueueNums, retry_max_times=a.retryMaxTimes,
                                  broker_id=a.brokerId, which_broker_when_consume_slowly=a.whichBrokerWhenConsumeSlowly,
-                                 notify_consumer_ids_changed_enable=a.notifyConsumerIdsChanged)
+                                 notify_consumer_ids_changed_enable=a.notifyConsumerIdsChanged,
+                                 consume_message_orderly=a.consumeOrderly)
     if a.json:
         return {"brokers": addrs, "subscriptionGroupConfig": cfg}
     for addr in addrs:
@@ -543,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--brokerId", type=int, default=0)
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1)
     p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True)
+    p.add_argument("-o", "--consumeOrderly", type=_bool, default=False,
+                   help="a FIFO group for RocketMQ 5.x clients (RocketMQ 5's mqadmin -o)")
     p = add("deleteSubGroup", cmd_delete_sub_group, "Delete subscription group from broker")
     _broker_or_cluster(p, "delete the group from")
     p.add_argument("-g", "--groupName", required=True)

@@ -88,6 +88,10 @@ class Arrivals:
         if topic in self._waiters:
             self.loop.call_soon_threadsafe(self._wake, topic)
 
+    def wake(self, topic: str) -> None:
+        """Wake receives parked on ``topic`` now (a FIFO queue became free); on the loop."""
+        self._wake(topic)
+
     def _wake(self, topic: str) -> None:
         for fut in self._waiters.get(topic, ()):
             if not fut.done():
@@ -265,7 +269,7 @@ class MessagingService:
         elif kind == "subscription":
             group = self._group_name(theirs.subscription.group)
             sub = out.subscription
-            sub.fifo = False
+            sub.fifo = self.b.groups.consume_orderly(group)
             sub.receive_batch_size = MAX_BATCH_SIZE
             if not theirs.subscription.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromMilliseconds(DEFAULT_LONG_POLLING_MS)
@@ -443,9 +447,14 @@ class MessagingService:
         retry = pop_retry_topic(group, topic)
         deadline = self.clock() + polling
         first = request.message_queue.id if request.message_queue.id >= 0 else 0
+        fifo = self.b.groups.consume_orderly(group)
         while True:
             popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
-                                   expression, invisible)
+                                   expression, invisible, fifo)
+            if fifo and popped:
+                popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
+                if forwarded and not popped:
+                    continue  # those were done with: the queue may have more
             left = deadline - self.clock()
             if popped or left <= 0:
                 break
@@ -468,18 +477,47 @@ class MessagingService:
         ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
 
-    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible):
-        """Retry copies first (they waited longest), then the topic's queues from ``first`` on."""
+    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible, fifo=False):
+        """Retry copies first (they waited longest), then the topic's queues from ``first`` on.
+        A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
+        pop = self.pop.pop_orderly if fifo else self.pop.pop
         out = []
         if self.b.topics.get(retry) is not None:
-            out += [(p, 0) for p in self.pop.pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
+            out += [(p, 0) for p in pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
         for i in range(nqueues):
             if len(out) >= batch:
                 break
             qid = (first + i) % nqueues
-            out += [(p, qid) for p in self.pop.pop(group, topic, qid, KIND_NORMAL, batch - len(out),
-                                                  expression, invisible)]
+            out += [(p, qid) for p in pop(group, topic, qid, KIND_NORMAL, batch - len(out), expression, invisible)]
         return out
+
+    async def _fifo_dead_letters(self, group, topic, popped):
+        """A FIFO group's message handed out in place more often than the group allows
+        (``retryMaxTimes`` + 1 deliveries) goes to ``%DLQ%<group>`` instead of to the
+        consumer, as the proxy does, and counts as done. Returns (the rest, how many went)."""
+        max_attempts = self.b.groups.retry_max_times(group) + 1
+        keep, forwarded = [], 0
+        for p, qid in popped:
+            if p.flight.attempt <= max_attempts:
+                keep.append((p, qid))
+                continue
+            store_topic = pop_retry_topic(group, topic) if p.kind == KIND_RETRY else topic
+            # the copy's reconsume count is the deliveries made (this one is not made)
+            p.message.reconsume_times = p.flight.attempt - 2
+            copy = self.pop.revive_copy(group, topic, p.message, max_attempts=0)
+            result = await self._put(copy)
+            self.b.stats.on_send_back(group, copy.topic, result)
+            if not result.status.stored:
+                # stays in flight: handed out again when its invisible duration runs out
+                log.warning("FIFO %s:%d@%d for %s not moved to the DLQ (%s)", store_topic, qid,
+                            p.flight.queue_offset, group, result.status.value)
+                continue
+            log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid, p.flight.queue_offset,
+                     group, copy.topic, p.flight.attempt - 1)
+            self.b.schedule_register()
+            self.pop.ack(group, store_topic, qid, p.flight.queue_offset)
+            forwarded += 1
+        return keep, forwarded
 
     def _handle(self, text: str, group: str, topic: str):
         """(receipt handle, the store topic its message was read from)."""
@@ -504,6 +542,8 @@ class MessagingService:
                 h, store_topic = self._handle(e.receipt_handle, group, topic)
                 if self.pop.ack(group, store_topic, h.queue_id, h.queue_offset) is AckStatus.NOT_FOUND:
                     raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no message of this queue")
+                if self.arrivals is not None and self.pop.is_orderly(group, store_topic, h.queue_id):
+                    self.arrivals.wake(store_topic)  # a FIFO queue may be free: parked receives look again
                 st = self.status()
             except Refused as r:
                 st = self.status(r.code, r.message)
@@ -611,6 +651,12 @@ class MessagingService:
         n = 0
         now = self.clock()
         for group, store_topic, qid, flight in self.pop.due(now):
+            if self.pop.is_orderly(group, store_topic, qid):
+                # a FIFO queue hands the message out again in place (``pop_orderly``): no copy,
+                # but receives parked on the blocked queue look again now
+                if self.arrivals is not None:
+                    self.arrivals.wake(store_topic)
+                continue
             msg = self.b.store.look_message_by_offset(flight.commitlog_offset)
             if msg is not None:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
