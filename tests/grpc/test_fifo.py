@@ -27,7 +27,7 @@ def test_fifo_group_holds_back_later_messages(module_grpc_broker):
     b = module_grpc_broker
     _fifo_group(b, "GFifo", retry_max_times=1)  # 2 deliveries, then the DLQ
     with RawClient(b.grpc_addr) as c:
-        for i in range(5):
+        for i in range(5):  # one message group: one queue
             assert c.send("Fifo5", f"A{i}".encode(), message_group="gA").status.code == d.OK
 
         # a concurrent group takes the next message while the first is in flight: the FIFO one waits
@@ -51,20 +51,22 @@ def test_fifo_group_holds_back_later_messages(module_grpc_broker):
         status, got = c.receive("Fifo5", "GFifo", batch=2, invisible_ms=INVISIBLE_MS)
         assert _bodies(got) == [("A2", 1), ("A3", 1)]
         assert c.ack("Fifo5", "GFifo", got[1]).status.code == d.OK
-        status, again = c.receive("Fifo5", "GFifo", batch=16, invisible_ms=INVISIBLE_MS, polling_ms=8000)
-        assert _bodies(again) == [("A2", 2)]
+        status, again = c.receive("Fifo5", "GFifo", batch=2, invisible_ms=INVISIBLE_MS, polling_ms=8000)
+        assert _bodies(again) == [("A2", 2), ("A4", 1)]  # A3 was done: the batch goes on after it
+        assert c.ack("Fifo5", "GFifo", again[1]).status.code == d.OK
         assert c.ack("Fifo5", "GFifo", again[0]).status.code == d.OK
 
         # retryMaxTimes 1: two deliveries, then the DLQ (and the queue moves on)
         assert c.send("Fifo5", b"A5", message_group="gA").status.code == d.OK
+        assert c.send("Fifo5", b"A6", message_group="gA").status.code == d.OK
         status, got = c.receive("Fifo5", "GFifo", batch=1, invisible_ms=INVISIBLE_MS)
-        assert _bodies(got) == [("A4", 1)]
-        status, got = c.receive("Fifo5", "GFifo", batch=1, invisible_ms=INVISIBLE_MS, polling_ms=8000)
-        assert _bodies(got) == [("A4", 2)]
-        status, got = c.receive("Fifo5", "GFifo", batch=1, invisible_ms=INVISIBLE_MS, polling_ms=8000)
         assert _bodies(got) == [("A5", 1)]
+        status, got = c.receive("Fifo5", "GFifo", batch=1, invisible_ms=INVISIBLE_MS, polling_ms=8000)
+        assert _bodies(got) == [("A5", 2)]
+        status, got = c.receive("Fifo5", "GFifo", batch=1, invisible_ms=INVISIBLE_MS, polling_ms=8000)
+        assert _bodies(got) == [("A6", 1)]
         dlq = pull_all(b.namesrv_addr, "%DLQ%GFifo", 1)
-        assert [(m.body, m.reconsume_times) for m in dlq] == [(b"A4", 2)]
+        assert [(m.body, m.reconsume_times) for m in dlq] == [(b"A5", 2)]
 
 
 def test_official_python_client_in_a_fifo_group(module_grpc_broker, py5_python):
