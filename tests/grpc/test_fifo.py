@@ -9,7 +9,7 @@ import time
 from mqcore.admin import MQAdmin
 from tests.grpc.conftest import run_py5
 from tests.grpc.helpers import pull_all
-from tests.grpc.rawclient import RawClient, d
+from tests.grpc.rawclient import RawClient, d, s
 
 INVISIBLE_MS = 1500
 
@@ -23,10 +23,20 @@ def _bodies(got):
     return [(m.body.decode(), m.system_properties.delivery_attempt) for m in got]
 
 
+def _settings_fifo(c: RawClient, group: str) -> bool:
+    """What the endpoint answers a consumer's opening settings (Telemetry) for ``group``."""
+    settings = d.Settings(client_type=d.SIMPLE_CONSUMER, subscription=d.Subscription(group=d.Resource(name=group)))
+    replies = c.stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), metadata=c.meta, timeout=10)
+    first = next(iter(replies))
+    assert first.status.code == d.OK
+    return first.settings.subscription.fifo
+
+
 def test_fifo_group_holds_back_later_messages(module_grpc_broker):
     b = module_grpc_broker
     _fifo_group(b, "GFifo", retry_max_times=1)  # 2 deliveries, then the DLQ
     with RawClient(b.grpc_addr) as c:
+        assert _settings_fifo(c, "GFifo") is True and _settings_fifo(c, "GPlain") is False
         for i in range(5):  # one message group: one queue
             assert c.send("Fifo5", f"A{i}".encode(), message_group="gA").status.code == d.OK
 

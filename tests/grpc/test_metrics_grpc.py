@@ -34,6 +34,8 @@ def test_grpc_sends_and_receives_are_counted(tmp_path):
                 receipt_handle=got[0].system_properties.receipt_handle,
                 message_id=got[0].system_properties.message_id, delivery_attempt=1, max_delivery_attempts=16)
             assert c.call("ForwardMessageToDeadLetterQueue", req).status.code == d.OK
+            hb = s.HeartbeatRequest(group=d.Resource(name=GROUP), client_type=d.SIMPLE_CONSUMER)
+            assert c.call("Heartbeat", hb).status.code == d.OK
 
         m = scrape(port)
         # under the topic the client named, the timed one included (it waits in the timer topic)
@@ -44,6 +46,7 @@ def test_grpc_sends_and_receives_are_counted(tmp_path):
         assert value(m, "rocketmq_throughput_out_total", topic=TOPIC, consumer_group=GROUP) > 3 * 200
         assert value(m, "rocketmq_send_back_messages_total", group=GROUP, to="dlq") == 1
         assert value(m, "rocketmq_messages_in_total", topic="%DLQ%" + GROUP) == 1
+        assert value(m, "rocketmq_grpc_clients", client_type="SIMPLE_CONSUMER") == 1
 
         # brokerStatus's putTps: rates between once-a-second samples of the store's offsets, so
         # sends are kept coming until a sample has seen some
