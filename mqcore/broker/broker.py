@@ -146,7 +146,8 @@ class Broker:
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
             self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
-                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
+                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms,
+                                                      default_invisible_ms=self.cfg.grpc_default_invisible_time_ms))
         self._started_at = time.monotonic()
         report = self.store.load()
         self.store.start()

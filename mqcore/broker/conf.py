@@ -98,6 +98,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
+    "grpcDefaultInvisibleTimeMillis": ("grpc_default_invisible_time_ms", _int),
 }
 
 STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {

@@ -76,6 +76,8 @@ class BrokerConfig:
     grpc_server_enable: bool = False
     grpc_server_port: int = 8081
     grpc_min_invisible_time_ms: int = 10_000
+    #: invisible duration of a push consumer's receive (auto renew), renewed while it runs (the proxy's 60 s)
+    grpc_default_invisible_time_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):

@@ -50,6 +50,10 @@ class Inflight:
     deadline_ms: int
     pop_time_ms: int
     attempt: int
+    #: a push consumer's receive (auto renew): the client whose processing keeps it invisible
+    renew_client: str | None = None
+    #: renewed no later than this
+    renew_until_ms: int = 0
 
 
 class PopQueue:

@@ -36,8 +36,6 @@ MAX_MESSAGE_GROUP_LENGTH = 64
 DEFAULT_LONG_POLLING_MS = 30_000
 #: a receive answers this long before the client's deadline so the answer still arrives
 DEADLINE_MARGIN_MS = 1_000
-#: a push consumer asks without an invisible duration: this one is used (the proxy's default)
-DEFAULT_INVISIBLE_MS = 60_000
 _TAG_FORBIDDEN = re.compile(r"[|\x00-\x1f]")
 
 
@@ -412,7 +410,7 @@ class MessagingService:
         if request.HasField("invisible_duration"):
             invisible = duration_ms(request.invisible_duration)
         elif request.auto_renew:
-            invisible = DEFAULT_INVISIBLE_MS
+            invisible = self.ep.default_invisible_ms  # renewed while the client lives (revive_due)
         else:
             raise Refused(d.ILLEGAL_INVISIBLE_TIME, "a simple consumer must give an invisible duration")
         if not self.ep.min_invisible_ms <= invisible <= MAX_INVISIBLE_MS:
@@ -462,6 +460,12 @@ class MessagingService:
         if not popped:
             yield self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if request.auto_renew:
+            # a push consumer: its listener may run longer than the invisible duration; the
+            # endpoint renews these while the client is alive, as the proxy does
+            cid, until = self._client_id(context), self.clock() + self.ep.renew_max_ms
+            for p, _ in popped:
+                p.flight.renew_client, p.flight.renew_until_ms = cid, until
         self.b.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p, _ in popped))
         yield self.s.ReceiveMessageResponse(status=self.status())
         ns = request.message_queue.topic.resource_namespace
@@ -651,6 +655,11 @@ class MessagingService:
         n = 0
         now = self.clock()
         for group, store_topic, qid, flight in self.pop.due(now):
+            renew = flight.renew_client
+            if renew is not None and now < flight.renew_until_ms and self._alive(renew, now):
+                # a push consumer still at work on it: invisible for another while
+                self.pop.change_invisible(group, store_topic, qid, flight.queue_offset, self.ep.default_invisible_ms)
+                continue
             if self.pop.is_orderly(group, store_topic, qid):
                 # a FIFO queue hands the message out again in place (``pop_orderly``): no copy,
                 # but receives parked on the blocked queue look again now
@@ -690,6 +699,12 @@ class MessagingService:
             self.timer.delivered(qoff)
             n += 1
         return n
+
+    def _alive(self, client_id: str, now: int) -> bool:
+        """The client sent a heartbeat or its settings within the broker's channel expiry and
+        did not say it terminated (its messages are then not renewed: they come back)."""
+        st = self.clients.get(client_id)
+        return st is not None and now - st.last_seen_ms <= self.b.cfg.channel_expired_timeout_ms
 
     def prune_clients(self, now: int) -> int:
         """Forget clients silent for longer than the broker's channel expiry (no heartbeat,
