@@ -27,6 +27,7 @@ import random
 
 from mqcore._compat import kernels
 from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.filter.sql92 import Sql92Filter
 from mqcore.format import layout as L
 from mqcore.grpc.convert import inflate
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
@@ -110,13 +111,15 @@ class PopService:
         self.b.offsets.commit(group, topic, queue_id, q.committed())
 
     # --- receive ---------------------------------------------------------------------------------
-    def pop(self, group: str, topic: str, queue_id: int, kind: str, max_count: int, expression: str,
-            invisible_ms: int) -> list[Popped]:
+    def pop(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,
+            expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+        """Up to ``max_count`` messages, made invisible for ``invisible_ms``; ``expression`` is
+        a tag expression ("*", "a || b") or a compiled SQL92 filter."""
         q = self.queue(group, topic, queue_id)
         return self._take(q, group, topic, queue_id, kind, max_count, expression, invisible_ms)
 
-    def pop_orderly(self, group: str, topic: str, queue_id: int, kind: str, max_count: int, expression: str,
-                    invisible_ms: int) -> list[Popped]:
+    def pop_orderly(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,
+                    expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
         """A FIFO group's receive (RocketMQ 5's orderly pop): while any message handed out
         from this queue is in flight and still invisible, the queue hands out nothing, so a
         later message of a message group never overtakes an earlier one. When all of them
@@ -138,9 +141,13 @@ class PopService:
         return q is not None and q.orderly
 
     def _take(self, q: PopQueue, group: str, topic: str, queue_id: int, kind: str, max_count: int,
-              expression: str, invisible_ms: int) -> list[Popped]:
-        _, tags = parse_tags(expression)
-        codes = tag_codes(tags)
+              expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+        if isinstance(expression, Sql92Filter):  # a SQL92 receive: every record read, then matched
+            sql, tags, codes = expression, None, None
+        else:
+            sql = None
+            _, tags = parse_tags(expression)
+            codes = tag_codes(tags)
         now = self.clock()
         out: list[Popped] = []
         while len(out) < max_count:
@@ -167,6 +174,8 @@ class PopService:
                         continue
                     if tags and msg.tags not in tags:  # a tag hash collision
                         continue
+                    if sql is not None and not sql.matches(msg.properties):
+                        continue  # filtered out: done for this group, as a tag mismatch is
                     if msg.sys_flag & L.SYSFLAG_COMPRESSED:
                         msg.body = inflate(msg.body, msg.sys_flag)
                     attempt = msg.reconsume_times + 1

@@ -16,7 +16,8 @@ import re
 import time
 
 from mqcore.broker.topics import readable, writable
-from mqcore.errors import IllegalArgumentError, MQError
+from mqcore.errors import FilterExpressionError, IllegalArgumentError, MQError
+from mqcore.filter.sql92 import compile_sql92
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
 from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
@@ -418,10 +419,17 @@ class MessagingService:
                                                     f"{self.ep.min_invisible_ms}..{MAX_INVISIBLE_MS} ms")
         fe = request.filter_expression
         if fe.type == d.SQL:
-            raise Refused(d.UNSUPPORTED, "SQL92 filtering is not supported by this broker")
-        expression = fe.expression or "*"
-        if "\x00" in expression:
-            raise Refused(d.ILLEGAL_FILTER_EXPRESSION, f"the filter expression {expression!r} is malformed")
+            # as a 4.x SQL92 subscription: served when the broker has enablePropertyFilter=true
+            if not self.b.cfg.enable_property_filter:
+                raise Refused(d.UNSUPPORTED, "SQL92 filtering is off on this broker (enablePropertyFilter=false)")
+            try:
+                expression = compile_sql92(fe.expression)
+            except FilterExpressionError as e:
+                raise Refused(d.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
+        else:
+            expression = fe.expression or "*"
+            if "\x00" in expression:
+                raise Refused(d.ILLEGAL_FILTER_EXPRESSION, f"the filter expression {expression!r} is malformed")
         if request.HasField("long_polling_timeout"):
             polling = duration_ms(request.long_polling_timeout)
             if polling < 0 or polling > self.ep.max_long_polling_ms:
