@@ -116,6 +116,7 @@ class PopService:
         """Up to ``max_count`` messages, made invisible for ``invisible_ms``; ``expression`` is
         a tag expression ("*", "a || b") or a compiled SQL92 filter."""
         q = self.queue(group, topic, queue_id)
+        q.orderly = False  # the group may have stopped being a FIFO group: expired ones are revived again
         return self._take(q, group, topic, queue_id, kind, max_count, expression, invisible_ms)
 
     def pop_orderly(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,

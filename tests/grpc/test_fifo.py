@@ -95,3 +95,18 @@ def test_official_python_client_in_a_fifo_group(module_grpc_broker, py5_python):
     assert [(m["body"], m["attempt"]) for m in second] == [("f0", 2)]
     assert [m["body"] for m in rest] == ["f1", "f2"]
     assert {m["group"] for m in first + second + rest} == {"order-7"}
+
+
+def test_a_group_that_stops_being_fifo_gets_expired_messages_back(module_grpc_broker):
+    b = module_grpc_broker
+    _fifo_group(b, "GWasFifo")
+    with RawClient(b.grpc_addr) as c:
+        assert c.send("WasFifo5", b"B0", message_group="gB").status.code == d.OK
+        assert c.send("WasFifo5", b"B1", message_group="gB").status.code == d.OK
+        assert _bodies(c.receive("WasFifo5", "GWasFifo", batch=1, invisible_ms=INVISIBLE_MS)[1]) == [("B0", 1)]
+        with MQAdmin(b.namesrv_addr) as admin:
+            admin.create_group(b.broker_addr, "GWasFifo")  # consumeMessageOrderly back to false
+        # a concurrent group now: B1 at once, and B0 back through the retry queue once it expires
+        assert _bodies(c.receive("WasFifo5", "GWasFifo", batch=1, invisible_ms=60_000)[1]) == [("B1", 1)]
+        status, again = c.receive("WasFifo5", "GWasFifo", batch=1, invisible_ms=60_000, polling_ms=8000)
+        assert _bodies(again) == [("B0", 2)]
