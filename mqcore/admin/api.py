@@ -280,9 +280,12 @@ class MQAdmin:
         resp = self._invoke(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties(bytes(resp.body).decode("utf-8", "replace"))
 
-    def update_broker_config(self, addr: str, properties: dict[str, str]) -> None:
+    def update_broker_config(self, addr: str, properties: dict[str, str]) -> str | None:
+        """Apply ``properties`` on the broker at ``addr``. Returns the broker's warning when
+        the change was applied but not saved for its next start (mqbroker), else None."""
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
-        self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        resp = self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        return resp.remark if resp.remark and resp.remark.startswith("not saved") else None
 
     # --- topics ----------------------------------------------------------------------------------
     def create_topic(self, addr: str, topic: str, *, read_queue_nums: int = DEFAULT_QUEUE_NUMS,

@@ -476,7 +476,9 @@ def cmd_get_broker_config(admin: MQAdmin, a, out):
 def cmd_update_broker_config(admin: MQAdmin, a, out):
     addrs = _broker_targets(admin, a)
     for addr in addrs:
-        admin.update_broker_config(addr, {a.key: a.value})
+        warning = admin.update_broker_config(addr, {a.key: a.value})
+        if warning:
+            print(f"mqadmin: warning: {addr}: {warning}", file=sys.stderr)
     if a.json:
         return {"brokers": addrs, "key": a.key, "value": a.value}
     for addr in addrs:

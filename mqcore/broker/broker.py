@@ -40,7 +40,7 @@ from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import MQError
+from mqcore.errors import ConfigError, MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -78,6 +78,8 @@ class Broker:
         self.cfg = config
         #: the broker.conf it started with (``-c``): updateBrokerConfig saves its changes there
         self.config_file = config_file
+        #: why the last run-time configuration change was not saved to it (None: saved)
+        self.unsaved: str | None = None
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, recovery_progress=recovery_progress)
@@ -287,15 +289,21 @@ class Broker:
         Only ``mqcore.broker.conf.RUNTIME_KEYS`` can change; anything else, or a value out
         of range, raises ``ConfigError`` naming the key, and nothing is applied. Returns
         the keys whose value changed. With a ``config_file`` (``mqbroker -c``) the keys are
-        saved there first, as RocketMQ saves them, so they outlive a restart; a file that
-        cannot be written refuses the change (``ConfigError``) before anything is applied."""
+        saved there, as RocketMQ saves them, so they outlive a restart. A file that cannot be
+        written (a read-only mount) does not stop the change, as on RocketMQ: it is applied,
+        and ``self.unsaved`` says why it was not saved (None when it was)."""
         old_b, old_s = self.cfg, self.store_config
         new_b, new_s = update_runtime_config(old_b, old_s, props)
-        if self.config_file is not None and props:
-            write_back(self.config_file, props)
+        self.unsaved = None
+        if self.config_file is None:
+            self.unsaved = "the broker was started without -c broker.conf: the change lasts until it stops"
         elif props:
-            log.warning("configuration changed at run time is not saved: the broker was started without -c "
-                        "broker.conf, so it lasts until the broker stops")
+            try:
+                write_back(self.config_file, props)
+            except ConfigError as e:
+                self.unsaved = f"{e}: the change lasts until the broker stops"
+        if self.unsaved and props:
+            log.warning("configuration changed at run time is not saved: %s", self.unsaved)
         self.apply_runtime_config(new_b)  # the broker keys, to every reader (processors included)
         self.store_config = new_s
         self.store.update_config(new_s)

@@ -3,6 +3,8 @@ change is saved into the broker.conf given with ``-c`` (the same scenario runs a
 Java broker in tests/reference/test_mqadmin_cli_java.py)."""
 from __future__ import annotations
 
+import os
+
 from tests.admin import scenarios
 from tests.admin.scenarios import Target
 from tests.support.processes import BrokerProcess
@@ -31,6 +33,14 @@ def test_update_broker_config_survives_restart(tmp_path):
             "updateBrokerConfig", "-b", b.broker_addr, "-k", "listenPort", "-v", "1234")
         assert r.rc != 0 and "listenPort" in r.err
         assert open(conf_path, encoding="utf-8").read() == text
+
+        # a file that cannot be saved into: applied all the same, and mqadmin says it was not saved
+        os.remove(conf_path)
+        t = Target(b.namesrv_addr, b.broker_addr, b.broker_name)
+        r = t.ok("updateBrokerConfig", "-b", b.broker_addr, "-k", "fileReservedTime", "-v", "9")
+        assert "warning" in r.err and "not saved" in r.err and conf_path in r.err, r.err
+        assert t.ok("getBrokerConfig", "-b", b.broker_addr, "--json").json["fileReservedTime"] == "9"
+        assert not os.path.exists(conf_path)
 
 
 def test_write_back_keeps_the_file_readable(tmp_path):
