@@ -2,7 +2,8 @@
 
 From the bottom: ``errors``, ``clock`` and ``format.layout`` (import nothing from
 mqcore); ``jsonutil``, ``netaddr``, the rest of ``format`` and ``config``; the kernels;
-``message``; ``store`` and ``remoting`` side by side; ``namesrv`` (which a broker may
+``message``; ``store`` and ``remoting`` side by side; ``acl`` (it checks and signs remoting
+commands); ``namesrv`` (which a broker may
 embed), then ``broker`` and ``client`` side by side; ``tools``, ``spark`` and ``admin`` on top
 (``admin`` speaks the protocol through ``remoting`` and ``client``, never into a broker's insides).
 Imports are read from the source files (``.py``, ``.pyx``, ``.pxi``) with no import
