@@ -8,8 +8,10 @@
         producer.send(msg, selector=select_by_hash, arg=order_id)   # ordered per order id
         producer.send_batch([Message("Orders", b"1"), Message("Orders", b"2")])
 
-Blocking methods run the send on the client's own event-loop thread and wait, so
-they work from any thread (scripts, web workers, consumer listeners). ``send_async``
+``send`` runs on the caller's thread over a blocking socket of its own (only a route
+lookup goes through the client's event-loop thread); the other blocking methods run
+on that loop thread and wait. All work from any thread (scripts, web workers,
+consumer listeners). ``send_async``
 returns a ``concurrent.futures.Future``; its ``callback(result, error)`` runs on a
 dedicated callback thread, in completion order. ``asend`` is the asyncio variant.
 
@@ -161,10 +163,15 @@ class Producer:
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
         self._check_running()
         self._check_blocking_allowed()
-        result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
-                            timeout_ms)
-        assert result is not None
-        return result
+        acc = self._accumulator
+        if acc is not None and selector is None and acc.eligible(msg):  # joins a batch on the loop
+            result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
+                                timeout_ms)
+            assert result is not None
+            return result
+        # on this thread over a blocking socket: no hand-off to the loop thread and back
+        return self._impl.send_blocking(self._impl.prepare(msg), queue=queue, selector=selector, selector_msg=msg,
+                                        arg=arg, timeout_ms=timeout_ms)
 
     def send_async(self, msg: Message, callback: SendCallback | None = None, *, queue: MessageQueue | None = None,
                    selector: MessageQueueSelector | None = None, arg: Any = None,
