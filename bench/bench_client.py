@@ -14,7 +14,8 @@ Workloads, for 100 B and 1 KiB bodies, N messages each (default 50,000):
 * ``send_batch 1000``: explicit batches of 1000 (mqcore ``send_batch``; RabbitMQ
   ``send_batch`` with publish confirms);
 * ``consume + commit``: everything stored is consumed by a fresh group and its offsets
-  committed (mqcore ``PushConsumer`` with consume batches of 32; Redis ``XREADGROUP COUNT
+  committed (mqcore ``PushConsumer`` pulling 1000 per request (``pull_batch_size`` and the
+  broker's ``maxTransferCountOnMessageInMemory``), consume batches of 32; Redis ``XREADGROUP COUNT
   1000`` + ``XACK``; JetStream pull consumer, fetch 1000, AckAll).
 
 Servers start once on free loopback ports with throw-away data directories; then each
@@ -178,6 +179,14 @@ def mq_fill(ns: str, topic: str, body: bytes, n: int) -> None:
             p.send_batch([Message(topic, body) for _ in range(min(256, n - start))])
 
 
+#: the throughput knobs of a pull (RocketMQ's defaults, kept by mqcore, are 32 messages and
+#: 256 KiB per pull on the broker, 32 per request in a push consumer): Redis is read with
+#: COUNT 1000, so the consumer asks for 1000 and the broker allows 1000 and 4 MiB per answer
+PULL_BATCH = 1000
+CONSUME_THROUGHPUT_CONF = {"maxTransferCountOnMessageInMemory": PULL_BATCH,
+                           "maxTransferBytesOnMessageInMemory": 4 * 1024 * 1024}
+
+
 def mq_consume(ns: str, topic: str, n: int, group: str, batch: int) -> float:
     count = [0]
     lock = threading.Lock()
@@ -189,7 +198,8 @@ def mq_consume(ns: str, topic: str, n: int, group: str, batch: int) -> float:
             if count[0] >= n:
                 done.set()
 
-    c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first", consume_message_batch_max_size=batch)
+    c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first", consume_message_batch_max_size=batch,
+                     pull_batch_size=PULL_BATCH)
     c.subscribe(topic)
     c.register_listener(listener)
     t0 = time.perf_counter()
@@ -204,7 +214,7 @@ class MqcoreSystem:
     name = "mqcore"
 
     def start(self, tmp: str) -> bool:
-        self.server, self.ns = start_mqbroker(tmp, "mq")
+        self.server, self.ns = start_mqbroker(tmp, "mq", CONSUME_THROUGHPUT_CONF)
         self.sync_server, self.sync_ns = start_mqbroker(tmp, "mqsync", {"flushDiskType": "SYNC_FLUSH"})
         return True
 
@@ -221,7 +231,7 @@ class MqcoreSystem:
             topic = f"Consume{size}r{r}"
             mq_fill(self.ns, topic, body, n)
             emit("consume + commit", "mqcore", size, n, mq_consume(self.ns, topic, n, f"cg{size}r{r}", 32),
-                 "PushConsumer, consume_message_batch_max_size=32")
+                 f"PushConsumer, pull_batch_size={PULL_BATCH}, consume_message_batch_max_size=32")
 
     def stop(self) -> None:
         self.server.stop()

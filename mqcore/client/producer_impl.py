@@ -234,9 +234,9 @@ class ProducerImpl:
                 continue
             if attempts.answered(mq, result):
                 return result
-        result = attempts.outcome()
-        assert result is not None
-        return result
+        final = attempts.outcome()
+        assert final is not None  # a SYNC attempt always answers with a result or raises
+        return final
 
     def _on_loop(self, coro: Coroutine[Any, Any, T], begin: int, timeout: float) -> T:
         """Run a (rare) route lookup on the loop thread and wait for it, within the send's deadline."""

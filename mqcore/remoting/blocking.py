@@ -49,7 +49,7 @@ from mqcore.errors import (
 )
 from mqcore.netaddr import parse_host_port
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
-from mqcore.remoting.command import RemotingCommand, encode
+from mqcore.remoting.command import Body, RemotingCommand, encode
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
 
 log = logging.getLogger(__name__)
@@ -137,18 +137,18 @@ class BlockingConnection:
                                        f"opaque {cmd.opaque})")
         return left
 
-    def _send(self, prefix: bytes, body: object, deadline: float) -> None:
+    def _send(self, prefix: bytes, body: Body, deadline: float) -> None:
         sock = self._sock
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))
             if isinstance(body, list):
                 for part in (prefix, *body):
                     sock.sendall(part)
-            elif len(body) <= _JOIN_BODY_BYTES:  # type: ignore[arg-type]
-                sock.sendall(prefix + bytes(body) if body else prefix)  # type: ignore[call-overload]
+            elif len(body) <= _JOIN_BODY_BYTES:
+                sock.sendall(prefix + bytes(body) if body else prefix)
             else:  # a large body is not copied just to save one send()
                 sock.sendall(prefix)
-                sock.sendall(body)  # type: ignore[call-overload]
+                sock.sendall(body)
         except TimeoutError:
             raise RemotingTimeoutError(f"write to {self.addr} blocked until the deadline") from None
         except OSError as e:
