@@ -75,37 +75,45 @@ def test_answers_match_the_async_path_in_both_serializations() -> None:
 
 
 def test_request_bytes_are_those_of_the_loop_path() -> None:
-    """The blocking path frames a request exactly as the loop's channel does."""
+    """The blocking path puts on the wire exactly what the loop's channel sends for the
+    same request (both are a connection's first request, so both get opaque 1)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{listener.getsockname()[1]}"
     got: list[bytes] = []
 
-    def capture() -> tuple[str, threading.Thread]:
-        listener = socket.create_server(("127.0.0.1", 0))
-        addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    def serve() -> None:
+        with listener:
+            for _ in range(2):  # the loop's connection, then the blocking one
+                conn, _ = listener.accept()
+                with conn:
+                    data = b""
+                    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                        chunk = conn.recv(65536)
+                        assert chunk
+                        data += chunk
+                    got.append(data)
+                    answer = RemotingCommand(code=0, opaque=1, flag=1)  # a response with the request's opaque
+                    conn.sendall(encode_frame(answer))
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
 
-        def serve() -> None:
-            conn, _ = listener.accept()
-            with conn, listener:
-                data = b""
-                while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-                    data += conn.recv(65536)
-                got.append(data)
-                req = RemotingCommand(code=0)  # any answer with the request's opaque (1)
-                req.opaque, req.flag = 1, 1
-                conn.sendall(encode_frame(req))
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        return addr, t
+    def request() -> RemotingCommand:
+        return create_request(ECHO, {"b": "Topic", "n": 3, "i": "UNIQ_KEY\x01A\x02"}, b"x" * 100,
+                              serialize_type=SerializeType.JSON)
 
-    addr, t = capture()
+    async def via_loop() -> None:
+        async with RemotingClient() as client:
+            await client.invoke(addr, request(), 2000)
+    run(via_loop())
     pool = BlockingPool()
     try:
-        req = create_request(ECHO, {"b": "Topic", "n": 3}, b"x" * 100)
-        pool.invoke(addr, req, 2000)
+        pool.invoke(addr, request(), 2000)
     finally:
         pool.close()
     t.join(5)
-    expected = create_request(ECHO, {"b": "Topic", "n": 3}, b"x" * 100, opaque=1)
-    assert got == [encode_frame(expected)]
+    assert len(got) == 2 and got[0] == got[1]
+    assert got[1] == encode_frame(create_request(ECHO, {"b": "Topic", "n": 3, "i": "UNIQ_KEY\x01A\x02"},
+                                                 b"x" * 100, opaque=1))
 
 
 def test_timeout_closes_the_socket_and_the_late_answer_never_reaches_the_next_call() -> None:
