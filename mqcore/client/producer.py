@@ -37,7 +37,7 @@ from typing import Any
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BurstSubmitter
+from mqcore.client.loop import BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
@@ -79,7 +79,7 @@ class Producer:
                 self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes)
-        self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+        self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._async_slots = threading.Semaphore(self.config.max_async_inflight)
         self._state = _State.CREATED
@@ -92,7 +92,7 @@ class Producer:
             raise ClosedError("this producer was shut down; create a new one")
         self._instance.register_producer(self._impl)
         self._instance.start()
-        self._callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mqcore-send-callback")
+        self._callbacks = CallbackThread("mqcore-send-callback")
         self._state = _State.RUNNING
         log.info("producer %s started as %s", self.config.producer_group, self.client_id)
         return self
@@ -109,7 +109,7 @@ class Producer:
             log.warning("producer %s: clean shutdown failed: %s", self.config.producer_group, e)
         self._instance.shutdown()
         if self._callbacks is not None:
-            self._callbacks.shutdown(wait=True)
+            self._callbacks.shutdown()
         log.info("producer %s shut down", self.config.producer_group)
 
     async def _shutdown_async(self) -> None:
@@ -195,9 +195,9 @@ class Producer:
             raise
         future.add_done_callback(self._release_async_slot)
         if callback is not None:
-            executor = self._callbacks
-            assert executor is not None
-            future.add_done_callback(lambda f: executor.submit(_run_callback, callback, f))
+            runner = self._callbacks
+            assert runner is not None
+            future.add_done_callback(lambda f: runner.submit(_run_callback, callback, f))
         return future
 
     def _release_async_slot(self, _future: concurrent.futures.Future[Any]) -> None:
