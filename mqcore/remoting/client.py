@@ -176,9 +176,10 @@ class RemotingClient(ProcessorRegistry):
 
     def invoke_blocking(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
         """``invoke`` on the calling thread over a blocking socket, without the event loop
-        (:mod:`mqcore.remoting.blocking`): any thread, including one that is not the loop's.
-        Same answers and errors as ``invoke``. Requests the peer sends to us, and oneway
-        requests, stay on the loop's channel."""
+        (:mod:`mqcore.remoting.blocking`); from any thread but the loop's (it blocks). Same
+        answers and errors as ``invoke``. Requests the peer sends to us, and oneway requests,
+        stay on the loop's channels. A per-request hook (signing, extra ext fields) applies
+        on this path through the pool's ``finalize``, called right before encoding."""
         return self.blocking.invoke(addr, cmd, timeout_ms)
 
     async def shutdown(self) -> None:
