@@ -205,7 +205,8 @@ class BlockingPool:
         self._max_frame_bytes = max_frame_bytes
         self._connect_timeout_s = connect_timeout_ms / 1000.0
         self._max_idle = max_idle_per_addr
-        self._finalize = finalize
+        #: called with (addr, request) right before a request is encoded; may be set later
+        self.finalize = finalize
         self._idle: dict[str, list[BlockingConnection]] = {}
         self._busy: set[BlockingConnection] = set()
         self._lock = threading.Lock()
@@ -223,8 +224,9 @@ class BlockingPool:
         """Send ``cmd`` to ``addr`` and return the answer (any response code), within
         ``timeout_ms`` connecting included. Errors as :class:`RemotingClient.invoke`."""
         deadline = time.monotonic() + timeout_ms / 1000.0
-        if self._finalize is not None:
-            self._finalize(addr, cmd)
+        finalize = self.finalize
+        if finalize is not None:
+            finalize(addr, cmd)
         conn = self._take(addr, deadline, timeout_ms)
         try:
             answer = conn.invoke(cmd, deadline)
