@@ -240,6 +240,42 @@ def test_the_server_hook_wraps_nothing_when_acl_is_off():
     assert hooked._table.lookup(RC.HEART_BEAT) is not processor
 
 
+def test_a_signing_client_signs_on_every_path(tmp_path):
+    """The loop's invoke and the blocking pool (Producer.send's path) both run before_request."""
+    import socket
+    import threading
+    from mqcore.remoting.command import decode_frame, encode_frame
+    seen = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def serve():  # one connection, one request, answered
+            conn, _ = listener.accept()
+            with conn:
+                head = conn.recv(4)
+                size = int.from_bytes(head, "big")
+                data = b""
+                while len(data) < size:
+                    data += conn.recv(size - len(data))
+                req = decode_frame(data)
+                seen.append(req)
+                resp = create_request(0, None)
+                resp.opaque, resp.flag = req.opaque, 1
+                conn.sendall(encode_frame(resp))
+        t = threading.Thread(target=serve)
+        t.start()
+        client = RemotingClient(before_request=SessionCredentials(*acl.NORMAL).sign)
+        try:
+            client.invoke_blocking(f"127.0.0.1:{listener.getsockname()[1]}", create_request(RC.HEART_BEAT, None, b"{}"))
+        finally:
+            t.join(10)
+            client.blocking.close()
+    assert seen[0].ext_fields["AccessKey"] == "normalUser"
+    assert seen[0].ext_fields["Signature"] == signature(b"normalUser{}", acl.NORMAL[1])
+    assert RemotingClient().blocking.finalize is None  # nothing to pay without credentials
+
+
 # --- the name server -------------------------------------------------------------------------------
 
 
