@@ -12,13 +12,15 @@ import numpy as np
 
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.record import DECODED_FIELDS, DecodedRecord
 
 IMPLEMENTATION = "cython"
 
 DISPATCH_DTYPE = np.dtype(list(L.DISPATCH_FIELDS))
-DECODED_FIELDS = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
-                  "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                  "reconsume_times", "prepared_offset", "body", "topic", "properties")
+# the kernel builds each record's tuple and hands it to tuple.__new__, which makes the
+# named type without NamedTuple.__new__'s argument parsing
+cdef object _new_tuple = tuple.__new__
+cdef object _Record = DecodedRecord
 
 cdef const unsigned char *EMPTY = <const unsigned char *>b""
 
@@ -582,7 +584,7 @@ cdef str _host_str(const unsigned char *p, Py_ssize_t n):
 
 def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_count,
                    bint check_crc=False):
-    """Fully decode records in ``buf[start:end]`` into tuples (``DECODED_FIELDS`` order)."""
+    """Fully decode records in ``buf[start:end]`` into ``DecodedRecord`` values."""
     if start < 0 or end > buf.shape[0] or start > end:
         raise ValueError("decode range outside the buffer")
     cdef const unsigned char *b = _ptr(buf)
@@ -597,7 +599,7 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
         if status >= 0:
             raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
         sh = pos + REC_STOREHOST_V4 + v.born_extra
-        out.append((
+        out.append(_new_tuple(_Record, (
             v.size,
             mq_rd_i32(b + pos + REC_BODYCRC),
             mq_rd_i32(b + pos + REC_QUEUEID),
@@ -614,7 +616,7 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
             <bytes>(b + v.body_at + 4)[:v.body_len],
             (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace"),
             <bytes>(b + v.props_at)[:v.props_len],
-        ))
+        )))
         pos += v.size
     return out
 

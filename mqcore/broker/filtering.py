@@ -79,8 +79,8 @@ def select_matching(result: GetMessageResult, flt: Sql92Filter, k=kernels) -> Ge
     for buf in result.buffers:
         pos = 0
         for rec in k.decode_records(buf, 0, len(buf), _MAX_RECORDS, False):
-            size = rec[0]
-            if flt.matches(string_to_properties(rec[15])):
+            size = rec.store_size
+            if flt.matches(string_to_properties(rec.properties)):
                 kept.append(buf[pos:pos + size])
                 total += size
             pos += size

@@ -302,24 +302,23 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
     compressed = L.SYSFLAG_COMPRESSED
-    for (size, crc, qid, flag, qoff, phy, sysf, born_ts, born_host, store_ts, store_host,
-         reconsume, prepared, mbody, topic, props) in decoded:
-        if sysf & compressed:
-            mbody = decompress_body(mbody, sysf)
-        m = MessageExt(topic, mbody, props, broker_name)
-        m.queue_id = qid
-        m.queue_offset = qoff
-        m.commitlog_offset = phy
-        m.store_size = size
-        m.body_crc = crc
-        m.flag = flag
-        m.sys_flag = sysf
-        m.born_timestamp = born_ts
-        m.born_host = born_host
-        m.store_timestamp = store_ts
-        m.store_host = store_host
-        m.reconsume_times = reconsume
-        m.prepared_transaction_offset = prepared
+    for r in decoded:
+        sys_flag = r.sys_flag
+        m = MessageExt(r.topic, decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body,
+                       r.properties, broker_name)
+        m.queue_id = r.queue_id
+        m.queue_offset = r.queue_offset
+        m.commitlog_offset = r.phy_offset
+        m.store_size = r.store_size
+        m.body_crc = r.body_crc
+        m.flag = r.flag
+        m.sys_flag = sys_flag
+        m.born_timestamp = r.born_timestamp
+        m.born_host = r.born_host
+        m.store_timestamp = r.store_timestamp
+        m.store_host = r.store_host
+        m.reconsume_times = r.reconsume_times
+        m.prepared_transaction_offset = r.prepared_offset
         out.append(m)
     return out
 
