@@ -19,6 +19,7 @@ import numpy as np
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import batch
 from mqcore.format import layout as L
+from mqcore.format.javahash import continue_hash, string_hash, to_int32
 from mqcore.format.properties import join_property_strings, property_spans
 from mqcore.format.record import DECODED_FIELDS, DecodedRecord
 
@@ -37,21 +38,13 @@ _new_tuple = tuple.__new__
 
 
 # --- Java String.hashCode ----------------------------------------------------
-def _to_int32(h: int) -> int:
-    h &= 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def _hash_units(h: int, data: bytes) -> int:
-    """Continue a Java hash over UTF-16-BE code units in ``data``."""
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h
+_to_int32 = to_int32
+_hash_units = continue_hash
 
 
 def java_hash(s: str) -> int:
     """``String.hashCode()``: 31*h + c over UTF-16 code units, wrapping int32."""
-    return _to_int32(_hash_units(0, s.encode("utf-16-be", "surrogatepass")))
+    return string_hash(s)
 
 
 def java_hash_utf8(b) -> int:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 
-from mqcore._compat import kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import FilterExpressionError, MQError, ProtocolError
 from mqcore.filter.sql92 import Sql92Filter, compile_sql92
+from mqcore.kernel_api import StoreKernels
 from mqcore.message import string_to_properties
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.jsonutil import loads_lenient
@@ -70,11 +71,12 @@ def pull_filter(enabled: bool, request, h, sub) -> Sql92Filter | None | tuple:
     return sub.sql_filter
 
 
-def select_matching(result: GetMessageResult, flt: Sql92Filter, k=kernels) -> GetMessageResult:
+def select_matching(result: GetMessageResult, flt: Sql92Filter, k: StoreKernels | None = None) -> GetMessageResult:
     """Keep the records of ``result`` whose properties match ``flt``; a read that found
     records but none matching becomes NO_MATCHED_MESSAGE (the client pulls on at once)."""
     if result.status is not GetMessageStatus.FOUND:
         return result
+    k = k or default_kernels()
     kept, total = [], 0
     for buf in result.buffers:
         pos = 0

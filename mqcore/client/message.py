@@ -18,9 +18,10 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, Sequence
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.kernel_api import StoreKernels
 from mqcore.message import (
     KEY_SEPARATOR,
     Prop,
@@ -292,13 +293,13 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30, *, kernels=default_kernels) -> list[MessageExt]:
+                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None) -> list[MessageExt]:
     """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
     out: list[MessageExt] = []
     if not body:
         return out
     try:
-        decoded = kernels.decode_records(body, 0, len(body), max_count)
+        decoded = (kernels or default_kernels()).decode_records(body, 0, len(body), max_count)
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
     compressed = L.SYSFLAG_COMPRESSED
@@ -323,10 +324,10 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
     return out
 
 
-def encode_batch_body(messages: Sequence[Message], *, kernels=default_kernels) -> bytes:
+def encode_batch_body(messages: Sequence[Message], *, kernels: StoreKernels | None = None) -> bytes:
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
-    return kernels.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
+    return (kernels or default_kernels()).encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
 
 
 # --- results ------------------------------------------------------------------------------------
