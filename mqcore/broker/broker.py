@@ -237,7 +237,15 @@ class Broker:
                              clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
                              short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats,
                              enable_property_filter=self.cfg.enable_property_filter)
-        cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
+        managers = dict(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                        clients=self.clients)
+        cli = ClientProcessor(locks=self.locks, register_now=self.register_all, **managers)
+        hold = self.hold
+        adm = AdminProcessor(broker_name=self.cfg.broker_name, schedule_register=self.schedule_register,
+                             delay_offsets_json=self.delay_offsets_json, holding_count=lambda: hold.waiting_count,
+                             runtime_figures=self.runtime_figures, **managers)
+        ops = OperationsProcessor(broker_name=self.cfg.broker_name, configs=lambda: (self.cfg, self.store_config),
+                                  bound_port=lambda: self.port, update_config=self.update_config, **managers)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
@@ -409,7 +417,7 @@ class Broker:
             ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."
         except OSError:
             ratio, capacity = 0.0, ""
-        return {"putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
+        return {"runtime": self.runtime_text(), "putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
                 "earliestMessageTimeStamp": str(earliest), "commitLogDiskRatio": f"{ratio:.4f}",
                 "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0", "pageCacheLockTimeMills": "0",
                 # one event loop, no thread-pool queues: nothing ever waits in one

@@ -327,7 +327,8 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
 def encode_batch_body(messages: Sequence[Message], *, kernels: StoreKernels | None = None) -> bytes:
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
-    return (kernels or default_kernels()).encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
+    k = kernels or default_kernels()
+    return k.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
 
 
 # --- results ------------------------------------------------------------------------------------

@@ -248,7 +248,8 @@ class SendProcessor:
         props.setdefault(Prop.ORIGIN_MESSAGE_ID, orig.offset_msg_id)
         msg = MessageExtBrokerInner(topic=topic, body=orig.body, queue_id=queue_id, flag=orig.flag, properties=props,
                                     sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
-                                    born_timestamp=orig.born_timestamp, born_host=pack_host(*parse_addr(orig.born_host)),
+                                    born_timestamp=orig.born_timestamp,
+                                    born_host=pack_host(*parse_addr(orig.born_host)),
                                     store_host=self.store_host(), reconsume_times=reconsume + 1)
         t0 = time.perf_counter()
         if self.pool is None:
