@@ -263,7 +263,7 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
-            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, self),
+            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, lambda: self.cfg.enable_property_filter),
             RC.UPDATE_BROKER_CONFIG: ops.update_broker_config, RC.GET_BROKER_CONFIG: ops.get_broker_config,
             RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,

@@ -15,6 +15,7 @@ RocketMQ's rules, as the 4.9 broker answers them:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from mqcore._compat import default_kernels
 from mqcore.errors import FilterExpressionError, MQError, ProtocolError
@@ -91,7 +92,7 @@ def select_matching(result: GetMessageResult, flt: Sql92Filter, k: StoreKernels 
                             len(kept), total, result.suggest_pulling_from_slave)
 
 
-def check_client_config(broker, channel, request):
+def check_client_config(property_filter_enabled: Callable[[], bool], channel, request):
     """CHECK_CLIENT_CONFIG (46): the Java client asks before it starts a consumer whose
     subscription is not a tag expression."""
     try:
@@ -104,7 +105,7 @@ def check_client_config(broker, channel, request):
     expression_type = str(sub.get("expressionType") or TAG)
     if is_tag_type(expression_type):
         return create_response(request, ResponseCode.SUCCESS)
-    if not broker.cfg.enable_property_filter:
+    if not property_filter_enabled():
         return create_response(request, ResponseCode.SYSTEM_ERROR, not_supported_remark(expression_type))
     try:
         compile_expression(expression_type, sub.get("subString"))

@@ -15,6 +15,7 @@ import pytest
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.conf import effective_config_lines
+from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
@@ -136,3 +137,13 @@ def test_operations_processor_reads_the_current_config_and_the_bound_port(manage
     assert p.update_broker_config(peer, ok).code == ResponseCode.SUCCESS and updates == [{"longPollingEnable": "false"}]
     refused = p.update_broker_config(peer, create_request(RC.UPDATE_BROKER_CONFIG, body=b"listenPort=1\n"))
     assert refused.code == ResponseCode.SYSTEM_ERROR and "listenPort" in refused.remark
+
+
+def test_check_client_config_asks_whether_property_filtering_is_on():
+    body = json.dumps({"group": "g1", "subscriptionData": {
+        "topic": "Orders", "subString": "a > 5", "expressionType": "SQL92"}}).encode()
+    request = create_request(RC.CHECK_CLIENT_CONFIG, body=body)
+    assert check_client_config(lambda: False, Peer(), request).code == ResponseCode.SYSTEM_ERROR
+    assert check_client_config(lambda: True, Peer(), request).code == ResponseCode.SUCCESS
+    bad = create_request(RC.CHECK_CLIENT_CONFIG, body=body.replace(b"a > 5", b"a >"))
+    assert check_client_config(lambda: True, Peer(), bad).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
