@@ -303,16 +303,23 @@ def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
     compressed = L.SYSFLAG_COMPRESSED
+    new = object.__new__
     for r in decoded:
+        # the consume hot path: every slot written once, without MessageExt.__init__'s defaults
         sys_flag = r.sys_flag
-        m = MessageExt(r.topic, decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body,
-                       r.properties, broker_name)
+        m = new(MessageExt)
+        m.topic = r.topic
+        m.body = decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body
+        m.flag = r.flag
+        m._properties = None
+        m._props_raw = r.properties
+        m.transaction_id = None
+        m.broker_name = broker_name
         m.queue_id = r.queue_id
         m.queue_offset = r.queue_offset
         m.commitlog_offset = r.phy_offset
         m.store_size = r.store_size
         m.body_crc = r.body_crc
-        m.flag = r.flag
         m.sys_flag = sys_flag
         m.born_timestamp = r.born_timestamp
         m.born_host = r.born_host
