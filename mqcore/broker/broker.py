@@ -250,7 +250,8 @@ class Broker:
                              delay_offsets_json=self.delay_offsets_json, holding_count=lambda: hold.waiting_count,
                              runtime_figures=self.runtime_figures, **managers)
         ops = OperationsProcessor(broker_name=self.cfg.broker_name, configs=lambda: (self.cfg, self.store_config),
-                                  bound_port=lambda: self.port, update_config=self.update_config, **managers)
+                                  bound_port=lambda: self.port, update_config=self.update_config,
+                                  unsaved=lambda: self.unsaved, **managers)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,

@@ -127,14 +127,19 @@ def test_operations_processor_reads_the_current_config_and_the_bound_port(manage
         updates.append(props)
         return list(props)
 
+    unsaved = []
     p = OperationsProcessor(broker_name=cfg.broker_name, configs=lambda: (cfg, store_cfg), bound_port=lambda: 45678,
-                            update_config=update_config, **m)
+                            update_config=update_config, unsaved=lambda: unsaved[0] if unsaved else None, **m)
     peer = Peer()
     text = p.get_broker_config(peer, create_request(RC.GET_BROKER_CONFIG)).body.decode()
     assert "listenPort=45678" in text.splitlines()  # the port bound, not the configured 0 / 10911
-    assert "brokerName=b1" in text.splitlines() and len(text.splitlines()) <= len(effective_config_lines(cfg, store_cfg))
+    lines = text.splitlines()
+    assert "brokerName=b1" in lines and len(lines) <= len(effective_config_lines(cfg, store_cfg))
     ok = create_request(RC.UPDATE_BROKER_CONFIG, body=b"longPollingEnable=false\n")
-    assert p.update_broker_config(peer, ok).code == ResponseCode.SUCCESS and updates == [{"longPollingEnable": "false"}]
+    answer = p.update_broker_config(peer, ok)
+    assert answer.code == ResponseCode.SUCCESS and not answer.remark and updates == [{"longPollingEnable": "false"}]
+    unsaved.append("no -c broker.conf")  # applied, but the broker could not save it: the answer says so
+    assert p.update_broker_config(peer, ok).remark == "not saved: no -c broker.conf"
     refused = p.update_broker_config(peer, create_request(RC.UPDATE_BROKER_CONFIG, body=b"listenPort=1\n"))
     assert refused.code == ResponseCode.SYSTEM_ERROR and "listenPort" in refused.remark
 

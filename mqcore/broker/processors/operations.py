@@ -44,13 +44,13 @@ class OperationsProcessor:
     """Operator requests. Given only the managers it uses and, as callables, what changes
     while the broker runs: ``configs`` (the current broker and store configuration),
     ``bound_port`` (the port actually listened on, known after start) and
-    ``update_config`` (apply run-time keys, ``Broker.update_config``). Runs on the
-    broker's event loop."""
+    ``update_config`` (apply run-time keys, ``Broker.update_config``) and ``unsaved`` (why the
+    last change was not saved to broker.conf, or None). Runs on the broker's event loop."""
 
     def __init__(self, *, broker_name: str, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
                  configs: Callable[[], tuple[BrokerConfig, StoreConfig]], bound_port: Callable[[], int],
-                 update_config: Callable[[dict[str, str]], list[str]]):
+                 update_config: Callable[[dict[str, str]], list[str]], unsaved: Callable[[], str | None]):
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -60,6 +60,7 @@ class OperationsProcessor:
         self.configs = configs
         self.bound_port = bound_port
         self.update_config = update_config
+        self.unsaved = unsaved
 
     # --- broker config ----------------------------------------------------------------------------
     def get_broker_config(self, channel, request):
@@ -84,7 +85,7 @@ class OperationsProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         # applied; the remark says when it could not be saved (mqadmin prints it as a warning)
         return create_response(request, ResponseCode.SUCCESS,
-                               f"not saved: {self.b.unsaved}" if self.b.unsaved else None)
+                               f"not saved: {unsaved}" if (unsaved := self.unsaved()) else None)
 
     # --- clients ---------------------------------------------------------------------------------------
     def producer_connections(self, channel, request):
