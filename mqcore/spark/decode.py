@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from mqcore._compat import kernels as default_kernels
-from mqcore.errors import RecordDecodeError
+from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
@@ -102,20 +102,53 @@ def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[n
     return out.astype(np.int32), np.concatenate(pieces), failed
 
 
+def arrow_schema(opts: ReadOptions) -> pa.Schema:
+    """The batches' schema: every column, or those option ``columns`` names, in table order."""
+    if opts.columns is None:
+        return ARROW_SCHEMA
+    unknown = sorted(set(opts.columns) - set(ARROW_SCHEMA.names))
+    if unknown or not opts.columns:
+        raise ConfigError(f"option columns: {', '.join(unknown) or 'nothing'} is not a column of format "
+                          f"rocketmq; columns are: {', '.join(ARROW_SCHEMA.names)}")
+    return pa.schema([f for f in ARROW_SCHEMA if f.name in opts.columns])
+
+
+def spark_ddl(opts: ReadOptions) -> str:
+    """``SPARK_DDL`` cut to ``arrow_schema(opts)``."""
+    wanted = set(arrow_schema(opts).names)
+    return ", ".join(f"{name} {ddl}" for name, _, ddl in COLUMNS if name in wanted)
+
+
+_BIT_COLUMNS = {"is_retry": "BIT_RETRY", "is_dlq": "BIT_DLQ", "is_delayed": "BIT_DELAYED",
+                "is_compressed": "BIT_COMPRESSED"}
+
+
 def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kernels) -> pa.RecordBatch:
-    """One kernel output -> a RecordBatch of ``ARROW_SCHEMA`` (no per-row Python objects)."""
+    """One kernel output -> a RecordBatch of ``arrow_schema(opts)`` (no per-row Python objects).
+
+    Only the wanted columns become Arrow arrays: what Spark ingests (and converts to rows)
+    is what costs in a scan, far more than the kernel filling its buffers.
+    """
     k = kernels
+    schema = arrow_schema(opts)
+    fixed = dict(k.FIXED_COLUMNS)
+    arrays = [_column(name, n, cols, opts, k, fixed) for name in schema.names]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) -> pa.Array:
     bits = cols["bits"]
-    arrays: dict[str, pa.Array] = {}
-    for name, dtype in k.FIXED_COLUMNS:
+    if name in fixed:
         if name.endswith("_timestamp"):
-            arrays[name] = _timestamps(cols[name])
-        else:
-            arrays[name] = _fixed(cols[name], pa.from_numpy_dtype(np.dtype(dtype)))
-    for name in ("topic", "born_host", "store_host", "msg_id", "offset_msg_id", "original_topic"):
-        arrays[name] = _strings(*cols[name])
-    arrays["tags"] = _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
-    if opts.include_body:
+            return _timestamps(cols[name])
+        return _fixed(cols[name], pa.from_numpy_dtype(np.dtype(fixed[name])))
+    if name in _BIT_COLUMNS:
+        return pa.array((bits & getattr(k, _BIT_COLUMNS[name])) != 0, pa.bool_())
+    if name == "tags":
+        return _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
+    if name == "body":
+        if not opts.include_body:
+            return pa.nulls(n, pa.binary())
         off, data = cols["body"]
         if opts.decompress:
             ctype = (cols["sys_flag"] & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
@@ -124,23 +157,20 @@ def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kern
                 off, data, failed = _inflate(off, data, rows)
                 if failed:
                     log.warning("%d compressed bodies did not inflate with zlib; kept as stored", failed)
-        arrays["body"] = _strings(off, data, pa.binary())
-    else:
-        arrays["body"] = pa.nulls(n, pa.binary())
-    list_off, off, data = cols["keys"]
-    arrays["keys"] = pa.ListArray.from_arrays(_fixed(list_off, pa.int32()), _strings(off, data))
-    map_off, koff, kdata, voff, vdata = cols["properties"]
-    arrays["properties"] = pa.MapArray.from_arrays(_fixed(map_off, pa.int32()), _strings(koff, kdata),
-                                                   _strings(voff, vdata))
-    for name, bit in (("is_retry", k.BIT_RETRY), ("is_dlq", k.BIT_DLQ), ("is_delayed", k.BIT_DELAYED),
-                      ("is_compressed", k.BIT_COMPRESSED)):
-        arrays[name] = pa.array((bits & bit) != 0, pa.bool_())
-    return pa.RecordBatch.from_arrays([arrays[name] for name, _, _ in COLUMNS], schema=ARROW_SCHEMA)
+        return _strings(off, data, pa.binary())
+    if name == "keys":
+        list_off, off, data = cols["keys"]
+        return pa.ListArray.from_arrays(_fixed(list_off, pa.int32()), _strings(off, data))
+    if name == "properties":
+        map_off, koff, kdata, voff, vdata = cols["properties"]
+        return pa.MapArray.from_arrays(_fixed(map_off, pa.int32()), _strings(koff, kdata), _strings(voff, vdata))
+    return _strings(*cols[name])  # topic, hosts, message ids, original_topic
 
 
 def _flags(opts: ReadOptions, k) -> int:
     """Kernel flags of the options (without the row-selection ones, which are arguments)."""
-    flags = k.WITH_BODY if opts.include_body else 0
+    wants_body = opts.include_body and (opts.columns is None or "body" in opts.columns)
+    flags = k.WITH_BODY if wants_body else 0
     if opts.verify_crc:
         flags |= k.CHECK_CRC
     if opts.on_corrupt == "skip":
@@ -281,4 +311,5 @@ def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.Rec
 
 def read_table(path: str, **options) -> pa.Table:
     """``read_store`` gathered into one ``pyarrow.Table``."""
-    return pa.Table.from_batches(list(read_store(path, **options)), schema=ARROW_SCHEMA)
+    opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
+    return pa.Table.from_batches(list(read_store(path, **options)), schema=arrow_schema(opts))

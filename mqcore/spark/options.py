@@ -32,6 +32,7 @@ _DOC = {
     "endtime": "latest store time, inclusive",
     "startoffset": "first commitlog offset, inclusive",
     "endoffset": "commitlog offset to stop before, exclusive",
+    "columns": "comma-separated columns to produce (default: all); the rest is never built nor sent to Spark",
     "includebody": "false leaves body null and skips copying body bytes (default true)",
     "decompress": "inflate zlib-compressed bodies (sysflag bit 0; default false)",
     "verifycrc": "check BODYCRC; a mismatch is a corrupt record (default false)",
@@ -116,6 +117,7 @@ class ReadOptions:
     snapshot_offset: int | None = None
     time_slack_ms: int = 60_000
     fs_options: tuple[tuple[str, str], ...] = ()
+    columns: tuple[str, ...] | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -166,6 +168,8 @@ def _parse_one(name: str, value: str) -> dict:
         return {"path": str(value)}
     if name == "topics":
         return {"topics": tuple(t.strip() for t in str(value).split(",") if t.strip())}
+    if name == "columns":
+        return {"columns": tuple(c.strip().lower() for c in str(value).split(",") if c.strip())}
     if name == "starttime":
         return {"min_store_ts": parse_time_ms(name, value)}
     if name == "endtime":

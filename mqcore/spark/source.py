@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mqcore.spark.decode import SPARK_DDL, iter_split
+from mqcore.spark.decode import SPARK_DDL, iter_split, spark_ddl
 from mqcore.spark.files import locate_local_store, locate_store, take_snapshot
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
 from mqcore.spark.plan import plan_splits
@@ -81,7 +81,10 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return SPARK_DDL
+        # option columns prunes the schema (the Python Data Source API passes no projection);
+        # streams take no such option and get every column
+        columns = {k.lower(): v for k, v in self.options.items()}.get("columns")
+        return SPARK_DDL if columns is None else spark_ddl(ReadOptions.from_options({"columns": columns}))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = ReadOptions.from_options(self.options)
