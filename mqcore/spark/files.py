@@ -12,6 +12,7 @@ Spark reads yields a consistent prefix and never a torn record.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import struct
 from typing import Iterator
@@ -287,19 +288,16 @@ class RecordWindows:
         self.window_bytes = WINDOW_BYTES
         self.buf = memoryview(b"")
         self.w0 = 0
-        self._ctx = None
+        self._mapped = contextlib.ExitStack()
 
     def __enter__(self) -> "RecordWindows":
         if self.storage.is_local:
-            self._ctx = open_view(self.path)
-            self.buf = self._ctx.__enter__()
+            self.buf = self._mapped.enter_context(open_view(self.path))
         return self
 
     def __exit__(self, *exc) -> None:
         self.buf = memoryview(b"")
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
-            self._ctx = None
+        self._mapped.close()
 
     @property
     def w1(self) -> int:

@@ -111,7 +111,8 @@ def plan_splits(dirs: StoreDirs, snap: Snapshot, opts: ReadOptions) -> list[Spli
             if len(phys) and (opts.use_consume_queue == "true" or wanted < CQ_SHARE * (covered - lo)):
                 splits.append(Split(f.path, f.base_offset, lo, covered, limit, True, queues, dirs.storage))
             elif len(phys):
-                splits += _walk_splits(f.path, f.base_offset, lo, covered, limit, aligned, opts.split_size, dirs.storage)
+                splits += _walk_splits(f.path, f.base_offset, lo, covered, limit, aligned, opts.split_size,
+                                       dirs.storage)
             lo, aligned = covered, True  # a queue unit's end is a record boundary
         splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size, dirs.storage)
     log.info("planned %d splits over %d commitlog files (snapshot end %d)", len(splits),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from mqcore.errors import ConfigError, StoreError
@@ -187,7 +187,7 @@ def _fsspec_fs(scheme: str, kwargs: dict):
         return None
 
 
-def resolve(uri: str, fs_options: Mapping[str, str] = ()) -> tuple[Storage, str]:
+def resolve(uri: str, fs_options: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> tuple[Storage, str]:
     """(storage, path inside it) of a store path or URI.
 
     ``fs_options`` are the reader's ``fs.<name>`` options without the prefix: keywords of
