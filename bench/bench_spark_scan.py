@@ -191,7 +191,8 @@ def main() -> None:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
     def selective_cols():
-        df = spark.read.format("rocketmq").option("columns", "commitlog_offset,store_timestamp").load(root)
+        cols = "topic,commitlog_offset,store_timestamp"  # topic: the filter's column must exist
+        df = spark.read.format("rocketmq").option("columns", cols).load(root)
         return selective(df)
 
     s_ds_sel, rows = best_of(args.repeat, selective_cols)
