@@ -24,7 +24,7 @@ from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.spark import files
 from mqcore.spark.decode import SplitStats, iter_split, read_table
-from mqcore.spark.files import StoreDirs, list_commitlog, locate_store, take_snapshot
+from mqcore.spark.files import StoreDirs, list_commitlog, locate_local_store, locate_store, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import plan_splits
 from mqcore.spark.storage import LOCAL, ArrowStorage, resolve
@@ -183,6 +183,12 @@ def test_s3_store_reads_like_the_local_copy(s3_store, s3_endpoint, store_dir):
     assert rows(by_queue) == rows(read_table(store_dir, topics="Orders"))
     with pytest.raises(Exception, match="not a directory|is not a RocketMQ store"):
         read_table("s3a://stores/nothing-here", **opts)
+    # without fs.* options the URI alone carries the settings, as pyarrow's from_uri reads them
+    host = s3_endpoint.removeprefix("http://")
+    uri = f"s3://testing:testing@stores/copy?endpoint_override={host}&scheme=http&region=us-east-1"
+    assert rows(read_table(uri, topics="Payments")) == rows(read_table(store_dir, topics="Payments"))
+    with pytest.raises(ConfigError, match="reads a store on the local disk"):
+        locate_local_store(uri, "readStream.format('rocketmq')")
 
 
 @pytest.mark.spark
