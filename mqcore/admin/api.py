@@ -280,9 +280,12 @@ class MQAdmin:
         resp = self._invoke(addr, RequestCode.GET_BROKER_CONFIG)
         return parse_properties(bytes(resp.body).decode("utf-8", "replace"))
 
-    def update_broker_config(self, addr: str, properties: dict[str, str]) -> None:
+    def update_broker_config(self, addr: str, properties: dict[str, str]) -> str | None:
+        """Apply ``properties`` on the broker at ``addr``. Returns the broker's warning when
+        the change was applied but not saved for its next start (mqbroker), else None."""
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
-        self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        resp = self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        return resp.remark if resp.remark and resp.remark.startswith("not saved") else None
 
     # --- topics ----------------------------------------------------------------------------------
     def create_topic(self, addr: str, topic: str, *, read_queue_nums: int = DEFAULT_QUEUE_NUMS,
@@ -341,12 +344,14 @@ class MQAdmin:
                      consume_from_min_enable: bool = False, consume_broadcast_enable: bool = False,
                      retry_queue_nums: int = 1, retry_max_times: int = 16, broker_id: int = 0,
                      which_broker_when_consume_slowly: int = 1,
-                     notify_consumer_ids_changed_enable: bool = True) -> dict:
+                     notify_consumer_ids_changed_enable: bool = True, consume_message_orderly: bool = False) -> dict:
         cfg = {"groupName": group, "consumeEnable": consume_enable, "consumeFromMinEnable": consume_from_min_enable,
                "consumeBroadcastEnable": consume_broadcast_enable, "retryQueueNums": retry_queue_nums,
                "retryMaxTimes": retry_max_times, "brokerId": broker_id,
                "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
                "notifyConsumerIdsChangedEnable": notify_consumer_ids_changed_enable}
+        if consume_message_orderly:  # a RocketMQ 5 key (FIFO group for 5.x clients); 4.9 brokers ignore it
+            cfg["consumeMessageOrderly"] = True
         self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=dumps_compact(cfg))
         return cfg
 

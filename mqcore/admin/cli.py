@@ -263,7 +263,8 @@ def cmd_update_sub_group(admin: MQAdmin, a, out):
                                  consume_broadcast_enable=a.consumeBroadcastEnable,
                                  retry_queue_nums=a.retryQueueNums, retry_max_times=a.retryMaxTimes,
                                  broker_id=a.brokerId, which_broker_when_consume_slowly=a.whichBrokerWhenConsumeSlowly,
-                                 notify_consumer_ids_changed_enable=a.notifyConsumerIdsChanged)
+                                 notify_consumer_ids_changed_enable=a.notifyConsumerIdsChanged,
+                                 consume_message_orderly=a.consumeOrderly)
     if a.json:
         return {"brokers": addrs, "subscriptionGroupConfig": cfg}
     for addr in addrs:
@@ -475,7 +476,9 @@ def cmd_get_broker_config(admin: MQAdmin, a, out):
 def cmd_update_broker_config(admin: MQAdmin, a, out):
     addrs = _broker_targets(admin, a)
     for addr in addrs:
-        admin.update_broker_config(addr, {a.key: a.value})
+        warning = admin.update_broker_config(addr, {a.key: a.value})
+        if warning:
+            print(f"mqadmin: warning: {addr}: {warning}", file=sys.stderr)
     if a.json:
         return {"brokers": addrs, "key": a.key, "value": a.value}
     for addr in addrs:
@@ -543,6 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--brokerId", type=int, default=0)
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1)
     p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True)
+    p.add_argument("-o", "--consumeOrderly", type=_bool, default=False,
+                   help="a FIFO group for RocketMQ 5.x clients (RocketMQ 5's mqadmin -o)")
     p = add("deleteSubGroup", cmd_delete_sub_group, "Delete subscription group from broker")
     _broker_or_cluster(p, "delete the group from")
     p.add_argument("-g", "--groupName", required=True)

@@ -21,7 +21,7 @@ import time
 import zlib
 
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
-from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config
+from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
@@ -40,7 +40,7 @@ from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import MQError
+from mqcore.errors import ConfigError, MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -74,8 +74,12 @@ class Broker:
     """The broker's composition root: builds the store, managers and processors, serves and registers."""
 
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock=system_clock_ms,
-                 recovery_progress=None):
+                 recovery_progress=None, config_file: str | None = None):
         self.cfg = config
+        #: the broker.conf it started with (``-c``): updateBrokerConfig saves its changes there
+        self.config_file = config_file
+        #: why the last run-time configuration change was not saved to it (None: saved)
+        self.unsaved: str | None = None
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, recovery_progress=recovery_progress)
@@ -144,7 +148,8 @@ class Broker:
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
             self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
-                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms))
+                                                      min_invisible_ms=self.cfg.grpc_min_invisible_time_ms,
+                                                      default_invisible_ms=self.cfg.grpc_default_invisible_time_ms))
         self._started_at = time.monotonic()
         report = self.store.load()
         self.store.start()
@@ -283,9 +288,22 @@ class Broker:
 
         Only ``mqcore.broker.conf.RUNTIME_KEYS`` can change; anything else, or a value out
         of range, raises ``ConfigError`` naming the key, and nothing is applied. Returns
-        the keys whose value changed. Not persisted: broker.conf stays the operator's file."""
+        the keys whose value changed. With a ``config_file`` (``mqbroker -c``) the keys are
+        saved there, as RocketMQ saves them, so they outlive a restart. A file that cannot be
+        written (a read-only mount) does not stop the change, as on RocketMQ: it is applied,
+        and ``self.unsaved`` says why it was not saved (None when it was)."""
         old_b, old_s = self.cfg, self.store_config
         new_b, new_s = update_runtime_config(old_b, old_s, props)
+        self.unsaved = None
+        if self.config_file is None:
+            self.unsaved = "the broker was started without -c broker.conf: the change lasts until it stops"
+        elif props:
+            try:
+                write_back(self.config_file, props)
+            except ConfigError as e:
+                self.unsaved = f"{e}: the change lasts until the broker stops"
+        if self.unsaved and props:
+            log.warning("configuration changed at run time is not saved: %s", self.unsaved)
         self.apply_runtime_config(new_b)  # the broker keys, to every reader (processors included)
         self.store_config = new_s
         self.store.update_config(new_s)

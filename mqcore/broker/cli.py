@@ -108,7 +108,8 @@ def main(argv=None) -> int:
     for key, value in loaded.ignored.items():
         log.info("%s=%s accepted without effect (%s)", key, value, IGNORED_KEYS[key][1])
     progress = ProgressReporter("store recovery", logging.getLogger("mqcore.store.recovery"), stream=sys.stderr)
-    broker = Broker(loaded.broker, dataclasses.replace(loaded.store), recovery_progress=progress)
+    broker = Broker(loaded.broker, dataclasses.replace(loaded.store), recovery_progress=progress,
+                    config_file=os.path.abspath(args.config) if args.config else None)
     try:
         eventloop.run(serve(broker))
     except MQError as e:

@@ -6,6 +6,7 @@ dropped, so a typo in ``fileReservedTime`` does not go unnoticed.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import Any, Callable
 
@@ -97,6 +98,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
+    "grpcDefaultInvisibleTimeMillis": ("grpc_default_invisible_time_ms", _int),
 }
 
 STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -304,3 +306,54 @@ _UNSET = {"namesrvAddr": "the embedded name server", "logDir": "~/logs/rocketmql
           "storePathCommitLog": "storePathRootDir/commitlog", "storePathConsumeQueue": "storePathRootDir/consumequeue",
           "storePathIndex": "storePathRootDir/index", "storeCheckpoint": "storePathRootDir/checkpoint",
           "abortFile": "storePathRootDir/abort"}
+
+
+def write_back(path: str, props: dict[str, str]) -> None:
+    """Save run-time changes (``updateBrokerConfig``) into the broker.conf the broker started
+    with, so they outlive a restart as on a RocketMQ broker (which rewrites that file).
+
+    Unlike RocketMQ, which writes every setting it has into the file, only the changed keys
+    are touched: an existing ``key=value`` line (every one, should the key appear twice) is
+    replaced in place, a key the file lacks is appended, and comments and the other lines
+    stay as the operator wrote them. The new file replaces the old one atomically."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from e
+    out: list[str] = []
+    written: set[str] = set()
+    skipping = False  # inside the continuation lines of a replaced entry
+    continued = False  # the previous line ended with a single backslash
+    for raw in lines:
+        joins = raw.endswith("\\") and not raw.endswith("\\\\")
+        if skipping:
+            skipping = joins
+            continued = joins
+            continue
+        stripped = raw.strip()
+        key = None
+        if not continued and stripped and stripped[0] not in "#!":
+            m = re.match(r"^([^=:\s]+)", stripped)
+            key = m.group(1) if m else None
+        continued = joins
+        if key in props:
+            out.append(f"{key}={props[key].strip()}")
+            written.add(key)
+            skipping = joins
+            continue
+        out.append(raw)
+    out += [f"{k}={v.strip()}" for k, v in props.items() if k not in written]
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(out) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConfigError(f"cannot write {path}: {e.strerror}") from e

@@ -26,6 +26,9 @@ def is_host(text: str) -> bool:
 _HOST_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,62}))*\.?")
 
 
+_TWELVE_HOURS_MS = 12 * 3600 * 1000
+
+
 def default_broker_name() -> str:
     try:
         return socket.gethostname() or "broker-a"
@@ -76,6 +79,8 @@ class BrokerConfig:
     grpc_server_enable: bool = False
     grpc_server_port: int = 8081
     grpc_min_invisible_time_ms: int = 10_000
+    #: invisible duration of a push consumer's receive (auto renew), renewed while it runs (the proxy's 60 s)
+    grpc_default_invisible_time_ms: int = 60_000
 
     def __post_init__(self) -> None:
         for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):
@@ -98,6 +103,11 @@ class BrokerConfig:
                      "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise FieldConfigError(name, "must be positive")
+        # checked here as well as by the endpoint, so ``mqbroker -p`` refuses what a start would
+        if not 0 <= self.grpc_min_invisible_time_ms <= _TWELVE_HOURS_MS:
+            raise FieldConfigError("grpc_min_invisible_time_ms", "must be in 0..43200000 ms (12 h)")
+        if not 0 < self.grpc_default_invisible_time_ms <= _TWELVE_HOURS_MS:
+            raise FieldConfigError("grpc_default_invisible_time_ms", "must be in 1..43200000 ms (12 h)")
         if not 0 <= self.broker_permission <= 15:
             raise FieldConfigError("broker_permission", f"{self.broker_permission} is not a permission (0..15)")
 

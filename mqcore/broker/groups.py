@@ -52,6 +52,11 @@ class SubscriptionGroupManager:
         cfg = self.table.get(group)
         return cfg.retry_max_times if cfg else 16
 
+    def consume_orderly(self, group: str) -> bool:
+        """A FIFO group (RocketMQ 5's ``consumeMessageOrderly``): 5.x receives keep order."""
+        cfg = self.table.get(group)
+        return bool(cfg and cfg.consume_message_orderly)
+
     def update_from_json(self, body: bytes) -> None:
         try:
             cfg = bean_from_json(SubscriptionGroupConfig, loads_lenient(body), "subscriptionGroupConfig")

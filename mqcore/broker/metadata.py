@@ -76,6 +76,10 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5's FIFO group (``consumeMessageOrderly``): 5.x receives hand out a queue's
+    #: messages in order, one batch at a time. Not a 4.9 field: written only when true, so a
+    #: 4.9 broker's file keeps its exact shape (4.9 ignores the key when it reads one)
+    consume_message_orderly: bool = False
 
 
 # --- tables -------------------------------------------------------------------------------------------
@@ -205,7 +209,11 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
 
     def to_json_value(self) -> dict:
         return {"dataVersion": bean_to_json(self.data_version),
-                self.table_key: {k: bean_to_json(v) for k, v in self._table.items()}}
+                self.table_key: {k: self._bean_json(v) for k, v in self._table.items()}}
+
+    @staticmethod
+    def _bean_json(bean: Any) -> dict:
+        return bean_to_json(bean)
 
     def _decode(self, value: Any) -> tuple[DataVersion, dict[str, BeanT]]:
         root = json_root(value)
@@ -238,3 +246,10 @@ class SubscriptionGroupTable(_VersionedBeanTable[SubscriptionGroupConfig]):
     table_key = "subscriptionGroupTable"
     bean_cls = SubscriptionGroupConfig
     name_attr = "group_name"
+
+    @staticmethod
+    def _bean_json(bean: Any) -> dict:
+        out = bean_to_json(bean)
+        if not out["consumeMessageOrderly"]:
+            del out["consumeMessageOrderly"]  # the 5.x key, only where it says something
+        return out

@@ -53,9 +53,11 @@ class BrokerCollector:
         for topic, (n, nbytes) in sorted(st.put.items()):
             msgs_in.add_metric(base + [topic], n)
             bytes_in.add_metric(base + [topic], nbytes)
-        msgs_out = CounterMetricFamily("rocketmq_messages_out", "Messages delivered by pulls, per group and topic",
+        msgs_out = CounterMetricFamily("rocketmq_messages_out",
+                                       "Messages delivered by pulls and 5.x receives, per group and topic",
                                        labels=["cluster", "broker", "topic", "consumer_group"])
-        bytes_out = CounterMetricFamily("rocketmq_throughput_out", "Bytes delivered by pulls, per group and topic",
+        bytes_out = CounterMetricFamily("rocketmq_throughput_out",
+                                        "Bytes delivered by pulls and 5.x receives, per group and topic",
                                         labels=["cluster", "broker", "topic", "consumer_group"])
         for (group, topic), (n, nbytes) in sorted(st.pulled.items()):
             msgs_out.add_metric(base + [topic, group], n)
@@ -194,6 +196,23 @@ class BrokerCollector:
         for group, info in sorted(self.b.clients.consumers.items()):
             consumers.add_metric(base + [group], len(info.client_ids()))
         yield from (conns, consumers)
+        endpoint = self.b.grpc
+        if endpoint is not None and endpoint.servicer is not None:
+            # 5.x clients hold one HTTP/2 connection each; what the endpoint knows is the client
+            # ids that sent a heartbeat or their settings within channelExpiredTimeout
+            by_type: dict[str, int] = {}
+            client_type = endpoint.definition.ClientType
+            for st in list(endpoint.servicer.clients.values()):
+                try:
+                    name = client_type.Name(st.client_type)
+                except ValueError:
+                    name = str(st.client_type)
+                by_type[name] = by_type.get(name, 0) + 1
+            grpc_clients = GaugeMetricFamily("rocketmq_grpc_clients", "5.x clients known to the gRPC endpoint, "
+                                             "by client type", labels=["cluster", "broker", "client_type"])
+            for name, n in sorted(by_type.items()):
+                grpc_clients.add_metric(base + [name], n)
+            yield grpc_clients
 
 
 def _histogram(name, doc, base, hist):

@@ -57,6 +57,14 @@ class BrokerStats:
             c[0] += result.message_count
             c[1] += result.buffer_total_size
 
+    def on_delivered(self, group: str, topic: str, messages: int, nbytes: int) -> None:
+        """Messages handed out other than by a pull (a 5.x receive), with their record bytes."""
+        c = self.pulled.get((group, topic))
+        if c is None:
+            c = self.pulled[(group, topic)] = [0, 0]
+        c[0] += messages
+        c[1] += nbytes
+
     def on_send_back(self, group: str, topic: str, result) -> None:
         self.on_put(topic, result)
         if result.status.stored:

@@ -27,6 +27,7 @@ import random
 
 from mqcore._compat import kernels
 from mqcore.broker.clients import parse_tags, tag_codes
+from mqcore.filter.sql92 import Sql92Filter
 from mqcore.format import layout as L
 from mqcore.grpc.convert import inflate
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
@@ -50,14 +51,23 @@ class Inflight:
     deadline_ms: int
     pop_time_ms: int
     attempt: int
+    #: a push consumer's receive (auto renew): the client whose processing keeps it invisible
+    renew_client: str | None = None
+    #: renewed no later than this
+    renew_until_ms: int = 0
 
 
 class PopQueue:
     def __init__(self, start: int):
         self.next = start
         self.inflight: dict[int, Inflight] = {}
-        #: offsets at or past ``next`` acked with a handle from before a restart
+        #: offsets at or past ``next`` acked with a handle from before a restart, and, in a
+        #: FIFO queue, offsets acked while an earlier one is still in flight
         self.acked_ahead: set[int] = set()
+        #: a FIFO group's queue (``pop_orderly``): not revived into the retry queue on expiry
+        self.orderly = False
+        #: FIFO queues: deliveries made so far of the offsets not yet done
+        self.attempts: dict[int, int] = {}
 
     def committed(self) -> int:
         # offsets adopted after a restart (``PopService.adopt``) may lie past ``next``
@@ -101,11 +111,44 @@ class PopService:
         self.b.offsets.commit(group, topic, queue_id, q.committed())
 
     # --- receive ---------------------------------------------------------------------------------
-    def pop(self, group: str, topic: str, queue_id: int, kind: str, max_count: int, expression: str,
-            invisible_ms: int) -> list[Popped]:
+    def pop(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,
+            expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+        """Up to ``max_count`` messages, made invisible for ``invisible_ms``; ``expression`` is
+        a tag expression ("*", "a || b") or a compiled SQL92 filter."""
         q = self.queue(group, topic, queue_id)
-        _, tags = parse_tags(expression)
-        codes = tag_codes(tags)
+        q.orderly = False  # the group may have stopped being a FIFO group: expired ones are revived again
+        return self._take(q, group, topic, queue_id, kind, max_count, expression, invisible_ms)
+
+    def pop_orderly(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,
+                    expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+        """A FIFO group's receive (RocketMQ 5's orderly pop): while any message handed out
+        from this queue is in flight and still invisible, the queue hands out nothing, so a
+        later message of a message group never overtakes an earlier one. When all of them
+        are acked the queue moves on; when the invisible duration of one that was not acked
+        runs out, the queue hands out again from it, in place (not through the retry
+        queue), with its delivery attempt one higher, skipping those acked meanwhile."""
+        q = self.queue(group, topic, queue_id)
+        q.orderly = True
+        if q.inflight:
+            now = self.clock()
+            if any(f.deadline_ms > now for f in q.inflight.values()):
+                return []
+            q.next = min(q.inflight)
+            q.inflight.clear()  # their deadline entries are stale now: ``due`` skips them
+        return self._take(q, group, topic, queue_id, kind, max_count, expression, invisible_ms)
+
+    def is_orderly(self, group: str, topic: str, queue_id: int) -> bool:
+        q = self._queues.get((group, topic, queue_id))
+        return q is not None and q.orderly
+
+    def _take(self, q: PopQueue, group: str, topic: str, queue_id: int, kind: str, max_count: int,
+              expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+        if isinstance(expression, Sql92Filter):  # a SQL92 receive: every record read, then matched
+            sql, tags, codes = expression, None, None
+        else:
+            sql = None
+            _, tags = parse_tags(expression)
+            codes = tag_codes(tags)
         now = self.clock()
         out: list[Popped] = []
         while len(out) < max_count:
@@ -132,10 +175,16 @@ class PopService:
                         continue
                     if tags and msg.tags not in tags:  # a tag hash collision
                         continue
+                    if sql is not None and not sql.matches(msg.properties):
+                        continue  # filtered out: done for this group, as a tag mismatch is
                     if msg.sys_flag & L.SYSFLAG_COMPRESSED:
                         msg.body = inflate(msg.body, msg.sys_flag)
-                    flight = Inflight(msg.queue_offset, msg.commitlog_offset, now + invisible_ms, now,
-                                      msg.reconsume_times + 1)
+                    attempt = msg.reconsume_times + 1
+                    if q.orderly:  # handed out again in place: the count lives here, not in a copy
+                        attempt = q.attempts.get(msg.queue_offset, msg.reconsume_times) + 1
+                        q.attempts[msg.queue_offset] = attempt
+                        msg.reconsume_times = attempt - 1
+                    flight = Inflight(msg.queue_offset, msg.commitlog_offset, now + invisible_ms, now, attempt)
                     q.inflight[msg.queue_offset] = flight
                     heapq.heappush(self._deadlines, (flight.deadline_ms, group, topic, queue_id, msg.queue_offset))
                     out.append(Popped(msg, kind, flight))
@@ -149,6 +198,12 @@ class PopService:
         at or past the committed one, so it is remembered and skipped when reached."""
         q = self.queue(group, topic, queue_id)
         if q.inflight.pop(queue_offset, None) is not None:
+            if q.orderly:
+                q.attempts.pop(queue_offset, None)
+                if q.inflight and queue_offset > min(q.inflight):
+                    q.acked_ahead.add(queue_offset)  # skipped if the earlier one is handed out again
+                elif not q.inflight:
+                    q.acked_ahead = {o for o in q.acked_ahead if o >= q.next}
             self._commit(group, topic, queue_id, q)
             return AckStatus.OK
         if queue_offset >= q.next:

@@ -31,6 +31,10 @@ class GrpcConfig:
     port: int = 8081
     #: smallest invisible duration a receive may ask for (RocketMQ's proxy: 10 s)
     min_invisible_ms: int = 10_000
+    #: a push consumer's receive (auto renew): invisible this long, renewed while the client lives
+    default_invisible_ms: int = 60_000
+    #: how long the endpoint keeps renewing one message for a push consumer (the proxy's 3 h)
+    renew_max_ms: int = 3 * 3600 * 1000
     max_long_polling_ms: int = 30_000
     #: farthest delivery time a 5.x producer may ask for (RocketMQ's timerMaxDelaySec: 3 days)
     max_delay_ms: int = 3 * 24 * 3600 * 1000
@@ -41,6 +45,8 @@ class GrpcConfig:
             raise ConfigError(f"grpcServerPort {self.port} is not a TCP port (0-65535)")
         if not 0 <= self.min_invisible_ms <= 12 * 3600 * 1000:
             raise ConfigError(f"grpcMinInvisibleTimeMillis {self.min_invisible_ms} is not in 0..12 h")
+        if not 0 < self.default_invisible_ms <= 12 * 3600 * 1000:
+            raise ConfigError(f"grpcDefaultInvisibleTimeMillis {self.default_invisible_ms} is not in 1 ms..12 h")
 
 
 class GrpcEndpoint:
@@ -51,6 +57,8 @@ class GrpcEndpoint:
         self.cfg = config
         self.port = config.port
         self.min_invisible_ms = config.min_invisible_ms
+        self.default_invisible_ms = config.default_invisible_ms
+        self.renew_max_ms = config.renew_max_ms
         self.max_long_polling_ms = config.max_long_polling_ms
         self.max_delay_ms = config.max_delay_ms
         self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])

@@ -13,9 +13,11 @@ import dataclasses
 import functools
 import logging
 import re
+import time
 
 from mqcore.broker.topics import readable, writable
-from mqcore.errors import IllegalArgumentError, MQError
+from mqcore.errors import FilterExpressionError, IllegalArgumentError, MQError
+from mqcore.filter.sql92 import compile_sql92
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
 from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
@@ -35,8 +37,6 @@ MAX_MESSAGE_GROUP_LENGTH = 64
 DEFAULT_LONG_POLLING_MS = 30_000
 #: a receive answers this long before the client's deadline so the answer still arrives
 DEADLINE_MARGIN_MS = 1_000
-#: a push consumer asks without an invisible duration: this one is used (the proxy's default)
-DEFAULT_INVISIBLE_MS = 60_000
 _TAG_FORBIDDEN = re.compile(r"[|\x00-\x1f]")
 
 
@@ -87,6 +87,10 @@ class Arrivals:
         if topic in self._waiters:
             self.loop.call_soon_threadsafe(self._wake, topic)
 
+    def wake(self, topic: str) -> None:
+        """Wake receives parked on ``topic`` now (a FIFO queue became free); on the loop."""
+        self._wake(topic)
+
     def _wake(self, topic: str) -> None:
         for fut in self._waiters.get(topic, ()):
             if not fut.done():
@@ -113,6 +117,16 @@ class MessagingService:
         if self.pool is None:
             return self.b.store.put_message(msg)
         return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(self.b.store.put_message, msg))
+
+    async def _put_counted(self, msg: MessageExtBrokerInner, topic: str):
+        """A client's send, counted in the broker's stats as a 4.x send is: under the topic
+        the client named (a timed message sits in the timer topic until due, as a 4.x delayed
+        one sits in the schedule topic), with its bytes, put latency and failures."""
+        t0 = time.perf_counter()
+        result = await self._put(msg)
+        self.b.stats.put_latency.observe(time.perf_counter() - t0)
+        self.b.stats.on_put(topic, result)
+        return result
 
     # --- helpers ------------------------------------------------------------------------------------
     def status(self, code: int = None, message: str = "OK"):
@@ -254,7 +268,7 @@ class MessagingService:
         elif kind == "subscription":
             group = self._group_name(theirs.subscription.group)
             sub = out.subscription
-            sub.fifo = False
+            sub.fifo = self.b.groups.consume_orderly(group)
             sub.receive_batch_size = MAX_BATCH_SIZE
             if not theirs.subscription.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromMilliseconds(DEFAULT_LONG_POLLING_MS)
@@ -351,7 +365,7 @@ class MessagingService:
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
         msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
                                     born_timestamp=born_ms or now, born_host=born, store_host=self.b.store_host)
-        result = await self._put(msg)
+        result = await self._put_counted(msg, tc.topic_name)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -397,7 +411,7 @@ class MessagingService:
         if request.HasField("invisible_duration"):
             invisible = duration_ms(request.invisible_duration)
         elif request.auto_renew:
-            invisible = DEFAULT_INVISIBLE_MS
+            invisible = self.ep.default_invisible_ms  # renewed while the client lives (revive_due)
         else:
             raise Refused(d.ILLEGAL_INVISIBLE_TIME, "a simple consumer must give an invisible duration")
         if not self.ep.min_invisible_ms <= invisible <= MAX_INVISIBLE_MS:
@@ -405,10 +419,17 @@ class MessagingService:
                                                     f"{self.ep.min_invisible_ms}..{MAX_INVISIBLE_MS} ms")
         fe = request.filter_expression
         if fe.type == d.SQL:
-            raise Refused(d.UNSUPPORTED, "SQL92 filtering is not supported by this broker")
-        expression = fe.expression or "*"
-        if "\x00" in expression:
-            raise Refused(d.ILLEGAL_FILTER_EXPRESSION, f"the filter expression {expression!r} is malformed")
+            # as a 4.x SQL92 subscription: served when the broker has enablePropertyFilter=true
+            if not self.b.cfg.enable_property_filter:
+                raise Refused(d.UNSUPPORTED, "SQL92 filtering is off on this broker (enablePropertyFilter=false)")
+            try:
+                expression = compile_sql92(fe.expression)
+            except FilterExpressionError as e:
+                raise Refused(d.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
+        else:
+            expression = fe.expression or "*"
+            if "\x00" in expression:
+                raise Refused(d.ILLEGAL_FILTER_EXPRESSION, f"the filter expression {expression!r} is malformed")
         if request.HasField("long_polling_timeout"):
             polling = duration_ms(request.long_polling_timeout)
             if polling < 0 or polling > self.ep.max_long_polling_ms:
@@ -432,9 +453,14 @@ class MessagingService:
         retry = pop_retry_topic(group, topic)
         deadline = self.clock() + polling
         first = request.message_queue.id if request.message_queue.id >= 0 else 0
+        fifo = self.b.groups.consume_orderly(group)
         while True:
             popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
-                                   expression, invisible)
+                                   expression, invisible, fifo)
+            if fifo and popped:
+                popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
+                if forwarded and not popped:
+                    continue  # those were done with: the queue may have more
             left = deadline - self.clock()
             if popped or left <= 0:
                 break
@@ -442,6 +468,13 @@ class MessagingService:
         if not popped:
             yield self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if request.auto_renew:
+            # a push consumer: its listener may run longer than the invisible duration; the
+            # endpoint renews these while the client is alive, as the proxy does
+            cid, until = self._client_id(context), self.clock() + self.ep.renew_max_ms
+            for p, _ in popped:
+                p.flight.renew_client, p.flight.renew_until_ms = cid, until
+        self.b.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p, _ in popped))
         yield self.s.ReceiveMessageResponse(status=self.status())
         ns = request.message_queue.topic.resource_namespace
         shown = request.message_queue.topic.name
@@ -456,18 +489,47 @@ class MessagingService:
         ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
 
-    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible):
-        """Retry copies first (they waited longest), then the topic's queues from ``first`` on."""
+    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible, fifo=False):
+        """Retry copies first (they waited longest), then the topic's queues from ``first`` on.
+        A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
+        pop = self.pop.pop_orderly if fifo else self.pop.pop
         out = []
         if self.b.topics.get(retry) is not None:
-            out += [(p, 0) for p in self.pop.pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
+            out += [(p, 0) for p in pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
         for i in range(nqueues):
             if len(out) >= batch:
                 break
             qid = (first + i) % nqueues
-            out += [(p, qid) for p in self.pop.pop(group, topic, qid, KIND_NORMAL, batch - len(out),
-                                                  expression, invisible)]
+            out += [(p, qid) for p in pop(group, topic, qid, KIND_NORMAL, batch - len(out), expression, invisible)]
         return out
+
+    async def _fifo_dead_letters(self, group, topic, popped):
+        """A FIFO group's message handed out in place more often than the group allows
+        (``retryMaxTimes`` + 1 deliveries) goes to ``%DLQ%<group>`` instead of to the
+        consumer, as the proxy does, and counts as done. Returns (the rest, how many went)."""
+        max_attempts = self.b.groups.retry_max_times(group) + 1
+        keep, forwarded = [], 0
+        for p, qid in popped:
+            if p.flight.attempt <= max_attempts:
+                keep.append((p, qid))
+                continue
+            store_topic = pop_retry_topic(group, topic) if p.kind == KIND_RETRY else topic
+            # the copy's reconsume count is the deliveries made (this one is not made)
+            p.message.reconsume_times = p.flight.attempt - 2
+            copy = self.pop.revive_copy(group, topic, p.message, max_attempts=0)
+            result = await self._put(copy)
+            self.b.stats.on_send_back(group, copy.topic, result)
+            if not result.status.stored:
+                # stays in flight: handed out again when its invisible duration runs out
+                log.warning("FIFO %s:%d@%d for %s not moved to the DLQ (%s)", store_topic, qid,
+                            p.flight.queue_offset, group, result.status.value)
+                continue
+            log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid, p.flight.queue_offset,
+                     group, copy.topic, p.flight.attempt - 1)
+            self.b.schedule_register()
+            self.pop.ack(group, store_topic, qid, p.flight.queue_offset)
+            forwarded += 1
+        return keep, forwarded
 
     def _handle(self, text: str, group: str, topic: str):
         """(receipt handle, the store topic its message was read from)."""
@@ -492,6 +554,8 @@ class MessagingService:
                 h, store_topic = self._handle(e.receipt_handle, group, topic)
                 if self.pop.ack(group, store_topic, h.queue_id, h.queue_offset) is AckStatus.NOT_FOUND:
                     raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no message of this queue")
+                if self.arrivals is not None and self.pop.is_orderly(group, store_topic, h.queue_id):
+                    self.arrivals.wake(store_topic)  # a FIFO queue may be free: parked receives look again
                 st = self.status()
             except Refused as r:
                 st = self.status(r.code, r.message)
@@ -539,6 +603,7 @@ class MessagingService:
                 raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no stored message")
             copy = self.pop.revive_copy(group, topic, msg, max_attempts=0)  # 0: straight to the DLQ
             result = await self._put(copy)
+            self.b.stats.on_send_back(group, copy.topic, result)  # as a 4.x consumer's send-back to the DLQ
             if not result.status.stored:
                 raise Refused(d.INTERNAL_SERVER_ERROR, f"the DLQ copy was not stored: {result.status.value}")
             self.b.schedule_register()
@@ -598,12 +663,24 @@ class MessagingService:
         n = 0
         now = self.clock()
         for group, store_topic, qid, flight in self.pop.due(now):
+            renew = flight.renew_client
+            if renew is not None and now < flight.renew_until_ms and self._alive(renew, now):
+                # a push consumer still at work on it: invisible for another while
+                self.pop.change_invisible(group, store_topic, qid, flight.queue_offset, self.ep.default_invisible_ms)
+                continue
+            if self.pop.is_orderly(group, store_topic, qid):
+                # a FIFO queue hands the message out again in place (``pop_orderly``): no copy,
+                # but receives parked on the blocked queue look again now
+                if self.arrivals is not None:
+                    self.arrivals.wake(store_topic)
+                continue
             msg = self.b.store.look_message_by_offset(flight.commitlog_offset)
             if msg is not None:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
                     else store_topic
                 copy = self.pop.revive_copy(group, origin, msg, self.b.groups.retry_max_times(group) + 1)
                 result = await self._put(copy)
+                self.b.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
                 if not result.status.stored:
                     log.warning("revive of %s:%d@%d for %s failed (%s): retried later", store_topic, qid,
                                 flight.queue_offset, group, result.status.value)
@@ -630,6 +707,12 @@ class MessagingService:
             self.timer.delivered(qoff)
             n += 1
         return n
+
+    def _alive(self, client_id: str, now: int) -> bool:
+        """The client sent a heartbeat or its settings within the broker's channel expiry and
+        did not say it terminated (its messages are then not renewed: they come back)."""
+        st = self.clients.get(client_id)
+        return st is not None and now - st.last_seen_ms <= self.b.cfg.channel_expired_timeout_ms
 
     def prune_clients(self, now: int) -> int:
         """Forget clients silent for longer than the broker's channel expiry (no heartbeat,

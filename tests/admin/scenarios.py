@@ -221,3 +221,24 @@ def broker_state(t: Target) -> None:
     assert cfg["brokerName"] == t.broker_name and cfg["brokerClusterName"] == t.cluster
     text = t.ok("getBrokerConfig", "-c", t.cluster).out
     assert f"============Master: {t.broker_addr}============" in text
+
+
+def config_survives_restart(t: Target, conf_path, restart) -> None:
+    """updateBrokerConfig is saved into the broker.conf the broker started with: after a
+    restart of the broker process, getBrokerConfig shows the new value. ``restart`` restarts
+    the broker from that same file (not rewritten by the test) and returns the new Target."""
+    before = t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json
+    assert before["fileReservedTime"] != "7" and before["maxTransferCountOnMessageInMemory"] != "17"
+    t.ok("updateBrokerConfig", "-b", t.broker_addr, "-k", "fileReservedTime", "-v", "7")
+    t.ok("updateBrokerConfig", "-b", t.broker_addr, "-k", "maxTransferCountOnMessageInMemory", "-v", "17")
+    saved = read_conf(conf_path)
+    assert saved["fileReservedTime"] == "7" and saved["maxTransferCountOnMessageInMemory"] == "17"
+    t = restart()
+    after = t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json
+    assert after["fileReservedTime"] == "7" and after["maxTransferCountOnMessageInMemory"] == "17"
+
+
+def read_conf(path) -> dict[str, str]:
+    from mqcore.broker.conf import read_properties
+    with open(path, encoding="utf-8") as f:
+        return read_properties(f.read())

@@ -123,6 +123,8 @@ def test_several_commitlog_dirs_are_refused_not_misread():
     ("mapedFileSizeConsumeQueue=30", "mapedFileSizeConsumeQueue=30: must be a positive multiple of 20"),
     ("metricsPort=70000", "metricsPort=70000"),
     ("flushIntervalCommitLog=0", "flushIntervalCommitLog=0: must be positive"),
+    ("grpcMinInvisibleTimeMillis=-5", "grpcMinInvisibleTimeMillis=-5: must be in 0..43200000 ms"),
+    ("grpcDefaultInvisibleTimeMillis=0", "grpcDefaultInvisibleTimeMillis=0: must be in 1..43200000 ms"),
 ])
 def test_out_of_range_values_are_refused_with_the_rocketmq_key(bad, words):
     with pytest.raises(ConfigError) as e:

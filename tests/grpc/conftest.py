@@ -91,7 +91,8 @@ def run_node5(node_dir: str, endpoint: str, steps: list[dict], timeout_s: float 
     """Run steps with the official Node.js 5.x client; one result per step."""
     proc = subprocess.run(["node", str(DRIVERS / "node5_driver.js"), endpoint, json.dumps(steps)],
                           capture_output=True, text=True, timeout=timeout_s,
-                          env=dict(os.environ, NODE_PATH=str(Path(node_dir) / "node_modules")))
+                          env=dict(os.environ, NODE_PATH=str(Path(node_dir) / "node_modules"),
+                                   MQCORE_NODE_DRIVER_WATCHDOG_MS=str(int((timeout_s - 15) * 1000))))
     return _results(proc, "the Node.js 5.x client")
 
 

@@ -38,9 +38,11 @@ class RawClient:
         return self.call("SendMessage", s.SendMessageRequest(messages=[m]))
 
     def receive(self, topic: str, group: str, *, batch: int = 16, invisible_ms: int = 30_000, polling_ms: int = 1000,
-                namespace: str = "", tag: str = "*"):
+                namespace: str = "", tag: str = "*", sql: str | None = None):
+        fe = d.FilterExpression(type=d.SQL, expression=sql) if sql is not None else \
+            d.FilterExpression(type=d.TAG, expression=tag)
         req = s.ReceiveMessageRequest(group=d.Resource(name=group, resource_namespace=namespace), batch_size=batch,
-                                      filter_expression=d.FilterExpression(type=d.TAG, expression=tag))
+                                      filter_expression=fe)
         req.message_queue.topic.name = topic
         req.message_queue.topic.resource_namespace = namespace
         req.invisible_duration.FromMilliseconds(invisible_ms)

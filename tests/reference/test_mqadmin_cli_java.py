@@ -43,3 +43,18 @@ def test_update_broker_config(target):
     assert t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json["autoCreateSubscriptionGroup"] == "false"
     t.ok("updateBrokerConfig", "-c", t.cluster, "-k", "autoCreateSubscriptionGroup", "-v", "true")
     assert t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json["autoCreateSubscriptionGroup"] == "true"
+
+
+def test_update_broker_config_survives_restart(java_cluster):
+    """What mqbroker matches: the Java broker saves updateBrokerConfig into its -c file (it
+    rewrites the file with every setting it has) and reads it back at the next start. Last in
+    the module: it restarts the shared broker."""
+    ns, broker = java_cluster
+    conf_path = broker.workdir / "broker.conf"
+
+    def restart():
+        broker._argv = lambda: ["-c", str(conf_path), "-n", ns.addr]  # the file as the broker left it
+        broker.restart()
+        return Target(ns.addr, broker.addr, broker.broker_name)
+
+    scenarios.config_survives_restart(Target(ns.addr, broker.addr, broker.broker_name), conf_path, restart)

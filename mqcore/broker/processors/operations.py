@@ -55,7 +55,9 @@ class OperationsProcessor:
             self.b.update_config(props)  # one list of run-time keys, broker and store alike
         except (ConfigError, UnicodeDecodeError) as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
-        return create_response(request, ResponseCode.SUCCESS)
+        # applied; the remark says when it could not be saved (mqadmin prints it as a warning)
+        return create_response(request, ResponseCode.SUCCESS,
+                               f"not saved: {self.b.unsaved}" if self.b.unsaved else None)
 
     # --- clients ---------------------------------------------------------------------------------------
     def producer_connections(self, channel, request):

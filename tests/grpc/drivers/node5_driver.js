@@ -2,9 +2,24 @@
 // node node5_driver.js ENDPOINT STEPS_JSON — the same steps and RESULT/ERROR lines as
 // py5_driver.py (send, receive, ack, change_invisible).
 'use strict';
+const { format } = require('util');
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
-const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+// warnings and errors go to stderr, so a run that fails shows the client's own account
+const stamp = () => new Date().toISOString();
+const quiet = {
+  info() {}, debug() {},
+  warn(...a) { console.error(`${stamp()} WARN ${format(...a)}`); },
+  error(...a) { console.error(`${stamp()} ERROR ${format(...a)}`); },
+};
+// The client waits for the endpoint's first settings answer with no time limit of its own; a
+// watchdog names the step and phase it is in, so a hang fails with a reason instead of a kill.
+let phase = 'starting';
+const watchdogMs = Number(process.env.MQCORE_NODE_DRIVER_WATCHDOG_MS || 100000);
+setTimeout(() => {
+  console.log('ERROR ' + JSON.stringify({ type: 'Watchdog', error: `still in ${phase} after ${watchdogMs} ms` }));
+  process.exit(3);
+}, watchdogMs).unref();
 
 async function main() {
   const endpoints = process.argv[2];
@@ -13,11 +28,13 @@ async function main() {
   const consumers = new Map();
   const seen = new Map();
   try {
-    for (const step of steps) {
+    for (const [index, step] of steps.entries()) {
       let out;
+      phase = `step ${index} (${step.op})`;
       if (step.op === 'send') {
         if (!producer) {
           producer = new Producer({ endpoints, namespace: '', topics: [step.topic], logger: quiet });
+          phase += ': producer startup';
           await producer.startup();
         }
         const msg = { topic: step.topic, body: Buffer.from(step.body) };
@@ -34,6 +51,7 @@ async function main() {
         if (!c) {
           c = new SimpleConsumer({ endpoints, namespace: '', consumerGroup: step.group, logger: quiet,
             subscriptions: new Map().set(step.topic, step.tag || '*'), awaitDuration: (step.await_s || 3) * 1000 });
+          phase += ': consumer startup';
           await c.startup();
           consumers.set(key, c);
         }
