@@ -152,22 +152,16 @@ def list_queues(dirs: StoreDirs, topics: set[str] | None = None) -> list[QueueFi
     if root is None:
         return []
     st = dirs.storage
-    out = []
-    for topic in sorted(st.listdir(root)):
-        if topics is not None and topic not in topics:
+    found: dict[tuple[str, int], list[str]] = {}
+    for rel in st.files_below(root):  # one recursive listing: one request on an object store
+        parts = rel.split("/")
+        if len(parts) != 3 or not parts[1].isdigit() or not is_data_file_name(parts[2]):
             continue
-        tdir = st.join(root, topic)
-        if not st.isdir(tdir):
-            continue
-        for q in sorted(st.listdir(tdir), key=lambda s: (len(s), s)):
-            qdir = st.join(tdir, q)
-            if not q.isdigit() or not st.isdir(qdir):
-                continue
-            names = sorted(n for n in st.listdir(qdir) if is_data_file_name(n))
-            files = tuple((st.join(qdir, n), int(n) // L.CQ_UNIT_SIZE) for n in names)
-            if files:
-                out.append(QueueFiles(topic, int(q), files, st))
-    return out
+        if topics is None or parts[0] in topics:
+            found.setdefault((parts[0], int(parts[1])), []).append(parts[2])
+    return [QueueFiles(topic, q, tuple((st.join(root, topic, str(q), n), int(n) // L.CQ_UNIT_SIZE)
+                                       for n in sorted(found[topic, q])), st)
+            for topic, q in sorted(found)]
 
 
 def _valid_units(view) -> int:

@@ -60,6 +60,14 @@ class Storage:
     def size(self, path: str) -> int:
         return os.path.getsize(path)
 
+    def files_below(self, path: str) -> list[str]:
+        """Paths relative to ``path`` (``/``-separated) of every file under it."""
+        out = []
+        for d, _, names in os.walk(path, followlinks=True):
+            rel = os.path.relpath(d, path)
+            out += [n if rel == "." else f"{rel}/{n}".replace(os.sep, "/") for n in names]
+        return out
+
     def read_at(self, path: str, offset: int, n: int) -> bytes:
         with open(path, "rb") as f:
             f.seek(offset)
@@ -125,6 +133,15 @@ class ArrowStorage(Storage):
 
     def size(self, path: str) -> int:
         return self._info(path).size
+
+    def files_below(self, path: str) -> list[str]:
+        from pyarrow.fs import FileSelector, FileType
+        try:
+            infos = self.fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+        except OSError as e:
+            raise RemoteStoreError(f"cannot list {self.display(path)}: {e}") from e
+        base = path.rstrip("/") + "/"
+        return [i.path[len(base):] for i in infos if i.type == FileType.File and i.path.startswith(base)]
 
     def read_at(self, path: str, offset: int, n: int) -> bytes:
         """Up to ``n`` bytes at ``offset`` (fewer at the end of the file), one ranged read."""
