@@ -11,8 +11,12 @@ for the answer, N times:
 4. ``remoting``: mqcore's ``RemotingServer`` with a processor that answers at once,
    driven by ``RemotingClient.invoke`` on the client's loop;
 5. ``remoting-sync``: the same server driven by ``SyncRemotingClient.invoke`` from a
-   plain thread (what a blocking caller pays);
-6. ``mqbroker``: a real ``mqbroker`` process and ``Producer.send`` of a 100 B message.
+   plain thread (what a blocking caller paid: a hand-off to the loop thread and back);
+6. ``remoting-blocking``: the same server driven by ``RemotingClient.invoke_blocking``
+   (the blocking socket path ``Producer.send`` takes, no event loop involved);
+7. ``mqbroker-loop``: a real ``mqbroker`` process and ``Producer.send_async(msg).result()``
+   of a 100 B message (the path through the client's loop thread ``send`` took before);
+8. ``mqbroker``: the same broker and ``Producer.send``.
 
 Rungs are interleaved round by round (``--rounds``) and the median is printed, with
 the 1-minute load average, because the machine is shared. A regression in one layer
@@ -39,7 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mqcore.remoting import RequestCode, create_request, create_response  # noqa: E402
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
-RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "mqbroker"]
+RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
+         "mqbroker"]
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -232,6 +237,18 @@ def client_remoting_sync(port: int, n: int) -> None:
             client.invoke(addr, cmd, 3000)
 
 
+def client_remoting_blocking(port: int, n: int) -> None:
+    from mqcore.remoting.blocking import BlockingPool
+    addr = f"127.0.0.1:{port}"
+    pool = BlockingPool()
+    try:
+        for _ in range(n):
+            cmd = create_request(RequestCode.SEND_MESSAGE_V2, {"b": "BenchTopic"}, body=b"x" * 100)
+            pool.invoke(addr, cmd, 3000)
+    finally:
+        pool.close()
+
+
 def run_loop(coro_fn, use_uvloop: bool):
     if use_uvloop:
         import uvloop
@@ -241,8 +258,8 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
-    if rung == "mqbroker":
-        return measure_broker(n, tmp)
+    if rung.startswith("mqbroker"):
+        return measure_broker(n, tmp, via_loop=rung == "mqbroker-loop")
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
@@ -255,6 +272,8 @@ def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
             elif rung == "remoting":
                 run_loop(lambda: client_remoting(port, count), have_uvloop())
+            elif rung == "remoting-blocking":
+                client_remoting_blocking(port, count)
             else:
                 client_remoting_sync(port, count)
 
@@ -271,7 +290,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
-def measure_broker(n: int, tmp: str) -> dict:
+def measure_broker(n: int, tmp: str, *, via_loop: bool) -> dict:
     from mqcore.client import Message, Producer
     store = tempfile.mkdtemp(dir=tmp)
     child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
@@ -280,17 +299,19 @@ def measure_broker(n: int, tmp: str) -> dict:
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         body = b"x" * 100
         with Producer("floor", namesrv_addr=fields["namesrv"]) as p:
+            def send(msg: Message) -> object:
+                return p.send_async(msg).result() if via_loop else p.send(msg)
             for _ in range(min(2000, n)):
-                p.send(Message("FloorTopic", body))
+                send(Message("FloorTopic", body))
             srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
             for _ in range(n):
-                p.send(Message("FloorTopic", body))
+                send(Message("FloorTopic", body))
             wall = time.perf_counter() - t0
             cli = time.process_time() - cli0
             srv = cpu_of(child.proc.pid) - srv0
     finally:
         child.stop()
-    return {"rung": "mqbroker", "n": n, "us_per_trip": round(wall / n * 1e6, 1),
+    return {"rung": "mqbroker-loop" if via_loop else "mqbroker", "n": n, "us_per_trip": round(wall / n * 1e6, 1),
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 

@@ -7,7 +7,8 @@ codes a producer retries), network failures raise
 :class:`~mqcore.errors.RemotingError` subclasses. Nothing here retries or decides
 policy; that is the caller's job.
 
-Thread model: coroutines run on the client's event loop only.
+Thread model: coroutines run on the client's event loop only; ``send_message_blocking``
+runs on the calling thread (any thread but the loop's).
 """
 from __future__ import annotations
 
@@ -142,6 +143,12 @@ class MQClientAPI:
     async def send_message(self, addr: str, broker_name: str, topic: str, uniq_id: str,
                            cmd: RemotingCommand, timeout_ms: float) -> SendResult:
         resp = await self.invoke(addr, cmd, timeout_ms)
+        return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
+
+    def send_message_blocking(self, addr: str, broker_name: str, topic: str, uniq_id: str,
+                              cmd: RemotingCommand, timeout_ms: float) -> SendResult:
+        """``send_message`` on the calling thread (no event loop; any thread but the loop's)."""
+        resp = self.remoting.invoke_blocking(addr, cmd, timeout_ms)
         return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
 
     async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:

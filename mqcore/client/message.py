@@ -234,6 +234,19 @@ class MessageExt(Message):
             props = self._properties = string_to_properties(self._props_raw)
         return props
 
+    def stamp_property(self, name: str, value: str) -> None:
+        """``properties[name] = value`` without parsing the properties when nobody has
+        read them yet (the consumer stamps every message it hands to a listener): the pair
+        is appended to the raw string, where a repeated name's last value wins, as when
+        parsing a stored message."""
+        props = self._properties
+        if props is not None:
+            props[name] = value
+            return
+        pair = f"{name}\x01{value}".encode()
+        raw = self._props_raw
+        self._props_raw = raw + b"\x02" + pair if raw else pair
+
     @property
     def message_queue(self) -> MessageQueue:
         return MessageQueue(self.topic, self.broker_name or "", self.queue_id)

@@ -8,8 +8,10 @@
         producer.send(msg, selector=select_by_hash, arg=order_id)   # ordered per order id
         producer.send_batch([Message("Orders", b"1"), Message("Orders", b"2")])
 
-Blocking methods run the send on the client's own event-loop thread and wait, so
-they work from any thread (scripts, web workers, consumer listeners). ``send_async``
+``send`` runs on the caller's thread over a blocking socket of its own (only a route
+lookup goes through the client's event-loop thread); the other blocking methods run
+on that loop thread and wait. All work from any thread (scripts, web workers,
+consumer listeners). ``send_async``
 returns a ``concurrent.futures.Future``; its ``callback(result, error)`` runs on a
 dedicated callback thread, in completion order. ``asend`` is the asyncio variant.
 
@@ -35,7 +37,7 @@ from typing import Any
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BurstSubmitter
+from mqcore.client.loop import BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
@@ -77,7 +79,7 @@ class Producer:
                 self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes)
-        self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+        self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._async_slots = threading.Semaphore(self.config.max_async_inflight)
         self._state = _State.CREATED
@@ -90,7 +92,7 @@ class Producer:
             raise ClosedError("this producer was shut down; create a new one")
         self._instance.register_producer(self._impl)
         self._instance.start()
-        self._callbacks = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mqcore-send-callback")
+        self._callbacks = CallbackThread("mqcore-send-callback")
         self._state = _State.RUNNING
         log.info("producer %s started as %s", self.config.producer_group, self.client_id)
         return self
@@ -107,7 +109,7 @@ class Producer:
             log.warning("producer %s: clean shutdown failed: %s", self.config.producer_group, e)
         self._instance.shutdown()
         if self._callbacks is not None:
-            self._callbacks.shutdown(wait=True)
+            self._callbacks.shutdown()
         log.info("producer %s shut down", self.config.producer_group)
 
     async def _shutdown_async(self) -> None:
@@ -161,10 +163,15 @@ class Producer:
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
         self._check_running()
         self._check_blocking_allowed()
-        result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
-                            timeout_ms)
-        assert result is not None
-        return result
+        acc = self._accumulator
+        if acc is not None and selector is None and acc.eligible(msg):  # joins a batch on the loop
+            result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
+                                timeout_ms)
+            assert result is not None
+            return result
+        # on this thread over a blocking socket: no hand-off to the loop thread and back
+        return self._impl.send_blocking(self._impl.prepare(msg), queue=queue, selector=selector, selector_msg=msg,
+                                        arg=arg, timeout_ms=timeout_ms)
 
     def send_async(self, msg: Message, callback: SendCallback | None = None, *, queue: MessageQueue | None = None,
                    selector: MessageQueueSelector | None = None, arg: Any = None,
@@ -188,9 +195,9 @@ class Producer:
             raise
         future.add_done_callback(self._release_async_slot)
         if callback is not None:
-            executor = self._callbacks
-            assert executor is not None
-            future.add_done_callback(lambda f: executor.submit(_run_callback, callback, f))
+            runner = self._callbacks
+            assert runner is not None
+            future.add_done_callback(lambda f: runner.submit(_run_callback, callback, f))
         return future
 
     def _release_async_slot(self, _future: concurrent.futures.Future[Any]) -> None:

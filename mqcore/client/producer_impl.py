@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import Any, TypeVar
 
 from mqcore.client.config import ProducerConfig
 from mqcore.client.instance import ClientInstance
@@ -49,6 +50,10 @@ from mqcore.remoting.codes import ResponseCode
 from mqcore.remoting.headers import SendMessageRequestHeader
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: extra wait for a route lookup on the loop beyond the send's deadline, against a stuck loop
+_LOOP_GUARD_S = 5.0
 
 __all__ = ["CommunicationMode", "PreparedSend", "ProducerImpl"]
 
@@ -183,73 +188,99 @@ class ProducerImpl:
     async def send(self, prepared: PreparedSend, mode: CommunicationMode, *, queue: MessageQueue | None = None,
                    selector: MessageQueueSelector | None = None, selector_msg: Message | None = None,
                    arg: object = None, timeout_ms: float | None = None) -> SendResult | None:
-        clock = self.instance.clock
-        begin = clock()
+        begin = self.instance.clock()
         timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         info = await self.find_publish_info(prepared.topic)
+        queue = self._chosen_queue(prepared, info, queue, selector, selector_msg, arg)
+        if queue is not None:
+            return await self._send_kernel(prepared, queue, mode, self._first_attempt_budget(queue, begin, timeout))
+        attempts = _Attempts(self, prepared, info, 1 + self._retries(mode), begin, timeout)
+        while (step := attempts.next()) is not None:
+            mq, remaining = step
+            try:
+                result = await self._send_kernel(prepared, mq, mode, remaining)
+            except (RemotingError, ClientError, BrokerError) as e:
+                attempts.failed(mq, e)  # raises when not to retry
+                continue
+            if attempts.answered(mq, result):
+                return result
+        return attempts.outcome()
+
+    # --- sending on the caller's thread ---------------------------------------------------------------
+    def send_blocking(self, prepared: PreparedSend, *, queue: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, selector_msg: Message | None = None,
+                      arg: object = None, timeout_ms: float | None = None) -> SendResult:
+        """A SYNC ``send`` run on the calling thread over the remoting client's blocking
+        sockets: the same queue choice, latency fault tolerance, retries and deadline as
+        ``send``, but no hand-off to the loop thread and back per message. Only a topic
+        whose route is not cached yet (or a broker with no known address) asks the loop
+        for the route lookup. Any thread but the loop's."""
+        begin = self.instance.clock()
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        info = self.publish_info.get(prepared.topic)
+        if info is None or not info.ok:
+            info = self._on_loop(self.find_publish_info(prepared.topic), begin, timeout)
+        queue = self._chosen_queue(prepared, info, queue, selector, selector_msg, arg)
+        if queue is not None:
+            return self._send_kernel_blocking(prepared, queue, self._first_attempt_budget(queue, begin, timeout),
+                                              begin, timeout)
+        attempts = _Attempts(self, prepared, info, 1 + self._retries(CommunicationMode.SYNC), begin, timeout)
+        while (step := attempts.next()) is not None:
+            mq, remaining = step
+            try:
+                result = self._send_kernel_blocking(prepared, mq, remaining, begin, timeout)
+            except (RemotingError, ClientError, BrokerError) as e:
+                attempts.failed(mq, e)
+                continue
+            if attempts.answered(mq, result):
+                return result
+        final = attempts.outcome()
+        assert final is not None  # a SYNC attempt always answers with a result or raises
+        return final
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T], begin: int, timeout: float) -> T:
+        """Run a (rare) route lookup on the loop thread and wait for it, within the send's deadline."""
+        left_ms = timeout - (self.instance.clock() - begin)
+        return self.instance.loop_thread.run(coro, max(left_ms, 0) / 1000.0 + _LOOP_GUARD_S)
+
+    def _send_kernel_blocking(self, prepared: PreparedSend, mq: MessageQueue, timeout_ms: float,
+                              begin: int, timeout: float) -> SendResult:
+        instance = self.instance
+        addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            self._on_loop(self.find_publish_info(mq.topic), begin, timeout)
+            addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
+        cmd = instance.api.build_send_request(self._header(prepared, mq), prepared.body, batch=prepared.batch,
+                                              use_v2=self.config.use_send_message_v2)
+        return instance.api.send_message_blocking(addr, mq.broker_name, mq.topic, prepared.uniq_id, cmd, timeout_ms)
+
+    # --- shared by both paths -----------------------------------------------------------------------------
+    def _retries(self, mode: CommunicationMode) -> int:
+        return {CommunicationMode.SYNC: self.config.retry_times_when_send_failed,
+                CommunicationMode.ASYNC: self.config.retry_times_when_send_async_failed}.get(mode, 0)
+
+    @staticmethod
+    def _chosen_queue(prepared: PreparedSend, info: TopicPublishInfo, queue: MessageQueue | None,
+                      selector: MessageQueueSelector | None, selector_msg: Message | None,
+                      arg: object) -> MessageQueue | None:
+        """The queue the caller pinned (explicitly or by selector), checked; None to let the
+        producer choose (with retries)."""
         if selector is not None:
             queue = selector(list(info.message_queues), selector_msg or Message(prepared.topic, b"-"), arg)
             if not isinstance(queue, MessageQueue):
                 raise IllegalArgumentError(f"the queue selector returned {queue!r}, not a MessageQueue")
-        if queue is not None:
-            if queue.topic != prepared.topic:
-                raise IllegalArgumentError(f"queue {queue} is not a queue of topic {prepared.topic!r}")
-            remaining = timeout - (clock() - begin)
-            if remaining <= 0:
-                raise SendTimeoutError(f"sending to {queue} timed out before the first attempt")
-            return await self._send_kernel(prepared, queue, mode, remaining)
-        retries = {CommunicationMode.SYNC: self.config.retry_times_when_send_failed,
-                   CommunicationMode.ASYNC: self.config.retry_times_when_send_async_failed}.get(mode, 0)
-        return await self._send_with_retries(prepared, mode, info, 1 + retries, begin, timeout)
+        if queue is not None and queue.topic != prepared.topic:
+            raise IllegalArgumentError(f"queue {queue} is not a queue of topic {prepared.topic!r}")
+        return queue
 
-    async def _send_with_retries(self, prepared: PreparedSend, mode: CommunicationMode, info: TopicPublishInfo,
-                                 attempts: int, begin: int, timeout: float) -> SendResult | None:
-        clock = self.instance.clock
-        last_broker: str | None = None
-        last_error: BaseException | None = None
-        result: SendResult | None = None
-        brokers_sent: list[str] = []
-        for _ in range(attempts):
-            mq = self.fault_strategy.select_one_message_queue(info, last_broker)
-            last_broker = mq.broker_name
-            elapsed = clock() - begin
-            if elapsed >= timeout:
-                raise SendTimeoutError(
-                    f"sending to {prepared.topic} used up send_msg_timeout_ms={timeout} after "
-                    f"{len(brokers_sent)} attempt(s) on {brokers_sent}") from last_error
-            brokers_sent.append(mq.broker_name)
-            started = clock()
-            try:
-                result = await self._send_kernel(prepared, mq, mode, timeout - elapsed)
-            except (RemotingError, ClientError) as e:
-                self.fault_strategy.update_fault_item(mq.broker_name, clock() - started, True)
-                log.info("send to %s failed (%s); %s", mq, e, "retrying" if e.retriable else "giving up")
-                last_error = e
-                if not e.retriable:
-                    raise
-                continue
-            except BrokerError as e:
-                self.fault_strategy.update_fault_item(mq.broker_name, clock() - started, True)
-                last_error = e
-                if e.retriable:
-                    log.info("send to %s refused with retriable code %d (%s); retrying", mq, e.code, e.remark)
-                    continue
-                if e.code == ResponseCode.MESSAGE_ILLEGAL and prepared.sys_flag & L.SYSFLAG_COMPRESSED:
-                    # the broker measured the compressed body: say what the user sent
-                    raise BrokerError(e.code, f"{e.remark} (the message body is {prepared.original_size} bytes, "
-                                      f"{len(prepared.body)} after compression)", e.addr) from e
-                raise
-            self.fault_strategy.update_fault_item(mq.broker_name, clock() - started, False)
-            if result is None or result.status is SendStatus.SEND_OK:
-                return result
-            if not self.config.retry_another_broker_when_not_store_ok:
-                return result
-        if result is not None:
-            return result
-        assert last_error is not None
-        last_error.add_note(f"send to {prepared.topic} failed after {len(brokers_sent)} attempt(s) "
-                            f"on brokers {brokers_sent} in {clock() - begin} ms")
-        raise last_error
+    def _first_attempt_budget(self, queue: MessageQueue, begin: int, timeout: float) -> float:
+        """A pinned queue gets one attempt, with what is left of the timeout."""
+        remaining = timeout - (self.instance.clock() - begin)
+        if remaining <= 0:
+            raise SendTimeoutError(f"sending to {queue} timed out before the first attempt")
+        return remaining
 
     def _header(self, prepared: PreparedSend, mq: MessageQueue) -> SendMessageRequestHeader:
         cfg = self.config
@@ -278,3 +309,78 @@ class ProducerImpl:
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         return list((await self.find_publish_info(topic)).message_queues)
+
+
+class _Attempts:
+    """The retry policy of one send (``sendDefaultImpl``), apart from how an attempt is made
+    (awaited on the loop, or blocking on the caller's thread) so both paths share it.
+
+    ``next()`` picks the queue of the next attempt (avoiding the broker that just failed)
+    with the time left, None when the attempts are used up; it raises SendTimeoutError when
+    the deadline passed. ``failed(mq, error)`` records a network error or broker refusal and
+    raises it unless it is retriable; ``answered(mq, result)`` records an answer and says
+    whether it is final; ``outcome()`` is the last answer or raises the last error.
+    """
+
+    def __init__(self, impl: ProducerImpl, prepared: PreparedSend, info: TopicPublishInfo, attempts: int,
+                 begin: int, timeout: float) -> None:
+        self._impl = impl
+        self._clock = impl.instance.clock
+        self._prepared = prepared
+        self._info = info
+        self._left = attempts
+        self._begin = begin
+        self._timeout = timeout
+        self._started = begin
+        self._last_broker: str | None = None
+        self._last_error: BaseException | None = None
+        self._result: SendResult | None = None
+        self.brokers_sent: list[str] = []
+
+    def next(self) -> tuple[MessageQueue, float] | None:
+        if self._left <= 0:
+            return None
+        self._left -= 1
+        mq = self._impl.fault_strategy.select_one_message_queue(self._info, self._last_broker)
+        self._last_broker = mq.broker_name
+        elapsed = self._clock() - self._begin
+        if elapsed >= self._timeout:
+            raise SendTimeoutError(
+                f"sending to {self._prepared.topic} used up send_msg_timeout_ms={self._timeout} after "
+                f"{len(self.brokers_sent)} attempt(s) on {self.brokers_sent}") from self._last_error
+        self.brokers_sent.append(mq.broker_name)
+        self._started = self._clock()
+        return mq, self._timeout - elapsed
+
+    def failed(self, mq: MessageQueue, error: RemotingError | ClientError | BrokerError) -> None:
+        self._impl.fault_strategy.update_fault_item(mq.broker_name, self._clock() - self._started, True)
+        self._last_error = error
+        if isinstance(error, BrokerError):
+            if error.retriable:
+                log.info("send to %s refused with retriable code %d (%s); retrying", mq, error.code, error.remark)
+                return
+            prepared = self._prepared
+            if error.code == ResponseCode.MESSAGE_ILLEGAL and prepared.sys_flag & L.SYSFLAG_COMPRESSED:
+                # the broker measured the compressed body: say what the user sent
+                raise BrokerError(error.code, f"{error.remark} (the message body is {prepared.original_size} "
+                                  f"bytes, {len(prepared.body)} after compression)", error.addr) from error
+            raise error
+        log.info("send to %s failed (%s); %s", mq, error, "retrying" if error.retriable else "giving up")
+        if not error.retriable:
+            raise error
+
+    def answered(self, mq: MessageQueue, result: SendResult | None) -> bool:
+        self._impl.fault_strategy.update_fault_item(mq.broker_name, self._clock() - self._started, False)
+        self._result = result
+        if result is None or result.status is SendStatus.SEND_OK:
+            return True
+        return not self._impl.config.retry_another_broker_when_not_store_ok
+
+    def outcome(self) -> SendResult | None:
+        if self._result is not None:
+            return self._result
+        error = self._last_error
+        assert error is not None
+        error.add_note(f"send to {self._prepared.topic} failed after {len(self.brokers_sent)} attempt(s) "
+                       f"on brokers {self.brokers_sent} in {self._clock() - self._begin} ms")
+        raise error

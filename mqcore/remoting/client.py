@@ -38,6 +38,7 @@ from mqcore.errors import (
     RemotingConnectError,
     RemotingTimeoutError,
 )
+from mqcore.remoting.blocking import BlockingPool
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
@@ -73,6 +74,9 @@ class RemotingClient(ProcessorRegistry):
         self._channels: dict[str, Channel] = {}
         self._connecting: dict[str, asyncio.Task[Channel]] = {}
         self._close_listeners: list[Callable[[str, Channel], Any]] = []
+        #: blocking sockets for callers' threads (``invoke_blocking``), apart from the loop's channels
+        self.blocking = BlockingPool(max_frame_bytes=max_frame_bytes, connect_timeout_ms=connect_timeout_ms,
+                                     name=f"{name} (blocking)")
         self._closed = False
 
     # --- configuration ------------------------------------------------------------------
@@ -170,11 +174,20 @@ class RemotingClient(ProcessorRegistry):
         channel = await self.get_channel(addr, timeout_ms)
         await channel.send_request_oneway(cmd, timeout_ms)
 
+    def invoke_blocking(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> RemotingCommand:
+        """``invoke`` on the calling thread over a blocking socket, without the event loop
+        (:mod:`mqcore.remoting.blocking`); from any thread but the loop's (it blocks). Same
+        answers and errors as ``invoke``. Requests the peer sends to us, and oneway requests,
+        stay on the loop's channels. A per-request hook (signing, extra ext fields) applies
+        on this path through the pool's ``finalize``, called right before encoding."""
+        return self.blocking.invoke(addr, cmd, timeout_ms)
+
     async def shutdown(self) -> None:
         """Close every connection; pending invokes fail. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        self.blocking.close()
         for task in list(self._connecting.values()):
             task.cancel()
         channels = list(self._channels.values())

@@ -102,7 +102,7 @@ class ConsumeMessageConcurrentlyService:
         context = ConsumeConcurrentlyContext(mq)
         now = str(consumer.clock())
         for msg in msgs:
-            msg.properties[Prop.CONSUME_START_TIME] = now
+            msg.stamp_property(Prop.CONSUME_START_TIME, now)  # leaves the properties unparsed
         try:
             status = self.listener(msgs, context)
         except Exception:  # the listener's failure means "retry later"

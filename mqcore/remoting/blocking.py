@@ -1,0 +1,294 @@
+"""Blocking request/response on the caller's own thread, with no event loop involved.
+
+A blocking client call (``Producer.send``) used to hand its request to the client's
+event-loop thread and wait for the loop to hand the answer back: two thread hand-offs
+per request, about half of a sync round trip's client CPU (bench/bench_floor.py,
+``remoting-sync``). A :class:`BlockingPool` instead keeps plain blocking sockets per
+address; the calling thread takes an idle one (or opens one), writes the frame, reads
+frames until its answer arrives, and puts the socket back.
+
+* One socket serves one caller at a time, so a thread never reads another's answer; a
+  single caller thread reuses one connection, ``max_idle_per_addr`` threads keep one
+  each, more threads open extra sockets that are closed when they are returned.
+* Frames are split by the same :class:`~mqcore.remoting.framing.FrameReceiver` as the
+  loop's channels (same frame limit, same decoder), so the wire format and the
+  handling of malformed or oversized answers do not depend on the path.
+* A socket whose request timed out, failed or whose answer was malformed is closed,
+  never reused: a late answer could otherwise be read as the next caller's.
+* An idle socket the peer has meanwhile closed (the broker's idle sweep) is noticed
+  before reuse (it polls readable) and replaced by a new connection.
+* These sockets only carry the caller's requests: the broker sends its own requests
+  (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) on the connection a client's
+  heartbeat used, which stays on the event loop. A request arriving here anyway is
+  dropped (logged), as an unknown opaque would be.
+
+``finalize`` (given to the pool) runs on every request right before it is encoded:
+the one place a per-request hook (e.g. signing, adding ext fields) applies on this path.
+
+Thread model: every method may be called from any thread; :meth:`close` also wakes
+callers blocked in a read (their calls fail with :class:`~mqcore.errors.RemotingError`).
+"""
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from mqcore.errors import (
+    ClosedError,
+    ConfigError,
+    IllegalArgumentError,
+    ProtocolError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
+from mqcore.netaddr import parse_host_port
+from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
+from mqcore.remoting.command import Body, RemotingCommand, encode
+from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BlockingConnection", "BlockingPool", "DEFAULT_MAX_IDLE_PER_ADDR"]
+
+#: idle sockets kept per address (one per concurrently sending thread, up to this)
+DEFAULT_MAX_IDLE_PER_ADDR = 4
+#: receive ring per blocking socket: answers are small; larger ones get a buffer of their size
+_RING_BYTES = 16 * 1024
+_OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as on the loop's channels
+#: bodies up to this size go out in one send() with the prefix (as on the loop's channels)
+_JOIN_BODY_BYTES = 16 * 1024
+
+#: called with (addr, request) right before a request is encoded
+Finalizer = Callable[[str, RemotingCommand], None]
+
+
+class BlockingConnection:
+    """One blocking TCP connection, used by one thread at a time (see the module docstring)."""
+
+    def __init__(self, addr: str, sock: socket.socket, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.addr = addr
+        self._sock = sock
+        # a private budget: one frame at a time on this socket, so it never waits
+        self._receiver = FrameReceiver(max_frame_bytes, FrameBudget(), ring_bytes=_RING_BYTES)
+        self._next_opaque = 0
+        self.closed = False
+
+    @classmethod
+    def connect(cls, addr: str, timeout_s: float, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+                ) -> BlockingConnection:
+        try:
+            host, port = parse_host_port(addr)
+        except ValueError as e:
+            raise IllegalArgumentError(str(e)) from e
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+        except TimeoutError:
+            raise RemotingConnectError(f"connect to {addr} timed out after {timeout_s * 1000:.0f} ms") from None
+        except OSError as e:
+            raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(addr, sock, max_frame_bytes=max_frame_bytes)
+
+    def __repr__(self) -> str:
+        return f"BlockingConnection({self.addr}, {'closed' if self.closed else 'open'})"
+
+    def peer_closed(self) -> bool:
+        """True when the idle socket is readable: the peer closed it (or sent something
+        unasked, which makes the socket unusable for request/response just as well)."""
+        if self.closed:
+            return True
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def invoke(self, cmd: RemotingCommand, deadline: float) -> RemotingCommand:
+        """Send ``cmd`` and return its answer, by ``deadline`` (``time.monotonic()``).
+        Any failure closes this connection (see the module docstring)."""
+        self._next_opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        opaque = cmd.opaque = self._next_opaque
+        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        prefix, body = encode(cmd)  # before any I/O: an unencodable request leaves the socket usable
+        try:
+            self._send(prefix, body, deadline)
+            while True:
+                answer = self._read_frame(deadline, cmd)
+                if answer.is_response and answer.opaque == opaque:
+                    return answer
+                log.debug("%s: dropped an unexpected frame %r", self, answer)
+        except ProtocolError as e:  # as on the loop: a malformed answer closes the connection
+            self.close()
+            raise RemotingError(f"connection to {self.addr} closed (protocol error: {e})") from e
+        except BaseException:
+            self.close()
+            raise
+
+    def _remaining(self, deadline: float, cmd: RemotingCommand) -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RemotingTimeoutError(f"no response from {self.addr} in time (code {int(cmd.code)}, "
+                                       f"opaque {cmd.opaque})")
+        return left
+
+    def _send(self, prefix: bytes, body: Body, deadline: float) -> None:
+        sock = self._sock
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            if isinstance(body, list):
+                for part in (prefix, *body):
+                    sock.sendall(part)
+            elif len(body) <= _JOIN_BODY_BYTES:
+                sock.sendall(prefix + bytes(body) if body else prefix)
+            else:  # a large body is not copied just to save one send()
+                sock.sendall(prefix)
+                sock.sendall(body)
+        except TimeoutError:
+            raise RemotingTimeoutError(f"write to {self.addr} blocked until the deadline") from None
+        except OSError as e:
+            raise RemotingSendRequestError(f"write to {self.addr} failed: {e}") from e
+
+    def _read_frame(self, deadline: float, cmd: RemotingCommand) -> RemotingCommand:
+        receiver, sock = self._receiver, self._sock
+        while True:
+            frame = receiver.next_frame()  # raises ProtocolError / FrameTooLargeError on bad input
+            if isinstance(frame, RemotingCommand):
+                return frame
+            if frame is RECV_WAIT:  # cannot happen with a private budget; never spin on it
+                raise ProtocolError(f"{self.addr}: frame budget exhausted on a blocking connection")
+            sock.settimeout(self._remaining(deadline, cmd))
+            try:
+                n = sock.recv_into(receiver.get_buffer())
+            except TimeoutError:
+                raise RemotingTimeoutError(f"no response from {self.addr} in time (code {int(cmd.code)}, "
+                                           f"opaque {cmd.opaque})") from None
+            except OSError as e:
+                raise RemotingError(f"connection to {self.addr} failed while waiting: {e}") from e
+            if n == 0:
+                raise RemotingError(f"connection to {self.addr} closed (peer closed) while waiting for the answer")
+            receiver.received(n)
+
+    def wake(self) -> None:
+        """Make a read blocked in another thread return (it then fails): used at shutdown."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected any more: nothing blocks on it
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._sock.close()
+        finally:
+            self._receiver.release()
+
+
+class BlockingPool:
+    """Blocking sockets per address for callers' threads; see the module docstring."""
+
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, connect_timeout_ms: float = 3000,
+                 max_idle_per_addr: int = DEFAULT_MAX_IDLE_PER_ADDR, finalize: Finalizer | None = None,
+                 name: str = "blocking-pool") -> None:
+        if connect_timeout_ms <= 0:
+            raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
+        if max_idle_per_addr < 1:
+            raise ConfigError(f"max_idle_per_addr must be >= 1, got {max_idle_per_addr}")
+        self.name = name
+        self._max_frame_bytes = max_frame_bytes
+        self._connect_timeout_s = connect_timeout_ms / 1000.0
+        self._max_idle = max_idle_per_addr
+        #: called with (addr, request) right before a request is encoded; may be set later
+        self.finalize = finalize
+        self._idle: dict[str, list[BlockingConnection]] = {}
+        self._busy: set[BlockingConnection] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def idle_count(self, addr: str) -> int:
+        with self._lock:
+            return len(self._idle.get(addr, ()))
+
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and return the answer (any response code), within
+        ``timeout_ms`` connecting included. Errors as :class:`RemotingClient.invoke`."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        finalize = self.finalize
+        if finalize is not None:
+            finalize(addr, cmd)
+        conn = self._take(addr, deadline, timeout_ms)
+        try:
+            answer = conn.invoke(cmd, deadline)
+        finally:
+            self._give_back(conn)
+        return answer
+
+    def _take(self, addr: str, deadline: float, timeout_ms: float) -> BlockingConnection:
+        with self._lock:
+            if self._closed:
+                raise ClosedError(f"{self.name} is shut down")
+            idle = self._idle.get(addr)
+            conn = idle.pop() if idle else None
+            if conn is not None:
+                self._busy.add(conn)
+        if conn is not None and conn.peer_closed():
+            log.debug("%s: %s was closed by the peer while idle; reconnecting", self.name, conn)
+            self._discard(conn)
+            conn = None
+        if conn is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RemotingTimeoutError(f"no time left to connect to {addr} within {timeout_ms} ms")
+            conn = BlockingConnection.connect(addr, min(left, self._connect_timeout_s),
+                                              max_frame_bytes=self._max_frame_bytes)
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise ClosedError(f"{self.name} is shut down")
+                self._busy.add(conn)
+        return conn
+
+    def _discard(self, conn: BlockingConnection) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+        conn.close()
+
+    def _give_back(self, conn: BlockingConnection) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+            if not conn.closed and not self._closed:
+                idle = self._idle.setdefault(conn.addr, [])
+                if len(idle) < self._max_idle:
+                    idle.append(conn)
+                    return
+        conn.close()
+
+    def close_addr(self, addr: str) -> None:
+        """Close the idle sockets to ``addr`` (e.g. after its broker went away)."""
+        with self._lock:
+            idle = self._idle.pop(addr, [])
+        for conn in idle:
+            conn.close()
+
+    def close(self) -> None:
+        """Close every idle socket and wake callers blocked on busy ones. Idempotent."""
+        with self._lock:
+            self._closed = True
+            idle = [c for conns in self._idle.values() for c in conns]
+            self._idle.clear()
+            busy = list(self._busy)
+        for conn in idle:
+            conn.close()
+        for conn in busy:
+            conn.wake()  # its caller's read fails now; the caller closes it
