@@ -127,7 +127,7 @@ def _store_times(store, topic: str, n: int) -> np.ndarray:
         if not got.message_count:
             break
         for buf in got.buffers:
-            out.extend(t[9] for t in K.decode_records(buf, 0, len(buf), 1000, False))
+            out.extend(t.store_timestamp for t in K.decode_records(buf, 0, len(buf), 1000, False))
         off = got.next_begin_offset
     return np.array(out, dtype=np.int64)
 

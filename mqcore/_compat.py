@@ -5,6 +5,12 @@ variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twin on purpose (for
 debugging and for the tests that compare both). If the extension is missing
 without that variable, importing this module fails loudly: a silent fallback
 would hide a broken build behind a 50x slower store.
+
+Library code reaches the kernels through one accessor: a class or function that
+needs them takes a ``kernels=`` argument (typed :class:`~mqcore.kernel_api.StoreKernels`)
+and falls back to :func:`default_kernels` when it is None, so a test can hand in
+either implementation. ``tests/test_layering.py`` checks that no library module binds
+the chosen module at import time instead.
 """
 from __future__ import annotations
 
@@ -29,4 +35,11 @@ def _load() -> StoreKernels:
     return _store
 
 
+#: the implementation chosen at import; read it through default_kernels() (tests and
+#: benchmarks may import it directly)
 kernels: StoreKernels = _load()
+
+
+def default_kernels() -> StoreKernels:
+    """The kernels to use when a caller did not inject any."""
+    return kernels

@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from mqcore.kernel_api import Buffer, ColumnBatch, DecodedRecord
+from mqcore.format.record import DecodedRecord
+from mqcore.kernel_api import Buffer, ColumnBatch
 
 IMPLEMENTATION: str
 DISPATCH_DTYPE: np.dtype

@@ -19,7 +19,9 @@ import numpy as np
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import batch
 from mqcore.format import layout as L
+from mqcore.format.javahash import continue_hash, string_hash, to_int32
 from mqcore.format.properties import join_property_strings, property_spans
+from mqcore.format.record import DECODED_FIELDS, DecodedRecord
 
 IMPLEMENTATION = "python"
 
@@ -31,23 +33,18 @@ DISPATCH_DTYPE = np.dtype(list(L.DISPATCH_FIELDS))
 
 _INT_MIN = -(1 << 31)
 
+#: builds a DecodedRecord from the tuple of its fields without NamedTuple.__new__'s argument parsing
+_new_tuple = tuple.__new__
+
 
 # --- Java String.hashCode ----------------------------------------------------
-def _to_int32(h: int) -> int:
-    h &= 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def _hash_units(h: int, data: bytes) -> int:
-    """Continue a Java hash over UTF-16-BE code units in ``data``."""
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h
+_to_int32 = to_int32
+_hash_units = continue_hash
 
 
 def java_hash(s: str) -> int:
     """``String.hashCode()``: 31*h + c over UTF-16 code units, wrapping int32."""
-    return _to_int32(_hash_units(0, s.encode("utf-16-be", "surrogatepass")))
+    return string_hash(s)
 
 
 def java_hash_utf8(b) -> int:
@@ -319,14 +316,8 @@ def _host_str(raw: bytes) -> str:
     return "[%s]:%d" % (ipaddress.IPv6Address(bytes(ip)), port)
 
 
-#: field order of the tuples ``decode_records`` returns
-DECODED_FIELDS = ("store_size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
-                  "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                  "reconsume_times", "prepared_offset", "body", "topic", "properties")
-
-
-def decode_records(buf, start: int, end: int, max_count: int, check_crc: bool = False):
-    """Fully decode records in ``buf[start:end]`` into tuples (``DECODED_FIELDS`` order).
+def decode_records(buf, start: int, end: int, max_count: int, check_crc: bool = False) -> list[DecodedRecord]:
+    """Fully decode records in ``buf[start:end]`` into ``DecodedRecord`` values.
 
     Stops quietly at a blank marker or at never-written space; raises
     ``RecordDecodeError`` on a corrupt record. Strings are ``str`` (topic) and hosts
@@ -347,7 +338,7 @@ def decode_records(buf, start: int, end: int, max_count: int, check_crc: bool = 
         s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
         born_host = bytes(mv[pos + L.REC_BORNHOST:pos + L.REC_BORNHOST + 8 + b])
         sh_at = pos + L.REC_STOREHOST_V4 + b
-        out.append((
+        out.append(_new_tuple(DecodedRecord, (
             size,
             _I32.unpack_from(mv, pos + L.REC_BODYCRC)[0],
             _I32.unpack_from(mv, pos + L.REC_QUEUEID)[0],
@@ -364,7 +355,7 @@ def decode_records(buf, start: int, end: int, max_count: int, check_crc: bool = 
             bytes(mv[body_at + 4:body_at + 4 + body_len]),
             bytes(mv[topic_at:topic_at + topic_len]).decode("utf-8", "replace"),
             bytes(mv[props_at:props_at + props_len]),
-        ))
+        )))
         pos += size
     return out
 

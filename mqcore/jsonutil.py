@@ -21,6 +21,7 @@ from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
 
 from mqcore.errors import ProtocolError
+from mqcore.format.javahash import string_hash
 
 _orjson: Any
 try:  # optional speed-up; the stdlib path gives the same results
@@ -33,7 +34,6 @@ __all__ = [
     "loads_strict",
     "loads_lenient",
     "dumps_compact",
-    "java_string_hash",
     "java_hashmap_order",
 ]
 
@@ -197,16 +197,7 @@ def loads_lenient(data: str | bytes | bytearray | memoryview) -> Any:
     return value
 
 
-# --- Java hashing -------------------------------------------------------------------------
-def java_string_hash(text: str) -> int:
-    """``String.hashCode()``: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
+# --- Java HashMap order -------------------------------------------------------------------
 _HASHMAP_DEFAULT_CAPACITY = 16
 _HASHMAP_LOAD_FACTOR = 0.75
 
@@ -224,7 +215,7 @@ def java_hashmap_order(items: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> 
         capacity *= 2
 
     def bucket(pair: tuple[str, Any]) -> int:
-        h = java_string_hash(pair[0]) & 0xFFFFFFFF
+        h = string_hash(pair[0]) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return dict(sorted(pairs, key=bucket))  # sorted() is stable: insertion order per bucket

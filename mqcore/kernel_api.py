@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mqcore.format.record import DecodedRecord
+
 Buffer = Any
-#: a decoded record, in ``DECODED_FIELDS`` order
-DecodedRecord = tuple[int, int, int, int, int, int, int, int, bytes, int, bytes, int, int, bytes, str, str]
 #: ``(count, columns, next, reason, corrupt records, corrupt bytes)`` of a columnar decode
 ColumnBatch = tuple[int, dict[str, Any], int, int, int, int]
 

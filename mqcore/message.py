@@ -16,6 +16,7 @@ from typing import Mapping
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
 from mqcore.format.properties import format_properties, parse_properties
+from mqcore.format.record import DecodedRecord
 from mqcore.netaddr import parse_host_port
 
 
@@ -209,15 +210,14 @@ class MessageExt:
     properties: dict
 
     @classmethod
-    def from_decoded(cls, t: tuple) -> "MessageExt":
-        """From a ``decode_records`` tuple (``DECODED_FIELDS`` order)."""
-        (size, crc, qid, flag, qoff, phy, sysf, born_ts, born_host, store_ts, store_host,
-         reconsume, prepared, body, topic, props) = t
-        return cls(topic=topic, body=body, queue_id=qid, queue_offset=qoff, commitlog_offset=phy,
-                   store_size=size, body_crc=crc, flag=flag, sys_flag=sysf, born_timestamp=born_ts,
-                   born_host=born_host, store_timestamp=store_ts, store_host=store_host,
-                   reconsume_times=reconsume, prepared_transaction_offset=prepared,
-                   properties=string_to_properties(props))
+    def from_decoded(cls, r: DecodedRecord) -> "MessageExt":
+        """From what ``decode_records`` returns (the body stays as stored)."""
+        return cls(topic=r.topic, body=r.body, queue_id=r.queue_id, queue_offset=r.queue_offset,
+                   commitlog_offset=r.phy_offset, store_size=r.store_size, body_crc=r.body_crc, flag=r.flag,
+                   sys_flag=r.sys_flag, born_timestamp=r.born_timestamp, born_host=r.born_host,
+                   store_timestamp=r.store_timestamp, store_host=r.store_host,
+                   reconsume_times=r.reconsume_times, prepared_transaction_offset=r.prepared_offset,
+                   properties=string_to_properties(r.properties))
 
     @property
     def tags(self) -> str | None:

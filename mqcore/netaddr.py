@@ -6,6 +6,7 @@ Leaf module (imports only ``mqcore.errors``). IPv6 hosts are written in brackets
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from mqcore.errors import IllegalArgumentError
 
@@ -28,6 +29,13 @@ def parse_host_port(addr: str) -> tuple[str, int]:
 def format_host_port(host: str, port: int) -> str:
     """The inverse of :func:`parse_host_port`."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def format_sockaddr(sockaddr: Any) -> str:
+    """``ip:port`` (IPv6 in brackets) from a socket address tuple; anything else as ``str``."""
+    if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
+        return format_host_port(str(sockaddr[0]), sockaddr[1])
+    return str(sockaddr)
 
 
 def tcp_port(text: str) -> int:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.record import DecodedRecord
 
 BORN_HOST = bytes.fromhex("c0a8000a0000d431")     # 192.168.0.10:54321
 STORE_HOST = bytes.fromhex("c0a8000100002a9f")    # 192.168.0.1:10911
@@ -120,18 +121,19 @@ def test_blank_golden(kernels):
 def test_decode_golden(kernels):
     recs = kernels.decode_records(RECORD_A + RECORD_B + b"\x00" * 16, 0, 122 + 187 + 16, 10, True)
     assert len(recs) == 2
-    a = dict(zip(kernels.DECODED_FIELDS, recs[0]))
-    assert a["store_size"] == 122 and a["queue_id"] == 1 and a["topic"] == "TopicTest"
-    assert a["body"] == b"hello" and a["body_crc"] == 907060870
-    assert a["born_host"] == "192.168.0.10:54321" and a["store_host"] == "192.168.0.1:10911"
-    assert a["born_timestamp"] == BORN_TS and a["store_timestamp"] == STORE_TS
-    b = dict(zip(kernels.DECODED_FIELDS, recs[1]))
-    assert b["phy_offset"] == 122 and b["queue_offset"] == 1 and b["properties"] == PROPS_B
+    assert all(type(r) is DecodedRecord for r in recs)  # both implementations return the named type
+    a, b = recs
+    assert a.store_size == 122 and a.queue_id == 1 and a.topic == "TopicTest"
+    assert a.body == b"hello" and a.body_crc == 907060870
+    assert a.born_host == "192.168.0.10:54321" and a.store_host == "192.168.0.1:10911"
+    assert a.born_timestamp == BORN_TS and a.store_timestamp == STORE_TS
+    assert b.phy_offset == 122 and b.queue_offset == 1 and b.properties == PROPS_B
+    assert kernels.DECODED_FIELDS == DecodedRecord._fields
 
 
 def test_decode_v2_magic(kernels):
     (rec,) = kernels.decode_records(RECORD_C, 0, len(RECORD_C), 10, True)
-    assert dict(zip(kernels.DECODED_FIELDS, rec))["topic"] == "TopicTest"
+    assert rec.topic == "TopicTest"
 
 
 def test_decode_ipv6(kernels):
@@ -141,8 +143,8 @@ def test_decode_ipv6(kernels):
     size = encode(kernels, buf, 0, sys_flag=flag, born=born6, store=born6)
     assert size == 146
     assert struct.unpack_from(">q", buf, 68)[0] == STORE_TS  # STORETIMESTAMP moved by 12
-    rec = dict(zip(kernels.DECODED_FIELDS, kernels.decode_records(buf, 0, size, 1)[0]))
-    assert rec["born_host"] == "[::1]:1234" and rec["store_timestamp"] == STORE_TS
+    rec = kernels.decode_records(buf, 0, size, 1)[0]
+    assert rec.born_host == "[::1]:1234" and rec.store_timestamp == STORE_TS
 
 
 def test_decode_corrupt_raises(kernels):
@@ -210,13 +212,13 @@ def test_batch_round_trip(kernels):
     written = kernels.encode_batch(dst, 5, items, b"Topic", 2, 40, 1000, 0, BORN_TS, BORN_HOST,
                                    STORE_TS, STORE_HOST, b"CLUSTER\x01c")
     assert written == total
-    recs = [dict(zip(kernels.DECODED_FIELDS, r)) for r in kernels.decode_records(dst, 5, 5 + total, 10, True)]
-    assert [r["queue_offset"] for r in recs] == [40, 41, 42]
-    assert [r["phy_offset"] for r in recs] == [1000, 1000 + recs[0]["store_size"],
-                                               1000 + recs[0]["store_size"] + recs[1]["store_size"]]
-    assert [r["properties"] for r in recs] == [b"UNIQ_KEY\x01u1\x02CLUSTER\x01c", b"CLUSTER\x01c",
-                                               b"TAGS\x01T\x02CLUSTER\x01c"]
-    assert recs[1]["flag"] == 7 and recs[1]["body_crc"] == 0
+    recs = kernels.decode_records(dst, 5, 5 + total, 10, True)
+    assert [r.queue_offset for r in recs] == [40, 41, 42]
+    assert [r.phy_offset for r in recs] == [1000, 1000 + recs[0].store_size,
+                                            1000 + recs[0].store_size + recs[1].store_size]
+    assert [r.properties for r in recs] == [b"UNIQ_KEY\x01u1\x02CLUSTER\x01c", b"CLUSTER\x01c",
+                                            b"TAGS\x01T\x02CLUSTER\x01c"]
+    assert recs[1].flag == 7 and recs[1].body_crc == 0
 
 
 @pytest.mark.parametrize("cut", [1, 19, 25, 30])

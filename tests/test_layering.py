@@ -72,10 +72,12 @@ ALLOWED = {
     "mqcore.clock": (),
     "mqcore.permissions": (),
     "mqcore.uniq_id": ("mqcore.errors", "mqcore.clock"),
-    "mqcore.jsonutil": ("mqcore.errors",),
+    "mqcore.jsonutil": ("mqcore.errors", "mqcore.format.javahash"),
+    "mqcore.format.javahash": (),
     "mqcore.config": ("mqcore.errors", "mqcore.format.layout"),
     "mqcore.format": ("mqcore.errors", "mqcore.config", "mqcore.format"),
     "mqcore.netaddr": ("mqcore.errors",),
+    "mqcore.tags": ("mqcore.format.javahash",),
     "mqcore.service": ("mqcore.errors", "mqcore.clock"),
     "mqcore.logs": ("mqcore.errors",),
     "mqcore.progress": (),
@@ -83,7 +85,9 @@ ALLOWED = {
     **{k: ("mqcore.errors", "mqcore.format", "mqcore") + KERNELS for k in KERNELS},
     "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
 }
-ALLOWED["mqcore.kernel_api"] = ()  # the interface the kernels satisfy imports no mqcore module
+# the interface the kernels satisfy imports only the leaf that names a decoded record
+ALLOWED["mqcore.kernel_api"] = ("mqcore.format.record",)
+ALLOWED["mqcore.format.record"] = ()
 #: package -> packages it must not import
 FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",
@@ -138,3 +142,74 @@ def test_packages_do_not_import_upwards(package):
            for mod, imports in MODULES.items() if _under(mod, (package,))}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, f"{package} imports a layer above it (or a sibling it must not know): {bad}"
+
+
+# --- one accessor for the kernels ------------------------------------------------------------------
+#: modules that still bind ``_compat.kernels`` as a default argument at import; the Spark package is
+#: converted by its owner (the rule holds for every other module)
+KERNELS_AT_IMPORT_PENDING = ("mqcore.spark",)
+
+
+def _library_sources():
+    for d, _dirs, files in os.walk(os.path.join(ROOT, "mqcore")):
+        for f in files:
+            if f.endswith(".py"):
+                p = os.path.join(d, f)
+                yield _module_name(p), p, open(p, encoding="utf-8").read()
+
+
+def _calls_at_import(tree: ast.Module, name: str) -> list[int]:
+    """Lines where ``name()`` runs at import: at module level or in a default argument."""
+    at_import: list[ast.AST] = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            at_import.append(node)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            at_import.extend(node.args.defaults + [d for d in node.args.kw_defaults if d is not None])
+    return [c.lineno for n in at_import for c in ast.walk(n)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == name]
+
+
+def test_library_code_reaches_the_kernels_through_the_accessor():
+    """A module that binds the chosen kernels at import cannot be handed the other
+    implementation by a test: library code takes ``kernels=`` and asks
+    ``_compat.default_kernels()`` when it got none."""
+    bad = {}
+    for mod, path, text in _library_sources():
+        if mod == "mqcore._compat" or _under(mod, KERNELS_AT_IMPORT_PENDING):
+            continue
+        tree = ast.parse(text)
+        lines = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "mqcore._compat"
+                 and any(a.name == "kernels" for a in n.names)]
+        lines += [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "kernels"
+                  and isinstance(n.value, ast.Name) and n.value.id == "_compat"]
+        lines += _calls_at_import(tree, "default_kernels")
+        if lines:
+            bad[mod] = sorted(lines)
+    assert not bad, f"kernels bound at import instead of injected (module: lines): {bad}"
+
+
+# --- one home per concept --------------------------------------------------------------------------
+#: text that marks a concept's implementation -> the modules that may hold it, and why
+HOMES = {
+    # the tag-expression grammar ("A || B"); Spark's stream option parser is its owner's to convert
+    '.split("||")': ("mqcore.tags", "mqcore.spark.stream"),
+    # String.hashCode's polynomial: the pure-Python home and the compiled kernel's copy for its loops
+    "31 * h": ("mqcore.format.javahash", "mqcore._store"),
+    # a host:port split by hand instead of netaddr.parse_host_port
+    # (Channel.remote_host is the wire engineer's module, converted by its owner)
+    'rpartition(":")': ("mqcore.netaddr", "mqcore.remoting.channel"),
+}
+
+
+@pytest.mark.parametrize("marker", sorted(HOMES))
+def test_a_concept_is_implemented_in_its_home_only(marker):
+    found = set()
+    for d, _dirs, files in os.walk(os.path.join(ROOT, "mqcore")):
+        for f in files:
+            if f.endswith((".py", ".pyx", ".pxi")):
+                p = os.path.join(d, f)
+                if marker in open(p, encoding="utf-8").read():
+                    found.add(_module_name(p))
+    assert found <= set(HOMES[marker]), f"{marker!r} outside its home: {sorted(found - set(HOMES[marker]))}"

@@ -242,7 +242,16 @@ class Broker:
                              clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
                              short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats,
                              enable_property_filter=self.cfg.enable_property_filter)
-        cli, adm, ops = ClientProcessor(self), AdminProcessor(self), OperationsProcessor(self)
+        managers = dict(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+                        clients=self.clients)
+        cli = ClientProcessor(locks=self.locks, register_now=self.register_all, **managers)
+        hold = self.hold
+        adm = AdminProcessor(broker_name=self.cfg.broker_name, schedule_register=self.schedule_register,
+                             delay_offsets_json=self.delay_offsets_json, holding_count=lambda: hold.waiting_count,
+                             runtime_figures=self.runtime_figures, **managers)
+        ops = OperationsProcessor(broker_name=self.cfg.broker_name, configs=lambda: (self.cfg, self.store_config),
+                                  bound_port=lambda: self.port, update_config=self.update_config,
+                                  unsaved=lambda: self.unsaved, **managers)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
@@ -260,7 +269,7 @@ class Broker:
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
             RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: adm.update_group,
             RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: adm.all_groups, RC.GET_BROKER_RUNTIME_INFO: adm.runtime_info,
-            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, self),
+            RC.CHECK_CLIENT_CONFIG: functools.partial(check_client_config, lambda: self.cfg.enable_property_filter),
             RC.UPDATE_BROKER_CONFIG: ops.update_broker_config, RC.GET_BROKER_CONFIG: ops.get_broker_config,
             RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
@@ -427,7 +436,7 @@ class Broker:
             ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."
         except OSError:
             ratio, capacity = 0.0, ""
-        return {"putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
+        return {"runtime": self.runtime_text(), "putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
                 "earliestMessageTimeStamp": str(earliest), "commitLogDiskRatio": f"{ratio:.4f}",
                 "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0", "pageCacheLockTimeMills": "0",
                 # one event loop, no thread-pool queues: nothing ever waits in one

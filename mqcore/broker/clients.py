@@ -13,10 +13,11 @@ import dataclasses
 import logging
 from typing import Any, Callable
 
-from mqcore._compat import kernels
 from mqcore.broker.filtering import compile_expression, is_tag_type
 from mqcore.errors import FilterExpressionError
 from mqcore.errors import ProtocolError
+from mqcore.tags import SUB_ALL, split_tags, subscribes_all
+from mqcore.tags import tag_codes as codes_of
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +42,21 @@ def enum_name(kind: str, value: Any, default: str) -> str:
 
 def parse_tags(sub_string: str | None) -> tuple[str, frozenset[str]]:
     """Tag expression -> (normalised expression, tags); ``*`` or empty = all tags."""
-    s = (sub_string or "").strip()
-    if not s or s == "*":
-        return "*", frozenset()
-    tags = frozenset(t.strip() for t in s.split("||") if t.strip())
-    return s, tags
+    if subscribes_all(sub_string):
+        return SUB_ALL, frozenset()
+    return sub_string.strip(), frozenset(split_tags(sub_string))  # type: ignore[union-attr]
 
 
 def tag_codes(tags: frozenset[str]) -> frozenset[int] | None:
-    return frozenset(kernels.java_hash(t) for t in tags) if tags else None
+    return frozenset(codes_of(tags)) if tags else None
 
 
 def subscription_codes(sub_string: str | None) -> frozenset[int] | None:
     """Tag codes a subscription matches: None for ``*``; an expression naming no tag
     (``" || "``) matches nothing, as in RocketMQ (its code set is empty), not everything."""
-    s, tags = parse_tags(sub_string)
-    if s == "*":
+    if subscribes_all(sub_string):
         return None
-    return frozenset(kernels.java_hash(t) for t in tags)
+    return frozenset(codes_of(split_tags(sub_string)))
 
 
 @dataclasses.dataclass

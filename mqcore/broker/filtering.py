@@ -15,10 +15,12 @@ RocketMQ's rules, as the 4.9 broker answers them:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from mqcore._compat import kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import FilterExpressionError, MQError, ProtocolError
 from mqcore.filter.sql92 import Sql92Filter, compile_sql92
+from mqcore.kernel_api import StoreKernels
 from mqcore.message import string_to_properties
 from mqcore.remoting import PullSysFlag, ResponseCode, create_response
 from mqcore.jsonutil import loads_lenient
@@ -70,17 +72,18 @@ def pull_filter(enabled: bool, request, h, sub) -> Sql92Filter | None | tuple:
     return sub.sql_filter
 
 
-def select_matching(result: GetMessageResult, flt: Sql92Filter, k=kernels) -> GetMessageResult:
+def select_matching(result: GetMessageResult, flt: Sql92Filter, k: StoreKernels | None = None) -> GetMessageResult:
     """Keep the records of ``result`` whose properties match ``flt``; a read that found
     records but none matching becomes NO_MATCHED_MESSAGE (the client pulls on at once)."""
     if result.status is not GetMessageStatus.FOUND:
         return result
+    k = k or default_kernels()
     kept, total = [], 0
     for buf in result.buffers:
         pos = 0
         for rec in k.decode_records(buf, 0, len(buf), _MAX_RECORDS, False):
-            size = rec[0]
-            if flt.matches(string_to_properties(rec[15])):
+            size = rec.store_size
+            if flt.matches(string_to_properties(rec.properties)):
                 kept.append(buf[pos:pos + size])
                 total += size
             pos += size
@@ -89,7 +92,7 @@ def select_matching(result: GetMessageResult, flt: Sql92Filter, k=kernels) -> Ge
                             len(kept), total, result.suggest_pulling_from_slave)
 
 
-def check_client_config(broker, channel, request):
+def check_client_config(property_filter_enabled: Callable[[], bool], channel, request):
     """CHECK_CLIENT_CONFIG (46): the Java client asks before it starts a consumer whose
     subscription is not a tag expression."""
     try:
@@ -102,7 +105,7 @@ def check_client_config(broker, channel, request):
     expression_type = str(sub.get("expressionType") or TAG)
     if is_tag_type(expression_type):
         return create_response(request, ResponseCode.SUCCESS)
-    if not broker.cfg.enable_property_filter:
+    if not property_filter_enabled():
         return create_response(request, ResponseCode.SYSTEM_ERROR, not_supported_remark(expression_type))
     try:
         compile_expression(expression_type, sub.get("subString"))

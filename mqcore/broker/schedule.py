@@ -241,12 +241,11 @@ class ScheduleMessageService(ServiceThread):
         if rec is None:
             return Skip.GONE
         try:
-            (_size, _crc, _qid, flag, _qoff, _phy, sys_flag, born_ts, _bh, _sts, _sh, reconsume, _prep, body,
-             _topic, raw_props) = self._k.decode_records(rec, 0, len(rec), 1, False)[0]
+            stored = self._k.decode_records(rec, 0, len(rec), 1, False)[0]
         except RecordDecodeError as e:
             log.error("delayed message at commitlog offset %d is corrupt (%s); dropped", phy_offset, e)
             return Skip.DROPPED
-        props = string_to_properties(raw_props)
+        props = string_to_properties(stored.properties)
         real_topic = props.get(Prop.REAL_TOPIC)
         try:
             real_qid = int(props.get(Prop.REAL_QID, ""))
@@ -259,14 +258,16 @@ class ScheduleMessageService(ServiceThread):
                       phy_offset, real_topic, props.get(Prop.REAL_QID))
             return Skip.DROPPED
         props[Prop.WAIT] = "false"  # as RocketMQ: a delivery never waits for a sync flush
+        sys_flag = stored.sys_flag
         b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
         s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
         born_host = bytes(rec[L.REC_BORNHOST:L.REC_BORNHOST + L.HOST_V4_BYTES + b])
         store_at = L.REC_STOREHOST_V4 + b
         store_host = bytes(rec[store_at:store_at + L.HOST_V4_BYTES + s])
-        return MessageExtBrokerInner(topic=real_topic, body=body, queue_id=real_qid, flag=flag, properties=props,
-                                     sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host,
-                                     store_host=store_host, reconsume_times=reconsume, delay_delivered=True)
+        return MessageExtBrokerInner(topic=real_topic, body=stored.body, queue_id=real_qid, flag=stored.flag,
+                                     properties=props, sys_flag=sys_flag, born_timestamp=stored.born_timestamp,
+                                     born_host=born_host, store_host=store_host,
+                                     reconsume_times=stored.reconsume_times, delay_delivered=True)
 
     # --- facts ------------------------------------------------------------------------------------
     def max_delay_level(self) -> int:

@@ -24,6 +24,7 @@ from mqcore.jsonutil import loads_lenient
 from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, create_response
+from mqcore.tags import unparsable
 
 #: topics no producer may send to (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, 4.9)
 NOT_ALLOWED_SEND_TOPICS = frozenset({
@@ -112,9 +113,7 @@ def subscription_unparsable(expression: Any) -> bool:
     """RocketMQ's ``FilterAPI`` fails on an expression that splits on ``||`` into nothing
     (Java's split drops trailing empty pieces): ``"||"``, ``"||||"``. An expression of
     blank tags (``" || "``) parses, to no tag at all, and matches nothing."""
-    if not isinstance(expression, str) or expression in ("", "*"):
-        return False
-    return all(piece == "" for piece in expression.split("||"))
+    return isinstance(expression, str) and unparsable(expression)
 
 
 def check_request(code: int, request, consume_enabled: Callable[[str], bool] | None = None):

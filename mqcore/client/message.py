@@ -18,9 +18,10 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, Sequence
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.kernel_api import StoreKernels
 from mqcore.message import (
     KEY_SEPARATOR,
     Prop,
@@ -305,42 +306,49 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30, *, kernels=default_kernels) -> list[MessageExt]:
+                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None) -> list[MessageExt]:
     """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
     out: list[MessageExt] = []
     if not body:
         return out
     try:
-        decoded = kernels.decode_records(body, 0, len(body), max_count)
+        decoded = (kernels or default_kernels()).decode_records(body, 0, len(body), max_count)
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
     compressed = L.SYSFLAG_COMPRESSED
-    for (size, crc, qid, flag, qoff, phy, sysf, born_ts, born_host, store_ts, store_host,
-         reconsume, prepared, mbody, topic, props) in decoded:
-        if sysf & compressed:
-            mbody = decompress_body(mbody, sysf)
-        m = MessageExt(topic, mbody, props, broker_name)
-        m.queue_id = qid
-        m.queue_offset = qoff
-        m.commitlog_offset = phy
-        m.store_size = size
-        m.body_crc = crc
-        m.flag = flag
-        m.sys_flag = sysf
-        m.born_timestamp = born_ts
-        m.born_host = born_host
-        m.store_timestamp = store_ts
-        m.store_host = store_host
-        m.reconsume_times = reconsume
-        m.prepared_transaction_offset = prepared
+    new = object.__new__
+    for r in decoded:
+        # the consume hot path: every slot written once, without MessageExt.__init__'s defaults
+        sys_flag = r.sys_flag
+        m = new(MessageExt)
+        m.topic = r.topic
+        m.body = decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body
+        m.flag = r.flag
+        m._properties = None
+        m._props_raw = r.properties
+        m.transaction_id = None
+        m.broker_name = broker_name
+        m.queue_id = r.queue_id
+        m.queue_offset = r.queue_offset
+        m.commitlog_offset = r.phy_offset
+        m.store_size = r.store_size
+        m.body_crc = r.body_crc
+        m.sys_flag = sys_flag
+        m.born_timestamp = r.born_timestamp
+        m.born_host = r.born_host
+        m.store_timestamp = r.store_timestamp
+        m.store_host = r.store_host
+        m.reconsume_times = r.reconsume_times
+        m.prepared_transaction_offset = r.prepared_offset
         out.append(m)
     return out
 
 
-def encode_batch_body(messages: Sequence[Message], *, kernels=default_kernels) -> bytes:
+def encode_batch_body(messages: Sequence[Message], *, kernels: StoreKernels | None = None) -> bytes:
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
-    return kernels.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
+    k = kernels or default_kernels()
+    return k.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
 
 
 # --- results ------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ import random
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from mqcore._compat import kernels
 from mqcore.client.message import Message
 from mqcore.errors import IllegalArgumentError
+from mqcore.format.javahash import hash_code
 from mqcore.remoting.bodies import MessageQueue
 
 __all__ = ["MessageQueueSelector", "java_hash_code", "select_by_hash", "select_by_random"]
@@ -22,23 +22,13 @@ __all__ = ["MessageQueueSelector", "java_hash_code", "select_by_hash", "select_b
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
 
-def _int32(v: int) -> int:
-    return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
-
-
 def java_hash_code(arg: Any) -> int:
     """``arg.hashCode()`` as Java computes it for String, Integer/Long and Boolean."""
-    if isinstance(arg, bool):
-        return 1231 if arg else 1237
-    if isinstance(arg, int):
-        if -(1 << 31) <= arg < (1 << 31):
-            return arg  # Integer.hashCode
-        return _int32(arg ^ ((arg & 0xFFFFFFFFFFFFFFFF) >> 32))  # Long.hashCode
-    if isinstance(arg, str):
-        return int(kernels.java_hash(arg))
-    if isinstance(arg, (bytes, bytearray)):
-        return int(kernels.java_hash(bytes(arg).decode("utf-8", "replace")))
-    raise IllegalArgumentError(f"select_by_hash needs a str, bytes or int key, got {type(arg).__name__}")
+    try:
+        return hash_code(arg)
+    except TypeError:
+        raise IllegalArgumentError(
+            f"select_by_hash needs a str, bytes or int key, got {type(arg).__name__}") from None
 
 
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:

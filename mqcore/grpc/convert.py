@@ -13,6 +13,7 @@ from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS
 from mqcore.message import KEY_SEPARATOR, MessageExt, Prop
+from mqcore.netaddr import parse_host_port
 
 PROP_SHARDING_KEY = "__SHARDINGKEY"
 PROP_TRACE_CONTEXT = "TRACE_CONTEXT"
@@ -107,7 +108,7 @@ def to_pb(d, msg: MessageExt, *, topic: str, namespace: str, receipt_handle: str
     sp.body_encoding = d.IDENTITY
     sp.message_type = message_type_of(d, props)
     _timestamp(sp.born_timestamp, msg.born_timestamp)
-    sp.born_host = msg.born_host.rpartition(":")[0].strip("[]")
+    sp.born_host = parse_host_port(msg.born_host)[0]
     _timestamp(sp.store_timestamp, msg.store_timestamp)
     sp.store_host = msg.store_host
     deliver = props.get(PROP_TIMER_DELIVER_MS)

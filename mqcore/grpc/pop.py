@@ -25,7 +25,6 @@ import heapq
 import logging
 import random
 
-from mqcore._compat import kernels
 from mqcore.broker.clients import parse_tags, tag_codes
 from mqcore.filter.sql92 import Sql92Filter
 from mqcore.format import layout as L
@@ -33,6 +32,8 @@ from mqcore.grpc.convert import inflate
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import GetMessageStatus
+from mqcore.format.javahash import string_hash
+from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class PopService:
                     continue
                 break
             for buf in result.buffers:
-                for rec in kernels.decode_records(buf, 0, len(buf), 1 << 30, False):
+                for rec in self.b.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
                     msg = MessageExt.from_decoded(rec)
                     if msg.queue_offset in q.acked_ahead:
                         q.acked_ahead.discard(msg.queue_offset)
@@ -278,10 +279,9 @@ class PopService:
         else:
             topic = pop_retry_topic(group, origin_topic)
             self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
-        host, _, port = msg.born_host.rpartition(":")
         return MessageExtBrokerInner(topic=topic, body=msg.body, queue_id=0, flag=msg.flag, properties=props,
                                      sys_flag=msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
-                                     born_timestamp=msg.born_timestamp, born_host=pack_host(host.strip("[]"), int(port)),
+                                     born_timestamp=msg.born_timestamp, born_host=pack_host(*parse_host_port(msg.born_host)),
                                      store_host=self.b.store_host, reconsume_times=attempts_made)
 
     def forget_group(self, group: str) -> None:
@@ -293,5 +293,5 @@ def pick_queue(write_queue_nums: int, message_group: str | None) -> int:
     """The queue for a send: a message group always maps to the same queue (FIFO), as the
     proxy's selector does with the group's Java hash code; otherwise any queue."""
     if message_group:
-        return abs(kernels.java_hash(message_group)) % write_queue_nums
+        return abs(string_hash(message_group)) % write_queue_nums
     return random.randrange(write_queue_nums)

@@ -27,6 +27,7 @@ from mqcore.message import (DEFAULT_TOPIC, MessageExtBrokerInner, Prop, dlq_topi
                             validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import PutMessageStatus
+from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +201,7 @@ class MessagingService:
         peer = context.peer() or ""
         try:
             _, _, rest = peer.partition(":")
-            host, _, port = rest.rpartition(":")
-            return pack_host(host.strip("[]"), int(port))
+            return pack_host(*parse_host_port(rest))
         except (ValueError, OSError):
             return pack_host("127.0.0.1", 0)
 

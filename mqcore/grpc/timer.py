@@ -17,10 +17,10 @@ from __future__ import annotations
 import heapq
 import logging
 
-from mqcore._compat import kernels
 from mqcore.format import layout as L
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, pack_host
 from mqcore.store.results import GetMessageStatus
+from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class TimerService:
             if result.status is not GetMessageStatus.FOUND:
                 break
             for buf in result.buffers:
-                for rec in kernels.decode_records(buf, 0, len(buf), 1 << 30, False):
+                for rec in self.b.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
                     msg = MessageExt.from_decoded(rec)
                     self.add(msg.queue_offset, msg.commitlog_offset, _deliver_ms(msg))
             offset = result.next_begin_offset
@@ -92,11 +92,10 @@ class TimerService:
             queue_id = 0
         props[Prop.WAIT] = "false"
         props.pop(Prop.CLUSTER, None)
-        host, _, port = msg.born_host.rpartition(":")
         return MessageExtBrokerInner(topic=topic, body=msg.body, queue_id=queue_id, flag=msg.flag, properties=props,
                                      sys_flag=msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                      born_timestamp=msg.born_timestamp,
-                                     born_host=pack_host(host.strip("[]"), int(port)),
+                                     born_host=pack_host(*parse_host_port(msg.born_host)),
                                      store_host=self.b.store_host, reconsume_times=msg.reconsume_times)
 
 

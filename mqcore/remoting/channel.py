@@ -40,6 +40,7 @@ from mqcore.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from mqcore.netaddr import format_sockaddr as format_addr
 from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import RemotingCommand, encode
@@ -67,14 +68,6 @@ class RequestSink(Protocol):
     """What a channel hands inbound requests to (the processor table)."""
 
     def submit(self, channel: Channel, request: RemotingCommand) -> None: ...
-
-
-def format_addr(sockaddr: Any) -> str:
-    """``ip:port`` (IPv6 in brackets) from a socket address tuple."""
-    if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
-        host, port = sockaddr[0], sockaddr[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return str(sockaddr)
 
 
 class Channel(asyncio.BufferedProtocol):

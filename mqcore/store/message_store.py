@@ -16,7 +16,7 @@ import os
 import time
 from typing import Callable, Sequence
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
@@ -54,7 +54,7 @@ class MessageStore:
         #: ``(done_bytes, total_bytes)`` callback during recovery's scan (``mqcore.progress``)
         self.recovery_progress = recovery_progress
         self.clock = clock
-        self.k = kernels or default_kernels
+        self.k = kernels or default_kernels()
         self._lock = StoreLock(config.lock_path)
         #: asked before every new commitlog / consume-queue file (diskSpaceWarningLevelRatio)
         self.space_guard = DiskSpaceGuard(config.disk_space_warning_level_ratio, space_usage)

@@ -20,6 +20,7 @@ from mqcore.format.files import (
     index_header,
     iter_cq,
 )
+from mqcore.format.record import DecodedRecord
 from mqcore.message import MessageExt
 from mqcore.tools.output import Emitter, body_fields, iso_ms
 
@@ -36,7 +37,7 @@ INDEX_COLUMNS = (("index", "ENTRY", 10), ("key_hash", "KEY_HASH", 11), ("slot", 
                  ("store_time", "TIME", 0))
 
 
-def record_row(k, f: ReadOnlyFile, pos: int, decoded: tuple) -> dict:
+def record_row(k, f: ReadOnlyFile, pos: int, decoded: DecodedRecord) -> dict:
     """Every field of one record; ``offset`` is where it is, ``physical_offset`` what it says."""
     m = MessageExt.from_decoded(decoded)
     magic = _I32.unpack_from(f.buf, pos + L.REC_MAGIC)[0]
@@ -87,7 +88,7 @@ def dump_commitlog(k, store: StoreFiles, out: IO[str], *, start: int = 0, limit:
                 for t in recs:
                     row = record_row(k, f, pos, t)
                     emit.row(_table_extras(row) if fmt == "table" else row)
-                    pos += t[0]
+                    pos += t.store_size
                 remaining -= len(recs)
                 if len(recs) < want:
                     break

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
-from mqcore._compat import kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import (
     CorruptFileError,
     IllegalArgumentError,
@@ -29,6 +29,7 @@ from mqcore.errors import (
     StoreLockedError,
 )
 from mqcore.format.files import StoreFiles
+from mqcore.kernel_api import StoreKernels
 from mqcore.tools import dump, importer, stats, verify
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_CANNOT_RUN = 0, 1, 2
@@ -84,9 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _dump(args: argparse.Namespace, out: IO[str]) -> list[str]:
+def _dump(k: StoreKernels, args: argparse.Namespace, out: IO[str]) -> list[str]:
     store = StoreFiles(args.store, index_slots=args.index_slots, index_entries=args.index_entries)
-    k = kernels
     if args.commitlog:
         return dump.dump_commitlog(k, store, out, start=args.start or 0, limit=args.limit, fmt=args.format)
     if args.cq:
@@ -97,19 +97,19 @@ def _dump(args: argparse.Namespace, out: IO[str]) -> list[str]:
     return dump.dump_index(k, store, args.index, out, start=args.start or 1, limit=args.limit, fmt=args.format)
 
 
-def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+def _run(k: StoreKernels, args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.command == "dump":
-        problems = _dump(args, out)
+        problems = _dump(k, args, out)
         for problem in problems:
             err.write(f"mqstore: {problem}\n")
         return EXIT_PROBLEMS if problems else EXIT_OK
     if args.command == "verify":
         store = StoreFiles(args.store, index_slots=args.index_slots, index_entries=args.index_entries)
-        v = verify.Verifier(kernels, store)
+        v = verify.Verifier(k, store)
         found = v.run()
         return verify.report(found, v.summary, out, os.path.exists(store.paths.abort_path))
     if args.command == "stats":
-        st = stats.collect(kernels, StoreFiles(args.store))
+        st = stats.collect(k, StoreFiles(args.store))
         stats.write(st, out, args.json)
         for problem in st.problems:
             err.write(f"mqstore: {problem}\n")
@@ -128,14 +128,14 @@ def _run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                                    store_host=args.store_host)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, kernels: StoreKernels | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # usage errors and --help: return the status instead of exiting
         return e.code if isinstance(e.code, int) else EXIT_CANNOT_RUN
     out, err = sys.stdout, sys.stderr
     try:
-        return _run(args, out, err)
+        return _run(kernels or default_kernels(), args, out, err)
     except BrokenPipeError:
         # the reader went away (mqstore dump ... | head): stop quietly, as other tools do
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -184,7 +184,7 @@ class Verifier:
         self._records(f, table, topics)
         size = int(table["size"][0])
         rec = self.k.decode_records(f.buf, pos, pos + size, 1, False)[0]
-        return size, rec[1], zlib.crc32(rec[13]) & 0x7FFFFFFF
+        return size, rec.body_crc, zlib.crc32(rec.body) & 0x7FFFFFFF
 
     def _records(self, f: ReadOnlyFile, table: np.ndarray, topics: list[bytes]) -> None:
         s = self.summary

@@ -16,6 +16,7 @@ from mqcore.remoting.command import encode_frame
 from mqcore.remoting.headers import SendMessageRequestHeader
 from tests.support.processes import BrokerProcess
 from tests.support.protocol import decode, pull, send
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,9 +88,13 @@ def test_long_polling_wakes_on_arrival(rc, broker):
         result["resp"] = pull(rc, broker, "ProtoLong", 1, sys_flag=0x2, suspend_ms=15000, sub="*", timeout=30000)
         result["waited"] = time.monotonic() - t0
 
+    def holding() -> int:
+        info = rc.invoke(broker.broker_addr, create_request(RC.GET_BROKER_RUNTIME_INFO), 5000)
+        return int(loads_lenient(info.body)["table"]["pullHoldingCount"])
+
     t = threading.Thread(target=parked)
     t.start()
-    time.sleep(0.5)
+    assert wait_for(lambda: holding() >= 1)  # parked in the hold service, not yet answered
     send(rc, broker, "ProtoLong", b"second")
     t.join(30)
     assert result["resp"].code == ResponseCode.SUCCESS

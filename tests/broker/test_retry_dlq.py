@@ -27,6 +27,7 @@ from mqcore.remoting.headers import (
 )
 from tests.support.protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -141,8 +142,15 @@ def test_delay_offsets_are_reported_and_survive_a_restart(tmp_path, rc):
         b.restart()
         assert send(rc, b, "DelayT", b"after", DELAY="2").code == ResponseCode.SUCCESS
         assert len(wait_messages(rc, b, "DelayT", 4)) == 4
-        time.sleep(1.5)  # nothing delivered twice after the restart
-        got = wait_messages(rc, b, "DelayT", 5, timeout_s=0.5)
+
+        def delay_offsets():
+            resp = rc.invoke(b.broker_addr, create_request(RC.GET_ALL_DELAY_OFFSET), 5000)
+            return loads_lenient(resp.body)["offsetTable"]
+
+        # both levels delivered to the end of their queues: nothing is left that could come twice
+        # (a level that restarted from 0 would have redelivered d0-d2 on its way back to 3)
+        assert wait_for(lambda: delay_offsets() == {"1": 3, "2": 1}), delay_offsets()
+        got = wait_messages(rc, b, "DelayT", 5, timeout_s=0)
         assert [m.body for m in got] == [b"d0", b"d1", b"d2", b"after"]
 
 

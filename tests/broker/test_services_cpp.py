@@ -3,15 +3,16 @@ a failed consume, dead letters after the maximum, delayed messages."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from mqcore.jsonutil import loads_lenient
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from tests.support.protocol import create_topic, decode, pull
 from tests.support.cpp_client import collect, run_cpp, start_cpp
 from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,6 +30,14 @@ def produce(broker, home, specs):
     sent = [e for e in events if "sent" in e]
     assert len(sent) == len(specs) and all(e["status"] == 0 for e in sent), events
     return sent
+
+
+def consumer_ids(broker, group: str) -> list[str]:
+    """The client ids the broker holds heartbeats from for ``group``."""
+    with SyncRemotingClient() as rc:
+        r = rc.invoke(broker.broker_addr, create_request(RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}),
+                      5000)
+    return loads_lenient(r.body).get("consumerIdList", []) if r.code == ResponseCode.SUCCESS else []
 
 
 def test_a_failed_message_comes_back_from_the_retry_topic(broker, tmp_path):
@@ -56,12 +65,12 @@ def test_a_message_that_always_fails_ends_in_the_dead_letter_queue(broker, tmp_p
         proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": group, "topic": "SvcPoison",
                           "fail_times": 1000, "timeout": 15}, tmp_path)
         try:
-            deadline = time.monotonic() + 60
-            dead = []
-            while not dead and time.monotonic() < deadline:
-                time.sleep(0.5)
+            def dead_letters():
                 got = pull(rc, broker, f"%DLQ%{group}", 0, group="CG_admin")
-                dead = decode(got.body) if got.code == ResponseCode.SUCCESS else []
+                return decode(got.body) if got.code == ResponseCode.SUCCESS else []
+
+            assert wait_for(dead_letters, timeout=60, step=0.5)
+            dead = dead_letters()
             events = collect(proc, 60)
         finally:
             if proc.poll() is None:
@@ -79,7 +88,8 @@ def test_a_delayed_message_arrives_no_earlier_than_its_delay(broker, tmp_path):
     proc = start_cpp({"mode": "push", "namesrv": broker.namesrv_addr, "group": "CG_delay", "topic": "SvcDelay",
                       "expect": 2, "timeout": 60, "linger": 1}, tmp_path)
     try:
-        time.sleep(4)  # subscribed and polling
+        # subscribed: the broker lists it in its group (its first pull follows the rebalance at once)
+        assert wait_for(lambda: consumer_ids(broker, "CG_delay"), timeout=30)
         sent = produce(broker, tmp_path, [{"topic": "SvcDelay", "body": "later", "delay_level": 2},
                                           {"topic": "SvcDelay", "body": "now"}])
         events = collect(proc, 90)

@@ -3,7 +3,15 @@
 NOT a broker: in-memory queues, no persistence, no delay levels (retries are
 redelivered at once), pulls wait at most ``hold_s`` for new messages. It speaks the
 real wire protocol through ``mqcore.remoting`` so the client is exercised end to end
-on loopback; real behaviour is tested against ``mqbroker`` in tests/client/integration.
+on loopback.
+
+Kept only for what a real ``mqbroker`` cannot be made to do on demand: injected faults
+(``fail_next_sends`` with any response code, ``send_delay_s``, ``fail_send_back``), a
+second broker in the same process for failover, and a group with no stored offset that
+gets QUERY_NOT_FOUND while its queue still holds its first message (a real broker answers
+0 until expired files are deleted). Scenarios a real broker can serve run against one
+(``tests/client/consumer/test_push.py``'s ``mqbroker`` fixture, ``tests/client/integration``),
+so rules such as retry and DLQ are tested on the broker that has them, not on this double.
 """
 from __future__ import annotations
 

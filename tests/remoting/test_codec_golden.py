@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from mqcore.errors import FrameTooLargeError, IllegalArgumentError, ProtocolError
-from mqcore.jsonutil import fastjson_quote, java_hashmap_order, java_string_hash
+from mqcore.format.javahash import string_hash as java_string_hash
+from mqcore.jsonutil import fastjson_quote, java_hashmap_order
 from mqcore.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,

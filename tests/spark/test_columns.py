@@ -57,7 +57,7 @@ def test_fields_agree_with_decode_records(kernels):
     buf, end = sample_buffer(kernels, base=4096)
     n, cols, nxt, reason, corrupt, _ = decode_all(kernels, buf, base=4096)
     assert (n, nxt, reason, corrupt) == (4, end, L.ScanStop.NO_DATA, 0)
-    recs = [dict(zip(kernels.DECODED_FIELDS, r)) for r in kernels.decode_records(buf, 0, end, 100)]
+    recs = [r._asdict() for r in kernels.decode_records(buf, 0, end, 100)]
     assert list(cols["commitlog_offset"]) == [r["phy_offset"] for r in recs]
     for name, field in (("queue_id", "queue_id"), ("queue_offset", "queue_offset"), ("store_size", "store_size"),
                         ("body_crc", "body_crc"), ("flag", "flag"), ("sys_flag", "sys_flag"),

@@ -96,7 +96,7 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path):
                         break
                     for buf in got.buffers:
                         for rec in store.k.decode_records(buf, 0, len(buf), 1000, True):
-                            seen[rec[4]] = rec[13]
+                            seen[rec.queue_offset] = rec.body
                     offset = got.next_begin_offset
                 assert sorted(seen) == list(range(len(seen))), "queue offsets must be consecutive"
                 for (ww, off), body in acked.items():

@@ -38,7 +38,7 @@ def pull_all(store, topic="T", queue_id=0) -> list[bytes]:
             return out
         body = got.body()
         from mqcore._compat import kernels
-        out += [rec[13] for rec in kernels.decode_records(body, 0, len(body), 1000, False)]
+        out += [rec.body for rec in kernels.decode_records(body, 0, len(body), 1000, False)]
         offset = got.next_begin_offset
 
 

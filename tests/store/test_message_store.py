@@ -40,12 +40,11 @@ def test_put_get_round_trip(open_store):
     assert r.msg_ids == ["7F00000100002A9F0000000000000000"]
     got, recs = records(s, "T", 0)
     assert got.status is GetMessageStatus.FOUND and got.next_begin_offset == 1 and got.max_offset == 1
-    (size, crc, qid, flag, qoff, phy, *_rest) = recs[0]
-    props = string_to_properties(recs[0][15])
-    assert recs[0][13] == b"hello" and qoff == 0 and phy == 0
+    props = string_to_properties(recs[0].properties)
+    assert recs[0].body == b"hello" and recs[0].queue_offset == 0 and recs[0].phy_offset == 0
     # the broker's view of properties: WAIT removed, CLUSTER added (4.9.8)
     assert props == {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1", "CLUSTER": "DefaultCluster"}
-    assert recs[0][8] == "10.0.0.7:40000"
+    assert recs[0].born_host == "10.0.0.7:40000"
 
 
 def test_pull_statuses(open_store):
@@ -57,7 +56,7 @@ def test_pull_statuses(open_store):
     bad = s.get_message("T", 0, 9, 32)
     assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 0
     got, recs = records(s, "T", 0, 2, 2)
-    assert [r[13] for r in recs] == [b"m2", b"m3"] and got.next_begin_offset == 4
+    assert [r.body for r in recs] == [b"m2", b"m3"] and got.next_begin_offset == 4
     assert len(got.buffers) == 1  # adjacent records come back as one zero-copy view
 
 
@@ -68,7 +67,7 @@ def test_tag_filter(open_store, kernels):
         s.put_message(msg(body=b"%d" % i, **props))
     codes = {kernels.java_hash("TagA"), kernels.java_hash("TagC")}
     got, recs = records(s, "T", 0, tag_codes=codes)
-    assert [r[13] for r in recs] == [b"0", b"2", b"3"] and got.next_begin_offset == 5
+    assert [r.body for r in recs] == [b"0", b"2", b"3"] and got.next_begin_offset == 5
     got = s.get_message("T", 0, 4, 32, tag_codes=codes)
     assert got.status is GetMessageStatus.NO_MATCHED_MESSAGE and got.next_begin_offset == 5
 
@@ -95,9 +94,9 @@ def test_batch_put(open_store, kernels):
     r = s.put_batch("T", 0, items, born_host=BORN, store_host=STORE, batch_properties={"WAIT": "true"})
     assert r.ok and r.queue_offset == 1 and r.message_count == 10 and len(r.msg_ids) == 10
     got, recs = records(s, "T", 0, 1)
-    assert [r[4] for r in recs] == list(range(1, 11))
-    assert [r[13] for r in recs] == [b"b%d" % i for i in range(10)]
-    assert string_to_properties(recs[3][15]) == {"UNIQ_KEY": "B3", "KEYS": "bk3", "CLUSTER": "DefaultCluster"}
+    assert [r.queue_offset for r in recs] == list(range(1, 11))
+    assert [r.body for r in recs] == [b"b%d" % i for i in range(10)]
+    assert string_to_properties(recs[3].properties) == {"UNIQ_KEY": "B3", "KEYS": "bk3", "CLUSTER": "DefaultCluster"}
     assert [m.body for m in s.messages_by_key("T", "bk7")] == [b"b7"]
 
 
@@ -122,7 +121,7 @@ def test_rollover_writes_blank_and_keeps_going(open_store, kernels):
         got, recs = records(s, "T", 0, off)
         if got.status is not GetMessageStatus.FOUND:
             break
-        offsets.extend(r[4] for r in recs)
+        offsets.extend(r.queue_offset for r in recs)
         off = got.next_begin_offset
     assert offsets == list(range(n))
     assert len(s.queues.get("T", 0).queue.files) == 4
@@ -205,7 +204,7 @@ def test_abnormal_recovery_cuts_torn_tail_and_rebuilds(tmp_path, kernels):
         assert s2.get_max_phy_offset() == end
         assert s2.get_max_offset_in_queue("T", 0) == 30  # unit 30 dropped, units 25-29 rebuilt
         got, recs = records(s2, "T", 0, 24, 32)
-        assert [r[4] for r in recs] == list(range(24, 30))
+        assert [r.queue_offset for r in recs] == list(range(24, 30))
         assert s2.put_message(msg()).queue_offset == 30
         assert [m.body for m in s2.messages_by_key("T", "k29")] == [b"y" * 100]
     finally:

@@ -44,8 +44,8 @@ def write_jsonl(path, rows, extra: str = "") -> str:
     return str(path)
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    code = mqstore.main([str(a) for a in argv])
+def run(capsys, *argv, kernels=None) -> tuple[int, str, str]:
+    code = mqstore.main([str(a) for a in argv], kernels=kernels)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -68,10 +68,11 @@ def dump_records(capsys, path, *extra) -> list[dict]:
 
 
 # --- round trip ---------------------------------------------------------------------------------------
-def test_import_stats_dump_verify_round_trip(store, capsys, kernels, monkeypatch):
-    monkeypatch.setattr(mqstore, "kernels", kernels)
+def test_import_stats_dump_verify_round_trip(store, capsys, kernels):
     path, rows = store
-    recs = dump_records(capsys, path)
+    code, out, err = run(capsys, "dump", path, "--commitlog", kernels=kernels)
+    assert code == 0, err
+    recs = [json.loads(line) for line in out.splitlines()]
     assert len(recs) == 400
     for src, rec in zip(rows, recs):
         assert rec["topic"] == src["topic"]
@@ -89,7 +90,7 @@ def test_import_stats_dump_verify_round_trip(store, capsys, kernels, monkeypatch
     # files rolled over: records continue across commitlog files
     assert recs[-1]["offset"] > 65536
 
-    code, out, _ = run(capsys, "stats", path, "--json")
+    code, out, _ = run(capsys, "stats", path, "--json", kernels=kernels)
     assert code == 0
     st = json.loads(out)
     assert st["totals"]["messages"] == 400 and st["totals"]["topics"] == 2
@@ -100,7 +101,7 @@ def test_import_stats_dump_verify_round_trip(store, capsys, kernels, monkeypatch
         assert q["cq_max_offset"] == q["max_queue_offset"] + 1 == q["messages"]
     assert "6" in a["queues"]  # explicit queue id
 
-    code, out, _ = run(capsys, "verify", path)
+    code, out, _ = run(capsys, "verify", path, kernels=kernels)
     assert code == 0 and "OK: no problems" in out and "400 records" in out and "1200 entries" in out
 
     # topics were registered with enough queues for queue id 6

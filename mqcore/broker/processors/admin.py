@@ -5,6 +5,8 @@ admin (17, 21, 215), consume stats (208), consumer connections (203), topic stat
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mqcore.broker.topics import TopicConfig
 from mqcore.errors import IllegalArgumentError, ProtocolError
@@ -18,18 +20,44 @@ from mqcore.remoting.headers import (
     ViewMessageRequestHeader,
 )
 
+if TYPE_CHECKING:
+    from mqcore.broker.clients import ClientManager
+    from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.store.message_store import MessageStore
+
 log = logging.getLogger(__name__)
 
-class AdminProcessor:
-    """Admin and tooling requests: message queries, topic and group changes, stats, runtime info."""
 
-    def __init__(self, broker):
-        self.b = broker
+class AdminProcessor:
+    """Admin and tooling requests: message queries, topic and group changes, stats, runtime info.
+
+    Given only the managers it uses and the broker's facts as callables:
+    ``schedule_register`` (re-register with the name servers soon), ``delay_offsets_json``
+    (the delay-level progress table), ``holding_count`` (parked long polls) and
+    ``runtime_figures`` (the runtime-info keys the broker samples, uptime included).
+    Runs on the broker's event loop.
+    """
+
+    def __init__(self, *, broker_name: str, store: MessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
+                 schedule_register: Callable[[], None], delay_offsets_json: Callable[[], bytes],
+                 holding_count: Callable[[], int], runtime_figures: Callable[[], dict[str, str]]):
+        self.broker_name = broker_name
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clients = clients
+        self.schedule_register = schedule_register
+        self.delay_offsets_json = delay_offsets_json
+        self.holding_count = holding_count
+        self.runtime_figures = runtime_figures
 
     def query_message(self, channel, request):
         h = QueryMessageRequestHeader.from_command(request)
-        max_num = self.b.store.config.default_query_max_num if h.unique_key_query else h.max_num
-        result = self.b.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        max_num = self.store.config.default_query_max_num if h.unique_key_query else h.max_num
+        result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         ext = {"indexLastUpdateTimestamp": str(result.index_last_update_timestamp),
                "indexLastUpdatePhyoffset": str(result.index_last_update_phyoffset)}
         if not result.buffers:
@@ -39,7 +67,7 @@ class AdminProcessor:
 
     def view_message(self, channel, request):
         h = ViewMessageRequestHeader.from_command(request)
-        rec = self.b.store.select_one_message_by_offset(h.offset)
+        rec = self.store.select_one_message_by_offset(h.offset)
         if rec is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"can not find message by the offset, {h.offset}")
@@ -59,33 +87,33 @@ class AdminProcessor:
                              h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
         except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
             raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
-        self.b.topics.update(tc)
-        self.b.schedule_register()
+        self.topics.update(tc)
+        self.schedule_register()
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})
 
     def delete_topic(self, channel, request):
         h = DeleteTopicRequestHeader.from_command(request)
-        self.b.topics.delete(h.topic)
-        self.b.store.delete_topic(h.topic)
-        self.b.offsets.remove_topic(h.topic)
-        self.b.schedule_register()
+        self.topics.delete(h.topic)
+        self.store.delete_topic(h.topic)
+        self.offsets.remove_topic(h.topic)
+        self.schedule_register()
         return create_response(request, ResponseCode.SUCCESS)
 
     def all_topic_config(self, channel, request):
-        return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(self.b.topics.serialize_wrapper()))
+        return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(self.topics.serialize_wrapper()))
 
     def topic_stats(self, channel, request):
         topic = request.ext_fields.get("topic", "")
-        tc = self.b.topics.get(topic)
+        tc = self.topics.get(topic)
         if tc is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         table = []
         for qid in range(tc.write_queue_nums):
-            lo = max(0, self.b.store.get_min_offset_in_queue(topic, qid))
-            hi = self.b.store.get_max_offset_in_queue(topic, qid)
-            last = self.b.store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
-            table.append([{"brokerName": self.b.cfg.broker_name, "queueId": qid, "topic": topic},
+            lo = max(0, self.store.get_min_offset_in_queue(topic, qid))
+            hi = self.store.get_max_offset_in_queue(topic, qid)
+            last = self.store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
+            table.append([{"brokerName": self.broker_name, "queueId": qid, "topic": topic},
                           {"lastUpdateTimestamp": max(last, 0), "maxOffset": hi, "minOffset": lo}])
         return create_response(request, ResponseCode.SUCCESS, body=_object_keyed({"offsetTable": ObjectKeyed(table)}))
 
@@ -95,17 +123,17 @@ class AdminProcessor:
         only_topic = request.ext_fields.get("topic") or None
         table = []
         total_diff = 0
-        for topic in sorted(self.b.offsets.topics_of(group)):
+        for topic in sorted(self.offsets.topics_of(group)):
             if only_topic and topic != only_topic:
                 continue
-            tc = self.b.topics.get(topic)
+            tc = self.topics.get(topic)
             for qid in range(tc.read_queue_nums if tc else 0):
-                broker_offset = self.b.store.get_max_offset_in_queue(topic, qid)
-                consumer_offset = self.b.offsets.query(group, topic, qid)
+                broker_offset = self.store.get_max_offset_in_queue(topic, qid)
+                consumer_offset = self.offsets.query(group, topic, qid)
                 consumer_offset = max(consumer_offset or 0, 0)
-                last = self.b.store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset else 0
+                last = self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset else 0
                 total_diff += broker_offset - consumer_offset
-                table.append([{"brokerName": self.b.cfg.broker_name, "queueId": qid, "topic": topic},
+                table.append([{"brokerName": self.broker_name, "queueId": qid, "topic": topic},
                               {"brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                                "lastTimestamp": max(last, 0)}])
         body = _object_keyed({"consumeTps": 0.0, "offsetTable": ObjectKeyed(table)})
@@ -113,7 +141,7 @@ class AdminProcessor:
 
     def consumer_connections(self, channel, request):
         group = request.ext_fields.get("consumerGroup", "")
-        g = self.b.clients.group(group)
+        g = self.clients.group(group)
         if g is None:
             return create_response(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         body = {"connectionSet": [{"clientAddr": ch.remote_addr, "clientId": info.client_id,
@@ -125,25 +153,24 @@ class AdminProcessor:
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(body))
 
     def all_consumer_offsets(self, channel, request):
-        return create_response(request, ResponseCode.SUCCESS, body=self.b.offsets.encode_json())
+        return create_response(request, ResponseCode.SUCCESS, body=self.offsets.encode_json())
 
     def all_delay_offsets(self, channel, request):
-        return create_response(request, ResponseCode.SUCCESS, body=self.b.delay_offsets_json())
+        return create_response(request, ResponseCode.SUCCESS, body=self.delay_offsets_json())
 
     def update_group(self, channel, request):
-        self.b.groups.update_from_json(request.body)
+        self.groups.update_from_json(request.body)
         return create_response(request, ResponseCode.SUCCESS)
 
     def all_groups(self, channel, request):
-        return create_response(request, ResponseCode.SUCCESS, body=self.b.groups.encode_json())
+        return create_response(request, ResponseCode.SUCCESS, body=self.groups.encode_json())
 
     def runtime_info(self, channel, request):
-        s = self.b.store
+        s = self.store
         table = {"brokerVersion": "409", "brokerVersionDesc": "V4_9_8 (mqcore)",
                  "commitLogMaxOffset": str(s.get_max_phy_offset()), "commitLogMinOffset": str(s.get_min_phy_offset()),
-                 "pullHoldingCount": str(self.b.hold.waiting_count),
-                 "runtime": self.b.runtime_text()}
-        table.update(self.b.runtime_figures())
+                 "pullHoldingCount": str(self.holding_count())}
+        table.update(self.runtime_figures())
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"table": table}))
 
 

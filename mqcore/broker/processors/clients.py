@@ -8,6 +8,8 @@ GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from mqcore.errors import ProtocolError
 from mqcore.jsonutil import loads_lenient
@@ -31,14 +33,33 @@ from mqcore.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 
+if TYPE_CHECKING:
+    from mqcore.broker.clients import ClientManager, RebalanceLockManager
+    from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.store.message_store import MessageStore
+
 log = logging.getLogger(__name__)
 
 
 class ClientProcessor:
-    """Client requests: heartbeats, unregistration, consumer lists, queue locks and offset queries."""
+    """Client requests: heartbeats, unregistration, consumer lists, queue locks and offset queries.
 
-    def __init__(self, broker):
-        self.b = broker
+    Given only the managers it uses; ``register_now`` registers the broker with the name
+    servers at once (a new retry topic must be routable before the heartbeat's answer).
+    Runs on the broker's event loop.
+    """
+
+    def __init__(self, *, clients: ClientManager, locks: RebalanceLockManager, groups: SubscriptionGroupManager,
+                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, store: MessageStore,
+                 register_now: Callable[[], Awaitable[None]]):
+        self.clients = clients
+        self.locks = locks
+        self.groups = groups
+        self.topics = topics
+        self.offsets = offsets
+        self.store = store
+        self.register_now = register_now
 
     async def heartbeat(self, channel, request):
         try:
@@ -48,30 +69,30 @@ class ClientProcessor:
         if not isinstance(data, dict):
             return create_response(request, ResponseCode.SYSTEM_ERROR, "heartbeat body is not a JSON object")
         client_id = str(data.get("clientID") or channel.remote_addr)
-        groups = self.b.clients.heartbeat(channel, client_id, request.language, request.version, data)
+        groups = self.clients.heartbeat(channel, client_id, request.language, request.version, data)
         created = False
         for group in groups:
-            self.b.groups.ensure(group)
-            g = self.b.clients.group(group)
+            self.groups.ensure(group)
+            g = self.clients.group(group)
             if g is not None and g.message_model == "CLUSTERING":
-                if self.b.topics.get(retry_topic(group)) is None:
-                    self.b.topics.create_group_topic(retry_topic(group))
+                if self.topics.get(retry_topic(group)) is None:
+                    self.topics.create_group_topic(retry_topic(group))
                     created = True
         if created:
             # registered before the answer, as the Java broker does: a Java client looks up
             # %RETRY%group's route right after its first heartbeat and otherwise not for 30 s,
             # so a retry would wait that long to be consumed
-            await self.b.register_all()
+            await self.register_now()
         return create_response(request, ResponseCode.SUCCESS)
 
     def unregister(self, channel, request):
         h = UnregisterClientRequestHeader.from_command(request)
-        self.b.clients.unregister(channel, h.producer_group, h.consumer_group)
+        self.clients.unregister(channel, h.producer_group, h.consumer_group)
         return create_response(request, ResponseCode.SUCCESS)
 
     def consumer_list(self, channel, request):
         h = GetConsumerListByGroupRequestHeader.from_command(request)
-        g = self.b.clients.group(h.consumer_group)
+        g = self.clients.group(h.consumer_group)
         if g is None or not g.channels:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"no consumer for this group, {h.consumer_group}")
@@ -81,23 +102,23 @@ class ClientProcessor:
     def lock_batch(self, channel, request):
         body = LockBatchRequestBody.decode(request.body)
         mqs = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
-        locked = self.b.locks.try_lock_batch(body.consumer_group, mqs, body.client_id)
+        locked = self.locks.try_lock_batch(body.consumer_group, mqs, body.client_id)
         ok = [MessageQueue(topic=t, broker_name=b, queue_id=q) for t, b, q in locked]
         return create_response(request, ResponseCode.SUCCESS, body=LockBatchResponseBody(ok).encode())
 
     def unlock_batch(self, channel, request):
         body = UnlockBatchRequestBody.decode(request.body)
-        self.b.locks.unlock_batch(body.consumer_group, [(mq.topic, mq.broker_name, mq.queue_id)
+        self.locks.unlock_batch(body.consumer_group, [(mq.topic, mq.broker_name, mq.queue_id)
                                                         for mq in body.mq_set], body.client_id)
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- offsets ----------------------------------------------------------------------------------
     def query_offset(self, channel, request):
         h = QueryConsumerOffsetRequestHeader.from_command(request)
-        offset = self.b.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
         if offset is None or offset < 0:
             # never committed: start at 0 while the queue's first message is still there (Java)
-            if self.b.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0 or h.set_zero_if_not_found:
+            if self.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0 or h.set_zero_if_not_found:
                 offset = 0
             else:
                 return create_response(request, ResponseCode.QUERY_NOT_FOUND,
@@ -107,25 +128,25 @@ class ClientProcessor:
     def update_offset(self, channel, request):
         h = UpdateConsumerOffsetRequestHeader.from_command(request)
         if h.commit_offset >= 0:  # some clients send -1 for a queue at offset 0: ignore
-            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return create_response(request, ResponseCode.SUCCESS)
 
     def search_offset(self, channel, request):
         h = SearchOffsetRequestHeader.from_command(request)
-        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def max_offset(self, channel, request):
         h = GetMaxOffsetRequestHeader.from_command(request)
         return create_response(request, ResponseCode.SUCCESS,
-                               ext_fields={"offset": str(self.b.store.get_max_offset_in_queue(h.topic, h.queue_id))})
+                               ext_fields={"offset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id))})
 
     def min_offset(self, channel, request):
         h = GetMinOffsetRequestHeader.from_command(request)
-        offset = max(0, self.b.store.get_min_offset_in_queue(h.topic, h.queue_id))
+        offset = max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def earliest_time(self, channel, request):
         h = GetEarliestMsgStoretimeRequestHeader.from_command(request)
-        ts = self.b.store.get_earliest_message_time(h.topic, h.queue_id)
+        ts = self.store.get_earliest_message_time(h.topic, h.queue_id)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(max(ts, 0))})

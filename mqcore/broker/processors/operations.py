@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mqcore.broker.conf import effective_config_lines, read_properties
 from mqcore.errors import ConfigError, MQError
@@ -14,6 +16,14 @@ from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.codes import LanguageCode, RequestCode
 from mqcore.remoting.command import create_request
 from mqcore.jsonutil import dumps_compact
+
+if TYPE_CHECKING:
+    from mqcore.broker.clients import ClientManager
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.config import StoreConfig
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -31,18 +41,36 @@ def _mq_keyed(pairs: list[tuple[dict, object]]) -> str:
 
 
 class OperationsProcessor:
-    def __init__(self, broker):
-        self.b = broker
+    """Operator requests. Given only the managers it uses and, as callables, what changes
+    while the broker runs: ``configs`` (the current broker and store configuration),
+    ``bound_port`` (the port actually listened on, known after start) and
+    ``update_config`` (apply run-time keys, ``Broker.update_config``) and ``unsaved`` (why the
+    last change was not saved to broker.conf, or None). Runs on the broker's event loop."""
+
+    def __init__(self, *, broker_name: str, store: MessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
+                 configs: Callable[[], tuple[BrokerConfig, StoreConfig]], bound_port: Callable[[], int],
+                 update_config: Callable[[dict[str, str]], list[str]], unsaved: Callable[[], str | None]):
+        self.broker_name = broker_name
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clients = clients
+        self.configs = configs
+        self.bound_port = bound_port
+        self.update_config = update_config
+        self.unsaved = unsaved
 
     # --- broker config ----------------------------------------------------------------------------
     def get_broker_config(self, channel, request):
         lines = []
-        for line in effective_config_lines(self.b.cfg, self.b.store_config):
+        for line in effective_config_lines(*self.configs()):
             key, _, value = line.partition("=")
             if "_" in key:  # mqcore-internal settings without a RocketMQ key: not an operator's concern
                 continue
             if key == "listenPort":
-                value = str(self.b.port)  # the port actually bound (0 in the config means "any free one")
+                value = str(self.bound_port())  # the port actually bound (0 in the config means "any free one")
             lines.append(f"{key}={value}")
         text = "\n".join(lines) + "\n"
         return create_response(request, ResponseCode.SUCCESS, body=text.encode(),
@@ -52,17 +80,17 @@ class OperationsProcessor:
         try:
             props = read_properties(bytes(request.body).decode("utf-8"))
             log.info("updateBrokerConfig from %s: %s", channel.remote_addr, props)
-            self.b.update_config(props)  # one list of run-time keys, broker and store alike
+            self.update_config(props)  # one list of run-time keys, broker and store alike
         except (ConfigError, UnicodeDecodeError) as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         # applied; the remark says when it could not be saved (mqadmin prints it as a warning)
         return create_response(request, ResponseCode.SUCCESS,
-                               f"not saved: {self.b.unsaved}" if self.b.unsaved else None)
+                               f"not saved: {unsaved}" if (unsaved := self.unsaved()) else None)
 
     # --- clients ---------------------------------------------------------------------------------------
     def producer_connections(self, channel, request):
         group = request.ext_fields.get("producerGroup", "")
-        members = self.b.clients.producers.get(group)
+        members = self.clients.producers.get(group)
         if not members:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         body = {"connectionSet": [{"clientAddr": ch.remote_addr, "clientId": info.client_id,
@@ -72,18 +100,18 @@ class OperationsProcessor:
 
     def topic_consumed_by(self, channel, request):
         topic = request.ext_fields.get("topic", "")
-        groups = {g.group for g in self.b.clients.consumers.values() if topic in g.subscriptions}
+        groups = {g.group for g in self.clients.consumers.values() if topic in g.subscriptions}
         suffix = "@"
-        groups.update(k.partition(suffix)[2] for k in self.b.offsets.snapshot() if k.partition(suffix)[0] == topic)
+        groups.update(k.partition(suffix)[2] for k in self.offsets.snapshot() if k.partition(suffix)[0] == topic)
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"groupList": sorted(groups)}))
 
     def delete_group(self, channel, request):
         group = request.ext_fields.get("groupName", "")
         remove_offset = request.ext_fields.get("removeOffset", "false").lower() == "true"
-        self.b.groups.delete(group)
+        self.groups.delete(group)
         if remove_offset:
-            for topic in self.b.offsets.topics_of(group):
-                self.b.offsets.remove(group, topic)
+            for topic in self.offsets.topics_of(group):
+                self.offsets.remove(group, topic)
         log.info("subscription group %s deleted by %s (offsets %s)", group, channel.remote_addr,
                  "removed" if remove_offset else "kept")
         return create_response(request, ResponseCode.SUCCESS)
@@ -101,14 +129,14 @@ class OperationsProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"timestamp {ext.get('timestamp')!r} "
                                    "is not a number of milliseconds")
         force = ext.get("isForce", "true").lower() == "true"
-        tc = self.b.topics.get(topic)
+        tc = self.topics.get(topic)
         if tc is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
-        store = self.b.store
+        store = self.store
         table = []
         for qid in range(tc.write_queue_nums):
-            consumer_offset = self.b.offsets.query(group, topic, qid)
+            consumer_offset = self.offsets.query(group, topic, qid)
             if consumer_offset is None or consumer_offset < 0:
                 return create_response(request, ResponseCode.SYSTEM_ERROR,
                                        f"THe consumer group <{group}> not exist")
@@ -118,18 +146,18 @@ class OperationsProcessor:
                 ts_offset = store.get_offset_in_queue_by_time(topic, qid, timestamp)
             ts_offset = max(ts_offset, 0)
             table.append((qid, ts_offset if (force or ts_offset < consumer_offset) else consumer_offset))
-        g = self.b.clients.group(group)
+        g = self.clients.group(group)
         if g is None or not g.channels:
             return create_response(
                 request, ResponseCode.CONSUMER_NOT_ONLINE,
                 f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")
-        name = self.b.cfg.broker_name
+        name = self.broker_name
         body = ('{"offsetTable":' + _mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
                                                for qid, off in table]) + "}").encode()
         # the committed offsets move now, so a consumer that does not act on the notice
         # still resumes from the new position after its next rebalance
         for qid, off in table:
-            self.b.offsets.commit(group, topic, qid, off)
+            self.offsets.commit(group, topic, qid, off)
         notice = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()}
         for ch in list(g.channels):
             cmd = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notice, body, oneway=True)

@@ -114,7 +114,7 @@ class PullProcessor:
     def _get(self, h, codes):
         if isinstance(codes, Sql92Filter):
             result = select_matching(self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums),
-                                     codes)
+                                     codes, self.store.k)
         else:
             result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                             tag_codes=codes)

@@ -29,9 +29,9 @@ from mqcore.message import (
     string_to_properties,
     validate_topic,
 )
+from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import RequestCode, ResponseCode, create_response
-from mqcore.remoting.channel import parse_addr
 from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
@@ -248,7 +248,8 @@ class SendProcessor:
         props.setdefault(Prop.ORIGIN_MESSAGE_ID, orig.offset_msg_id)
         msg = MessageExtBrokerInner(topic=topic, body=orig.body, queue_id=queue_id, flag=orig.flag, properties=props,
                                     sys_flag=orig.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
-                                    born_timestamp=orig.born_timestamp, born_host=_pack(orig.born_host),
+                                    born_timestamp=orig.born_timestamp,
+                                    born_host=pack_host(*parse_addr(orig.born_host)),
                                     store_host=self.store_host(), reconsume_times=reconsume + 1)
         t0 = time.perf_counter()
         if self.pool is None:
@@ -268,8 +269,3 @@ def _int_prop(props: dict, key: str, default: int) -> int:
         return int(props[key])
     except (KeyError, ValueError):
         return default
-
-
-def _pack(host: str) -> bytes:
-    h, _, port = host.rpartition(":")
-    return pack_host(h.strip("[]"), int(port))

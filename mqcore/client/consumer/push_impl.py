@@ -97,6 +97,8 @@ class PushConsumerImpl(RouteAwareConsumer):
         self._service_tasks: list[asyncio.Task[None]] = []
         self.running = False
         self.paused = False
+        #: pulls put off because a queue held too much (RocketMQ's ``queueFlowControlTimes``)
+        self.flow_control_times = 0
         self._last_forced_heartbeat = 0.0
         self._default_thresholds = (config.pull_threshold_for_queue, config.pull_threshold_size_for_queue_mib * _MIB)
         self._thresholds: dict[str, tuple[int, int]] = {}
@@ -230,9 +232,9 @@ class PushConsumerImpl(RouteAwareConsumer):
         if self.paused:
             return PULL_DELAY_WHEN_SUSPENDED_MS
         count, size = self._thresholds.get(pr.message_queue.topic, self._default_thresholds)
-        if pq.msg_count > count or pq.msg_size > size:
-            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
-        if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
+        if pq.msg_count > count or pq.msg_size > size or (
+                not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span):
+            self.flow_control_times += 1
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         return 0
 

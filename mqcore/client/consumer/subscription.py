@@ -12,28 +12,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mqcore._compat import kernels
 from mqcore.errors import IllegalArgumentError
+from mqcore.tags import SUB_ALL, split_tags, subscribes_all, tag_codes
 
 __all__ = ["SUB_ALL", "SubscriptionData", "build_subscription", "parse_tags"]
 
-SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
 EXPRESSION_SQL92 = "SQL92"
 
 
 def parse_tags(expression: str | None) -> tuple[str, ...]:
-    """``"A || B"`` -> ``("A", "B")``; ``"*"``/empty -> ``()`` (everything)."""
-    if expression is None or expression.strip() in ("", SUB_ALL):
-        return ()
-    tags: list[str] = []
-    for part in expression.split("||"):
-        tag = part.strip()
-        if tag and tag not in tags:
-            tags.append(tag)
-    if not tags:
+    """``"A || B"`` -> ``("A", "B")``; ``"*"``/empty -> ``()`` (everything). An expression
+    naming no tag (``"||"``) is refused: a subscription that can match nothing is a mistake."""
+    tags = split_tags(expression)
+    if not tags and not subscribes_all(expression):
         raise IllegalArgumentError(f"tag expression {expression!r} names no tag; use '*' for all")
-    return tuple(tags)
+    return tags
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,4 +76,4 @@ def build_subscription(topic: str, expression: str | None, sub_version: int,
     if not tags:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
     return SubscriptionData(topic, expression or SUB_ALL, tags,
-                            tuple(int(kernels.java_hash(t)) for t in tags), sub_version)
+                            tag_codes(tags), sub_version)
