@@ -11,9 +11,13 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``python-tuples``: one process, ``decode_records`` -> Python tuples (the per-row baseline);
 * ``spark-ds``: ``format("rocketmq")``, every column materialised (``noop`` sink);
 * ``spark-ds`` selective: ``topic = 'BenchTopic3'`` (10 %), two columns -- pushdown on
-  (served from the consume queues) and off (full walk, Spark filters);
+  (served from the consume queues) and off (full walk, Spark filters), and with the
+  source's ``columns`` option naming just those two;
 * ``parquet-convert``: the DS written once to Parquet (zstd);
-* ``spark-parquet``: the same two queries over that Parquet copy.
+* ``spark-parquet``: the same queries over that Parquet copy;
+* column sets: the DS with option ``columns`` (all, no map/array, no body, eight core
+  columns, fixed-width only) next to Parquet reading the same columns, each with its
+  ratio ``parquet seconds / DS seconds`` (>= 1.0 means the DS is at least as fast).
 
 Prints one JSON line per case: seconds, rows, Mrows/s and MB/s of commitlog bytes, and
 the 1-minute load average. ~1 GB of temp files in --dir, removed at the end unless --keep.
@@ -41,6 +45,21 @@ TOPICS = 10
 QUEUES = 4
 BATCH = 200
 SELECTIVE_TOPIC = "BenchTopic3"
+_ALL = ("topic,queue_id,queue_offset,commitlog_offset,store_size,body,body_crc,flag,sys_flag,born_timestamp,"
+        "store_timestamp,born_host,store_host,reconsume_times,prepared_transaction_offset,tags,keys,msg_id,"
+        "offset_msg_id,properties,is_retry,is_dlq,is_delayed,original_topic,delay_level,is_compressed").split(",")
+_FIXED = ["queue_id", "queue_offset", "commitlog_offset", "store_size", "body_crc", "flag", "sys_flag",
+          "born_timestamp", "store_timestamp", "reconsume_times", "prepared_transaction_offset", "is_retry",
+          "is_dlq", "is_delayed", "delay_level", "is_compressed"]
+#: which part of a scan costs: the same query over fewer (kinds of) columns
+COLUMN_SETS = {
+    "all 26 columns": _ALL,
+    "no properties map, no keys array (24)": [c for c in _ALL if c not in ("properties", "keys")],
+    "no body (25)": [c for c in _ALL if c != "body"],
+    "8 core columns": ["topic", "queue_id", "queue_offset", "commitlog_offset", "store_timestamp", "tags", "msg_id",
+                       "body"],
+    "fixed-width only (16)": _FIXED,
+}
 
 
 def build_store(root: str, n: int, body_bytes: int) -> int:
@@ -171,16 +190,31 @@ def main() -> None:
     report("spark-ds one topic, 2 columns (no pushdown: walk + Spark filter)", s, rows, data)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
+    def selective_cols():
+        cols = "topic,commitlog_offset,store_timestamp"  # topic: the filter's column must exist
+        df = spark.read.format("rocketmq").option("columns", cols).load(root)
+        return selective(df)
+
+    s_ds_sel, rows = best_of(args.repeat, selective_cols)
+    assert rows == sel, rows
+    report("spark-ds one topic, 2 columns (pushdown -> consume queues, option columns)", s_ds_sel, rows, data)
+
     pq = os.path.join(args.dir, "parquet")
     s, _ = best_of(1, lambda: ds.write.mode("overwrite").option("compression", "zstd").parquet(pq), warmup=False)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
     report("parquet-convert (spark-ds -> zstd parquet, once)", s, n, data, parquet_mb=round(size / 1e6, 1))
-    pdf = spark.read.parquet(pq)
-    s, _ = best_of(args.repeat, lambda: pdf.write.format("noop").mode("overwrite").save())
-    report("spark-parquet all columns (noop)", s, n, data)
     s, rows = best_of(args.repeat, lambda: selective(spark.read.parquet(pq)))
     assert rows == sel, rows
-    report("spark-parquet one topic, 2 columns", s, rows, data)
+    report("spark-parquet one topic, 2 columns", s, rows, data,
+           ds_vs_parquet=round(s / s_ds_sel, 2))
+
+    for label, cols in COLUMN_SETS.items():
+        dsc = spark.read.format("rocketmq").option("columns", ",".join(cols)).load(root)
+        s_ds, _ = best_of(args.repeat, lambda: dsc.write.format("noop").mode("overwrite").save())
+        pqc = spark.read.parquet(pq).select(*cols)
+        s_pq, _ = best_of(args.repeat, lambda: pqc.write.format("noop").mode("overwrite").save())
+        report(f"spark-ds {label} (noop)", s_ds, n, data)
+        report(f"spark-parquet {label} (noop)", s_pq, n, data, ds_vs_parquet=round(s_pq / s_ds, 2))
     spark.stop()
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)

@@ -26,7 +26,7 @@ from mqcore.format import layout as L
 from mqcore.spark import configs
 from mqcore.spark.files import (
     list_queues,
-    locate_store,
+    locate_local_store,
     read_units,
     scan_file,
     take_snapshot,
@@ -95,7 +95,7 @@ class ConsumeQueueDataSource(DataSource):
 
     def reader(self, schema) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"topics", "topic"})
-        dirs = locate_store(opts.get("path", ""))
+        dirs = locate_local_store(opts.get("path", ""), self.name())
         wanted = _topics(opts.get("topics") or opts.get("topic"))
         parts = [(q.topic, q.queue_id, path, first) for q in list_queues(dirs, wanted) for path, first in q.files]
         return _FileReader(parts, cq_batch)
@@ -133,7 +133,7 @@ class IndexDataSource(DataSource):
 
     def reader(self, schema) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"indexslots", "indexentries"})
-        dirs = locate_store(opts.get("path", ""))
+        dirs = locate_local_store(opts.get("path", ""), self.name())
         slots = parse_int("indexSlots", opts["indexslots"]) if "indexslots" in opts else None
         entries = parse_int("indexEntries", opts["indexentries"]) if "indexentries" in opts else None
         return _FileReader([(p, slots, entries) for p in list_index_files(dirs)], index_batch)
@@ -175,7 +175,7 @@ class FilesDataSource(DataSource):
     def reader(self, schema) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"verifycrc"})
         check = parse_bool("verifyCrc", opts.get("verifycrc", "true"))
-        snap = take_snapshot(locate_store(opts.get("path", "")))
+        snap = take_snapshot(locate_local_store(opts.get("path", ""), self.name()))
         parts = [(f.path, f.base_offset, snap.data_end(i), check) for i, f in enumerate(snap.files)]
         return _RowsReader(parts, _file_row)
 
@@ -190,7 +190,7 @@ class _ConfigReader(DataSourceReader):
         return [InputPartition(self.path)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        for row in self.rows(locate_store(partition.value)):
+        for row in self.rows(locate_local_store(partition.value, "the rocketmq.* sources")):
             yield tuple(row) if isinstance(row, tuple) else tuple(vars(row).values())
 
 
@@ -207,7 +207,7 @@ def _config_source(fmt: str, ddl: str, rows: Callable, doc: str) -> type[DataSou
 
         def reader(self, schema) -> DataSourceReader:
             opts = _check_options(fmt, self.options, set())
-            locate_store(opts.get("path", ""))
+            locate_local_store(opts.get("path", ""), self.name())
             return _ConfigReader(opts.get("path", ""), rows)
 
     _Source.__name__ = _Source.__qualname__ = "".join(p.capitalize() for p in fmt.split(".")) + "DataSource"

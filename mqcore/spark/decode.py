@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from mqcore._compat import kernels as default_kernels
-from mqcore.errors import RecordDecodeError
+from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
-from mqcore.spark.files import locate_store, open_view, positions_in, take_snapshot
+from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import Split, plan_splits
 
@@ -102,20 +102,53 @@ def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[n
     return out.astype(np.int32), np.concatenate(pieces), failed
 
 
+def arrow_schema(opts: ReadOptions) -> pa.Schema:
+    """The batches' schema: every column, or those option ``columns`` names, in table order."""
+    if opts.columns is None:
+        return ARROW_SCHEMA
+    unknown = sorted(set(opts.columns) - set(ARROW_SCHEMA.names))
+    if unknown or not opts.columns:
+        raise ConfigError(f"option columns: {', '.join(unknown) or 'nothing'} is not a column of format "
+                          f"rocketmq; columns are: {', '.join(ARROW_SCHEMA.names)}")
+    return pa.schema([f for f in ARROW_SCHEMA if f.name in opts.columns])
+
+
+def spark_ddl(opts: ReadOptions) -> str:
+    """``SPARK_DDL`` cut to ``arrow_schema(opts)``."""
+    wanted = set(arrow_schema(opts).names)
+    return ", ".join(f"{name} {ddl}" for name, _, ddl in COLUMNS if name in wanted)
+
+
+_BIT_COLUMNS = {"is_retry": "BIT_RETRY", "is_dlq": "BIT_DLQ", "is_delayed": "BIT_DELAYED",
+                "is_compressed": "BIT_COMPRESSED"}
+
+
 def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kernels) -> pa.RecordBatch:
-    """One kernel output -> a RecordBatch of ``ARROW_SCHEMA`` (no per-row Python objects)."""
+    """One kernel output -> a RecordBatch of ``arrow_schema(opts)`` (no per-row Python objects).
+
+    Only the wanted columns become Arrow arrays: what Spark ingests (and converts to rows)
+    is what costs in a scan, far more than the kernel filling its buffers.
+    """
     k = kernels
+    schema = arrow_schema(opts)
+    fixed = dict(k.FIXED_COLUMNS)
+    arrays = [_column(name, n, cols, opts, k, fixed) for name in schema.names]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) -> pa.Array:
     bits = cols["bits"]
-    arrays: dict[str, pa.Array] = {}
-    for name, dtype in k.FIXED_COLUMNS:
+    if name in fixed:
         if name.endswith("_timestamp"):
-            arrays[name] = _timestamps(cols[name])
-        else:
-            arrays[name] = _fixed(cols[name], pa.from_numpy_dtype(np.dtype(dtype)))
-    for name in ("topic", "born_host", "store_host", "msg_id", "offset_msg_id", "original_topic"):
-        arrays[name] = _strings(*cols[name])
-    arrays["tags"] = _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
-    if opts.include_body:
+            return _timestamps(cols[name])
+        return _fixed(cols[name], pa.from_numpy_dtype(np.dtype(fixed[name])))
+    if name in _BIT_COLUMNS:
+        return pa.array((bits & getattr(k, _BIT_COLUMNS[name])) != 0, pa.bool_())
+    if name == "tags":
+        return _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
+    if name == "body":
+        if not opts.include_body:
+            return pa.nulls(n, pa.binary())
         off, data = cols["body"]
         if opts.decompress:
             ctype = (cols["sys_flag"] & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
@@ -124,22 +157,20 @@ def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kern
                 off, data, failed = _inflate(off, data, rows)
                 if failed:
                     log.warning("%d compressed bodies did not inflate with zlib; kept as stored", failed)
-        arrays["body"] = _strings(off, data, pa.binary())
-    else:
-        arrays["body"] = pa.nulls(n, pa.binary())
-    list_off, off, data = cols["keys"]
-    arrays["keys"] = pa.ListArray.from_arrays(_fixed(list_off, pa.int32()), _strings(off, data))
-    map_off, koff, kdata, voff, vdata = cols["properties"]
-    arrays["properties"] = pa.MapArray.from_arrays(_fixed(map_off, pa.int32()), _strings(koff, kdata),
-                                                   _strings(voff, vdata))
-    for name, bit in (("is_retry", k.BIT_RETRY), ("is_dlq", k.BIT_DLQ), ("is_delayed", k.BIT_DELAYED),
-                      ("is_compressed", k.BIT_COMPRESSED)):
-        arrays[name] = pa.array((bits & bit) != 0, pa.bool_())
-    return pa.RecordBatch.from_arrays([arrays[name] for name, _, _ in COLUMNS], schema=ARROW_SCHEMA)
+        return _strings(off, data, pa.binary())
+    if name == "keys":
+        list_off, off, data = cols["keys"]
+        return pa.ListArray.from_arrays(_fixed(list_off, pa.int32()), _strings(off, data))
+    if name == "properties":
+        map_off, koff, kdata, voff, vdata = cols["properties"]
+        return pa.MapArray.from_arrays(_fixed(map_off, pa.int32()), _strings(koff, kdata), _strings(voff, vdata))
+    return _strings(*cols[name])  # topic, hosts, message ids, original_topic
 
 
 def _flags(opts: ReadOptions, k) -> int:
-    flags = k.WITH_BODY if opts.include_body else 0
+    """Kernel flags of the options (without the row-selection ones, which are arguments)."""
+    wants_body = opts.include_body and (opts.columns is None or "body" in opts.columns)
+    flags = k.WITH_BODY if wants_body else 0
     if opts.verify_crc:
         flags |= k.CHECK_CRC
     if opts.on_corrupt == "skip":
@@ -149,7 +180,7 @@ def _flags(opts: ReadOptions, k) -> int:
 
 def _corrupt_error(split: Split, pos: int) -> RecordDecodeError:
     return RecordDecodeError(
-        f"corrupt commitlog record in {split.path} at file position {pos} (commitlog offset "
+        f"corrupt commitlog record in {split.storage.display(split.path)} at file position {pos} (commitlog offset "
         f"{split.base_offset + pos}); set option onCorrupt=skip to skip and count corrupt records")
 
 
@@ -165,46 +196,105 @@ class SplitStats:
 def iter_split(split: Split, opts: ReadOptions, kernels=default_kernels,
                stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
-    k = kernels
     stats = stats if stats is not None else SplitStats()
-    flags = _flags(opts, k)
-    topics = None if opts.topics is None else [t.encode("utf-8") for t in opts.topics]
-    common = (split.base_offset, opts.max_rows_per_batch, opts.max_bytes_per_batch, topics,
-              opts.min_store_ts, opts.max_store_ts, flags)
-    with open_view(split.path) as view:
+    with RecordWindows(split.storage, split.path, split.limit) as win:
         if split.by_queue:
-            phys, _ = positions_in(list(split.queues), split.base_offset + split.start,
-                                   split.base_offset + split.stop)
-            at = phys - split.base_offset
-            i = 0
-            while i < len(at):
-                n, cols, i, reason, corrupt, _ = k.decode_columns_at(view, at, i, split.limit, *common)
-                stats.corrupt += corrupt
-                if reason == L.ScanStop.CORRUPT:
-                    raise _corrupt_error(split, int(at[i]))
-                if n:
-                    stats.rows += n
-                    yield columns_to_batch(n, cols, opts, k)
+            yield from _queue_batches(win, split, opts, kernels, stats)
         else:
-            pos = split.start
-            if not split.aligned:
-                pos = k.find_record(view, split.start, split.stop, split.limit, split.base_offset,
-                                    opts.verify_crc)
-            while 0 <= pos < split.stop:
-                n, cols, pos, reason, corrupt, cbytes = k.decode_columns(view, pos, split.stop, split.limit,
-                                                                         *common)
-                stats.corrupt += corrupt
-                stats.corrupt_bytes += cbytes
-                if reason == L.ScanStop.CORRUPT:
-                    raise _corrupt_error(split, pos)
-                if n:
-                    stats.rows += n
-                    yield columns_to_batch(n, cols, opts, k)
-                if reason != L.ScanStop.MAX_COUNT:
-                    break
+            yield from _walk_batches(win, split, opts, kernels, stats)
     if stats.corrupt:
-        log.warning("%s [%d, %d): skipped %d corrupt records (%d bytes)", split.path, split.start,
-                    split.stop, stats.corrupt, stats.corrupt_bytes)
+        log.warning("%s [%d, %d): skipped %d corrupt records (%d bytes)", split.storage.display(split.path),
+                    split.start, split.stop, stats.corrupt, stats.corrupt_bytes)
+
+
+def _common(split: Split, opts: ReadOptions, w0: int, available: int) -> tuple:
+    """Kernel arguments after the range; ``available`` bytes are left in the buffer, so
+    the kernel's output buffers need be no larger (a small window means a small batch)."""
+    topics = None if opts.topics is None else [t.encode("utf-8") for t in opts.topics]
+    return (split.base_offset + w0, opts.max_rows_per_batch, max(1, min(opts.max_bytes_per_batch, available)),
+            topics, opts.min_store_ts, opts.max_store_ts)
+
+
+def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats: SplitStats):
+    """Records starting in ``[split.start, split.stop)``, walked (resynced first unless aligned)."""
+    flags = _flags(opts, k)
+    skip = opts.on_corrupt == "skip"
+    pos = split.start
+    if not split.aligned:
+        pos = win.find(split.start, split.stop, split.limit, split.base_offset, opts.verify_crc, k)
+    while 0 <= pos < split.stop:
+        buf, w0 = win.window(pos, split.limit)
+        end = min(split.limit, win.w1)
+        # the kernel may resync past a corrupt record itself only where its verdicts are final
+        here = flags if end >= split.limit else flags & ~k.SKIP_CORRUPT
+        n, cols, p, reason, corrupt, cbytes = k.decode_columns(
+            buf, pos - w0, min(split.stop, end) - w0, end - w0, *_common(split, opts, w0, end - pos), here)
+        stats.corrupt += corrupt
+        stats.corrupt_bytes += cbytes
+        if n:
+            stats.rows += n
+            yield columns_to_batch(n, cols, opts, k)
+        pos = w0 + p
+        if reason in (L.ScanStop.MAX_COUNT, L.ScanStop.END):
+            continue  # END short of the split's stop: the window ended on a record boundary
+        if not win.final_at(pos, split.limit):
+            win.window(pos, split.limit, win.record_need(pos))  # re-ask with all of that record
+            continue
+        if reason in (L.ScanStop.BLANK, L.ScanStop.NO_DATA):
+            break
+        if not skip:  # CORRUPT, or TRUNCATED at the end of the data
+            raise _corrupt_error(split, pos)
+        q = win.find(pos + 1, split.stop, split.limit, split.base_offset, opts.verify_crc, k) \
+            if pos + 1 < split.stop else -1
+        stats.corrupt += 1
+        stats.corrupt_bytes += (q if q >= 0 else split.stop) - pos
+        pos = q
+
+
+#: a gap between wanted records above which a remote read is split in two
+_GAP_BYTES = 1 << 20
+
+
+def _queue_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats: SplitStats):
+    """The records the split's consume queues list, fetched span by span on remote storage."""
+    flags = _flags(opts, k)
+    phys, sizes = positions_in(list(split.queues), split.base_offset + split.start,
+                               split.base_offset + split.stop)
+    at = phys - split.base_offset
+    ends = at + sizes
+    i = 0
+    while i < len(at):
+        if win.storage.is_local:  # the whole file is mapped: one span
+            j = len(at)
+            buf, w0 = win.window(0, split.limit)
+            end = split.limit
+            yield from _decode_at(buf, at - w0, end - w0, w0, split, opts, k, stats, flags)
+            break
+        # one span: records close together (gaps under _GAP_BYTES), up to a window's worth
+        j = i + 1
+        while (j < len(at) and at[j] - ends[j - 1] < _GAP_BYTES
+               and ends[j] - at[i] <= max(win.window_bytes, sizes[i])):
+            j += 1
+        buf, w0 = win.window(int(at[i]), split.limit, int(min(ends[j - 1], split.limit) - at[i]))
+        end = min(split.limit, win.w1)
+        j = i + int(np.searchsorted(ends[i:j], end, side="right")) if end < split.limit else j
+        j = max(j, i + 1)
+        yield from _decode_at(buf, at[i:j] - w0, end - w0, w0, split, opts, k, stats, flags)
+        i = j
+
+
+def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: ReadOptions, k,
+               stats: SplitStats, flags: int):
+    first = 0
+    while first < len(sub):
+        n, cols, first, reason, corrupt, _ = k.decode_columns_at(
+            buf, sub, first, limit, *_common(split, opts, w0, limit - int(sub[first])), flags)
+        stats.corrupt += corrupt
+        if reason == L.ScanStop.CORRUPT:
+            raise _corrupt_error(split, int(sub[first]) + w0)
+        if n:
+            stats.rows += n
+            yield columns_to_batch(n, cols, opts, k)
 
 
 def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.RecordBatch]:
@@ -213,7 +303,7 @@ def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.Rec
     ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
     """
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
-    dirs = locate_store(opts.path)
+    dirs = locate_store(opts.path, opts.fs_options)
     snap = take_snapshot(dirs, opts.snapshot_offset)
     for split in plan_splits(dirs, snap, opts):
         yield from iter_split(split, opts, kernels)
@@ -221,4 +311,5 @@ def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.Rec
 
 def read_table(path: str, **options) -> pa.Table:
     """``read_store`` gathered into one ``pyarrow.Table``."""
-    return pa.Table.from_batches(list(read_store(path, **options)), schema=ARROW_SCHEMA)
+    opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
+    return pa.Table.from_batches(list(read_store(path, **options)), schema=arrow_schema(opts))

@@ -1,9 +1,10 @@
 """Store-directory discovery, read-only file access and the snapshot bound of a live store.
 
 Everything here runs where the planner runs (a Spark driver-side Python worker) or in
-an executor, so it only uses plain POSIX files: the store directory must be visible at
-the same path to the driver and to every executor (a local disk in ``local[*]``, an
-NFS or other shared mount on a cluster). Nothing here writes to the store.
+an executor. Files are reached through a ``Storage`` (``mqcore.spark.storage``): the
+local disk, which must then be visible at the same path to the driver and to every
+executor (``local[*]``, or an NFS or other shared mount on a cluster), or a remote file
+system (S3, GCS, ABFS, HDFS) named by the store URI. Nothing here writes to the store.
 
 A *snapshot* fixes, at planning time, the commitlog offset below which every record is
 complete (``end_offset``). Readers never look past it, so a store being written while
@@ -11,16 +12,18 @@ Spark reads yields a consistent prefix and never a torn record.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import os
 import struct
+from typing import Iterator
 
 import numpy as np
 
 from mqcore._compat import kernels as default_kernels
-from mqcore.errors import StoreError
+from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
-from mqcore.format.files import is_data_file_name, numbered_files, open_view
+from mqcore.format.files import is_data_file_name, open_view
+from mqcore.spark.storage import LOCAL, Storage, resolve
 
 # open_view is imported from the shared reader and used from here by the other Spark modules
 
@@ -37,12 +40,13 @@ class StoreDirs:
 
     root: str | None
     commitlog: str
+    storage: Storage = LOCAL
 
     def _sub(self, name: str) -> str | None:
         if self.root is None:
             return None
-        p = os.path.join(self.root, name)
-        return p if os.path.isdir(p) else None
+        p = self.storage.join(self.root, name)
+        return p if self.storage.isdir(p) else None
 
     @property
     def consumequeue(self) -> str | None:
@@ -64,35 +68,48 @@ class CommitLogFile:
     size: int
 
 
-def locate_store(path: str) -> StoreDirs:
-    """Accept a store root (holding ``commitlog/``) or a commitlog directory itself."""
+def locate_store(path: str, fs_options=()) -> StoreDirs:
+    """Accept a store root (holding ``commitlog/``) or a commitlog directory itself, as a
+    local path or a URI (``fs_options``: see ``mqcore.spark.storage.resolve``)."""
     if not path:
         raise NotAStoreError("no path given: use .load('/path/to/store') or option('path', ...)")
-    path = os.path.abspath(os.path.expanduser(path.removeprefix("file://").removeprefix("file:")))
-    if not os.path.isdir(path):
-        raise NotAStoreError(f"{path} is not a directory: expected a RocketMQ store root "
+    st, path = resolve(path, fs_options)
+    shown = st.display(path)
+    if not st.isdir(path):
+        raise NotAStoreError(f"{shown} is not a directory: expected a RocketMQ store root "
                              "(the broker's storePathRootDir, holding commitlog/) or its commitlog/ directory")
-    if os.path.isdir(os.path.join(path, "commitlog")) or any(
-            os.path.exists(os.path.join(path, m)) for m in _STORE_MARKERS):
-        return StoreDirs(path, os.path.join(path, "commitlog"))  # (a fresh store may have no commitlog yet)
-    if any(is_data_file_name(n) for n in os.listdir(path)):
-        parent = os.path.dirname(path)
-        root = parent if os.path.basename(path) == "commitlog" else None
-        return StoreDirs(root, path)
+    names = st.listdir(path)
+    if "commitlog" in names or any(m in names for m in _STORE_MARKERS):
+        return StoreDirs(path, st.join(path, "commitlog"), st)  # (a fresh store may have no commitlog yet)
+    if any(is_data_file_name(n) for n in names):
+        parent = st.dirname(path)
+        root = parent if st.basename(path) == "commitlog" else None
+        return StoreDirs(root, path, st)
     raise NotAStoreError(
-        f"{path} is not a RocketMQ store: it has no commitlog/ directory and no commitlog files "
+        f"{shown} is not a RocketMQ store: it has no commitlog/ directory and no commitlog files "
         "(20-digit names such as 00000000000000000000)")
+
+
+def locate_local_store(path: str, what: str) -> StoreDirs:
+    """``locate_store`` for readers that need the store on the local disk (mmap, live files)."""
+    dirs = locate_store(path)
+    if not dirs.storage.is_local:
+        raise ConfigError(f"{what} reads a store on the local disk (or a shared mount), not "
+                          f"{dirs.storage.display(dirs.root or dirs.commitlog)}; format('rocketmq') "
+                          "reads remote stores")
+    return dirs
 
 
 def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
     """Commitlog files in offset order; names must be their 20-digit base offsets."""
+    st = dirs.storage
     files = []
-    if not os.path.isdir(dirs.commitlog):
+    if not st.isdir(dirs.commitlog):
         return files
-    for name in os.listdir(dirs.commitlog):
+    for name in st.listdir(dirs.commitlog):
         if is_data_file_name(name):
-            p = os.path.join(dirs.commitlog, name)
-            files.append(CommitLogFile(p, int(name), os.path.getsize(p)))
+            p = st.join(dirs.commitlog, name)
+            files.append(CommitLogFile(p, int(name), st.size(p)))
     files.sort(key=lambda f: f.base_offset)
     for a, b in zip(files, files[1:]):
         if a.base_offset + a.size > b.base_offset:
@@ -100,20 +117,14 @@ def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
     return files
 
 
-def _read_at(path: str, offset: int, n: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(n)
-
-
-def first_record(path: str) -> tuple[bool, int]:
+def first_record(path: str, storage: Storage = LOCAL) -> tuple[bool, int]:
     """(file holds anything, store time of its first record or -1)."""
-    return record_at(path, 0)
+    return record_at(path, 0, storage)
 
 
-def record_at(path: str, pos: int) -> tuple[bool, int]:
+def record_at(path: str, pos: int, storage: Storage = LOCAL) -> tuple[bool, int]:
     """(anything written at ``pos``, store time of the record there or -1 when it is none)."""
-    head = _read_at(path, pos, L.REC_STOREHOST_V4 + L.HOST_V6_EXTRA)
+    head = storage.read_at(path, pos, L.REC_STOREHOST_V4 + L.HOST_V6_EXTRA)
     if len(head) < L.BLANK_HEADER_BYTES or not any(head[:L.BLANK_HEADER_BYTES]):
         return False, -1
     magic = struct.unpack_from(">i", head, L.REC_MAGIC)[0]
@@ -132,6 +143,7 @@ class QueueFiles:
     topic: str
     queue_id: int
     files: tuple[tuple[str, int], ...]
+    storage: Storage = LOCAL
 
 
 def list_queues(dirs: StoreDirs, topics: set[str] | None = None) -> list[QueueFiles]:
@@ -139,21 +151,17 @@ def list_queues(dirs: StoreDirs, topics: set[str] | None = None) -> list[QueueFi
     root = dirs.consumequeue
     if root is None:
         return []
-    out = []
-    for topic in sorted(os.listdir(root)):
-        if topics is not None and topic not in topics:
+    st = dirs.storage
+    found: dict[tuple[str, int], list[str]] = {}
+    for rel in st.files_below(root):  # one recursive listing: one request on an object store
+        parts = rel.split("/")
+        if len(parts) != 3 or not parts[1].isdigit() or not is_data_file_name(parts[2]):
             continue
-        tdir = os.path.join(root, topic)
-        if not os.path.isdir(tdir):
-            continue
-        for q in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
-            qdir = os.path.join(tdir, q)
-            if not q.isdigit() or not os.path.isdir(qdir):
-                continue
-            files = tuple((p, int(os.path.basename(p)) // L.CQ_UNIT_SIZE) for p in numbered_files(qdir))
-            if files:
-                out.append(QueueFiles(topic, int(q), files))
-    return out
+        if topics is None or parts[0] in topics:
+            found.setdefault((parts[0], int(parts[1])), []).append(parts[2])
+    return [QueueFiles(topic, q, tuple((st.join(root, topic, str(q), n), int(n) // L.CQ_UNIT_SIZE)
+                                       for n in sorted(found[topic, q])), st)
+            for topic, q in sorted(found)]
 
 
 def _valid_units(view) -> int:
@@ -185,9 +193,9 @@ def _first_at_or_after(view, count: int, value: int) -> int:
     return lo
 
 
-def read_units(path: str) -> np.ndarray:
+def read_units(path: str, storage: Storage = LOCAL) -> np.ndarray:
     """All valid units of a consume-queue file, copied into a native structured array."""
-    with open_view(path) as v:
+    with storage.open_view(path) as v:
         n = _valid_units(v)
         raw = bytes(v[:n * L.CQ_UNIT_SIZE])
     return np.frombuffer(raw, L.CQ_UNIT_DTYPE).astype(L.CQ_UNIT_NATIVE_DTYPE)
@@ -196,7 +204,7 @@ def read_units(path: str) -> np.ndarray:
 def queue_max_offset(q: QueueFiles) -> tuple[int, int]:
     """(max queue offset = next index to write, commitlog end of its last unit or -1)."""
     path, first = q.files[-1]
-    with open_view(path) as v:
+    with q.storage.open_view(path) as v:
         n = _valid_units(v)
         if n == 0:
             return first, -1
@@ -204,8 +212,8 @@ def queue_max_offset(q: QueueFiles) -> tuple[int, int]:
     return first + n, (phy + size if size != L.CQ_FILLER_SIZE else -1)
 
 
-def _units_between(path: str, lo: int, hi: int) -> np.ndarray | None:
-    with open_view(path) as v:
+def _units_between(path: str, lo: int, hi: int, storage: Storage) -> np.ndarray | None:
+    with storage.open_view(path) as v:
         n = _valid_units(v)
         if n == 0:
             return None
@@ -226,7 +234,7 @@ def positions_in(queues: list[QueueFiles], lo: int, hi: int) -> tuple[np.ndarray
     phys, sizes = [], []
     for q in queues:
         for path, _first in q.files:
-            units = _units_between(path, lo, hi)
+            units = _units_between(path, lo, hi, q.storage)
             if units is None:
                 continue
             keep = units["size"] != L.CQ_FILLER_SIZE
@@ -248,6 +256,126 @@ def dispatched_offset(dirs: StoreDirs) -> int:
     for q in list_queues(dirs):
         best = max(best, queue_max_offset(q)[1])
     return best
+
+
+# --- windows over a commitlog file ------------------------------------------------------------
+#: bytes fetched per ranged read of a remote commitlog file
+WINDOW_BYTES = 8 << 20
+#: no record is larger (RocketMQ's maxMessageSize is 4 MiB by default); a bigger TOTALSIZE is corrupt
+MAX_RECORD_BYTES = 1 << 28
+_MAGICS = (struct.pack(">i", L.MAGIC_V1), struct.pack(">i", L.MAGIC_V2))
+
+
+class RecordWindows:
+    """Access to one commitlog file as buffers the kernels decode.
+
+    On the local disk the buffer is the whole file (mmap), so nothing changes for the
+    kernels. On a remote file system it is a window of ``WINDOW_BYTES`` fetched with one
+    ranged read, and a verdict the kernel gives at a window's edge (a record running past
+    it, zeros that may be the start of a header) is re-asked with a window that starts at
+    that record and holds all of it; only a window reaching ``limit`` (the end of the
+    snapshot's data) gives final answers there. Positions are file positions throughout.
+    """
+
+    def __init__(self, storage: Storage, path: str, size: int) -> None:
+        self.storage, self.path, self.size = storage, path, size
+        self.window_bytes = WINDOW_BYTES
+        self.buf = memoryview(b"")
+        self.w0 = 0
+        self._mapped = contextlib.ExitStack()
+
+    def __enter__(self) -> "RecordWindows":
+        if self.storage.is_local:
+            self.buf = self._mapped.enter_context(open_view(self.path))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.buf = memoryview(b"")
+        self._mapped.close()
+
+    @property
+    def w1(self) -> int:
+        return self.w0 + len(self.buf)
+
+    def window(self, pos: int, limit: int, need: int = 1) -> tuple[memoryview, int]:
+        """A buffer holding file bytes ``[pos, min(limit, pos + need))``, and its file position."""
+        want = min(limit, pos + need)
+        if not (self.w0 <= pos and want <= self.w1):
+            if self.storage.is_local:
+                raise StoreError(f"{self.path} is shorter than its snapshot: {self.w1} < {want} bytes")
+            n = min(limit, pos + max(need, self.window_bytes)) - pos
+            self.buf, self.w0 = memoryview(self.storage.read_at(self.path, pos, n)), pos
+            if self.w1 < want:
+                raise StoreError(f"{self.storage.display(self.path)} is shorter than its snapshot: "
+                                 f"{self.w1} < {want} bytes")
+        return self.buf, self.w0
+
+    def record_need(self, pos: int) -> int:
+        """Bytes a window starting at ``pos`` needs for a final verdict on the record there."""
+        if pos + 4 > self.w1 or pos < self.w0:
+            return L.BLANK_HEADER_BYTES
+        size = struct.unpack_from(">i", self.buf, pos - self.w0)[0]
+        return size if L.BLANK_HEADER_BYTES < size <= MAX_RECORD_BYTES else L.BLANK_HEADER_BYTES
+
+    def final_at(self, pos: int, limit: int) -> bool:
+        """Whether the current window can judge the record at ``pos`` (it holds all of it)."""
+        return self.w1 >= limit or (self.w0 <= pos and pos + self.record_need(pos) <= self.w1)
+
+    def walk(self, start: int, limit: int, check_crc: bool, kernels=default_kernels):
+        """``kernels.walk_records`` over ``[start, limit)`` of the file, window by window."""
+        pos, count, first_ts, last_ts = start, 0, -1, -1
+        while True:
+            buf, w0 = self.window(pos, limit)
+            end = min(limit, self.w1)
+            p, n, reason, f_ts, l_ts = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
+            if n:
+                first_ts = f_ts if count == 0 else first_ts
+                last_ts, count = l_ts, count + n
+            pos = w0 + p
+            if pos >= limit or (reason != L.ScanStop.END and self.final_at(pos, limit)):
+                return pos, count, reason, first_ts, last_ts
+            if reason != L.ScanStop.END:
+                self.window(pos, limit, self.record_need(pos))  # a window starting at that record
+
+    def _valid_at(self, pos: int, limit: int, base_offset: int, check_crc: bool, kernels) -> bool:
+        self.window(pos, limit, L.REC_PHYOFFSET + 8)
+        buf, w0 = self.window(pos, limit, self.record_need(pos))
+        end = min(limit, self.w1)
+        return kernels.find_record(buf, pos - w0, pos - w0 + 1, end - w0, base_offset + w0, check_crc) == pos - w0
+
+    def find(self, start: int, stop: int, limit: int, base_offset: int, check_crc: bool,
+             kernels=default_kernels) -> int:
+        """First valid record starting in ``[start, stop)`` whose PHYSICALOFFSET names its own
+        position (``kernels.find_record`` across windows), or -1."""
+        q = start
+        while q < stop:
+            buf, w0 = self.window(q, limit)
+            end = min(limit, self.w1)
+            r = kernels.find_record(buf, q - w0, min(stop, end) - w0, end - w0, base_offset + w0, check_crc)
+            if r >= 0:
+                return w0 + r
+            if end >= limit:
+                return -1
+            # a record that starts in this window but runs past it was not judged: try the
+            # headers (magic, and PHYSICALOFFSET where visible) with a window of their own
+            data = bytes(buf)
+            hits = sorted(h - L.REC_MAGIC for m in _MAGICS
+                          for h in _find_all(data, m, q - w0 + L.REC_MAGIC, min(stop, end) - w0 + L.REC_MAGIC))
+            for c in hits:
+                at = c + L.REC_PHYOFFSET
+                if at + 8 <= len(data) and struct.unpack_from(">q", data, at)[0] != base_offset + w0 + c:
+                    continue
+                if self._valid_at(w0 + c, limit, base_offset, check_crc, kernels):
+                    return w0 + c
+            q = max(q + 1, end - L.BLANK_HEADER_BYTES)  # a header cut by the window's end
+        return -1
+
+
+def _find_all(data: bytes, pattern: bytes, lo: int, hi: int) -> Iterator[int]:
+    i = data.find(pattern, lo, hi + len(pattern))
+    while 0 <= i < hi:
+        yield i
+        i = data.find(pattern, i + 1, hi + len(pattern))
 
 
 # --- snapshot ---------------------------------------------------------------------------------
@@ -275,7 +403,7 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=def
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
     files = list_commitlog(dirs)
-    infos = [first_record(f.path) for f in files]
+    infos = [first_record(f.path, dirs.storage) for f in files]
     data = [f for f, (has, _) in zip(files, infos) if has]
     first_ts = tuple(ts for (has, ts) in infos if has)
     dispatched = dispatched_offset(dirs)
@@ -286,12 +414,12 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=def
     if pinned_end is not None:
         end = pinned_end
     else:
-        with open_view(last.path) as v:
-            inside = last.base_offset <= dispatched < last.base_offset + last.size
-            start = dispatched - last.base_offset if inside else 0  # dispatched units end on a record
-            pos, count, reason, _, _ = kernels.walk_records(v, start, len(v), True)
+        inside = last.base_offset <= dispatched < last.base_offset + last.size
+        start = dispatched - last.base_offset if inside else 0  # dispatched units end on a record
+        with RecordWindows(dirs.storage, last.path, last.size) as w:
+            pos, count, reason, _, _ = w.walk(start, last.size, True, kernels)
             if count == 0 and start > 0 and reason not in (L.ScanStop.NO_DATA, L.ScanStop.BLANK):
-                pos, _, reason, _, _ = kernels.walk_records(v, 0, len(v), True)  # not a boundary after all
+                pos, _, reason, _, _ = w.walk(0, last.size, True, kernels)  # not a boundary after all
         end = last.base_offset + (last.size if reason == L.ScanStop.BLANK else pos)
     kept = [i for i, f in enumerate(data) if f.base_offset < end]
     return Snapshot(tuple(data[i] for i in kept), end, tuple(first_ts[i] for i in kept), dispatched, reason)

@@ -32,6 +32,7 @@ _DOC = {
     "endtime": "latest store time, inclusive",
     "startoffset": "first commitlog offset, inclusive",
     "endoffset": "commitlog offset to stop before, exclusive",
+    "columns": "comma-separated columns to produce (default: all); the rest is never built nor sent to Spark",
     "includebody": "false leaves body null and skips copying body bytes (default true)",
     "decompress": "inflate zlib-compressed bodies (sysflag bit 0; default false)",
     "verifycrc": "check BODYCRC; a mismatch is a corrupt record (default false)",
@@ -43,7 +44,10 @@ _DOC = {
     "pushdown": "auto (default), true or false: accept Spark filter pushdown",
     "snapshotoffset": "read up to this commitlog offset instead of the live end (repeatable reads)",
     "timeslackms": "clock slack when pruning files by store time (default 60000)",
+    "fs.*": "for a remote store URI: a keyword of the pyarrow file system's constructor, e.g. for S3 "
+            "fs.endpoint_override, fs.access_key, fs.secret_key, fs.region, fs.scheme",
 }
+_FS_PREFIX = "fs."
 
 
 def parse_bool(name: str, value: str) -> bool:
@@ -112,19 +116,25 @@ class ReadOptions:
     pushdown: str = "auto"
     snapshot_offset: int | None = None
     time_slack_ms: int = 60_000
+    fs_options: tuple[tuple[str, str], ...] = ()
+    columns: tuple[str, ...] | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":
         kw: dict = {}
+        fs: dict[str, str] = {}  # remote file system settings, passed on to pyarrow
         for raw_name, value in options.items():
             name = raw_name.lower()
             if name == "topic":
                 name = "topics"
+            if name.startswith(_FS_PREFIX) and len(name) > len(_FS_PREFIX):
+                fs[name[len(_FS_PREFIX):]] = str(value)
+                continue
             if name not in _DOC:
                 raise ConfigError(f"unknown option {raw_name!r} for format rocketmq; known options:\n"
                                   + "\n".join(f"  {k}: {v}" for k, v in _DOC.items()))
             kw.update(_parse_one(name, value))
-        return cls(**kw)
+        return cls(**kw, fs_options=tuple(sorted(fs.items())))
 
     def __post_init__(self) -> None:
         if self.max_rows_per_batch < 1 or self.max_bytes_per_batch < 1:
@@ -158,6 +168,8 @@ def _parse_one(name: str, value: str) -> dict:
         return {"path": str(value)}
     if name == "topics":
         return {"topics": tuple(t.strip() for t in str(value).split(",") if t.strip())}
+    if name == "columns":
+        return {"columns": tuple(c.strip().lower() for c in str(value).split(",") if c.strip())}
     if name == "starttime":
         return {"min_store_ts": parse_time_ms(name, value)}
     if name == "endtime":

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 
 from mqcore.spark.files import QueueFiles, Snapshot, StoreDirs, list_queues, positions_in
+from mqcore.spark.storage import LOCAL, Storage
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Split:
     limit: int
     aligned: bool                          # start is a known record boundary: no resync
     queues: tuple[QueueFiles, ...] = ()    # non-empty: read the records these queues list
+    storage: Storage = LOCAL               # where ``path`` is (local disk or a remote file system)
 
     @property
     def by_queue(self) -> bool:
@@ -61,14 +63,17 @@ def _time_overlaps(snap: Snapshot, i: int, opts: ReadOptions) -> bool:
 
 
 def _walk_splits(path: str, base: int, lo: int, hi: int, limit: int, aligned: bool,
-                 split_size: int) -> list[Split]:
+                 split_size: int, storage: Storage) -> list[Split]:
+    """Byte ranges of one file; a range not starting at a known record boundary resyncs
+    on the first record whose PHYSICALOFFSET names its own position, and the range before
+    it reads on to finish its last record, so a record straddling two ranges is read once."""
     if lo >= hi:
         return []
     if split_size <= 0 or hi - lo <= split_size:
-        return [Split(path, base, lo, hi, limit, aligned)]
+        return [Split(path, base, lo, hi, limit, aligned, storage=storage)]
     out = []
     for s in range(lo, hi, split_size):
-        out.append(Split(path, base, s, min(hi, s + split_size), limit, aligned and s == lo))
+        out.append(Split(path, base, s, min(hi, s + split_size), limit, aligned and s == lo, storage=storage))
     return out
 
 
@@ -97,18 +102,19 @@ def plan_splits(dirs: StoreDirs, snap: Snapshot, opts: ReadOptions) -> list[Spli
             continue
         aligned = lo == 0
         if queues is None:
-            splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size)
+            splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size, dirs.storage)
             continue
         covered = min(hi, snap.dispatched - f.base_offset)  # the queues list every record below
         if covered > lo:
             phys, sizes = positions_in(list(queues), f.base_offset + lo, f.base_offset + covered)
             wanted = int(sizes.sum())
             if len(phys) and (opts.use_consume_queue == "true" or wanted < CQ_SHARE * (covered - lo)):
-                splits.append(Split(f.path, f.base_offset, lo, covered, limit, True, queues))
+                splits.append(Split(f.path, f.base_offset, lo, covered, limit, True, queues, dirs.storage))
             elif len(phys):
-                splits += _walk_splits(f.path, f.base_offset, lo, covered, limit, aligned, opts.split_size)
+                splits += _walk_splits(f.path, f.base_offset, lo, covered, limit, aligned, opts.split_size,
+                                       dirs.storage)
             lo, aligned = covered, True  # a queue unit's end is a record boundary
-        splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size)
+        splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size, dirs.storage)
     log.info("planned %d splits over %d commitlog files (snapshot end %d)", len(splits),
              len(snap.files), snap.end_offset)
     return splits

@@ -44,8 +44,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from mqcore.spark.decode import SPARK_DDL, iter_split
-from mqcore.spark.files import locate_store, take_snapshot
+from mqcore.spark.decode import SPARK_DDL, iter_split, spark_ddl
+from mqcore.spark.files import locate_local_store, locate_store, take_snapshot
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
 from mqcore.spark.plan import plan_splits
 from mqcore.spark.stream import (
@@ -81,18 +81,21 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return SPARK_DDL
+        # option columns prunes the schema (the Python Data Source API passes no projection);
+        # streams take no such option and get every column
+        columns = {k.lower(): v for k, v in self.options.items()}.get("columns")
+        return SPARK_DDL if columns is None else spark_ddl(ReadOptions.from_options({"columns": columns}))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = ReadOptions.from_options(self.options)
-        locate_store(opts.path)  # fail at planning with a clear message, not in a task
+        locate_store(opts.path, opts.fs_options)  # fail at planning with a clear message, not in a task
         if opts.pushdown == "true" or (opts.pushdown == "auto" and _called_by_pushdown_planner()):
             return CommitLogPushdownReader(opts)
         return CommitLogReader(opts)
 
     def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
         opts = StreamOptions.from_options(self.options)
-        locate_store(opts.path)
+        locate_local_store(opts.path, "readStream.format('rocketmq')")
         return ConsumeQueueStreamReader(opts)
 
 
@@ -103,7 +106,7 @@ class CommitLogReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        dirs = locate_store(self.opts.path)
+        dirs = locate_store(self.opts.path, self.opts.fs_options)
         snap = take_snapshot(dirs, self.opts.snapshot_offset)
         splits = plan_splits(dirs, snap, self.opts)
         if not splits:
@@ -128,7 +131,7 @@ class ConsumeQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._available_now: dict | None = None
 
     def _view(self) -> StoreView:
-        return StoreView(locate_store(self.opts.path), self.opts)
+        return StoreView(locate_local_store(self.opts.path, "readStream.format('rocketmq')"), self.opts)
 
     def initialOffset(self) -> dict:
         return to_json_offsets(self._view().start_offsets(self.opts))

@@ -142,6 +142,20 @@ def test_body_projection_and_decompression(store_dir, store_truth):
         assert rows[o]["is_compressed"] and rows[o]["body"].startswith(b"log line")
 
 
+def test_columns_option_builds_only_those_columns(store_dir, store_truth):
+    full = by_offset(read_table(store_dir, topics="Orders"))
+    table = read_table(store_dir, topics="Orders", columns="Body, commitlog_offset,properties")
+    assert table.schema.names == ["commitlog_offset", "body", "properties"]  # table order, not option order
+    assert table.schema == pa.schema([ARROW_SCHEMA.field(n) for n in table.schema.names])
+    for r in table.to_pylist():
+        whole = full[r["commitlog_offset"]]
+        assert (r["body"], r["properties"]) == (whole["body"], whole["properties"])
+    no_body = read_table(store_dir, topics="Orders", columns="topic,queue_offset")
+    assert no_body.num_rows == len(full) and set(no_body["topic"].to_pylist()) == {"Orders"}
+    with pytest.raises(ConfigError, match="nosuch is not a column"):
+        read_table(store_dir, columns="topic,nosuch")
+
+
 def test_not_a_store_and_bad_options(tmp_path):
     with pytest.raises(NotAStoreError, match="not a RocketMQ store"):
         read_table(str(tmp_path))

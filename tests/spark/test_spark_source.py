@@ -83,6 +83,9 @@ def test_options_projection_and_splits(spark, store_dir, store_truth):
     split = split_df.selectExpr(fp, "count(*)").first()
     assert tuple(whole) == tuple(split) and whole[1] == len(store_truth)
     assert split_df.rdd.getNumPartitions() > 12  # ~7 files of 32 KiB, cut in three
+    pruned = spark.read.format("rocketmq").option("columns", "commitlog_offset,topic,body,properties").load(store_dir)
+    assert pruned.columns == ["topic", "commitlog_offset", "body", "properties"]
+    assert tuple(pruned.selectExpr(fp, "count(*)").first()) == tuple(whole)
 
 
 def test_other_store_files(spark, store_dir, store_truth):
