@@ -149,9 +149,8 @@ def test_packages_do_not_import_upwards(package):
 
 
 # --- one accessor for the kernels ------------------------------------------------------------------
-#: modules that still bind ``_compat.kernels`` as a default argument at import; the Spark package is
-#: converted by its owner (the rule holds for every other module)
-KERNELS_AT_IMPORT_PENDING = ("mqcore.spark",)
+#: modules allowed to bind ``_compat.kernels`` at import (none: the rule holds for every module)
+KERNELS_AT_IMPORT_PENDING: tuple[str, ...] = ()
 
 
 def _library_sources():
@@ -197,13 +196,12 @@ def test_library_code_reaches_the_kernels_through_the_accessor():
 # --- one home per concept --------------------------------------------------------------------------
 #: text that marks a concept's implementation -> the modules that may hold it, and why
 HOMES = {
-    # the tag-expression grammar ("A || B"); Spark's stream option parser is its owner's to convert
-    '.split("||")': ("mqcore.tags", "mqcore.spark.stream"),
+    # the tag-expression grammar ("A || B")
+    '.split("||")': ("mqcore.tags",),
     # String.hashCode's polynomial: the pure-Python home and the compiled kernel's copy for its loops
     "31 * h": ("mqcore.format.javahash", "mqcore._store"),
     # a host:port split by hand instead of netaddr.parse_host_port
-    # (Channel.remote_host is the wire engineer's module, converted by its owner)
-    'rpartition(":")': ("mqcore.netaddr", "mqcore.remoting.channel"),
+    'rpartition(":")': ("mqcore.netaddr",),
 }
 
 

@@ -142,7 +142,10 @@ class Channel(asyncio.BufferedProtocol):
     def remote_host(self) -> str:
         """The peer's address without the port (keys rate-limited warnings: a peer that
         reconnects for every bad frame is still one peer)."""
-        return self.remote_addr.rpartition(":")[0] or self.remote_addr
+        try:
+            return parse_addr(self.remote_addr)[0]
+        except ValueError:  # not host:port (a unix socket, an unknown peer): the whole text
+            return self.remote_addr
 
     @property
     def reading_paused(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
@@ -123,12 +123,14 @@ _BIT_COLUMNS = {"is_retry": "BIT_RETRY", "is_dlq": "BIT_DLQ", "is_delayed": "BIT
                 "is_compressed": "BIT_COMPRESSED"}
 
 
-def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=default_kernels) -> pa.RecordBatch:
+def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=None) -> pa.RecordBatch:
     """One kernel output -> a RecordBatch of ``arrow_schema(opts)`` (no per-row Python objects).
 
     Only the wanted columns become Arrow arrays: what Spark ingests (and converts to rows)
     is what costs in a scan, far more than the kernel filling its buffers.
     """
+    if kernels is None:
+        kernels = default_kernels()
     k = kernels
     schema = arrow_schema(opts)
     fixed = dict(k.FIXED_COLUMNS)
@@ -193,9 +195,11 @@ class SplitStats:
         self.corrupt_bytes = 0
 
 
-def iter_split(split: Split, opts: ReadOptions, kernels=default_kernels,
+def iter_split(split: Split, opts: ReadOptions, kernels=None,
                stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
+    if kernels is None:
+        kernels = default_kernels()
     stats = stats if stats is not None else SplitStats()
     with RecordWindows(split.storage, split.path, split.limit) as win:
         if split.by_queue:
@@ -297,11 +301,13 @@ def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: Re
             yield columns_to_batch(n, cols, opts, k)
 
 
-def read_store(path: str, kernels=default_kernels, **options) -> Iterator[pa.RecordBatch]:
+def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
     """Plain-Python read of a whole store (one process, no Spark): same options, same batches.
 
     ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
     """
+    if kernels is None:
+        kernels = default_kernels()
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
     dirs = locate_store(opts.path, opts.fs_options)
     snap = take_snapshot(dirs, opts.snapshot_offset)

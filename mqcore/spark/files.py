@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
 from mqcore.format.files import is_data_file_name, open_view
@@ -321,8 +321,10 @@ class RecordWindows:
         """Whether the current window can judge the record at ``pos`` (it holds all of it)."""
         return self.w1 >= limit or (self.w0 <= pos and pos + self.record_need(pos) <= self.w1)
 
-    def walk(self, start: int, limit: int, check_crc: bool, kernels=default_kernels):
+    def walk(self, start: int, limit: int, check_crc: bool, kernels=None):
         """``kernels.walk_records`` over ``[start, limit)`` of the file, window by window."""
+        if kernels is None:
+            kernels = default_kernels()
         pos, count, first_ts, last_ts = start, 0, -1, -1
         while True:
             buf, w0 = self.window(pos, limit)
@@ -344,9 +346,11 @@ class RecordWindows:
         return kernels.find_record(buf, pos - w0, pos - w0 + 1, end - w0, base_offset + w0, check_crc) == pos - w0
 
     def find(self, start: int, stop: int, limit: int, base_offset: int, check_crc: bool,
-             kernels=default_kernels) -> int:
+             kernels=None) -> int:
         """First valid record starting in ``[start, stop)`` whose PHYSICALOFFSET names its own
         position (``kernels.find_record`` across windows), or -1."""
+        if kernels is None:
+            kernels = default_kernels()
         q = start
         while q < stop:
             buf, w0 = self.window(q, limit)
@@ -399,9 +403,11 @@ class Snapshot:
         return max(0, min(f.size, self.end_offset - f.base_offset))
 
 
-def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=default_kernels) -> Snapshot:
+def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=None) -> Snapshot:
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
+    if kernels is None:
+        kernels = default_kernels()
     files = list_commitlog(dirs)
     infos = [first_record(f.path, dirs.storage) for f in files]
     data = [f for f, (has, _) in zip(files, infos) if has]
@@ -443,8 +449,10 @@ class FileStats:
 
 
 def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True, *,
-              kernels=default_kernels) -> FileStats:
+              kernels=None) -> FileStats:
     """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
+    if kernels is None:
+        kernels = default_kernels()
     with open_view(path) as v:
         limit = len(v) if limit is None else min(limit, len(v))
         pos = records = corrupt = corrupt_bytes = 0

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import ConfigError
 from mqcore.format import layout as L
 from mqcore.format.files import numbered_files, read_index_header
@@ -71,10 +71,12 @@ def read_entries(path: str, slots: int | None = None, entries: int | None = None
 
 
 def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, end_ts: int = (1 << 63) - 1,
-                      max_num: int = _MAX_QUERY, kernels=default_kernels, slots: int | None = None,
+                      max_num: int = _MAX_QUERY, kernels=None, slots: int | None = None,
                       entries: int | None = None) -> list[int]:
     """Commitlog offsets the index lists for ``topic#key``, newest file first
     (``IndexService.queryOffset``); hash collisions are included, as in the broker."""
+    if kernels is None:
+        kernels = default_kernels()
     k = kernels
     key_hash = k.index_hash(k.java_hash(f"{topic}#{key}"))
     found: list[int] = []
@@ -90,13 +92,15 @@ def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, 
     return sorted(set(found))
 
 
-def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=default_kernels, include_body: bool = True,
+def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=None, include_body: bool = True,
                max_num: int = _MAX_QUERY, **geometry) -> pa.Table:
     """Messages of ``topic`` whose KEYS contain ``key`` or whose msg id is ``key``, via the index.
 
     Candidates are decoded from the commitlog and filtered exactly (the index only holds
     hashes; the broker leaves that filtering to the client).
     """
+    if kernels is None:
+        kernels = default_kernels()
     offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, kernels=kernels, **geometry), np.int64)
     opts = ReadOptions(include_body=include_body, topics=(topic,))
     flags = kernels.SKIP_CORRUPT | (kernels.WITH_BODY if include_body else 0)

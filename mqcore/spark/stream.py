@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqcore._compat import kernels as default_kernels
+from mqcore._compat import default_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.spark.decode import ARROW_SCHEMA, _flags, columns_to_batch
 from mqcore.spark.files import (
@@ -43,6 +43,7 @@ from mqcore.spark.files import (
 )
 from mqcore.spark.options import ReadOptions, _parse_one, parse_bool, parse_int, parse_time_ms
 from mqcore.format import layout as L
+from mqcore.tags import split_tags, subscribes_all
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +137,13 @@ class StreamOptions:
 
 
 def parse_tags(expr: str) -> frozenset[str] | None:
-    """A tag subscription expression (``*`` or ``A || B``) as a set; None means every tag."""
-    text = expr.strip()
-    if text in ("", "*"):
+    """A tag subscription expression (``*`` or ``A || B``) as a set; None means every tag.
+    Parsed by the broker's and client's grammar (:mod:`mqcore.tags`); an expression that
+    names no tag (``"||"``, ``" || "``) would match nothing, so it is refused."""
+    if subscribes_all(expr):
         return None
-    tags = [t.strip() for t in text.split("||")]
-    if any(not t for t in tags):
+    tags = split_tags(expr)
+    if not tags:
         raise ConfigError(f"option tags: {expr!r} is not a tag expression such as 'TagA || TagB'")
     return frozenset(tags)
 
@@ -381,8 +383,10 @@ def report_loss(key: QueueKey, lost: tuple[int, int], opts: StreamOptions) -> No
 
 
 # --- reading (executor) --------------------------------------------------------------------------
-def read_range(r: QueueRange, opts: StreamOptions, kernels=default_kernels) -> Iterator[pa.RecordBatch]:
+def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.RecordBatch]:
     """Decode the records of one queue range into batches of ``ARROW_SCHEMA``."""
+    if kernels is None:
+        kernels = default_kernels()
     k = kernels
     dirs = StoreDirs(r.root or None, r.commitlog)
     queues = [q for q in list_queues(dirs, {r.topic}) if q.queue_id == r.queue_id]

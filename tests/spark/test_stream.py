@@ -107,7 +107,7 @@ def test_filters_and_starting_positions(store_dir, store_truth):
     ({"maxMessagesPerTrigger": "0"}, "positive"),
     ({"startingOffsets": "yesterday"}, "earliest, latest or JSON"),
     ({"startingOffsets": '{"Orders": [1]}'}, "earliest, latest or JSON"),
-    ({"tags": "A || "}, "tag expression"),
+    ({"tags": " || "}, "tag expression"),
     ({"topcis": "Orders"}, "unknown option 'topcis'"),
     ({"failOnDataLoss": "maybe"}, "true/false"),
 ])
@@ -210,3 +210,13 @@ def test_stream_bad_path_fails_at_start(spark, tmp_path):
             query.awaitTermination(180)
     finally:
         query.stop()
+
+
+def test_tag_option_reads_like_a_subscription():
+    """The same grammar as a consumer's subscription (mqcore.tags): blanks and repeats are
+    dropped, as RocketMQ's FilterAPI does; an expression naming no tag is refused."""
+    from mqcore.spark.stream import parse_tags
+    assert parse_tags("*") is None and parse_tags("") is None
+    assert parse_tags(" A ||B|| A || ") == frozenset({"A", "B"})
+    with pytest.raises(ConfigError):
+        parse_tags("||")
