@@ -3,6 +3,8 @@ mqcore.client, MQAdmin, raw signed requests and the Apache C++ client (rocketmq=
 from __future__ import annotations
 
 import os
+import random
+import time
 
 import pytest
 
@@ -12,7 +14,7 @@ from mqcore.client import LitePullConsumer, Message, Producer
 from mqcore.errors import MQError
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from tests.support import acl
+from tests.support import abuse, acl
 from tests.support.cpp_client import run_cpp
 from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.waiting import wait_for
@@ -253,3 +255,35 @@ def _read(path: str) -> str:
         return ""
 
 
+
+
+def _hostile_credentials(rng: random.Random, request) -> None:
+    """Sign a third with a real account (so hostile names reach the permission checks), give
+    a third hostile AccessKey/Signature/SecurityToken values, leave a third unsigned."""
+    roll = rng.random()
+    if roll < 0.34:
+        SessionCredentials(*rng.choice([acl.NORMAL, acl.ADMIN])).sign(request)
+    elif roll < 0.67:
+        hostile = ["", " ", "x" * 5000, "normalUser", "adminUser", "\u00e9", "=", "%RETRY%g", "null"]
+        for key in ("AccessKey", "Signature", "SecurityToken"):
+            if rng.random() < 0.7:
+                request.ext_fields[key] = rng.choice(hostile)
+
+
+def test_fuzz_with_hostile_credentials_leaves_the_acl_broker_serving(broker):
+    """6,000 framed requests with hostile names, half of them signed or with hostile
+    credential fields: each is answered, nothing crashes, and a signed client works after."""
+    rng = random.Random(1712)
+    per_conn, conns = 2000, 3
+    frames = [list(abuse.fuzz_frames(rng, per_conn, prepare=_hostile_credentials)) for _ in range(conns)]
+    t0 = time.monotonic()
+    answered = abuse.blast(broker.broker_addr, frames, conns)
+    assert broker.proc.poll() is None, broker.output()[-3000:]
+    assert answered >= conns * per_conn * 0.9, (answered, time.monotonic() - t0)
+    log = broker.output()
+    assert log.count("Traceback") <= 5, log[-3000:]
+    p = producer(broker, acl.NORMAL)
+    try:
+        assert p.send(Message("TopicBoth", b"after fuzz")).status.name == "SEND_OK"
+    finally:
+        p.shutdown()

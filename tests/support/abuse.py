@@ -123,9 +123,10 @@ _NAMES = ["T", "FuzzT", "SCHEDULE_TOPIC_XXXX", "TBW102", "../../x", "..", "", " 
           "||", "*", "RMQ_SYS_TRANS_HALF_TOPIC", "x" * 300, "\u00e9t\u00e9", "-1", "0", "2147483648"]
 
 
-def fuzz_frames(rng: random.Random, n: int):
+def fuzz_frames(rng: random.Random, n: int, prepare=None):
     """``n`` complete frames: a real request code, random known keys with hostile values,
-    sometimes a JSON body naming groups and topics."""
+    sometimes a JSON body naming groups and topics. ``prepare(rng, request)`` may change
+    each request before it is encoded (e.g. sign it)."""
     for i in range(n):
         code = rng.choice(_CODES)
         ext = {k: rng.choice(_NAMES) for k in rng.sample(_KEYS, rng.randrange(0, 10))}
@@ -137,7 +138,10 @@ def fuzz_frames(rng: random.Random, n: int):
                                "mqSet": [{"topic": rng.choice(_NAMES), "brokerName": "b", "queueId": 0}]}).encode()
         elif rng.random() < 0.2:
             body = rng.randbytes(rng.randrange(0, 300))
-        yield encode_frame(create_request(code, ext, body, opaque=i))
+        request = create_request(code, ext, body, opaque=i)
+        if prepare is not None:
+            prepare(rng, request)
+        yield encode_frame(request)
 
 
 def blast(addr: str, frames, conns: int, timeout_s: float = 60) -> int:
