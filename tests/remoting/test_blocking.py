@@ -202,9 +202,13 @@ def test_close_wakes_a_blocked_caller() -> None:
                 outcome.append(e)
         t = threading.Thread(target=caller)
         t.start()
-        deadline = time.monotonic() + 5
-        while not server.channels and time.monotonic() < deadline:
+        # wait until the server holds the request (the slow processor's task runs): the caller
+        # has then sent it and reads, or is about to; closing before the socket was even taken
+        # would be a different case (ClosedError at take)
+        deadline = time.monotonic() + 20
+        while not (server.channels and server.channels[0].request_task_count >= 1) and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert server.channels and server.channels[0].request_task_count >= 1
         started = time.monotonic()
         pool.close()
         t.join(5)
