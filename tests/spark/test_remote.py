@@ -193,7 +193,7 @@ def test_s3_store_reads_like_the_local_copy(s3_store, s3_endpoint, store_dir):
 
 @pytest.mark.spark
 def test_s3_store_through_spark(spark, s3_store, s3_endpoint, store_dir, store_truth):
-    F = pytest.importorskip("pyspark.sql.functions")
+    from pyspark.sql import functions as F  # a core dependency: missing it is an error, not a skip
     reader = spark.read.format("rocketmq").option("splitSize", "12k")
     for k, v in s3_options(s3_endpoint).items():
         reader = reader.option(k, v)
