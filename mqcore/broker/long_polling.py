@@ -5,6 +5,12 @@ keyed by (topic, queue id). The store's dispatcher calls ``notify`` when units l
 every parked pull whose offset is now below the queue's max offset wakes and is
 re-executed at once. Timeouts re-execute it too (and answer whatever there is).
 Threads: ``hold`` on the event loop; ``notify`` from any thread.
+
+A message can land between the pull that found nothing and the moment its waiter is
+registered (the dispatcher runs on its own thread, and a parked pull only starts on a
+later loop turn). ``notify`` would see no waiter and the pull would sleep out its whole
+suspend time. So ``hold`` asks the queue's max offset once more after registering: a
+dispatch before that check is seen by it, one after it finds the waiter.
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import threading
 class PullRequestHoldService:
     """Parks suspended pulls per (topic, queue id) until a message arrives, a timeout or shutdown."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset=None):
+        """``max_offset(topic, queue_id)``: the queue's current max offset (the store's)."""
         self.loop = loop
+        self._max_offset = max_offset
         self._loop_thread = threading.get_ident()
         self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
 
@@ -25,6 +33,8 @@ class PullRequestHoldService:
         fut = self.loop.create_future()
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append((offset, fut))
+        if self._max_offset is not None and self._max_offset(topic, queue_id) > offset:
+            fut.set_result(True)  # it landed before we were registered
         try:
             return await asyncio.wait_for(fut, max(timeout_ms, 0) / 1000)
         except asyncio.TimeoutError:

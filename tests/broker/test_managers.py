@@ -178,3 +178,18 @@ def test_long_polling_wakes_on_arrival_times_out_and_wakes_all():
         assert await asyncio.wait_for(other, 5) is False
         assert svc.waiting_count == 0
     asyncio.run(scenario())
+
+
+def test_long_polling_sees_a_message_that_landed_before_the_pull_parked():
+    # the dispatcher (another thread) can land a message after the pull found nothing and
+    # before its waiter exists; the hold must not sleep out its suspend time over it
+    async def scenario():
+        max_offsets = {("T", 0): 0}
+        svc = PullRequestHoldService(asyncio.get_running_loop(), lambda t, q: max_offsets[(t, q)])
+        max_offsets[("T", 0)] = 1
+        svc.notify("T", 0, 1)  # nobody is registered yet: this wake is lost
+        assert await asyncio.wait_for(svc.hold("T", 0, 0, 30_000), 5) is True
+        assert await svc.hold("T", 0, 1, 1) is False  # nothing past offset 1: times out as before
+        assert svc.waiting_count == 0
+    asyncio.run(scenario())
+

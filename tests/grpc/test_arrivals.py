@@ -1,0 +1,24 @@
+"""Arrivals: how a parked ReceiveMessage learns that a message landed."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from mqcore.grpc.service import Arrivals
+
+
+def test_grpc_receive_sees_an_arrival_between_its_look_and_its_park():
+    async def scenario():
+        arrivals = Arrivals(asyncio.get_running_loop())
+        since = arrivals.generation(["T", "%RETRY%g_T"])
+        t = threading.Thread(target=arrivals.notify, args=("T", 0, 1))  # nobody parked: no wake scheduled
+        t.start()
+        t.join()
+        await asyncio.wait_for(arrivals.wait(["T", "%RETRY%g_T"], 30, since), 5)
+        # with an up-to-date generation and no arrival it still waits out its time
+        since = arrivals.generation(["T"])
+        t0 = time.monotonic()
+        await arrivals.wait(["T"], 0.2, since)
+        assert time.monotonic() - t0 >= 0.15
+    asyncio.run(scenario())
