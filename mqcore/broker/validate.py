@@ -15,6 +15,7 @@ as in 4.9 (message trace writes ``RMQ_SYS_TRACE_TOPIC`` from clients).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable
 
@@ -50,7 +51,27 @@ _V2_GROUP_KEYS = ("a",)
 
 def topic_problem(topic: Any) -> str | None:
     """Apache's remark for an invalid topic name, or None."""
-    if not isinstance(topic, str) or not topic.strip():
+    if not isinstance(topic, str):
+        return "The specified topic is blank."
+    return _topic_problem(topic)
+
+
+#: a broker sees the same few names on every request, so verdicts on names of a plausible
+#: length are remembered; the cache is bounded (hostile names only push older ones out)
+_NAME_CACHE = 4096
+
+
+def _topic_problem(topic: str) -> str | None:
+    return _topic_verdict(topic) if len(topic) <= MAX_GROUP_LENGTH else _topic_verdict.__wrapped__(topic)
+
+
+def _group_problem(group: str) -> str | None:
+    return _group_verdict(group) if len(group) <= MAX_GROUP_LENGTH + 1 else _group_verdict.__wrapped__(group)
+
+
+@functools.lru_cache(maxsize=_NAME_CACHE)
+def _topic_verdict(topic: str) -> str | None:
+    if not topic.strip():
         return "The specified topic is blank."
     if not _VALID.fullmatch(topic):
         return f"The specified topic {_ILLEGAL_CHARS}"
@@ -61,7 +82,14 @@ def topic_problem(topic: Any) -> str | None:
 
 def group_problem(group: Any) -> str | None:
     """Why a group name is refused (RocketMQ ``Validators.checkGroup`` rules), or None."""
-    if not isinstance(group, str) or not group.strip():
+    if not isinstance(group, str):
+        return "the specified group is blank"
+    return _group_problem(group)
+
+
+@functools.lru_cache(maxsize=_NAME_CACHE)
+def _group_verdict(group: str) -> str | None:
+    if not group.strip():
         return "the specified group is blank"
     if not _VALID.fullmatch(group):
         return f"the specified group[{group[:80]}] {_ILLEGAL_CHARS}"
@@ -130,6 +158,8 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
     false), or None when the request may go to its processor."""
     ext = request.ext_fields or {}
     v2 = code in _V2_CODES
+    if v2:
+        return _check_send_v2(request, ext)
     topics = [ext[k] for k in (_V2_TOPIC_KEYS if v2 else _TOPIC_KEYS) if k in ext]
     groups = [ext[k] for k in (_V2_GROUP_KEYS if v2 else _GROUP_KEYS) if k in ext]
     if code == RC.UNREGISTER_CLIENT:
@@ -159,6 +189,24 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
         if _int(ext.get("sysFlag")) & _PULL_HAS_SUBSCRIPTION and subscription_unparsable(ext.get("subscription")):
             return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                    "parse the consumer's subscription failed")
+    return None
+
+
+def _check_send_v2(request, ext: dict):
+    """``check_request`` for SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE, the hot path: one topic
+    (``b``) and one group (``a``) in the header, nothing in the body."""
+    topic = ext.get("b")
+    if isinstance(topic, str):
+        problem = _topic_problem(topic)
+        if problem:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
+    group = ext.get("a")
+    if isinstance(group, str):
+        problem = _group_problem(group)
+        if problem:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, problem)
+    if isinstance(topic, str) and topic in NOT_ALLOWED_SEND_TOPICS:
+        return create_response(request, ResponseCode.NO_PERMISSION, send_refusal(topic))
     return None
 
 

@@ -158,6 +158,27 @@ def _write(header: ExtHeader, key_attr: str) -> dict[str, str]:
     return out
 
 
+def _plain_str(value: Any) -> str:
+    if type(value) is not str:
+        raise ValueError(value)
+    return value
+
+
+def _plain_int(value: Any, max_digits: int) -> int:
+    """A non-negative decimal of at most ``max_digits`` ASCII digits (so within range)."""
+    if type(value) is not str or not (value.isascii() and value.isdigit()) or len(value) > max_digits:
+        raise ValueError(value)
+    return int(value)
+
+
+def _plain_bool(value: Any) -> bool:
+    if value == "false":
+        return False
+    if value == "true":
+        return True
+    raise ValueError(value)
+
+
 class ExtHeader:
     """Base of all headers: generic read/write over the field metadata."""
 
@@ -210,7 +231,23 @@ class SendMessageRequestHeader(ExtHeader):
 
     @classmethod
     def from_ext_v2(cls, ext: Mapping[str, Any]) -> SendMessageRequestHeader:
-        return _read(cls, ext, "v2")
+        try:
+            return cls._from_plain_v2(ext)
+        except (KeyError, ValueError):  # anything unusual: the generic reader decides (and names the field)
+            return _read(cls, ext, "v2")
+
+    @classmethod
+    def _from_plain_v2(cls, ext: Mapping[str, Any]) -> SendMessageRequestHeader:
+        """The header every client sends on every send: plain strings, non-negative decimals,
+        ``true``/``false``. The same result as ``_read`` for that input, without its generic
+        per-field steps; raises KeyError/ValueError for anything else."""
+        j, k, l, m, n = ext.get("j"), ext.get("k"), ext.get("l"), ext.get("m"), ext.get("n")
+        return cls(_plain_str(ext["a"]), _plain_str(ext["b"]), _plain_str(ext["c"]), _plain_int(ext["d"], 9),
+                   _plain_int(ext["e"], 9), _plain_int(ext["f"], 9), _plain_int(ext["g"], 18),
+                   _plain_int(ext["h"], 9), None if (i := ext.get("i")) is None else _plain_str(i),
+                   0 if j is None else _plain_int(j, 9), False if k is None else _plain_bool(k),
+                   None if l is None else _plain_int(l, 9), False if m is None else _plain_bool(m),
+                   None if n is None else _plain_str(n))
 
     @classmethod
     def from_ext(cls, ext: Mapping[str, Any], code: int | None = None) -> SendMessageRequestHeader:

@@ -83,6 +83,32 @@ class Dispatcher:
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
 
+    def dispatch_unit_locked(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
+                             tags_code: int, store_ts: int, key_hashes: list[int]) -> None:
+        """``dispatch_locked`` of one counted record whose fields the writer already knows
+        (the single-message put): the same unit and index entries, without scanning it."""
+        if self.no_new_queues_below > 0 and self._deleted(topic, queue_id, phy):
+            return
+        cq = self.queues.find_or_create(topic, queue_id)
+        try:
+            added = cq.put_one_locked(queue_offset, phy, size, tags_code)
+        except StoreIOError as e:
+            self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
+            added = 0
+        if self.index is not None:
+            try:
+                if key_hashes:
+                    n = len(key_hashes)
+                    self.index.build_locked(key_hashes, [phy] * n, [store_ts] * n)
+                self._failing.discard("index")
+            except StoreIOError as e:
+                self._failed("index", "the index", e)
+        self.last_store_timestamp = store_ts
+        if added:
+            max_offset = cq.max_offset()
+            for listener in self.listeners:
+                listener(topic, queue_id, max_offset)
+
     def _index_locked(self, table, topics, buf, tx, index_from_phy: int, row: tuple | None) -> None:
         """Index keys of records that are not rolled back and not indexed yet."""
         if row is not None:  # one record: decide on scalars

@@ -63,6 +63,10 @@ class _Prepared:
     size: int
     counted: bool   # gets a queue offset (not a transaction half/rollback record)
     wait: bool      # WAIT != false: a SYNC_FLUSH put waits for its fsync
+    #: (tags code, index key hashes) known from the properties before encoding, so the
+    #: put need not scan the record it just wrote; None: dispatch by scanning (delayed
+    #: or transactional records, properties the record would split differently)
+    unit: tuple[int, list[int]] | None = None
 
 
 class MessageWriter:
@@ -165,7 +169,11 @@ class MessageWriter:
             except DiskFullError as e:
                 return self._disk_full_locked(e)
             self._appended_locked()
-            self._dispatch_locked(mf, pos, pos + p.size, 1)
+            if p.unit is not None:
+                self.dispatcher.dispatch_unit_locked(p.topic, p.queue_id, result.queue_offset, result.phy_offset,
+                                                     p.size, p.unit[0], result.store_timestamp, p.unit[1])
+            else:
+                self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
@@ -250,7 +258,23 @@ class MessageWriter:
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
                             f"the message needs {size} bytes, more than one commitlog file holds")
         counted = tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT)
-        return _Prepared(msg, topic, topic_b, queue_id, props_b, sys_flag, size, counted, wait)
+        unit = None
+        if counted and topic != SCHEDULE_TOPIC and props_b.count(b"\x01") == len(props) \
+                and props_b.count(b"\x02") == max(len(props) - 1, 0):
+            # every name and value is free of the separators, so a scan of the record would
+            # find exactly these properties: take the consume-queue and index fields from them
+            unit = (self.k.tags_code(props.get(Prop.TAGS)), self._key_hashes(topic, props))
+        return _Prepared(msg, topic, topic_b, queue_id, props_b, sys_flag, size, counted, wait, unit)
+
+    def _key_hashes(self, topic: str, props: dict) -> list[int]:
+        """Index hashes of ``topic#UNIQ_KEY`` then ``topic#k`` per KEYS word, as the scan
+        of the record gives them (``index_keys``); none when the store keeps no index."""
+        if self.dispatcher.index is None:
+            return []
+        uniq, keys = props.get(Prop.UNIQ_KEY), props.get(Prop.KEYS)
+        words = ([uniq] if uniq else []) + ([k for k in keys.split(" ") if k] if keys else [])
+        k = self.k
+        return [k.index_hash(k.java_hash(f"{topic}#{w}")) for w in words]
 
     def _append_locked(self, p: _Prepared):
         """Assign the queue offset and encode the record; returns (file, position, result)."""
