@@ -117,6 +117,10 @@ class RemotingCommand:
     #: could (e.g. an extFields value nested too deep to render): the request is
     #: answered with SYSTEM_ERROR naming the field instead of being processed
     decode_error: str | None = field(default=None, compare=False)
+    #: the header already serialized by the code that built the command (a hot-path
+    #: response whose header it can write in one step); ``encode`` sends it as is, so
+    #: whoever sets it keeps it equal to what ``encode_header`` would give
+    encoded_header: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_response(self) -> bool:
@@ -250,7 +254,9 @@ def encode(cmd: RemotingCommand) -> tuple[bytes, Body]:
     between. ``body`` is returned as given (no copy); it may be a list of buffers that
     together make the body (``transport.writelines``).
     """
-    header = encode_header(cmd)
+    header = cmd.encoded_header
+    if header is None:
+        header = encode_header(cmd)
     header_len = len(header)
     if header_len > HEADER_LENGTH_MASK:
         raise IllegalArgumentError(f"header of {header_len} bytes exceeds the 24-bit header length field")

@@ -31,7 +31,16 @@ from mqcore.message import (
 )
 from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.permissions import PERM_READ, PERM_WRITE
-from mqcore.remoting import RequestCode, ResponseCode, create_response
+from mqcore.remoting import (
+    CURRENT_VERSION,
+    FLAG_RESPONSE,
+    LanguageCode,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+    create_response,
+)
 from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
@@ -41,6 +50,8 @@ from mqcore.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger(__name__)
 
 V3_4_9 = 121
+_VERSION = int(CURRENT_VERSION)
+_INT32 = 1 << 31
 
 STATUS_CODES = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -197,10 +208,21 @@ class SendProcessor:
                     else result.remark or result.status.value
             return create_response(request, code, remark)
         # keys in Java HashMap order (test-vectors §7.3), fixed so it is not recomputed per send
-        ext = {"queueId": str(result.queue_id), "TRACE_ON": "true" if self.cfg.trace_on else "false",
-               "MSG_REGION": self.cfg.region_id, "msgId": result.msg_id,
-               "queueOffset": str(result.queue_offset)}
-        return create_response(request, code, None, ext_fields=ext)
+        trace_on, region = "true" if self.cfg.trace_on else "false", self.cfg.region_id
+        queue_id, msg_id, queue_offset = str(result.queue_id), result.msg_id, str(result.queue_offset)
+        cmd = RemotingCommand(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None,
+                              {"queueId": queue_id, "TRACE_ON": trace_on, "MSG_REGION": region, "msgId": msg_id,
+                               "queueOffset": queue_offset}, b"", request.serialize_type)
+        if cmd.serialize_type == SerializeType.JSON and region.isascii() and region.isprintable() \
+                and '"' not in region and "\\" not in region and -_INT32 <= cmd.opaque < _INT32:
+            # the answer to every send: its JSON header in one step, the bytes the generic
+            # writer gives for these plain ASCII values (tests/broker/test_send_fast_paths.py)
+            cmd.encoded_header = (
+                f'{{"code":{int(code)},"extFields":{{"queueId":"{queue_id}","TRACE_ON":"{trace_on}",'
+                f'"MSG_REGION":"{region}","msgId":"{msg_id}","queueOffset":"{queue_offset}"}},"flag":1,'
+                f'"language":"JAVA","opaque":{cmd.opaque},"serializeTypeCurrentRPC":"JSON",'
+                f'"version":{_VERSION}}}').encode()
+        return cmd
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
     async def send_back(self, channel, request):

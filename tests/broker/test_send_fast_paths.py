@@ -1,0 +1,157 @@
+"""The send path's shortcuts give exactly what the general code gives.
+
+* a single ``put_message`` dispatches from the fields the writer already knows instead of
+  scanning the record it wrote: its commitlog, consume-queue and index files must be byte
+  for byte those of ``put_messages`` (which dispatches by scanning), for properties that
+  take the shortcut and for those that fall back to the scan;
+* ``SendMessageRequestHeader.from_ext_v2`` reads the usual header without the generic
+  reader: same header, same errors;
+* the send answer's JSON header is written in one step: the bytes the generic encoder
+  writes.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mqcore.errors import ProtocolError
+from mqcore.message import MessageExtBrokerInner
+from mqcore.remoting import RequestCode, SerializeType, create_request
+from mqcore.remoting.command import decode_frame, encode, encode_header
+from mqcore.remoting.headers import SendMessageRequestHeader, _read
+from mqcore.broker.processors.send import SendProcessor
+from mqcore.store.message_store import MessageStore
+from mqcore.store.results import PutMessageResult, PutMessageStatus
+from tests.support.store import BORN, STORE, small_config
+
+# property sets: plain ones take the shortcut; separators inside names or values, a None
+# value, delays and transactions go through the scan
+PROPS = [
+    {},
+    {"UNIQ_KEY": "U1"},
+    {"TAGS": "tagA", "KEYS": "k1 k2  k3", "UNIQ_KEY": "U2", "WAIT": "true"},
+    {"TAGS": "", "KEYS": " ", "UNIQ_KEY": ""},
+    {"TAGS": "ü-tag", "KEYS": "ключ", "UNIQ_KEY": "U3", "WAIT": "false"},
+    {"X": "1\x02TAGS\x01injected", "UNIQ_KEY": "U4"},
+    {"TAGS\x01x": "y", "KEYS": "kk"},
+    {"A": None, "TAGS": "t"},
+    {"DELAY": "2", "TAGS": "late", "KEYS": "dk"},
+    {"CLUSTER": "other", "TAGS": "c"},
+]
+
+
+def _messages():
+    out = []
+    for i in range(60):
+        props = dict(PROPS[i % len(PROPS)])
+        sys_flag = 0x8 if i % 13 == 7 else 0  # a committed-transaction record now and then
+        out.append(MessageExtBrokerInner(topic=f"Fast{i % 3}", body=b"body-%d" % i, queue_id=i % 2, properties=props,
+                                         born_host=BORN, store_host=STORE, born_timestamp=1_700_000_000_000 + i,
+                                         sys_flag=sys_flag))
+    return out
+
+
+def _files(root):
+    got = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            if rel.split(os.sep)[0] in ("commitlog", "consumequeue", "index"):
+                with open(p, "rb") as f:
+                    got[rel] = f.read()
+    return got
+
+
+def test_single_put_dispatch_matches_the_scanning_dispatch(tmp_path, kernels):
+    def clock():
+        clock.now += 1
+        return clock.now
+    stores = {}
+    for name in ("single", "scanned"):
+        clock.now = 1_700_000_000_000
+        st = MessageStore(small_config(tmp_path / name, broker_cluster_name="C1"), kernels=kernels, clock=clock)
+        st.load()
+        st.start()
+        arrivals = []
+        st.add_arrival_listener(lambda t, q, m, arrivals=arrivals: arrivals.append((t, q, m)))
+        results = []
+        if name == "single":  # the shortcut is taken for plain properties only
+            taken = [st.writer._prepare(m).unit is not None for m in _messages()[:len(PROPS)]]
+            assert taken == [True, True, True, True, True, False, False, False, False, True]
+        for m in _messages():
+            if name == "single":
+                results.append(st.put_message(m))
+            else:
+                results.extend(st.put_messages([m]))
+        assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+        queried = sorted(x.body for x in st.messages_by_key("Fast0", "k2")) + \
+            sorted(x.body for x in st.messages_by_key("Fast1", "ключ"))
+        st.shutdown()
+        stores[name] = (_files(tmp_path / name), arrivals, [(r.queue_id, r.queue_offset, r.msg_id) for r in results],
+                        queried)
+    single, scanned = stores["single"], stores["scanned"]
+    assert single[2] == scanned[2]
+    assert single[1] == scanned[1]            # the same long-polling wake-ups
+    assert single[3] == scanned[3] and single[3]
+    assert single[0].keys() == scanned[0].keys()
+    assert any(k.startswith("index") for k in single[0]) and any(k.startswith("consumequeue") for k in single[0])
+    for rel in single[0]:
+        assert single[0][rel] == scanned[0][rel], rel
+
+
+V2 = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
+      "i": "UNIQ_KEY\x01X", "j": "0", "k": "false", "m": "false"}
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"i": None}, {"j": None, "k": None, "m": None}, {"l": "16", "n": "broker-a"}, {"e": "-1"},
+    {"d": " 4"}, {"k": "TRUE"}, {"m": "yes"}, {"g": "99999999999999999999"}, {"e": "2147483648"},
+    {"d": "٣"}, {"d": "1_0"}, {"h": 7}, {"a": 5}, {"b": None}, {"g": ""}, {"e": "+3"},
+])
+def test_v2_header_fast_read_is_the_generic_read(change):
+    ext = {k: v for k, v in {**V2, **change}.items() if v is not None}
+    try:
+        want = _read(SendMessageRequestHeader, ext, "v2")
+    except ProtocolError as e:
+        with pytest.raises(ProtocolError) as got:
+            SendMessageRequestHeader.from_ext_v2(ext)
+        assert str(got.value) == str(e)
+        return
+    assert SendMessageRequestHeader.from_ext_v2(ext) == want
+
+
+class _Cfg:
+    trace_on = True
+    region_id = "DefaultRegion"
+
+
+@pytest.mark.parametrize("status,region,opaque,ids", [
+    (PutMessageStatus.PUT_OK, "DefaultRegion", 7, ["7F0000010000A0B40000000000000000"]),
+    (PutMessageStatus.FLUSH_DISK_TIMEOUT, "r-1", -5, ["AB", "CD"]),
+    (PutMessageStatus.PUT_OK, 'q"uote', 1, ["AB"]),
+    (PutMessageStatus.PUT_OK, "région", 2, ["AB"]),
+    (PutMessageStatus.PUT_OK, "DefaultRegion", 2147483647, ["AB"]),
+])
+@pytest.mark.parametrize("serialize", [SerializeType.JSON, SerializeType.ROCKETMQ])
+def test_send_answer_header_is_the_generic_encoding(status, region, opaque, ids, serialize):
+    cfg = _Cfg()
+    cfg.region_id = region
+    proc = SendProcessor(cfg=cfg, topics=None, groups=None, store=None, pool=None, schedule_register=None,
+                         store_host=lambda: STORE)
+    request = create_request(RequestCode.SEND_MESSAGE_V2, dict(V2), opaque=opaque)
+    request.serialize_type = serialize
+    result = PutMessageResult(status, phy_offset=0, queue_id=3, queue_offset=123456789012, msg_ids=ids)
+    response = proc.response(request, result)
+    fast = response.encoded_header
+    response.encoded_header = None
+    generic = encode_header(response)
+    if fast is not None:
+        assert fast == generic
+    assert (fast is not None) == (serialize == SerializeType.JSON and region.isascii() and '"' not in region)
+    response.encoded_header = fast
+    prefix, body = encode(response)
+    back = decode_frame(prefix[4:] + bytes(body))
+    assert back.ext_fields["msgId"] == ",".join(ids) and back.opaque == opaque and back.ext_fields["queueOffset"] \
+        == "123456789012"
