@@ -843,6 +843,34 @@ def index_keys(const unsigned char[::1] buf, table, topics):
     return hashes[:m], phys[:m], tss[:m]
 
 
+cdef inline void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
+                              int64_t ts, int64_t *begin_ts, int64_t *begin_phy, int32_t *slot_count,
+                              int32_t *count) noexcept nogil:
+    """Write entry ``count`` for key ``h`` (chained to the slot's previous entry), point the
+    slot at it and advance the header values the caller keeps (``IndexFile.putKey``)."""
+    cdef unsigned char *sp = b + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE
+    cdef int32_t prev = mq_rd_i32(sp)
+    if prev <= 0 or prev > count[0]:
+        prev = 0
+    cdef int64_t diff = 0 if begin_ts[0] <= 0 else (ts - begin_ts[0]) // 1000
+    if diff < 0:
+        diff = 0
+    elif diff > 0x7FFFFFFF:
+        diff = 0x7FFFFFFF
+    cdef unsigned char *ep = b + entries_at + <Py_ssize_t>count[0] * INDEX_ENTRY_SIZE
+    mq_wr_i32(ep + IDXE_KEY_HASH, h)
+    mq_wr_i64(ep + IDXE_PHYOFFSET, phy)
+    mq_wr_i32(ep + IDXE_TIMEDIFF, <int32_t>diff)
+    mq_wr_i32(ep + IDXE_PREV_INDEX, prev)
+    mq_wr_i32(sp, count[0])
+    if count[0] <= 1:
+        begin_phy[0] = phy
+        begin_ts[0] = ts
+    if prev == 0:
+        slot_count[0] += 1
+    count[0] += 1
+
+
 def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, hashes, phys,
               timestamps, Py_ssize_t start):
     """Append keys ``start..`` into the index file in ``buf``; returns the next key not put."""
@@ -865,40 +893,14 @@ def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, 
     cdef int32_t slot_count = mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), count = mq_rd_i32(b + IDXH_INDEX_COUNT)
     # the header comes from a file: a damaged count would send the loop outside the buffer
     _check_index_header(count, slot_count, max_entries)
-    cdef int32_t h, prev
-    cdef int64_t diff, ts
-    cdef unsigned char *sp
-    cdef unsigned char *ep
     cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
     with nogil:
         while i < n:
             if count >= max_entries:
                 break
-            h = hv[i]
-            ts = tv[i]
-            sp = b + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE
-            prev = mq_rd_i32(sp)
-            if prev <= 0 or prev > count:
-                prev = 0
-            diff = 0 if begin_ts <= 0 else (ts - begin_ts) // 1000
-            if diff < 0:
-                diff = 0
-            elif diff > 0x7FFFFFFF:
-                diff = 0x7FFFFFFF
-            ep = b + entries_at + <Py_ssize_t>count * INDEX_ENTRY_SIZE
-            mq_wr_i32(ep + IDXE_KEY_HASH, h)
-            mq_wr_i64(ep + IDXE_PHYOFFSET, pv[i])
-            mq_wr_i32(ep + IDXE_TIMEDIFF, <int32_t>diff)
-            mq_wr_i32(ep + IDXE_PREV_INDEX, prev)
-            mq_wr_i32(sp, count)
-            if count <= 1:
-                begin_phy = pv[i]
-                begin_ts = ts
-            if prev == 0:
-                slot_count += 1
-            count += 1
+            _index_entry(b, slots, entries_at, hv[i], pv[i], tv[i], &begin_ts, &begin_phy, &slot_count, &count)
             end_phy = pv[i]
-            end_ts = ts
+            end_ts = tv[i]
             i += 1
         mq_wr_i64(b + IDXH_BEGIN_TIMESTAMP, begin_ts)
         mq_wr_i64(b + IDXH_END_TIMESTAMP, end_ts)
@@ -907,6 +909,31 @@ def index_put(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, 
         mq_wr_i32(b + IDXH_HASH_SLOT_COUNT, slot_count)
         mq_wr_i32(b + IDXH_INDEX_COUNT, count)
     return i
+
+
+def index_put_one(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, int32_t key_hash,
+                  int64_t phy, int64_t timestamp):
+    """``index_put`` of one key without arrays (a single message's put): 1 when put, 0
+    when the file is full."""
+    _check_index_geometry(buf.shape[0], slots, max_entries)
+    if key_hash < 0:
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
+    cdef unsigned char *b = &buf[0]
+    cdef int64_t begin_ts = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP)
+    cdef int64_t begin_phy = mq_rd_i64(b + IDXH_BEGIN_PHYOFFSET)
+    cdef int32_t slot_count = mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    _check_index_header(count, slot_count, max_entries)
+    if count >= max_entries:
+        return 0
+    _index_entry(b, slots, INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE, key_hash, phy, timestamp, &begin_ts,
+                 &begin_phy, &slot_count, &count)
+    mq_wr_i64(b + IDXH_BEGIN_TIMESTAMP, begin_ts)
+    mq_wr_i64(b + IDXH_END_TIMESTAMP, timestamp)
+    mq_wr_i64(b + IDXH_BEGIN_PHYOFFSET, begin_phy)
+    mq_wr_i64(b + IDXH_END_PHYOFFSET, phy)
+    mq_wr_i32(b + IDXH_HASH_SLOT_COUNT, slot_count)
+    mq_wr_i32(b + IDXH_INDEX_COUNT, count)
+    return 1
 
 
 def index_query(const unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, int32_t key_hash,

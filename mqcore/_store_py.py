@@ -498,6 +498,11 @@ def index_keys(buf, table, topics: Sequence[bytes]):
     return (np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
 
 
+def index_put_one(buf, slots: int, max_entries: int, key_hash: int, phy: int, timestamp: int) -> int:
+    """``index_put`` of one key without arrays: 1 when put, 0 when the file is full."""
+    return index_put(buf, slots, max_entries, [key_hash], [phy], [timestamp], 0)
+
+
 def _slot_pos(key_hash: int, slots: int) -> int:
     return L.INDEX_HEADER_SIZE + (key_hash % slots) * L.INDEX_SLOT_SIZE
 

@@ -97,9 +97,8 @@ class Dispatcher:
             added = 0
         if self.index is not None:
             try:
-                if key_hashes:
-                    n = len(key_hashes)
-                    self.index.build_locked(key_hashes, [phy] * n, [store_ts] * n)
+                for key_hash in key_hashes:
+                    self.index.build_one_locked(key_hash, phy, store_ts)
                 self._failing.discard("index")
             except StoreIOError as e:
                 self._failed("index", "the index", e)

@@ -209,6 +209,18 @@ class IndexService:
             i = self.k.index_put(f.mf.buf, self.slots, self.entries, hashes, phys, timestamps, i)
         return filled
 
+    def build_one_locked(self, key_hash: int, phy: int, timestamp: int) -> None:
+        """``build_locked`` of one key (a single message's put), without arrays."""
+        f = self.files[-1] if self.files else None
+        for _ in range(2):  # the newest file, or once it is full a new one
+            if f is None:
+                with self._lock:
+                    f = self._new_file_locked()
+            f.mf.reserve()  # a file loaded from disk may be sparse: never write into holes
+            if self.k.index_put_one(f.mf.buf, self.slots, self.entries, key_hash, phy, timestamp):
+                return
+            f = None
+
     # --- querying ---------------------------------------------------------------------------------
     def query(self, key_hash: int, max_num: int, begin_ts: int, end_ts: int) -> tuple[list[int], int, int]:
         """Candidate phy offsets, newest file first; plus (last update ts, last update phy).
