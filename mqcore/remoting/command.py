@@ -382,14 +382,16 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 # ======================================================================================
 # decoding
 # ======================================================================================
+_SERIALIZE_TYPES = {int(t): t for t in SerializeType}
+
+
 def parse_header_word(word: int, frame_length: int) -> tuple[SerializeType, int]:
     """Split the header word and check it against the frame length (without prefix)."""
     serialize_byte = (word >> SERIALIZE_TYPE_SHIFT) & 0xFF
     header_len = word & HEADER_LENGTH_MASK
-    try:
-        serialize_type = SerializeType(serialize_byte)
-    except ValueError:
-        raise ProtocolError(f"unknown serialize type {serialize_byte}") from None
+    serialize_type = _SERIALIZE_TYPES.get(serialize_byte)  # a dict, not the enum's slower call
+    if serialize_type is None:
+        raise ProtocolError(f"unknown serialize type {serialize_byte}")
     if HEADER_WORD_SIZE + header_len > frame_length:
         raise ProtocolError(f"header length {header_len} exceeds frame length {frame_length}")
     return serialize_type, header_len
