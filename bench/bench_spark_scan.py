@@ -21,6 +21,9 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``spark-ds all columns, old defaults``: ``splitSize=0`` (one task per file) and 8 MiB
   batches, the defaults before 2026-11-23, next to the current ones (64 MiB splits, 32 MiB
   batches);
+* ``--floor`` (separately, after a ``--keep`` run): a Python data source that yields
+  pre-built Arrow batches (no decoding) next to the reader and Parquet, for the same
+  columns: the cost of the Python Data Source path itself;
 * a closing ``goal`` line per goal (full scan, selective query): the ratio and by how much
   it misses 1.0.
 
@@ -136,6 +139,65 @@ def python_tuples(root: str) -> int:
     return n
 
 
+def floor_source():
+    """``rocketmq_arrow_floor``: the reader's partitions and schema, but each task decodes
+    ONE batch and yields it again and again up to its share of ``rows``: what Spark's
+    Python Data Source path (Arrow over the worker socket, Arrow -> rows) costs with no
+    decoding at all. Defined here, pickled by value to the workers."""
+    from pyspark.sql.datasource import DataSource, InputPartition
+
+    from mqcore.spark.decode import iter_split
+    from mqcore.spark.options import ReadOptions
+    from mqcore.spark.source import CommitLogReader
+
+    class FloorReader(CommitLogReader):
+        def __init__(self, opts, rows):
+            super().__init__(opts)
+            self.rows = rows
+
+        def partitions(self):
+            parts = super().partitions()
+            return [InputPartition((i, len(parts), p.value)) for i, p in enumerate(parts)]
+
+        def read(self, partition):
+            i, count, split = partition.value
+            want = self.rows // count + (self.rows % count if i == 0 else 0)
+            batch = next(iter_split(split, self.opts))
+            while want > 0:
+                out = batch if want >= batch.num_rows else batch.slice(0, want)
+                want -= out.num_rows
+                yield out
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "rocketmq_arrow_floor"
+
+        def schema(self):
+            from mqcore.spark.decode import spark_ddl
+            return spark_ddl(ReadOptions.from_options({"columns": self.options["columns"]}))
+
+        def reader(self, schema):
+            opts = ReadOptions.from_options({k: v for k, v in self.options.items() if k.lower() != "rows"})
+            return FloorReader(opts, int(self.options["rows"]))
+
+    return FloorSource
+
+
+def floor_cases(spark, root: str, pq: str, n: int, data: int, repeat: int) -> None:
+    """The Python Data Source floor next to the real reader and Parquet, same columns."""
+    spark.dataSource.register(floor_source())
+    for label in ("all 26 columns", "fixed-width only (16)"):
+        cols = ",".join(COLUMN_SETS[label])
+        cases = {"spark-ds": spark.read.format("rocketmq").option("columns", cols).load(root),
+                 "floor (pre-built Arrow, no decode)": spark.read.format("rocketmq_arrow_floor")
+                 .option("columns", cols).option("rows", str(n)).load(root),
+                 "spark-parquet": spark.read.parquet(pq).select(*COLUMN_SETS[label])}
+        for case, df in cases.items():
+            s, _ = best_of(repeat, lambda: df.write.format("noop").mode("overwrite").save())
+            report(f"{case} {label} (noop)", s, n, data)
+
+
 def session(master: str):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -162,11 +224,19 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the store and Parquet copy in --dir for a rerun")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--floor", action="store_true",
+                   help="only the Python Data Source floor next to the reader and Parquet (needs a --keep'd run's "
+                        "Parquet copy in --dir)")
     args = p.parse_args()
     root = os.path.join(args.dir, "store")
     data = build_store(root, args.messages, args.body_bytes)
     n = args.messages
     sel = n // TOPICS
+    if args.floor:
+        spark = session(args.master)
+        floor_cases(spark, root, os.path.join(args.dir, "parquet"), n, data, args.repeat)
+        spark.stop()
+        return
 
     s, rows = best_of(args.repeat, lambda: python_arrow(root))
     assert rows == n, rows
