@@ -21,6 +21,8 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``spark-ds all columns, old defaults``: ``splitSize=0`` (one task per file) and 8 MiB
   batches, the defaults before 2026-11-23, next to the current ones (64 MiB splits, 32 MiB
   batches);
+* ``--kernel`` (separately): the column kernel alone over one file, all columns vs. the
+  projection flags (no map/keys; fixed-width only);
 * ``--floor`` (separately, after a ``--keep`` run): a Python data source that yields
   pre-built Arrow batches (no decoding) next to the reader and Parquet, for the same
   columns: the cost of the Python Data Source path itself;
@@ -139,6 +141,33 @@ def python_tuples(root: str) -> int:
     return n
 
 
+def kernel_projection(root: str, repeat: int, data: int) -> None:
+    """The column kernel alone over the first commitlog file: every column built, vs. no
+    properties map / keys, vs. fixed-width columns only (the properties never scanned);
+    cases interleaved, best of ``repeat``."""
+    from mqcore.format import layout as L
+    skip = dict(K.COLUMN_SKIP_FLAGS)
+    cases = {"all columns": K.WITH_BODY,
+             "no properties map, no keys": K.WITH_BODY | skip["properties"] | skip["keys"],
+             "fixed-width only": sum(skip.values())}
+    best, rows = {c: float("inf") for c in cases}, 0
+    f = list_commitlog(locate_store(root))[0]
+    with open_view(f.path) as v:
+        size = len(v)
+        for _ in range(repeat):
+            for case, flags in cases.items():
+                t, pos, rows = time.perf_counter(), 0, 0
+                while True:
+                    got, _, pos, reason, _, _ = K.decode_columns(v, pos, len(v), len(v), f.base_offset, 131072,
+                                                                  32 << 20, None, -(1 << 63), (1 << 63) - 1, flags)
+                    rows += got
+                    if reason != L.ScanStop.MAX_COUNT:
+                        break
+                best[case] = min(best[case], time.perf_counter() - t)
+    for case, s in best.items():
+        report(f"kernel decode_columns, one file, {case} (1 process)", s, rows, min(data, size))
+
+
 def floor_source():
     """``rocketmq_arrow_floor``: the reader's partitions and schema, but each task decodes
     ONE batch and yields it again and again up to its share of ``rows``: what Spark's
@@ -227,11 +256,15 @@ def main() -> None:
     p.add_argument("--floor", action="store_true",
                    help="only the Python Data Source floor next to the reader and Parquet (needs a --keep'd run's "
                         "Parquet copy in --dir)")
+    p.add_argument("--kernel", action="store_true", help="only the column kernel's projection cases (no Spark)")
     args = p.parse_args()
     root = os.path.join(args.dir, "store")
     data = build_store(root, args.messages, args.body_bytes)
     n = args.messages
     sel = n // TOPICS
+    if args.kernel:
+        kernel_projection(root, max(args.repeat, 5), data)
+        return
     if args.floor:
         spark = session(args.master)
         floor_cases(spark, root, os.path.join(args.dir, "parquet"), n, data, args.repeat)
