@@ -109,11 +109,7 @@ def plan_splits(dirs: StoreDirs, snap: Snapshot, opts: ReadOptions) -> list[Spli
             phys, sizes = positions_in(list(queues), f.base_offset + lo, f.base_offset + covered)
             wanted = int(sizes.sum())
             if len(phys) and (opts.use_consume_queue == "true" or wanted < CQ_SHARE * (covered - lo)):
-                # cut like a walk, so one file's lookups also spread over the cores; a unit
-                # belongs to the range its record starts in, so the pieces share no record
-                step = opts.split_size if opts.split_size > 0 else covered - lo
-                splits += [Split(f.path, f.base_offset, s, min(covered, s + step), limit, True, queues, dirs.storage)
-                           for s in range(lo, covered, step)]
+                splits.append(Split(f.path, f.base_offset, lo, covered, limit, True, queues, dirs.storage))
             elif len(phys):
                 splits += _walk_splits(f.path, f.base_offset, lo, covered, limit, aligned, opts.split_size,
                                        dirs.storage)

@@ -106,19 +106,6 @@ def test_rare_topic_prunes_files_via_consume_queue(store_dir, store_truth, tmp_p
     assert len(plan_splits(dirs, snap, ReadOptions(path=root, topics=("Nope",)))) == len(snap.files)
 
 
-def test_consume_queue_reads_split_by_split_size(store_dir, store_truth):
-    """Looked-up ranges are cut like walks (so they spread over cores), and the pieces
-    together read each wanted record exactly once."""
-    dirs = locate_store(store_dir)
-    snap = take_snapshot(dirs)
-    whole = plan_splits(dirs, snap, ReadOptions(path=store_dir, topics=("Logs",), split_size=0))
-    cut = plan_splits(dirs, snap, ReadOptions(path=store_dir, topics=("Logs",), split_size=5000))
-    assert all(s.by_queue for s in whole) and len([s for s in cut if s.by_queue]) > len(whole)
-    got = read_table(store_dir, topics="Logs", splitSize="5000")["commitlog_offset"].to_pylist()
-    want = {o for o, (_, m) in store_truth.items() if m.topic == "Logs"}
-    assert sorted(got) == sorted(want) and len(got) == len(set(got))
-
-
 def test_time_range_prunes_files(store_dir, store_truth):
     dirs = locate_store(store_dir)
     snap = take_snapshot(dirs)
