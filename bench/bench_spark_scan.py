@@ -17,7 +17,17 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``spark-parquet``: the same queries over that Parquet copy;
 * column sets: the DS with option ``columns`` (all, no map/array, no body, eight core
   columns, fixed-width only) next to Parquet reading the same columns, each with its
-  ratio ``parquet seconds / DS seconds`` (>= 1.0 means the DS is at least as fast).
+  ratio ``parquet seconds / DS seconds`` (>= 1.0 means the DS is at least as fast);
+* ``spark-ds all columns, old defaults``: ``splitSize=0`` (one task per file) and 8 MiB
+  batches, the defaults before 2026-11-23, next to the current ones (64 MiB splits, 32 MiB
+  batches);
+* ``--kernel`` (separately): the column kernel alone over one file, all columns vs. the
+  projection flags (no map/keys; fixed-width only);
+* ``--floor`` (separately, after a ``--keep`` run): a Python data source that yields
+  pre-built Arrow batches (no decoding) next to the reader and Parquet, for the same
+  columns: the cost of the Python Data Source path itself;
+* a closing ``goal`` line per goal (full scan, selective query): the ratio and by how much
+  it misses 1.0.
 
 Prints one JSON line per case: seconds, rows, Mrows/s and MB/s of commitlog bytes, and
 the 1-minute load average. ~1 GB of temp files in --dir, removed at the end unless --keep.
@@ -131,6 +141,92 @@ def python_tuples(root: str) -> int:
     return n
 
 
+def kernel_projection(root: str, repeat: int, data: int) -> None:
+    """The column kernel alone over the first commitlog file: every column built, vs. no
+    properties map / keys, vs. fixed-width columns only (the properties never scanned);
+    cases interleaved, best of ``repeat``."""
+    from mqcore.format import layout as L
+    skip = dict(K.COLUMN_SKIP_FLAGS)
+    cases = {"all columns": K.WITH_BODY,
+             "no properties map, no keys": K.WITH_BODY | skip["properties"] | skip["keys"],
+             "fixed-width only": sum(skip.values())}
+    best, rows = {c: float("inf") for c in cases}, 0
+    f = list_commitlog(locate_store(root))[0]
+    with open_view(f.path) as v:
+        size = len(v)
+        for _ in range(repeat):
+            for case, flags in cases.items():
+                t, pos, rows = time.perf_counter(), 0, 0
+                while True:
+                    got, _, pos, reason, _, _ = K.decode_columns(v, pos, len(v), len(v), f.base_offset, 131072,
+                                                                  32 << 20, None, -(1 << 63), (1 << 63) - 1, flags)
+                    rows += got
+                    if reason != L.ScanStop.MAX_COUNT:
+                        break
+                best[case] = min(best[case], time.perf_counter() - t)
+    for case, s in best.items():
+        report(f"kernel decode_columns, one file, {case} (1 process)", s, rows, min(data, size))
+
+
+def floor_source():
+    """``rocketmq_arrow_floor``: the reader's partitions and schema, but each task decodes
+    ONE batch and yields it again and again up to its share of ``rows``: what Spark's
+    Python Data Source path (Arrow over the worker socket, Arrow -> rows) costs with no
+    decoding at all. Defined here, pickled by value to the workers."""
+    from pyspark.sql.datasource import DataSource, InputPartition
+
+    from mqcore.spark.decode import iter_split
+    from mqcore.spark.options import ReadOptions
+    from mqcore.spark.source import CommitLogReader
+
+    class FloorReader(CommitLogReader):
+        def __init__(self, opts, rows):
+            super().__init__(opts)
+            self.rows = rows
+
+        def partitions(self):
+            parts = super().partitions()
+            return [InputPartition((i, len(parts), p.value)) for i, p in enumerate(parts)]
+
+        def read(self, partition):
+            i, count, split = partition.value
+            want = self.rows // count + (self.rows % count if i == 0 else 0)
+            batch = next(iter_split(split, self.opts))
+            while want > 0:
+                out = batch if want >= batch.num_rows else batch.slice(0, want)
+                want -= out.num_rows
+                yield out
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "rocketmq_arrow_floor"
+
+        def schema(self):
+            from mqcore.spark.decode import spark_ddl
+            return spark_ddl(ReadOptions.from_options({"columns": self.options["columns"]}))
+
+        def reader(self, schema):
+            opts = ReadOptions.from_options({k: v for k, v in self.options.items() if k.lower() != "rows"})
+            return FloorReader(opts, int(self.options["rows"]))
+
+    return FloorSource
+
+
+def floor_cases(spark, root: str, pq: str, n: int, data: int, repeat: int) -> None:
+    """The Python Data Source floor next to the real reader and Parquet, same columns."""
+    spark.dataSource.register(floor_source())
+    for label in ("all 26 columns", "fixed-width only (16)"):
+        cols = ",".join(COLUMN_SETS[label])
+        cases = {"spark-ds": spark.read.format("rocketmq").option("columns", cols).load(root),
+                 "floor (pre-built Arrow, no decode)": spark.read.format("rocketmq_arrow_floor")
+                 .option("columns", cols).option("rows", str(n)).load(root),
+                 "spark-parquet": spark.read.parquet(pq).select(*COLUMN_SETS[label])}
+        for case, df in cases.items():
+            s, _ = best_of(repeat, lambda: df.write.format("noop").mode("overwrite").save())
+            report(f"{case} {label} (noop)", s, n, data)
+
+
 def session(master: str):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -157,11 +253,23 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the store and Parquet copy in --dir for a rerun")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--floor", action="store_true",
+                   help="only the Python Data Source floor next to the reader and Parquet (needs a --keep'd run's "
+                        "Parquet copy in --dir)")
+    p.add_argument("--kernel", action="store_true", help="only the column kernel's projection cases (no Spark)")
     args = p.parse_args()
     root = os.path.join(args.dir, "store")
     data = build_store(root, args.messages, args.body_bytes)
     n = args.messages
     sel = n // TOPICS
+    if args.kernel:
+        kernel_projection(root, max(args.repeat, 5), data)
+        return
+    if args.floor:
+        spark = session(args.master)
+        floor_cases(spark, root, os.path.join(args.dir, "parquet"), n, data, args.repeat)
+        spark.stop()
+        return
 
     s, rows = best_of(args.repeat, lambda: python_arrow(root))
     assert rows == n, rows
@@ -177,6 +285,11 @@ def main() -> None:
     parts = ds.rdd.getNumPartitions()
     s, _ = best_of(args.repeat, lambda: ds.write.format("noop").mode("overwrite").save())
     report("spark-ds all columns (noop)", s, n, data, partitions=parts, master=args.master)
+    old = spark.read.format("rocketmq").option("splitSize", "0").option("batchSize", "8m") \
+        .option("maxRowsPerBatch", "65536").load(root)
+    s, _ = best_of(args.repeat, lambda: old.write.format("noop").mode("overwrite").save())
+    report("spark-ds all columns, old defaults: splitSize=0, batchSize=8m (noop)", s, n, data,
+           partitions=old.rdd.getNumPartitions())
 
     def selective(df):
         q = df.where(f"topic = '{SELECTIVE_TOPIC}'").select("commitlog_offset", "store_timestamp")
@@ -203,10 +316,11 @@ def main() -> None:
     s, _ = best_of(1, lambda: ds.write.mode("overwrite").option("compression", "zstd").parquet(pq), warmup=False)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pq) for f in fs)
     report("parquet-convert (spark-ds -> zstd parquet, once)", s, n, data, parquet_mb=round(size / 1e6, 1))
-    s, rows = best_of(args.repeat, lambda: selective(spark.read.parquet(pq)))
+    s_pq_sel, rows = best_of(args.repeat, lambda: selective(spark.read.parquet(pq)))
     assert rows == sel, rows
-    report("spark-parquet one topic, 2 columns", s, rows, data,
-           ds_vs_parquet=round(s / s_ds_sel, 2))
+    report("spark-parquet one topic, 2 columns", s_pq_sel, rows, data,
+           ds_vs_parquet=round(s_pq_sel / s_ds_sel, 2))
+    goals = {"selective query (one topic, 2 columns, option columns)": s_pq_sel / s_ds_sel}
 
     for label, cols in COLUMN_SETS.items():
         dsc = spark.read.format("rocketmq").option("columns", ",".join(cols)).load(root)
@@ -215,6 +329,12 @@ def main() -> None:
         s_pq, _ = best_of(args.repeat, lambda: pqc.write.format("noop").mode("overwrite").save())
         report(f"spark-ds {label} (noop)", s_ds, n, data)
         report(f"spark-parquet {label} (noop)", s_pq, n, data, ds_vs_parquet=round(s_pq / s_ds, 2))
+        if cols is _ALL:
+            goals["full scan (all 26 columns)"] = s_pq / s_ds
+    for goal, ratio in goals.items():
+        print(json.dumps({"bench": "spark_scan", "goal": goal, "parquet_over_ds": round(ratio, 2), "target": 1.0,
+                          "met": ratio >= 1.0, "missed_by": round(max(0.0, 1.0 - ratio), 2),
+                          "loadavg_1m": os.getloadavg()[0]}), flush=True)
     spark.stop()
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)

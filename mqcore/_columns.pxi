@@ -17,6 +17,20 @@ cdef enum:
     COL_WITH_BODY = 1
     COL_CHECK_CRC = 2
     COL_SKIP_CORRUPT = 4
+    # projection: a flag per derived column the caller does not want (see COLUMN_SKIP_FLAGS)
+    COL_NO_TOPIC = 8
+    COL_NO_BORN_HOST = 16
+    COL_NO_STORE_HOST = 32
+    COL_NO_TAGS = 64
+    COL_NO_MSG_ID = 128
+    COL_NO_OFFSET_MSG_ID = 256
+    COL_NO_ORIGINAL_TOPIC = 512
+    COL_NO_KEYS = 1024
+    COL_NO_PROPERTIES = 2048
+    COL_NO_DELAY_LEVEL = 4096
+    # every column fed by the properties scan skipped: no scan at all
+    COL_NO_PROPERTY_READERS = (COL_NO_TAGS | COL_NO_MSG_ID | COL_NO_ORIGINAL_TOPIC | COL_NO_KEYS
+                               | COL_NO_PROPERTIES | COL_NO_DELAY_LEVEL)
     COL_BIT_RETRY = 1
     COL_BIT_DLQ = 2
     COL_BIT_DELAYED = 4
@@ -52,6 +66,18 @@ BIT_DLQ = COL_BIT_DLQ
 BIT_DELAYED = COL_BIT_DELAYED
 BIT_COMPRESSED = COL_BIT_COMPRESSED
 BIT_HAS_TAGS = COL_BIT_HAS_TAGS
+COLUMN_SKIP_FLAGS = (
+    ("topic", COL_NO_TOPIC),
+    ("born_host", COL_NO_BORN_HOST),
+    ("store_host", COL_NO_STORE_HOST),
+    ("tags", COL_NO_TAGS),
+    ("msg_id", COL_NO_MSG_ID),
+    ("offset_msg_id", COL_NO_OFFSET_MSG_ID),
+    ("original_topic", COL_NO_ORIGINAL_TOPIC),
+    ("keys", COL_NO_KEYS),
+    ("properties", COL_NO_PROPERTIES),
+    ("delay_level", COL_NO_DELAY_LEVEL),
+)
 
 FIXED_COLUMNS = (
     ("commitlog_offset", np.int64),
@@ -324,8 +350,9 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
     for w in range(N_WANTED):
         want_at[w] = -1
         want_len[w] = 0
-    # properties: valid "name\1value" segments, as string2messageProperties accepts them
-    while p < v.props_len:
+    # properties: valid "name\1value" segments, as string2messageProperties accepts them;
+    # skipped entirely when no wanted column reads them (a narrow scan's main saving)
+    while p < v.props_len and (flags & COL_NO_PROPERTY_READERS) != COL_NO_PROPERTY_READERS:
         q = _next_property(props, p, v.props_len, &k)
         if k >= 0:
             seg[4 * m] = <int32_t>p
@@ -338,6 +365,8 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
                 want_len[w] = q - k - 1
             m += 1
         p = q + 1
+    if flags & COL_NO_PROPERTIES:
+        m = 0  # no map entries: every row's map stays empty
     for i in range(m):
         dup = False
         for j in range(i + 1, m):
@@ -355,7 +384,7 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
         o.pv_off[o.props_n] = <int32_t>o.pv_used
     o.map_off[row + 1] = <int32_t>o.props_n
     # KEYS split on single spaces, empty words dropped
-    if want_at[P_KEYS] >= 0:
+    if want_at[P_KEYS] >= 0 and not flags & COL_NO_KEYS:
         p = want_at[P_KEYS]
         q = p + want_len[P_KEYS]
         while p < q:
@@ -382,7 +411,7 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
     o.reconsume_times[row] = mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + tail)
     o.prepared_offset[row] = mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + tail)
     o.delay_level[row] = <int32_t>(_parse_level(b + want_at[P_DELAY], want_len[P_DELAY])
-                                   if want_at[P_DELAY] >= 0 else 0)
+                                   if want_at[P_DELAY] >= 0 and not flags & COL_NO_DELAY_LEVEL else 0)
     if _starts(topic, v.topic_len, "%RETRY%", 7):
         bits |= COL_BIT_RETRY
     if _starts(topic, v.topic_len, "%DLQ%", 5):
@@ -391,36 +420,45 @@ cdef void _emit_row(ColOut *o, Py_ssize_t row, const unsigned char *b, Py_ssize_
         bits |= COL_BIT_DELAYED
     if v.sys_flag & COL_SYSFLAG_COMPRESSED:
         bits |= COL_BIT_COMPRESSED
-    if want_at[P_TAGS] >= 0:
+    if want_at[P_TAGS] >= 0 and not flags & COL_NO_TAGS:
         bits |= COL_BIT_HAS_TAGS
     o.bits[row] = bits
-    # string columns
-    _put_str(o, S_TOPIC, row, topic, v.topic_len)
+    # string columns; a skipped one keeps its zero offsets (an empty string in every row)
+    if not flags & COL_NO_TOPIC:
+        _put_str(o, S_TOPIC, row, topic, v.topic_len)
     _put_str(o, S_BODY, row, b + v.body_at + 4, v.body_len if flags & COL_WITH_BODY else 0)
-    d = o.s_data[S_BORN_HOST] + o.s_used[S_BORN_HOST]
-    o.s_used[S_BORN_HOST] += _put_host(d, b + born_at, HOST_V4_BYTES + v.born_extra)
-    o.s_off[S_BORN_HOST][row + 1] = <int32_t>o.s_used[S_BORN_HOST]
-    d = o.s_data[S_STORE_HOST] + o.s_used[S_STORE_HOST]
-    o.s_used[S_STORE_HOST] += _put_host(d, b + store_at, HOST_V4_BYTES + v.store_extra)
-    o.s_off[S_STORE_HOST][row + 1] = <int32_t>o.s_used[S_STORE_HOST]
-    _put_str(o, S_TAGS, row, b + want_at[P_TAGS], want_len[P_TAGS])
-    d = o.s_data[S_OFFSET_MSG_ID] + o.s_used[S_OFFSET_MSG_ID]
-    k = _put_offset_msg_id(d, b + store_at, HOST_V4_BYTES + v.store_extra, phy)
-    o.s_used[S_OFFSET_MSG_ID] += k
-    o.s_off[S_OFFSET_MSG_ID][row + 1] = <int32_t>o.s_used[S_OFFSET_MSG_ID]
-    if want_at[P_UNIQ] >= 0:
-        _put_str(o, S_MSG_ID, row, b + want_at[P_UNIQ], want_len[P_UNIQ])
-    else:
-        _put_str(o, S_MSG_ID, row, d, k)
-    vat = v.topic_at
-    vlen = v.topic_len
-    if want_at[P_RETRY_TOPIC] >= 0:
-        vat = want_at[P_RETRY_TOPIC]
-        vlen = want_len[P_RETRY_TOPIC]
-    elif want_at[P_REAL_TOPIC] >= 0:
-        vat = want_at[P_REAL_TOPIC]
-        vlen = want_len[P_REAL_TOPIC]
-    _put_str(o, S_ORIGINAL_TOPIC, row, b + vat, vlen)
+    if not flags & COL_NO_BORN_HOST:
+        d = o.s_data[S_BORN_HOST] + o.s_used[S_BORN_HOST]
+        o.s_used[S_BORN_HOST] += _put_host(d, b + born_at, HOST_V4_BYTES + v.born_extra)
+        o.s_off[S_BORN_HOST][row + 1] = <int32_t>o.s_used[S_BORN_HOST]
+    if not flags & COL_NO_STORE_HOST:
+        d = o.s_data[S_STORE_HOST] + o.s_used[S_STORE_HOST]
+        o.s_used[S_STORE_HOST] += _put_host(d, b + store_at, HOST_V4_BYTES + v.store_extra)
+        o.s_off[S_STORE_HOST][row + 1] = <int32_t>o.s_used[S_STORE_HOST]
+    if not flags & COL_NO_TAGS:
+        _put_str(o, S_TAGS, row, b + want_at[P_TAGS], want_len[P_TAGS])
+    if not (flags & COL_NO_OFFSET_MSG_ID and flags & COL_NO_MSG_ID):
+        # written past the arena's end even when not kept: msg_id may fall back to it
+        d = o.s_data[S_OFFSET_MSG_ID] + o.s_used[S_OFFSET_MSG_ID]
+        k = _put_offset_msg_id(d, b + store_at, HOST_V4_BYTES + v.store_extra, phy)
+        if not flags & COL_NO_MSG_ID:
+            if want_at[P_UNIQ] >= 0:
+                _put_str(o, S_MSG_ID, row, b + want_at[P_UNIQ], want_len[P_UNIQ])
+            else:
+                _put_str(o, S_MSG_ID, row, d, k)
+        if not flags & COL_NO_OFFSET_MSG_ID:
+            o.s_used[S_OFFSET_MSG_ID] += k
+            o.s_off[S_OFFSET_MSG_ID][row + 1] = <int32_t>o.s_used[S_OFFSET_MSG_ID]
+    if not flags & COL_NO_ORIGINAL_TOPIC:
+        vat = v.topic_at
+        vlen = v.topic_len
+        if want_at[P_RETRY_TOPIC] >= 0:
+            vat = want_at[P_RETRY_TOPIC]
+            vlen = want_len[P_RETRY_TOPIC]
+        elif want_at[P_REAL_TOPIC] >= 0:
+            vat = want_at[P_REAL_TOPIC]
+            vlen = want_len[P_REAL_TOPIC]
+        _put_str(o, S_ORIGINAL_TOPIC, row, b + vat, vlen)
 
 
 # --- filters and resync -------------------------------------------------------------------------

@@ -29,13 +29,31 @@ from mqcore.format import layout as L
 from mqcore.format.properties import split_properties
 
 __all__ = ["WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
-           "BIT_COMPRESSED", "BIT_HAS_TAGS", "FIXED_COLUMNS", "STRING_COLUMNS", "format_host",
+           "BIT_COMPRESSED", "BIT_HAS_TAGS", "COLUMN_SKIP_FLAGS", "FIXED_COLUMNS", "STRING_COLUMNS", "format_host",
            "find_record", "decode_columns", "decode_columns_at", "walk_records"]
 
 # flags of decode_columns
 WITH_BODY = 1        # copy body bytes (else every body is empty: a projection)
 CHECK_CRC = 2        # verify BODYCRC; a mismatch is a corrupt record
 SKIP_CORRUPT = 4     # resync past a corrupt record and count it instead of stopping
+
+#: projection flags of decode_columns: a column whose flag is set is not built (every
+#: row holds an empty string, list or map, or 0; a skipped ``tags`` leaves BIT_HAS_TAGS
+#: clear). The properties are not even scanned when every column reading them is skipped,
+#: so a scan of fixed-width columns costs little more than reading them.
+COLUMN_SKIP_FLAGS = (
+    ("topic", 8),
+    ("born_host", 16),
+    ("store_host", 32),
+    ("tags", 64),
+    ("msg_id", 128),
+    ("offset_msg_id", 256),
+    ("original_topic", 512),
+    ("keys", 1024),
+    ("properties", 2048),
+    ("delay_level", 4096),
+)
+_NO = dict(COLUMN_SKIP_FLAGS)
 
 # bits of cols["bits"]
 BIT_RETRY = 1        # topic starts with %RETRY%
@@ -167,7 +185,7 @@ def _emit(out: _Out, mv, pos: int, base_offset: int, f, flags: int) -> None:
     fixed["reconsume_times"].append(_I32.unpack_from(mv, pos + L.REC_RECONSUMETIMES_V4 + b + s)[0])
     fixed["prepared_transaction_offset"].append(
         _I64.unpack_from(mv, pos + L.REC_PREPAREDOFFSET_V4 + b + s)[0])
-    fixed["delay_level"].append(_level(found.get(b"DELAY")))
+    fixed["delay_level"].append(0 if flags & _NO["delay_level"] else _level(found.get(b"DELAY")))
     bits = 0
     if topic.startswith(RETRY_PREFIX):
         bits |= BIT_RETRY
@@ -177,21 +195,24 @@ def _emit(out: _Out, mv, pos: int, base_offset: int, f, flags: int) -> None:
         bits |= BIT_DELAYED
     if sys_flag & L.SYSFLAG_COMPRESSED:
         bits |= BIT_COMPRESSED
-    if b"TAGS" in found:
+    if b"TAGS" in found and not flags & _NO["tags"]:
         bits |= BIT_HAS_TAGS
     out.bits.append(bits)
     omid = (store + _I64.pack(phy)).hex().upper().encode()
-    strings = out.strings
-    strings["topic"].append(topic)
-    strings["body"].append(bytes(mv[body_at + 4:body_at + 4 + body_len]) if flags & WITH_BODY else b"")
-    strings["born_host"].append(format_host(born))
-    strings["store_host"].append(format_host(store))
-    strings["tags"].append(found.get(b"TAGS", b""))
-    strings["msg_id"].append(found.get(b"UNIQ_KEY", omid))
-    strings["offset_msg_id"].append(omid)
-    strings["original_topic"].append(found.get(b"RETRY_TOPIC", found.get(b"REAL_TOPIC", topic)))
-    out.keys.append([k for k in found.get(b"KEYS", b"").split(b" ") if k])
-    out.props.append(props)
+    built = {
+        "topic": topic,
+        "body": bytes(mv[body_at + 4:body_at + 4 + body_len]) if flags & WITH_BODY else b"",
+        "born_host": format_host(born),
+        "store_host": format_host(store),
+        "tags": found.get(b"TAGS", b""),
+        "msg_id": found.get(b"UNIQ_KEY", omid),
+        "offset_msg_id": omid,
+        "original_topic": found.get(b"RETRY_TOPIC", found.get(b"REAL_TOPIC", topic)),
+    }
+    for name, value in built.items():
+        out.strings[name].append(b"" if flags & _NO.get(name, 0) else value)
+    out.keys.append([] if flags & _NO["keys"] else [k for k in found.get(b"KEYS", b"").split(b" ") if k])
+    out.props.append([] if flags & _NO["properties"] else props)
 
 
 def _accepts(mv, f, pos: int, topics, min_ts: int, max_ts: int) -> bool:

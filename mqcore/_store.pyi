@@ -21,6 +21,7 @@ BIT_DLQ: int
 BIT_DELAYED: int
 BIT_COMPRESSED: int
 BIT_HAS_TAGS: int
+COLUMN_SKIP_FLAGS: tuple[tuple[str, int], ...]
 
 # --- hashes ----------------------------------------------------------------------------
 def java_hash(s: str) -> int: ...

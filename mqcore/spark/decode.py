@@ -170,13 +170,20 @@ def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) ->
 
 
 def _flags(opts: ReadOptions, k) -> int:
-    """Kernel flags of the options (without the row-selection ones, which are arguments)."""
-    wants_body = opts.include_body and (opts.columns is None or "body" in opts.columns)
-    flags = k.WITH_BODY if wants_body else 0
+    """Kernel flags of the options (without the row-selection ones, which are arguments).
+
+    Columns the schema leaves out are not built at all: the kernel skips their work (and
+    the properties scan when no wanted column reads the properties).
+    """
+    wanted = set(arrow_schema(opts).names)
+    flags = k.WITH_BODY if opts.include_body and "body" in wanted else 0
     if opts.verify_crc:
         flags |= k.CHECK_CRC
     if opts.on_corrupt == "skip":
         flags |= k.SKIP_CORRUPT
+    for name, skip in k.COLUMN_SKIP_FLAGS:
+        if name not in wanted:
+            flags |= skip
     return flags
 
 

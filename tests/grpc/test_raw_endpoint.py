@@ -64,4 +64,6 @@ def test_long_polling_wakes_on_arrival(module_grpc_broker):
         assert c.send("Poll5", b"second").status.code == d.OK
         t.join(30)
         assert result["status"].code == d.OK and [m.body for m in result["got"]] == [b"second"]
-        assert 0.9 <= result["waited"] < 10, result["waited"]
+        # still parked after 1 s (checked above), then woken by the arrival well before its 20 s;
+        # no lower bound on "waited": the thread's own clock may start late on a loaded box
+        assert result["waited"] < 10, result["waited"]

@@ -102,7 +102,10 @@ def write_traffic(ns: str, broker_addr: str) -> Truth:
     c.register_listener(fail_some_once)
     with c:
         assert wait_for(lambda: len(seen) == 24, timeout=60), seen
-        time.sleep(1.5)  # two offset-persist rounds
+        # every consumed message's offset taken (the shutdown below persists them); a fixed
+        # 1.5 s sleep stood in for this wait
+        assert wait_for(lambda: sum(c.committed_offsets("SwapB").values()) == 20
+                        and sum(c.committed_offsets(f"%RETRY%{RETRY_GROUP}").values()) == 4, timeout=60)
 
     # a group that stopped part-way: queue q of SwapA committed at q + 3
     with PullConsumer(OFFSET_GROUP, namesrv_addr=ns) as pc:

@@ -35,3 +35,14 @@ async def read_frame(reader: asyncio.StreamReader) -> RemotingCommand:
     (length,) = struct.unpack(">I", await reader.readexactly(4))
     return decode_frame(await reader.readexactly(length))
 
+
+
+async def wait_until(cond, timeout_s: float = 10.0) -> None:
+    """Poll ``cond`` on the running loop until it holds; AssertionError after ``timeout_s``
+    (a wait on a condition where a fixed sleep would race a loaded machine)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not reached within {timeout_s} s")
+        await asyncio.sleep(0.01)

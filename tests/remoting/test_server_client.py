@@ -27,7 +27,7 @@ from mqcore.remoting.command import (
 )
 from tests.support.waiting import free_port
 
-from ._util import read_frame, run, serving
+from ._util import read_frame, run, serving, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -315,7 +315,7 @@ def test_closed_connection_fails_pending_invokes() -> None:
                     await client.invoke(addr, create_request(CLOSE_ME), 10000)
                 assert not isinstance(info.value, RemotingTimeoutError)
                 assert time.monotonic() - started < 3.0
-                await asyncio.sleep(0.05)
+                await wait_until(lambda: closed)
                 assert closed == [addr]
                 # next invoke reconnects transparently
                 assert (await client.invoke(addr, create_request(ECHO), 2000)).code == 0
@@ -338,7 +338,7 @@ def test_close_listener_and_idle_timeout() -> None:
                 assert (await client.invoke(addr, create_request(ECHO), 2000)).code == 0
                 channel = await client.get_channel(addr)
                 await asyncio.wait_for(channel.wait_closed(), 5)  # server closed the idle connection
-                await asyncio.sleep(0.05)
+                await wait_until(lambda: len(events) >= 2 and not server.channels)  # its listener is async
                 assert events == ["open", "close"] and server.channels == []
 
     run(main())
@@ -359,15 +359,24 @@ def test_idle_timeout_spares_connections_with_requests_in_flight() -> None:
 
 
 def test_inflight_limit_answers_system_busy() -> None:
+    release = None
+
     async def slow(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        await asyncio.sleep(0.5)
+        # held until the third request was refused (a fixed sleep let the first finish before
+        # the third arrived on a loaded machine)
+        await release.wait()
         return create_response(request)
 
     async def main() -> None:
+        nonlocal release
+        release = asyncio.Event()
         async with serving(max_inflight_per_connection=2) as (server, addr):
             server.register_processor(SLOW, slow)
             async with RemotingClient() as client:
-                results = await asyncio.gather(*(client.invoke(addr, create_request(SLOW), 5000) for _ in range(3)))
+                calls = [asyncio.ensure_future(client.invoke(addr, create_request(SLOW), 5000)) for _ in range(3)]
+                await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED, timeout=5)
+                release.set()
+                results = await asyncio.gather(*calls)
                 codes = sorted(r.code for r in results)
                 assert codes == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.SYSTEM_BUSY]
                 busy = next(r for r in results if r.code == ResponseCode.SYSTEM_BUSY)
@@ -378,8 +387,10 @@ def test_inflight_limit_answers_system_busy() -> None:
 
 def test_shutdown_cancels_long_polls_and_fails_client() -> None:
     cancelled = []
+    arrived = []
 
     async def long_poll(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        arrived.append(request.opaque)
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -392,7 +403,7 @@ def test_shutdown_cancels_long_polls_and_fails_client() -> None:
             async with serving() as (server, addr):
                 server.register_processor(RequestCode.PULL_MESSAGE, long_poll)
                 pending = asyncio.ensure_future(client.invoke(addr, create_request(RequestCode.PULL_MESSAGE), 20000))
-                await asyncio.sleep(0.1)
+                await wait_until(lambda: arrived)  # parked in the processor, not still on its way
                 started = time.monotonic()
                 await server.shutdown(grace_s=0.1)
                 assert time.monotonic() - started < 3.0

@@ -109,6 +109,47 @@ def test_body_projection_and_filters(kernels):
     assert n == 0 and reason == L.ScanStop.NO_DATA
 
 
+def _skip_flags(kernels, names):
+    out = 0
+    for name, flag in kernels.COLUMN_SKIP_FLAGS:
+        out |= flag if name in names else 0
+    return out
+
+
+EMPTY_BY_KIND = {"keys": lambda c: not c[0].any(), "properties": lambda c: not c[0].any(),
+                 "delay_level": lambda c: not c.any()}
+
+
+@pytest.mark.parametrize("skipped", [
+    ("properties",), ("keys", "properties"), ("born_host", "store_host", "offset_msg_id"),
+    ("msg_id",), ("tags", "delay_level"),
+    tuple(name for name, _ in __import__("mqcore._store_py")._store_py.COLUMN_SKIP_FLAGS),  # fixed-width only
+])
+def test_projection_builds_only_wanted_columns(kernels, skipped):
+    """A projected decode gives the full decode's values in every kept column and empty
+    values in the skipped ones (so a narrow scan cannot silently change a kept column)."""
+    buf, end = sample_buffer(kernels, base=4096)
+    full = decode_all(kernels, buf, base=4096)
+    part = decode_all(kernels, buf, base=4096, flags=kernels.WITH_BODY | _skip_flags(kernels, skipped))
+    assert part[0] == full[0] == 4 and part[2:] == full[2:]
+    a, b = full[1], part[1]
+    assert a.keys() == b.keys()
+    for name in a:
+        if name in skipped:
+            if name in EMPTY_BY_KIND:
+                assert EMPTY_BY_KIND[name](b[name]), name
+            else:
+                assert strings(b[name]) == [b""] * 4, name
+            continue
+        if name == "bits" and "tags" in skipped:
+            assert [int(x) for x in b["bits"]] == [int(x) & ~kernels.BIT_HAS_TAGS for x in a["bits"]]
+            continue
+        left = a[name] if isinstance(a[name], tuple) else (a[name],)
+        right = b[name] if isinstance(b[name], tuple) else (b[name],)
+        for x, y in zip(left, right):
+            assert np.array_equal(np.asarray(x), np.asarray(y)), name
+
+
 def test_batches_concatenate_to_the_whole(kernels):
     buf, end = sample_buffer(kernels)
     offsets, pos = [], 0
@@ -221,8 +262,10 @@ _record = st.fixed_dictionaries({
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_record, min_size=1, max_size=8), st.integers(0, 3), st.booleans())
-def test_implementations_agree(records, with_topics, with_body):
+@given(st.lists(_record, min_size=1, max_size=8), st.integers(0, 3), st.booleans(),
+       st.sets(st.sampled_from([name for name, _ in __import__("mqcore._store_py").
+                                _store_py.COLUMN_SKIP_FLAGS])))
+def test_implementations_agree(records, with_topics, with_body, skipped):
     from mqcore import _store, _store_py
     buf = bytearray(8192)
     pos = 0
@@ -232,6 +275,8 @@ def test_implementations_agree(records, with_topics, with_body):
         pos += put(_store, buf, pos, base=1 << 33, born=b, store=s, **r)
     topics = [None, [b"T"], [b"T", b"%DLQ%g"], []][with_topics]
     flags = (_store.WITH_BODY if with_body else 0) | _store.CHECK_CRC
+    for name, flag in _store.COLUMN_SKIP_FLAGS:
+        flags |= flag if name in skipped else 0
     got = [k.decode_columns(buf, 0, len(buf), len(buf), 1 << 33, 3, 400, topics, 2, 8, flags)
            for k in (_store, _store_py)]
     assert got[0][0] == got[1][0] and got[0][2:] == got[1][2:]

@@ -12,14 +12,38 @@ const quiet = {
   warn(...a) { console.error(`${stamp()} WARN ${format(...a)}`); },
   error(...a) { console.error(`${stamp()} ERROR ${format(...a)}`); },
 };
-// The client waits for the endpoint's first settings answer with no time limit of its own; a
-// watchdog names the step and phase it is in, so a hang fails with a reason instead of a kill.
+// The client waits for the endpoint's first settings answer with no time limit of its own, so
+// each client's start-up gets a bound of its own (a failed start-up names itself at once), and a
+// watchdog over the whole run names the step and phase it is in, so any other hang fails with a
+// reason instead of a kill.
 let phase = 'starting';
 const watchdogMs = Number(process.env.MQCORE_NODE_DRIVER_WATCHDOG_MS || 100000);
+const startupMs = Number(process.env.MQCORE_NODE_DRIVER_STARTUP_MS || 30000);
 setTimeout(() => {
   console.log('ERROR ' + JSON.stringify({ type: 'Watchdog', error: `still in ${phase} after ${watchdogMs} ms` }));
   process.exit(3);
 }, watchdogMs).unref();
+
+class StartupTimeout extends Error {
+  constructor(what, ms) {
+    super(`${what} did not finish within ${ms} ms (the client was still waiting for its route `
+      + 'or for the endpoint\'s first settings answer on the telemetry stream)');
+    this.name = 'StartupTimeout';
+  }
+}
+
+// client.startup(), failing with StartupTimeout after startupMs
+async function startBounded(client, what) {
+  let timer;
+  const expired = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new StartupTimeout(what, startupMs)), startupMs);
+  });
+  try {
+    await Promise.race([client.startup(), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 async function main() {
   const endpoints = process.argv[2];
@@ -35,7 +59,7 @@ async function main() {
         if (!producer) {
           producer = new Producer({ endpoints, namespace: '', topics: [step.topic], logger: quiet });
           phase += ': producer startup';
-          await producer.startup();
+          await startBounded(producer, `step ${index}: the producer's start-up`);
         }
         const msg = { topic: step.topic, body: Buffer.from(step.body) };
         if (step.tag) msg.tag = step.tag;
@@ -52,8 +76,8 @@ async function main() {
           c = new SimpleConsumer({ endpoints, namespace: '', consumerGroup: step.group, logger: quiet,
             subscriptions: new Map().set(step.topic, step.tag || '*'), awaitDuration: (step.await_s || 3) * 1000 });
           phase += ': consumer startup';
-          await c.startup();
-          consumers.set(key, c);
+          consumers.set(key, c);  // shut down in finally even when its start-up fails
+          await startBounded(c, `step ${index}: the consumer's start-up (group ${step.group})`);
         }
         const got = [];
         const deadline = Date.now() + (step.timeout_s || 20) * 1000;
