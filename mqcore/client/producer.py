@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import enum
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -189,19 +190,22 @@ class Producer:
             raise RemotingTimeoutError(f"{self.config.max_async_inflight} async sends are still unanswered; "
                                        "the broker is not keeping up (max_async_inflight)")
         try:
-            future = self._submitter.submit(starter)
+            # one completion hook per send: frees the slot, then queues the callback
+            future = self._submitter.submit(
+                starter, self._release_async_slot if callback is None else functools.partial(self._async_done, callback))
         except BaseException:
             self._async_slots.release()
             raise
-        future.add_done_callback(self._release_async_slot)
-        if callback is not None:
-            runner = self._callbacks
-            assert runner is not None
-            future.add_done_callback(lambda f: runner.submit(_run_callback, callback, f))
         return future
 
     def _release_async_slot(self, _future: concurrent.futures.Future[Any]) -> None:
         self._async_slots.release()
+
+    def _async_done(self, callback: SendCallback, future: concurrent.futures.Future[Any]) -> None:
+        self._async_slots.release()
+        runner = self._callbacks
+        assert runner is not None
+        runner.submit(_run_callback, callback, future)
 
     async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
