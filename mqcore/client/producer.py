@@ -31,14 +31,13 @@ import concurrent.futures
 import enum
 import functools
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BurstSubmitter, CallbackThread
+from mqcore.client.loop import BurstSubmitter, CallbackThread, Slots
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
@@ -82,7 +81,7 @@ class Producer:
                 total_batch_max_bytes=self.config.total_batch_max_bytes)
         self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
-        self._async_slots = threading.Semaphore(self.config.max_async_inflight)
+        self._async_slots = Slots(self.config.max_async_inflight)
         self._state = _State.CREATED
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -180,15 +179,11 @@ class Producer:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
         runs on the callback thread; the returned future completes first. Blocks while
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
-        self._check_running()
+        if self._state is not _State.RUNNING:
+            self._check_running()
         starter = self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms)
-        if self._instance.loop_thread.in_loop_thread():  # never block the loop itself
-            if not self._async_slots.acquire(blocking=False):
-                raise IllegalStateError("max_async_inflight async sends are unanswered; cannot wait for a slot "
-                                        "on the client's event-loop thread")
-        elif not self._async_slots.acquire(timeout=self._loop_timeout(timeout_ms)):
-            raise RemotingTimeoutError(f"{self.config.max_async_inflight} async sends are still unanswered; "
-                                       "the broker is not keeping up (max_async_inflight)")
+        if not self._async_slots.acquire(False):  # the window is full: wait (not on the loop thread)
+            self._wait_for_async_slot(timeout_ms)
         try:
             # one completion hook per send: frees the slot, then queues the callback
             future = self._submitter.submit(
@@ -197,6 +192,14 @@ class Producer:
             self._async_slots.release()
             raise
         return future
+
+    def _wait_for_async_slot(self, timeout_ms: float | None) -> None:
+        if self._instance.loop_thread.in_loop_thread():  # never block the loop itself
+            raise IllegalStateError("max_async_inflight async sends are unanswered; cannot wait for a slot "
+                                    "on the client's event-loop thread")
+        if not self._async_slots.acquire(timeout=self._loop_timeout(timeout_ms)):
+            raise RemotingTimeoutError(f"{self.config.max_async_inflight} async sends are still unanswered; "
+                                       "the broker is not keeping up (max_async_inflight)")
 
     def _release_async_slot(self, _future: concurrent.futures.Future[Any]) -> None:
         self._async_slots.release()

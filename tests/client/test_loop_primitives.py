@@ -1,0 +1,146 @@
+"""SiblingFuture and Slots: the cheap future and semaphore behind ``Producer.send_async``.
+
+Both replace standard-library classes on the pipelined send path, so these tests pin the
+contract users rely on: a ``concurrent.futures.Future`` that works with ``result``,
+``exception``, cancellation, ``wait``/``as_completed`` and ``asyncio.wrap_future``, and a
+semaphore with ``acquire(blocking, timeout)``/``release``.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from mqcore.client.loop import SiblingFuture, Slots
+
+
+def _pair() -> tuple[threading.Condition, SiblingFuture, SiblingFuture]:
+    shared = threading.Condition()
+    return shared, SiblingFuture(shared), SiblingFuture(shared)
+
+
+def _until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)
+
+
+def test_a_siblings_completion_does_not_end_anothers_wait_early() -> None:
+    # the base class waits once: a notify_all for the sibling would end f1's wait and
+    # report a timeout long before its 0.6 s have passed
+    shared, f1, f2 = _pair()
+    outcome: list[object] = []
+
+    def wait_f1() -> None:
+        t0 = time.monotonic()
+        try:
+            f1.result(timeout=0.6)
+        except concurrent.futures.TimeoutError:
+            outcome.append(time.monotonic() - t0)
+
+    waiter = threading.Thread(target=wait_f1)
+    waiter.start()
+    _until(lambda: len(shared._waiters) == 1)  # parked on the shared condition
+    f2.set_result("sibling")
+    waiter.join(5)
+    assert len(outcome) == 1 and outcome[0] >= 0.55, outcome
+
+
+def test_result_arrives_across_threads_and_sibling_wakeups() -> None:
+    shared, f1, f2 = _pair()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(f1.result(timeout=5)))
+    waiter.start()
+    _until(lambda: len(shared._waiters) == 1)
+    f2.set_result(2)
+    f1.set_result(1)
+    waiter.join(5)
+    assert got == [1]
+
+
+def test_exception_cancel_and_callbacks_follow_the_future_contract() -> None:
+    order: list[str] = []
+    shared = threading.Condition()
+    f = SiblingFuture(shared, lambda fut: order.append("hook"))
+    f.add_done_callback(lambda fut: order.append("user"))
+    error = ValueError("boom")
+    f.set_exception(error)
+    assert order == ["hook", "user"]
+    assert f.exception(0) is error
+    with pytest.raises(ValueError, match="boom"):
+        f.result(0)
+    g = SiblingFuture(shared)
+    assert g.cancel() and g.cancelled()
+    with pytest.raises(concurrent.futures.CancelledError):
+        g.result(0)
+    with pytest.raises(concurrent.futures.CancelledError):
+        g.exception(0)
+    h = SiblingFuture(shared)
+    with pytest.raises(concurrent.futures.TimeoutError):
+        h.exception(0.01)
+
+
+def test_works_with_wait_as_completed_and_wrap_future() -> None:
+    shared = threading.Condition()
+    futures = [SiblingFuture(shared) for _ in range(3)]
+    threading.Timer(0.05, lambda: [f.set_result(i) for i, f in enumerate(futures)]).start()
+    done, pending = concurrent.futures.wait(futures, timeout=5)
+    assert len(done) == 3 and not pending
+    assert sorted(f.result() for f in concurrent.futures.as_completed(futures, timeout=5)) == [0, 1, 2]
+
+    async def main() -> object:
+        f = SiblingFuture(shared)
+        threading.Timer(0.02, f.set_result, args=("ok",)).start()
+        return await asyncio.wrap_future(f)
+
+    assert asyncio.run(main()) == "ok"
+
+
+def test_slots_count_block_time_out_and_wake() -> None:
+    slots = Slots(2)
+    assert slots.acquire(False) and slots.acquire(False)
+    assert not slots.acquire(False)
+    t0 = time.monotonic()
+    assert not slots.acquire(timeout=0.2)
+    assert time.monotonic() - t0 >= 0.18
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.acquire(timeout=5)))
+    waiter.start()
+    _until(lambda: slots._waiting == 1)
+    slots.release()
+    waiter.join(5)
+    assert got == [True] and slots.free == 0
+    slots.release()
+    slots.release()
+    assert slots.free == 2
+    with pytest.raises(ValueError):
+        Slots(-1)
+
+
+def test_slots_under_contention_never_hand_out_more_than_they_hold() -> None:
+    slots = Slots(3)
+    held = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def worker() -> None:
+        nonlocal held, peak
+        for _ in range(300):
+            assert slots.acquire(timeout=5)
+            with lock:
+                held += 1
+                peak = max(peak, held)
+            with lock:
+                held -= 1
+            slots.release()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert peak <= 3 and slots.free == 3
