@@ -605,6 +605,15 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
     cdef RecordView v
     cdef Py_ssize_t pos = start, sh
     cdef int status
+    # consecutive records nearly always share their topic, store host and (one producer)
+    # born host: reuse the previous record's str when the raw bytes are equal instead of
+    # formatting/decoding them again (two "%d.%d.%d.%d:%d" formats and a UTF-8 decode were
+    # a third of a record's decode time on the consume path)
+    cdef const unsigned char *born_prev = NULL
+    cdef const unsigned char *store_prev = NULL
+    cdef const unsigned char *topic_prev = NULL
+    cdef Py_ssize_t born_prev_n = 0, store_prev_n = 0, topic_prev_n = 0, n
+    cdef str born = None, store = None, topic = None
     out = []
     while pos < end and len(out) < max_count:
         status = _check_record(b, pos, end, check_crc, &v)
@@ -613,6 +622,17 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
         if status >= 0:
             raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
         sh = pos + REC_STOREHOST_V4 + v.born_extra
+        n = HOST_V4_BYTES + v.born_extra
+        if born_prev == NULL or n != born_prev_n or not memcmp_eq(b + pos + REC_BORNHOST, born_prev, n):
+            born = _host_str(b + pos + REC_BORNHOST, n)
+            born_prev, born_prev_n = b + pos + REC_BORNHOST, n
+        n = HOST_V4_BYTES + v.store_extra
+        if store_prev == NULL or n != store_prev_n or not memcmp_eq(b + sh, store_prev, n):
+            store = _host_str(b + sh, n)
+            store_prev, store_prev_n = b + sh, n
+        if topic_prev == NULL or v.topic_len != topic_prev_n or not memcmp_eq(b + v.topic_at, topic_prev, v.topic_len):
+            topic = (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace")
+            topic_prev, topic_prev_n = b + v.topic_at, v.topic_len
         out.append(_named_record((
             v.size,
             mq_rd_i32(b + pos + REC_BODYCRC),
@@ -622,13 +642,13 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
             mq_rd_i64(b + pos + REC_PHYOFFSET),
             v.sys_flag,
             mq_rd_i64(b + pos + REC_BORNTIMESTAMP),
-            _host_str(b + pos + REC_BORNHOST, HOST_V4_BYTES + v.born_extra),
+            born,
             mq_rd_i64(b + pos + REC_STORETIMESTAMP_V4 + v.born_extra),
-            _host_str(b + sh, HOST_V4_BYTES + v.store_extra),
+            store,
             mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + v.born_extra + v.store_extra),
             mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + v.born_extra + v.store_extra),
             <bytes>(b + v.body_at + 4)[:v.body_len],
-            (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace"),
+            topic,
             <bytes>(b + v.props_at)[:v.props_len],
         )))
         pos += v.size

@@ -457,3 +457,36 @@ def test_prefault_while_another_thread_writes():
         t.join()
     n = (len(mm) - len(data)) // len(data)
     assert all(mm[p:p + len(data)] == data for p in range(0, n * len(data), len(data)))
+
+
+def test_decode_reuses_repeated_strings_only_when_the_bytes_match():
+    """The Cython decoder reuses the previous record's topic and host strings when their
+    bytes repeat: records whose topic (same length), born host or store host differ only
+    in one byte must still each decode to their own values, in both kernels."""
+    from mqcore import _store, _store_py
+    v4 = lambda last, port: bytes([10, 0, 0, last]) + port.to_bytes(4, "big")  # noqa: E731
+    v6 = lambda last, port: bytes(15) + bytes([last]) + port.to_bytes(4, "big")  # noqa: E731
+    cases = [  # (topic, born host, store host, sysflag)
+        (b"TopicA", v4(1, 5000), v4(9, 10911), 0),
+        (b"TopicA", v4(1, 5000), v4(9, 10911), 0),
+        (b"TopicB", v4(1, 5001), v4(9, 10911), 0),
+        (b"TopicB", v4(2, 5001), v4(9, 10912), 0),
+        (b"TopicA", v6(1, 5000), v4(9, 10911), L.SYSFLAG_BORNHOST_V6),
+        (b"TopicA", v4(1, 5000), v6(9, 10911), L.SYSFLAG_STOREHOST_V6),
+        (b"TopicAB", v4(1, 5000), v4(9, 10911), 0),
+        (b"TopicA", v4(1, 5000), v4(9, 10911), 0),
+    ]
+    buf = bytearray(8192)
+    pos = 0
+    for i, (topic, born, store, sf) in enumerate(cases):
+        pos += _store.encode_record(buf, pos, topic, 0, 0, i, pos, sf, BORN_TS, born, STORE_TS, store, 0, 0,
+                                    b"body", b"")
+    fast = _store.decode_records(buf, 0, pos, 100, True)
+    assert fast == _store_py.decode_records(buf, 0, pos, 100, True)
+    expected_born = ["10.0.0.1:5000", "10.0.0.1:5000", "10.0.0.1:5001", "10.0.0.2:5001", "[::1]:5000",
+                     "10.0.0.1:5000", "10.0.0.1:5000", "10.0.0.1:5000"]
+    expected_store = ["10.0.0.9:10911"] * 3 + ["10.0.0.9:10912", "10.0.0.9:10911", "[::9]:10911"] + \
+        ["10.0.0.9:10911"] * 2
+    assert [r.topic for r in fast] == [c[0].decode() for c in cases]
+    assert [r.born_host for r in fast] == expected_born
+    assert [r.store_host for r in fast] == expected_store
