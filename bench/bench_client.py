@@ -130,6 +130,10 @@ def start_mqbroker(tmp: str, name: str = "mq", conf: dict | None = None) -> tupl
 # ======================================================================================
 # mqcore
 # ======================================================================================
+#: mqcore workloads to run (``--workloads``)
+WORKLOADS = {"sync", "async", "batch", "consume"}
+
+
 def mq_sync(ns: str, topic: str, body: bytes, n: int, *, via_loop: bool = False) -> float:
     """``Producer.send`` one at a time; ``via_loop`` waits on ``send_async`` instead, which
     crosses to the client's loop thread and back per message as ``send`` used to."""
@@ -226,18 +230,23 @@ class MqcoreSystem:
         r = ROUND[0]
         for size in sizes:
             body = b"x" * size
-            emit("sync send", "mqcore", size, n, mq_sync(self.ns, f"Sync{size}r{r}", body, n))
-            emit("sync send", "mqcore via loop", size, n, mq_sync(self.ns, f"SyncL{size}r{r}", body, n, via_loop=True),
-                 "send_async(msg).result(): the caller -> loop thread -> caller path send took before")
-            emit("async send, 1000 in flight", "mqcore", size, n, mq_async(self.ns, f"Auto{size}r{r}", body, n),
-                 "send_async, auto-batching")
-            emit("async send, 1000 in flight", "mqcore SYNC_FLUSH", size, n,
-                 mq_async(self.sync_ns, f"Auto{size}r{r}", body, n), "send_async, auto-batching, fsync before ack")
-            emit("send_batch 1000", "mqcore", size, n, mq_batch(self.ns, f"Batch{size}r{r}", body, n))
-            topic = f"Consume{size}r{r}"
-            mq_fill(self.ns, topic, body, n)
-            emit("consume + commit", "mqcore", size, n, mq_consume(self.ns, topic, n, f"cg{size}r{r}", 32),
-                 f"PushConsumer, pull_batch_size={PULL_BATCH}, consume_message_batch_max_size=32")
+            if "sync" in WORKLOADS:
+                emit("sync send", "mqcore", size, n, mq_sync(self.ns, f"Sync{size}r{r}", body, n))
+                emit("sync send", "mqcore via loop", size, n,
+                     mq_sync(self.ns, f"SyncL{size}r{r}", body, n, via_loop=True),
+                     "send_async(msg).result(): the caller -> loop thread -> caller path send took before")
+            if "async" in WORKLOADS:
+                emit("async send, 1000 in flight", "mqcore", size, n, mq_async(self.ns, f"Auto{size}r{r}", body, n),
+                     "send_async, auto-batching")
+                emit("async send, 1000 in flight", "mqcore SYNC_FLUSH", size, n,
+                     mq_async(self.sync_ns, f"Auto{size}r{r}", body, n), "send_async, auto-batching, fsync before ack")
+            if "batch" in WORKLOADS:
+                emit("send_batch 1000", "mqcore", size, n, mq_batch(self.ns, f"Batch{size}r{r}", body, n))
+            if "consume" in WORKLOADS:
+                topic = f"Consume{size}r{r}"
+                mq_fill(self.ns, topic, body, n)
+                emit("consume + commit", "mqcore", size, n, mq_consume(self.ns, topic, n, f"cg{size}r{r}", 32),
+                     f"PushConsumer, pull_batch_size={PULL_BATCH}, consume_message_batch_max_size=32")
 
     def stop(self) -> None:
         self.server.stop()
@@ -518,7 +527,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 round of 10,000 messages")
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--only", default="mqcore,redis,rabbitmq,nats")
+    ap.add_argument("--workloads", default="sync,async,batch,consume",
+                    help="mqcore workloads to run (e.g. 'async,consume' for a quick A/B of two trees)")
     args = ap.parse_args()
+    WORKLOADS.clear()
+    WORKLOADS.update(args.workloads.split(","))
     n, rounds = (10_000, 1) if args.quick else (args.n, args.rounds)
     sizes = [int(s) for s in args.sizes.split(",")]
     only = args.only.split(",")

@@ -221,6 +221,16 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                     error = None  # no reference cycle through the traceback (as the base class)
             return self._result
 
+    def settled_outcome(self) -> tuple[Any, BaseException | None]:
+        """``(result, error)`` of a future that is already done, without taking the lock:
+        a done future never changes again. A cancelled one gives ``CancelledError``."""
+        state = self._state
+        if state in _CANCELLED_STATES:
+            return None, concurrent.futures.CancelledError()
+        if state != _futures.FINISHED:
+            raise concurrent.futures.InvalidStateError(f"the future is {state}, not done")
+        return self._result, self._exception
+
     def exception(self, timeout: float | None = None) -> BaseException | None:
         with self._condition:
             self._wait_done_locked(timeout)

@@ -37,7 +37,7 @@ from typing import Any
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BurstSubmitter, CallbackThread, Slots
+from mqcore.client.loop import BurstSubmitter, CallbackThread, SiblingFuture, Slots
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
@@ -280,12 +280,9 @@ class Producer:
         return f"Producer(group={self.config.producer_group!r}, client_id={self.client_id!r}, {self._state.value})"
 
 
-def _run_callback(callback: SendCallback, future: concurrent.futures.Future[SendResult]) -> None:
+def _run_callback(callback: SendCallback, future: SiblingFuture) -> None:
     try:
-        if future.cancelled():
-            callback(None, concurrent.futures.CancelledError())
-            return
-        error = future.exception()
-        callback(None, error) if error is not None else callback(future.result(), None)
+        result, error = future.settled_outcome()  # done before the callback was queued
+        callback(None, error) if error is not None else callback(result, None)
     except Exception:  # user code: report, keep the callback thread alive
         log.exception("send callback %r raised", callback)

@@ -144,3 +144,18 @@ def test_slots_under_contention_never_hand_out_more_than_they_hold() -> None:
     for t in threads:
         t.join(30)
     assert peak <= 3 and slots.free == 3
+
+
+def test_settled_outcome_reads_a_done_future_and_refuses_a_pending_one() -> None:
+    shared = threading.Condition()
+    ok, failed, cancelled, pending = (SiblingFuture(shared) for _ in range(4))
+    ok.set_result("r")
+    error = RuntimeError("no")
+    failed.set_exception(error)
+    cancelled.cancel()
+    assert ok.settled_outcome() == ("r", None)
+    assert failed.settled_outcome() == (None, error)
+    result, cancel_error = cancelled.settled_outcome()
+    assert result is None and isinstance(cancel_error, concurrent.futures.CancelledError)
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        pending.settled_outcome()
