@@ -1,6 +1,6 @@
 # Type stub of the compiled kernels (mqcore/_store.pyx). The same signatures as the
 # StoreKernels Protocol in mqcore/kernel_api.py; tests/test_kernel_api.py checks both with mypy.
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ def decode_records(buf: Buffer, start: int, end: int, max_count: int,
 
 # --- wire batches ----------------------------------------------------------------------
 def encode_batch_items(items: Sequence[tuple[int, bytes, bytes]]) -> bytes: ...
+def encode_batch_messages(items: Sequence[tuple[int, bytes, Mapping[str, str]]]) -> bytes: ...
 def measure_batch(items: Buffer, topic_len: int, extra_props_len: int,
                   sys_flag: int) -> tuple[int, int, int, int]: ...
 def encode_batch(dst: Buffer, pos: int, items: Buffer, topic: bytes, queue_id: int,

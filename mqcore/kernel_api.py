@@ -9,7 +9,7 @@ buffer protocol (bytes, bytearray, memoryview, mmap, numpy arrays).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -74,6 +74,7 @@ class StoreKernels(Protocol):
 
     # --- wire batches ----------------------------------------------------------------------
     def encode_batch_items(self, items: Sequence[tuple[int, bytes, bytes]]) -> bytes: ...
+    def encode_batch_messages(self, items: Sequence[tuple[int, bytes, Mapping[str, str]]]) -> bytes: ...
     def measure_batch(self, items: Buffer, topic_len: int, extra_props_len: int,
                       sys_flag: int) -> tuple[int, int, int, int]: ...
     def encode_batch(self, dst: Buffer, pos: int, items: Buffer, topic: bytes, queue_id: int,

@@ -18,8 +18,10 @@ If accepting a message would push the bytes held by all pending batches over
 ``total_batch_max_bytes``, ``add`` returns ``None`` and the caller sends it unbatched:
 memory stays bounded and nothing blocks.
 
-Thread model: everything runs on the client's event loop. Sync callers wait on the
-future ``add`` returns (through the loop thread), async callers get their callback
+Thread model: ``add`` runs on the caller's thread (or on the loop): the pending
+batches sit behind one lock, and the loop is woken once per batch, not per message.
+Sending, the delay timers and settling the futures run on the client's event loop.
+Sync callers wait on the future ``add`` returns, async callers get their callback
 from it.
 """
 from __future__ import annotations
@@ -27,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
+from asyncio.events import _get_running_loop
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mqcore.client.loop import SiblingFuture, settle_siblings
 from mqcore.client.message import Message, SendResult
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
@@ -66,7 +71,7 @@ def item_size(msg: Message) -> int:
 
 
 class _Accumulation:
-    __slots__ = ("key", "messages", "futures", "size", "timer")
+    __slots__ = ("key", "messages", "futures", "size", "timer", "launched")
     timer: asyncio.Handle | None
 
     def __init__(self, key: BatchKey) -> None:
@@ -74,22 +79,32 @@ class _Accumulation:
         self.messages: list[Message] = []
         self.futures: list[Any] = []  # asyncio or concurrent futures
         self.size = 0
-        self.timer = None  # the call that sends it: next loop turn, or the delay bound
+        self.timer = None  # the delay bound (loop thread only)
+        self.launched = False  # handed to the send task (loop thread only)
 
 
 class ProduceAccumulator:
-    """Collects messages into batches and sends them with ``send_batch``."""
+    """Collects messages into batches and sends them with ``send_batch``.
+
+    ``add`` may be called on the loop or on any other thread (``loop`` given): the
+    pending batches sit behind one lock, so a caller's thread appends its message
+    itself and the loop is woken once per *batch* (to send it, or to arm its delay
+    bound), not once per message. Sending, timers and settling the futures stay on the
+    loop."""
 
     def __init__(self, send_batch: SendBatch, *, batch_max_bytes: int, batch_max_delay_ms: int,
-                 total_batch_max_bytes: int) -> None:
+                 total_batch_max_bytes: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._send_batch = send_batch
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_delay_ms = batch_max_delay_ms
         self.total_batch_max_bytes = total_batch_max_bytes
+        self._loop = loop
+        self._lock = threading.Lock()  # guards _pending, _held_bytes, _inflight_per_key, _closed
         self._pending: dict[BatchKey, _Accumulation] = {}
         self._held_bytes = 0
         self._inflight: set[asyncio.Task[None]] = set()
         self._inflight_per_key: dict[BatchKey, int] = {}
+        self._closed = False
         self.batches_sent = 0
         self.messages_batched = 0
 
@@ -111,47 +126,101 @@ class ProduceAccumulator:
             future: Any = None) -> Any:
         """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
         get its result: ``future`` if given (an asyncio or concurrent future; callers
-        on other threads pass a ``concurrent.futures.Future`` so no loop callback is
-        needed per message), else a new asyncio future. None = send it unbatched.
-        ``size`` (from ``item_size``) may be computed beforehand on another thread."""
+        on other threads must pass a ``concurrent.futures.Future``), else a new asyncio
+        future (on the loop only). None = send it unbatched.
+        ``size`` (from ``item_size``) may be computed beforehand."""
         if size is None:
             size = item_size(msg)
         if size >= self.batch_max_bytes or not self.eligible(msg):
             return None
-        if self._held_bytes + size > self.total_batch_max_bytes:
-            return None
-        key = self.key_of(msg, queue)
-        acc = self._pending.get(key)
-        if acc is not None and acc.size + size > self.batch_max_bytes:
-            self._flush(key)
-            acc = None
-        loop = asyncio.get_running_loop()
-        if acc is None:
-            acc = self._pending[key] = _Accumulation(key)
-            if self._inflight_per_key.get(key, 0) < MAX_INFLIGHT_BATCHES:
-                acc.timer = loop.call_soon(self._flush, key)
-            else:  # leaves when an earlier batch is acknowledged, at the latest after the bound
-                acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._flush, key)
+        loop = self._loop
+        running = _get_running_loop()
+        if loop is None:
+            if running is None:
+                raise RuntimeError("ProduceAccumulator.add outside its event loop needs the loop at construction")
+            loop = self._loop = running
         if future is None:
+            if running is not loop:
+                raise RuntimeError("ProduceAccumulator.add from another thread needs a concurrent future")
             future = loop.create_future()
-        acc.messages.append(msg)
-        acc.futures.append(future)
-        acc.size += size
-        self._held_bytes += size
-        if acc.size >= self.batch_max_bytes:
-            self._flush(key)
+        key = (msg.topic, queue, msg.properties.get(Prop.TAGS), msg.wait_store_msg_ok)
+        full: _Accumulation | None = None
+        fresh: _Accumulation | None = None
+        with self._lock:
+            if self._closed or self._held_bytes + size > self.total_batch_max_bytes:
+                return None
+            acc = self._pending.get(key)
+            if acc is not None and acc.size + size > self.batch_max_bytes:
+                full = self._detach_locked(acc)  # leaves now; this message starts the next one
+                acc = None
+            if acc is None:
+                acc = fresh = self._pending[key] = _Accumulation(key)
+            acc.messages.append(msg)
+            acc.futures.append(future)
+            acc.size += size
+            self._held_bytes += size
+            if acc.size >= self.batch_max_bytes:  # (a lone message is always smaller: see above)
+                full = self._detach_locked(acc)
+                fresh = None
+            room = fresh is not None and self._inflight_per_key.get(key, 0) < MAX_INFLIGHT_BATCHES
+        if full is not None:
+            self._schedule(loop, running, self._launch, full)
+        if fresh is not None:
+            # a new batch leaves on the loop's next turn when the key's pipeline has room
+            # (everything added until then travels with it); otherwise it waits for an
+            # earlier batch's answer, at the latest for the delay bound
+            self._schedule(loop, running, self._leave_soon if room else self._arm_timer, fresh)
         return future
 
-    def _flush(self, key: BatchKey) -> None:
-        acc = self._pending.pop(key, None)
-        if acc is None:
+    @staticmethod
+    def _schedule(loop: asyncio.AbstractEventLoop, running: Any, fn: Callable[..., Any], arg: Any) -> None:
+        if running is loop:
+            loop.call_soon(fn, arg)
+        else:
+            loop.call_soon_threadsafe(fn, arg)
+
+    def _detach_locked(self, acc: _Accumulation) -> _Accumulation:
+        """Take ``acc`` out of the pending table and count it in flight (lock held)."""
+        if self._pending.get(acc.key) is acc:
+            del self._pending[acc.key]
+        self._inflight_per_key[acc.key] = self._inflight_per_key.get(acc.key, 0) + 1
+        return acc
+
+    # --- loop thread ---------------------------------------------------------------------------
+    def _leave_soon(self, acc: _Accumulation) -> None:
+        with self._lock:
+            if self._pending.get(acc.key) is not acc:
+                return  # already left (full, or flushed)
+            self._detach_locked(acc)
+        self._launch(acc)
+
+    def _arm_timer(self, acc: _Accumulation) -> None:
+        if acc.launched or acc.timer is not None:
             return
+        loop = self._loop
+        assert loop is not None
+        acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._leave_soon, acc)
+
+    def _launch(self, acc: _Accumulation) -> None:
+        """Start sending a detached batch."""
+        if acc.launched:
+            return
+        acc.launched = True
         if acc.timer is not None:
             acc.timer.cancel()
-        self._inflight_per_key[key] = self._inflight_per_key.get(key, 0) + 1
+            acc.timer = None
         task = asyncio.ensure_future(self._send(acc))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
+
+    def _flush(self, key: BatchKey) -> None:
+        """Send the pending batch of ``key`` now (loop thread)."""
+        with self._lock:
+            acc = self._pending.get(key)
+            if acc is None:
+                return
+            self._detach_locked(acc)
+        self._launch(acc)
 
     async def _send(self, acc: _Accumulation) -> None:
         try:
@@ -167,29 +236,44 @@ class ProduceAccumulator:
                     _settle(f, None, e)
             return
         finally:
-            self._held_bytes -= acc.size
-            self._acknowledged(acc.key)
+            self._acknowledged(acc)
         self.batches_sent += 1
         self.messages_batched += len(acc.messages)
         offset_ids = result.offset_msg_ids
-        for i, (msg, f) in enumerate(zip(acc.messages, acc.futures, strict=True)):
-            if not f.done():
-                _settle(f, split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, ""), offset_ids), None)
-
-    def _acknowledged(self, key: BatchKey) -> None:
-        """A batch of ``key`` got its answer: the one filling behind it leaves now."""
-        left = self._inflight_per_key.get(key, 1) - 1
-        if left > 0:
-            self._inflight_per_key[key] = left
+        results = [split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, ""), offset_ids)
+                   for i, msg in enumerate(acc.messages)]
+        futures = acc.futures
+        if futures and all(type(f) is SiblingFuture for f in futures):
+            settle_siblings(futures, results)  # one lock round and one wake-up for the batch
         else:
-            self._inflight_per_key.pop(key, None)
-        if key in self._pending:
-            self._flush(key)
+            for f, r in zip(futures, results, strict=True):
+                if not f.done():
+                    _settle(f, r, None)
 
-    async def flush_all(self) -> None:
-        """Send everything pending now and wait for the answers (shutdown)."""
-        for key in list(self._pending):
-            self._flush(key)
+    def _acknowledged(self, acc: _Accumulation) -> None:
+        """A batch got its answer: the one filling behind it leaves now."""
+        key = acc.key
+        with self._lock:
+            self._held_bytes -= acc.size
+            left = self._inflight_per_key.get(key, 1) - 1
+            if left > 0:
+                self._inflight_per_key[key] = left
+            else:
+                self._inflight_per_key.pop(key, None)
+            waiting = self._pending.get(key)
+            if waiting is not None:
+                self._detach_locked(waiting)
+        if waiting is not None:
+            self._launch(waiting)
+
+    async def flush_all(self, *, close: bool = False) -> None:
+        """Send everything pending now and wait for the answers (shutdown: ``close``
+        also refuses later ``add`` calls, which then send unbatched)."""
+        with self._lock:
+            self._closed = self._closed or close
+            leaving = [self._detach_locked(acc) for acc in list(self._pending.values())]
+        for acc in leaving:
+            self._launch(acc)
         if self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 

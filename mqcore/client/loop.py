@@ -26,7 +26,7 @@ from mqcore.remoting.client import new_event_loop
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots"]
+__all__ = ["LoopThread", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots", "settle_siblings"]
 
 T = TypeVar("T")
 
@@ -239,6 +239,37 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             return self._exception
 
 
+def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
+    """Complete sibling futures (one shared condition) with their results in one lock
+    round and one wake-up, then run their done callbacks outside the lock, in order.
+    A future already done (cancelled by its caller) is left as it is.
+
+    Why: ``set_result`` per future takes the lock, notifies every waiter of every
+    sibling and runs its callbacks, once per message of an auto-batched send."""
+    if not futures:
+        return
+    condition = futures[0]._condition
+    settled = []
+    with condition:
+        for future, result in zip(futures, results, strict=True):
+            if future._condition is not condition:
+                raise ValueError("settle_siblings needs futures that share one condition")
+            if future._state != _futures.PENDING and future._state != _futures.RUNNING:
+                continue
+            future._result = result
+            future._state = _futures.FINISHED
+            for waiter in future._waiters:
+                waiter.add_result(future)
+            settled.append(future)
+        condition.notify_all()
+    for future in settled:
+        for callback in future._done_callbacks:
+            try:
+                callback(future)
+            except Exception:  # as the base class: a callback's failure is logged, not raised
+                log.exception("exception calling callback for %r", future)
+
+
 class Slots:
     """A counting semaphore for the async-send window (``max_async_inflight``).
 
@@ -317,10 +348,17 @@ class BurstSubmitter:
         self._scheduled = False
         self._condition = threading.Condition()  # shared by every future this submitter makes
 
-    def submit(self, starter: Starter, done_callback: Callable[[Any], Any] | None = None
-               ) -> concurrent.futures.Future[Any]:
-        """Queue ``starter``; the returned future runs ``done_callback`` first when it completes."""
-        future = SiblingFuture(self._condition, done_callback)
+    def new_future(self, done_callback: Callable[[Any], Any] | None = None) -> SiblingFuture:
+        """A future of this submitter's family (shared condition) that runs ``done_callback``
+        first when it completes."""
+        return SiblingFuture(self._condition, done_callback)
+
+    def submit(self, starter: Starter, done_callback: Callable[[Any], Any] | None = None, *,
+               future: SiblingFuture | None = None) -> concurrent.futures.Future[Any]:
+        """Queue ``starter``; the returned future (``future`` if given, from ``new_future``)
+        runs ``done_callback`` first when it completes."""
+        if future is None:
+            future = SiblingFuture(self._condition, done_callback)
         with self._lock:
             self._items.append((starter, future))
             if self._scheduled:

@@ -27,7 +27,6 @@ from mqcore.message import (
     Prop,
     offset_msg_id,
     pack_host,
-    properties_to_bytes,
     string_to_properties,
 )
 from mqcore.netaddr import parse_host_port
@@ -348,7 +347,7 @@ def encode_batch_body(messages: Sequence[Message], *, kernels: StoreKernels | No
     """SEND_BATCH_MESSAGE body: each message's flag, body and own properties
     (``MessageDecoder.encodeMessages``)."""
     k = kernels or default_kernels()
-    return k.encode_batch_items([(m.flag, m.body, properties_to_bytes(m.properties)) for m in messages])
+    return k.encode_batch_messages([(m.flag, m.body, m.properties) for m in messages])
 
 
 # --- results ------------------------------------------------------------------------------------

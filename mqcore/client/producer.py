@@ -78,7 +78,7 @@ class Producer:
             self._accumulator = ProduceAccumulator(
                 self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
-                total_batch_max_bytes=self.config.total_batch_max_bytes)
+                total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop)
         self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._async_slots = Slots(self.config.max_async_inflight)
@@ -114,7 +114,7 @@ class Producer:
 
     async def _shutdown_async(self) -> None:
         if self._accumulator is not None:
-            await self._accumulator.flush_all()
+            await self._accumulator.flush_all(close=True)
         self._instance.unregister_producer(self._impl.group)
         await self._instance.unregister_client(self._impl.group, None)
 
@@ -164,9 +164,8 @@ class Producer:
         self._check_running()
         self._check_blocking_allowed()
         acc = self._accumulator
-        if acc is not None and selector is None and acc.eligible(msg):  # joins a batch on the loop
-            result = self._wait(self._submitter.submit(self._starter(msg, _SYNC, queue, selector, arg, timeout_ms)),
-                                timeout_ms)
+        if acc is not None and selector is None and acc.eligible(msg):  # joins a batch
+            result = self._wait(self._submit(msg, _SYNC, queue, None, None, timeout_ms, None), timeout_ms)
             assert result is not None
             return result
         # on this thread over a blocking socket: no hand-off to the loop thread and back
@@ -181,17 +180,9 @@ class Producer:
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         if self._state is not _State.RUNNING:
             self._check_running()
-        starter = self._starter(msg, _ASYNC, queue, selector, arg, timeout_ms)
-        if not self._async_slots.acquire(False):  # the window is full: wait (not on the loop thread)
-            self._wait_for_async_slot(timeout_ms)
-        try:
-            # one completion hook per send: frees the slot, then queues the callback
-            future = self._submitter.submit(
-                starter, self._release_async_slot if callback is None else functools.partial(self._async_done, callback))
-        except BaseException:
-            self._async_slots.release()
-            raise
-        return future
+        # one completion hook per send: frees the slot, then queues the callback
+        hook = self._release_async_slot if callback is None else functools.partial(self._async_done, callback)
+        return self._submit(msg, _ASYNC, queue, selector, arg, timeout_ms, hook, self._async_slots)
 
     def _wait_for_async_slot(self, timeout_ms: float | None) -> None:
         if self._instance.loop_thread.in_loop_thread():  # never block the loop itself
@@ -228,7 +219,7 @@ class Producer:
         """Fire and forget: returns once the request is written; no answer, no retry."""
         self._check_running()
         self._check_blocking_allowed()
-        self._wait(self._submitter.submit(self._starter(msg, _ONEWAY, queue, selector, arg, None)), None)
+        self._wait(self._submit(msg, _ONEWAY, queue, selector, arg, None, None), None)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout_ms: float | None = None) -> SendResult:
@@ -247,28 +238,40 @@ class Producer:
         return self._instance.loop_thread.run(self._impl.fetch_publish_queues(topic), self._loop_timeout(None))
 
     # --- internals -----------------------------------------------------------------------------------
-    def _starter(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
-                 selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None) -> Any:
-        """Validate and prepare in the caller's thread; return what the loop runs."""
+    def _submit(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
+                selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None,
+                hook: Callable[[Any], Any] | None, slots: Slots | None = None) -> concurrent.futures.Future[Any]:
+        """Validate and prepare ``msg`` on the caller's thread, take a window slot
+        (``slots``), and start the send: an auto-batched message joins its batch right
+        here (the loop is woken once per batch, not per message); any other send is
+        handed to the loop. ``hook`` runs first when the returned future completes."""
         acc = self._accumulator
-        if acc is not None and selector is None and mode is not _ONEWAY and acc.eligible(msg):
+        batched = acc is not None and selector is None and mode is not _ONEWAY and acc.eligible(msg)
+        if batched:
             self._impl.check(msg)
             if not msg.properties.get(Prop.UNIQ_KEY):
                 msg.properties[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
             size = item_size(msg)
-            return lambda future: self._start_batched(msg, mode, queue, timeout_ms, size, future)
-        prepared = self._impl.prepare(msg)
-        return lambda _future: self._impl.send(prepared, mode, queue=queue, selector=selector, selector_msg=msg,
-                                               arg=arg, timeout_ms=timeout_ms)
-
-    def _start_batched(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
-                       timeout_ms: float | None, size: int, future: concurrent.futures.Future[Any]) -> Any:
-        """Loop thread: join a batch (which completes ``future`` itself), or send
-        alone when the accumulator declines (over the memory budget, or too big)."""
-        assert self._accumulator is not None
-        if self._accumulator.add(msg, queue, size=size, future=future) is not None:
-            return None
-        return self._impl.send(self._impl.prepare(msg), mode, queue=queue, timeout_ms=timeout_ms)
+        else:
+            prepared = self._impl.prepare(msg)
+        if slots is not None and not slots.acquire(False):  # the window is full: wait (not on the loop thread)
+            self._wait_for_async_slot(timeout_ms)
+        try:
+            future = self._submitter.new_future(hook)
+            if batched:
+                assert acc is not None
+                if acc.add(msg, queue, size=size, future=future) is not None:
+                    return future
+                # declined (over the memory budget): alone, through the loop
+                prepared = self._impl.prepare(msg)
+            self._submitter.submit(lambda _future: self._impl.send(
+                prepared, mode, queue=queue, selector=selector, selector_msg=msg, arg=arg, timeout_ms=timeout_ms),
+                future=future)
+        except BaseException:
+            if slots is not None:
+                slots.release()
+            raise
+        return future
 
     async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None) -> SendResult:
         prepared = self._impl.prepare_batch(messages, validated=True)

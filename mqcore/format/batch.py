@@ -6,10 +6,11 @@ The Cython kernel checks items with the same rules (``_check_item`` in ``_store.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.properties import format_properties
 
 
 def encode_batch_items(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
@@ -21,6 +22,18 @@ def encode_batch_items(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
         out += body
         out += L.PROPS_LENGTH.pack(len(props)) + props
     return bytes(out)
+
+
+def encode_batch_messages(items: Iterable[tuple[int, bytes, Mapping[str, str]]]) -> bytes:
+    """(flag, body, properties mapping) items -> a SEND_BATCH body, the properties formatted
+    as ``messageProperties2String`` (None values left out)."""
+    encoded = []
+    for i, (flag, body, props) in enumerate(items):
+        raw = format_properties(props).encode("utf-8")
+        if len(raw) > 32767:
+            raise ValueError(f"batch item {i}: properties encode to {len(raw)} bytes, over 32767")
+        encoded.append((flag, body, raw))
+    return encode_batch_items(encoded)
 
 
 def iter_batch_items(items) -> Iterator[tuple[int, memoryview, memoryview]]:
