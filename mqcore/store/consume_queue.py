@@ -94,15 +94,21 @@ class ConsumeQueue:
         self._refresh_max_physic()
 
     # --- writing ------------------------------------------------------------------------------
-    def put_units_locked(self, queue_offsets, phys, sizes, tags) -> int:
+    def put_units_locked(self, queue_offsets, phys, sizes, tags, *, consecutive: bool = False) -> int:
         """Append units whose queue offsets follow on; returns how many were written.
 
         Units already present (queue offset below the max offset, or commitlog range
         already covered) are skipped: dispatch may replay a range after a crash.
+        ``consecutive``: the caller vouches that the queue offsets are ascending by one
+        (a batch the writer numbered itself); when they start at the max offset the
+        units are written without the replay checks' array work.
         """
         n = len(phys)
         if n == 0:
             return 0
+        if consecutive and int(queue_offsets[0]) == self.max_offset() \
+                and int(phys[0]) + int(sizes[0]) > self.max_physic_offset:
+            return self._append_run_locked(int(queue_offsets[0]), phys, sizes, tags)
         qo = np.asarray(queue_offsets, dtype=np.int64)
         ends = np.asarray(phys, dtype=np.int64) + np.asarray(sizes, dtype=np.int64)
         max_off = self.max_offset()
@@ -130,6 +136,17 @@ class ConsumeQueue:
             self.max_physic_offset = int(ends[j - 1])
             i = j
         return written
+
+    def _append_run_locked(self, first: int, phys, sizes, tags) -> int:
+        n = len(phys)
+        i = 0
+        while i < n:
+            mf = self.queue.get_last_for_append((first + i) * UNIT)
+            lim = min(n, i + mf.remaining() // UNIT)
+            mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, phys[i:lim], sizes[i:lim], tags[i:lim])
+            i = lim
+        self.max_physic_offset = int(phys[n - 1]) + int(sizes[n - 1])
+        return n
 
     def ensure_room_locked(self, queue_offset: int, count: int) -> None:
         """Before the commitlog append: make sure units from ``queue_offset`` on have a

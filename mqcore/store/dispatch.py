@@ -83,6 +83,36 @@ class Dispatcher:
             for listener in self.listeners:
                 listener(topic, qid, max_offset)
 
+    def dispatch_queue_locked(self, table: np.ndarray, topics: list[bytes], buf, topic: str, queue_id: int) -> None:
+        """``dispatch_locked`` of freshly written records that all belong to the queue
+        ``topic``/``queue_id``, none of them prepared or rolled back (a wire batch): the
+        same units and index entries without grouping the rows."""
+        if not len(table):
+            return
+        if self.no_new_queues_below > 0:  # recovery bookkeeping: the general path decides
+            self.dispatch_locked(table, topics, buf)
+            return
+        cq = self.queues.find_or_create(topic, queue_id)
+        try:
+            added = cq.put_units_locked(table["queue_offset"], table["phy_offset"], table["size"],
+                                        table["tags_code"], consecutive=True)
+        except StoreIOError as e:
+            self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
+            added = 0
+        if self.index is not None:
+            try:
+                hashes, phys, tss = self.k.index_keys(buf, table, topics)
+                if len(hashes):
+                    self.index.build_locked(hashes, phys, tss)
+                self._failing.discard("index")
+            except StoreIOError as e:
+                self._failed("index", "the index", e)
+        self.last_store_timestamp = int(table["store_timestamp"][-1])
+        if added:
+            max_offset = cq.max_offset()
+            for listener in self.listeners:
+                listener(topic, queue_id, max_offset)
+
     def dispatch_unit_locked(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                              tags_code: int, store_ts: int, key_hashes: list[int]) -> None:
         """``dispatch_locked`` of one counted record whose fields the writer already knows

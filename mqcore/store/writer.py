@@ -351,7 +351,7 @@ class MessageWriter:
             self.commitlog.commit_locked(mf, total)
             self.queue_offsets[key] = first + count
             self.last_store_timestamp = store_ts
-            table = self._dispatch_locked(mf, pos, pos + total, count)
+            table = self._dispatch_batch_locked(mf, pos, pos + total, count, topic, queue_id, sys_flag)
         ids = offset_msg_ids(store_host, table["phy_offset"])
         result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=total, queue_id=queue_id,
                                   queue_offset=first, msg_ids=ids, store_timestamp=store_ts, message_count=count)
@@ -362,6 +362,18 @@ class MessageWriter:
         table, topics, _, _ = self.k.scan_records(mf.buf, start, end, mf.file_from_offset, False,
                                                   self.delays, count)
         self.dispatcher.dispatch_locked(table, topics, mf.buf)
+        return table
+
+    def _dispatch_batch_locked(self, mf, start: int, end: int, count: int, topic: str, queue_id: int,
+                               sys_flag: int):
+        """A wire batch: every record is of one queue and shares the batch's transaction
+        bits, so when those say "consume queue" the dispatcher needs no grouping."""
+        tx = sys_flag & L.SYSFLAG_TRANSACTION_MASK
+        if tx not in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT):
+            return self._dispatch_locked(mf, start, end, count)
+        table, topics, _, _ = self.k.scan_records(mf.buf, start, end, mf.file_from_offset, False,
+                                                  self.delays, count)
+        self.dispatcher.dispatch_queue_locked(table, topics, mf.buf, topic, queue_id)
         return table
 
     def _wait(self, result: PutMessageResult, end_offset: int, wait: bool) -> PutMessageResult:

@@ -155,3 +155,54 @@ def test_send_answer_header_is_the_generic_encoding(status, region, opaque, ids,
     back = decode_frame(prefix[4:] + bytes(body))
     assert back.ext_fields["msgId"] == ",".join(ids) and back.opaque == opaque and back.ext_fields["queueOffset"] \
         == "123456789012"
+
+
+def test_batch_dispatch_to_one_queue_matches_the_grouping_dispatch(tmp_path, kernels, monkeypatch):
+    """A wire batch dispatches its rows to their one queue without grouping them (and its
+    consume-queue units without the replay checks): the same consume-queue and index
+    files, byte for byte, as the general dispatch, across consume-queue and commitlog
+    file boundaries, and the same long-polling wake-ups. Prepared and rolled-back batches
+    take the general path."""
+    from mqcore.message import properties_to_bytes
+    from mqcore.store.writer import MessageWriter
+
+    def batches():
+        out = []
+        for b in range(40):
+            count = 1 + (b * 7) % 37
+            items = kernels.encode_batch_items([
+                (0, b"batch-%d-%d" % (b, i) * (1 + i % 5),
+                 properties_to_bytes({"UNIQ_KEY": f"U{b}-{i}", "KEYS": f"k{i % 3} shared", "TAGS": f"t{b % 4}"}))
+                for i in range(count)])
+            sys_flag = (0, 0x8, 0, 0x4, 0, 0xC)[b % 6]  # plain, committed, prepared, rolled back
+            out.append((f"Batch{b % 2}", b % 3, items, sys_flag))
+        return out
+
+    stores = {}
+    general = MessageWriter._dispatch_locked
+    for name in ("queue", "grouped"):
+        if name == "grouped":
+            monkeypatch.setattr(MessageWriter, "_dispatch_batch_locked",
+                                lambda self, mf, s, e, c, topic, qid, sf: general(self, mf, s, e, c))
+        clock = iter(range(1_700_000_000_000, 1_800_000_000_000)).__next__
+        st = MessageStore(small_config(tmp_path / name), kernels=kernels, clock=clock)
+        st.load()
+        st.start()
+        arrivals = []
+        st.add_arrival_listener(lambda t, q, m, arrivals=arrivals: arrivals.append((t, q, m)))
+        results = [st.put_batch(topic, qid, items, sys_flag=sf, born_host=BORN, store_host=STORE)
+                   for topic, qid, items, sf in batches()]
+        assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+        queried = sorted(x.body for x in st.messages_by_key("Batch0", "shared"))
+        st.shutdown()
+        stores[name] = (_files(tmp_path / name), arrivals,
+                        [(r.queue_id, r.queue_offset, r.msg_ids) for r in results], queried)
+    fast, grouped = stores["queue"], stores["grouped"]
+    assert fast[2] == grouped[2]
+    assert fast[1] == grouped[1] and fast[1]
+    assert fast[3] == grouped[3] and fast[3]
+    assert fast[0].keys() == grouped[0].keys()
+    assert sum(k.startswith("consumequeue") for k in fast[0]) > 6  # units crossed consume-queue files
+    assert sum(k.startswith("commitlog") for k in fast[0]) > 1
+    for rel in fast[0]:
+        assert fast[0][rel] == grouped[0][rel], rel
