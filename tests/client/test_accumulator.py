@@ -160,3 +160,53 @@ def test_a_batch_leaves_when_the_pipeline_has_room_not_after_the_delay_bound():
         results = await asyncio.wait_for(asyncio.gather(*second, *third), 2)
         assert [r.msg_id for r in results] == [f"U{i}" for i in range(3, 9)]
     run(main())
+
+
+def test_adds_from_many_threads_while_the_loop_sends() -> None:
+    """Caller threads append to the pending batches themselves (one lock); the loop sends.
+    Every message travels exactly once, in a batch of its own key, and every caller gets
+    its own result."""
+    import concurrent.futures
+    import threading
+
+    from mqcore.client.loop import SiblingFuture
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    rec = Recorder()
+    size = item_size(msg(0))
+    acc = ProduceAccumulator(rec, batch_max_bytes=size * 7, batch_max_delay_ms=5,
+                             total_batch_max_bytes=size * 10_000, loop=loop)
+    condition = threading.Condition()
+    per_thread = 300
+    results: dict[int, concurrent.futures.Future] = {}
+    lock = threading.Lock()
+
+    def caller(t: int) -> None:
+        for i in range(per_thread):
+            n = t * per_thread + i
+            future = SiblingFuture(condition)
+            assert acc.add(msg(n, tags="AB"[t % 2]), size=size, future=future) is future
+            with lock:
+                results[n] = future
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    try:
+        for n, future in results.items():
+            r = future.result(10)
+            assert r.msg_id == f"U{n}" and r.offset_msg_id == f"OFF{n}"
+        sent = [m.body.decode() for batch, _ in rec.batches for m in batch]
+        assert sorted(sent, key=int) == [str(n) for n in range(4 * per_thread)]  # each exactly once
+        assert all(len({m.tags for m in batch}) == 1 and len(batch) <= 7 for batch, _ in rec.batches)
+        assert len(rec.batches) >= 4 * per_thread // 7
+        assert acc.held_bytes == 0
+        asyncio.run_coroutine_threadsafe(acc.flush_all(close=True), loop).result(5)
+        assert acc.add(msg(99_999), size=size, future=SiblingFuture(condition)) is None  # closed: unbatched
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)

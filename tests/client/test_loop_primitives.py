@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from mqcore.client.loop import SiblingFuture, Slots
+from mqcore.client.loop import SiblingFuture, Slots, settle_siblings
 
 
 def _pair() -> tuple[threading.Condition, SiblingFuture, SiblingFuture]:
@@ -159,3 +159,31 @@ def test_settled_outcome_reads_a_done_future_and_refuses_a_pending_one() -> None
     assert result is None and isinstance(cancel_error, concurrent.futures.CancelledError)
     with pytest.raises(concurrent.futures.InvalidStateError):
         pending.settled_outcome()
+
+
+def test_settle_siblings_completes_a_batch_wakes_waiters_and_runs_callbacks_in_order() -> None:
+    shared = threading.Condition()
+    calls: list[int] = []
+    futures = [SiblingFuture(shared, lambda f, i=i: calls.append(i)) for i in range(5)]
+    futures[2].cancel()  # its caller gave up: left cancelled, no result, its callback already ran
+    waiter_done = threading.Event()
+    got: list[object] = []
+
+    def waiter() -> None:  # blocked in result() on a sibling before the batch settles
+        got.append(futures[4].result(5))
+        waiter_done.set()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    pending_wait = concurrent.futures.wait(futures[:2], timeout=0)
+    assert not pending_wait.done
+    settle_siblings(futures, [f"r{i}" for i in range(5)])
+    assert waiter_done.wait(5) and got == ["r4"]
+    t.join(5)
+    assert [f.result(0) for i, f in enumerate(futures) if i != 2] == ["r0", "r1", "r3", "r4"]
+    assert futures[2].cancelled()
+    assert calls == [2, 0, 1, 3, 4]  # the cancelled one's callback at cancel time, the rest in order
+    done, _ = concurrent.futures.wait([f for f in futures if not f.cancelled()], timeout=0)
+    assert len(done) == 4
+    with pytest.raises(ValueError):
+        settle_siblings([SiblingFuture(shared), SiblingFuture(threading.Condition())], [1, 2])
