@@ -286,6 +286,19 @@ class SendMessageResponseHeader(ExtHeader):
     msg_region: str | None = _opt("MSG_REGION", STR, "DefaultRegion")
     trace_on: bool | None = _opt("TRACE_ON", BOOL, True)
 
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, Any]) -> SendMessageResponseHeader:
+        """Every send's answer: read directly when its values are plain (strings,
+        non-negative decimals, ``true``/``false``), else by the generic reader, which
+        gives the same header or names the bad field."""
+        try:
+            t, r, o = ext.get("transactionId"), ext.get("MSG_REGION"), ext.get("TRACE_ON")
+            return cls(_plain_str(ext["msgId"]), _plain_int(ext["queueId"], 9), _plain_int(ext["queueOffset"], 18),
+                       None if t is None else _plain_str(t), "DefaultRegion" if r is None else _plain_str(r),
+                       True if o is None else _plain_bool(o))
+        except (KeyError, ValueError):
+            return _read(cls, ext, "key")
+
 
 # ======================================================================================
 # PULL and offsets

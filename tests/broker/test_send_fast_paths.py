@@ -206,3 +206,28 @@ def test_batch_dispatch_to_one_queue_matches_the_grouping_dispatch(tmp_path, ker
     assert sum(k.startswith("commitlog") for k in fast[0]) > 1
     for rel in fast[0]:
         assert fast[0][rel] == grouped[0][rel], rel
+
+
+SEND_ANSWER = {"msgId": "7F00000100002A9F0000000000001234", "queueId": "3", "queueOffset": "12345",
+               "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"MSG_REGION": None, "TRACE_ON": None}, {"transactionId": "TX1"}, {"TRACE_ON": "false"},
+    {"TRACE_ON": "TRUE"}, {"TRACE_ON": "yes"}, {"queueId": "-1"}, {"queueId": "2147483648"},
+    {"queueOffset": "99999999999999999999"}, {"queueId": " 3"}, {"queueId": "٣"}, {"queueOffset": "1_0"},
+    {"queueId": 7}, {"msgId": None}, {"queueOffset": ""}, {"MSG_REGION": 5},
+])
+def test_send_answer_fast_read_is_the_generic_read(change):
+    """The client reads every send's answer header directly when its values are plain;
+    anything else goes to the generic reader: the same header, or the same error."""
+    from mqcore.remoting.headers import SendMessageResponseHeader
+    ext = {k: v for k, v in {**SEND_ANSWER, **change}.items() if v is not None}
+    try:
+        want = _read(SendMessageResponseHeader, ext, "key")
+    except ProtocolError as e:
+        with pytest.raises(ProtocolError) as got:
+            SendMessageResponseHeader.from_ext(ext)
+        assert str(got.value) == str(e)
+        return
+    assert SendMessageResponseHeader.from_ext(ext) == want
