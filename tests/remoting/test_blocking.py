@@ -247,3 +247,31 @@ def test_remoting_client_shutdown_closes_its_blocking_sockets() -> None:
             with pytest.raises(ClosedError):
                 await asyncio.to_thread(client.invoke_blocking, addr, create_request(ECHO), 2000)
     run(main())
+
+
+def test_a_large_request_goes_out_in_pieces_and_a_peer_that_never_reads_times_it_out() -> None:
+    """The socket is non-blocking: a body larger than the socket buffers is sent as the peer
+    drains it (the echo comes back whole), and a peer that stops reading makes the write
+    wait only until the deadline, after which the socket is closed, not reused."""
+    body = bytes(range(256)) * (12 * 4096)  # 12 MiB: many times the loopback socket buffers
+
+    def calls(server, addr):
+        pool = BlockingPool(max_frame_bytes=64 * 1024 * 1024)
+        try:
+            resp = pool.invoke(addr, create_request(ECHO, {"n": 2}, body=body), 20_000)
+            assert resp.body == body
+        finally:
+            pool.close()
+    served(calls, max_frame_bytes=64 * 1024 * 1024, frame_budget_bytes=128 * 1024 * 1024)
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never reads
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+        pool = BlockingPool()
+        try:
+            started = time.monotonic()
+            with pytest.raises(RemotingTimeoutError, match="blocked until the deadline"):
+                pool.invoke(addr, create_request(ECHO, {}, body=body), 300)
+            assert time.monotonic() - started < 5
+            assert pool.idle_count(addr) == 0
+        finally:
+            pool.close()
