@@ -225,6 +225,12 @@ def _java_str(value: Any) -> str:
 def _stringify_ext(ext_fields: Mapping[str, Any] | None) -> dict[str, str]:
     if not ext_fields:
         return {}
+    if type(ext_fields) is dict:  # a header's to_ext(): already str -> str, so only copied
+        for k, v in ext_fields.items():
+            if type(v) is not str or type(k) is not str:
+                break
+        else:
+            return ext_fields.copy()
     return {str(k): _java_str(v) for k, v in ext_fields.items() if v is not None}
 
 
