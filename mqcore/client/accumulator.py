@@ -113,25 +113,22 @@ class ProduceAccumulator:
         return self._held_bytes
 
     @staticmethod
-    def key_of(msg: Message, queue: MessageQueue | None) -> BatchKey:
-        return (msg.topic, queue, msg.properties.get(Prop.TAGS), msg.wait_store_msg_ok)
-
-    @staticmethod
     def eligible(msg: Message) -> bool:
         """Batches cannot carry delayed, retry-topic or transactional messages."""
         props = msg.properties
         return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
 
     def add(self, msg: Message, queue: MessageQueue | None = None, *, size: int | None = None,
-            future: Any = None) -> Any:
+            future: Any = None, eligible: bool = False) -> Any:
         """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
         get its result: ``future`` if given (an asyncio or concurrent future; callers
         on other threads must pass a ``concurrent.futures.Future``), else a new asyncio
         future (on the loop only). None = send it unbatched.
-        ``size`` (from ``item_size``) may be computed beforehand."""
+        ``size`` (from ``item_size``) may be computed beforehand, and ``eligible`` says the
+        caller has already checked :meth:`eligible`."""
         if size is None:
             size = item_size(msg)
-        if size >= self.batch_max_bytes or not self.eligible(msg):
+        if size >= self.batch_max_bytes or not (eligible or self.eligible(msg)):
             return None
         loop = self._loop
         running = _get_running_loop()
@@ -143,7 +140,8 @@ class ProduceAccumulator:
             if running is not loop:
                 raise RuntimeError("ProduceAccumulator.add from another thread needs a concurrent future")
             future = loop.create_future()
-        key = (msg.topic, queue, msg.properties.get(Prop.TAGS), msg.wait_store_msg_ok)
+        props = msg.properties  # the key: topic, queue, tag and wait-store-ok (Message.wait_store_msg_ok)
+        key = (msg.topic, queue, props.get(Prop.TAGS), props.get(Prop.WAIT, "true") != "false")
         full: _Accumulation | None = None
         fresh: _Accumulation | None = None
         with self._lock:

@@ -260,7 +260,7 @@ class Producer:
             future = self._submitter.new_future(hook)
             if batched:
                 assert acc is not None
-                if acc.add(msg, queue, size=size, future=future) is not None:
+                if acc.add(msg, queue, size=size, future=future, eligible=True) is not None:
                     return future
                 # declined (over the memory budget): alone, through the loop
                 prepared = self._impl.prepare(msg)
