@@ -9,7 +9,8 @@ Workloads, for 100 B and 1 KiB bodies, N messages each (default 50,000):
   (mqcore ``Producer.send``; Redis ``XADD``; RabbitMQ ``send_wait``; JetStream
   ``await js.publish``);
 * ``async send, 1000 in flight``: single-message sends with up to 1000 unacknowledged
-  (mqcore ``send_async`` with auto-batching; Redis pipelines of 1000; JetStream
+  (mqcore ``send_async`` with auto-batching, the window held by the producer's own
+  ``max_async_inflight``, a future per send; Redis pipelines of 1000; JetStream
   ``publish_async``); also on a second mqbroker with SYNC_FLUSH (fsync before the ack);
 * ``send_batch 1000``: explicit batches of 1000 (mqcore ``send_batch``; RabbitMQ
   ``send_batch`` with publish confirms);
