@@ -250,6 +250,21 @@ def write_blank(unsigned char[::1] dst, Py_ssize_t pos, Py_ssize_t size):
 
 
 # --- wire batches ------------------------------------------------------------------------
+cdef inline Py_ssize_t _batch_item_head(unsigned char *o, int32_t flag, const unsigned char *body,
+                                        Py_ssize_t blen, Py_ssize_t plen) noexcept:
+    """A batch item up to its properties: sizes, flag, body and the properties length
+    (the client writes MAGIC and BODYCRC as 0). Returns the bytes written."""
+    mq_wr_i32(o, <int32_t>(BATCH_ITEM_FIXED + blen + 2 + plen))
+    mq_wr_i32(o + 4, 0)
+    mq_wr_i32(o + 8, 0)
+    mq_wr_i32(o + BATCH_ITEM_FLAG, flag)
+    mq_wr_i32(o + BATCH_ITEM_BODYLENGTH, <int32_t>blen)
+    if blen:
+        memcpy(o + BATCH_ITEM_FIXED, body, blen)
+    mq_wr_i16(o + BATCH_ITEM_FIXED + blen, <int16_t>plen)
+    return BATCH_ITEM_FIXED + blen + 2
+
+
 def encode_batch_items(items):
     """Client side: (flag, body, properties) items -> SEND_BATCH body (MessageDecoder.encodeMessage)."""
     cdef Py_ssize_t total = 0, p = 0, blen, plen
@@ -264,17 +279,7 @@ def encode_batch_items(items):
         pr = props
         blen = b.shape[0]
         plen = pr.shape[0]
-        mq_wr_i32(&o[p], <int32_t>(BATCH_ITEM_FIXED + blen + 2 + plen))
-        mq_wr_i32(&o[p + 4], 0)
-        mq_wr_i32(&o[p + 8], 0)
-        mq_wr_i32(&o[p + BATCH_ITEM_FLAG], <int32_t>flag)
-        mq_wr_i32(&o[p + BATCH_ITEM_BODYLENGTH], <int32_t>blen)
-        p += BATCH_ITEM_FIXED
-        if blen:
-            memcpy(&o[p], &b[0], blen)
-        p += blen
-        mq_wr_i16(&o[p], <int16_t>plen)
-        p += 2
+        p += _batch_item_head(&o[p], <int32_t>flag, &b[0] if blen else NULL, blen, plen)
         if plen:
             memcpy(&o[p], &pr[0], plen)
         p += plen
@@ -360,17 +365,7 @@ def encode_batch_messages(items):
         blen = b.shape[0]
         if p + BATCH_ITEM_FIXED + blen + 2 + plen > total:
             raise RuntimeError("a message changed while the batch was being encoded")
-        mq_wr_i32(&o[p], <int32_t>(BATCH_ITEM_FIXED + blen + 2 + plen))
-        mq_wr_i32(&o[p + 4], 0)
-        mq_wr_i32(&o[p + 8], 0)
-        mq_wr_i32(&o[p + BATCH_ITEM_FLAG], flag)
-        mq_wr_i32(&o[p + BATCH_ITEM_BODYLENGTH], <int32_t>blen)
-        p += BATCH_ITEM_FIXED
-        if blen:
-            memcpy(&o[p], &b[0], blen)
-        p += blen
-        mq_wr_i16(&o[p], <int16_t>plen)
-        p += 2
+        p += _batch_item_head(&o[p], flag, &b[0] if blen else NULL, blen, plen)
         if type(props) is dict:
             _dict_props_write(<dict>props, &o[p], plen)
         elif plen:
