@@ -1,0 +1,116 @@
+package io.mqcore.spark;
+
+import static io.mqcore.spark.RecordLayout.NAME_VALUE_SEPARATOR;
+import static io.mqcore.spark.RecordLayout.PROPERTY_SEPARATOR;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The properties of one record, as spans of the file buffer: {@code name U+0001 value}
+ * segments joined by U+0002. A segment without a name or a value is skipped and a repeated
+ * name keeps its last value only, as Java's HashMap does (mqcore/format/properties.py).
+ * Reused record after record.
+ */
+final class RecordProperties {
+    // the properties the derived columns read, by their index in WANTED
+    static final int TAGS = 0;
+    static final int KEYS = 1;
+    static final int UNIQ_KEY = 2;
+    static final int DELAY = 3;
+    static final int RETRY_TOPIC = 4;
+    static final int REAL_TOPIC = 5;
+    private static final byte[][] WANTED = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY"), bytes("DELAY"),
+            bytes("RETRY_TOPIC"), bytes("REAL_TOPIC")};
+
+    int count;
+    int[] nameAt = new int[16];
+    int[] nameLen = new int[16];
+    int[] valueAt = new int[16];
+    int[] valueLen = new int[16];
+    /** entry i is shadowed by a later entry of the same name (not a map entry) */
+    boolean[] shadowed = new boolean[16];
+    final int[] wantedAt = new int[WANTED.length];
+    final int[] wantedLen = new int[WANTED.length];
+
+    private static byte[] bytes(String s) {
+        return s.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    }
+
+    void parse(ByteBuffer buf, int at, int len) {
+        count = 0;
+        java.util.Arrays.fill(wantedAt, -1);
+        int end = at + len;
+        int p = at;
+        while (p < end) {
+            int q = p;
+            int k = -1;
+            while (q < end && buf.get(q) != PROPERTY_SEPARATOR) {
+                if (k < 0 && buf.get(q) == NAME_VALUE_SEPARATOR) {
+                    k = q;
+                }
+                q++;
+            }
+            if (p < k && k < q - 1) {
+                add(buf, p, k - p, k + 1, q - k - 1);
+            }
+            p = q + 1;
+        }
+    }
+
+    private void add(ByteBuffer buf, int nAt, int nLen, int vAt, int vLen) {
+        if (count == nameAt.length) {
+            int n = count * 2;
+            nameAt = java.util.Arrays.copyOf(nameAt, n);
+            nameLen = java.util.Arrays.copyOf(nameLen, n);
+            valueAt = java.util.Arrays.copyOf(valueAt, n);
+            valueLen = java.util.Arrays.copyOf(valueLen, n);
+            shadowed = java.util.Arrays.copyOf(shadowed, n);
+        }
+        for (int i = 0; i < count; i++) {
+            if (!shadowed[i] && nameLen[i] == nLen && equal(buf, nameAt[i], nAt, nLen)) {
+                shadowed[i] = true;
+            }
+        }
+        nameAt[count] = nAt;
+        nameLen[count] = nLen;
+        valueAt[count] = vAt;
+        valueLen[count] = vLen;
+        shadowed[count] = false;
+        count++;
+        for (int w = 0; w < WANTED.length; w++) {
+            if (WANTED[w].length == nLen && equal(buf, nAt, WANTED[w])) {
+                wantedAt[w] = vAt;
+                wantedLen[w] = vLen;
+            }
+        }
+    }
+
+    private static boolean equal(ByteBuffer buf, int a, int b, int n) {
+        for (int i = 0; i < n; i++) {
+            if (buf.get(a + i) != buf.get(b + i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static boolean equal(ByteBuffer buf, int at, byte[] text) {
+        for (int i = 0; i < text.length; i++) {
+            if (buf.get(at + i) != text[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Entries that are in the map (not shadowed by a later one of the same name). */
+    int live() {
+        int n = 0;
+        for (int i = 0; i < count; i++) {
+            if (!shadowed[i]) {
+                n++;
+            }
+        }
+        return n;
+    }
+}
