@@ -284,7 +284,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         if (at < 0) {
             v.putNull(row);
         } else {
-            v.putByteArray(row, buf, at, props.wantedLen[which]);
+            v.putByteArray(row, props.raw, at, props.wantedLen[which]);
         }
     }
 
@@ -294,13 +294,14 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         int first = keysUsed;
         int at = props.wantedAt[RecordProperties.KEYS];
         if (at >= 0) {
+            final byte[] raw = props.raw;
             int end = at + props.wantedLen[RecordProperties.KEYS];
             int k = at;
             for (int q = at; q <= end; q++) {
-                if (q == end || buf.get(q) == ' ') {
+                if (q == end || raw[q] == ' ') {
                     if (q > k) {
                         elems.reserve(keysUsed + 1);
-                        elems.putByteArray(keysUsed++, buf, k, q - k);
+                        elems.putByteArray(keysUsed++, raw, k, q - k);
                     }
                     k = q + 1;
                 }
@@ -317,8 +318,8 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         values.reserve(entriesUsed + props.count);
         for (int i = 0; i < props.count; i++) {
             if (!props.shadowed[i]) {
-                keys.putByteArray(entriesUsed, buf, props.nameAt[i], props.nameLen[i]);
-                values.putByteArray(entriesUsed, buf, props.valueAt[i], props.valueLen[i]);
+                keys.putByteArray(entriesUsed, props.raw, props.nameAt[i], props.nameLen[i]);
+                values.putByteArray(entriesUsed, props.raw, props.valueAt[i], props.valueLen[i]);
                 entriesUsed++;
             }
         }
@@ -327,12 +328,9 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
 
     /** Upper-case hex of the store host (address + port) and the commitlog offset; returns its length. */
     private int offsetMsgId(int hostAt, int hostLen, long offset) {
-        int o = 0;
-        for (int i = 0; i < hostLen; i++) {
-            int x = buf.get(hostAt + i) & 0xFF;
-            offsetMsgId[o++] = HEX[x >>> 4];
-            offsetMsgId[o++] = HEX[x & 0xF];
-        }
+        storeHost.format(buf, hostAt, hostLen);  // cached: formats only when the host changes
+        int o = 2 * hostLen;
+        System.arraycopy(storeHost.hex(), 0, offsetMsgId, 0, o);
         for (int shift = 60; shift >= 0; shift -= 4) {
             offsetMsgId[o++] = HEX[(int) (offset >>> shift) & 0xF];
         }
@@ -345,10 +343,11 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         if (at < 0) {
             return 0;
         }
+        final byte[] raw = props.raw;
         int end = at + props.wantedLen[RecordProperties.DELAY];
         boolean negative = false;
         int q = at;
-        byte c0 = buf.get(q);
+        byte c0 = raw[q];
         if (c0 == '+' || c0 == '-') {
             negative = c0 == '-';
             q++;
@@ -358,7 +357,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         }
         long value = 0;
         for (; q < end; q++) {
-            byte c = buf.get(q);
+            byte c = raw[q];
             if (c < '0' || c > '9') {
                 return 0;
             }

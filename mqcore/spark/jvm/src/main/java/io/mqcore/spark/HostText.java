@@ -13,6 +13,8 @@ final class HostText {
     private int lastRawLen = -1;
     private final byte[] text = new byte[64];
     private int textLen;
+    private final byte[] hex = new byte[2 * RecordLayout.HOST_V6_BYTES];  // upper-case hex of the raw bytes
+    private static final byte[] HEX_DIGITS = "0123456789ABCDEF".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
     /** Format the {@code rawLen} bytes (address + int32 port) at {@code at}; read with {@link #bytes()}/{@link #length()}. */
     void format(ByteBuffer buf, int at, int rawLen) {
@@ -21,6 +23,10 @@ final class HostText {
         }
         buf.get(at, lastRaw, 0, rawLen);
         lastRawLen = rawLen;
+        for (int i = 0; i < rawLen; i++) {
+            hex[2 * i] = HEX_DIGITS[(lastRaw[i] & 0xFF) >>> 4];
+            hex[2 * i + 1] = HEX_DIGITS[lastRaw[i] & 0xF];
+        }
         int ipLen = rawLen - 4;
         int port = buf.getInt(at + ipLen);
         StringBuilder sb = new StringBuilder(48);
@@ -87,6 +93,15 @@ final class HostText {
             }
             sb.append(Integer.toHexString(groups[i]));
         }
+    }
+
+    /** The raw bytes as upper-case hex, {@code 2 * rawLen} of them (the head of an offset message id). */
+    byte[] hex() {
+        return hex;
+    }
+
+    int rawLength() {
+        return lastRawLen;
     }
 
     byte[] bytes() {

@@ -9,6 +9,8 @@ import java.nio.ByteBuffer;
  * The properties of one record, as spans of the file buffer: {@code name U+0001 value}
  * segments joined by U+0002. A segment without a name or a value is skipped and a repeated
  * name keeps its last value only, as Java's HashMap does (mqcore/format/properties.py).
+ * The bytes are copied once into {@link #raw} and parsed there: byte-by-byte reads of a
+ * mapped buffer cost several times more than of an array. Positions are into {@code raw}.
  * Reused record after record.
  */
 final class RecordProperties {
@@ -22,6 +24,7 @@ final class RecordProperties {
     private static final byte[][] WANTED = {bytes("TAGS"), bytes("KEYS"), bytes("UNIQ_KEY"), bytes("DELAY"),
             bytes("RETRY_TOPIC"), bytes("REAL_TOPIC")};
 
+    byte[] raw = new byte[4096];
     int count;
     int[] nameAt = new int[16];
     int[] nameLen = new int[16];
@@ -37,27 +40,32 @@ final class RecordProperties {
     }
 
     void parse(ByteBuffer buf, int at, int len) {
+        if (raw.length < len) {
+            raw = new byte[Math.max(len, 2 * raw.length)];
+        }
+        buf.get(at, raw, 0, len);
+        final byte[] b = raw;
         count = 0;
         java.util.Arrays.fill(wantedAt, -1);
-        int end = at + len;
-        int p = at;
-        while (p < end) {
+        int p = 0;
+        while (p < len) {
             int q = p;
             int k = -1;
-            while (q < end && buf.get(q) != PROPERTY_SEPARATOR) {
-                if (k < 0 && buf.get(q) == NAME_VALUE_SEPARATOR) {
+            byte c;
+            while (q < len && (c = b[q]) != PROPERTY_SEPARATOR) {
+                if (k < 0 && c == NAME_VALUE_SEPARATOR) {
                     k = q;
                 }
                 q++;
             }
             if (p < k && k < q - 1) {
-                add(buf, p, k - p, k + 1, q - k - 1);
+                add(p, k - p, k + 1, q - k - 1);
             }
             p = q + 1;
         }
     }
 
-    private void add(ByteBuffer buf, int nAt, int nLen, int vAt, int vLen) {
+    private void add(int nAt, int nLen, int vAt, int vLen) {
         if (count == nameAt.length) {
             int n = count * 2;
             nameAt = java.util.Arrays.copyOf(nameAt, n);
@@ -67,7 +75,8 @@ final class RecordProperties {
             shadowed = java.util.Arrays.copyOf(shadowed, n);
         }
         for (int i = 0; i < count; i++) {
-            if (!shadowed[i] && nameLen[i] == nLen && equal(buf, nameAt[i], nAt, nLen)) {
+            if (!shadowed[i] && nameLen[i] == nLen && java.util.Arrays.equals(raw, nameAt[i], nameAt[i] + nLen,
+                    raw, nAt, nAt + nLen)) {
                 shadowed[i] = true;
             }
         }
@@ -78,20 +87,11 @@ final class RecordProperties {
         shadowed[count] = false;
         count++;
         for (int w = 0; w < WANTED.length; w++) {
-            if (WANTED[w].length == nLen && equal(buf, nAt, WANTED[w])) {
+            if (WANTED[w].length == nLen && java.util.Arrays.equals(raw, nAt, nAt + nLen, WANTED[w], 0, nLen)) {
                 wantedAt[w] = vAt;
                 wantedLen[w] = vLen;
             }
         }
-    }
-
-    private static boolean equal(ByteBuffer buf, int a, int b, int n) {
-        for (int i = 0; i < n; i++) {
-            if (buf.get(a + i) != buf.get(b + i)) {
-                return false;
-            }
-        }
-        return true;
     }
 
     static boolean equal(ByteBuffer buf, int at, byte[] text) {
