@@ -212,3 +212,39 @@ def test_unknown_and_unsupported_options_are_errors(jvm_reader, store_dir, tmp_p
         jvm_reader.read.format(JVM).load(str(tmp_path)).count()
     with pytest.raises(errors, match="reads stores on the local disk"):
         jvm_reader.read.format(JVM).load("s3://bucket/store").count()
+
+
+def test_live_store_yields_a_consistent_prefix(jvm_reader, tmp_path):
+    """A writer appends while the JVM reader plans and reads: each read is a gapless prefix."""
+    import threading
+
+    from mqcore.store.message_store import MessageStore
+    from tests.support import storegen
+    root = str(tmp_path / "live")
+    store = MessageStore(storegen.config(root, 32 * 1024), clock=storegen.StepClock())
+    store.load()
+    store.start()
+    store.put_message(storegen.messages(1)[0][1])
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set() and i < 20000:
+            store.put_message(storegen.messages(12)[i % 12][1])
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        reads = []
+        for _ in range(3):
+            reads.append(sorted(r[0] for r in jvm_reader.read.format(JVM).option("verifyCrc", "true")
+                                .option("splitSize", SPLIT).load(root).select("commitlog_offset").collect()))
+    finally:
+        stop.set()
+        t.join()
+        truth = storegen.store_truth(store)
+        store.shutdown()
+    for got in reads:
+        assert got == sorted(o for o in truth if o <= got[-1])  # no gap, nothing torn, a prefix
+    assert len(truth) > len(reads[0])
