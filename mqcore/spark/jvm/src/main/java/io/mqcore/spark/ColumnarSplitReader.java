@@ -39,6 +39,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private final CommitLogSplit split;
     private final ReadOptions opts;
     private final ByteBuffer buf;
+    private final ByteBuffer littleEndian;  // the same bytes, for eight-byte scans
     private final RecordView rec;
     private final RecordProperties props = new RecordProperties();
     private final HostText bornHost = new HostText();
@@ -47,7 +48,8 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private final byte[][] topics;
     private final int limit;
     private final int stop;
-    private final boolean needProps;
+    private final boolean needProps;  // a wanted column besides delay_level reads the properties
+    private final boolean needDelay;  // delay_level is wanted
 
     /** vectors by Columns ordinal; null for a column not read */
     private final WritableColumnVector[] col = new WritableColumnVector[Columns.values().length];
@@ -77,6 +79,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         } catch (IOException e) {
             throw new UncheckedIOException(split.path, e);
         }
+        this.littleEndian = buf.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN);
         this.rec = new RecordView(buf);
         this.topics = opts.topics == null ? null : java.util.Arrays.stream(opts.topics)
                 .map(t -> t.getBytes(StandardCharsets.UTF_8)).toArray(byte[][]::new);
@@ -88,9 +91,10 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
             OnHeapColumnVector v = new OnHeapColumnVector(opts.maxRowsPerBatch, f.dataType());
             col[c.ordinal()] = v;
             vectors[i] = v;
-            reads |= c.readsProperties();
+            reads |= c.readsProperties() && c != Columns.DELAY_LEVEL;
         }
         this.needProps = reads;
+        this.needDelay = col[Columns.DELAY_LEVEL.ordinal()] != null;
         this.batch = new ColumnarBatch(vectors);
         this.pos = split.aligned ? (int) split.start
                 : rec.find((int) split.start, stop, limit, split.baseOffset, opts.verifyCrc);
@@ -226,6 +230,12 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         }
         if (needProps) {
             props.parse(buf, rec.propsAt, rec.propsLen);
+        } else if (needDelay) {
+            if (RecordProperties.mayHave(littleEndian, rec.propsAt, rec.propsLen, RecordProperties.DELAY_NAME)) {
+                props.parse(buf, rec.propsAt, rec.propsLen);
+            } else {
+                props.clear();
+            }
         }
         if ((v = col[Columns.TAGS.ordinal()]) != null) {
             putProperty(v, row, RecordProperties.TAGS);

@@ -94,6 +94,48 @@ final class RecordProperties {
         }
     }
 
+    static final byte[] DELAY_NAME = WANTED[DELAY];
+    private static final long ONES = 0x0101010101010101L;
+    private static final long HIGH_BITS = 0x8080808080808080L;
+
+    /**
+     * Whether the properties at {@code le[at, at + len)} may hold a segment named {@code name}:
+     * false when no NAME_VALUE_SEPARATOR is preceded by the name, so the record has no such
+     * property and need not be parsed. Eight bytes per step ({@code le} must be little-endian,
+     * which makes the lowest flagged byte of {@code (x - ONES) & ~x & HIGH_BITS} the first in
+     * memory; that one is exact). Lets a scan that only wants {@code delay_level} skip the
+     * properties of the records that were never delayed.
+     */
+    static boolean mayHave(ByteBuffer le, int at, int len, byte[] name) {
+        int end = at + len;
+        int i = at;
+        while (i + Long.BYTES <= end) {
+            long x = le.getLong(i) ^ (NAME_VALUE_SEPARATOR * ONES);  // separator bytes become 0
+            long hit = (x - ONES) & ~x & HIGH_BITS;
+            if (hit == 0) {
+                i += Long.BYTES;
+                continue;
+            }
+            int j = i + (Long.numberOfTrailingZeros(hit) >>> 3);
+            if (j - name.length >= at && equal(le, j - name.length, name)) {
+                return true;
+            }
+            i = j + 1;
+        }
+        for (; i < end; i++) {
+            if (le.get(i) == NAME_VALUE_SEPARATOR && i - name.length >= at && equal(le, i - name.length, name)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** No property found (what parse leaves when there are none). */
+    void clear() {
+        count = 0;
+        java.util.Arrays.fill(wantedAt, -1);
+    }
+
     static boolean equal(ByteBuffer buf, int at, byte[] text) {
         for (int i = 0; i < text.length; i++) {
             if (buf.get(at + i) != text[i]) {
