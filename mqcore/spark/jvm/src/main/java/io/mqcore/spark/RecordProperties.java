@@ -144,15 +144,4 @@ final class RecordProperties {
         }
         return true;
     }
-
-    /** Entries that are in the map (not shadowed by a later one of the same name). */
-    int live() {
-        int n = 0;
-        for (int i = 0; i < count; i++) {
-            if (!shadowed[i]) {
-                n++;
-            }
-        }
-        return n;
-    }
 }
