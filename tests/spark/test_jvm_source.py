@@ -246,3 +246,60 @@ def test_live_store_yields_a_consistent_prefix(jvm_reader, tmp_path):
     for got in reads:
         assert got == sorted(o for o in truth if o <= got[-1])  # no gap, nothing torn, a prefix
     assert len(truth) > len(reads[0])
+
+
+def _edge_store(root: str) -> int:
+    """Two commitlog files of hand-made records: what the generated store does not hold
+    (v2 magic, repeated and invalid property segments, odd DELAY values, IPv6 zero runs,
+    RETRY_TOPIC/REAL_TOPIC), then a blank end-of-file marker. Returns the record count."""
+    from mqcore._store_py import encode_record, write_blank
+    from tests.test_kernels import RECORD_C
+    v6 = lambda groups, port: struct.pack(">8Hi", *groups, port)  # noqa: E731
+    v4 = struct.pack(">4Bi", 10, 1, 2, 3, 10911)
+    cases = [  # (topic, properties, born host, store host)
+        (b"Orders", b"A\x011\x02B\x012\x02A\x013", v4, v4),
+        (b"Orders", b"\x02\x01x\x02noval\x01\x02KEYS\x01 a  b \x02DELAY\x01+7", v4, v4),
+        (b"SCHEDULE_TOPIC_XXXX", b"DELAY\x01-3\x02REAL_TOPIC\x01Orders\x02UNIQ_KEY\x01AB", v4, v4),
+        (b"%RETRY%g1", b"DELAY\x0112x\x02RETRY_TOPIC\x01Orders\x02TAGS\x01", v6([0x2001, 0xdb8, 0, 0, 1, 0, 0, 1], 7), v4),
+        (b"%DLQ%g1", b"DELAY\x01999999999999\x02TAGS\x01t", v6([0] * 8, 1), v6([1, 0, 2, 0, 3, 0, 4, 0], 2)),
+        (b"Payments", b"XDELAY\x011\x02DELAY", v6([0xfe80, 0, 0, 0, 0, 0, 0, 0xa], 3), v6([0, 0, 1, 0, 0, 0, 1, 1], 4)),
+    ]
+    os.makedirs(os.path.join(root, "commitlog"))
+    file_size = 4096
+    count = 0
+    for f in range(2):
+        base = f * file_size
+        buf = bytearray(file_size)
+        pos = 0
+        for i, (topic, props, born, store) in enumerate(cases):
+            flag = (L.SYSFLAG_BORNHOST_V6 if len(born) == 20 else 0) | (L.SYSFLAG_STOREHOST_V6 if len(store) == 20 else 0)
+            pos += encode_record(buf, pos, topic, i % 3, 0, i, base + pos, flag, 1_700_000_000_000 + i, born,
+                                 1_700_000_000_100 + i, store, i, 0, b"body %d" % i, props)
+            count += 1
+        rec = bytearray(RECORD_C)  # v2 magic: int16 topic length
+        struct.pack_into(">q", rec, L.REC_PHYOFFSET, base + pos)
+        buf[pos:pos + len(rec)] = rec
+        pos += len(rec)
+        count += 1
+        if f == 0:
+            write_blank(buf, pos, file_size - pos)
+        with open(os.path.join(root, "commitlog", "%020d" % base), "wb") as out:
+            out.write(bytes(buf))
+    return count
+
+
+@pytest.mark.parametrize("split", [0, 300])
+def test_hand_made_edge_records_match(jvm_reader, tmp_path, split):
+    root = str(tmp_path / "edge")
+    count = _edge_store(root)
+    py, jv = both(jvm_reader, root, splitSize=split)
+    assert len(jv) == count and jv == py
+    got = {r["commitlog_offset"]: r for r in jv}
+    first = got[0]
+    assert first["properties"] == {"B": "2", "A": "3"}
+    second = [r for r in jv if r["keys"] == ["a", "b"]][0]
+    assert second["delay_level"] == 7
+    assert sorted({r["delay_level"] for r in jv}) == [-3, 0, 7, 100000000]
+    assert {r["born_host"] for r in jv} >= {"[2001:db8::1:0:0:1]:7", "[::]:1", "[fe80::a]:3"}
+    assert {r["store_host"] for r in jv} >= {"[1:0:2:0:3:0:4:0]:2", "[0:0:1::1:1]:4"}
+    assert any(r["topic"] == "TopicTest" for r in jv)  # the v2 record
