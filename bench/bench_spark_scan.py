@@ -26,6 +26,11 @@ real MessageStore, then times, best of --repeat after a warm-up:
 * ``--floor`` (separately, after a ``--keep`` run): a Python data source that yields
   pre-built Arrow batches (no decoding) next to the reader and Parquet, for the same
   columns: the cost of the Python Data Source path itself;
+* ``spark-jvm``: ``format("rocketmq-jvm")``, the Java DataSource V2 reader (columnar
+  batches, no Python worker), next to ``spark-ds`` and Parquet for all 26 columns, the
+  8 core columns and the fixed-width ones, the three interleaved round by round; also
+  alone with ``--jvm`` (builds the Parquet copy with the JVM reader if --dir has none);
+  and the selective query (one topic, 2 columns) through the three, interleaved;
 * a closing ``goal`` line per goal (full scan, selective query): the ratio and by how much
   it misses 1.0.
 
@@ -227,6 +232,50 @@ def floor_cases(spark, root: str, pq: str, n: int, data: int, repeat: int) -> No
             report(f"{case} {label} (noop)", s, n, data)
 
 
+JVM_SETS = ("all 26 columns", "8 core columns", "fixed-width only (16)")
+
+
+def jvm_cases(spark, root: str, pq: str, n: int, data: int, repeat: int) -> dict:
+    """The JVM reader next to the Python one and Parquet, same columns, interleaved: each
+    round runs the three once, so load changes hit them alike. Returns the goal ratios."""
+    goals = {}
+    for label in JVM_SETS:
+        cols = COLUMN_SETS[label]
+        cases = {"spark-ds": spark.read.format("rocketmq").option("columns", ",".join(cols)).load(root),
+                 "spark-jvm": spark.read.format("rocketmq-jvm").load(root).select(*cols),
+                 "spark-parquet": spark.read.parquet(pq).select(*cols)}
+        best = {c: float("inf") for c in cases}
+        for i in range(repeat + 1):  # round 0 warms up
+            for case, df in cases.items():
+                t = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()
+                if i:
+                    best[case] = min(best[case], time.perf_counter() - t)
+        for case, s in best.items():
+            extra = {} if case == "spark-parquet" else {"parquet_over_this": round(best["spark-parquet"] / s, 2)}
+            report(f"{case} {label} (noop, interleaved)", s, n, data, **extra)
+        goals[f"full scan ({label}), JVM reader"] = best["spark-parquet"] / best["spark-jvm"]
+    # the selective query: the Python reader looks the topic up in its consume queues, the JVM
+    # reader walks every record and skips the others' (it has no consume-queue path)
+    sel = {"spark-ds (consume queues)": lambda: spark.read.format("rocketmq").option(
+               "columns", "topic,commitlog_offset,store_timestamp").load(root),
+           "spark-jvm (walk)": lambda: spark.read.format("rocketmq-jvm").load(root),
+           "spark-parquet": lambda: spark.read.parquet(pq)}
+    best = {c: float("inf") for c in sel}
+    for i in range(repeat + 1):
+        for case, df in sel.items():
+            t = time.perf_counter()
+            got = df().where(f"topic = '{SELECTIVE_TOPIC}'").select("commitlog_offset", "store_timestamp").agg(
+                {"commitlog_offset": "count"}).first()[0]
+            assert got == n // TOPICS, (case, got)
+            if i:
+                best[case] = min(best[case], time.perf_counter() - t)
+    for case, s in best.items():
+        extra = {} if case == "spark-parquet" else {"parquet_over_this": round(best["spark-parquet"] / s, 2)}
+        report(f"{case} one topic, 2 columns (interleaved)", s, n // TOPICS, data, **extra)
+    return goals
+
+
 def session(master: str):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -234,15 +283,24 @@ def session(master: str):
     os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
     from pyspark.sql import SparkSession
 
+    from mqcore.spark import jvm
     from mqcore.spark.source import register
-    spark = (SparkSession.builder.master(master).appName("bench_spark_scan")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.python.filterPushdown.enabled", "true").getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("bench_spark_scan")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.python.filterPushdown.enabled", "true"))
+    spark = jvm.with_jvm_reader(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def print_goals(goals: dict) -> None:
+    for goal, ratio in goals.items():
+        print(json.dumps({"bench": "spark_scan", "goal": goal, "parquet_over_ds": round(ratio, 2), "target": 1.0,
+                          "met": ratio >= 1.0, "missed_by": round(max(0.0, 1.0 - ratio), 2),
+                          "loadavg_1m": os.getloadavg()[0]}), flush=True)
 
 
 def main() -> None:
@@ -257,6 +315,8 @@ def main() -> None:
                    help="only the Python Data Source floor next to the reader and Parquet (needs a --keep'd run's "
                         "Parquet copy in --dir)")
     p.add_argument("--kernel", action="store_true", help="only the column kernel's projection cases (no Spark)")
+    p.add_argument("--jvm", action="store_true",
+                   help="only the JVM reader next to the Python reader and Parquet (interleaved) and its goal lines")
     args = p.parse_args()
     root = os.path.join(args.dir, "store")
     data = build_store(root, args.messages, args.body_bytes)
@@ -264,6 +324,17 @@ def main() -> None:
     sel = n // TOPICS
     if args.kernel:
         kernel_projection(root, max(args.repeat, 5), data)
+        return
+    if args.jvm:
+        spark = session(args.master)
+        pq = os.path.join(args.dir, "parquet")
+        if not os.path.isdir(pq):
+            spark.read.format("rocketmq-jvm").load(root).write.mode("overwrite").option(
+                "compression", "zstd").parquet(pq)
+        print_goals(jvm_cases(spark, root, pq, n, data, args.repeat))
+        spark.stop()
+        if not args.keep:
+            shutil.rmtree(args.dir, ignore_errors=True)
         return
     if args.floor:
         spark = session(args.master)
@@ -331,10 +402,8 @@ def main() -> None:
         report(f"spark-parquet {label} (noop)", s_pq, n, data, ds_vs_parquet=round(s_pq / s_ds, 2))
         if cols is _ALL:
             goals["full scan (all 26 columns)"] = s_pq / s_ds
-    for goal, ratio in goals.items():
-        print(json.dumps({"bench": "spark_scan", "goal": goal, "parquet_over_ds": round(ratio, 2), "target": 1.0,
-                          "met": ratio >= 1.0, "missed_by": round(max(0.0, 1.0 - ratio), 2),
-                          "loadavg_1m": os.getloadavg()[0]}), flush=True)
+    goals.update(jvm_cases(spark, root, pq, n, data, args.repeat))
+    print_goals(goals)
     spark.stop()
     if not args.keep:
         shutil.rmtree(args.dir, ignore_errors=True)

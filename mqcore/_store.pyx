@@ -591,6 +591,8 @@ cdef int64_t _parse_level(const unsigned char *p, Py_ssize_t n) noexcept nogil:
             return 0
         if v < 100000000:  # saturate: any level this large is clamped to the maximum anyway
             v = v * 10 + (p[i] - 48)
+    if v > 100000000:  # the clamp itself, as the twin's: a saturated value still depends on its digits
+        v = 100000000
     return -v if neg else v
 
 

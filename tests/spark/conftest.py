@@ -39,6 +39,17 @@ def store_truth(built_store) -> dict:
     return built_store[1]
 
 
+_JVM_BUILD: dict = {"error": "the spark fixture did not run"}
+
+
+@pytest.fixture(scope="session")
+def jvm_reader(spark):
+    """The shared session, with format("rocketmq-jvm") on its class path."""
+    if _JVM_BUILD["error"] is not None:
+        pytest.fail(f"the JVM reader's jar could not be built: {_JVM_BUILD['error']}")
+    return spark
+
+
 def _java_available() -> bool:
     return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
 
@@ -53,19 +64,27 @@ def spark(tmp_path_factory):
         pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
+    from mqcore.spark import jvm
     from mqcore.spark.source import register
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
-    session = (SparkSession.builder.master("local[2]").appName("mqcore-tests")
+    builder = (SparkSession.builder.master("local[2]").appName("mqcore-tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                .config("spark.sql.python.filterPushdown.enabled", "true")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
-               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
-               .getOrCreate())
+               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse"))))
+    # the JVM reader's jar goes in before the session starts; a failed build is kept and
+    # fails the tests that need it (jvm_reader), not the whole Spark suite
+    try:
+        builder = jvm.with_jvm_reader(builder)
+        _JVM_BUILD["error"] = None
+    except Exception as e:  # noqa: BLE001 - reported by the jvm_reader fixture
+        _JVM_BUILD["error"] = e
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session

@@ -97,6 +97,17 @@ def test_derived_columns(kernels):
     assert strings(cols["born_host"])[2] == b"[2001:db8::7]:40001"
 
 
+def test_delay_level_is_a_clamped_decimal(kernels):
+    buf = bytearray(4096)
+    pos = 0
+    levels = [b"999999999999", b"123456789012", b"-123456789012", b"+7", b"100000000", b"12x", b"-"]
+    for v in levels:
+        pos += put(kernels, buf, pos, props=b"DELAY\x01" + v)
+    n, cols, _, _, _, _ = decode_all(kernels, buf)
+    assert n == len(levels)
+    assert list(cols["delay_level"]) == [100000000, 100000000, -100000000, 7, 100000000, 0, 0]
+
+
 def test_body_projection_and_filters(kernels):
     buf, _ = sample_buffer(kernels)
     n, cols, _, _, _, _ = decode_all(kernels, buf, flags=0)
