@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 from mqcore.errors import ConfigError, RecordDecodeError
-from mqcore.format import layout as L
 from mqcore.spark import configs
 from mqcore.spark.decode import ARROW_SCHEMA, SplitStats, iter_split, read_table
 from mqcore.spark.files import NotAStoreError, locate_store, scan_file, take_snapshot
@@ -181,25 +180,8 @@ def test_not_a_store_and_bad_options(tmp_path):
     assert ReadOptions.from_options({"startTime": "2023-11-14T22:13:20Z"}).min_store_ts == 1_700_000_000_000
     assert ReadOptions.from_options({"splitSize": "128m"}).split_size == 128 << 20
 
-
-def _corrupted_copy(store_dir: str, store_truth: dict, tmp_path) -> tuple[str, int]:
-    root = str(tmp_path / "corrupt")
-    shutil.copytree(store_dir, root)
-    files = sorted(os.listdir(os.path.join(root, "commitlog")))
-    base = int(files[1])
-    victim = sorted(o for o, (_, m) in store_truth.items()
-                    if o > base + 5000 and len(m.body) > 20 and not m.born_host.startswith("["))[0]
-    at = victim - base + L.REC_FIXED_V4 + 5  # inside the body (IPv4 hosts)
-    with open(os.path.join(root, "commitlog", files[1]), "r+b") as f:
-        f.seek(at)
-        b = f.read(1)
-        f.seek(at)
-        f.write(bytes([b[0] ^ 0xFF]))
-    return root, victim
-
-
 def test_corrupt_records_fail_or_skip_and_count(store_dir, store_truth, tmp_path):
-    root, victim = _corrupted_copy(store_dir, store_truth, tmp_path)
+    root, victim, _, _ = storegen.corrupted_copy(store_dir, store_truth, tmp_path)
     with pytest.raises(RecordDecodeError, match=f"commitlog offset {victim}.*onCorrupt=skip"):
         read_table(root, verifyCrc=True)
     assert len(read_table(root)) == len(store_truth)  # without CRC checks the body is just different

@@ -165,23 +165,9 @@ def test_committed_end_excludes_a_half_written_record(jvm_reader, store_dir, sto
     assert max(r["commitlog_offset"] for r in jv) < snap.end_offset
 
 
-def _flip(path: str, at: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(at)
-        b = f.read(1)
-        f.seek(at)
-        f.write(bytes([b[0] ^ 0xFF]))
-
-
 def test_corrupt_record_is_a_clear_error_or_skipped(jvm_reader, store_dir, store_truth, tmp_path):
-    root = str(tmp_path / "corrupt")
-    shutil.copytree(store_dir, root)
-    files = sorted(os.listdir(os.path.join(root, "commitlog")))
-    base = int(files[1])
-    victim = sorted(o for o, (_, m) in store_truth.items()
-                    if o > base + 5000 and len(m.body) > 20 and not m.born_host.startswith("["))[0]
-    path = os.path.join(root, "commitlog", files[1])
-    _flip(path, victim - base + L.REC_FIXED_V4 + 5)  # a body byte: only a CRC check sees it
+    from tests.support import storegen
+    root, victim, path, base = storegen.corrupted_copy(store_dir, store_truth, tmp_path)  # a body byte
     from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
     with pytest.raises((PySparkException, Py4JJavaError),
@@ -191,7 +177,7 @@ def test_corrupt_record_is_a_clear_error_or_skipped(jvm_reader, store_dir, store
     py, jv = both(jvm_reader, root, columns=["commitlog_offset", "body"], verifyCrc="true", onCorrupt="skip",
                   splitSize=SPLIT)
     assert jv == py and len(jv) == len(store_truth) - 1
-    _flip(path, victim - base + L.REC_MAGIC)  # a broken magic: corrupt without a CRC check too
+    storegen.flip_byte(path, victim - base + L.REC_MAGIC)  # a broken magic: corrupt without a CRC check too
     with pytest.raises((PySparkException, Py4JJavaError), match=rf"at file position {victim - base} "):
         jvm_reader.read.format(JVM).load(root).select("commitlog_offset").collect()
 
@@ -214,35 +200,13 @@ def test_unknown_and_unsupported_options_are_errors(jvm_reader, store_dir, tmp_p
 
 def test_live_store_yields_a_consistent_prefix(jvm_reader, tmp_path):
     """A writer appends while the JVM reader plans and reads: each read is a gapless prefix."""
-    import threading
-
-    from mqcore.store.message_store import MessageStore
     from tests.support import storegen
     root = str(tmp_path / "live")
-    store = MessageStore(storegen.config(root, 32 * 1024), clock=storegen.StepClock())
-    store.load()
-    store.start()
-    store.put_message(storegen.messages(1)[0][1])
-    stop = threading.Event()
-
-    def writer():
-        i = 0
-        while not stop.is_set() and i < 20000:
-            store.put_message(storegen.messages(12)[i % 12][1])
-            i += 1
-
-    t = threading.Thread(target=writer)
-    t.start()
-    try:
-        reads = []
+    reads = []
+    with storegen.live_store(root) as truth:
         for _ in range(3):
             reads.append(sorted(r[0] for r in jvm_reader.read.format(JVM).option("verifyCrc", "true")
                                 .option("splitSize", SPLIT).load(root).select("commitlog_offset").collect()))
-    finally:
-        stop.set()
-        t.join()
-        truth = storegen.store_truth(store)
-        store.shutdown()
     for got in reads:
         assert got == sorted(o for o in truth if o <= got[-1])  # no gap, nothing torn, a prefix
     assert len(truth) > len(reads[0])

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import threading
 
 import pytest
 
 from mqcore.spark.decode import ARROW_SCHEMA
-from mqcore.store.message_store import MessageStore
 from tests.support import storegen
 from tests.support.storegen import GEOMETRY, expected
 
@@ -122,30 +120,11 @@ def test_clear_errors(spark, tmp_path):
 
 def test_live_store_yields_a_consistent_prefix(spark, tmp_path):
     root = str(tmp_path / "live")
-    store = MessageStore(storegen.config(root, 32 * 1024), clock=storegen.StepClock())
-    store.load()
-    store.start()
-    store.put_message(storegen.messages(1)[0][1])
-    stop = threading.Event()
-
-    def writer():
-        i = 0
-        while not stop.is_set() and i < 20000:
-            store.put_message(storegen.messages(12)[i % 12][1])
-            i += 1
-
-    t = threading.Thread(target=writer)
-    t.start()
-    try:
-        counts = []
+    counts = []
+    with storegen.live_store(root) as truth:
         for _ in range(2):
             got = sorted(r[0] for r in spark.read.format("rocketmq").option("verifyCrc", "true").load(root)
                          .select("commitlog_offset").collect())
             counts.append(len(got))
-    finally:
-        stop.set()
-        t.join()
-        truth = storegen.store_truth(store)
-        store.shutdown()
     assert got == sorted(o for o in truth if o <= got[-1])  # no gap, nothing torn, a prefix
     assert len(truth) > counts[0]

@@ -6,10 +6,15 @@ reader agrees with the store" is what the tests check, not a second copy of our 
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import threading
 import zlib
+from collections.abc import Iterator
 
 from mqcore.config import StoreConfig
+from mqcore.format import layout as L
 from mqcore.message import MessageExt, MessageExtBrokerInner, pack_host
 from mqcore.store.message_store import MessageStore
 
@@ -108,6 +113,59 @@ def build(root: str, n: int = 600, file_size: int = FILE_SIZE) -> dict[int, tupl
         truth = store_truth(store)
     write_configs(root)
     return {off: (kinds[off], m) for off, m in truth.items()}
+
+
+def flip_byte(path: str, at: int) -> None:
+    """Invert one byte of a file in place."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def corrupted_copy(store_dir: str, truth: dict, tmp_path) -> tuple[str, int, str, int]:
+    """A copy of a built store with one body byte flipped in a record of its second commitlog
+    file (only a CRC check sees it): (root, the record's commitlog offset, its file, the
+    file's base offset)."""
+    root = str(tmp_path / "corrupt")
+    shutil.copytree(store_dir, root)
+    files = sorted(os.listdir(os.path.join(root, "commitlog")))
+    base = int(files[1])
+    victim = sorted(o for o, (_, m) in truth.items()
+                    if o > base + 5000 and len(m.body) > 20 and not m.born_host.startswith("["))[0]
+    path = os.path.join(root, "commitlog", files[1])
+    flip_byte(path, victim - base + L.REC_FIXED_V4 + 5)  # inside the body (IPv4 hosts)
+    return root, victim, path, base
+
+
+@contextlib.contextmanager
+def live_store(root: str, file_size: int = 32 * 1024) -> Iterator[dict[int, MessageExt]]:
+    """A store at ``root`` that a thread keeps writing to (up to 20,000 messages) while the
+    block runs. The dict it yields is filled on exit with the store's truth, read after the
+    writer stopped: a read taken during the block must be a gapless prefix of it."""
+    store = MessageStore(config(root, file_size), clock=StepClock())
+    store.load()
+    store.start()
+    store.put_message(messages(1)[0][1])
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set() and i < 20000:
+            store.put_message(messages(12)[i % 12][1])
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    truth: dict[int, MessageExt] = {}
+    try:
+        yield truth
+    finally:
+        stop.set()
+        t.join()
+        truth.update(store_truth(store))
+        store.shutdown()
 
 
 def store_truth(store: MessageStore) -> dict[int, MessageExt]:
