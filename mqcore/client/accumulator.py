@@ -211,15 +211,6 @@ class ProduceAccumulator:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    def _flush(self, key: BatchKey) -> None:
-        """Send the pending batch of ``key`` now (loop thread)."""
-        with self._lock:
-            acc = self._pending.get(key)
-            if acc is None:
-                return
-            self._detach_locked(acc)
-        self._launch(acc)
-
     async def _send(self, acc: _Accumulation) -> None:
         try:
             result = await self._send_batch(acc.messages, acc.key[1])

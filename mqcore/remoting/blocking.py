@@ -163,13 +163,21 @@ class BlockingConnection:
                     raise RemotingSendRequestError(f"write to {self.addr} failed: {e}") from e
                 view = view[sent:]
                 if view:  # the socket buffer is full: wait until it drains, at most until the deadline
-                    left = deadline - time.monotonic()
-                    try:
-                        _, writable, _ = select.select([], [sock], [], max(left, 0))
-                    except (OSError, ValueError) as e:
-                        raise RemotingSendRequestError(f"write to {self.addr} failed: {e}") from e
-                    if not writable:
-                        raise RemotingTimeoutError(f"write to {self.addr} blocked until the deadline")
+                    self._wait_writable(deadline)
+
+    def _wait_writable(self, deadline: float) -> None:
+        """Wait in poll() (not select(): no limit on the descriptor number) until the socket
+        takes more bytes; past ``deadline`` the write has timed out."""
+        poll = self._poll
+        poll.modify(self._sock, select.POLLOUT | select.POLLERR | select.POLLHUP)
+        try:
+            ready = poll.poll(max(math.ceil((deadline - time.monotonic()) * 1000.0), 0))
+        except OSError as e:
+            raise RemotingSendRequestError(f"write to {self.addr} failed: {e}") from e
+        finally:
+            poll.modify(self._sock, _READABLE)
+        if not ready:
+            raise RemotingTimeoutError(f"write to {self.addr} blocked until the deadline")
 
     def _read_frame(self, deadline: float, cmd: RemotingCommand) -> RemotingCommand:
         receiver, sock, poll = self._receiver, self._sock, self._poll
