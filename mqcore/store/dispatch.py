@@ -7,7 +7,7 @@ them scan records with the kernel and hand the dispatch table to ``dispatch_lock
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -73,15 +73,11 @@ class Dispatcher:
                 if added:
                     touched.append((topic, queue_id, cq.max_offset()))
         if self.index is not None:
-            try:
-                self._index_locked(table, topics, buf, tx, index_from_phy, row if tx is None else None)
-                self._failing.discard("index")
-            except StoreIOError as e:
-                self._failed("index", "the index", e)
+            self._index_guarded(self._index_locked, table, topics, buf, tx, index_from_phy,
+                                row if tx is None else None)
         self.last_store_timestamp = int(table["store_timestamp"][-1])
         for topic, qid, max_offset in touched:
-            for listener in self.listeners:
-                listener(topic, qid, max_offset)
+            self._arrived(topic, qid, max_offset)
 
     def dispatch_queue_locked(self, table: np.ndarray, topics: list[bytes], buf, topic: str, queue_id: int) -> None:
         """``dispatch_locked`` of freshly written records that all belong to the queue
@@ -100,18 +96,10 @@ class Dispatcher:
             self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
             added = 0
         if self.index is not None:
-            try:
-                hashes, phys, tss = self.k.index_keys(buf, table, topics)
-                if len(hashes):
-                    self.index.build_locked(hashes, phys, tss)
-                self._failing.discard("index")
-            except StoreIOError as e:
-                self._failed("index", "the index", e)
+            self._index_guarded(self._index_all_locked, table, topics, buf)
         self.last_store_timestamp = int(table["store_timestamp"][-1])
         if added:
-            max_offset = cq.max_offset()
-            for listener in self.listeners:
-                listener(topic, queue_id, max_offset)
+            self._arrived(topic, queue_id, cq.max_offset())
 
     def dispatch_unit_locked(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                              tags_code: int, store_ts: int, key_hashes: list[int]) -> None:
@@ -126,17 +114,32 @@ class Dispatcher:
             self._failed("consumequeue", f"consume queue {topic}-{queue_id}", e)
             added = 0
         if self.index is not None:
-            try:
-                for key_hash in key_hashes:
-                    self.index.build_one_locked(key_hash, phy, store_ts)
-                self._failing.discard("index")
-            except StoreIOError as e:
-                self._failed("index", "the index", e)
+            self._index_guarded(self._index_keys_locked, key_hashes, phy, store_ts)
         self.last_store_timestamp = store_ts
         if added:
-            max_offset = cq.max_offset()
-            for listener in self.listeners:
-                listener(topic, queue_id, max_offset)
+            self._arrived(topic, queue_id, cq.max_offset())
+
+    def _index_guarded(self, build: Callable[..., None], *args: Any) -> None:
+        """Run an index update; a write failure is logged once (the commitlog keeps the
+        records and the next start rebuilds the index), never raised to the put."""
+        try:
+            build(*args)
+            self._failing.discard("index")
+        except StoreIOError as e:
+            self._failed("index", "the index", e)
+
+    def _index_all_locked(self, table, topics, buf) -> None:
+        hashes, phys, tss = self.k.index_keys(buf, table, topics)
+        if len(hashes):
+            self.index.build_locked(hashes, phys, tss)
+
+    def _index_keys_locked(self, key_hashes: list[int], phy: int, store_ts: int) -> None:
+        for key_hash in key_hashes:
+            self.index.build_one_locked(key_hash, phy, store_ts)
+
+    def _arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for listener in self.listeners:
+            listener(topic, queue_id, max_offset)
 
     def _index_locked(self, table, topics, buf, tx, index_from_phy: int, row: tuple | None) -> None:
         """Index keys of records that are not rolled back and not indexed yet."""
