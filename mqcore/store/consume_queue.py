@@ -126,18 +126,16 @@ class ConsumeQueue:
                             self.topic, self.queue_id, int(qo[i]), expected)
                 i += 1
                 continue
-            mf = self.queue.get_last_for_append(expected * UNIT)
-            # the consecutive run from i that fits in this file
-            lim = min(n, i + mf.remaining() // UNIT)
-            breaks = np.flatnonzero(qo[i + 1:lim] != qo[i:lim - 1] + 1)
-            j = i + 1 + int(breaks[0]) if len(breaks) else lim
-            mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, phys[i:j], sizes[i:j], tags[i:j])
-            written += j - i
-            self.max_physic_offset = int(ends[j - 1])
+            # the consecutive run from i (it may cross into the next file)
+            breaks = np.flatnonzero(qo[i + 1:] != qo[i:-1] + 1)
+            j = i + 1 + int(breaks[0]) if len(breaks) else n
+            written += self._append_run_locked(expected, phys[i:j], sizes[i:j], tags[i:j])
             i = j
         return written
 
     def _append_run_locked(self, first: int, phys, sizes, tags) -> int:
+        """Append units for queue offsets ``first``, ``first + 1``, ... (``first`` is the max
+        offset), file after file; returns how many."""
         n = len(phys)
         i = 0
         while i < n:
