@@ -18,6 +18,7 @@ import numpy as np
 
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.properties import format_properties
 from mqcore.format.record import DECODED_FIELDS, DecodedRecord
 
 IMPLEMENTATION = "cython"
@@ -352,8 +353,7 @@ def encode_batch_messages(items):
         b = body
         plen = _dict_props_len(<dict>props) if type(props) is dict else -2
         if plen == -2:  # not all str: the Python formatting, as the twin does
-            props = (_PROPERTY_SEP.join([f"{k}{_NAME_VALUE_SEP}{v}" for k, v in props.items()
-                                         if v is not None])).encode("utf-8")
+            props = format_properties(props).encode("utf-8")
             plen = len(props)
         if plen > 32767:
             raise ValueError(f"batch item {i}: properties encode to {plen} bytes, over 32767")
@@ -375,8 +375,6 @@ def encode_batch_messages(items):
     return bytes(out)
 
 
-_PROPERTY_SEP = chr(PROPERTY_SEPARATOR_BYTE)
-_NAME_VALUE_SEP = chr(NAME_VALUE_SEPARATOR_BYTE)
 
 
 cdef int _batch_item(const unsigned char *it, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *total,
