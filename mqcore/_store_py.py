@@ -2,7 +2,7 @@
 
 Same functions, same arguments, same results and errors. It is the readable
 reference: when the two disagree, the tests say so, and this file is where the
-intent is easiest to check against ``shared/spec/store-format.md``.
+intent is easiest to check against the byte layouts in ``mqcore/format/layout.py``.
 
 Kernels do byte work over buffers handed to them. They never open files, take
 locks, log or read the clock.

@@ -3,8 +3,8 @@
 One class per role (``ClientConfig`` shared settings, ``ProducerConfig``,
 ``PushConsumerConfig``, ``LitePullConsumerConfig``, ``PullConsumerConfig``). Names are
 the Java names in snake case with a unit suffix (``sendMsgTimeout`` ->
-``send_msg_timeout_ms``); every default is the one in
-``shared/spec/client-defaults.md``. The public classes (``Producer``...) accept the same
+``send_msg_timeout_ms``); every default is RocketMQ 4.9.8's (``mqcore/client/README.md``
+lists the settings). The public classes (``Producer``...) accept the same
 names as keyword arguments and build these objects, so most users never touch them.
 
 Library code never reads environment variables; ``instance_name="DEFAULT"`` is turned
