@@ -81,10 +81,9 @@ class UniqIdGenerator:
         now = self._clock()
         if now >= self._next_start_ms:
             self._rebase(now)
-        diff = now - self._start_ms
-        diff32 = ((diff & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
-        counter = next(self._counter) & 0xFFFF
-        return self._fixed_hex + _SUFFIX.pack(diff32, counter).hex().upper()
+        # the hex of _SUFFIX.pack(diff as int32, counter as uint16), formatted directly: one
+        # f-string instead of pack + hex + upper (0.68 -> ~0.4 µs, paid by every send)
+        return f"{self._fixed_hex}{(now - self._start_ms) & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
 
 
 def time_from_uniq_id(msg_id: str, now_ms: int) -> int:

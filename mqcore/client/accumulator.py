@@ -34,14 +34,14 @@ from asyncio.events import _get_running_loop
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mqcore.client.loop import SiblingFuture, settle_siblings
+from mqcore.client.loop import SiblingFuture, Slots, settle_siblings
 from mqcore.client.message import Message, SendResult
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProduceAccumulator", "split_batch_result"]
+__all__ = ["ProduceAccumulator", "split_batch_result", "split_batch_results"]
 
 #: per-message overhead of a batch item on the wire (TOTALSIZE..BODYLEN + PROPERTIESLENGTH)
 BATCH_ITEM_OVERHEAD = 22
@@ -64,6 +64,18 @@ def split_batch_result(batch: SendResult, index: int, uniq_id: str,
                       batch.region_id, batch.trace_on)
 
 
+def split_batch_results(batch: SendResult, uniq_ids: list[str]) -> list[SendResult]:
+    """Every message's own result out of a batch result, in order (``split_batch_result``
+    for each index, built in one pass: this runs for every message an auto-batch sends)."""
+    ids = batch.offset_msg_ids
+    if len(ids) < len(uniq_ids):  # a broker that listed fewer ids: the rest get the batch's
+        ids = ids + [batch.offset_msg_id] * (len(uniq_ids) - len(ids))
+    status, mq, base, tx, region, trace = (batch.status, batch.message_queue, batch.queue_offset,
+                                           batch.transaction_id, batch.region_id, batch.trace_on)
+    return [SendResult(status, uniq, mq, base + i, oid, tx, region, trace)
+            for i, (uniq, oid) in enumerate(zip(uniq_ids, ids))]
+
+
 def item_size(msg: Message) -> int:
     """Bytes a message adds to a batch body (approximately: properties as UTF-8)."""
     props = msg.properties
@@ -71,7 +83,7 @@ def item_size(msg: Message) -> int:
 
 
 class _Accumulation:
-    __slots__ = ("key", "messages", "futures", "size", "timer", "launched")
+    __slots__ = ("key", "messages", "futures", "size", "timer", "launched", "window_slots")
     timer: asyncio.Handle | None
 
     def __init__(self, key: BatchKey) -> None:
@@ -81,6 +93,7 @@ class _Accumulation:
         self.size = 0
         self.timer = None  # the delay bound (loop thread only)
         self.launched = False  # handed to the send task (loop thread only)
+        self.window_slots = 0  # async-window slots its messages hold, freed together when it is answered
 
 
 class ProduceAccumulator:
@@ -93,12 +106,16 @@ class ProduceAccumulator:
     loop."""
 
     def __init__(self, send_batch: SendBatch, *, batch_max_bytes: int, batch_max_delay_ms: int,
-                 total_batch_max_bytes: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 total_batch_max_bytes: int, loop: asyncio.AbstractEventLoop | None = None,
+                 window: Slots | None = None) -> None:
         self._send_batch = send_batch
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_delay_ms = batch_max_delay_ms
         self.total_batch_max_bytes = total_batch_max_bytes
         self._loop = loop
+        #: the producer's async window: ``add(..., holds_slot=True)`` messages give theirs
+        #: back together once their batch is answered, not one future callback each
+        self._window = window
         self._lock = threading.Lock()  # guards _pending, _held_bytes, _inflight_per_key, _closed
         self._pending: dict[BatchKey, _Accumulation] = {}
         self._held_bytes = 0
@@ -119,13 +136,17 @@ class ProduceAccumulator:
         return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
 
     def add(self, msg: Message, queue: MessageQueue | None = None, *, size: int | None = None,
-            future: Any = None, eligible: bool = False) -> Any:
+            future: Any = None, eligible: bool = False, holds_slot: bool = False) -> Any:
         """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
         get its result: ``future`` if given (an asyncio or concurrent future; callers
         on other threads must pass a ``concurrent.futures.Future``), else a new asyncio
         future (on the loop only). None = send it unbatched.
         ``size`` (from ``item_size``) may be computed beforehand, and ``eligible`` says the
-        caller has already checked :meth:`eligible`."""
+        caller has already checked :meth:`eligible`. ``holds_slot``: the message holds a slot
+        of the ``window`` given at construction, released when its batch has been answered
+        (settled, failed or cancelled); when ``add`` declines, the slot stays the caller's."""
+        if holds_slot and self._window is None:
+            raise ValueError("holds_slot needs the window given at construction")
         if size is None:
             size = item_size(msg)
         if size >= self.batch_max_bytes or not (eligible or self.eligible(msg)):
@@ -156,6 +177,8 @@ class ProduceAccumulator:
             acc.messages.append(msg)
             acc.futures.append(future)
             acc.size += size
+            if holds_slot:
+                acc.window_slots += 1
             self._held_bytes += size
             if acc.size >= self.batch_max_bytes:  # (a lone message is always smaller: see above)
                 full = self._detach_locked(acc)
@@ -213,6 +236,14 @@ class ProduceAccumulator:
 
     async def _send(self, acc: _Accumulation) -> None:
         try:
+            await self._send_and_settle(acc)
+        finally:
+            if acc.window_slots:
+                assert self._window is not None
+                self._window.release_many(acc.window_slots)
+
+    async def _send_and_settle(self, acc: _Accumulation) -> None:
+        try:
             result = await self._send_batch(acc.messages, acc.key[1])
         except asyncio.CancelledError:
             for f in acc.futures:
@@ -228,9 +259,7 @@ class ProduceAccumulator:
             self._acknowledged(acc)
         self.batches_sent += 1
         self.messages_batched += len(acc.messages)
-        offset_ids = result.offset_msg_ids
-        results = [split_batch_result(result, i, msg.properties.get(Prop.UNIQ_KEY, ""), offset_ids)
-                   for i, msg in enumerate(acc.messages)]
+        results = split_batch_results(result, [msg.properties.get(Prop.UNIQ_KEY, "") for msg in acc.messages])
         futures = acc.futures
         if futures and all(type(f) is SiblingFuture for f in futures):
             settle_siblings(futures, results)  # one lock round and one wake-up for the batch

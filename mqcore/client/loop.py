@@ -316,6 +316,15 @@ class Slots:
             if self._waiting:
                 self._freed.notify()
 
+    def release_many(self, count: int) -> None:
+        """``count`` releases in one lock round (a batch's messages answered together)."""
+        if count <= 0:
+            return
+        with self._lock:
+            self._free += count
+            if self._waiting:
+                self._freed.notify(count)
+
     @property
     def free(self) -> int:
         return self._free
@@ -346,19 +355,20 @@ class BurstSubmitter:
         self._items: list[tuple[Starter, concurrent.futures.Future[Any]]] = []
         self._lock = threading.Lock()
         self._scheduled = False
-        self._condition = threading.Condition()  # shared by every future this submitter makes
+        #: shared by every future of this submitter's family (``new_future``)
+        self.condition = threading.Condition()
 
     def new_future(self, done_callback: Callable[[Any], Any] | None = None) -> SiblingFuture:
         """A future of this submitter's family (shared condition) that runs ``done_callback``
         first when it completes."""
-        return SiblingFuture(self._condition, done_callback)
+        return SiblingFuture(self.condition, done_callback)
 
     def submit(self, starter: Starter, done_callback: Callable[[Any], Any] | None = None, *,
                future: SiblingFuture | None = None) -> concurrent.futures.Future[Any]:
         """Queue ``starter``; the returned future (``future`` if given, from ``new_future``)
         runs ``done_callback`` first when it completes."""
         if future is None:
-            future = SiblingFuture(self._condition, done_callback)
+            future = SiblingFuture(self.condition, done_callback)
         with self._lock:
             self._items.append((starter, future))
             if self._scheduled:

@@ -73,15 +73,16 @@ class Producer:
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
         self._instance = ClientInstance(self.config, clock=clock)
         self._impl = ProducerImpl(self.config, self._instance)
+        self._async_slots = Slots(self.config.max_async_inflight)
         self._accumulator: ProduceAccumulator | None = None
         if self.config.auto_batch:
             self._accumulator = ProduceAccumulator(
                 self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
-                total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop)
+                total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop,
+                window=self._async_slots)
         self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
-        self._async_slots = Slots(self.config.max_async_inflight)
         self._state = _State.CREATED
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -180,9 +181,42 @@ class Producer:
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         if self._state is not _State.RUNNING:
             self._check_running()
+        if callback is None and selector is None and self._accumulator is not None:
+            future = self._join_batch(self._accumulator, msg, queue, timeout_ms)
+            if future is not None:
+                return future
         # one completion hook per send: frees the slot, then queues the callback
         hook = self._release_async_slot if callback is None else functools.partial(self._async_done, callback)
         return self._submit(msg, _ASYNC, queue, selector, arg, timeout_ms, hook, self._async_slots)
+
+    def _join_batch(self, acc: ProduceAccumulator, msg: Message, queue: MessageQueue | None,
+                    timeout_ms: float | None) -> SiblingFuture | None:
+        """``send_async`` of an auto-batched message without a callback, in few steps: it is
+        checked, stamped and appended to its batch on this thread, and its window slot is
+        given back with the whole batch's when the batch is answered (no per-message done
+        callback on the loop). None, with nothing taken, when the message cannot join a
+        batch: the general path handles it."""
+        if type(msg) is not Message:
+            return None  # the general path checks and reports
+        props = msg._properties
+        if props.get(Prop.DELAY) or props.get(Prop.TRAN_MSG) or msg.topic.startswith("%RETRY%"):
+            return None  # what ProduceAccumulator.eligible refuses
+        self._impl.check(msg)
+        if not props.get(Prop.UNIQ_KEY):
+            props[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
+        size = item_size(msg)
+        slots = self._async_slots
+        if not slots.acquire(False):  # the window is full: wait (not on the loop thread)
+            self._wait_for_async_slot(timeout_ms)
+        try:
+            future = SiblingFuture(self._submitter.condition)
+            if acc.add(msg, queue, size=size, future=future, eligible=True, holds_slot=True) is not None:
+                return future
+        except BaseException:
+            slots.release()
+            raise
+        slots.release()  # declined (too large, over the memory budget, closing): the general path
+        return None
 
     def _wait_for_async_slot(self, timeout_ms: float | None) -> None:
         if self._instance.loop_thread.in_loop_thread():  # never block the loop itself

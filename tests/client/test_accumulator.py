@@ -210,3 +210,59 @@ def test_adds_from_many_threads_while_the_loop_sends() -> None:
     finally:
         loop.call_soon_threadsafe(loop.stop)
         runner.join(5)
+
+
+def test_split_batch_results_equals_splitting_each_index():
+    from mqcore.client.accumulator import split_batch_result, split_batch_results
+    q = MessageQueue("T", "b", 3)
+    full = SendResult(SendStatus.SEND_OK, "U0,U1,U2", q, 40, "O0,O1,O2", "tx", "DefaultRegion", False)
+    short = SendResult(SendStatus.FLUSH_DISK_TIMEOUT, "U0,U1,U2", q, 7, "O0", None, None, True)
+    for batch in (full, short):
+        uniq = ["U0", "U1", "U2"]
+        expected = [split_batch_result(batch, i, u) for i, u in enumerate(uniq)]
+        assert split_batch_results(batch, uniq) == expected
+    assert [r.offset_msg_id for r in split_batch_results(short, ["a", "b"])] == ["O0", "O0"]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "error", "cancel"])
+def test_window_slots_come_back_with_their_batch(outcome):
+    """Messages added with ``holds_slot`` give their async-window slots back when their batch
+    is answered, failed, or its futures were cancelled: none is leaked, none freed early."""
+    from mqcore.client.loop import Slots
+
+    async def main():
+        rec = GatedRecorder() if outcome != "error" else Recorder(fail=RuntimeError("boom"))
+        window = Slots(5)
+        acc = ProduceAccumulator(rec, batch_max_bytes=10_000, batch_max_delay_ms=60_000,
+                                 total_batch_max_bytes=100_000, window=window)
+        futures = []
+        for i in range(3):
+            assert window.acquire(False)
+            futures.append(acc.add(msg(i), holds_slot=True))
+        extra = acc.add(msg(3))  # joins without a slot of its own: frees nothing
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if outcome == "error":
+            await asyncio.gather(*futures, extra, return_exceptions=True)
+        else:
+            assert window.free == 2  # still in flight: the slots stay taken
+            if outcome == "cancel":
+                for f in futures:
+                    f.cancel()
+                await asyncio.sleep(0)
+                assert window.free == 2  # cancelled, but the batch is still on the wire
+            rec.gates[0].set()
+            await asyncio.gather(*futures, extra, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert window.free == 5
+    run(main())
+
+
+def test_holds_slot_without_a_window_is_refused():
+    async def main():
+        acc = ProduceAccumulator(Recorder(), batch_max_bytes=10_000, batch_max_delay_ms=5,
+                                 total_batch_max_bytes=100_000)
+        with pytest.raises(ValueError, match="window"):
+            acc.add(msg(0), holds_slot=True)
+    run(main())

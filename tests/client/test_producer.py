@@ -19,6 +19,7 @@ from mqcore.errors import (
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import RequestCode, ResponseCode
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -211,6 +212,27 @@ def test_batch_send(fake_cluster):
     assert [s.body for s in stored] == [f"m{i}".encode() for i in range(5)]
     assert [s.props["UNIQ_KEY"] for s in stored] == r.msg_ids
     assert fake_cluster.brokers[0].sent == [RequestCode.SEND_BATCH_MESSAGE]
+
+
+def test_auto_batched_sends_hold_the_async_window_until_their_batch_is_answered(fake_cluster):
+    """Auto-batched ``send_async`` calls give their ``max_async_inflight`` slots back with
+    their batch's answer: 300 sends through a window of 8 complete (a slot that never came
+    back would block the caller until the timeout), every slot is free at the end, and
+    the window really bounds what is in flight."""
+    fake_cluster.create_topic("T")
+    with producer(fake_cluster, auto_batch=True, max_async_inflight=8, send_msg_timeout_ms=5000) as p:
+        window = p._async_slots
+        lowest = [8]
+        futures = []
+        for i in range(300):
+            futures.append(p.send_async(Message("T", f"m{i}")))
+            lowest[0] = min(lowest[0], window.free)
+            unanswered = sum(not f.done() for f in futures[-16:])
+            assert unanswered <= 8
+        assert all(f.result(10).ok for f in futures)
+        assert wait_for(lambda: window.free == 8, timeout=5)  # freed just after the batch settles
+    assert lowest[0] < 8
+    assert sorted(m.body for m in fake_cluster.messages("T")) == sorted(f"m{i}".encode() for i in range(300))
 
 
 def test_large_bodies_are_compressed_as_java_does(fake_cluster):

@@ -49,3 +49,18 @@ def test_time_from_uniq_id():
 def test_ipv6_client():
     uid = UniqIdGenerator("::1", pid=1, loader_hash=2, clock=ManualClock()).next_id()
     assert len(uid) == 56
+
+
+def test_time_field_is_the_int32_two_complement_of_the_offset():
+    """The id's time field is formatted straight from an int: it must be the bytes Java's
+    ``putInt`` writes, including an offset past 2^31 ms (wraps negative) and a clock that
+    stepped back before the month's start (negative offset)."""
+    start = month_start_ms(1_700_000_000_000)
+    for offset in (0, 1, 12_345, 2**31 - 1, 2**31, 2**31 + 5, -1, -86_400_000):
+        clock = ManualClock(start)
+        gen = UniqIdGenerator("10.0.0.1", pid=7, loader_hash=9, clock=clock)
+        clock.set(start + offset)
+        gen._start_ms, gen._next_start_ms = start, start + 2**40  # pin the month: only the field is under test
+        raw = bytes.fromhex(gen.next_id())
+        expected = ((offset & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+        assert struct.unpack(">i", raw[10:14])[0] == expected, offset
