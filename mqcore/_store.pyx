@@ -11,6 +11,7 @@ from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
 
@@ -375,6 +376,28 @@ def encode_batch_messages(items):
     return bytes(out)
 
 
+def encode_batch_message(int32_t flag, body, props):
+    """One message's SEND_BATCH item, the bytes ``encode_batch_messages`` writes for it: an
+    auto-batching producer encodes each message on the sending thread, while it is still in
+    the cache, and joins the items when the batch leaves."""
+    cdef const unsigned char[::1] b = body
+    cdef Py_ssize_t blen = b.shape[0], p
+    cdef Py_ssize_t plen = _dict_props_len(<dict>props) if type(props) is dict else -2
+    cdef const unsigned char[::1] pr
+    if plen == -2:  # not all str: the Python formatting, as the twin does
+        props = format_properties(props).encode("utf-8")
+        plen = len(props)
+    if plen > 32767:
+        raise ValueError(f"batch item: properties encode to {plen} bytes, over 32767")
+    out = PyBytes_FromStringAndSize(NULL, BATCH_ITEM_FIXED + blen + 2 + plen)
+    cdef unsigned char *o = <unsigned char *>PyBytes_AS_STRING(out)  # not shared yet: ours to fill
+    p = _batch_item_head(o, flag, &b[0] if blen else NULL, blen, plen)
+    if type(props) is dict:
+        _dict_props_write(<dict>props, o + p, plen)
+    elif plen:
+        pr = props
+        memcpy(o + p, &pr[0], plen)
+    return out
 
 
 cdef int _batch_item(const unsigned char *it, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t *total,

@@ -120,6 +120,7 @@ def write_blank(dst, pos: int, size: int) -> None:
 # --- wire batches (SEND_BATCH_MESSAGE) --------------------------------------
 encode_batch_items = batch.encode_batch_items
 encode_batch_messages = batch.encode_batch_messages
+encode_batch_message = batch.encode_batch_message
 _iter_batch_items = batch.iter_batch_items
 
 

@@ -232,6 +232,29 @@ def test_encode_batch_messages_agrees(items):
             [(f, b, format_properties(p).encode("utf-8")) for f, b, p in items])
 
 
+@given(I32, st.binary(max_size=40),
+       st.dictionaries(st.one_of(_PROP_TEXT, st.integers(0, 3)), _PROP_VALUE, max_size=4))
+def test_encode_batch_message_is_one_item_of_encode_batch_messages(flag, body, props):
+    """The one-message encoder (an auto-batching producer's, per send) writes exactly the
+    item ``encode_batch_messages`` writes for that message, in both kernels, or refuses
+    what it refuses."""
+    got = []
+    for k in BOTH:
+        for encode in (lambda: k.encode_batch_message(flag, body, props),
+                       lambda: k.encode_batch_messages([(flag, body, props)])):
+            try:
+                got.append(("ok", encode()))
+            except UnicodeEncodeError:
+                got.append(("error", UnicodeEncodeError))
+    assert got.count(got[0]) == 4, got
+
+
+def test_encode_batch_message_refuses_properties_over_int16():
+    for k in BOTH:
+        with pytest.raises(ValueError, match="32767"):
+            k.encode_batch_message(0, b"x", {"K": "v" * 40000})
+
+
 def test_encode_batch_messages_refuses_properties_over_int16():
     items = [(0, b"x", {"K": "v" * 40000})]
     for k in BOTH:

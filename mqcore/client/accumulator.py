@@ -51,7 +51,9 @@ BATCH_ITEM_OVERHEAD = 22
 MAX_INFLIGHT_BATCHES = 2
 
 BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
-SendBatch = Callable[[list[Message], "MessageQueue | None"], Awaitable[SendResult]]
+#: ``send_batch(messages, queue)``, or ``send_batch(messages, queue, body=...)`` when every
+#: message came with its encoded item (``add(..., item=...)``): the joined SEND_BATCH body
+SendBatch = Callable[..., Awaitable[SendResult]]
 
 
 def split_batch_result(batch: SendResult, index: int, uniq_id: str,
@@ -83,13 +85,15 @@ def item_size(msg: Message) -> int:
 
 
 class _Accumulation:
-    __slots__ = ("key", "messages", "futures", "size", "timer", "launched", "window_slots")
+    __slots__ = ("key", "messages", "futures", "items", "size", "timer", "launched", "window_slots")
     timer: asyncio.Handle | None
 
     def __init__(self, key: BatchKey) -> None:
         self.key = key
         self.messages: list[Message] = []
         self.futures: list[Any] = []  # asyncio or concurrent futures
+        #: each message's encoded SEND_BATCH item, while every message came with one
+        self.items: list[bytes] | None = []
         self.size = 0
         self.timer = None  # the delay bound (loop thread only)
         self.launched = False  # handed to the send task (loop thread only)
@@ -136,7 +140,8 @@ class ProduceAccumulator:
         return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
 
     def add(self, msg: Message, queue: MessageQueue | None = None, *, size: int | None = None,
-            future: Any = None, eligible: bool = False, holds_slot: bool = False) -> Any:
+            future: Any = None, eligible: bool = False, holds_slot: bool = False,
+            item: bytes | None = None) -> Any:
         """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
         get its result: ``future`` if given (an asyncio or concurrent future; callers
         on other threads must pass a ``concurrent.futures.Future``), else a new asyncio
@@ -144,10 +149,14 @@ class ProduceAccumulator:
         ``size`` (from ``item_size``) may be computed beforehand, and ``eligible`` says the
         caller has already checked :meth:`eligible`. ``holds_slot``: the message holds a slot
         of the ``window`` given at construction, released when its batch has been answered
-        (settled, failed or cancelled); when ``add`` declines, the slot stays the caller's."""
+        (settled, failed or cancelled); when ``add`` declines, the slot stays the caller's.
+        ``item``: the message's encoded SEND_BATCH item (``encode_batch_message``, made by the
+        sending thread while the message is in its cache); its length is then the size."""
         if holds_slot and self._window is None:
             raise ValueError("holds_slot needs the window given at construction")
-        if size is None:
+        if item is not None:
+            size = len(item)
+        elif size is None:
             size = item_size(msg)
         if size >= self.batch_max_bytes or not (eligible or self.eligible(msg)):
             return None
@@ -176,6 +185,12 @@ class ProduceAccumulator:
                 acc = fresh = self._pending[key] = _Accumulation(key)
             acc.messages.append(msg)
             acc.futures.append(future)
+            items = acc.items
+            if items is not None:
+                if item is None:
+                    acc.items = None  # one message without: the batch is encoded when it leaves
+                else:
+                    items.append(item)
             acc.size += size
             if holds_slot:
                 acc.window_slots += 1
@@ -244,7 +259,10 @@ class ProduceAccumulator:
 
     async def _send_and_settle(self, acc: _Accumulation) -> None:
         try:
-            result = await self._send_batch(acc.messages, acc.key[1])
+            if acc.items:
+                result = await self._send_batch(acc.messages, acc.key[1], body=b"".join(acc.items))
+            else:
+                result = await self._send_batch(acc.messages, acc.key[1])
         except asyncio.CancelledError:
             for f in acc.futures:
                 if not f.done():

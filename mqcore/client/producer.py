@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mqcore._compat import default_kernels
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
@@ -74,6 +75,7 @@ class Producer:
         self._instance = ClientInstance(self.config, clock=clock)
         self._impl = ProducerImpl(self.config, self._instance)
         self._async_slots = Slots(self.config.max_async_inflight)
+        self._kernels = default_kernels()
         self._accumulator: ProduceAccumulator | None = None
         if self.config.auto_batch:
             self._accumulator = ProduceAccumulator(
@@ -204,13 +206,13 @@ class Producer:
         self._impl.check(msg)
         if not props.get(Prop.UNIQ_KEY):
             props[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
-        size = item_size(msg)
+        item = self._kernels.encode_batch_message(msg.flag, msg.body, props)
         slots = self._async_slots
         if not slots.acquire(False):  # the window is full: wait (not on the loop thread)
             self._wait_for_async_slot(timeout_ms)
         try:
             future = SiblingFuture(self._submitter.condition)
-            if acc.add(msg, queue, size=size, future=future, eligible=True, holds_slot=True) is not None:
+            if acc.add(msg, queue, future=future, eligible=True, holds_slot=True, item=item) is not None:
                 return future
         except BaseException:
             slots.release()
@@ -307,8 +309,9 @@ class Producer:
             raise
         return future
 
-    async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None) -> SendResult:
-        prepared = self._impl.prepare_batch(messages, validated=True)
+    async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None, *,
+                                body: bytes | None = None) -> SendResult:
+        prepared = self._impl.prepare_batch(messages, validated=True, body=body)
         result = await self._impl.send(prepared, _SYNC, queue=queue)
         assert result is not None
         return result

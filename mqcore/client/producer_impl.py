@@ -139,9 +139,11 @@ class ProducerImpl:
                             reconsume_times=reconsume, max_reconsume_times=max_reconsume, tags=msg.tags,
                             original_size=len(msg.body))
 
-    def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False) -> PreparedSend:
+    def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False,
+                      body: bytes | None = None) -> PreparedSend:
         """An explicit batch (SEND_BATCH_MESSAGE): each message gets its own UNIQ_KEY;
-        bodies are not compressed (Java never compresses batches)."""
+        bodies are not compressed (Java never compresses batches). ``body``: the batch
+        already encoded (the auto-batcher's joined items, every message stamped)."""
         msgs = list(msgs)
         if not validated:
             check_batch(msgs, self.config.max_message_size_bytes)
@@ -151,7 +153,8 @@ class ProducerImpl:
             if not uniq:
                 uniq = m.properties[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
             ids.append(uniq)
-        body = encode_batch_body(msgs)
+        if body is None:
+            body = encode_batch_body(msgs)
         if len(body) > self.config.max_message_size_bytes:
             raise IllegalArgumentError(
                 f"the batch encodes to {len(body)} bytes, over max_message_size_bytes={self.config.max_message_size_bytes}; "

@@ -36,6 +36,14 @@ def encode_batch_messages(items: Iterable[tuple[int, bytes, Mapping[str, str]]])
     return encode_batch_items(encoded)
 
 
+def encode_batch_message(flag: int, body: bytes, props: Mapping[str, str]) -> bytes:
+    """One message's SEND_BATCH item: what ``encode_batch_messages`` writes for it."""
+    raw = format_properties(props).encode("utf-8")
+    if len(raw) > 32767:
+        raise ValueError(f"batch item: properties encode to {len(raw)} bytes, over 32767")
+    return encode_batch_items([(flag, body, raw)])
+
+
 def iter_batch_items(items) -> Iterator[tuple[int, memoryview, memoryview]]:
     """(flag, body, properties) views of each item; ``RecordDecodeError`` on any size that does not add up."""
     mv = memoryview(items)
