@@ -5,8 +5,11 @@ One ``mqbroker`` child process on free ports (store in a temp dir, removed at th
 messages, ``--rounds`` times. Each round prints msg/s, the client's CPU per message
 (``time.process_time``: the caller's thread, the loop thread and the callback thread together)
 and the caller's thread alone (``time.thread_time``), and the broker's (``/proc/<pid>/stat``).
-The floor next to it, measured in the same run: the same messages through ``send_batch`` of
-1000 (no per-message futures, no accumulator), the most the broker and the batch codec allow.
+Two floors next to it, measured in the same run: the same messages through ``send_batch`` of
+1000 (no per-message futures, no accumulator), the most the broker and the batch codec allow;
+and ``objects``: nothing sent at all, only what ``send_async`` must make for every message
+whatever the transport (the ``Message`` the caller builds, its ``UNIQ_KEY``, its encoded batch
+item and the future it returns), the most a Python ``send_async`` could reach.
 
 Meant for A/B runs of two trees (the script imports the tree it sits in: copy it into the
 old checkout and alternate):
@@ -22,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_floor import Child, cpu_of  # noqa: E402
 
+from mqcore._compat import default_kernels  # noqa: E402
 from mqcore.client import Message, Producer  # noqa: E402
+from mqcore.client.loop import SiblingFuture  # noqa: E402
+from mqcore.uniq_id import UniqIdGenerator  # noqa: E402
 
 
 def main() -> None:
@@ -47,8 +54,9 @@ def main() -> None:
         body = b"x" * args.size
         with Producer("bench-send-async", namesrv_addr=ns, auto_batch=True, max_async_inflight=1000,
                       batch_max_bytes=args.batch_bytes, send_msg_timeout_ms=30_000) as p:
+            condition, ids, kernels = threading.Condition(), UniqIdGenerator("127.0.0.1"), default_kernels()
             for r in range(args.rounds):
-                for case in ("send_async", "send_batch"):
+                for case in ("send_async", "send_batch", "objects"):
                     topic = f"{case}{r}"
                     p.send(Message(topic, body))
                     broker0, proc0, thread0, t0 = cpu_of(child.proc.pid), time.process_time(), time.thread_time(), \
@@ -58,6 +66,12 @@ def main() -> None:
                         caller = time.thread_time() - thread0
                         for f in futures:
                             f.result(60)
+                    elif case == "objects":
+                        made = [(m, SiblingFuture(condition), ids.next_id(),
+                                 kernels.encode_batch_message(m.flag, m.body, m.properties))
+                                for m in (Message(topic, body) for _ in range(args.n))]
+                        caller = time.thread_time() - thread0
+                        del made
                     else:
                         for start in range(0, args.n, 1000):
                             p.send_batch([Message(topic, body) for _ in range(min(1000, args.n - start))])

@@ -187,7 +187,16 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     ``done_callback`` is registered before the future is handed to anyone (what
     ``add_done_callback`` would do, without taking the lock).
+
+    The base class's ``_waiters`` and ``_done_callbacks`` lists are made on first use:
+    most futures never get a waiter (only ``concurrent.futures.wait``/``as_completed``
+    add one) and an auto-batched send's has no callback. Each list is one more object
+    the cyclic garbage collector tracks for as long as the caller keeps the future, and
+    with thousands of futures alive the collections cost a producer pipelining
+    ``send_async`` more than its own work per message (bench/bench_send_async.py).
     """
+
+    __slots__ = ("_waiter_list", "_callback_list")
 
     def __init__(self, condition: threading.Condition, done_callback: Callable[[Any], Any] | None = None) -> None:
         # the base __init__ would build a condition of its own: set its fields here
@@ -195,8 +204,22 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         self._state = _futures.PENDING
         self._result = None
         self._exception = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Callable[[Any], Any]] = [] if done_callback is None else [done_callback]
+        self._waiter_list: list[Any] | None = None
+        self._callback_list: list[Callable[[Any], Any]] | None = None if done_callback is None else [done_callback]
+
+    @property  # type: ignore[override]
+    def _waiters(self) -> list[Any]:
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property  # type: ignore[override]
+    def _done_callbacks(self) -> list[Callable[[Any], Any]]:
+        callbacks = self._callback_list
+        if callbacks is None:
+            callbacks = self._callback_list = []
+        return callbacks
 
     def _wait_done_locked(self, timeout: float | None) -> None:
         if self._state in _DONE_STATES:
@@ -258,12 +281,14 @@ def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
                 continue
             future._result = result
             future._state = _futures.FINISHED
-            for waiter in future._waiters:
-                waiter.add_result(future)
-            settled.append(future)
+            if future._waiter_list:
+                for waiter in future._waiter_list:
+                    waiter.add_result(future)
+            if future._callback_list:
+                settled.append(future)
         condition.notify_all()
     for future in settled:
-        for callback in future._done_callbacks:
+        for callback in future._callback_list or ():
             try:
                 callback(future)
             except Exception:  # as the base class: a callback's failure is logged, not raised

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from mqcore.client.loop import SiblingFuture, Slots, settle_siblings
+from tests.support.waiting import wait_for
 
 
 def _pair() -> tuple[threading.Condition, SiblingFuture, SiblingFuture]:
@@ -187,3 +188,35 @@ def test_settle_siblings_completes_a_batch_wakes_waiters_and_runs_callbacks_in_o
     assert len(done) == 4
     with pytest.raises(ValueError):
         settle_siblings([SiblingFuture(shared), SiblingFuture(threading.Condition())], [1, 2])
+
+
+def test_a_sibling_future_makes_its_lists_only_when_used() -> None:
+    """A future nobody waits on and without a callback is one object for the garbage
+    collector, not three: with thousands of ``send_async`` futures alive, every extra
+    tracked object makes each collection longer."""
+    import gc
+
+    shared = threading.Condition()
+    gc.collect()
+    before = len(gc.get_objects())
+    futures = [SiblingFuture(shared) for _ in range(2000)]
+    assert len(gc.get_objects()) - before < 2100  # the futures and the list holding them
+    settle_siblings(futures, list(range(2000)))
+    assert len(gc.get_objects()) - before < 2100
+    assert futures[7].result(0) == 7
+
+
+def test_wait_in_another_thread_is_woken_by_settle_siblings() -> None:
+    """``concurrent.futures.wait`` installs its waiter in a list made on first use; the
+    batch settle must still find and notify it."""
+    shared = threading.Condition()
+    futures = [SiblingFuture(shared) for _ in range(3)]
+    outcome: list[object] = []
+    t = threading.Thread(target=lambda: outcome.append(
+        concurrent.futures.wait(futures[1:], timeout=10, return_when=concurrent.futures.FIRST_COMPLETED)))
+    t.start()
+    assert wait_for(lambda: futures[2]._waiter_list, timeout=5)  # the waiter is installed
+    settle_siblings(futures, ["a", "b", "c"])
+    t.join(10)
+    done, _pending = outcome[0]
+    assert done and done <= set(futures[1:])
