@@ -33,6 +33,7 @@ from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.processors.send_plain import PlainSendV2
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
@@ -294,6 +295,9 @@ class Broker:
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
+        # the plain send in a few steps; any other SEND_MESSAGE_V2 goes the guarded way above
+        self.server.register_processor(RC.SEND_MESSAGE_V2, PlainSendV2(
+            send, guarded(RC.SEND_MESSAGE_V2, send.send, self.groups.consume_enabled)))
 
     # --- store access -------------------------------------------------------------------------------
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:
