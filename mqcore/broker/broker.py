@@ -33,6 +33,7 @@ from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.processors.send_plain import PlainSendV2
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
@@ -271,7 +272,7 @@ class Broker:
                                   unsaved=lambda: self.unsaved, **managers)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         table = {
-            RC.SEND_MESSAGE: send.send, RC.SEND_MESSAGE_V2: send.send, RC.SEND_BATCH_MESSAGE: send.send,
+            RC.SEND_MESSAGE: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
             RC.QUERY_MESSAGE: adm.query_message, RC.VIEW_MESSAGE_BY_ID: adm.view_message,
             RC.HEART_BEAT: cli.heartbeat, RC.UNREGISTER_CLIENT: cli.unregister,
@@ -294,6 +295,9 @@ class Broker:
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
+        # SEND_MESSAGE_V2: the plain send in a few steps, any other the guarded way as above
+        self.server.register_processor(RC.SEND_MESSAGE_V2, PlainSendV2(
+            send, guarded(RC.SEND_MESSAGE_V2, send.send, self.groups.consume_enabled)))
 
     # --- store access -------------------------------------------------------------------------------
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:

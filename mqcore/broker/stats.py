@@ -45,6 +45,14 @@ class BrokerStats:
             name = result.status.value
             self.put_failures[name] = self.put_failures.get(name, 0) + 1
 
+    def on_put_one(self, topic: str, size: int) -> None:
+        """``on_put`` of one stored message of ``size`` bytes (the send fast path's result)."""
+        c = self.put.get(topic)
+        if c is None:
+            c = self.put[topic] = [0, 0]
+        c[0] += 1
+        c[1] += size
+
     def on_pull(self, group: str, topic: str, result, kind: str, held: bool) -> None:
         self.pull_requests[kind] = self.pull_requests.get(kind, 0) + 1
         if held:

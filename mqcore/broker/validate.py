@@ -210,6 +210,12 @@ def _check_send_v2(request, ext: dict):
     return None
 
 
+def send_v2_names_pass(topic: str, group: str) -> bool:
+    """True when ``check_request`` lets a SEND_MESSAGE_V2 naming these (string) topic and
+    group through: the send fast path's guard, the same verdicts without a response."""
+    return _topic_problem(topic) is None and _group_problem(group) is None and topic not in NOT_ALLOWED_SEND_TOPICS
+
+
 def _int(value: Any) -> int:
     try:
         return int(value)

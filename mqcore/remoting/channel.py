@@ -289,6 +289,15 @@ class Channel(asyncio.BufferedProtocol):
             transport.write(body)
         self.last_activity = self._loop.time()
 
+    def write_frame_nowait(self, frame: bytes) -> None:
+        """Hand a whole frame its sender already encoded (length prefix included) to the
+        transport now: an answer written in one step by a hot path (the plain send)."""
+        transport = self._transport
+        if self._closed or transport is None:
+            raise RemotingSendRequestError(f"{self} is closed")
+        transport.write(frame)
+        self.last_activity = self._loop.time()
+
     async def write(self, cmd: RemotingCommand) -> None:
         """Frame and send ``cmd``, then wait while the peer is behind (flow control)."""
         self.write_nowait(cmd)

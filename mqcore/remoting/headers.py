@@ -273,6 +273,41 @@ class SendMessageRequestHeader(ExtHeader):
         return self.to_ext_v2() if code in self.V2_CODES else self.to_ext_v1()
 
 
+_V2_KEYS = frozenset("abcdefghijklmn")
+_BOOL_TEXT = ("false", "true")
+
+
+def plain_send_v2_fields(ext: Mapping[str, Any]) -> tuple[str, str, int, int, int, int, str | None, int] | None:
+    """(producer group, topic, queue id, sys flag, born timestamp, flag, properties,
+    reconsume times) of a SEND_MESSAGE_V2 header of the usual shape, read with a handful
+    of steps (the send fast path); None for anything else (a batch, ``m=true``, too), which then goes through
+    ``SendMessageRequestHeader.from_command`` (and its errors).
+
+    "Usual" is what ``_from_plain_v2`` reads - only keys ``a``..``n``, strings, decimals
+    of at most 9 (``g``: 18) ASCII digits, ``true``/``false`` - and for those values the
+    fields are the ones it gives (tests/broker/test_send_fast_paths.py checks both ways)."""
+    if not ext.keys() <= _V2_KEYS:
+        return None
+    try:
+        a, b, c, d, e, f, g, h = ext["a"], ext["b"], ext["c"], ext["d"], ext["e"], ext["f"], ext["g"], ext["h"]
+    except KeyError:
+        return None
+    j, k, l, m, n, i = ext.get("j", "0"), ext.get("k", "false"), ext.get("l", "0"), ext.get("m", "false"), \
+        ext.get("n", ""), ext.get("i", "")
+    try:
+        # one concatenation checks the types of all string fields at once (TypeError otherwise)
+        digits = d + e + f + g + h + j + l
+        a + b + c + i + n  # noqa: B018
+    except TypeError:
+        return None
+    if not (digits.isascii() and digits.isdigit()) or k not in _BOOL_TEXT or m != "false":
+        return None
+    if not (0 < len(d) <= 9 and 0 < len(e) <= 9 and 0 < len(f) <= 9 and 0 < len(g) <= 18 and 0 < len(h) <= 9
+            and 0 < len(j) <= 9 and 0 < len(l) <= 9):
+        return None
+    return a, b, int(e), int(f), int(g), int(h), ext.get("i"), int(j)
+
+
 @dataclass(slots=True)
 class SendMessageResponseHeader(ExtHeader):
     """SEND response; ``MSG_REGION``/``TRACE_ON`` are what a Java broker adds (clients

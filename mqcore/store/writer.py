@@ -176,6 +176,76 @@ class MessageWriter:
                 self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
+    def put_plain(self, topic: str, queue_id: int, flag: int, props: dict, body: bytes, sys_flag: int,
+                  born_timestamp: int, born_host: bytes, store_host: bytes,
+                  reconsume_times: int) -> PutMessageResult | tuple[int, int, int] | None:
+        """``put_message`` of the message every producer sends, in one step: no message
+        object, no result object when it is stored. The record, consume-queue unit, index
+        entries and answer are those ``put_message`` gives for the same fields
+        (tests/broker/test_send_fast_paths.py compares the files byte for byte).
+
+        The caller guarantees what the general path would check or rewrite otherwise:
+        ``topic`` is a valid name (the request guard checked it), ``props`` is a fresh dict
+        of strings with no ``DELAY`` (no delay rewrite), ``sys_flag`` has no transaction
+        bits, ``queue_id >= 0``, and no SYNC_FLUSH wait is wanted (``wait_flushed`` is None).
+
+        Returns ``(queue_offset, phy_offset, size)`` when stored, a refusal as a
+        :class:`PutMessageResult`, or None (nothing done) when the message is not the
+        plain case after all: the caller then uses ``put_message``."""
+        if self.wait_flushed is not None:
+            return None
+        refused = self._refusal()
+        if refused:
+            return refused
+        props.pop(Prop.WAIT, None)
+        if self.cfg.broker_cluster_name:
+            props[Prop.CLUSTER] = self.cfg.broker_cluster_name
+        k = self.k
+        if len(body) > self.cfg.max_message_size_bytes:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"the body is {len(body)} bytes, more than maxMessageSize "
+                            f"{self.cfg.max_message_size_bytes}")
+        props_b = properties_to_bytes(props)
+        if len(props_b) > L.MAX_PROPERTIES_BYTES:
+            return _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                            f"the properties are {len(props_b)} bytes, more than {L.MAX_PROPERTIES_BYTES}")
+        n = len(props)
+        if props_b.count(b"\x01") != n or props_b.count(b"\x02") != max(n - 1, 0):
+            return None  # a separator inside a value: the general path dispatches by scanning
+        topic_b = topic.encode()
+        sys_flag = (sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_sys_flag(born_host,
+                                                                                                  store_host)
+        size = k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
+        if size + L.END_FILE_MIN_BLANK > self.commitlog.file_size:
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                            f"the message needs {size} bytes, more than one commitlog file holds")
+        tags_code = k.tags_code(props.get(Prop.TAGS))
+        hashes = self._key_hashes(topic, props)
+        key = (topic, queue_id)
+        with self.lock:
+            refused = self._refusal()
+            if refused:
+                return refused
+            queue_offset = self.queue_offsets.get(key, 0)
+            commitlog = self.commitlog
+            try:
+                self.dispatcher.queues.find_or_create(topic, queue_id).ensure_room_locked(queue_offset, 1)
+                mf, pos = commitlog.reserve_locked(size)
+            except DiskFullError as e:
+                return self._disk_full_locked(e)
+            if self.disk_full_reason is not None:
+                self._appended_locked()
+            store_ts = self.clock()
+            phy = mf.file_from_offset + pos
+            k.encode_record(mf.buf, pos, topic_b, queue_id, flag, queue_offset, phy, sys_flag, born_timestamp,
+                            born_host, store_ts, store_host, reconsume_times, 0, body, props_b)
+            commitlog.commit_locked(mf, size)
+            self.queue_offsets[key] = queue_offset + 1
+            self.last_store_timestamp = store_ts
+            self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, tags_code, store_ts,
+                                                 hashes)
+        return queue_offset, phy, size
+
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
         """Several messages (any topics and queues), each checked and stored exactly as by
         ``put_message``, under one hold of the put lock with one dispatch scan per

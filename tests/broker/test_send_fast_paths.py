@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqcore.errors import ProtocolError
 from mqcore.message import MessageExtBrokerInner
@@ -113,6 +115,54 @@ V2 = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "17
 def test_v2_header_fast_read_is_the_generic_read(change):
     _assert_fast_read_is_generic(SendMessageRequestHeader.from_ext_v2, SendMessageRequestHeader, "v2",
                                  {k: v for k, v in {**V2, **change}.items() if v is not None})
+
+
+@pytest.mark.parametrize("change", [
+    {}, {"i": None}, {"j": None, "k": None, "m": None}, {"l": "16", "n": "broker-a"}, {"e": "-1"},
+    {"d": " 4"}, {"k": "TRUE"}, {"m": "yes"}, {"m": "true"}, {"g": "99999999999999999999"}, {"e": "2147483648"},
+    {"d": "٣"}, {"d": "1_0"}, {"h": 7}, {"a": 5}, {"b": None}, {"g": ""}, {"e": "+3"}, {"j": "3"}, {"l": ""},
+    {"n": 1}, {"i": 2}, {"c": None}, {"topic": "T"}, {"o": "1"}, {"g": "0" * 18}, {"f": "123456789"},
+])
+def test_plain_send_v2_fields_are_the_header_fields(change):
+    """The fast path's header reader gives the fields the header class reads, and declines
+    (None) every header the general reader rejects or reads differently (a batch too)."""
+    _check_plain_fields({k: v for k, v in {**V2, **change}.items() if v is not None})
+
+
+def _check_plain_fields(ext: dict) -> None:
+    from mqcore.remoting.headers import plain_send_v2_fields
+    got = plain_send_v2_fields(ext)
+    try:
+        h = SendMessageRequestHeader.from_ext(ext, RequestCode.SEND_MESSAGE_V2)
+    except ProtocolError:
+        assert got is None, ext
+        return
+    if got is not None:
+        assert not h.batch and set(ext) <= set("abcdefghijklmn"), ext
+        assert got == (h.producer_group, h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, h.properties,
+                       h.reconsume_times or 0), ext
+        return
+    try:  # declined although readable: exactly the shapes the header's own plain reader declines too
+        SendMessageRequestHeader._from_plain_v2(ext)
+        plain = True
+    except (KeyError, ValueError):
+        plain = False
+    assert h.batch or not set(ext) <= set("abcdefghijklmn") or not plain, ext
+
+
+_NUMBERISH = st.one_of(st.from_regex(r"[0-9]{1,20}", fullmatch=True), st.sampled_from(["", "-1", "+2", " 3", "٣", "1_0",
+                                                                                         "true", "false", "TRUE",
+                                                                                         "9" * 10, "9" * 19, "9" * 20]),
+                       st.integers(-5, 10**19), st.booleans(), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(list("abcdefghijklmno") + ["topic"]), _NUMBERISH | st.text(max_size=6),
+                       max_size=16))
+def test_plain_send_v2_fields_property(change):
+    """Random header values over the usual header: the fast reader agrees with the header
+    class or declines; never a different field, never an error the general path gives."""
+    _check_plain_fields({k: v for k, v in {**V2, **change}.items() if v is not None})
 
 
 def _assert_fast_read_is_generic(fast, cls, key_attr: str, ext: dict) -> None:
@@ -229,3 +279,145 @@ def test_send_answer_fast_read_is_the_generic_read(change):
     from mqcore.remoting.headers import SendMessageResponseHeader
     _assert_fast_read_is_generic(SendMessageResponseHeader.from_ext, SendMessageResponseHeader, "key",
                                  {k: v for k, v in {**SEND_ANSWER, **change}.items() if v is not None})
+
+
+# --- the plain SEND_MESSAGE_V2 (broker/processors/send_plain.py) against the general path ---------
+PLAIN_TOPIC = "PlainT"
+
+
+def _v2(**change):
+    ext = {"a": "PG", "b": PLAIN_TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000123", "h": "0",
+           "i": "UNIQ_KEY\x01U0\x02TAGS\x01tg\x02KEYS\x01k1 k2\x02", "j": "0", "k": "false", "m": "false"}
+    ext.update(change)
+    return {k: v for k, v in ext.items() if v is not None}
+
+
+#: (what it exercises, extFields or an action on the broker, body); every request is answered
+#: (the answers' bytes are compared), the plain ones by the fast path, the others by the fallback
+PLAIN_CASES = [
+    ("plain", _v2(), b"p0"),
+    ("no properties", _v2(i=None, j=None, k=None, m=None), b"p1"),
+    ("empty properties", _v2(i=""), b"p2"),
+    ("flag, sys flag bits, reconsume", _v2(h="7", f="3", j="2", l="16", n="broker-x"), b"p3"),
+    ("WAIT and CLUSTER given", _v2(i="WAIT\x01false\x02CLUSTER\x01other\x02TAGS\x01w"), b"p4"),
+    ("duplicate names, empty segments", _v2(i="A\x011\x02\x02A\x012\x02\x01x\x02B\x01"), b"p5"),
+    ("a separator inside a value", _v2(i="A\x01b\x01c\x02TAGS\x01s"), b"f0"),
+    ("delayed", _v2(i="DELAY\x012\x02TAGS\x01d"), b"f1"),
+    ("delay level 0", _v2(i="DELAY\x010"), b"f1b"),
+    ("prepared transaction", _v2(f="4", i="TRAN_MSG\x01true"), b"f2"),
+    ("committed transaction bits", _v2(f="8"), b"f2b"),
+    ("random queue", _v2(e="-1"), b"f3"),
+    ("queue out of range", _v2(e="99"), b"f4"),
+    ("batch flag with a malformed batch", _v2(m="true"), b"f5"),
+    ("unknown topic, auto-created", _v2(b="PlainNew"), b"f6"),
+    ("retry topic", _v2(b="%RETRY%PG"), b"f7"),
+    ("invalid topic", _v2(b="bad topic"), b"f8"),
+    ("invalid group", _v2(a="bad/group"), b"f9"),
+    ("forbidden topic", _v2(b="SCHEDULE_TOPIC_XXXX"), b"f10"),
+    ("unusual number", _v2(d=" 4"), b"f11"),
+    ("unusual bool", _v2(k="TRUE"), b"f12"),
+    ("long name key", {**_v2(), "topic": PLAIN_TOPIC}, b"f13"),
+    ("missing field", _v2(h=None), b"f14"),
+    ("big number", _v2(g="1" * 19), b"f15"),
+    ("read-only topic", _v2(b="PlainRO"), b"f16"),
+    ("body over the limit", _v2(), b"x" * 3000),
+    ("properties over the limit", _v2(i="P\x01" + "v" * 33000), b"f17"),
+    ("refusing puts", "refuse", None),
+    ("plain while refused", _v2(), b"r0"),
+    ("accepting again", "accept", None),
+    ("region needing escapes", "region", None),
+    ("plain, escaped region", _v2(), b"g0"),
+    ("broker not writable", "readonly", None),
+    ("plain, broker not writable", _v2(), b"g1"),
+    ("plain again", "writable", None),
+    ("plain, last", _v2(e="3", i="UNIQ_KEY\x01U9\x02KEYS\x01k9"), b"z"),
+]
+
+
+def _run_plain_cases(tmp_path, fast: bool, monkeypatch) -> tuple[list[bytes], dict, dict, list]:
+    import asyncio
+    import dataclasses
+    import random
+
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.broker.processors import send as send_mod
+    from mqcore.broker.processors import send_plain
+    from mqcore.permissions import PERM_READ, PERM_WRITE
+    from mqcore.remoting.command import encode_frame
+
+    # the peer's address is the connection's: the same for both runs
+    monkeypatch.setattr(send_mod, "peer_host", lambda channel: BORN)
+    monkeypatch.setattr(send_plain, "peer_host", lambda channel: BORN)
+    taken = []
+    if not fast:
+        monkeypatch.setattr(send_plain.PlainSendV2, "__call__", lambda self, ch, req: self.fallback(ch, req))
+    random.seed(5)
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
+                        small_config(tmp_path, max_message_size_bytes=2048), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        broker.store_host = STORE
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        broker.topics.update(TopicConfig("PlainRO", 4, 4, perm=PERM_READ))
+        if fast:
+            put_plain = broker.store.put_plain
+            broker.store.put_plain = lambda *a: taken.append(put_plain(*a)) or taken[-1]
+        answers = []
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            for opaque, (_, ext, body) in enumerate(PLAIN_CASES):
+                if ext == "refuse":
+                    broker.store.refuse_puts("going away")
+                elif ext == "accept":
+                    broker.store.accept_puts()
+                elif ext == "region":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg, region_id='r"1'))
+                elif ext == "readonly":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg, region_id="DefaultRegion",
+                                                                    broker_permission=PERM_READ))
+                elif ext == "writable":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg,
+                                                                    broker_permission=PERM_READ | PERM_WRITE))
+                else:
+                    writer.write(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, ext, body,
+                                                             opaque=opaque + 100)))
+                    length = int.from_bytes(await reader.readexactly(4), "big")
+                    answers.append(await reader.readexactly(length))
+            writer.close()
+            stats = (dict(broker.stats.put), dict(broker.stats.put_failures),
+                     sum(broker.stats.put_latency.counts))
+        finally:
+            await broker.shutdown()
+        return answers, stats
+
+    answers, stats = asyncio.run(scenario())
+    return answers, _files(tmp_path), stats, taken
+
+
+def test_plain_send_gives_the_general_answers_and_files(tmp_path, monkeypatch):
+    """The same requests through the fast path and through the general path only: the
+    same answer bytes, the same commitlog, consume-queue and index files, the same
+    counters; and the fast path did store the plain requests itself."""
+    with monkeypatch.context() as m:
+        fast = _run_plain_cases(tmp_path / "fast", True, m)
+    with monkeypatch.context() as m:
+        general = _run_plain_cases(tmp_path / "general", False, m)
+    names = [name for name, ext, _ in PLAIN_CASES if isinstance(ext, dict)]
+    assert len(fast[0]) == len(general[0]) == len(names)
+    for name, a, b in zip(names, fast[0], general[0]):
+        assert a == b, name
+    assert fast[1].keys() == general[1].keys()
+    assert any(k.startswith("index") for k in fast[1]) and any(k.startswith("consumequeue") for k in fast[1])
+    for rel in fast[1]:
+        assert fast[1][rel] == general[1][rel], rel
+    assert fast[2] == general[2]
+    # what the fast path did with each request it took to the store: stored (the six plain
+    # ones, the last), gave up (a separator in a value), refused (body, properties, refusing
+    # puts); after the region and permission changes it does not get that far
+    kinds = ["stored" if type(t) is tuple else "none" if t is None else t.status.name for t in fast[3]]
+    assert kinds == ["stored"] * 6 + ["none", "MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "SERVICE_NOT_AVAILABLE",
+                                      "stored"], kinds
+    assert b'"code":0' in fast[0][0] and b'"code":0' in fast[0][-1]

@@ -4,6 +4,9 @@ The send path (remoting-protocol.md §7): header -> topic checks and auto-creati
 retry/DLQ redirect for ``%RETRY%`` topics -> record with the broker's CLUSTER property
 (WAIT is removed by the store) -> store -> response with msgId/queueId/queueOffset and
 MSG_REGION/TRACE_ON. Store statuses map to response codes without exceptions.
+
+The plain SEND_MESSAGE_V2 takes a shorter road (``send_plain.PlainSendV2``) that falls
+back to this processor for anything else.
 """
 from __future__ import annotations
 
