@@ -314,3 +314,27 @@ def test_a_large_request_goes_out_in_pieces_and_a_peer_that_never_reads_times_it
             assert pool.idle_count(addr) == 0
         finally:
             pool.close()
+
+
+def test_invoke_frame_sends_a_large_frame_in_pieces_and_reads_answers_both_ways() -> None:
+    """A frame written in one step (invoke_frame) larger than the socket buffer goes out in
+    pieces; an answer with a body comes back through the generic decoder (a RemotingCommand),
+    a flat one through the decode_json_answer kernel (a tuple); a builder that declines sends
+    nothing."""
+    def calls(server, addr):
+        pool = BlockingPool()
+        try:
+            body = bytes(range(256)) * (48 * 1024)  # 12 MiB: more than the socket buffer (4 MiB at most)
+            def build(opaque):
+                return encode_frame(create_request(ECHO, {"k": "v"}, body, opaque=opaque))
+            answer = pool.invoke_frame(addr, ECHO, build, 10_000)
+            assert isinstance(answer, RemotingCommand)
+            assert answer.remark == "echo" and answer.ext_fields == {"k": "v"} and answer.body == body
+            small = pool.invoke_frame(addr, SLOW, lambda opaque: encode_frame(
+                create_request(SLOW, {"sleep": "0"}, opaque=opaque)), 2000)
+            assert type(small) is tuple and small[3] == "late" and small[2] & 1
+            assert pool.invoke_frame(addr, ECHO, lambda opaque: None, 2000) is None
+            assert pool.idle_count(addr) == 1  # the same socket throughout
+        finally:
+            pool.close()
+    served(calls)
