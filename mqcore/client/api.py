@@ -35,7 +35,7 @@ from mqcore.remoting.bodies import (
     UnlockBatchRequestBody,
 )
 from mqcore.remoting.client import RemotingClient
-from mqcore.remoting.codes import RequestCode, ResponseCode
+from mqcore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_request
 from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -83,6 +83,17 @@ def _check(resp: RemotingCommand, addr: str, ok: Iterable[int] = (ResponseCode.S
     return resp
 
 
+#: the request code as a plain int: the kernel takes exact ints only
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+
+
+def _language_name(language: int) -> str | None:
+    try:
+        return LanguageCode(language).name
+    except ValueError:
+        return None
+
+
 class MQClientAPI:
     """Request builders and response parsers; one per client instance."""
 
@@ -93,6 +104,9 @@ class MQClientAPI:
         self.version = version
         self.namesrv_addrs = list(namesrv_addrs)
         self._namesrv_index = 0
+        # the JSON header names the language; a code LanguageCode does not know takes the generic path
+        self._language_name: str | None = _language_name(language)
+        self._encode_frame = remoting.blocking.kernels.encode_request_frame
 
     def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
         return create_request(code, ext, body, language=self.language, version=self.version)
@@ -151,17 +165,41 @@ class MQClientAPI:
         resp = self.remoting.invoke_blocking(addr, cmd, timeout_ms)
         return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
 
+    def send_message_v2_blocking(self, addr: str, broker_name: str, topic: str, uniq_id: str,
+                                 values: tuple[Any, ...], body: bytes, timeout_ms: float) -> SendResult | None:
+        """A SEND_MESSAGE_V2 written in one step by the ``encode_request_frame`` kernel and its
+        answer read by ``decode_json_answer``: the frame ``build_send_request`` +
+        ``send_message_blocking`` would send, byte for byte, with ``values`` the header's
+        fields in ``SendMessageRequestHeader.V2_KEYS`` order (None: absent). None, with
+        nothing sent, when the kernel declines (the caller then takes the generic path)."""
+        language = self._language_name
+        if language is None:
+            return None
+        encode, version, keys, code = self._encode_frame, self.version, SendMessageRequestHeader.V2_KEYS, _SEND_V2
+        answer = self.remoting.blocking.invoke_frame(
+            addr, code, lambda opaque: encode(code, language, version, opaque, 0, keys, values, body), timeout_ms)
+        if answer is None:
+            return None
+        if type(answer) is tuple:
+            return self.send_result(addr, broker_name, topic, uniq_id, answer[0], answer[3], answer[4])
+        return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
+
     async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:
         await self.remoting.invoke_oneway(addr, cmd, timeout_ms)
 
     @staticmethod
     def process_send_response(addr: str, broker_name: str, topic: str, uniq_id: str,
                               resp: RemotingCommand) -> SendResult:
-        status = SEND_STATUS_BY_CODE.get(resp.code)
+        return MQClientAPI.send_result(addr, broker_name, topic, uniq_id, resp.code, resp.remark, resp.ext_fields)
+
+    @staticmethod
+    def send_result(addr: str, broker_name: str, topic: str, uniq_id: str, code: int, remark: str | None,
+                    ext: dict[str, str]) -> SendResult:
+        """The SendResult of a send's answer (code, remark, ext fields), or its BrokerError."""
+        status = SEND_STATUS_BY_CODE.get(code)
         if status is None:
-            raise BrokerError(resp.code, resp.remark, addr)
-        header = SendMessageResponseHeader.from_command(resp)
-        ext = resp.ext_fields
+            raise BrokerError(code, remark, addr)
+        header = SendMessageResponseHeader.from_ext(ext)
         return SendResult(status, uniq_id, MessageQueue(topic, broker_name, header.queue_id),
                           header.queue_offset, header.msg_id, header.transaction_id,
                           ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON", "true") != "false")

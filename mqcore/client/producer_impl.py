@@ -219,15 +219,17 @@ class ProducerImpl:
         whose route is not cached yet (or a broker with no known address) asks the loop
         for the route lookup. Any thread but the loop's."""
         begin = self.instance.clock()
-        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        cfg = self.config
+        timeout = cfg.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         info = self.publish_info.get(prepared.topic)
         if info is None or not info.ok:
             info = self._on_loop(self.find_publish_info(prepared.topic), begin, timeout)
-        queue = self._chosen_queue(prepared, info, queue, selector, selector_msg, arg)
-        if queue is not None:
-            return self._send_kernel_blocking(prepared, queue, self._first_attempt_budget(queue, begin, timeout),
-                                              begin, timeout)
-        attempts = _Attempts(self, prepared, info, 1 + self._retries(CommunicationMode.SYNC), begin, timeout)
+        if queue is not None or selector is not None:
+            queue = self._chosen_queue(prepared, info, queue, selector, selector_msg, arg)
+            if queue is not None:
+                return self._send_kernel_blocking(prepared, queue, self._first_attempt_budget(queue, begin, timeout),
+                                                  begin, timeout)
+        attempts = _Attempts(self, prepared, info, 1 + cfg.retry_times_when_send_failed, begin, timeout)
         while (step := attempts.next()) is not None:
             mq, remaining = step
             try:
@@ -255,14 +257,25 @@ class ProducerImpl:
             addr = instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
+        cfg = self.config
+        if cfg.use_send_message_v2 and not prepared.batch:
+            # the fields of _header() in SendMessageRequestHeader.V2_KEYS order, written by a kernel
+            values = (self.group, prepared.topic, cfg.create_topic_key, cfg.default_topic_queue_nums, mq.queue_id,
+                      prepared.sys_flag, instance.clock(), prepared.flag, prepared.properties,
+                      prepared.reconsume_times or 0, False, prepared.max_reconsume_times, False, mq.broker_name)
+            result = instance.api.send_message_v2_blocking(addr, mq.broker_name, mq.topic, prepared.uniq_id, values,
+                                                           prepared.body, timeout_ms)
+            if result is not None:
+                return result
         cmd = instance.api.build_send_request(self._header(prepared, mq), prepared.body, batch=prepared.batch,
-                                              use_v2=self.config.use_send_message_v2)
+                                              use_v2=cfg.use_send_message_v2)
         return instance.api.send_message_blocking(addr, mq.broker_name, mq.topic, prepared.uniq_id, cmd, timeout_ms)
 
     # --- shared by both paths -----------------------------------------------------------------------------
     def _retries(self, mode: CommunicationMode) -> int:
-        return {CommunicationMode.SYNC: self.config.retry_times_when_send_failed,
-                CommunicationMode.ASYNC: self.config.retry_times_when_send_async_failed}.get(mode, 0)
+        if mode is CommunicationMode.SYNC:
+            return self.config.retry_times_when_send_failed
+        return self.config.retry_times_when_send_async_failed if mode is CommunicationMode.ASYNC else 0
 
     @staticmethod
     def _chosen_queue(prepared: PreparedSend, info: TopicPublishInfo, queue: MessageQueue | None,
@@ -346,13 +359,14 @@ class _Attempts:
         self._left -= 1
         mq = self._impl.fault_strategy.select_one_message_queue(self._info, self._last_broker)
         self._last_broker = mq.broker_name
-        elapsed = self._clock() - self._begin
+        now = self._clock()  # one reading: the attempt starts now, its budget is what is left
+        elapsed = now - self._begin
         if elapsed >= self._timeout:
             raise SendTimeoutError(
                 f"sending to {self._prepared.topic} used up send_msg_timeout_ms={self._timeout} after "
                 f"{len(self.brokers_sent)} attempt(s) on {self.brokers_sent}") from self._last_error
         self.brokers_sent.append(mq.broker_name)
-        self._started = self._clock()
+        self._started = now
         return mq, self._timeout - elapsed
 
     def failed(self, mq: MessageQueue, error: RemotingError | ClientError | BrokerError) -> None:

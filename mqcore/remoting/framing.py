@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable
+from typing import Any
 
 from mqcore.errors import ConfigError, FrameTooLargeError, ProtocolError
 from mqcore.remoting.command import (
@@ -43,6 +44,8 @@ MMAP_FRAME_BYTES = 1024 * 1024
 #: total large-frame buffering a server allows across its connections
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 _PREFIX_SIZE = FRAME_LENGTH_SIZE + HEADER_WORD_SIZE
+#: ``decode(view, start, end)`` of one whole frame (length prefix included)
+FrameDecoder = Callable[[memoryview, int, int], Any]
 
 
 class _RecvWait:
@@ -158,12 +161,16 @@ class FrameReceiver:
         return self._big_charge
 
     # --- frames ---------------------------------------------------------------------------
-    def next_frame(self) -> RemotingCommand | _RecvWait | None:
+    def next_frame(self, decode: FrameDecoder | None = None) -> Any:
+        """The next complete frame, decoded by ``decode(view, start, end)`` (default: into a
+        :class:`RemotingCommand`; a caller expecting one kind of answer may read it in one step)."""
+        if decode is None:
+            decode = self.decode_command
         if self._big_view is not None:
             if self._big_filled < len(self._big_view):
                 return None
             try:
-                return self._decode(self._big_view, 0, len(self._big_view))
+                return decode(self._big_view, 0, len(self._big_view))
             finally:
                 self._drop_big()
         start, end = self._start, self._end
@@ -181,7 +188,7 @@ class FrameReceiver:
             self._start = start + total
             if self._start == end:
                 self._start = self._end = 0
-            return self._decode(view, start, start + total)
+            return decode(view, start, start + total)
         if total <= len(self._ring):
             return None  # the rest will fit in the ring
         if not self._budget.try_acquire(total):
@@ -195,7 +202,7 @@ class FrameReceiver:
         return None
 
     @staticmethod
-    def _decode(view: memoryview, start: int, end: int) -> RemotingCommand:
+    def decode_command(view: memoryview, start: int, end: int) -> RemotingCommand:
         """Decode the frame ``view[start:end]`` (length prefix included); body copied."""
         length = end - start - FRAME_LENGTH_SIZE
         word = int.from_bytes(view[start + FRAME_LENGTH_SIZE:start + _PREFIX_SIZE], "big")

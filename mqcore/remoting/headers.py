@@ -209,6 +209,9 @@ class SendMessageRequestHeader(ExtHeader):
     V2_CODES: ClassVar[frozenset[int]] = frozenset(
         {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
     )
+    #: the v2 keys in field order (what ``to_ext_v2`` writes when every field is set): the
+    #: order a caller writing the header in one step gives its values in
+    V2_KEYS: ClassVar[tuple[str, ...]] = tuple("abcdefghijklmn")
 
     producer_group: str = _nn("producerGroup", STR, v2="a")
     topic: str = _nn("topic", STR, v2="b")

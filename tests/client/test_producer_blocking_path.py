@@ -84,3 +84,74 @@ def test_a_stalled_route_lookup_still_obeys_the_send_timeout(fake_cluster):
         finally:
             release.set()
         assert p.send(Message("Fresh", b"x")).ok
+
+
+def _frames_sent(monkeypatch) -> list[bytes]:
+    """Every request frame the blocking sockets write, opaque blanked (it is per connection)."""
+    import re
+
+    from mqcore.remoting.blocking import BlockingConnection
+    sent: list[bytes] = []
+    real = BlockingConnection._send
+
+    def record(self, prefix, body, deadline):
+        frame = bytes(prefix) + bytes(body)
+        sent.append(re.sub(rb'"opaque":\d+', b'"opaque":0', frame))
+        return real(self, prefix, body, deadline)
+    monkeypatch.setattr(BlockingConnection, "_send", record)
+    return sent
+
+
+@pytest.mark.parametrize("tags,keys", [(None, None), ("created", ["o-1", "o 2"]), ('q"uo\\te', None),
+                                       ("caf\u00e9", ["\u8ba2\u5355"]), ("ctl\x1a", None)])
+def test_the_one_step_frame_is_the_generic_frame_byte_for_byte(fake_cluster, clock, monkeypatch, tags, keys):
+    """The send written by the encode_request_frame kernel is byte for byte what the generic
+    header/RemotingCommand encoder writes (the kernel forced to decline); a message the
+    kernel declines (non-ASCII, \\x1a) goes the generic way, with the same result."""
+    from mqcore.message import Prop
+    from mqcore.remoting.bodies import MessageQueue
+    fake_cluster.create_topic("T")
+    sent = _frames_sent(monkeypatch)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr, clock=clock) as p:
+        queue = p.fetch_publish_message_queues("T")[0]
+        assert isinstance(queue, MessageQueue)
+        api = p.instance.api
+        results = []
+        for fast in (True, False):
+            if not fast:
+                monkeypatch.setattr(api, "_encode_frame", lambda *args: None)
+            msg = Message("T", b"body\x00\x01", tags=tags, keys=keys)
+            msg.properties[Prop.UNIQ_KEY] = "7F0000010001ABCDEF0000000000000001"
+            results.append(p.send(msg, queue=queue))
+    fast_frame, generic_frame = sent[-2], sent[-1]
+    assert fast_frame == generic_frame
+    assert b'"code":310' in fast_frame and b'"b":"T"' in fast_frame
+    a, b = results
+    assert (a.status, a.msg_id, a.message_queue, a.region_id, a.trace_on) == \
+        (b.status, b.msg_id, b.message_queue, b.region_id, b.trace_on)
+    assert b.queue_offset == a.queue_offset + 1
+
+
+def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_finalized(fake_cluster, monkeypatch):
+    from mqcore.remoting.blocking import BlockingPool
+    fake_cluster.create_topic("T")
+    calls = {"invoke": 0, "frame": 0}
+    real_invoke, real_frame = BlockingPool.invoke, BlockingPool.invoke_frame
+
+    def invoke(self, *args, **kwargs):
+        calls["invoke"] += 1
+        return real_invoke(self, *args, **kwargs)
+
+    def invoke_frame(self, *args, **kwargs):
+        answer = real_frame(self, *args, **kwargs)
+        calls["frame"] += answer is not None
+        return answer
+    monkeypatch.setattr(BlockingPool, "invoke", invoke)
+    monkeypatch.setattr(BlockingPool, "invoke_frame", invoke_frame)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+        assert all(p.send(Message("T", b"x")).ok for _ in range(5))
+        assert calls == {"invoke": 0, "frame": 5}
+        seen = []
+        p.instance.remoting.blocking.finalize = lambda addr, cmd: seen.append(cmd.code)  # e.g. request signing
+        assert p.send(Message("T", b"y")).ok
+        assert calls == {"invoke": 1, "frame": 5} and seen == [310]

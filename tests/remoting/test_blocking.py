@@ -143,8 +143,47 @@ def test_a_socket_the_peer_closed_while_idle_is_replaced() -> None:
             while server.channels and time.monotonic() < deadline:
                 time.sleep(0.01)  # wait for the server to close it
             assert not server.channels
+            time.sleep(0.05)  # the server forgets the channel before its loop closes the socket
             assert pool.idle_count(addr) == 1  # still in the pool, closed by the peer
             assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"  # no error: reconnected
+        finally:
+            pool.close()
+    served(calls)
+
+
+def test_only_a_socket_idle_for_a_while_is_polled_and_a_stale_one_fails_loudly(monkeypatch) -> None:
+    """A socket reused within IDLE_CHECK_S is not polled before the request (one system
+    call saved per round trip). Had its peer closed it meanwhile, the request fails with a
+    RemotingError (never silently), the socket is dropped, and the next call reconnects."""
+    import mqcore.remoting.blocking as blocking
+
+    polls: list[object] = []
+    real = blocking.BlockingConnection.peer_closed
+
+    def counted(conn):
+        polls.append(conn)
+        return real(conn)
+    monkeypatch.setattr(blocking.BlockingConnection, "peer_closed", counted)
+
+    def calls(server, addr):
+        pool = BlockingPool()
+        try:
+            monkeypatch.setattr(blocking, "IDLE_CHECK_S", 3600.0)  # every reuse counts as recent
+            for _ in range(3):
+                assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"
+            assert pool.invoke(addr, create_request(BYE), 2000).remark == "bye"
+            deadline = time.monotonic() + 5
+            while server.channels and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.05)
+            assert not polls  # never polled: every reuse was "recent"
+            with pytest.raises(RemotingError):
+                pool.invoke(addr, create_request(ECHO), 2000)
+            assert pool.idle_count(addr) == 0
+            assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"  # a new connection
+            monkeypatch.setattr(blocking, "IDLE_CHECK_S", 0.0)
+            assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"
+            assert len(polls) == 1  # idle long enough: polled before reuse
         finally:
             pool.close()
     served(calls)
@@ -275,3 +314,27 @@ def test_a_large_request_goes_out_in_pieces_and_a_peer_that_never_reads_times_it
             assert pool.idle_count(addr) == 0
         finally:
             pool.close()
+
+
+def test_invoke_frame_sends_a_large_frame_in_pieces_and_reads_answers_both_ways() -> None:
+    """A frame written in one step (invoke_frame) larger than the socket buffer goes out in
+    pieces; an answer with a body comes back through the generic decoder (a RemotingCommand),
+    a flat one through the decode_json_answer kernel (a tuple); a builder that declines sends
+    nothing."""
+    def calls(server, addr):
+        pool = BlockingPool()
+        try:
+            body = bytes(range(256)) * (48 * 1024)  # 12 MiB: more than the socket buffer (4 MiB at most)
+            def build(opaque):
+                return encode_frame(create_request(ECHO, {"k": "v"}, body, opaque=opaque))
+            answer = pool.invoke_frame(addr, ECHO, build, 10_000)
+            assert isinstance(answer, RemotingCommand)
+            assert answer.remark == "echo" and answer.ext_fields == {"k": "v"} and answer.body == body
+            small = pool.invoke_frame(addr, SLOW, lambda opaque: encode_frame(
+                create_request(SLOW, {"sleep": "0"}, opaque=opaque)), 2000)
+            assert type(small) is tuple and small[3] == "late" and small[2] & 1
+            assert pool.invoke_frame(addr, ECHO, lambda opaque: None, 2000) is None
+            assert pool.idle_count(addr) == 1  # the same socket throughout
+        finally:
+            pool.close()
+    served(calls)

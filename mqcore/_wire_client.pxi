@@ -1,0 +1,367 @@
+# Client wire kernels, included at the end of _store.pyx: a JSON request frame written in
+# one step and a flat JSON answer header read in one step (the blocking send path). Their
+# readable twin, with the full contract, is mqcore/_wire_client_py.py. Both are "exact or
+# nothing": whatever they cannot reproduce byte for byte gives None, and the caller uses
+# the generic codec of mqcore.remoting.command.
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from libc.stdio cimport snprintf
+from libc.string cimport memcmp
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+cdef int64_t _WC_INT32_MIN = -2147483648
+cdef int64_t _WC_INT32_MAX = 2147483647
+
+# per ASCII byte: 1 = copied as is, 2 = short escape (\b \t \n \f \r \" \\), 6 = \u00XX with
+# decimal digits only; 0 = not handled (the two JSON writers escape it differently: \u001A vs
+# \u001a, or U+007F, which fastjson escapes and orjson does not)
+cdef unsigned char _WC_ESC_LEN[128]
+
+cdef void _wc_init_table():
+    cdef int c
+    for c in range(128):
+        if 0x20 <= c < 0x7f:
+            _WC_ESC_LEN[c] = 1
+        elif c <= 0x09 or 0x10 <= c <= 0x19:
+            _WC_ESC_LEN[c] = 6
+        else:
+            _WC_ESC_LEN[c] = 0
+    for c in (0x08, 0x09, 0x0a, 0x0c, 0x0d, 0x22, 0x5c):
+        _WC_ESC_LEN[c] = 2
+
+_wc_init_table()
+
+
+cdef inline bint _wc_int32(object value):
+    if type(value) is not int:
+        return False
+    return _WC_INT32_MIN <= value <= _WC_INT32_MAX
+
+
+cdef Py_ssize_t _wc_quoted_len(object text):
+    """Bytes of ``text`` as a quoted JSON string, -1 when not handled."""
+    if not PyUnicode_IS_ASCII(text):
+        return -1
+    cdef const unsigned char* s = <const unsigned char*>PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, total = 2
+    cdef unsigned char e
+    for i in range(n):
+        e = _WC_ESC_LEN[s[i]]
+        if e == 0:
+            return -1
+        total += e
+    return total
+
+
+cdef char* _wc_put_quoted(char* out, object text):
+    cdef const unsigned char* s = <const unsigned char*>PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
+    cdef unsigned char c, e
+    out[0] = b'"'
+    out += 1
+    for i in range(n):
+        c = s[i]
+        e = _WC_ESC_LEN[c]
+        if e == 1:
+            out[0] = c
+            out += 1
+        elif e == 2:
+            out[0] = b'\\'
+            if c == 0x08:
+                out[1] = b'b'
+            elif c == 0x09:
+                out[1] = b't'
+            elif c == 0x0a:
+                out[1] = b'n'
+            elif c == 0x0c:
+                out[1] = b'f'
+            elif c == 0x0d:
+                out[1] = b'r'
+            else:
+                out[1] = c
+            out += 2
+        else:  # \u00XX, XX decimal (0x00-0x09, 0x10-0x19)
+            out[0] = b'\\'
+            out[1] = b'u'
+            out[2] = b'0'
+            out[3] = b'0'
+            out[4] = <char>(0x30 + (c >> 4))
+            out[5] = <char>(0x30 + (c & 0xF))
+            out += 6
+    out[0] = b'"'
+    return out + 1
+
+
+cdef inline char* _wc_put(char* out, const char* s, Py_ssize_t n):
+    memcpy(out, s, n)
+    return out + n
+
+
+def encode_request_frame(code, str language, version, opaque, flag, tuple keys, tuple values,
+                         const unsigned char[::1] body):
+    if not (_wc_int32(code) and _wc_int32(version) and _wc_int32(opaque) and _wc_int32(flag)):
+        return None
+    if flag & 1:  # a response (FLAG_RESPONSE) always carries extFields: not a request's layout
+        return None
+    cdef Py_ssize_t count = len(keys), i, n, header_len, body_len = body.shape[0], lang_len
+    if len(values) != count:
+        return None
+    lang_len = _wc_quoted_len(language)
+    if lang_len < 0:
+        return None
+    # the members' texts (ints and bools rendered), then the size of the whole header
+    cdef list texts = [None] * count
+    cdef Py_ssize_t ext_len = 0, members = 0
+    cdef object key, value, text
+    for i in range(count):
+        value = values[i]
+        if value is None:
+            continue
+        key = keys[i]
+        if type(key) is not str:
+            return None
+        if type(value) is str:
+            text = value
+        elif type(value) is bool:
+            text = "true" if value else "false"
+        elif type(value) is int:
+            text = str(value)
+        else:
+            return None
+        n = _wc_quoted_len(key)
+        if n < 0:
+            return None
+        ext_len += n + 1
+        n = _wc_quoted_len(text)
+        if n < 0:
+            return None
+        ext_len += n
+        texts[i] = text
+        members += 1
+    cdef char nums[4][24]
+    cdef int nlen[4]
+    nlen[0] = snprintf(nums[0], 24, b"%lld", <long long>code)
+    nlen[1] = snprintf(nums[1], 24, b"%lld", <long long>flag)
+    nlen[2] = snprintf(nums[2], 24, b"%lld", <long long>opaque)
+    nlen[3] = snprintf(nums[3], 24, b"%lld", <long long>version)
+    # {"code":N,"extFields":{...},"flag":N,"language":"X","opaque":N,"serializeTypeCurrentRPC":"JSON","version":N}
+    header_len = (8 + nlen[0] + 8 + nlen[1] + 12 + lang_len + 10 + nlen[2]
+                  + 33 + 11 + nlen[3] + 1)
+    if members:
+        header_len += 14 + ext_len + (members - 1) + 1
+    if header_len > 0xFFFFFF or 4 + header_len + body_len > _WC_INT32_MAX:
+        return None
+    frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
+    cdef char* start = PyBytes_AS_STRING(frame)
+    cdef char* out = start
+    cdef uint32_t length = <uint32_t>(4 + header_len + body_len)
+    cdef uint32_t word = <uint32_t>header_len  # serialize type JSON (0) in the top byte
+    out[0] = <char>(length >> 24); out[1] = <char>(length >> 16); out[2] = <char>(length >> 8); out[3] = <char>length
+    out[4] = <char>(word >> 24); out[5] = <char>(word >> 16); out[6] = <char>(word >> 8); out[7] = <char>word
+    out += 8
+    out = _wc_put(out, b'{"code":', 8)
+    out = _wc_put(out, nums[0], nlen[0])
+    if members:
+        out = _wc_put(out, b',"extFields":{', 14)
+        n = 0
+        for i in range(count):
+            text = texts[i]
+            if text is None:
+                continue
+            if n:
+                out[0] = b','
+                out += 1
+            out = _wc_put_quoted(out, keys[i])
+            out[0] = b':'
+            out = _wc_put_quoted(out + 1, text)
+            n += 1
+        out[0] = b'}'
+        out += 1
+    out = _wc_put(out, b',"flag":', 8)
+    out = _wc_put(out, nums[1], nlen[1])
+    out = _wc_put(out, b',"language":', 12)
+    out = _wc_put_quoted(out, language)
+    out = _wc_put(out, b',"opaque":', 10)
+    out = _wc_put(out, nums[2], nlen[2])
+    out = _wc_put(out, b',"serializeTypeCurrentRPC":"JSON"', 33)
+    out = _wc_put(out, b',"version":', 11)
+    out = _wc_put(out, nums[3], nlen[3])
+    out[0] = b'}'
+    out += 1
+    if body_len:
+        memcpy(out, &body[0], body_len)
+        out += body_len
+    if out - start != 8 + header_len + body_len:  # the size computation above is the contract
+        raise AssertionError("encode_request_frame: size mismatch")
+    return frame
+
+
+# --- answers ---------------------------------------------------------------------------------
+cdef enum:
+    _WC_CODE = 1
+    _WC_OPAQUE = 2
+    _WC_FLAG = 4
+    _WC_VERSION = 8
+    _WC_REMARK = 16
+    _WC_EXT = 32
+    _WC_LANGUAGE = 64
+    _WC_SERIALIZE = 128
+
+
+cdef inline Py_ssize_t _wc_ws(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
+    while p < n and (s[p] == 0x20 or s[p] == 0x09 or s[p] == 0x0a or s[p] == 0x0d):
+        p += 1
+    return p
+
+
+cdef Py_ssize_t _wc_string_end(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
+    """``s[p]`` opens a string: the index of its closing quote, -1 when it has an escape, a
+    control or non-ASCII byte, or no end."""
+    if p >= n or s[p] != 0x22:
+        return -1
+    p += 1
+    cdef unsigned char c
+    while p < n:
+        c = s[p]
+        if c == 0x22:
+            return p
+        if c == 0x5c or c < 0x20 or c >= 0x80:
+            return -1
+        p += 1
+    return -1
+
+
+cdef Py_ssize_t _wc_int32_end(const unsigned char* s, Py_ssize_t p, Py_ssize_t n, int64_t* out) noexcept:
+    """An int32 as JSON writes one (optional minus, no leading zero) at ``s[p]``: its end, -1 if not."""
+    cdef bint neg = p < n and s[p] == 0x2d
+    if neg:
+        p += 1
+    cdef Py_ssize_t digits = p
+    cdef int64_t v = 0
+    while p < n and 0x30 <= s[p] <= 0x39:
+        if p - digits >= 10:
+            return -1
+        v = v * 10 + (s[p] - 0x30)
+        p += 1
+    if p == digits or (p - digits > 1 and s[digits] == 0x30):
+        return -1
+    if p < n and (s[p] == 0x2e or s[p] == 0x65 or s[p] == 0x45):
+        return -1
+    if neg:
+        v = -v
+    if v < _WC_INT32_MIN or v > _WC_INT32_MAX:
+        return -1
+    out[0] = v
+    return p
+
+
+cdef inline bint _wc_name_is(const unsigned char* s, Py_ssize_t a, Py_ssize_t b, const char* name,
+                             Py_ssize_t n) noexcept:
+    return b - a == n and memcmp(s + a, name, n) == 0
+
+
+def decode_json_answer(const unsigned char[::1] header):
+    cdef Py_ssize_t n = header.shape[0], p = 0, q, e
+    if n == 0:
+        return None
+    cdef const unsigned char* s = &header[0]
+    cdef int seen = 0, bit
+    cdef int64_t ints[4]
+    ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
+    cdef object remark = None
+    cdef dict ext = {}
+    cdef object key
+    p = _wc_ws(s, p, n)
+    if p >= n or s[p] != 0x7b:
+        return None
+    p = _wc_ws(s, p + 1, n)
+    if p < n and s[p] == 0x7d:
+        return None  # {}: no code
+    while True:
+        e = _wc_string_end(s, p, n)
+        if e < 0:
+            return None
+        q = p + 1  # the name is s[q:e]
+        p = _wc_ws(s, e + 1, n)
+        if p >= n or s[p] != 0x3a:
+            return None
+        p = _wc_ws(s, p + 1, n)
+        if _wc_name_is(s, q, e, b"code", 4):
+            bit = _WC_CODE
+        elif _wc_name_is(s, q, e, b"opaque", 6):
+            bit = _WC_OPAQUE
+        elif _wc_name_is(s, q, e, b"flag", 4):
+            bit = _WC_FLAG
+        elif _wc_name_is(s, q, e, b"version", 7):
+            bit = _WC_VERSION
+        elif _wc_name_is(s, q, e, b"remark", 6):
+            bit = _WC_REMARK
+        elif _wc_name_is(s, q, e, b"extFields", 9):
+            bit = _WC_EXT
+        elif _wc_name_is(s, q, e, b"language", 8):
+            bit = _WC_LANGUAGE
+        elif _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
+            bit = _WC_SERIALIZE
+        else:
+            return None
+        if seen & bit:
+            return None
+        seen |= bit
+        if bit <= _WC_VERSION:
+            p = _wc_int32_end(s, p, n, &ints[0 if bit == _WC_CODE else 1 if bit == _WC_OPAQUE
+                                               else 2 if bit == _WC_FLAG else 3])
+            if p < 0:
+                return None
+        elif bit == _WC_EXT:
+            if p >= n or s[p] != 0x7b:
+                return None
+            p = _wc_ws(s, p + 1, n)
+            if p < n and s[p] == 0x7d:
+                p += 1
+            else:
+                while True:
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    key = (<const char*>s)[p + 1:e].decode("ascii")
+                    if key in ext:
+                        return None
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n or s[p] != 0x3a:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    ext[key] = (<const char*>s)[p + 1:e].decode("ascii")
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n:
+                        return None
+                    if s[p] == 0x7d:
+                        p += 1
+                        break
+                    if s[p] != 0x2c:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+        else:  # remark, language, serializeTypeCurrentRPC: strings
+            e = _wc_string_end(s, p, n)
+            if e < 0:
+                return None
+            if bit == _WC_REMARK:
+                remark = (<const char*>s)[p + 1:e].decode("ascii")
+            p = e + 1
+        p = _wc_ws(s, p, n)
+        if p >= n:
+            return None
+        if s[p] == 0x7d:
+            p += 1
+            break
+        if s[p] != 0x2c:
+            return None
+        p = _wc_ws(s, p + 1, n)
+    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+        return None
+    return (ints[0], ints[1], ints[2], remark, ext)

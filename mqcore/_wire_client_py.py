@@ -1,0 +1,217 @@
+"""Client wire kernels, pure-Python twin of ``mqcore/_wire_client.pxi`` (re-exported by
+``mqcore._store_py``): one request frame in one step, one answer header read in one step.
+
+Why: a blocking ``Producer.send`` used to build a header object, an ext dict, a
+``RemotingCommand``, a JSON document and a frame prefix (dozens of Python calls) for a
+frame whose layout never changes. These kernels write (and read) the usual frame
+directly. Both are *exact or nothing*: for any input they do not reproduce byte for
+byte (resp. value for value) what the generic codec in :mod:`mqcore.remoting.command`
+gives, they return None and the caller uses the generic codec, which also raises its
+usual errors for bad input.
+
+``encode_request_frame`` writes the frame ``encode_frame(create_request(...))`` gives
+for a JSON request whose ext values are str / int / bool / None (None skipped). It
+handles printable ASCII and the control characters whose escape is the same in
+orjson's and fastjson's output (``\\b \\t \\n \\f \\r``, ``\\uXXXX`` with decimal digits
+only, e.g. the ``\\u0001``/``\\u0002`` property separators); anything else (non-ASCII,
+U+007F, ``\\u001A``-style escapes whose hex case differs between the two writers,
+out-of-range numbers, an unknown type, the response flag) gives None.
+
+``decode_json_answer`` reads a JSON header of the flat shape every broker writes
+(string/integer members, an ``extFields`` object of plain strings, no escapes, no
+floats, no nesting) into ``(code, opaque, flag, remark, ext)``; any other header
+gives None (the generic decoder then decides, and raises on malformed input).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["encode_request_frame", "decode_json_answer"]
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_HEADER_LENGTH_MASK = 0xFFFFFF
+_FLAG_RESPONSE = 1  # remoting.codes.FLAG_RESPONSE (kernels do not import the remoting layer)
+_SHORT = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+#: characters both JSON writers escape identically (decimal-digit \\u00XX or a short escape)
+_SAME_ESCAPE = re.compile('[\x00-\x09\x0a\x0c\x0d\x10-\x19"\\\\]')
+#: characters where the writers differ (hex letters in the escape) or that are not ASCII
+_UNHANDLED = re.compile('[\x0b\x0e\x0f\x1a-\x1f\x7f-\U0010ffff]')
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    short = _SHORT.get(ch)
+    return short if short is not None else "\\u%04x" % ord(ch)
+
+
+def _quote(text: str) -> str | None:
+    if _UNHANDLED.search(text) is not None:
+        return None
+    return '"' + _SAME_ESCAPE.sub(_escape, text) + '"'
+
+
+def _int32(value: Any) -> bool:
+    return type(value) is int and _INT32_MIN <= value <= _INT32_MAX
+
+
+def encode_request_frame(code: int, language: str, version: int, opaque: int, flag: int,
+                         keys: tuple[str, ...], values: tuple[Any, ...], body: Any) -> bytes | None:
+    """The whole frame (length prefix included) of a JSON request, or None; see the module
+    docstring. ``keys`` are distinct; ``values[i]`` belongs to ``keys[i]``."""
+    if not (_int32(code) and _int32(version) and _int32(opaque) and _int32(flag)):
+        return None
+    if flag & _FLAG_RESPONSE:  # a response always carries extFields: not a request's layout
+        return None
+    if len(keys) != len(values) or type(language) is not str or _quote(language) is None:
+        return None
+    members = []
+    for key, value in zip(keys, values):
+        if value is None:
+            continue
+        if type(key) is not str:
+            return None
+        if type(value) is str:
+            text = value
+        elif type(value) is bool:
+            text = "true" if value else "false"
+        elif type(value) is int:
+            text = str(value)
+        else:
+            return None
+        qk, qv = _quote(key), _quote(text)
+        if qk is None or qv is None:
+            return None
+        members.append(qk + ":" + qv)
+    ext = ',"extFields":{' + ",".join(members) + "}" if members else ""
+    header = ('{"code":%d%s,"flag":%d,"language":"%s","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
+              '"version":%d}' % (code, ext, flag, language, opaque, version)).encode("ascii")
+    body = memoryview(body).cast("B")
+    length = 4 + len(header) + body.nbytes
+    if len(header) > _HEADER_LENGTH_MASK or length > _INT32_MAX:
+        return None
+    return length.to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body.tobytes()
+
+
+# --- answers ---------------------------------------------------------------------------
+_WS = " \t\n\r"
+_TOP_INT = ("code", "opaque", "flag", "version")
+
+
+class _Unusual(Exception):
+    """The header is not of the flat shape: the generic decoder takes over."""
+
+
+class _Reader:
+    """A cursor over the header text (ASCII only, checked by the caller)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def skip_ws(self) -> None:
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in _WS:
+            pos += 1
+        self.pos = pos
+
+    def expect(self, ch: str) -> None:
+        self.skip_ws()
+        if self.pos >= len(self.text) or self.text[self.pos] != ch:
+            raise _Unusual
+        self.pos += 1
+
+    def peek(self) -> str:
+        self.skip_ws()
+        if self.pos >= len(self.text):
+            raise _Unusual
+        return self.text[self.pos]
+
+    def string(self) -> str:
+        """A string without escapes or control characters."""
+        self.expect('"')
+        end = self.text.find('"', self.pos)
+        if end < 0:
+            raise _Unusual
+        value = self.text[self.pos:end]
+        if "\\" in value or any(c < " " for c in value):
+            raise _Unusual
+        self.pos = end + 1
+        return value
+
+    def integer(self) -> int:
+        """An int32 written as JSON writes one: optional minus, no leading zeros."""
+        self.skip_ws()
+        text, start = self.text, self.pos
+        pos = start + (1 if start < len(text) and text[start] == "-" else 0)
+        digits = pos
+        while pos < len(text) and "0" <= text[pos] <= "9":
+            pos += 1
+        n = pos - digits
+        if n == 0 or n > 10 or (n > 1 and text[digits] == "0"):
+            raise _Unusual
+        if pos < len(text) and text[pos] in ".eE":
+            raise _Unusual
+        value = int(text[start:pos])
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            raise _Unusual
+        self.pos = pos
+        return value
+
+
+def _members(reader: _Reader):
+    """Yield the member names of an object (the caller reads each value), then stop."""
+    reader.expect("{")
+    if reader.peek() == "}":
+        reader.pos += 1
+        return
+    while True:
+        name = reader.string()
+        reader.expect(":")
+        yield name
+        sep = reader.peek()
+        reader.pos += 1
+        if sep == "}":
+            return
+        if sep != ",":
+            raise _Unusual
+
+
+def decode_json_answer(header: Any) -> tuple[int, int, int, str | None, dict[str, str]] | None:
+    """``(code, opaque, flag, remark, ext)`` of a flat JSON header, or None; see the module docstring.
+    ``code`` must be present; opaque and flag default to 0; a member named twice gives None;
+    ``language``, ``version`` and ``serializeTypeCurrentRPC`` are checked for shape only."""
+    raw = bytes(header)
+    if not raw.isascii():
+        return None
+    reader = _Reader(raw.decode("ascii"))
+    seen: set[str] = set()
+    ints = {"opaque": 0, "flag": 0}
+    remark: str | None = None
+    ext: dict[str, str] = {}
+    try:
+        for name in _members(reader):
+            if name in seen:
+                raise _Unusual
+            seen.add(name)
+            if name in _TOP_INT:
+                ints[name] = reader.integer()
+            elif name == "remark":
+                if reader.peek() == "n":
+                    raise _Unusual  # null: let the generic decoder read it
+                remark = reader.string()
+            elif name == "extFields":
+                for key in _members(reader):
+                    if key in ext:
+                        raise _Unusual
+                    ext[key] = reader.string()
+            elif name in ("language", "serializeTypeCurrentRPC"):
+                reader.string()
+            else:
+                raise _Unusual
+        reader.skip_ws()
+        if reader.pos != len(reader.text) or "code" not in ints:
+            raise _Unusual
+    except _Unusual:
+        return None
+    return ints["code"], ints["opaque"], ints["flag"], remark, ext

@@ -1,0 +1,187 @@
+"""The client wire kernels (mqcore/_wire_client.pxi and its twin mqcore/_wire_client_py.py)
+against the generic remoting codec: ``encode_request_frame`` writes exactly the bytes of
+``encode_frame(create_request(...))`` or declines (None), ``decode_json_answer`` reads
+exactly what ``decode_frame`` reads or declines; Cython and twin agree on every input,
+hostile ones included, and the usual send request / answer is never declined."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mqcore import _store, _store_py
+from mqcore.errors import FrameTooLargeError, ProtocolError
+from mqcore.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from mqcore.remoting.command import create_request, create_response, decode_frame, encode_frame
+
+BOTH = (_store, _store_py)
+I32 = st.integers(-2**31, 2**31 - 1)
+#: the characters a send header usually holds: printable ASCII and the property separators
+USUAL = st.text(st.sampled_from([chr(c) for c in range(0x20, 0x7f)] + ["\x01", "\x02"]), max_size=40)
+ANY_TEXT = st.text(max_size=20)
+VALUES = st.one_of(st.none(), USUAL, ANY_TEXT, st.booleans(), st.integers(-2**70, 2**70),
+                   st.floats(allow_nan=False), st.sampled_from([LanguageCode.JAVA, RequestCode.SEND_MESSAGE_V2]))
+V2_KEYS = tuple("abcdefghijklmn")
+
+
+def _generic(code, language, version, opaque, flag, keys, values, body):
+    cmd = create_request(code, dict(zip(keys, values)), body, opaque=opaque, language=language, version=version)
+    cmd.flag = flag
+    return encode_frame(cmd)
+
+
+def _both_encode(*args):
+    out = [k.encode_request_frame(*args) for k in BOTH]
+    assert out[0] == out[1], args  # Cython and twin: same bytes, or both decline
+    return out[0]
+
+
+def test_the_usual_send_request_is_written_byte_for_byte():
+    values = ("ProducerGroup", "BenchTopic", "TBW102", 4, 3, 0, 1_700_000_000_000, 0,
+              "UNIQ_KEY\x01ABCDEF0123456789\x02WAIT\x01true\x02TAGS\x01a\"b\\c\x02", 0, False, None, False, "broker-a")
+    body = b"x" * 100
+    frame = _both_encode(int(RequestCode.SEND_MESSAGE_V2), "PYTHON", 399, 17, 0, V2_KEYS, values, body)
+    assert frame is not None
+    assert frame == _generic(RequestCode.SEND_MESSAGE_V2, LanguageCode.PYTHON, 399, 17, 0, V2_KEYS, values, body)
+    assert b'"i":"UNIQ_KEY\\u0001ABCDEF0123456789\\u0002' in frame and b'"l"' not in frame  # None: absent
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(code=I32, language=st.sampled_from(list(LanguageCode)), version=I32, opaque=I32, flag=I32,
+       ext=st.dictionaries(st.one_of(USUAL, ANY_TEXT), VALUES, max_size=8), body=st.binary(max_size=64))
+def test_encode_is_the_generic_frame_or_declines(code, language, version, opaque, flag, ext, body):
+    keys, values = tuple(ext), tuple(ext.values())
+    frame = _both_encode(code, language.name, version, opaque, flag, keys, values, body)
+    usual = all(isinstance(k, str) and _usual(k) for k in keys) and all(
+        v is None or type(v) in (bool, int) or (type(v) is str and _usual(v)) for v in values) and not flag & 1
+    if usual:
+        assert frame is not None  # the kernel must not decline what a send carries
+    if frame is not None:
+        assert frame == _generic(code, language, version, opaque, flag, keys, values, body)
+
+
+def _usual(text: str) -> bool:
+    return all(0x20 <= ord(c) < 0x7f or c in "\x01\x02" for c in text)
+
+
+@pytest.mark.parametrize("k", BOTH, ids=["cython", "python"])
+@pytest.mark.parametrize("value", ["caf\u00e9", "\x7f", "\x1a", "\x0b", "\ud800", 1.5, b"x", LanguageCode.JAVA])
+def test_encode_declines_what_the_writers_render_differently_or_it_does_not_know(k, value):
+    assert k.encode_request_frame(310, "JAVA", 399, 1, 0, ("a",), (value,), b"") is None
+    assert k.encode_request_frame(310, "JAVA", 399, 1, 0, ("a",), ("ok",), b"") is not None
+
+
+@pytest.mark.parametrize("k", BOTH, ids=["cython", "python"])
+def test_encode_declines_out_of_range_numbers_and_mismatched_fields(k):
+    ok = (310, "JAVA", 399, 1, 0, ("a",), ("v",), b"")
+    assert k.encode_request_frame(*ok) is not None
+    for i in range(5):
+        bad = list(ok)
+        bad[i] = 2**31 if i != 1 else "J\u00c4VA"
+        assert k.encode_request_frame(*bad) is None, i
+    assert k.encode_request_frame(True, "JAVA", 399, 1, 0, ("a",), ("v",), b"") is None  # a bool is not a code
+    assert k.encode_request_frame(310, "JAVA", 399, 1, 0, ("a", "b"), ("v",), b"") is None
+    assert k.encode_request_frame(310, "JAVA", 399, 1, 0, (1,), ("v",), b"") is None
+
+
+# --- answers -------------------------------------------------------------------------------------------
+def _header_of(frame: bytes) -> bytes:
+    return frame[8:8 + int.from_bytes(frame[5:8], "big")]
+
+
+def _both_decode(header):
+    out = [k.decode_json_answer(header) for k in BOTH]
+    assert out[0] == out[1], header
+    return out[0]
+
+
+def _agrees_with_generic(header: bytes, result) -> None:
+    """A header the kernel reads, the generic decoder reads to the same values."""
+    if result is None:
+        return
+    cmd = decode_frame(len(header).to_bytes(4, "big") + header)  # header word (JSON) + header, no body
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields) == result
+
+
+def test_the_usual_send_answer_is_read():
+    resp = create_response(create_request(310, opaque=41), ResponseCode.SUCCESS, None, {
+        "msgId": "7F00000100002A9F0000000000001234", "queueId": "3", "queueOffset": "17",
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    header = _header_of(encode_frame(resp))
+    result = _both_decode(header)
+    assert result == (0, 41, 1, None, {"msgId": "7F00000100002A9F0000000000001234", "queueId": "3",
+                                       "queueOffset": "17", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    _agrees_with_generic(header, result)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(code=I32, opaque=I32, flag=I32, remark=st.one_of(st.none(), USUAL, ANY_TEXT),
+       ext=st.dictionaries(st.one_of(USUAL, ANY_TEXT), st.one_of(USUAL, ANY_TEXT), max_size=6))
+def test_decode_reads_what_the_generic_decoder_reads(code, opaque, flag, remark, ext):
+    request = create_request(310, opaque=opaque)
+    resp = create_response(request, code, remark, ext)
+    resp.flag = flag
+    header = _header_of(encode_frame(resp))
+    result = _both_decode(header)
+    plain = all(0x20 <= ord(c) < 0x7f and c not in '"\\' for s in [*ext, *ext.values(), remark or ""] for c in s)
+    if plain:
+        assert result is not None
+    _agrees_with_generic(header, result)
+
+
+def _json_like():
+    atoms = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False),
+                      st.text(max_size=8))
+    return st.recursive(atoms, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+                        max_leaves=12)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=st.dictionaries(st.sampled_from(["code", "opaque", "flag", "version", "remark", "extFields",
+                                            "language", "serializeTypeCurrentRPC", "other"]), _json_like(),
+                           max_size=6),
+       spaced=st.booleans())
+def test_decode_of_hostile_headers_declines_or_agrees(obj, spaced):
+    header = json.dumps(obj, separators=(", ", " : ") if spaced else (",", ":")).encode()
+    _agrees_with_generic(header, _both_decode(header))
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.binary(max_size=80), cut=st.integers(0, 200))
+def test_decode_of_garbage_and_truncated_headers_declines_or_agrees(raw, cut):
+    usual = _header_of(encode_frame(create_response(create_request(310, opaque=3), 0, "r", {"k": "v"})))
+    for header in (raw, usual[:cut], usual[:cut] + raw, raw + usual):
+        result = _both_decode(header)
+        if result is not None:
+            _agrees_with_generic(header, result)
+
+
+@pytest.mark.parametrize("header", [
+    b"", b"{}", b"[]", b'{"code":0', b'{"code":0,}', b'{"code":01}', b'{"code":1.0}', b'{"code":1e3}',
+    b'{"code":2147483648}', b'{"code":-2147483649}', b'{"code":0,"code":1}', b'{"code":"0"}',
+    b'{"code":0,"remark":null}', b'{"code":0,"remark":"a\\"b"}', b'{"code":0,"extFields":{"a":"1","a":"2"}}',
+    b'{"code":0,"extFields":{"a":1}}', b'{"code":0,"extFields":{"a":"x",}}', b'{"code":0,"extFields":[]}',
+    b'{"code":0,"language":1}', b'{"code":0} x', b'{"opaque":1}', b'{"code":0,"unknown":"x"}',
+    b'{"code":0,"remark":"caf\xc3\xa9"}', b'{"code":0,"remark":"a\x01"}', b'{"code":0 "flag":1}',
+])
+def test_decode_declines_anything_unusual(header):
+    assert _both_decode(header) is None
+
+
+@pytest.mark.parametrize("header", [b'{"code":0}', b' {"code" : -7 , "flag":1,"extFields":{}} ',
+                                    b'{"code":2147483647,"opaque":-2147483648,"remark":""}'])
+def test_decode_reads_small_and_spaced_headers(header):
+    result = _both_decode(header)
+    assert result is not None
+    _agrees_with_generic(header, result)
+
+
+def test_a_malformed_answer_still_raises_the_generic_errors():
+    """What the kernel declines goes to the generic decoder, which names the problem."""
+    with pytest.raises(ProtocolError):
+        decode_frame(len(b'{"opaque":1}').to_bytes(4, "big") + b'{"opaque":1}')
+    with pytest.raises((ProtocolError, FrameTooLargeError)):
+        decode_frame(b"\x00\x00\x00\x09{")
