@@ -201,14 +201,9 @@ class MessageWriter:
         if self.cfg.broker_cluster_name:
             props[Prop.CLUSTER] = self.cfg.broker_cluster_name
         k = self.k
-        if len(body) > self.cfg.max_message_size_bytes:
-            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
-                            f"the body is {len(body)} bytes, more than maxMessageSize "
-                            f"{self.cfg.max_message_size_bytes}")
-        props_b = properties_to_bytes(props)
-        if len(props_b) > L.MAX_PROPERTIES_BYTES:
-            return _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                            f"the properties are {len(props_b)} bytes, more than {L.MAX_PROPERTIES_BYTES}")
+        props_b, refused = self._encoded_properties(len(body), props)
+        if refused:
+            return refused
         n = len(props)
         if props_b.count(b"\x01") != n or props_b.count(b"\x02") != max(n - 1, 0):
             return None  # a separator inside a value: the general path dispatches by scanning
@@ -245,6 +240,19 @@ class MessageWriter:
             self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, tags_code, store_ts,
                                                  hashes)
         return queue_offset, phy, size
+
+    def _encoded_properties(self, body_len: int, props: dict) -> tuple[bytes, PutMessageResult | None]:
+        """A single message's properties as record bytes, or the refusal of a body or
+        properties over the limits (checked in that order, as RocketMQ does)."""
+        if body_len > self.cfg.max_message_size_bytes:
+            return b"", _refused(PutMessageStatus.MESSAGE_ILLEGAL,
+                                 f"the body is {body_len} bytes, more than maxMessageSize "
+                                 f"{self.cfg.max_message_size_bytes}")
+        props_b = properties_to_bytes(props)
+        if len(props_b) > L.MAX_PROPERTIES_BYTES:
+            return props_b, _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                     f"the properties are {len(props_b)} bytes, more than {L.MAX_PROPERTIES_BYTES}")
+        return props_b, None
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
         """Several messages (any topics and queues), each checked and stored exactly as by
@@ -311,14 +319,9 @@ class MessageWriter:
             topic, queue_id = SCHEDULE_TOPIC, level - 1
         topic_b = topic.encode("utf-8")
         body = msg.body
-        if len(body) > self.cfg.max_message_size_bytes:
-            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
-                            f"the body is {len(body)} bytes, more than maxMessageSize "
-                            f"{self.cfg.max_message_size_bytes}")
-        props_b = properties_to_bytes(props)
-        if len(props_b) > L.MAX_PROPERTIES_BYTES:
-            return _refused(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                            f"the properties are {len(props_b)} bytes, more than {L.MAX_PROPERTIES_BYTES}")
+        props_b, refused = self._encoded_properties(len(body), props)
+        if refused:
+            return refused
         if queue_id < 0:
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} is negative")
         sys_flag = (msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_sys_flag(
