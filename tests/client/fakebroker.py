@@ -88,6 +88,9 @@ class FakeBroker:
     down: bool = False
     send_delay_s: float = 0.0
     fail_send_back: bool = False
+    query_offset_delay_s: float = 0.0  # QUERY_CONSUMER_OFFSET answered this late
+    query_offset_inflight: int = 0
+    query_offset_most_inflight: int = 0  # the most offset queries seen waiting at once
 
 
 class FakeCluster:
@@ -318,6 +321,21 @@ class FakeCluster:
         return create_response(req, body=GetConsumerListByGroupResponseBody(ids).encode())
 
     def _query_off(self, b: FakeBroker, req: Any) -> Any:
+        if b.query_offset_delay_s:
+            return self._query_off_late(b, req)
+        h = QueryConsumerOffsetRequestHeader.from_command(req)
+        off = b.offsets.get((h.consumer_group, h.topic, h.queue_id))
+        if off is None:
+            return create_response(req, ResponseCode.QUERY_NOT_FOUND, "Not found")
+        return create_response(req, ext_fields={"offset": off})
+
+    async def _query_off_late(self, b: FakeBroker, req: Any) -> Any:
+        b.query_offset_inflight += 1
+        b.query_offset_most_inflight = max(b.query_offset_most_inflight, b.query_offset_inflight)
+        try:
+            await asyncio.sleep(b.query_offset_delay_s)
+        finally:
+            b.query_offset_inflight -= 1
         h = QueryConsumerOffsetRequestHeader.from_command(req)
         off = b.offsets.get((h.consumer_group, h.topic, h.queue_id))
         if off is None:

@@ -392,11 +392,8 @@ class PushConsumerImpl(RouteAwareConsumer):
     async def start_async(self) -> None:
         self.running = True
         self.offset_store.load()
-        for topic in list(self.rebalance.subscription_inner):
-            try:
-                await self.instance.update_topic_route(topic)
-            except (RemotingError, BrokerError) as e:
-                log.warning("route of %s not available yet: %s", topic, e)
+        # every subscribed topic's route (the group's retry topic too) in one round trip's wait
+        await asyncio.gather(*(self._first_route(topic) for topic in list(self.rebalance.subscription_inner)))
         await self.instance.send_heartbeat_to_all_brokers()
         if self.orderly and self.message_model is MessageModel.CLUSTERING:
             self._service_tasks.append(asyncio.ensure_future(self._every(
@@ -405,6 +402,12 @@ class PushConsumerImpl(RouteAwareConsumer):
             self._service_tasks.append(asyncio.ensure_future(self._every(
                 self.config.clean_expired_interval_ms, self.config.clean_expired_interval_ms, self._clean_expired)))
         self.instance.rebalance_now()
+
+    async def _first_route(self, topic: str) -> None:
+        try:
+            await self.instance.update_topic_route(topic)
+        except (RemotingError, BrokerError) as e:
+            log.warning("route of %s not available yet: %s", topic, e)
 
     async def _every(self, first_ms: int, interval_ms: int, fn: Any) -> None:
         await asyncio.sleep(first_ms / 1000.0)

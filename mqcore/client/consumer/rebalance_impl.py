@@ -16,6 +16,7 @@ objects handed to them.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
@@ -134,19 +135,23 @@ class RebalanceImpl:
                     changed = True
                     log.info("group %s no longer consumes %s", self.group, mq)
         requests: list[PullRequest] = []
-        for mq in sorted(mq_set):
+        added = [mq for mq in sorted(mq_set) if mq not in self.process_queue_table]
+        # a concurrently consuming group asks for every new queue's start offset at once: one
+        # round trip's wait instead of one per queue before the first pull (orderly groups take
+        # each queue's lock first, one by one, as RocketMQ does)
+        early = {} if is_order or len(added) < 2 else dict(zip(added, await asyncio.gather(
+            *(self._start_offset(mq) for mq in added))))
+        for mq in added:
             if mq in self.process_queue_table:
-                continue
+                continue  # taken by a rebalance that ran while this one waited
             if is_order and not await self.lock(mq):
                 log.warning("group %s: cannot take %s yet, its lock is held by another consumer", self.group, mq)
                 continue
             pq = self.callbacks.new_process_queue()
             if is_order:
                 pq.mark_locked(True)
-            try:
-                next_offset = await self.callbacks.compute_pull_from_where(mq)
-            except (RemotingError, BrokerError, MQError) as e:
-                log.warning("group %s: cannot compute the start offset of %s: %s", self.group, mq, e)
+            next_offset = early[mq] if mq in early else await self._start_offset(mq)
+            if next_offset is None:
                 continue
             if next_offset < 0:
                 log.warning("group %s: no start offset for %s yet; retrying at the next rebalance", self.group, mq)
@@ -158,6 +163,14 @@ class RebalanceImpl:
         if requests:
             self.callbacks.dispatch_pull_requests(requests)
         return changed
+
+    async def _start_offset(self, mq: MessageQueue) -> int | None:
+        """``compute_pull_from_where``; None (logged) when the broker could not say."""
+        try:
+            return await self.callbacks.compute_pull_from_where(mq)
+        except (RemotingError, BrokerError, MQError) as e:
+            log.warning("group %s: cannot compute the start offset of %s: %s", self.group, mq, e)
+            return None
 
     async def _truncate_queues_not_subscribed(self) -> None:
         for mq, pq in list(self.process_queue_table.items()):

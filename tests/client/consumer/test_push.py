@@ -184,6 +184,22 @@ def test_exception_counts_as_failure_and_none_as_success(cluster):
     assert calls == {b"m0": 2, b"m1": 1}
 
 
+def test_new_queues_ask_for_their_start_offsets_at_once(fake_cluster):
+    """A concurrently consuming group's rebalance asks for every new queue's start offset
+    together, so the first pull waits one offset round trip, not one per queue."""
+    fake_cluster.create_topic("T", 8)
+    produce(fake_cluster, "T", 16)
+    b = fake_cluster.brokers[0]
+    b.query_offset_delay_s = 0.3
+    sink = Sink()
+    c = consumer(fake_cluster)
+    c.subscribe("T")
+    c.register_listener(sink)
+    with c:
+        assert wait_for(lambda: len(sink.msgs) == 16)
+    assert b.query_offset_most_inflight >= 8  # the topic's 8 queues at once (and the retry topic's)
+
+
 def test_send_back_failure_retries_locally(fake_cluster):
     # the fake: a broker that refuses CONSUMER_SEND_MSG_BACK and every send is a fault to inject
     fake_cluster.create_topic("T")
