@@ -41,7 +41,7 @@ from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProduceAccumulator", "split_batch_result", "split_batch_results"]
+__all__ = ["ProduceAccumulator", "split_batch_results"]
 
 #: per-message overhead of a batch item on the wire (TOTALSIZE..BODYLEN + PROPERTIESLENGTH)
 BATCH_ITEM_OVERHEAD = 22
@@ -56,19 +56,10 @@ BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
 SendBatch = Callable[..., Awaitable[SendResult]]
 
 
-def split_batch_result(batch: SendResult, index: int, uniq_id: str,
-                       offset_ids: list[str] | None = None) -> SendResult:
-    """The ``index``-th message's own result out of a batch result (pass the split
-    ``offset_ids`` when calling this for every message of a batch)."""
-    ids = batch.offset_msg_ids if offset_ids is None else offset_ids
-    return SendResult(batch.status, uniq_id, batch.message_queue, batch.queue_offset + index,
-                      ids[index] if index < len(ids) else batch.offset_msg_id, batch.transaction_id,
-                      batch.region_id, batch.trace_on)
-
-
 def split_batch_results(batch: SendResult, uniq_ids: list[str]) -> list[SendResult]:
-    """Every message's own result out of a batch result, in order (``split_batch_result``
-    for each index, built in one pass: this runs for every message an auto-batch sends)."""
+    """Every message's own result out of a batch result, in order: the ``i``-th gets its own
+    UNIQ_KEY, queue offset ``batch.queue_offset + i`` and the ``i``-th broker id (the batch's
+    id where the broker listed fewer)."""
     ids = batch.offset_msg_ids
     if len(ids) < len(uniq_ids):  # a broker that listed fewer ids: the rest get the batch's
         ids = ids + [batch.offset_msg_id] * (len(uniq_ids) - len(ids))

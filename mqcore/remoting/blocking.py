@@ -141,19 +141,7 @@ class BlockingConnection:
         opaque = cmd.opaque = self._next_opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         prefix, body = encode(cmd)  # before any I/O: an unencodable request leaves the socket usable
-        try:
-            self._send(prefix, body, deadline)
-            while True:
-                answer = self._read_frame(deadline, cmd.code, opaque)
-                if answer.is_response and answer.opaque == opaque:
-                    return answer
-                log.debug("%s: dropped an unexpected frame %r", self, answer)
-        except ProtocolError as e:  # as on the loop: a malformed answer closes the connection
-            self.close()
-            raise RemotingError(f"connection to {self.addr} closed (protocol error: {e})") from e
-        except BaseException:
-            self.close()
-            raise
+        return self._exchange(prefix, body, cmd.code, opaque, deadline, None)
 
     def invoke_frame(self, code: int, build: FrameBuilder, deadline: float,
                      decode: FrameDecoder) -> AnswerHeader | RemotingCommand | None:
@@ -165,8 +153,15 @@ class BlockingConnection:
         frame = build(opaque)
         if frame is None:
             return None
+        return self._exchange(frame, b"", code, opaque, deadline, decode)
+
+    def _exchange(self, prefix: bytes, body: Body, code: int, opaque: int, deadline: float,
+                  decode: FrameDecoder | None) -> Any:
+        """Write the request and read frames until the answer to ``opaque`` (an
+        :data:`AnswerHeader` when ``decode`` read it, else a RemotingCommand). Any failure
+        closes this connection."""
         try:
-            self._send(frame, b"", deadline)
+            self._send(prefix, body, deadline)
             while True:
                 answer = self._read_frame(deadline, code, opaque, decode)
                 if type(answer) is tuple:
@@ -175,7 +170,7 @@ class BlockingConnection:
                 elif answer.is_response and answer.opaque == opaque:
                     return answer
                 log.debug("%s: dropped an unexpected frame %r", self, answer)
-        except ProtocolError as e:
+        except ProtocolError as e:  # as on the loop: a malformed answer closes the connection
             self.close()
             raise RemotingError(f"connection to {self.addr} closed (protocol error: {e})") from e
         except BaseException:

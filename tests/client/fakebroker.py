@@ -323,6 +323,9 @@ class FakeCluster:
     def _query_off(self, b: FakeBroker, req: Any) -> Any:
         if b.query_offset_delay_s:
             return self._query_off_late(b, req)
+        return self._query_off_now(b, req)
+
+    def _query_off_now(self, b: FakeBroker, req: Any) -> Any:
         h = QueryConsumerOffsetRequestHeader.from_command(req)
         off = b.offsets.get((h.consumer_group, h.topic, h.queue_id))
         if off is None:
@@ -336,11 +339,7 @@ class FakeCluster:
             await asyncio.sleep(b.query_offset_delay_s)
         finally:
             b.query_offset_inflight -= 1
-        h = QueryConsumerOffsetRequestHeader.from_command(req)
-        off = b.offsets.get((h.consumer_group, h.topic, h.queue_id))
-        if off is None:
-            return create_response(req, ResponseCode.QUERY_NOT_FOUND, "Not found")
-        return create_response(req, ext_fields={"offset": off})
+        return self._query_off_now(b, req)
 
     def _update_off(self, b: FakeBroker, req: Any) -> Any:
         h = UpdateConsumerOffsetRequestHeader.from_command(req)

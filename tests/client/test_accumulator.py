@@ -212,15 +212,16 @@ def test_adds_from_many_threads_while_the_loop_sends() -> None:
         runner.join(5)
 
 
-def test_split_batch_results_equals_splitting_each_index():
-    from mqcore.client.accumulator import split_batch_result, split_batch_results
+def test_split_batch_results_gives_each_message_its_own_ids_and_offset():
+    from mqcore.client.accumulator import split_batch_results
     q = MessageQueue("T", "b", 3)
     full = SendResult(SendStatus.SEND_OK, "U0,U1,U2", q, 40, "O0,O1,O2", "tx", "DefaultRegion", False)
     short = SendResult(SendStatus.FLUSH_DISK_TIMEOUT, "U0,U1,U2", q, 7, "O0", None, None, True)
-    for batch in (full, short):
-        uniq = ["U0", "U1", "U2"]
-        expected = [split_batch_result(batch, i, u) for i, u in enumerate(uniq)]
-        assert split_batch_results(batch, uniq) == expected
+    uniq = ["U0", "U1", "U2"]
+    assert split_batch_results(full, uniq) == [
+        SendResult(SendStatus.SEND_OK, f"U{i}", q, 40 + i, f"O{i}", "tx", "DefaultRegion", False) for i in range(3)]
+    assert split_batch_results(short, uniq) == [  # fewer broker ids: the rest get the batch's
+        SendResult(SendStatus.FLUSH_DISK_TIMEOUT, f"U{i}", q, 7 + i, "O0", None, None, True) for i in range(3)]
     assert [r.offset_msg_id for r in split_batch_results(short, ["a", "b"])] == ["O0", "O0"]
 
 
