@@ -16,7 +16,7 @@ from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient
 from mqcore.remoting.codes import ResponseCode, SerializeType
 from mqcore.remoting.command import RemotingCommand, create_request, create_response, encode_frame
-from tests.support.waiting import free_port
+from tests.support.waiting import free_port, wait_for
 
 from ._util import run, serving
 
@@ -143,7 +143,8 @@ def test_a_socket_the_peer_closed_while_idle_is_replaced() -> None:
             while server.channels and time.monotonic() < deadline:
                 time.sleep(0.01)  # wait for the server to close it
             assert not server.channels
-            time.sleep(0.05)  # the server forgets the channel before its loop closes the socket
+            # the server forgets the channel before its loop closes the socket: wait for the close
+            assert wait_for(lambda: pool._idle[addr][0].peer_closed(), timeout=5)
             assert pool.idle_count(addr) == 1  # still in the pool, closed by the peer
             assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"  # no error: reconnected
         finally:
@@ -175,7 +176,7 @@ def test_only_a_socket_idle_for_a_while_is_polled_and_a_stale_one_fails_loudly(m
             deadline = time.monotonic() + 5
             while server.channels and time.monotonic() < deadline:
                 time.sleep(0.01)
-            time.sleep(0.05)
+            assert wait_for(lambda: real(pool._idle[addr][0]), timeout=5)  # the peer's close has landed
             assert not polls  # never polled: every reuse was "recent"
             with pytest.raises(RemotingError):
                 pool.invoke(addr, create_request(ECHO), 2000)
