@@ -20,6 +20,7 @@ old checkout and alternate):
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -44,8 +45,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=30_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-gc", action="store_true",
+                    help="turn Python's cyclic garbage collector off in this process (what it costs)")
     ap.add_argument("--batch-bytes", type=int, default=1024 * 1024, help="batch_max_bytes (RocketMQ's default: 32768)")
     args = ap.parse_args()
+    if args.no_gc:
+        gc.disable()
     tmp = tempfile.mkdtemp(prefix="bench-send-async-")
     child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", os.path.join(tmp, "store"),
                    "--listen-port", "0", "--namesrv-port", "0", "--log-level", "WARNING"])
@@ -82,7 +87,7 @@ def main() -> None:
                         "client_cpu_us": round((time.process_time() - proc0) / args.n * 1e6, 1),
                         "caller_thread_cpu_us": round(caller / args.n * 1e6, 1),
                         "broker_cpu_us": round((cpu_of(child.proc.pid) - broker0) / args.n * 1e6, 1),
-                        "batch_max_bytes": args.batch_bytes, "loadavg_1m": os.getloadavg()[0]}), flush=True)
+                        "batch_max_bytes": args.batch_bytes, "gc": gc.isenabled(), "loadavg_1m": os.getloadavg()[0]}), flush=True)
     finally:
         child.stop()
         shutil.rmtree(tmp, ignore_errors=True)
