@@ -35,7 +35,7 @@ def summary(m: MessageExt) -> dict:
     preview = body[:80].decode("utf-8", "replace")
     return {"msg_id": m.msg_id, "offset_msg_id": m.offset_msg_id, "phy": m.commitlog_offset, "topic": m.topic,
             "queue": m.queue_id,
-            "queue_offset": m.queue_offset, "tags": m.tags or "", "keys": " ".join(m.keys),
+            "queue_offset": m.queue_offset, "tags": m.tags or "", "key_list": " ".join(m.keys),
             "store_ts": m.store_timestamp, "born_ts": m.born_timestamp, "size": len(body),
             "preview": "".join(c if c in _PRINTABLE else "." for c in preview)}
 
@@ -147,14 +147,15 @@ def trail(src: DashboardSource, m: MessageExt) -> dict:
                 for c in by_key(src, topic, uniq):
                     if c.commitlog_offset == m.commitlog_offset:
                         continue
-                    copies.append({"kind": kind, "group": g, "summary": summary(c),
-                                   "reconsume": c.reconsume_times,
-                                   "consumed": [x for x in _consumed(src, topic, c.queue_id, c.queue_offset)
-                                                if x["group"] == g]})
+                    committed = src.offsets.query(g, topic, c.queue_id)
+                    copies.append({"kind": kind, "group": g, "summary": summary(c), "reconsume": c.reconsume_times,
+                                   # a dead letter is never consumed: nothing reads a DLQ by itself
+                                   "consumed": None if kind == "dlq" else
+                                   committed is not None and committed > c.queue_offset})
         for c in by_key(src, SCHEDULE_TOPIC, uniq):
             if c.commitlog_offset != m.commitlog_offset:
                 copies.append({"kind": "delay", "group": "", "summary": summary(c), "reconsume": c.reconsume_times,
-                               "consumed": []})
+                               "consumed": None})
     copies.sort(key=lambda c: c["summary"]["store_ts"])
     return {"origin_topic": origin_topic, "steps": steps, "copies": copies,
             "consumed": _consumed(src, m.topic, m.queue_id, m.queue_offset)}

@@ -6,6 +6,7 @@
     if (v == null) return "-";
     return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
   }
+  function hms(v) { return new Date(v * 1e3).toISOString().slice(11, 19); }
   function draw(el) {
     var url = el.getAttribute("data-rates");
     var every = parseFloat(el.getAttribute("data-interval") || "5") * 1000;
@@ -24,11 +25,11 @@
         el.innerHTML = "";
         plot = new uPlot({
           width: Math.max(420, el.clientWidth - 20), height: 240,
-          tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
           scales: {x: {time: true}, y: {range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; }}},
-          axes: [{}, {label: "msg/s", values: function (u, vals) { return vals.map(fmt); }}],
+          axes: [{space: 80, incrs: [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600],
+                   values: function (u, vals) { return vals.map(hms); }}, {label: "msg/s", values: function (u, vals) { return vals.map(fmt); }}],
           series: [
-            {value: "{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}"},
+            {value: function (u, v) { return v == null ? "-" : new Date(v * 1e3).toISOString().replace("T", " ").slice(0, 19); }},
             {label: "put", stroke: "#1f5fb4", width: 2, fill: "rgba(31,95,180,0.08)", value: function (u, v) { return fmt(v); }},
             {label: "get", stroke: "#d9822b", width: 2, value: function (u, v) { return fmt(v); }}
           ]
