@@ -8,7 +8,15 @@ import os
 import psutil
 
 from mqcore.dashboard.source import DashboardSource
-from mqcore.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, dlq_topic, retry_topic
+from mqcore.broker.topics import BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC
+from mqcore.message import (
+    DEFAULT_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    dlq_topic,
+    retry_topic,
+)
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import LanguageCode, MQVersion
 
@@ -32,12 +40,17 @@ def perm_text(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-def topic_kind(topic: str) -> str:
+#: the topics a 4.9 broker makes for itself (besides the ones named after its cluster and itself)
+SYSTEM_TOPICS = frozenset({DEFAULT_TOPIC, SCHEDULE_TOPIC, SELF_TEST_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT})
+
+
+def topic_kind(topic: str, src: DashboardSource | None = None) -> str:
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return "retry"
     if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "dlq"
-    if topic == SCHEDULE_TOPIC or topic.isupper() or topic in ("TBW102", "BenchmarkTest"):
+    if topic in SYSTEM_TOPICS or topic.startswith("RMQ_SYS_") or (
+            src is not None and topic in (src.cluster_name, src.broker_name)):
         return "system"
     return "normal"
 
@@ -75,7 +88,7 @@ def topic_list(src: DashboardSource, rates: dict[str, tuple[float, float]]) -> l
         total = sum(max(0, store.get_max_offset_in_queue(name, q) - max(0, store.get_min_offset_in_queue(name, q)))
                     for q in range(tc.write_queue_nums))
         put, get = rates.get(name, (0.0, 0.0))
-        out.append({"name": name, "kind": topic_kind(name), "read": tc.read_queue_nums, "write": tc.write_queue_nums,
+        out.append({"name": name, "kind": topic_kind(name, src), "read": tc.read_queue_nums, "write": tc.write_queue_nums,
                     "perm": perm_text(tc.perm), "messages": total, "put_rate": put, "get_rate": get})
     return out
 
@@ -93,7 +106,7 @@ def topic_detail(src: DashboardSource, topic: str) -> dict | None:
         queues.append({"id": qid, "min": lo, "max": hi, "last_ts": max(0, last)})
     groups = sorted(src.offsets.committed_by_group(topic))
     subscribed = sorted(g.group for g in src.clients.consumers.values() if topic in g.subscriptions)
-    return {"name": topic, "kind": topic_kind(topic), "read": tc.read_queue_nums, "write": tc.write_queue_nums,
+    return {"name": topic, "kind": topic_kind(topic, src), "read": tc.read_queue_nums, "write": tc.write_queue_nums,
             "perm": perm_text(tc.perm), "order": tc.order, "queues": queues,
             "groups": sorted(set(groups) | set(subscribed))}
 

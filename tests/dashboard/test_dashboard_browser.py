@@ -18,6 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from mqcore.client import ConsumeStatus, Message, Producer, PullConsumer, PullStatus, PushConsumer
+from tests.grpc.conftest import TEST_CONF as GRPC_CONF, grpc_addr
 from tests.dashboard.browser import screenshot, send_basic_auth, start_browser, text_of
 from tests.support import acl
 from tests.support.processes import BrokerProcess
@@ -32,8 +33,10 @@ GROUP = "dash-group"
 def live(tmp_path_factory):
     port = free_port()
     store = tmp_path_factory.mktemp("dashboard") / "store"
-    with BrokerProcess(store, conf={"dashboardPort": port, "flushIntervalCommitLog": 100}) as b:
+    # the gRPC endpoint on: 5.x clients are shown beside 4.x ones
+    with BrokerProcess(store, conf={"dashboardPort": port, "flushIntervalCommitLog": 100, **GRPC_CONF}) as b:
         b.dashboard = f"http://127.0.0.1:{port}"
+        b.grpc_addr = grpc_addr(b)
         yield b
 
 
@@ -212,12 +215,79 @@ def test_retries_and_dead_letters_are_traced_and_resent(live, browser):
     assert "will fail" in text_of(browser, "#body-text")
 
 
+class Grpc5Client:
+    """A 5.x push consumer as the official clients announce one: a Telemetry stream whose first
+    command is the client's settings (type, group, subscription, user agent), kept open."""
+
+    def __init__(self, addr: str, client_id: str, group: str, topic: str):
+        import grpc
+
+        from mqcore.grpc.protocol import load_protocol
+        d, s, g = load_protocol()
+        self.channel = grpc.insecure_channel(addr)
+        self.stop = threading.Event()
+        settings = d.Settings(client_type=d.PUSH_CONSUMER,
+                              user_agent=d.UA(language=d.PYTHON, version="5.1.2", platform="linux", hostname="test"))
+        settings.subscription.group.name = group
+        sub = settings.subscription.subscriptions.add()
+        sub.topic.name = topic
+        sub.expression.type = d.TAG
+        sub.expression.expression = "*"
+
+        def commands():
+            yield s.TelemetryCommand(settings=settings)
+            self.stop.wait(120)
+
+        self.answers = g.MessagingServiceStub(self.channel).Telemetry(
+            commands(), metadata=[("x-mq-client-id", client_id)], timeout=120)
+        assert next(self.answers).HasField("settings")
+
+    def close(self):
+        self.stop.set()
+        self.channel.close()
+
+
+def test_5x_clients_are_shown_beside_4x_ones(live, browser):
+    c5 = Grpc5Client(live.grpc_addr, "py5-client@test", "dash-5x-group", "UiTopic")
+    try:
+        # a 4.x producer is known to the broker by its heartbeats
+        with Producer("dash-producer", namesrv_addr=live.namesrv_addr, heartbeat_broker_interval_ms=300) as p:
+            p.send(Message("UiTopic", b"hello"))
+
+            def rows():
+                browser.get(live.dashboard + "/clients")
+                return [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#clients tr")[1:]]
+
+            assert wait_for(lambda: any("4.x remoting" in r and "producer dash-producer" in r for r in rows()), 15)
+            five = [r for r in rows() if "py5-client@test" in r]
+            assert len(five) == 1 and "5.x gRPC" in five[0] and "PYTHON" in five[0] and "5.1.2" in five[0], rows()
+        browser.get(live.dashboard + "/groups/dash-5x-group")
+        assert "5.x gRPC (PUSH_CONSUMER)" in text_of(browser, "#members")
+    finally:
+        c5.close()
+
+
 def test_screenshots_of_every_page(live, browser, shots):
     """After the tests above left topics, groups and messages behind; the broker page's chart
-    needs two samples of the counters (one every 5 s)."""
-    with Producer("dash-producer", namesrv_addr=live.namesrv_addr) as p:
+    needs two samples of the counters (one every 5 s). Clients of both protocols stay
+    connected while the pages are taken."""
+    c5 = Grpc5Client(live.grpc_addr, "py5-client@shots", "dash-5x-group", "UiTopic")
+    consumer = PushConsumer("dash-shots-group", namesrv_addr=live.namesrv_addr, consume_from_where="first")
+    consumer.subscribe("UiTopic")
+    consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+    consumer.start()
+    p = Producer("dash-producer", namesrv_addr=live.namesrv_addr, heartbeat_broker_interval_ms=300).start()
+    try:
         for i in range(20):
             p.send(Message("UiTopic", f"chart {i}".encode()))
+        _take_screenshots(live, browser, shots)
+    finally:
+        p.shutdown()
+        consumer.shutdown()
+        c5.close()
+
+
+def _take_screenshots(live, browser, shots):
 
     def sampled():  # the chart's series has the burst once the counters were sampled after it
         with urllib.request.urlopen(live.dashboard + "/api/rates?topic=UiTopic", timeout=10) as r:
