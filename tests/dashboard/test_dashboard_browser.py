@@ -6,11 +6,14 @@ was made that way), else to a temp dir; each must be a real PNG.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
+import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -354,3 +357,51 @@ def test_an_unauthenticated_visitor_is_refused_when_acl_is_on(acl_broker, browse
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(acl_broker.dashboard + "/", timeout=10)
     assert e.value.code == 401 and e.value.headers["WWW-Authenticate"].startswith("Basic ")
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, html.unescape(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, html.unescape(e.read().decode())
+
+
+def _post(base: str, path: str, fields: dict) -> tuple[int, str]:
+    data = urllib.parse.urlencode(fields).encode()
+    req = urllib.request.Request(base + path, data=data, method="POST", headers={"Origin": base})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, html.unescape(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, html.unescape(e.read().decode())
+
+
+def test_bad_input_gets_a_clear_answer_and_the_broker_serves_on(live):
+    base = live.dashboard
+    with Producer("dash-producer", namesrv_addr=live.namesrv_addr) as p:
+        p.send(Message("BadInputTopic", b"x"))
+    assert _get(base + "/messages/not-a-number")[0] == 400
+    code, page = _get(base + "/messages/99999999999")
+    assert code == 400 and "no message at commitlog offset 99999999999" in page
+    code, page = _get(base + "/messages?topic=KeyTopic&begin=yesterday")
+    assert code == 400 and "'yesterday' is not a time" in page
+    code, page = _post(base, "/topics", {"name": "bad topic!", "read_queues": "1", "write_queues": "1",
+                                         "read_perm": "on"})
+    assert code == 400 and "bad topic!" in page
+    code, page = _post(base, "/topics", {"name": "T", "read_queues": "x", "write_queues": "1", "read_perm": "on"})
+    assert code == 400 and "read_queues must be a whole number" in page
+    code, page = _post(base, "/groups/nobody/reset", {"topic": "BadInputTopic", "time": ""})
+    assert code == 400 and "has no offsets" in page
+    code, page = _post(base, "/messages/0/resend", {})
+    assert code == 400 and "not in a dead-letter queue" in page
+    # garbage and an oversized head on the socket: refused, nothing else happens
+    host, port = base.removeprefix("http://").split(":")
+    for raw in (b"\x00\x01garbage\r\n\r\n", b"GET / HTTP/1.1\r\nX: " + b"a" * 100_000 + b"\r\n\r\n"):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(raw)
+            answer = s.recv(100)  # an answer or a close, never a hang (the timeout)
+            assert answer == b"" or answer[:10] in (b"HTTP/1.0 4", b"HTTP/1.1 4"), answer
+    assert _get(base + "/")[0] == 200
+    with Producer("dash-producer", namesrv_addr=live.namesrv_addr) as p:
+        assert p.send(Message("BadInputTopic", b"still serving")).msg_id
