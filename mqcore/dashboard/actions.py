@@ -104,4 +104,7 @@ async def resend_dlq(src: DashboardSource, m: MessageExt) -> MessageExt:
         raise ActionError(f"the store refused the message: {result.status.value} {result.remark or ''}".strip())
     src.schedule_register()
     log.info("dashboard: %s resent from %s to %s", m.offset_msg_id, m.topic, topic)
-    return store.look_message_by_offset(result.phy_offset)
+    copy = store.look_message_by_offset(result.phy_offset)
+    if copy is None:  # stored a moment ago: only a cleanup racing the put could take it
+        raise ActionError(f"the copy at commitlog offset {result.phy_offset} cannot be read back")
+    return copy
