@@ -334,8 +334,10 @@ class Broker:
                         lang = language.Name(ua.language)
                     except ValueError:
                         lang = str(ua.language)
+                subs = getattr(st.settings, "subscription", None)
+                topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
                 out.append(GrpcClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
-                                      st.last_seen_ms))
+                                      st.last_seen_ms, topics))
             return out
 
         async def reset_offset(group: str, topic: str, timestamp: int) -> tuple[bool, str]:

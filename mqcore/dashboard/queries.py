@@ -106,6 +106,7 @@ def topic_detail(src: DashboardSource, topic: str) -> dict | None:
         queues.append({"id": qid, "min": lo, "max": hi, "last_ts": max(0, last)})
     groups = sorted(src.offsets.committed_by_group(topic))
     subscribed = sorted(g.group for g in src.clients.consumers.values() if topic in g.subscriptions)
+    subscribed += [c.group for c in src.grpc_clients() if c.group and topic in c.topics]
     return {"name": topic, "kind": topic_kind(topic, src), "read": tc.read_queue_nums, "write": tc.write_queue_nums,
             "perm": perm_text(tc.perm), "order": tc.order, "queues": queues,
             "groups": sorted(set(groups) | set(subscribed))}

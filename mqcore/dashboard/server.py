@@ -104,7 +104,8 @@ class DashboardServer:
             web.get("/api/rates", self.api_rates),
             web.static("/static", os.path.join(HERE, "static")),
         ])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # a broker's shutdown waits at most this long for a page still being answered
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         try:

@@ -33,6 +33,8 @@ class GrpcClient:
     language: str
     version: str
     last_seen_ms: int
+    #: the topics a consumer subscribes to (from its settings)
+    topics: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass

@@ -7,6 +7,7 @@ was made that way), else to a temp dir; each must be a real PNG.
 from __future__ import annotations
 
 import html
+import http.client
 import json
 import os
 import socket
@@ -266,6 +267,8 @@ def test_5x_clients_are_shown_beside_4x_ones(live, browser):
             assert len(five) == 1 and "5.x gRPC" in five[0] and "PYTHON" in five[0] and "5.1.2" in five[0], rows()
         browser.get(live.dashboard + "/groups/dash-5x-group")
         assert "5.x gRPC (PUSH_CONSUMER)" in text_of(browser, "#members")
+        browser.get(live.dashboard + "/topics/UiTopic")
+        assert "dash-5x-group" in browser.page_source  # a consumer group of the topic
     finally:
         c5.close()
 
@@ -405,3 +408,17 @@ def test_bad_input_gets_a_clear_answer_and_the_broker_serves_on(live):
     assert _get(base + "/")[0] == 200
     with Producer("dash-producer", namesrv_addr=live.namesrv_addr) as p:
         assert p.send(Message("BadInputTopic", b"still serving")).msg_id
+
+
+def test_the_broker_stops_promptly_while_a_browser_keeps_a_connection_open(tmp_path):
+    port = free_port()
+    b = BrokerProcess(tmp_path / "store", conf={"dashboardPort": port}).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/topics")  # HTTP/1.1: the connection stays open after the answer
+        assert conn.getresponse().read()
+        t0 = time.monotonic()
+        assert b.stop() == 0
+        assert time.monotonic() - t0 < 10
+    finally:
+        b.stop()
