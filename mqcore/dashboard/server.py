@@ -244,7 +244,7 @@ class DashboardServer:
             found, searched = messages.by_key(self.src, topic, key), f"key {key} in {topic}"
         elif topic:
             found, searched = messages.by_time(self.src, topic, begin, end), \
-                f"{topic} from {_fmt_ts(begin)} to {_fmt_ts(end)} UTC"
+                f"{topic} from {_fmt_ts(begin) if begin > 0 else 'the first message'} to {_fmt_ts(end)} UTC"
         topics = sorted(n for n in self.src.topics.table.names())
         return self._render("messages.html", request, found=[messages.summary(m) for m in found],
                             searched=searched, topic=topic, key=key, msg_id=msg_id, topics=topics,

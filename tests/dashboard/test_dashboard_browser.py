@@ -305,7 +305,7 @@ def _take_screenshots(live, browser, shots):
     assert wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".chart canvas"), 30, 0.5)
     shoot(browser, shots, "broker")
     for path, name in (("/topics", "topics"), ("/topics/UiTopic", "topic"), ("/groups", "groups"),
-                       (f"/groups/{GROUP}", "group"), ("/clients", "clients"),
+                       ("/groups/dash-shots-group", "group"), ("/clients", "clients"),
                        ("/messages?topic=KeyTopic&begin=0", "messages")):
         browser.get(live.dashboard + path)
         shoot(browser, shots, name)
