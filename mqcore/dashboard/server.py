@@ -240,6 +240,8 @@ class DashboardServer:
         found, searched = [], ""
         if msg_id:
             found, searched = messages.by_id(self.src, msg_id, topic or None), f"message id {msg_id}"
+        elif key and not topic:
+            raise actions.ActionError("a search by key needs the topic (the index is kept per topic)")
         elif topic and key:
             found, searched = messages.by_key(self.src, topic, key), f"key {key} in {topic}"
         elif topic:

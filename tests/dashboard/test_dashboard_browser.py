@@ -387,6 +387,8 @@ def test_bad_input_gets_a_clear_answer_and_the_broker_serves_on(live):
     assert _get(base + "/messages/not-a-number")[0] == 400
     code, page = _get(base + "/messages/99999999999")
     assert code == 400 and "no message at commitlog offset 99999999999" in page
+    code, page = _get(base + "/messages?key=order-1")
+    assert code == 400 and "needs the topic" in page
     code, page = _get(base + "/messages?topic=KeyTopic&begin=yesterday")
     assert code == 400 and "'yesterday' is not a time" in page
     code, page = _post(base, "/topics", {"name": "bad topic!", "read_queues": "1", "write_queues": "1",
