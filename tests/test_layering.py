@@ -4,7 +4,8 @@ From the bottom: ``errors``, ``clock`` and ``format.layout`` (import nothing fro
 mqcore); ``jsonutil``, ``netaddr``, the rest of ``format`` and ``config``; the kernels;
 ``message``; ``store`` and ``remoting`` side by side; ``acl`` (it checks and signs remoting
 commands); ``namesrv`` (which a broker may
-embed), then ``broker`` and ``client`` side by side; ``tools``, ``spark`` and ``admin`` on top
+embed), then ``broker`` and ``client`` side by side (with ``grpc`` and ``dashboard``, the 5.x
+endpoint and the web dashboard the broker starts, beside ``broker``); ``tools``, ``spark`` and ``admin`` on top
 (``admin`` speaks the protocol through ``remoting`` and ``client``, never into a broker's insides).
 Imports are read from the source files (``.py``, ``.pyx``, ``.pxi``) with no import
 executed, so a violation is reported even in a module no test loads.
@@ -93,21 +94,29 @@ ALLOWED["mqcore.format.record"] = ()
 #: package -> packages it must not import
 FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",
-                     "mqcore.tools"),
+                     "mqcore.tools", "mqcore.dashboard"),
     "mqcore.remoting": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.spark",
-                        "mqcore.tools", "mqcore.acl"),
+                        "mqcore.tools", "mqcore.acl", "mqcore.dashboard"),
     # plain ACL checks and signs remoting commands; the servers and the client use it
     "mqcore.acl": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.spark",
-                   "mqcore.tools", "mqcore.admin", "mqcore.grpc"),
-    "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools"),
+                   "mqcore.tools", "mqcore.admin", "mqcore.grpc", "mqcore.dashboard"),
+    "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools",
+                       "mqcore.dashboard"),
     "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
     # the 5.x gRPC endpoint sits beside the broker's processors: the broker's managers, never a client
-    "mqcore.grpc": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
-    "mqcore.client": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools"),
+    "mqcore.grpc": ("mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.dashboard"),
+    # the web dashboard sits beside the broker too (the broker starts it, as it starts the gRPC
+    # endpoint): it reads the broker's managers through dashboard.source, never through a client
+    # or the admin API, and nothing below the broker knows it
+    "mqcore.dashboard": ("mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.admin", "mqcore.grpc"),
+    "mqcore.client": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools",
+                      "mqcore.dashboard"),
     "mqcore.spark": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client",
-                     "mqcore.tools"),
-    "mqcore.tools": ("mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client", "mqcore.spark"),
-    "mqcore.admin": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools"),
+                     "mqcore.tools", "mqcore.dashboard"),
+    "mqcore.tools": ("mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client", "mqcore.spark",
+                     "mqcore.dashboard"),
+    "mqcore.admin": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools",
+                     "mqcore.dashboard"),
 }
 #: narrow exceptions to FORBIDDEN, each with its reason
 EXCEPTIONS = {

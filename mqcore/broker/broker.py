@@ -105,10 +105,12 @@ class Broker:
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
         self.metrics: MetricsServer | None = None
+        self.dashboard = None  # the web dashboard (mqcore.dashboard), built at start when dashboardPort is set
         self.namesrv_addrs: list[str] = []
         self.hold: PullRequestHoldService | None = None
         self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
         self._pull: PullProcessor | None = None
+        self._ops: OperationsProcessor | None = None
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
@@ -144,6 +146,8 @@ class Broker:
             t.cancel()
         if self.metrics is not None:
             await self.metrics.shutdown()
+        if self.dashboard is not None:
+            await self.dashboard.shutdown()
         for step in (self.server.shutdown, self._client.shutdown if self._client else None,
                      self.namesrv.shutdown if self.namesrv else None):
             if step is not None:
@@ -197,6 +201,11 @@ class Broker:
             await self.metrics.start()
         if self.grpc is not None:
             await self.grpc.start(pool=self._executor)
+        if self.cfg.dashboard_port:
+            from mqcore.dashboard.server import DashboardServer  # aiohttp and Jinja2 load only when asked for
+            self.dashboard = DashboardServer(self.dashboard_source(), self.cfg.listen_host, self.cfg.dashboard_port,
+                                             clock=self.clock)
+            await self.dashboard.start()
         credentials = None
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)
             credentials = SessionCredentials(self.cfg.broker_access_key, self.cfg.broker_secret_key)
@@ -217,6 +226,8 @@ class Broker:
         await self.unregister_all()
         if self.metrics is not None:
             await self.metrics.shutdown()
+        if self.dashboard is not None:
+            await self.dashboard.shutdown()
         await self.server.shutdown()
         if self.grpc is not None:
             await self.grpc.shutdown()
@@ -271,6 +282,7 @@ class Broker:
                                   bound_port=lambda: self.port, update_config=self.update_config,
                                   unsaved=lambda: self.unsaved, **managers)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
+        self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
@@ -298,6 +310,56 @@ class Broker:
         # SEND_MESSAGE_V2: the plain send in a few steps, any other the guarded way as above
         self.server.register_processor(RC.SEND_MESSAGE_V2, PlainSendV2(
             send, guarded(RC.SEND_MESSAGE_V2, send.send, self.groups.consume_enabled)))
+
+    def dashboard_source(self):
+        """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""
+        from mqcore.dashboard.source import DashboardSource, GrpcClient
+
+        def grpc_clients() -> list[GrpcClient]:
+            endpoint = self.grpc
+            if endpoint is None or endpoint.servicer is None:
+                return []
+            names = endpoint.definition.ClientType
+            language = endpoint.definition.Language if hasattr(endpoint.definition, "Language") else None
+            out = []
+            for st in list(endpoint.servicer.clients.values()):
+                try:
+                    kind = names.Name(st.client_type)
+                except ValueError:
+                    kind = str(st.client_type)
+                ua = getattr(st.settings, "user_agent", None)
+                lang = ""
+                if ua is not None and language is not None:
+                    try:
+                        lang = language.Name(ua.language)
+                    except ValueError:
+                        lang = str(ua.language)
+                subs = getattr(st.settings, "subscription", None)
+                topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
+                out.append(GrpcClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
+                                      st.last_seen_ms, topics))
+            return out
+
+        async def reset_offset(group: str, topic: str, timestamp: int) -> tuple[bool, str]:
+            code, text = await self._ops.reset_group_offsets(group, topic, timestamp, True, offline_too=True)
+            return code == ResponseCode.SUCCESS, "offsets reset" if code == ResponseCode.SUCCESS else text
+
+        cfg, scfg = self.cfg, self.store_config
+        return DashboardSource(
+            cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name, version="V4_9_8 (mqcore)",
+            listen_addr=lambda: self.listen_addr, store=self.store, topics=self.topics, groups=self.groups,
+            offsets=self.offsets, clients=self.clients, stats=self.stats, runtime_figures=self.runtime_figures,
+            disk_paths=lambda: {"commitlog": self.store_config.commitlog_dir,
+                                "consume queues": self.store_config.consume_queue_dir},
+            grpc_clients=grpc_clients, acl=lambda: self.acl.current if self.acl is not None else None,
+            schedule_register=self.schedule_register, store_host=lambda: self.store_host, reset_offset=reset_offset,
+            settings=lambda: {"listenPort": self.port, "name server": ";".join(self.namesrv_addrs),
+                              "flushDiskType": self.store_config.flush_disk_type.value,
+                              "brokerPermission": self.cfg.broker_permission,
+                              "autoCreateTopicEnable": self.cfg.auto_create_topic_enable,
+                              "aclEnable": self.cfg.acl_enable, "metricsPort": self.cfg.metrics_port or "off",
+                              "gRPC (5.x) endpoint": self.grpc.port if self.grpc is not None else "off",
+                              "storePathRootDir": self.store_config.store_path})
 
     # --- store access -------------------------------------------------------------------------------
     def apply_runtime_config(self, new_cfg: BrokerConfig) -> None:

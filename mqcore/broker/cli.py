@@ -43,6 +43,7 @@ def parse_args(argv):
     p.add_argument("--log-dir", help="directory of broker.log, store.log, remoting.log (logDir; "
                                       "default ~/logs/rocketmqlogs)")
     p.add_argument("--metrics-port", type=tcp_port, help="Prometheus endpoint port (metricsPort); 0 = off")
+    p.add_argument("--dashboard-port", type=tcp_port, help="web dashboard port (dashboardPort); 0 = off")
     return p.parse_args(argv)
 
 
@@ -58,7 +59,8 @@ def load_configs(args):
                  "listenPort": None if args.listen_port is None else str(args.listen_port),
                  "namesrvListenPort": None if args.namesrv_port is None else str(args.namesrv_port),
                  "brokerName": args.broker_name, "logDir": args.log_dir,
-                 "metricsPort": None if args.metrics_port is None else str(args.metrics_port)}
+                 "metricsPort": None if args.metrics_port is None else str(args.metrics_port),
+                 "dashboardPort": None if args.dashboard_port is None else str(args.dashboard_port)}
     props.update({k: v for k, v in overrides.items() if v is not None})
     if props.get("aclEnable", "").strip().lower() == "true" and not props.get("plainAclFile"):
         props["plainAclFile"] = default_acl_file(args.config)

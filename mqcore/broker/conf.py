@@ -96,6 +96,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "namesrvListenPort": ("namesrv_listen_port", _int),
     "maxFrameBytes": ("max_frame_bytes", _int),
     "metricsPort": ("metrics_port", _int),
+    "dashboardPort": ("dashboard_port", _int),
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),

@@ -73,6 +73,9 @@ class BrokerConfig:
     enable_property_filter: bool = False
     #: Prometheus endpoint port (metricsPort); 0 = off
     metrics_port: int = 0
+    #: the web dashboard's port (dashboardPort, ``mqcore.dashboard``), on ``listen_host``; 0 = off.
+    #: With aclEnable it asks for an admin account of the plain_acl.yml
+    dashboard_port: int = 0
     #: where broker.log, store.log, remoting.log go (logDir); None = ~/logs/rocketmqlogs
     log_dir: str | None = None
     #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
@@ -92,7 +95,7 @@ class BrokerConfig:
     broker_secret_key: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port"):
+        for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port", "dashboard_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
                 raise FieldConfigError(name, f"{port} is not a TCP port (0-65535)")
@@ -130,6 +133,16 @@ class BrokerConfig:
             raise FieldConfigError("broker_access_key", "aclEnable=true protects the embedded name server too: its "
                                    "registrations must be signed by an admin account; set brokerAccessKey and "
                                    "brokerSecretKey")
+        if self.dashboard_port:
+            # named by their broker.conf keys: the message reaches an operator as it is
+            taken = {"listenPort": self.listen_port, "metricsPort": self.metrics_port,
+                     "grpcServerPort": self.grpc_server_port if self.grpc_server_enable else 0,
+                     "namesrvListenPort": self.namesrv_listen_port
+                     if self.embedded_namesrv and not self.namesrv_addr else 0}
+            clash = [name for name, port in taken.items() if port == self.dashboard_port]
+            if clash:
+                raise FieldConfigError("dashboard_port", f"{self.dashboard_port} is also {clash[0]}: give the "
+                                       "dashboard a port of its own")
         if not 0 <= self.broker_permission <= 15:
             raise FieldConfigError("broker_permission", f"{self.broker_permission} is not a permission (0..15)")
 

@@ -122,6 +122,8 @@ def test_several_commitlog_dirs_are_refused_not_misread():
     ("mappedFileSizeCommitLog=100", "mappedFileSizeCommitLog=100: must be at least 4096"),
     ("mapedFileSizeConsumeQueue=30", "mapedFileSizeConsumeQueue=30: must be a positive multiple of 20"),
     ("metricsPort=70000", "metricsPort=70000"),
+    ("dashboardPort=-1", "dashboardPort=-1: -1 is not a TCP port"),
+    ("dashboardPort=10911", "dashboardPort=10911: 10911 is also listenPort"),
     ("flushIntervalCommitLog=0", "flushIntervalCommitLog=0: must be positive"),
     ("grpcMinInvisibleTimeMillis=-5", "grpcMinInvisibleTimeMillis=-5: must be in 0..43200000 ms"),
     ("grpcDefaultInvisibleTimeMillis=0", "grpcDefaultInvisibleTimeMillis=0: must be in 1..43200000 ms"),

@@ -129,17 +129,25 @@ class OperationsProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"timestamp {ext.get('timestamp')!r} "
                                    "is not a number of milliseconds")
         force = ext.get("isForce", "true").lower() == "true"
+        code, text = await self.reset_group_offsets(group, topic, timestamp, force)
+        if code != ResponseCode.SUCCESS:
+            return create_response(request, code, text)
+        return create_response(request, ResponseCode.SUCCESS, body=text.encode())
+
+    async def reset_group_offsets(self, group: str, topic: str, timestamp: int, force: bool = True, *,
+                                  offline_too: bool = False) -> tuple[int, str]:
+        """The reset itself: ``(SUCCESS, the offset table as JSON)`` or ``(code, why not)``.
+        The dashboard calls it with ``offline_too``: a group with no consumer online has its
+        committed offsets moved all the same (what mqadmin's fallback does over the wire)."""
         tc = self.topics.get(topic)
         if tc is None:
-            return create_response(request, ResponseCode.SYSTEM_ERROR,
-                                   f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+            return ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
         store = self.store
         table = []
         for qid in range(tc.write_queue_nums):
             consumer_offset = self.offsets.query(group, topic, qid)
             if consumer_offset is None or consumer_offset < 0:
-                return create_response(request, ResponseCode.SYSTEM_ERROR,
-                                       f"THe consumer group <{group}> not exist")
+                return ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist"
             if timestamp == -1:
                 ts_offset = store.get_max_offset_in_queue(topic, qid)
             else:
@@ -147,22 +155,22 @@ class OperationsProcessor:
             ts_offset = max(ts_offset, 0)
             table.append((qid, ts_offset if (force or ts_offset < consumer_offset) else consumer_offset))
         g = self.clients.group(group)
-        if g is None or not g.channels:
-            return create_response(
-                request, ResponseCode.CONSUMER_NOT_ONLINE,
-                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")
+        online = list(g.channels) if g is not None else []
+        if not online and not offline_too:
+            return (ResponseCode.CONSUMER_NOT_ONLINE,
+                    f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")
         name = self.broker_name
-        body = ('{"offsetTable":' + _mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
-                                               for qid, off in table]) + "}").encode()
+        body = '{"offsetTable":' + _mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
+                                              for qid, off in table]) + "}"
         # the committed offsets move now, so a consumer that does not act on the notice
         # still resumes from the new position after its next rebalance
         for qid, off in table:
             self.offsets.commit(group, topic, qid, off)
         notice = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()}
-        for ch in list(g.channels):
-            cmd = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notice, body, oneway=True)
+        for ch in online:
+            cmd = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, notice, body.encode(), oneway=True)
             try:
                 await asyncio.wait_for(ch.send_request_oneway(cmd), 5)
             except (MQError, OSError, asyncio.TimeoutError) as e:  # one unreachable consumer must not fail it
                 log.warning("reset-offset notice to %s failed: %s", ch.remote_addr, e)
-        return create_response(request, ResponseCode.SUCCESS, body=body)
+        return ResponseCode.SUCCESS, body

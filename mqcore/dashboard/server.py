@@ -1,0 +1,279 @@
+"""The dashboard's HTTP server (aiohttp) on the broker's own event loop.
+
+Pages are rendered on the server with Jinja2; the charts are uPlot (vendored under
+``static/``) fed from ``/api/rates``. Served on the loop that runs the broker, so a page
+reads the managers' tables on the thread that changes them, as the Prometheus endpoint
+does: no locks, no torn reads.
+
+With ACL on, every request must carry an admin account's keys (``auth``); a form post must
+also come from the dashboard's own pages (its Origin), so another site cannot make a
+logged-in browser delete a topic.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+from collections.abc import Callable
+from urllib.parse import quote, urlsplit
+
+import jinja2
+from aiohttp import web
+
+from mqcore.dashboard import actions, messages, queries
+from mqcore.dashboard.auth import REALM, AuthResult, check_basic
+from mqcore.dashboard.history import SAMPLE_INTERVAL_MS, RateHistory
+from mqcore.dashboard.source import DashboardSource
+from mqcore.errors import MQError
+from mqcore.permissions import PERM_READ, PERM_WRITE
+
+log = logging.getLogger(__name__)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _fmt_ts(ms) -> str:
+    if not ms or ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _fmt_bytes(n) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def parse_time(text: str | None, default: int) -> int:
+    """Epoch ms from a form field: a number of ms, or an ISO date/time read as UTC."""
+    text = (text or "").strip()
+    if not text:
+        return default
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        t = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise actions.ActionError(f"{text!r} is not a time (2024-05-01T12:00 in UTC, or epoch milliseconds)") \
+            from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def _int_field(form, name: str, default: int) -> int:
+    try:
+        return int(form.get(name, default))
+    except (TypeError, ValueError):
+        raise actions.ActionError(f"{name} must be a whole number") from None
+
+
+class DashboardServer:
+    """``start()`` binds ``host:port`` (port 0 picks one) on the running loop; ``shutdown()``."""
+
+    def __init__(self, src: DashboardSource, host: str, port: int, *, clock: Callable[[], int],
+                 sample_interval_ms: int = SAMPLE_INTERVAL_MS):
+        self.src = src
+        self.host = host
+        self.port = port
+        self.clock = clock
+        self.sample_interval_ms = sample_interval_ms
+        self.history = RateHistory(src.stats)
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+                                      autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
+        self.env.filters.update(ts=_fmt_ts, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
+        self._runner: web.AppRunner | None = None
+        self._sampler: asyncio.Task | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self) -> int:
+        app = web.Application(middlewares=[self._guard], client_max_size=64 * 1024)
+        app.add_routes([
+            web.get("/", self.page_broker), web.get("/topics", self.page_topics),
+            web.post("/topics", self.post_topic), web.get("/topics/{name}", self.page_topic),
+            web.post("/topics/{name}/delete", self.post_delete_topic),
+            web.get("/groups", self.page_groups), web.get("/groups/{name}", self.page_group),
+            web.post("/groups/{name}/reset", self.post_reset),
+            web.get("/clients", self.page_clients),
+            web.get("/messages", self.page_messages), web.get("/messages/{offset}", self.page_message),
+            web.post("/messages/{offset}/resend", self.post_resend),
+            web.get("/api/rates", self.api_rates),
+            web.static("/static", os.path.join(HERE, "static")),
+        ])
+        # a broker's shutdown waits at most this long for a page still being answered
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        self.port = self._runner.addresses[0][1]
+        self.history.sample(self.clock())
+        self._sampler = asyncio.get_running_loop().create_task(self._sample_every())
+        log.info("dashboard on http://%s:%d/%s", self.host, self.port,
+                 " (admin accounts of the ACL only)" if self.src.acl() is not None else "")
+        return self.port
+
+    async def shutdown(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            self._sampler = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _sample_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.sample_interval_ms / 1000)
+            self.history.sample(self.clock())
+
+    # --- every request --------------------------------------------------------------------------------------
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        outcome, who = check_basic(self.src.acl(), request.headers.get("Authorization"))
+        if outcome in (AuthResult.MISSING, AuthResult.REFUSED):
+            if outcome is AuthResult.REFUSED:
+                log.warning("dashboard: refused %s from %s (not an admin account of the ACL, or a wrong secret)",
+                            who or "a request", request.remote)
+            return web.Response(status=401, text="401: the dashboard needs an admin account of the broker's ACL "
+                                "(accessKey as user name, secretKey as password)\n",
+                                headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+        if request.method == "POST":
+            origin = request.headers.get("Origin") or request.headers.get("Referer")
+            if not origin or urlsplit(origin).netloc != request.host:
+                return web.Response(status=403, text="403: changes are accepted from the dashboard's own pages only\n")
+        try:
+            return await handler(request)
+        except actions.ActionError as e:
+            return self._render("error.html", request, status=400, message=str(e))
+        except web.HTTPException:
+            raise
+        except MQError as e:
+            log.warning("dashboard: %s %s failed: %s", request.method, request.path, e)
+            return self._render("error.html", request, status=500, message=str(e))
+        except Exception:  # noqa: BLE001 - a bug in a page must not take the broker down
+            log.exception("dashboard: %s %s failed", request.method, request.path)
+            return self._render("error.html", request, status=500, message="the page failed; see broker.log")
+
+    def _render(self, template: str, request: web.Request, status: int = 200, **ctx) -> web.Response:
+        html = self.env.get_template(template).render(
+            nav=template.split(".")[0].rstrip("s"), broker=self.src.broker_name, cluster=self.src.cluster_name,
+            notice=request.query.get("notice", ""), **ctx)
+        return web.Response(text=html, content_type="text/html", status=status)
+
+    @staticmethod
+    def _redirect(path: str, notice: str = "") -> web.HTTPSeeOther:
+        return web.HTTPSeeOther(path + (f"?notice={quote(notice)}" if notice else ""))
+
+    # --- broker ------------------------------------------------------------------------------------------------
+    async def page_broker(self, request):
+        return self._render("broker.html", request, o=queries.broker_overview(self.src),
+                            interval_s=self.sample_interval_ms / 1000)
+
+    async def api_rates(self, request):
+        topic = request.query.get("topic") or None
+        series = self.history.series(topic)
+        series["interval_s"] = self.sample_interval_ms / 1000
+        return web.json_response(series)
+
+    # --- topics ------------------------------------------------------------------------------------------------
+    async def page_topics(self, request):
+        show = request.query.get("show", "normal")
+        rows = queries.topic_list(self.src, self.history.latest_rates())
+        if show != "all":
+            rows = [r for r in rows if r["kind"] == "normal"]
+        return self._render("topics.html", request, topics=rows, show=show)
+
+    async def post_topic(self, request):
+        form = await request.post()
+        perm = (PERM_READ if form.get("read_perm") else 0) | (PERM_WRITE if form.get("write_perm") else 0)
+        tc = actions.create_topic(self.src, str(form.get("name", "")), _int_field(form, "read_queues", 8),
+                                  _int_field(form, "write_queues", 8), perm)
+        raise self._redirect(f"/topics/{quote(tc.topic_name, safe='')}", f"topic {tc.topic_name} created")
+
+    async def page_topic(self, request):
+        name = request.match_info["name"]
+        t = queries.topic_detail(self.src, name)
+        if t is None:
+            return self._render("error.html", request, status=404, message=f"no topic {name!r} on this broker")
+        return self._render("topic.html", request, t=t, interval_s=self.sample_interval_ms / 1000)
+
+    async def post_delete_topic(self, request):
+        name = request.match_info["name"]
+        actions.delete_topic(self.src, name)
+        raise self._redirect("/topics", f"topic {name} deleted")
+
+    # --- groups ------------------------------------------------------------------------------------------------
+    async def page_groups(self, request):
+        return self._render("groups.html", request, groups=queries.group_list(self.src))
+
+    async def page_group(self, request):
+        g = queries.group_detail(self.src, request.match_info["name"])
+        top = max((r["lag"] for r in g["lag"]), default=0)
+        return self._render("group.html", request, g=g, top_lag=top, now_ms=self.clock())
+
+    async def post_reset(self, request):
+        group = request.match_info["name"]
+        form = await request.post()
+        ts = parse_time(str(form.get("time", "")), -1)
+        text = await actions.reset_offset(self.src, group, str(form.get("topic", "")), ts)
+        raise self._redirect(f"/groups/{quote(group, safe='')}", text)
+
+    # --- clients -----------------------------------------------------------------------------------------------
+    async def page_clients(self, request):
+        return self._render("clients.html", request, clients=queries.client_list(self.src))
+
+    # --- messages ----------------------------------------------------------------------------------------------
+    async def page_messages(self, request):
+        q = request.query
+        topic, key, msg_id = q.get("topic", "").strip(), q.get("key", "").strip(), q.get("msg_id", "").strip()
+        now = self.clock()
+        begin = parse_time(q.get("begin"), now - 3600_000)
+        end = parse_time(q.get("end"), now + 60_000)
+        found, searched = [], ""
+        if msg_id:
+            found, searched = messages.by_id(self.src, msg_id, topic or None), f"message id {msg_id}"
+        elif key and not topic:
+            raise actions.ActionError("a search by key needs the topic (the index is kept per topic)")
+        elif topic and key:
+            found, searched = messages.by_key(self.src, topic, key), f"key {key} in {topic}"
+        elif topic:
+            found, searched = messages.by_time(self.src, topic, begin, end), \
+                f"{topic} from {_fmt_ts(begin) if begin > 0 else 'the first message'} to {_fmt_ts(end)} UTC"
+        topics = sorted(n for n in self.src.topics.table.names())
+        return self._render("messages.html", request, found=[messages.summary(m) for m in found],
+                            searched=searched, topic=topic, key=key, msg_id=msg_id, topics=topics,
+                            begin=_iso(begin), end=_iso(end), limit=messages.MAX_RESULTS)
+
+    def _message_at(self, request):
+        try:
+            phy = int(request.match_info["offset"])
+        except ValueError:
+            raise actions.ActionError("a message is named by its commitlog offset") from None
+        m = messages.at_offset(self.src, phy)
+        if m is None:
+            raise actions.ActionError(f"no message at commitlog offset {phy} (deleted by cleanup?)")
+        return m
+
+    async def page_message(self, request):
+        m = self._message_at(request)
+        return self._render("message.html", request, m=messages.summary(m), props=sorted(m.properties.items()),
+                            body=messages.body_views(bytes(m.body)), trail=messages.trail(self.src, m),
+                            phy=m.commitlog_offset, reconsume=m.reconsume_times, born_host=m.born_host,
+                            store_host=m.store_host, is_dlq=m.topic.startswith("%DLQ%"))
+
+    async def post_resend(self, request):
+        m = self._message_at(request)
+        copy = await actions.resend_dlq(self.src, m)
+        raise self._redirect(f"/messages/{copy.commitlog_offset}", f"resent to {copy.topic}")
+
+
+def _iso(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M")

@@ -1,0 +1,55 @@
+"""A headless Chromium (Debian's chromium and chromedriver, scripts/setup.d/50-chromium.sh)
+driven by Selenium, for the dashboard's tests. Never Selenium Manager's own browser download:
+both executables are named."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def _executable(env: str, name: str) -> str:
+    path = os.environ.get(env) or shutil.which(name)
+    if not path:
+        raise RuntimeError(f"{name} is not installed: scripts/test installs it (scripts/setup.d/50-chromium.sh), "
+                           f"or apt-get install chromium chromium-driver")
+    return path
+
+
+def start_browser() -> webdriver.Chrome:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = _executable("MQCORE_CHROMIUM", "chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1360,900", "--disable-extensions", "--no-first-run", "--password-store=basic"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=_executable("MQCORE_CHROMEDRIVER", "chromedriver")),
+                              options=opts)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def send_basic_auth(driver: webdriver.Chrome, user: str | None, password: str = "") -> None:
+    """Every request of this browser carries these credentials (none: stop sending them)."""
+    driver.execute_cdp_cmd("Network.enable", {})
+    headers = {}
+    if user is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": headers})
+
+
+def text_of(driver: webdriver.Chrome, css: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def screenshot(driver: webdriver.Chrome, path: str) -> None:
+    """The whole page, not only the window's height."""
+    height = driver.execute_script("return Math.max(document.body.scrollHeight, 600)")
+    driver.set_window_size(1360, min(int(height) + 140, 4000))
+    try:
+        driver.save_screenshot(path)
+    finally:
+        driver.set_window_size(1360, 900)
