@@ -295,7 +295,8 @@ class IndexService:
             while self.files and self.files[-1].end_phy_offset >= phy_offset and self.files[-1].entry_count() > 0:
                 f = self.files.pop()
                 rebuild_from = f.begin_phy_offset
-                log.warning("index file %s points past the commitlog end %d; rebuilding it", f.path, phy_offset)
+                log.warning("index file %s holds entries at or past commitlog offset %d; rebuilding it", f.path,
+                            phy_offset)
                 f.destroy()
         return min(rebuild_from, self.end_phy_offset()) if self.files else 0
 

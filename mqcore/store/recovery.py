@@ -45,6 +45,8 @@ class RecoveryReport:
     quarantined: list[str] = dataclasses.field(default_factory=list)
     deleted_files: list[str] = dataclasses.field(default_factory=list)
     cq_units_dropped: int = 0
+    #: consume-queue units that pointed into a lost commitlog range, turned into fillers
+    cq_units_lost: int = 0
     records_scanned: int = 0
     bytes_scanned: int = 0
     records_redispatched: int = 0
@@ -71,6 +73,8 @@ class RecoveryReport:
         if self.cq_units_dropped:
             lines.append(f"dropped {self.cq_units_dropped} consume-queue units past the commitlog end")
         lines.extend(f"DATA LOSS: {d}" for d in self.data_loss)
+        if self.cq_units_lost:
+            lines.append(f"dropped {self.cq_units_lost} consume-queue units pointing into lost commitlog ranges")
         lines.extend(f"rebuilt consume queue {q}" for q in self.rebuilt_queues)
         lines.extend(f"deleted {p}" for p in self.deleted_files)
         lines.extend(self.notes)
@@ -149,7 +153,7 @@ class Recovery:
     def _report_holes(self, report: RecoveryReport) -> None:
         """A commitlog file missing between two others: the messages in it are gone. Say so
         loudly, with the range and, per queue, how many messages its units point into it."""
-        files = self.commitlog.queue.files
+        files = list(self.commitlog.queue.files)  # closing a gap inserts files
         for prev, nxt in zip(files, files[1:]):
             lo, hi = prev.end_offset, nxt.file_from_offset
             if hi <= lo:
@@ -165,6 +169,34 @@ class Recovery:
                 what += ": " + "; ".join(lost)
             report.data_loss.append(what)
             log.error("DATA LOSS in %s: %s", self.commitlog.queue.directory, what)
+            self._forget_range(lo, hi, report)
+
+    def _forget_range(self, lo: int, hi: int, report: RecoveryReport) -> None:
+        """After the loss of commitlog [lo, hi) is reported: units pointing into it become
+        fillers (queue offsets keep their numbering, consumers skip them), index files with
+        entries from it on are rebuilt, and the range is closed with files holding only an
+        end-of-file marker, so the store reads as one contiguous log again (``mqstore verify``
+        is clean) and the loss is not reported twice."""
+        for cq in self.queues:
+            a, b = cq.offsets_in_phy_range(lo, hi)
+            dropped = cq.drop_units(a, b) if b > a else 0
+            if dropped:
+                report.cq_units_lost += dropped
+                report.notes.append(f"dropped {dropped} consume-queue units of {cq.topic}-{cq.queue_id} "
+                                    f"(queue offsets {a}..{b - 1}) pointing into the lost range [{lo}, {hi})")
+        if self.index is not None:
+            self.index.truncate_beyond(lo)
+        for path in self.commitlog.queue.fill_gap(lo, hi, self._blank_file):
+            report.notes.append(f"wrote {path} holding only an end-of-file marker in place of the lost file")
+
+    def _blank_file(self, path: str, size: int) -> None:
+        """A sparse commitlog file whose first record is the end-of-file marker."""
+        with open(path, "xb") as f:
+            head = bytearray(L.BLANK_HEADER_BYTES)
+            self.k.write_blank(head, 0, size)
+            f.write(head)
+            f.truncate(size)
+            os.fsync(f.fileno())
 
     def _queues_missing_units(self, seen: dict[tuple[str, int], list[int]],
                               manifest: dict[tuple[str, int], tuple[int, int]], report: RecoveryReport) -> int | None:
