@@ -12,6 +12,7 @@ from mqcore.broker.topics import TopicConfig
 from mqcore.errors import IllegalArgumentError, ProtocolError
 from mqcore.jsonutil import dumps_compact
 from mqcore.message import validate_topic
+from mqcore.permissions import topic_perm_problem
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.headers import (
     CreateTopicRequestHeader,
@@ -82,6 +83,9 @@ class AdminProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
+        problem = topic_perm_problem(h.perm)
+        if problem is not None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"topic {h.topic}: {problem}")
         try:
             tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                              h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
