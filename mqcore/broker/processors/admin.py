@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mqcore.broker.topics import TopicConfig
-from mqcore.errors import IllegalArgumentError, ProtocolError
+from mqcore.errors import IllegalArgumentError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_compact
 from mqcore.message import validate_topic
 from mqcore.permissions import topic_perm_problem
@@ -91,7 +91,10 @@ class AdminProcessor:
                              h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
         except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
             raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
-        self.topics.update(tc)
+        try:
+            self.topics.update(tc)
+        except StoreIOError as e:  # not persisted, so not changed
+            return create_response(request, ResponseCode.SYSTEM_ERROR, e.strerror)
         self.schedule_register()
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})
