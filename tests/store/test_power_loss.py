@@ -177,6 +177,7 @@ def test_sync_flush_loses_no_acknowledged_message_over_twenty_power_cuts(powercu
             assert len(bodies) == len(set(bodies)), f"cycle {cycle}: a message delivered twice"
             assert "Traceback" not in broker.output(), broker.output()[-3000:]
         assert len(acked) > 200, len(acked)  # the cuts happened under real load
+        print(f"\nSYNC_FLUSH: 20 power cuts, {len(acked)} acknowledged messages, none lost")
         assert broker.stop() == 0
     finally:
         broker.stop()
