@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from mqcore.config import FlushDiskType
 from mqcore.format import layout as L
 from mqcore.store.commitlog import CommitLog, scan_file
 from mqcore.store.consume_queue import ConsumeQueueTable
@@ -47,6 +48,8 @@ class RecoveryReport:
     cq_units_dropped: int = 0
     #: consume-queue units that pointed into a lost commitlog range, turned into fillers
     cq_units_lost: int = 0
+    #: after a crash under ASYNC_FLUSH: store time of the newest message kept (later ones were unflushed)
+    last_store_timestamp: int = 0
     records_scanned: int = 0
     bytes_scanned: int = 0
     records_redispatched: int = 0
@@ -96,6 +99,8 @@ class Recovery:
         self.checkpoint = checkpoint
         self.k = kernels
         self.delays = config.delay_levels_ms
+        #: (phy offset, size) of the last valid record the scan found
+        self._last_record: tuple[int, int] | None = None
         #: queues recreated by the start-up check (their consume queue is gone on purpose)
         self._rebuilding: set[tuple[str, int]] = set()
 
@@ -117,6 +122,8 @@ class Recovery:
         seen: dict[tuple[str, int], list[int]] = {}
         end = self._find_end(start_i, report, seen)
         self._cut_tail(end, report)
+        if abnormal and self.cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            self._report_unflushed(end, report)
         for cq in self.queues:
             if cq.max_physic_offset > end:
                 before = cq.max_offset()
@@ -149,6 +156,19 @@ class Recovery:
         report.commitlog_max_offset = self.commitlog.max_offset
         report.duration_ms = (time.perf_counter() - t0) * 1000
         return report
+
+    def _report_unflushed(self, end: int, report: RecoveryReport) -> None:
+        """After a crash under ASYNC_FLUSH, say where the kept messages end: what was
+        acknowledged later had not been flushed (a power cut, not a process crash, loses it)."""
+        if self._last_record is None:
+            return
+        ts = self.commitlog.store_timestamp(*self._last_record)
+        if ts <= 0:
+            return
+        report.last_store_timestamp = ts
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts / 1000)) + ".%03d" % (ts % 1000)
+        report.notes.append(f"ASYNC_FLUSH: the log kept ends at offset {end} with a message stored at {when} "
+                            f"({ts}); any message acknowledged after it had not been flushed and is lost")
 
     def _report_holes(self, report: RecoveryReport) -> None:
         """A commitlog file missing between two others: the messages in it are gone. Say so
@@ -290,6 +310,8 @@ class Recovery:
         def count(table, topics, buf):
             counter[0] += len(table)
             _note_queues(table, topics, seen)
+            if len(table):
+                self._last_record = (int(table["phy_offset"][-1]), int(table["size"][-1]))
             if progress is not None and len(table):
                 last = int(table["phy_offset"][-1]) + int(table["size"][-1]) - base[1]
                 progress(base[0] + last, total)
