@@ -1082,7 +1082,9 @@ def index_put_one(unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entri
 
 def index_query(const unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_entries, int32_t key_hash,
                 int64_t begin_ts, int64_t end_ts, Py_ssize_t max_num):
-    """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
+    """Walk the chain of ``key_hash``; (phy offsets of entries stored in [begin_ts, end_ts],
+    damaged). A chain link that does not point strictly backwards (the file was damaged: it
+    could close a loop) ends the walk with ``damaged`` true instead of walking forever."""
     _check_index_geometry(buf.shape[0], slots, max_entries)
     if key_hash < 0:
         raise ValueError("index key hashes must be >= 0 (index_hash)")
@@ -1091,21 +1093,29 @@ def index_query(const unsigned char[::1] buf, Py_ssize_t slots, Py_ssize_t max_e
     cdef int32_t count = mq_rd_i32(b + IDXH_INDEX_COUNT)
     _check_index_header(count, mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), max_entries)
     cdef int32_t cur = mq_rd_i32(b + INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE), prev
-    cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+    cdef Py_ssize_t entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE, steps = 0
     cdef const unsigned char *ep
     out = []
-    if cur <= 0 or cur >= count or count <= 1:
-        return out
+    if cur == 0:
+        return out, False
+    if cur < 0 or cur >= count:
+        return out, True
     while len(out) < max_num:
         ep = b + entries_at + <Py_ssize_t>cur * INDEX_ENTRY_SIZE
         t = file_begin + <int64_t>mq_rd_i32(ep + IDXE_TIMEDIFF) * 1000
         if mq_rd_i32(ep + IDXE_KEY_HASH) == key_hash and begin_ts <= t <= end_ts:
             out.append(mq_rd_i64(ep + IDXE_PHYOFFSET))
         prev = mq_rd_i32(ep + IDXE_PREV_INDEX)
-        if prev <= 0 or prev >= count or prev == cur or t < begin_ts:
+        if prev <= 0:
+            break
+        steps += 1
+        # strictly backwards bounds the walk by itself; the step count is the belt to it
+        if prev >= cur or steps >= count:
+            return out, True
+        if t < begin_ts:
             break
         cur = prev
-    return out
+    return out, False
 
 
 # --- page cache --------------------------------------------------------------------------------

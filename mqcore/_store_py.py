@@ -572,8 +572,10 @@ def index_put(buf, slots: int, max_entries: int, hashes, phys, timestamps, start
 
 
 def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int, end_ts: int,
-                max_num: int) -> list[int]:
-    """Walk the chain of ``key_hash``; phy offsets of entries stored in [begin_ts, end_ts]."""
+                max_num: int) -> tuple[list[int], bool]:
+    """Walk the chain of ``key_hash``; (phy offsets of entries stored in [begin_ts, end_ts],
+    damaged). A chain link that does not point strictly backwards (the file was damaged: it
+    could close a loop) ends the walk with ``damaged`` true instead of walking forever."""
     _check_index_geometry(len(buf), slots, max_entries)
     if key_hash < 0:
         raise ValueError("index key hashes must be >= 0 (index_hash)")
@@ -582,17 +584,26 @@ def index_query(buf, slots: int, max_entries: int, key_hash: int, begin_ts: int,
     _check_index_header(index_count, _I32.unpack_from(buf, L.IDXH_HASH_SLOT_COUNT)[0], max_entries)
     out: list[int] = []
     cur = _I32.unpack_from(buf, _slot_pos(key_hash, slots))[0]
-    if cur <= 0 or cur >= index_count or index_count <= 1:
-        return out
+    if cur == 0:
+        return out, False
+    if cur < 0 or cur >= index_count:
+        return out, True
+    steps = 0
     while len(out) < max_num:
         h, phy, diff, prev = L.INDEX_ENTRY.unpack_from(buf, _entry_pos(cur, slots))
         t = file_begin_ts + diff * 1000
         if h == key_hash and begin_ts <= t <= end_ts:
             out.append(phy)
-        if prev <= 0 or prev >= index_count or prev == cur or t < begin_ts:
+        if prev <= 0:
+            break
+        steps += 1
+        # strictly backwards bounds the walk by itself; the step count is the belt to it
+        if prev >= cur or steps >= index_count:
+            return out, True
+        if t < begin_ts:
             break
         cur = prev
-    return out
+    return out, False
 
 
 # --- page cache ----------------------------------------------------------------------------------

@@ -303,8 +303,8 @@ def test_index_golden(kernels):
     # a second k1 5.9 s later chains to entry 2
     assert kernels.index_put(idx, SLOTS, 4, [2746024], [309], [STORE_TS + 5900], 0) == 1
     assert bytes(idx[e1 + 40:e1 + 60]).hex() == "0029e6a80000000000000135" + "00000005" + "00000002"
-    assert kernels.index_query(idx, SLOTS, 4, 2746024, 0, 1 << 62, 64) == [309, 122]
-    assert kernels.index_query(idx, SLOTS, 4, 2746024, STORE_TS + 1000, 1 << 62, 64) == [309]
+    assert kernels.index_query(idx, SLOTS, 4, 2746024, 0, 1 << 62, 64) == ([309, 122], False)
+    assert kernels.index_query(idx, SLOTS, 4, 2746024, STORE_TS + 1000, 1 << 62, 64) == ([309], False)
     # full: indexCount reached max_entries
     assert kernels.index_put(idx, SLOTS, 4, [1, 2], [1, 2], [STORE_TS, STORE_TS], 0) == 0
 
@@ -317,10 +317,10 @@ def test_index_chain_with_collisions(kernels):
     phys = np.arange(6, dtype=np.int64) * 100
     tss = STORE_TS + np.arange(6, dtype=np.int64) * 1000
     assert kernels.index_put(idx, slots, entries, hashes, phys, tss, 0) == 6
-    assert kernels.index_query(idx, slots, entries, 3, 0, 1 << 62, 64) == [300, 0]
-    assert kernels.index_query(idx, slots, entries, 10, 0, 1 << 62, 64) == [500, 100]
-    assert kernels.index_query(idx, slots, entries, 24, 0, 1 << 62, 1) == [400]
-    assert kernels.index_query(idx, slots, entries, 5, 0, 1 << 62, 64) == []
+    assert kernels.index_query(idx, slots, entries, 3, 0, 1 << 62, 64) == ([300, 0], False)
+    assert kernels.index_query(idx, slots, entries, 10, 0, 1 << 62, 64) == ([500, 100], False)
+    assert kernels.index_query(idx, slots, entries, 24, 0, 1 << 62, 1) == ([400], False)
+    assert kernels.index_query(idx, slots, entries, 5, 0, 1 << 62, 64) == ([], False)
     assert struct.unpack_from(">i", idx, L.IDXH_HASH_SLOT_COUNT)[0] == 1
 
 

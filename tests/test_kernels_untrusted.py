@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mqcore import _store, _store_py
 from mqcore.errors import CorruptFileError
 from mqcore.format import layout as L
+from mqcore.format.index_chains import chains_sound
 
 BOTH = (_store, _store_py)
 STORE_HOST = bytes.fromhex("c0a8000100002a9f")
@@ -94,6 +95,38 @@ def test_index_put_and_query_agree_from_damaged_files(count, slot_count, area, k
     for key in {x for x, _ in keys} | {0, 3}:
         q = [_outcome(lambda k=k, b=b: k.index_query(b, slots, entries, key, 0, 1 << 62, 64)) for k, b in zip(BOTH, bufs)]
         assert q[0] == q[1]
+
+
+def looping_index(slots: int = 7, entries: int = 12):
+    """A sound file of 5 keys in slot 3, then entries 2 and 4 pointing at each other (the
+    hashes on the way match no key asked for), and slot 3 heading entry 4."""
+    buf = _index(slots, entries, 1, 0)
+    hashes = np.array([3, 10, 17, 24, 31], np.int32)
+    BOTH[0].index_put(buf, slots, entries, hashes, np.arange(5, dtype=np.int64) * 100,
+                      np.arange(5, dtype=np.int64) * 1000 + 1_700_000_000_000, 0)
+    for entry, prev in ((2, 4), (4, 2)):
+        at = L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + entry * L.INDEX_ENTRY_SIZE
+        struct.pack_into(">i", buf, at + L.IDXE_PREV_INDEX, prev)
+    struct.pack_into(">i", buf, L.INDEX_HEADER_SIZE + 3 * L.INDEX_SLOT_SIZE, 4)
+    return buf
+
+
+@pytest.mark.parametrize("k", BOTH, ids=["cython", "python"])
+def test_a_looping_chain_ends_the_walk_and_says_damaged(k):
+    """Two entries pointing at each other used to make the walk loop forever (a broker's
+    QUERY_MESSAGE froze); now the first link that does not point backwards ends it."""
+    buf = looping_index()
+    assert k.index_query(buf, 7, 12, 38, 0, 1 << 62, 64) == ([], True)  # walks 4 -> 2 -> 4
+    assert k.index_query(buf, 7, 12, 24, 0, 1 << 62, 64) == ([300], True)  # found on the way
+    assert k.index_query(buf, 7, 12, 5, 0, 1 << 62, 64) == ([], False)  # another slot: sound
+    struct.pack_into(">i", buf, L.INDEX_HEADER_SIZE + 5 * L.INDEX_SLOT_SIZE, 40)  # a head past the count
+    assert k.index_query(buf, 7, 12, 5, 0, 1 << 62, 64) == ([], True)
+    assert chains_sound(looping_index(), 7, 6) == "entry 2: prev index does not point backwards"
+    sound = _index(7, 12, 1, 0)
+    k.index_put(sound, 7, 12, np.array([3, 10, 17], np.int32), np.arange(3, dtype=np.int64),
+                np.arange(3, dtype=np.int64), 0)
+    assert chains_sound(sound, 7, 4) is None
+    assert k.index_query(sound, 7, 12, 10, 0, 1 << 62, 64) == ([1], False)
 
 
 # --- consume queues -------------------------------------------------------------------------------------

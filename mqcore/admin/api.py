@@ -29,6 +29,7 @@ from mqcore.client.message import MessageExt, decode_messages
 from mqcore.client.route import TopicRouteData
 from mqcore.errors import BrokerError, IllegalArgumentError, NoRouteError, RemotingError
 from mqcore.message import decode_offset_msg_id
+from mqcore.permissions import topic_perm_problem
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.client import SyncRemotingClient
 from mqcore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
@@ -298,8 +299,9 @@ class MQAdmin:
                      write_queue_nums: int = DEFAULT_QUEUE_NUMS, perm: int = 6, order: bool = False) -> None:
         if not 1 <= read_queue_nums <= 1024 or not 1 <= write_queue_nums <= 1024:
             raise IllegalArgumentError("queue numbers must be 1..1024")
-        if perm not in (2, 4, 6):
-            raise IllegalArgumentError(f"perm {perm} is not 2 (write), 4 (read) or 6 (read+write)")
+        problem = topic_perm_problem(perm)
+        if problem is not None:
+            raise IllegalArgumentError(problem)
         ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": read_queue_nums,
                "writeQueueNums": write_queue_nums, "perm": perm, "topicFilterType": "SINGLE_TAG",
                "topicSysFlag": 0, "order": str(order).lower()}

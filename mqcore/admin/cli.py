@@ -20,6 +20,7 @@ from typing import Any
 
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin, version_desc)
 from mqcore.errors import BrokerError, MQError, RemotingConnectError, RemotingTimeoutError
+from mqcore.permissions import TOPIC_PERMS
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -239,7 +240,7 @@ def cmd_update_topic(admin: MQAdmin, a, out):
     if order_conf:
         print(f"set {'cluster' if a.clusterName else 'broker'} orderConf. isOrder=true, orderConf=[{order_conf}]",
               file=out)
-    perm = {2: "W", 4: "R", 6: "RW"}[a.perm]
+    perm = {2: "W", 4: "R", 6: "RW", 7: "RWX"}[a.perm]
     print(f"TopicConfig [topicName={a.topic}, readQueueNums={a.readQueueNums}, writeQueueNums={a.writeQueueNums}, "
           f"perm={perm}, topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(a.order).lower()}]", file=out)
     return None
@@ -533,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-r", "--readQueueNums", type=int, default=8)
     p.add_argument("-w", "--writeQueueNums", type=int, default=8)
-    p.add_argument("-p", "--perm", type=int, default=6, choices=(2, 4, 6), help="2: W, 4: R, 6: RW")
+    p.add_argument("-p", "--perm", type=int, default=6, choices=TOPIC_PERMS, help="2: W, 4: R, 6: RW, 7: RWX")
     p.add_argument("-o", "--order", type=_bool, default=False)
     p = add("deleteTopic", cmd_delete_topic, "Delete topic from broker and NameServer")
     p.add_argument("-t", "--topic", required=True)

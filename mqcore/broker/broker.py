@@ -21,6 +21,7 @@ import time
 import zlib
 
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
+from mqcore.acl.validator import EXCEPTION_NAME as ACL_EXCEPTION_NAME
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
 from mqcore.broker.config import BrokerConfig
@@ -101,6 +102,7 @@ class Broker:
             hook = BrokerAclHook(PlainAccessValidator(lambda: acl_file.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
+                                     min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
                                      before_request=hook)
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
@@ -210,7 +212,7 @@ class Broker:
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)
             credentials = SessionCredentials(self.cfg.broker_access_key, self.cfg.broker_secret_key)
         self._client = RemotingClient(before_request=credentials.sign if credentials else None)
-        await self.register_all()
+        await self.register_all(refusal_is_fatal=True)
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
                        loop.create_task(self._every(10_000, self._scan_channels)),
@@ -426,7 +428,9 @@ class Broker:
         body = {"filterServerList": [], "topicConfigSerializeWrapper": wrapper}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
-    async def register_all(self) -> None:
+    async def register_all(self, refusal_is_fatal: bool = False) -> None:
+        """Register with every name server. ``refusal_is_fatal`` (the start): a name server
+        that refuses the registration for ACL reasons raises ``ConfigError``."""
         self._register_pending = False
         body = self._register_body()
         header = RegisterBrokerRequestHeader(broker_name=self.cfg.broker_name, broker_addr=self.addr,
@@ -437,10 +441,22 @@ class Broker:
         for addr in self.namesrv_addrs:
             try:
                 resp = await self._client.invoke(addr, create_request(RC.REGISTER_BROKER, header.to_ext(), body), 3000)
-                if resp.code != ResponseCode.SUCCESS:
-                    log.warning("name server %s refused the registration: %s", addr, resp.remark)
             except MQError as e:
                 log.warning("registering with name server %s failed: %s", addr, e)
+                continue
+            if resp.code == ResponseCode.SUCCESS:
+                continue
+            if (resp.remark or "").startswith(ACL_EXCEPTION_NAME):
+                why = (f"name server {addr} refused this broker's registration because of its access control "
+                       f"({resp.remark}); set brokerAccessKey/brokerSecretKey to an admin account of the name "
+                       "server's plain_acl.yml")
+                if refusal_is_fatal:
+                    # a wrong key is a configuration error no retry fixes: serving without a route
+                    # would look READY to the operator while no client can find this broker
+                    raise ConfigError(why)
+                log.error("%s", why)
+            else:
+                log.warning("name server %s refused the registration: %s", addr, resp.remark)
 
     async def unregister_all(self) -> None:
         if self._client is None:

@@ -95,6 +95,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "embeddedNamesrv": ("embedded_namesrv", _bool),
     "namesrvListenPort": ("namesrv_listen_port", _int),
     "maxFrameBytes": ("max_frame_bytes", _int),
+    "serverFrameMinBytesPerSecond": ("server_frame_min_bytes_per_s", _int),
     "metricsPort": ("metrics_port", _int),
     "dashboardPort": ("dashboard_port", _int),
     "logDir": ("log_dir", _str),

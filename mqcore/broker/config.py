@@ -67,6 +67,10 @@ class BrokerConfig:
     register_name_server_period_ms: int = 30_000
     channel_expired_timeout_ms: int = 120_000
     server_channel_max_idle_time_seconds: int = 120
+    #: a partial frame under way for more than 10 s must have arrived at least this fast
+    #: (bytes per second, averaged) or its connection is closed (serverFrameMinBytesPerSecond,
+    #: mqcore's key; 0 = no minimum): a trickle would otherwise hold a connection for ever
+    server_frame_min_bytes_per_s: int = 1024
     max_frame_bytes: int = 16 * 1024 * 1024
     reject_transaction_message: bool = True
     #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
@@ -115,6 +119,8 @@ class BrokerConfig:
                      "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise FieldConfigError(name, "must be positive")
+        if self.server_frame_min_bytes_per_s < 0:
+            raise FieldConfigError("server_frame_min_bytes_per_s", "must be >= 0 (0: no minimum)")
         # checked here as well as by the endpoint, so ``mqbroker -p`` refuses what a start would
         if not 0 <= self.grpc_min_invisible_time_ms <= _TWELVE_HOURS_MS:
             raise FieldConfigError("grpc_min_invisible_time_ms", "must be in 0..43200000 ms (12 h)")

@@ -10,6 +10,7 @@ import logging
 
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.metadata import TopicConfig, TopicConfigTable
+from mqcore.errors import StoreIOError
 from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.permissions import PERM_INHERIT, PERM_READ, PERM_WRITE
 from mqcore.store.config_files import bean_to_json
@@ -69,11 +70,21 @@ class TopicConfigManager:
         return self._cache.get(topic)
 
     def update(self, tc: TopicConfig) -> None:
+        """Change or add a topic and persist the table; a table that cannot be persisted
+        (``StoreIOError``, ``DiskFullError`` on a full disk) leaves the topic as it was."""
+        before = self.table.get(tc.topic_name)
         self.table.put(tc)
+        try:
+            self.persist()
+        except StoreIOError:
+            if before is None:
+                self.table.remove(tc.topic_name)
+            else:
+                self.table.put(before)
+            raise
         self._cache[tc.topic_name] = self.table.get(tc.topic_name)
         log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
                  tc.write_queue_nums, tc.perm)
-        self.persist()
 
     def delete(self, topic: str) -> bool:
         self._cache.pop(topic, None)

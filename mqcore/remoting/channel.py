@@ -61,7 +61,7 @@ _PAUSE_WRITE = "write"  # reasons reading is paused
 _PAUSE_BUDGET = "budget"
 #: close reasons after which unsent data is discarded rather than flushed
 #: (a peer that only half-closed still gets the answers already written)
-_ABORT_REASONS = ("idle", "I/O error", "frame too large", "protocol error", "internal error")
+_ABORT_REASONS = ("idle", "I/O error", "frame too large", "protocol error", "internal error", "slow frame")
 
 
 class RequestSink(Protocol):
@@ -117,6 +117,14 @@ class Channel(asyncio.BufferedProtocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._in_frames = False  # re-entrancy guard for _process_frames
+        #: bytes received on this connection, and (loop time, that count) when the partial
+        #: frame being received started; None while no partial frame is under way or reading
+        #: is paused (see ``frame_rate``)
+        self._rx_bytes = 0
+        self._partial_since: float | None = None
+        self._partial_rx = 0
+        #: loop time since which reading waits for the frame budget (None: not waiting)
+        self.budget_wait_since: float | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
@@ -175,8 +183,34 @@ class Channel(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._receiver.received(nbytes)
-        self.last_activity = self._loop.time()
+        self._rx_bytes += nbytes
+        self.last_activity = now = self._loop.time()
         self._process_frames()
+        if self._read_paused or not self._receiver.buffered_bytes:
+            self._partial_since = None
+        elif self._partial_since is None:
+            # the bytes of this frame already here count towards its progress
+            self._partial_since = now
+            self._partial_rx = self._rx_bytes - self._receiver.buffered_bytes
+
+    def frame_rate(self, now: float) -> tuple[float, float] | None:
+        """(seconds, bytes per second) of the partial frame being received, or None when
+        there is none or reading is paused (then the wait is ours, not the peer's). A
+        trickle keeps ``last_activity`` fresh; this is what the idle sweep judges it by."""
+        since = self._partial_since
+        if since is None or self._read_paused or self._closed:
+            return None
+        elapsed = now - since
+        return elapsed, (self._rx_bytes - self._partial_rx) / elapsed if elapsed > 0 else float("inf")
+
+    @property
+    def receiving(self) -> bool:
+        """Received bytes wait to be decoded: a partial frame (or frames held while paused)."""
+        return self._receiver.buffered_bytes > 0
+
+    def trim_buffers(self) -> int:
+        """Give back the receive ring of a quiet connection; returns the bytes freed."""
+        return self._receiver.trim()
 
     def eof_received(self) -> bool:
         self.close("peer closed")
@@ -213,6 +247,8 @@ class Channel(asyncio.BufferedProtocol):
                 if cmd is RECV_WAIT:
                     self._pause_reading(_PAUSE_BUDGET)
                     self._budget.wait(id(self), self._on_budget)
+                    if self.budget_wait_since is None:
+                        self.budget_wait_since = self._loop.time()
                     return
                 assert isinstance(cmd, RemotingCommand)
                 if cmd.is_response:
@@ -235,7 +271,10 @@ class Channel(asyncio.BufferedProtocol):
         if self._closed:
             return
         self._read_paused.discard(_PAUSE_BUDGET)
+        waited_since, self.budget_wait_since = self.budget_wait_since, None
         self._process_frames()  # retries the large frame; may wait again
+        if self.budget_wait_since is not None:  # still waiting: since the first wait
+            self.budget_wait_since = waited_since
         if not self._read_paused and self._transport is not None and not self._closed:
             self._transport.resume_reading()
 

@@ -3,9 +3,13 @@
 A :class:`FrameReceiver` owns one connection's receive memory and hands the event
 loop's ``BufferedProtocol`` the buffer to ``recv_into``:
 
-* small frames (the usual request or answer) arrive in one fixed ring buffer of
-  ``ring_bytes`` and are decoded straight from it, several per ``recv`` when a peer
-  pipelines; the ring is never resized, so a ``memoryview`` of it stays valid;
+* small frames (the usual request or answer) arrive in one ring buffer and are decoded
+  straight from it, several per ``recv`` when a peer pipelines. The ring grows with
+  need: none until the first bytes arrive, then ``initial_bytes``, doubled (up to
+  ``ring_bytes``) when a ``recv`` fills all the room offered or a frame needs more, and
+  given back by :meth:`FrameReceiver.trim` when it holds nothing (an idle connection
+  costs no receive buffer; 10,000 of them used to hold a 128 KiB ring each). A ring is
+  replaced, never resized, so a ``memoryview`` of an old one stays valid;
 * a frame larger than the ring gets a buffer of exactly its size, into which the rest
   of the frame is received with no further copy. Above ``MMAP_FRAME_BYTES`` that
   buffer is an anonymous ``mmap``: pages cost memory only once written, and the whole
@@ -34,11 +38,13 @@ from mqcore.remoting.command import (
     parse_header_word,
 )
 
-__all__ = ["FrameBudget", "FrameReceiver", "RECV_WAIT", "DEFAULT_RING_BYTES", "DEFAULT_BUDGET_BYTES",
-           "MMAP_FRAME_BYTES"]
+__all__ = ["FrameBudget", "FrameReceiver", "RECV_WAIT", "DEFAULT_RING_BYTES", "DEFAULT_INITIAL_RING_BYTES",
+           "DEFAULT_BUDGET_BYTES", "MMAP_FRAME_BYTES"]
 
-#: the ring a connection receives small frames into (one ``recv`` fills at most this)
+#: the largest ring a connection receives small frames into (one ``recv`` fills at most this)
 DEFAULT_RING_BYTES = 128 * 1024
+#: the ring a connection gets when its first bytes arrive (a request or answer fits)
+DEFAULT_INITIAL_RING_BYTES = 4 * 1024
 #: large frames above this are received into an anonymous mmap instead of the heap
 MMAP_FRAME_BYTES = 1024 * 1024
 #: total large-frame buffering a server allows across its connections
@@ -56,6 +62,8 @@ class _RecvWait:
 
 
 RECV_WAIT = _RecvWait()
+#: the ring of a receiver holding none (shared: it is never written, as it has no room)
+_NO_RING = bytearray()
 
 
 class FrameBudget:
@@ -105,19 +113,26 @@ class FrameReceiver:
     ``received(n)``, then ``next_frame()`` until it returns ``None`` (need more bytes)
     or ``RECV_WAIT`` (need budget). ``next_frame`` raises :class:`FrameTooLargeError` or
     :class:`ProtocolError` on malformed input; the connection is then to be closed.
-    ``release()`` frees everything and returns the budget (idempotent).
+    ``release()`` frees everything and returns the budget (idempotent). ``trim()`` gives
+    the ring back while it holds nothing (the owner calls it on a quiet connection).
     """
 
     def __init__(self, max_frame_bytes: int, budget: FrameBudget | None = None, *,
-                 ring_bytes: int = DEFAULT_RING_BYTES) -> None:
+                 ring_bytes: int = DEFAULT_RING_BYTES, initial_bytes: int = DEFAULT_INITIAL_RING_BYTES) -> None:
         if ring_bytes < 64:
             raise ConfigError(f"ring_bytes must be >= 64, got {ring_bytes}")
+        if initial_bytes < 64:
+            raise ConfigError(f"initial_bytes must be >= 64, got {initial_bytes}")
         self._max_frame_bytes = max_frame_bytes
         self._budget = budget if budget is not None else FrameBudget()
-        self._ring = bytearray(ring_bytes)
+        self._ring_max = ring_bytes
+        self._ring_initial = min(initial_bytes, ring_bytes)
+        self._ring = _NO_RING  # allocated when the first bytes arrive (get_buffer)
         self._ring_view = memoryview(self._ring)
         self._start = 0  # first unconsumed byte in the ring
         self._end = 0  # end of received bytes in the ring
+        self._offered = 0  # room handed to the transport by the last get_buffer
+        self._grow = False  # the last recv filled all the room it was offered: more is coming
         self._big: bytearray | mmap.mmap | None = None  # buffer of one large frame
         self._big_view: memoryview | None = None
         self._big_filled = 0
@@ -128,15 +143,29 @@ class FrameReceiver:
         if self._big_view is not None:
             return self._big_view[self._big_filled:]
         ring = self._ring
+        if not ring:
+            self._set_ring(self._ring_initial)
+        elif self._grow and len(ring) < self._ring_max:
+            self._set_ring(min(2 * len(ring), self._ring_max))
+        self._grow = False
+        ring = self._ring
         if self._end == len(ring) or len(ring) - self._end < 4096 < self._end - self._start + 4096:
             self._compact()
         if self._end == len(ring):
             # the ring is full of complete frames the connection is not processing yet
             # (reading should be paused); give the transport a little room rather than none
-            grown = bytearray(2 * len(ring))
-            grown[:len(ring)] = ring
-            self._ring, self._ring_view = grown, memoryview(grown)
-        return self._ring_view[self._end:]
+            self._set_ring(2 * len(ring))
+        view = self._ring_view[self._end:]
+        self._offered = len(view)
+        return view
+
+    def _set_ring(self, size: int) -> None:
+        """Replace the ring by one of ``size`` bytes holding the unconsumed bytes at its start."""
+        start, end = self._start, self._end
+        ring = bytearray(size)
+        ring[:end - start] = self._ring_view[start:end]
+        self._ring, self._ring_view = ring, memoryview(ring)
+        self._start, self._end = 0, end - start
 
     def _compact(self) -> None:
         start, end = self._start, self._end
@@ -144,11 +173,31 @@ class FrameReceiver:
             self._ring[0:end - start] = self._ring[start:end]
             self._start, self._end = 0, end - start
 
+    def trim(self) -> int:
+        """Give the ring back when it holds nothing and no large frame is under way (the
+        next bytes get a small ring again); returns the bytes freed."""
+        if self._big_view is not None or self._end != self._start or not self._ring:
+            return 0
+        freed = len(self._ring)
+        self._ring, self._ring_view = _NO_RING, memoryview(_NO_RING)
+        self._start = self._end = self._offered = 0
+        self._grow = False
+        return freed
+
+    @property
+    def ring_bytes(self) -> int:
+        """Size of the ring held now (0: none)."""
+        return len(self._ring)
+
     def received(self, n: int) -> None:
         if self._big_view is not None:
             self._big_filled += n
         else:
             self._end += n
+            # a recv that filled all the room offered (and that room was no scrap left at the
+            # end of the ring) says the peer sends faster than one ring per read: grow it
+            if n >= self._offered and 2 * n >= len(self._ring):
+                self._grow = True
 
     @property
     def buffered_bytes(self) -> int:
@@ -189,8 +238,13 @@ class FrameReceiver:
             if self._start == end:
                 self._start = self._end = 0
             return decode(view, start, start + total)
-        if total <= len(self._ring):
-            return None  # the rest will fit in the ring
+        if total <= self._ring_max:
+            if total > len(self._ring):  # the rest will fit in a ring grown to hold the frame
+                size = len(self._ring)
+                while size < total:
+                    size *= 2
+                self._set_ring(min(size, self._ring_max))
+            return None
         if not self._budget.try_acquire(total):
             return RECV_WAIT
         # a large frame: move what has arrived into a buffer of exactly its size
@@ -225,7 +279,4 @@ class FrameReceiver:
         """Free every buffer (called on every close path). Idempotent."""
         self._drop_big()
         self._start = self._end = 0
-        if len(self._ring) > 256:
-            # keep a token ring: late callbacks after close must still find a buffer
-            self._ring = bytearray(256)
-            self._ring_view = memoryview(self._ring)
+        self.trim()  # a late callback after close gets a small ring from get_buffer

@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 __all__ = ["RemotingServer"]
 
 _SWEEP_MAX_INTERVAL_S = 5.0
+#: a partial frame must arrive at least this fast (bytes per second, averaged since its first
+#: byte) once it has been under way for ``DEFAULT_SLOW_FRAME_GRACE_S``, or the connection is
+#: closed: a trickle (a 16 MiB frame at 2 bytes a second) is activity, but not progress
+DEFAULT_MIN_FRAME_BYTES_PER_S = 1024
+DEFAULT_SLOW_FRAME_GRACE_S = 10.0
 
 #: ``hook(channel, request)`` -> None to let the request through, or the answer refusing it
 RequestHook = Callable[[Channel, RemotingCommand], "RemotingCommand | None"]
@@ -59,6 +64,8 @@ class RemotingServer(ProcessorRegistry):
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         name: str = "remoting-server",
         before_request: RequestHook | None = None,
+        min_frame_bytes_per_s: int = DEFAULT_MIN_FRAME_BYTES_PER_S,
+        slow_frame_grace_s: float = DEFAULT_SLOW_FRAME_GRACE_S,
     ) -> None:
         if max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
@@ -68,6 +75,11 @@ class RemotingServer(ProcessorRegistry):
         self._before_request = before_request
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
+        if min_frame_bytes_per_s < 0 or slow_frame_grace_s <= 0:
+            raise ConfigError(f"min_frame_bytes_per_s must be >= 0 (0: off) and slow_frame_grace_s > 0, got "
+                              f"{min_frame_bytes_per_s} and {slow_frame_grace_s}")
+        self._min_frame_rate = min_frame_bytes_per_s
+        self._slow_frame_grace_s = slow_frame_grace_s
         self._warn = RateLimitedLog(log)
         self._table = ProcessorTable(max_inflight=max_inflight_per_connection, warnings=self._warn)
         self._budget = FrameBudget(frame_budget_bytes)
@@ -189,7 +201,9 @@ class RemotingServer(ProcessorRegistry):
             _call_listener(listener, channel)
 
     async def _sweep_idle(self) -> None:
-        """Close channels with no traffic and nothing in flight for idle_timeout_s."""
+        """Every few seconds: close channels idle for ``idle_timeout_s`` (no traffic and
+        nothing in flight), waiting that long for the frame budget, or receiving a frame
+        slower than ``min_frame_bytes_per_s``; give quiet channels' receive rings back."""
         assert self._idle_timeout_s is not None
         interval = min(_SWEEP_MAX_INTERVAL_S, self._idle_timeout_s / 4)
         loop = asyncio.get_running_loop()
@@ -197,9 +211,30 @@ class RemotingServer(ProcessorRegistry):
             await asyncio.sleep(interval)
             now = loop.time()
             for ch in list(self._channels):
-                if ch.inflight_count == 0 and now - ch.last_activity > self._idle_timeout_s:
-                    log.info("%s: closing idle %s (%.1f s without traffic)", self.name, ch, now - ch.last_activity)
-                    ch.close("idle")
+                self._sweep_one(ch, now, interval)
+
+    def _sweep_one(self, ch: Channel, now: float, interval: float) -> None:
+        idle = self._idle_timeout_s
+        assert idle is not None
+        quiet = now - ch.last_activity
+        if quiet > idle and (ch.inflight_count == 0 or ch.receiving):
+            # a request in flight (a parked long poll) keeps a quiet connection open, but not
+            # one whose peer started a frame and stopped sending
+            log.info("%s: closing idle %s (%.1f s without traffic)", self.name, ch, quiet)
+            ch.close("idle")
+        elif ch.budget_wait_since is not None and now - ch.budget_wait_since > idle:
+            # it waits for other connections' large frames to complete, not for its peer,
+            # so it is quiet; its peer gets the same treatment as any idle one
+            log.info("%s: closing %s, waiting %.1f s for the frame budget", self.name, ch, now - ch.budget_wait_since)
+            ch.close("idle")
+        elif self._min_frame_rate and (rate := ch.frame_rate(now)) is not None \
+                and rate[0] > self._slow_frame_grace_s and rate[1] < self._min_frame_rate:
+            self._warn.warning(f"slow frame {ch.remote_host}", "%s: closing %s: a frame has been arriving for "
+                               "%.0f s at %.1f bytes/s, below the minimum %d (serverFrameMinBytesPerSecond)",
+                               self.name, ch, rate[0], rate[1], self._min_frame_rate)
+            ch.close("slow frame")
+        elif quiet >= interval:
+            ch.trim_buffers()
 
 
 def _behind(hook: RequestHook, processor: Processor) -> Processor:

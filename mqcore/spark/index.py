@@ -86,7 +86,8 @@ def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, 
             fbegin, fend, _, _, _, _ = read_header(v)
             if fend < begin_ts or (fbegin > end_ts and fbegin > 0):
                 continue
-            found += k.index_query(v, g.slots, g.entries, key_hash, begin_ts, end_ts, max_num - len(found))
+            # a damaged chain ends its walk early: what it found is still a candidate list
+            found += k.index_query(v, g.slots, g.entries, key_hash, begin_ts, end_ts, max_num - len(found))[0]
             if len(found) >= max_num or fbegin < begin_ts:
                 break
     return sorted(set(found))

@@ -51,6 +51,10 @@ from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 
 log = logging.getLogger(__name__)
 
+#: while writes are refused for a full disk, the disk is looked at this often between
+#: passes, so writes resume within about this long of space being freed
+FULL_DISK_RECHECK_S = 0.5
+
 HOUR_MS = 3_600_000
 #: passes a manual delete request (admin TRIGGER_DELETE_FILES) keeps cleanup on for
 MANUAL_DELETE_PASSES = 20
@@ -260,13 +264,34 @@ class CleanupService(ServiceThread):
         super().start()
 
     def run(self) -> None:
-        self.wait_for_running(self.cfg.clean_resource_first_delay_ms / 1000)
+        self._wait_for_pass(self.cfg.clean_resource_first_delay_ms / 1000)
         while not self.stopped:
             try:
                 self.run_once()
             except (MQError, OSError, ValueError) as e:  # keep cleaning on the next pass
                 log.exception("disk cleanup pass failed: %s", e)
-            self.wait_for_running(self.cfg.clean_resource_interval_ms / 1000)
+            self._wait_for_pass(self.cfg.clean_resource_interval_ms / 1000)
+
+    def _wait_for_pass(self, seconds: float) -> None:
+        """Wait for the next pass (or a wakeup). While writes are refused for a full disk,
+        look at the disk every ``FULL_DISK_RECHECK_S`` meanwhile: the next pass may be a
+        minute away (the first one after a start on a full disk), and writes must resume
+        as soon as space is freed."""
+        deadline = time.monotonic() + seconds
+        while not self.stopped:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self._full_reason is None:
+                self.wait_for_running(left)
+                return
+            if self._wakeup.wait(min(left, FULL_DISK_RECHECK_S)):
+                self._wakeup.clear()
+                return
+            try:
+                self._apply_disk_state(self.policy.decide(self.hour_of(self.clock()), self._usage()))
+            except (MQError, OSError, ValueError) as e:
+                log.warning("disk use check failed: %s", e)
 
     def request_manual_delete(self, passes: int = MANUAL_DELETE_PASSES) -> None:
         """Admin TRIGGER_DELETE_FILES: delete expired files in the next ``passes`` passes

@@ -23,13 +23,14 @@ never blocks ``commit``.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mqcore.errors import CorruptFileError, ProtocolError, StoreIOError
+from mqcore.errors import CorruptFileError, DiskFullError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_pretty, loads_lenient
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,8 @@ def persist(path: str, obj: Any) -> None:
         os.replace(path + TMP_SUFFIX, path)
         _fsync_dir(directory)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # the caller refuses the change as a full disk
+            raise DiskFullError(e.errno, f"the disk is full: cannot persist {path}: {e.strerror}") from e
         raise StoreIOError(e.errno, f"cannot persist {path}: {e.strerror or e}") from e
     log.debug("persisted %s (%d bytes)", path, len(text))
 

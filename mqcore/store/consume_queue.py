@@ -228,6 +228,29 @@ class ConsumeQueue:
         phys, sizes, tags = self.k.cq_read(buf, pos, 1)
         return int(phys[0]), int(sizes[0]), int(tags[0])
 
+    def drop_units(self, first: int, end: int) -> int:
+        """Turn units [first, end) into fillers whose messages are gone for good (a lost
+        commitlog range): size ``CQ_FILLER_SIZE``, tags 0, the phy offset kept so units stay
+        in commitlog order for the binary searches. Queue offsets keep their numbering and a
+        pull skips them. Returns how many were real units before."""
+        changed = 0
+        off = first
+        while off < end:
+            mf = self.queue.find_by_offset(off * UNIT)
+            if mf is None:
+                break
+            pos = off * UNIT - mf.file_from_offset
+            n = min(end - off, (mf.wrote_position - pos) // UNIT)
+            if n <= 0:
+                break
+            phys, sizes, _ = self.k.cq_read(mf.buf, pos, n)
+            changed += int((sizes != L.CQ_FILLER_SIZE).sum())
+            self.k.cq_write(mf.buf, pos, phys, np.full(n, L.CQ_FILLER_SIZE, np.int32), np.zeros(n, np.int64))
+            mf.flushed_position = min(mf.flushed_position, pos)  # the rewritten units go to disk now:
+            mf.flush()  # the lost range is closed after this and never reported again
+            off += n
+        return changed
+
     def offsets_in_phy_range(self, lo: int, hi: int) -> tuple[int, int]:
         """Queue offsets [a, b) of the units pointing into commitlog [lo, hi) (units are
         in commitlog order, so two binary searches over the live units find them)."""

@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 from mqcore.format import layout as L
+from mqcore.format.index_chains import chains_sound
 from mqcore.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ class IndexFile:
         self.slots = slots
         self.entries = entries
         self.mf = MappedFile(path, L.index_file_size(slots, entries), create=create)
+        #: a query found a chain link that does not point backwards: no longer queried, and
+        #: rebuilt from the commitlog at the next start (``chain_problem`` finds it there)
+        self.damaged = False
 
     @property
     def path(self) -> str:
@@ -94,6 +98,10 @@ class IndexFile:
         phy = struct.unpack_from(">q", self.mf.buf, at + L.IDXE_PHYOFFSET)[0]
         return phy == end_phy
 
+    def chain_problem(self) -> str | None:
+        """The first damaged slot head or chain link (one could make a key query loop), or None."""
+        return chains_sound(self.mf.buf, self.slots, self.header()[5])
+
     def flush(self) -> None:
         self.mf.wrote_position = self.mf.file_size
         self.mf.flush()
@@ -125,7 +133,8 @@ class IndexService:
         a process crash (kill -9) loses nothing written to the page cache, and rebuild the
         rest from the commitlog.
         """
-        notes = []
+        notes: list[str] = []
+        damaged_at: int | None = None
         if not os.path.isdir(self.directory):
             return notes
         for name in sorted(os.listdir(self.directory)):
@@ -144,12 +153,36 @@ class IndexService:
                 moved = self._quarantine(path)
                 notes.append(f"moved index file {path} with a damaged header ({problem}) to {moved}; "
                              "its entries will be rebuilt from the commitlog")
+                damaged_at = len(self.files) if damaged_at is None else damaged_at
                 continue
             if abnormal and not f.is_consistent():
                 notes.append(f"deleted torn index file {path}; it will be rebuilt from the commitlog")
                 f.destroy()
                 continue
+            problem = f.chain_problem()
+            if problem is not None:
+                f.close()
+                moved = self._quarantine(path)
+                log.error("index file %s is damaged (%s); moved to %s, its entries are rebuilt from the "
+                          "commitlog", path, problem, moved)
+                notes.append(f"moved index file {path} with damaged hash chains ({problem}) to {moved}; "
+                             "its entries will be rebuilt from the commitlog")
+                damaged_at = len(self.files) if damaged_at is None else damaged_at
+                continue
             self.files.append(f)
+        if damaged_at is not None:
+            notes.extend(self._drop_newer(damaged_at))
+        return notes
+
+    def _drop_newer(self, keep: int) -> list[str]:
+        """Delete the files after the first ``keep``: a damaged file before them is rebuilt from
+        the end of the last file kept, and entries are only ever appended in commitlog order."""
+        notes = []
+        while len(self.files) > keep:
+            f = self.files.pop()
+            notes.append(f"deleted index file {f.path} (newer than a damaged one); it will be rebuilt from the "
+                         "commitlog")
+            f.destroy()
         return notes
 
     def _quarantine(self, path: str) -> str:
@@ -235,9 +268,15 @@ class IndexService:
                 f_begin, f_end, _, f_end_phy, _, _ = f.header()
                 if f is files[-1]:
                     last_ts, last_phy = f_end, f_end_phy
-                if f_begin <= end_ts and f_end >= begin_ts:  # time ranges overlap
-                    out.extend(self.k.index_query(f.mf.buf, self.slots, self.entries, key_hash, begin_ts,
-                                                  end_ts, max_num - len(out)))
+                if f_begin <= end_ts and f_end >= begin_ts and not f.damaged:  # time ranges overlap
+                    found, damaged = self.k.index_query(f.mf.buf, self.slots, self.entries, key_hash, begin_ts,
+                                                        end_ts, max_num - len(out))
+                    out.extend(found)
+                    if damaged:
+                        f.damaged = True
+                        log.error("index file %s has a damaged hash chain (a link that does not point "
+                                  "backwards); it is no longer queried and will be rebuilt from the "
+                                  "commitlog at the next start", f.path)
                 if f_begin < begin_ts or len(out) >= max_num:
                     break
         return out, last_ts, last_phy
@@ -256,7 +295,8 @@ class IndexService:
             while self.files and self.files[-1].end_phy_offset >= phy_offset and self.files[-1].entry_count() > 0:
                 f = self.files.pop()
                 rebuild_from = f.begin_phy_offset
-                log.warning("index file %s points past the commitlog end %d; rebuilding it", f.path, phy_offset)
+                log.warning("index file %s holds entries at or past commitlog offset %d; rebuilding it", f.path,
+                            phy_offset)
                 f.destroy()
         return min(rebuild_from, self.end_phy_offset()) if self.files else 0
 

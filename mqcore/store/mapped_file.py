@@ -178,6 +178,9 @@ class MappedFile:
         try:
             while pos < end:
                 pos += os.pwrite(self._fd, chunk[:end - pos], pos)
+            # synced now: the range lies past the flushed position, so no later flush covers
+            # it, and after a power cut the dropped bytes would come back from the disk
+            os.fdatasync(self._fd)
         except OSError as e:
             raise StoreIOError(e.errno, f"cannot zero [{start}, {end}) of {self.path}: {e.strerror}") from e
 

@@ -64,6 +64,27 @@ class MappedFileQueue:
             self.files.append(mf)
         return notes
 
+    def fill_gap(self, lo: int, hi: int, write_file: Callable[[str, int], None]) -> list[str]:
+        """Create the missing files of [lo, hi) with ``write_file(path, size)`` and map them in
+        order; returns their paths (a lost range closed once its loss was reported)."""
+        made = []
+        with self._lock:
+            for at in range(lo, hi, self.file_size):
+                path = os.path.join(self.directory, "%020d" % at)
+                write_file(path, self.file_size)
+                mf = MappedFile(path, self.file_size)
+                mf.set_positions(self.file_size)
+                i = next((i for i, f in enumerate(self.files) if f.file_from_offset > at), len(self.files))
+                self.files.insert(i, mf)
+                made.append(path)
+        if made:  # the new names must survive a power cut like their contents
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return made
+
     # --- lookup ----------------------------------------------------------------------------
     @property
     def first(self) -> MappedFile | None:

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from mqcore.config import FlushDiskType
 from mqcore.format import layout as L
 from mqcore.store.commitlog import CommitLog, scan_file
 from mqcore.store.consume_queue import ConsumeQueueTable
@@ -45,6 +46,10 @@ class RecoveryReport:
     quarantined: list[str] = dataclasses.field(default_factory=list)
     deleted_files: list[str] = dataclasses.field(default_factory=list)
     cq_units_dropped: int = 0
+    #: consume-queue units that pointed into a lost commitlog range, turned into fillers
+    cq_units_lost: int = 0
+    #: after a crash under ASYNC_FLUSH: store time of the newest message kept (later ones were unflushed)
+    last_store_timestamp: int = 0
     records_scanned: int = 0
     bytes_scanned: int = 0
     records_redispatched: int = 0
@@ -71,6 +76,8 @@ class RecoveryReport:
         if self.cq_units_dropped:
             lines.append(f"dropped {self.cq_units_dropped} consume-queue units past the commitlog end")
         lines.extend(f"DATA LOSS: {d}" for d in self.data_loss)
+        if self.cq_units_lost:
+            lines.append(f"dropped {self.cq_units_lost} consume-queue units pointing into lost commitlog ranges")
         lines.extend(f"rebuilt consume queue {q}" for q in self.rebuilt_queues)
         lines.extend(f"deleted {p}" for p in self.deleted_files)
         lines.extend(self.notes)
@@ -92,6 +99,8 @@ class Recovery:
         self.checkpoint = checkpoint
         self.k = kernels
         self.delays = config.delay_levels_ms
+        #: (phy offset, size) of the last valid record the scan found
+        self._last_record: tuple[int, int] | None = None
         #: queues recreated by the start-up check (their consume queue is gone on purpose)
         self._rebuilding: set[tuple[str, int]] = set()
 
@@ -113,6 +122,8 @@ class Recovery:
         seen: dict[tuple[str, int], list[int]] = {}
         end = self._find_end(start_i, report, seen)
         self._cut_tail(end, report)
+        if abnormal and self.cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            self._report_unflushed(end, report)
         for cq in self.queues:
             if cq.max_physic_offset > end:
                 before = cq.max_offset()
@@ -146,10 +157,23 @@ class Recovery:
         report.duration_ms = (time.perf_counter() - t0) * 1000
         return report
 
+    def _report_unflushed(self, end: int, report: RecoveryReport) -> None:
+        """After a crash under ASYNC_FLUSH, say where the kept messages end: what was
+        acknowledged later had not been flushed (a power cut, not a process crash, loses it)."""
+        if self._last_record is None:
+            return
+        ts = self.commitlog.store_timestamp(*self._last_record)
+        if ts <= 0:
+            return
+        report.last_store_timestamp = ts
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts / 1000)) + ".%03d" % (ts % 1000)
+        report.notes.append(f"ASYNC_FLUSH: the log kept ends at offset {end} with a message stored at {when} "
+                            f"({ts}); any message acknowledged after it had not been flushed and is lost")
+
     def _report_holes(self, report: RecoveryReport) -> None:
         """A commitlog file missing between two others: the messages in it are gone. Say so
         loudly, with the range and, per queue, how many messages its units point into it."""
-        files = self.commitlog.queue.files
+        files = list(self.commitlog.queue.files)  # closing a gap inserts files
         for prev, nxt in zip(files, files[1:]):
             lo, hi = prev.end_offset, nxt.file_from_offset
             if hi <= lo:
@@ -165,6 +189,34 @@ class Recovery:
                 what += ": " + "; ".join(lost)
             report.data_loss.append(what)
             log.error("DATA LOSS in %s: %s", self.commitlog.queue.directory, what)
+            self._forget_range(lo, hi, report)
+
+    def _forget_range(self, lo: int, hi: int, report: RecoveryReport) -> None:
+        """After the loss of commitlog [lo, hi) is reported: units pointing into it become
+        fillers (queue offsets keep their numbering, consumers skip them), index files with
+        entries from it on are rebuilt, and the range is closed with files holding only an
+        end-of-file marker, so the store reads as one contiguous log again (``mqstore verify``
+        is clean) and the loss is not reported twice."""
+        for cq in self.queues:
+            a, b = cq.offsets_in_phy_range(lo, hi)
+            dropped = cq.drop_units(a, b) if b > a else 0
+            if dropped:
+                report.cq_units_lost += dropped
+                report.notes.append(f"dropped {dropped} consume-queue units of {cq.topic}-{cq.queue_id} "
+                                    f"(queue offsets {a}..{b - 1}) pointing into the lost range [{lo}, {hi})")
+        if self.index is not None:
+            self.index.truncate_beyond(lo)
+        for path in self.commitlog.queue.fill_gap(lo, hi, self._blank_file):
+            report.notes.append(f"wrote {path} holding only an end-of-file marker in place of the lost file")
+
+    def _blank_file(self, path: str, size: int) -> None:
+        """A sparse commitlog file whose first record is the end-of-file marker."""
+        with open(path, "xb") as f:
+            head = bytearray(L.BLANK_HEADER_BYTES)
+            self.k.write_blank(head, 0, size)
+            f.write(head)
+            f.truncate(size)
+            os.fsync(f.fileno())
 
     def _queues_missing_units(self, seen: dict[tuple[str, int], list[int]],
                               manifest: dict[tuple[str, int], tuple[int, int]], report: RecoveryReport) -> int | None:
@@ -258,6 +310,8 @@ class Recovery:
         def count(table, topics, buf):
             counter[0] += len(table)
             _note_queues(table, topics, seen)
+            if len(table):
+                self._last_record = (int(table["phy_offset"][-1]), int(table["size"][-1]))
             if progress is not None and len(table):
                 last = int(table["phy_offset"][-1]) + int(table["size"][-1]) - base[1]
                 progress(base[0] + last, total)

@@ -36,9 +36,9 @@ from mqcore.format.files import (
     gather_rows,
     index_entries,
     index_header,
-    index_slot_heads,
     iter_cq,
 )
+from mqcore.format.index_chains import chain_problems
 
 EXAMPLES_PER_KIND = 20
 _ENTRY_CHUNK = 1 << 20
@@ -330,43 +330,23 @@ class Verifier:
             found.problem("index header", f"{f.path}: header times [{begin_ts}, {end_ts}] or hashSlotCount "
                                           f"{slot_count} (of {count - 1} entries) are impossible")
         self.summary.index_entries += count - 1
-        heads = index_slot_heads(f, slots).astype(np.int64)
-        used = np.flatnonzero(heads != 0)
-        out_of_range = (heads[used] < 1) | (heads[used] >= count)
-        for s in used[out_of_range][:EXAMPLES_PER_KIND]:
-            found.problem("index slot", f"{f.path}: slot {int(s)} points at entry {int(heads[s])} of {count - 1}")
-        used = used[~out_of_range]
+        for kind, message in chain_problems(f.buf, slots, count, f.path, EXAMPLES_PER_KIND):
+            found.problem(kind, message)
         if count <= 1:
             return
-        all_entries = index_entries(f, slots, 0, count)
-        hashes = all_entries["key_hash"].astype(np.int64)
-        wrong = np.flatnonzero(hashes[heads[used]] % slots != used)
-        for i in wrong[:EXAMPLES_PER_KIND]:
-            found.problem("index slot", f"{f.path}: slot {int(used[i])} heads entry {int(heads[used[i]])} whose "
-                                        f"key hash belongs to slot {int(hashes[heads[used[i]]] % slots)}")
-        if int(all_entries["phy_offset"][count - 1]) != end_phy or int(all_entries["phy_offset"][1]) != begin_phy:
+        if int(index_entries(f, slots, count - 1, 1)["phy_offset"][0]) != end_phy \
+                or int(index_entries(f, slots, 1, 1)["phy_offset"][0]) != begin_phy:
             found.problem("index header", f"{f.path}: header phy offsets [{begin_phy}, {end_phy}] do not match the "
                                           "first and last entries")
         for lo in range(1, count, _ENTRY_CHUNK):
             hi = min(count, lo + _ENTRY_CHUNK)
-            self._index_chunk(f, slots, lo, hashes, all_entries[lo:hi])
-        del all_entries
+            self._index_targets(f, lo, index_entries(f, slots, lo, hi - lo))
 
-    def _index_chunk(self, f: ReadOnlyFile, slots: int, lo: int, hashes: np.ndarray, chunk: np.ndarray) -> None:
+    def _index_targets(self, f: ReadOnlyFile, lo: int, chunk: np.ndarray) -> None:
+        """Each live entry must point at the start of a record before the log end."""
         found = self.found
         n = np.arange(lo, lo + len(chunk), dtype=np.int64)
-        h = chunk["key_hash"].astype(np.int64)
-        prev = chunk["prev_index"].astype(np.int64)
         phys = chunk["phy_offset"].astype(np.int64)
-        bad_prev = (prev < 0) | (prev >= n)
-        chained = ~bad_prev & (prev > 0)
-        bad_chain = np.zeros(len(n), bool)
-        bad_chain[chained] = hashes[prev[chained]] % slots != h[chained] % slots
-        for mask, why in (((h < 0), "negative key hash"), (bad_prev, "prev index does not point backwards"),
-                          (bad_chain, "prev entry is in another slot"),
-                          (chunk["time_diff"] < 0, "negative time difference")):
-            for i in np.flatnonzero(mask)[:EXAMPLES_PER_KIND]:
-                found.problem("index entry", f"{f.path}: entry {int(n[i])}: {why}")
         live = phys >= self.summary.log_min
         past = live & (phys >= self.summary.log_end)
         for i in np.flatnonzero(past)[:EXAMPLES_PER_KIND]:

@@ -128,6 +128,10 @@ def test_errors_are_one_line_without_traceback(target, tmp_path):
     assert usage.rc == 2 and "give a broker address (-b host:port) or a cluster name (-c)" in usage.err
     cluster = t.run("updateTopic", "-c", "NoSuchCluster", "-t", "X")
     assert cluster.rc == 1 and "unknown cluster 'NoSuchCluster'" in cluster.err
+    with pytest.raises(SystemExit) as bad_perm:  # argparse's usage error, as for any bad choice
+        t.run("updateTopic", "-b", t.broker_addr, "-t", "AdmPerm", "-p", "5")
+    assert bad_perm.value.code == 2
+    assert t.ok("updateTopic", "-b", t.broker_addr, "-t", "AdmPerm", "-p", "7").rc == 0
     # a peer that accepts and never answers: the timeout is named
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -168,19 +168,28 @@ def test_name_server_writes_need_an_admin_signature(broker):
 
 
 def test_standalone_mqnamesrv_with_acl_takes_only_signed_registrations(tmp_path):
+    """A broker the name server refuses for ACL reasons (no key, or a wrong brokerSecretKey)
+    used to print READY while no client could find it; it now stops at start with a message
+    naming the settings to fix, and exit status 1."""
     yml = tmp_path / "plain_acl.yml"
     yml.write_text(acl.PLAIN_ACL_YML)
     ns = NamesrvProcess()
     ns.argv += ["--acl", str(yml)]
     with ns, SyncRemotingClient() as rc:
         signed_conf = {"brokerAccessKey": acl.ADMIN[0], "brokerSecretKey": acl.ADMIN[1]}  # ACL off on the broker
-        with BrokerProcess(tmp_path / "signed", namesrv=ns.addr, conf=signed_conf, broker_name="broker-signed"), \
-                BrokerProcess(tmp_path / "unsigned", namesrv=ns.addr, broker_name="broker-unsigned") as unsigned:
-            log_path = os.path.join(unsigned.log_dir, "broker.log")
-            assert wait_for(lambda: "refused the registration" in _read(log_path), timeout=15)
-            assert "No accessKey is configured" in _read(log_path)
+        with BrokerProcess(tmp_path / "signed", namesrv=ns.addr, conf=signed_conf, broker_name="broker-signed"):
+            for name, conf, why in (("broker-unsigned", {}, "No accessKey is configured"),
+                                    ("broker-wrongkey", dict(signed_conf, brokerSecretKey="wrongSecret1"),
+                                     "signature")):
+                b = BrokerProcess(tmp_path / name, namesrv=ns.addr, conf=conf, broker_name=name)
+                with pytest.raises(RuntimeError, match="did not start"):
+                    b.start()
+                out = b.output()
+                assert f"name server {ns.addr} refused this broker's registration" in out, out[-3000:]
+                assert why in out and "brokerSecretKey" in out and "READY" not in out, out[-3000:]
+                assert "Traceback" not in out, out[-3000:]
             body = raw(rc, ns.addr, RC.GET_BROKER_CLUSTER_INFO).body.decode()
-            assert "broker-signed" in body and "broker-unsigned" not in body
+            assert "broker-signed" in body and "broker-unsigned" not in body and "broker-wrongkey" not in body
 
 
 def test_cpp_client_with_session_credentials(broker, tmp_path):

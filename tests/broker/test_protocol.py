@@ -217,3 +217,24 @@ def test_oversized_frame_closes_only_that_connection(rc, broker):
         s.sendall(encode_frame(create_request(RC.GET_MAX_OFFSET, {"topic": "ProtoAfter", "queueId": "0"}, opaque=5)))
         length = struct.unpack(">i", s.recv(4))[0]
         assert 0 < length < 4096
+
+
+def test_topic_permissions_outside_what_mqadmin_allows_are_refused(rc, broker):
+    """A 4.9 broker stores any perm (-1, 255 ...: measured against the Java broker);
+    mqcore takes 2, 4, 6 and 7, as mqadmin documents and accepts, and stores nothing else."""
+    def create(topic, perm):
+        return rc.invoke(broker.broker_addr, create_request(RC.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": perm,
+            "topicFilterType": "SINGLE_TAG"}), 5000)
+
+    def stored():
+        body = rc.invoke(broker.broker_addr, create_request(RC.GET_ALL_TOPIC_CONFIG), 5000).body
+        return {t: c["perm"] for t, c in loads_lenient(body)["topicConfigTable"].items() if t.startswith("Perm")}
+
+    for perm in ("-1", "0", "1", "3", "5", "8", "255"):
+        r = create("PermBad" + perm.replace("-", "m"), perm)
+        assert r.code == ResponseCode.SYSTEM_ERROR and f"perm {perm} is not a topic permission" in r.remark, r
+    for perm in ("2", "4", "6", "7"):
+        assert create("PermOk" + perm, perm).code == ResponseCode.SUCCESS
+    assert create("PermOk6", "255").code == ResponseCode.SYSTEM_ERROR  # an update is checked too
+    assert stored() == {"PermOk2": 2, "PermOk4": 4, "PermOk6": 6, "PermOk7": 7}

@@ -1,6 +1,7 @@
 """A live broker under hostile input, kill -9 and restarts, and a two-broker cluster."""
 from __future__ import annotations
 
+import os
 import random
 import socket
 import struct
@@ -13,7 +14,9 @@ from mqcore.jsonutil import loads_lenient
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from mqcore.remoting.command import encode_frame
-from tests.support.processes import BrokerProcess, NamesrvProcess
+from mqcore.tools.mqstore import main as mqstore_main
+from tests.support.index_damage import make_loop
+from tests.support.processes import TEST_FILE_SIZES, BrokerProcess, NamesrvProcess
 from tests.support.protocol import decode, pull, send
 from tests.support.waiting import wait_for
 
@@ -147,3 +150,30 @@ def test_two_brokers_one_namesrv(tmp_path):
         b.stop()  # clean shutdown unregisters: the route shrinks at once
         r = rc.invoke(ns.addr, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": "Shared"}), 5000)
         assert [bd["brokerName"] for bd in loads_lenient(r.body)["brokerDatas"]] == ["broker-a"]
+
+
+def test_a_looping_index_chain_does_not_freeze_the_broker(tmp_path):
+    """An index file whose chain loops froze a live broker on one QUERY_MESSAGE (SIGTERM
+    ignored); the query now answers at once, the broker keeps serving, and the next start
+    rebuilds the file so ``mqstore verify`` is clean."""
+    store = tmp_path / "store"
+    query = {"topic": "Loop", "key": "never-sent", "maxNum": "32", "beginTimestamp": "0",
+             "endTimestamp": str(1 << 62)}
+    with BrokerProcess(store) as b, SyncRemotingClient() as rc:
+        for i in range(20):
+            assert send(rc, b, "Loop", b"m%d" % i, KEYS="k%d" % i).code == ResponseCode.SUCCESS
+        index_dir = store / "index"
+        make_loop(str(index_dir / sorted(os.listdir(index_dir))[-1]), TEST_FILE_SIZES["maxHashSlotNum"],
+                  "Loop", "never-sent")
+        r = rc.invoke(b.broker_addr, create_request(RC.QUERY_MESSAGE, query), 5000)
+        assert r.code == ResponseCode.QUERY_NOT_FOUND, r
+        with SyncRemotingClient() as fresh:  # a new connection is served
+            assert send(fresh, b, "Loop", b"after").code == ResponseCode.SUCCESS
+        assert wait_for(lambda: "damaged hash chain" in b.output(), timeout=10), b.output()[-3000:]
+        assert b.stop(timeout_s=20) == 0  # SIGTERM stops it
+    assert mqstore_main(["verify", str(store)]) != 0
+    with BrokerProcess(store) as b, SyncRemotingClient() as rc:
+        assert "damaged hash chains" in b.output(), b.output()[-3000:]
+        r = rc.invoke(b.broker_addr, create_request(RC.QUERY_MESSAGE, dict(query, key="k7")), 5000)
+        assert [m.body for m in decode(r.body)] == [b"m7"]
+    assert mqstore_main(["verify", str(store)]) == 0

@@ -144,3 +144,44 @@ def test_partial_large_frames_stay_in_budget_and_are_released_by_the_idle_sweep(
             await server.shutdown()
 
     run(kind, main)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_connection_waiting_on_the_budget_is_closed_by_the_idle_sweep_even_with_a_request_in_flight(kind):
+    """A request still in flight (a parked long poll, say) used to exempt a connection from
+    the idle sweep while it waited for frame budget that other connections hold."""
+    async def main():
+        budget = 1024 * 1024
+        server = RemotingServer(idle_timeout_s=0.5, frame_budget_bytes=budget)
+        never = asyncio.Event()
+
+        async def parked(channel, request):
+            await never.wait()
+
+        server.register_processor(RequestCode.PULL_MESSAGE, parked)
+        port = await server.start("127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+        socks = []
+        try:
+            frame_start = (2 * budget).to_bytes(4, "big") + (16).to_bytes(4, "big") + b"\0" * 100_000
+            holder = socket.create_connection(("127.0.0.1", port))
+            holder.setblocking(False)
+            socks.append(holder)
+            waiter = socket.create_connection(("127.0.0.1", port))
+            waiter.setblocking(False)
+            socks.append(waiter)
+            await loop.sock_sendall(waiter, encode_frame(create_request(RequestCode.PULL_MESSAGE, {})))
+            await wait_until(lambda: any(ch.inflight_count for ch in server.channels))
+            await loop.sock_sendall(holder, frame_start)
+            await wait_until(lambda: server.frame_budget.used_bytes > 0)
+            await loop.sock_sendall(waiter, frame_start)
+            await wait_until(lambda: server.frame_budget.waiting == 1)
+            await wait_until(lambda: not server.channels)  # both closed by the sweep
+            assert server.frame_budget.used_bytes == 0 and server.frame_budget.waiting == 0
+        finally:
+            never.set()
+            for s in socks:
+                s.close()
+            await server.shutdown()
+
+    run(kind, main)

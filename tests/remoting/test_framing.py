@@ -109,3 +109,25 @@ def test_malformed_prefixes_raise(prefix, error):
     r = FrameReceiver(16 << 20, FrameBudget(), ring_bytes=RING)
     with pytest.raises(error):
         feed(r, prefix + b"\0" * 8, [64])
+
+
+def test_the_ring_grows_with_need_and_is_given_back_when_empty():
+    """No ring before the first byte, a small one for a small frame, doubled when a read
+    fills it or a frame needs more (up to ring_bytes), and none again after ``trim``."""
+    r = FrameReceiver(1 << 20, FrameBudget(), ring_bytes=64 * 1024, initial_bytes=4096)
+    assert r.ring_bytes == 0
+    small = encode_frame(create_request(RequestCode.HEART_BEAT, None, b"h" * 100))
+    assert len(feed(r, small, [len(small)])) == 1
+    assert r.ring_bytes == 4096
+    assert r.trim() == 4096 and r.ring_bytes == 0
+    mid = encode_frame(create_request(RequestCode.SEND_MESSAGE, None, b"m" * 20_000))  # > 4 KiB, < 64 KiB
+    [cmd] = feed(r, mid, [1000])
+    assert len(cmd.body) == 20_000 and r.ring_bytes == 32 * 1024
+    assert r.trim() == 32 * 1024
+    burst = b"".join([small] * 400)  # reads that fill all the room offered
+    assert len(feed(r, burst, [1 << 20])) == 400
+    assert r.ring_bytes == 64 * 1024  # doubled up to the maximum, never past it
+    feed(r, small[:10], [10])
+    assert r.trim() == 0  # a partial frame keeps its ring
+    r.release()
+    assert r.ring_bytes == 0 and r.buffered_bytes == 0

@@ -12,6 +12,7 @@ from mqcore.message import MessageExtBrokerInner
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 from mqcore.tools.mqstore import main as mqstore_main
+from tests.support.index_damage import make_loop
 
 FILE = 64 * 1024
 
@@ -30,8 +31,8 @@ def put_n(store, n, topic="T", queue_id=0, size=200, start=0):
         assert r.status is PutMessageStatus.PUT_OK
 
 
-def pull_all(store, topic="T", queue_id=0) -> list[bytes]:
-    out, offset = [], store.get_min_offset_in_queue(topic, queue_id)
+def pull_all(store, topic="T", queue_id=0, start=None) -> list[bytes]:
+    out, offset = [], store.get_min_offset_in_queue(topic, queue_id) if start is None else start
     while True:
         got = store.get_message(topic, queue_id, offset, 64)
         if got.status is not GetMessageStatus.FOUND:
@@ -136,6 +137,22 @@ def test_deleted_middle_commitlog_file_is_reported_as_data_loss_with_its_range(t
         assert "DATA LOSS" in report.summary()
         # what survived is still served
         assert store.get_message("T", 0, end_lost, 4).status is GetMessageStatus.FOUND
+        # the units into the gap are dropped (a pull skips them), the index is rebuilt without them
+        assert report.cq_units_lost == end_lost - first_lost
+        assert "pointing into lost commitlog ranges" in report.summary()
+        got = store.get_message("T", 0, first_lost, 32)
+        assert got.status is GetMessageStatus.MESSAGE_WAS_REMOVING and got.next_begin_offset > first_lost
+        assert store.messages_by_key("T", f"T-{first_lost}") == []
+        assert [m.body[:6] for m in store.messages_by_key("T", f"T-{end_lost}")] == [b"%06d" % end_lost]
+        put_n(store, 3, start=1000)
+    finally:
+        store.shutdown()
+    assert mqstore_main(["verify", str(path)]) == 0
+    store = MessageStore(cfg(path))
+    try:
+        again = store.load()
+        assert again.clean and not again.data_loss, again.summary()  # reported once, then closed
+        assert len(pull_all(store, start=end_lost)) == 1000 - end_lost + 3
     finally:
         store.shutdown()
 
@@ -199,3 +216,32 @@ def test_a_deleted_topic_stays_deleted_when_the_index_lags(tmp_path):
         assert store.get_max_offset_in_queue("Gone", 0) == 0
         assert not os.path.exists(path / "consumequeue" / "Gone")
         assert store.get_max_offset_in_queue("Kept", 0) == 15
+
+
+# --- a looping index chain -------------------------------------------------------------------------
+def test_a_looping_index_chain_is_bounded_then_rebuilt_at_start(tmp_path, capsys, caplog):
+    """A key query over a chain that loops answers (the walk ends at the bad link and the
+    file is no longer queried); the next start finds the loop, moves the file to quarantine,
+    rebuilds its entries from the commitlog, and verify is clean."""
+    path = tmp_path / "store"
+    with MessageStore(cfg(path, index_entries=4000)) as store:
+        put_n(store, 300)
+        index_file = store.index.files[-1].path
+        make_loop(index_file, 101, "T", "never-sent")
+        with caplog.at_level(logging.ERROR, logger="mqcore.store.index"):
+            assert store.messages_by_key("T", "never-sent") == []
+        assert any("damaged hash chain" in r.getMessage() for r in caplog.records)
+        assert store.index.files[-1].damaged
+        put_n(store, 20, start=300)  # writes go on; the damaged file is only not queried
+    assert mqstore_main(["verify", str(path)]) != 0  # the loop is on disk
+    capsys.readouterr()
+    store = MessageStore(cfg(path, index_entries=4000))
+    report = store.load()
+    try:
+        assert any("damaged hash chains" in n for n in report.notes), report.notes
+        assert os.listdir(path / "quarantine")
+        assert [m.body[:6] for m in store.messages_by_key("T", "T-7")] == [b"000007"]
+        assert [m.body[:6] for m in store.messages_by_key("T", "T-319")] == [b"000319"]
+    finally:
+        store.shutdown()
+    assert mqstore_main(["verify", str(path)]) == 0, capsys.readouterr().out

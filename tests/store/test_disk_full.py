@@ -20,6 +20,7 @@ import pytest
 from mqcore.remoting import ResponseCode, SyncRemotingClient
 from tests.broker.test_protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -196,3 +197,47 @@ def test_producer_gets_service_not_available_and_reads_continue(small_fs):
         assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, r.remark
         assert decode(pull(rc, b, "FullT", 0, sub="*").body)
         assert b.proc.poll() is None
+
+
+def _fill(directory: str) -> str:
+    """Fill the file system to 100 % with one file; returns its path."""
+    path = os.path.join(directory, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"x" * 65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_topic_creation_on_a_full_disk_is_status_14_and_writes_resume_when_freed(small_fs, tmp_path):
+    """A send that auto-creates its topic on a 100 % full disk used to get SYSTEM_ERROR and
+    log a traceback (topics.json could not be written); after a start on a full disk, writes
+    stayed refused until the first cleanup pass, a minute later. Now: status 14, nothing
+    created, and writes resume within 2 s of space being freed, before and after a restart."""
+    conf = {"mappedFileSizeCommitLog": FILE_BYTES, "mappedFileSizeConsumeQueue": 20 * 1000,
+            "maxMessageSize": 256 << 10, "maxIndexNum": 256, "maxHashSlotNum": 64,
+            "logDir": str(tmp_path / "logs")}  # logs off the full disk: a failed log write prints a traceback
+    with BrokerProcess(os.path.join(small_fs, "store"), conf=conf) as b, SyncRemotingClient() as rc:
+        assert send(rc, b, "Exists", b"x").code == ResponseCode.SUCCESS
+        filler = _fill(small_fs)
+        r = send(rc, b, "NewOnFull", b"x")
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark, (r.code, r.remark)
+        r = send(rc, b, "%RETRY%cg", b"x")
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+        os.unlink(filler)
+        assert wait_for(lambda: send(rc, b, "NewOnFull", b"x").code == ResponseCode.SUCCESS, timeout=2)
+        # a start on a full disk: refused at once, accepted again within 2 s of space freed
+        filler = _fill(small_fs)
+        b.restart()
+        r = send(rc, b, "Exists", b"y")
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "disk is full" in r.remark, (r.code, r.remark)
+        os.unlink(filler)
+        assert wait_for(lambda: send(rc, b, "Exists", b"z").code == ResponseCode.SUCCESS, timeout=2)
+        assert b.proc.poll() is None
+        assert "Traceback" not in b.output(), b.output()[-3000:]
+    log_text = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").rglob("*") if p.is_file())
+    assert "Traceback" not in log_text, log_text[-3000:]

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mqcore.broker.topics import TopicConfig
-from mqcore.errors import IllegalArgumentError, ProtocolError
+from mqcore.errors import IllegalArgumentError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_compact
 from mqcore.message import validate_topic
+from mqcore.permissions import topic_perm_problem
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.headers import (
     CreateTopicRequestHeader,
@@ -82,12 +83,18 @@ class AdminProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
+        problem = topic_perm_problem(h.perm)
+        if problem is not None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"topic {h.topic}: {problem}")
         try:
             tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                              h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
         except ValueError as e:  # a field of the wrong shape (topicFilterType, perm): the request's fault
             raise ProtocolError(f"UPDATE_AND_CREATE_TOPIC: {e}") from None
-        self.topics.update(tc)
+        try:
+            self.topics.update(tc)
+        except StoreIOError as e:  # not persisted, so not changed
+            return create_response(request, ResponseCode.SYSTEM_ERROR, e.strerror)
         self.schedule_register()
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from mqcore.errors import ProtocolError
+from mqcore.errors import DiskFullError, ProtocolError
 from mqcore.jsonutil import loads_lenient
 from mqcore.message import retry_topic
 from mqcore.remoting import ResponseCode, create_response
@@ -76,7 +76,11 @@ class ClientProcessor:
             g = self.clients.group(group)
             if g is not None and g.message_model == "CLUSTERING":
                 if self.topics.get(retry_topic(group)) is None:
-                    self.topics.create_group_topic(retry_topic(group))
+                    try:
+                        self.topics.create_group_topic(retry_topic(group))
+                    except DiskFullError as e:  # created by a later heartbeat, once there is room
+                        log.warning("heartbeat of %s: %s", client_id, e.strerror)
+                        continue
                     created = True
         if created:
             # registered before the answer, as the Java broker does: a Java client looks up

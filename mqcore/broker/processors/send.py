@@ -19,7 +19,7 @@ import time
 
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import writable
-from mqcore.errors import IllegalArgumentError
+from mqcore.errors import DiskFullError, IllegalArgumentError
 from mqcore.format import layout as L
 from mqcore.message import (
     RETRY_GROUP_TOPIC_PREFIX,
@@ -48,6 +48,7 @@ from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
 )
+from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class SendProcessor:
         #: async: register with the name servers now (a send that created its topic waits for it)
         self.register_now = register_now
         self.store_host = store_host
+        #: a full disk refuses every topic creation: one line per interval, not per request
+        self.disk_full_log = RateLimitedLog(log)
 
     def _put(self, request, topic, fn, *args, **kwargs):
         """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH).
@@ -123,7 +126,10 @@ class SendProcessor:
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
     def send(self, channel, request):
         created = [False]  # set by _send when this send created the topic
-        response = self._send(channel, request, created)
+        try:
+            response = self._send(channel, request, created)
+        except DiskFullError as e:  # a topic or group it needed could not be persisted: not created
+            return self._disk_full(request, e)
         if created[0] and self.register_now is not None:
             # routed before the answer, as the Java broker does: a Java consumer started right
             # after this send would otherwise miss the route until its next 30 s poll
@@ -228,10 +234,21 @@ class SendProcessor:
         return cmd
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
+    def _disk_full(self, request, e: DiskFullError):
+        """Status 14, as a put refused on a full disk gets: the request changed nothing."""
+        self.disk_full_log.warning("disk full", "refused a request: %s", e.strerror)
+        return create_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, e.strerror)
+
     async def send_back(self, channel, request):
         """Store a copy of a consumed message for another try (``%RETRY%group``, delayed)
         or, past the maximum or with a negative delay level, in ``%DLQ%group``
         (v4 ``asyncConsumerSendMsgBack``; store-format.md §7)."""
+        try:
+            return await self._send_back(request)
+        except DiskFullError as e:
+            return self._disk_full(request, e)
+
+    async def _send_back(self, request):
         h = ConsumerSendMsgBackRequestHeader.from_command(request)
         group = h.group
         if not self.groups.ensure(group):
