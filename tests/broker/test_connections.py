@@ -67,7 +67,8 @@ def test_ten_thousand_idle_connections_cost_a_few_kib_each_and_are_given_back(tm
         # instead of added to, so nothing leaks and RSS stays at the first round's peak
         held2, after2 = _round((host, int(port)), proc, base_fds)
         assert held2 - base <= 1.1 * (held - base), (held, held2)
-        assert after2 - after <= 0.1 * (held - base), (after, after2)
+        # RSS, not objects: allow for the allocator's noise on a loaded machine (a leak is +100 %)
+        assert after2 - after <= 0.25 * (held - base), (after, after2)
         assert send(rc, b, "Warm", b"y").code == ResponseCode.SUCCESS
         print(f"\nbroker RSS: base {base >> 10} KiB, {IDLE} idle connections +{(held - base) >> 10} KiB "
               f"({per_idle:.0f} B each), after close +{(after - base) >> 10} KiB, second round +"
