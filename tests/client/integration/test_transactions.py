@@ -1,0 +1,106 @@
+"""mqcore.client's TransactionProducer against mqbroker and against Apache RocketMQ 4.9.7.
+
+Both brokers run with a short check-back (transactionCheckInterval 1 s, transactionTimeOut
+1 s), so an UNKNOW transaction is resolved by the checker within a few seconds. The same
+scenario, the same outcome on both: commit delivered once, rollback never, unknown resolved by
+the check-back, a half message invisible before its end."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mqcore.client import LocalTransactionState, Message, TransactionProducer
+from mqcore.message import Prop, decode_offset_msg_id
+from tests.client.integration.conftest import start_java_broker
+from tests.client.integration.helpers import FAST, create_topic, pull_everything
+from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
+
+TX_CONF = {"transactionCheckInterval": "1000", "transactionTimeOut": "1000"}
+
+S = LocalTransactionState
+
+
+@pytest.fixture(scope="module")
+def java_tx_broker(tmp_path_factory):
+    h = start_java_broker(tmp_path_factory.mktemp("rmq-tx"), broker_name="broker-tx", conf=TX_CONF)
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+@pytest.fixture(params=["mqbroker", "rocketmq"])
+def tx_broker(request, tmp_path):
+    if request.param == "rocketmq":
+        yield request.getfixturevalue("java_tx_broker")
+        return
+    with BrokerProcess(tmp_path / "store", conf=TX_CONF) as b:
+        b.kind = "mqbroker"
+        yield b
+
+
+class Checker:
+    """Answers check-backs from a table of decisions by key; records what it was asked."""
+
+    def __init__(self, decisions: dict[str, LocalTransactionState]):
+        self.decisions = decisions
+        self.asked: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msg):
+        key = msg.keys[0]
+        with self.lock:
+            self.asked.append(key)
+        return self.decisions.get(key, S.UNKNOW)
+
+
+def test_commit_rollback_unknown(tx_broker):
+    topic = f"TxTopic_{tx_broker.kind}"
+    create_topic(tx_broker.broker_addr, tx_broker.namesrv_addr, topic, queues=2)
+    checker = Checker({"unknown-then-commit": S.COMMIT_MESSAGE, "unknown-then-rollback": S.ROLLBACK_MESSAGE})
+    group = f"tx-group-{tx_broker.kind}"
+    with TransactionProducer(group, checker=checker, namesrv_addr=tx_broker.namesrv_addr, **_producer_fast()) as p:
+        seen_before: list = []
+
+        def commit_after_looking(msg, arg):
+            # the half message is stored but not delivered: a reader of the topic sees nothing
+            seen_before.extend(pull_everything(tx_broker.namesrv_addr, topic, group="tx-peek"))
+            return S.COMMIT_MESSAGE
+
+        r1 = p.send_message_in_transaction(Message(topic, b"committed", keys=["commit"]), commit_after_looking)
+        r2 = p.send_message_in_transaction(Message(topic, b"rolled back", keys=["rollback"]),
+                                           lambda m, a: S.ROLLBACK_MESSAGE)
+        r3 = p.send_message_in_transaction(Message(topic, b"checked: commit", keys=["unknown-then-commit"]),
+                                           lambda m, a: S.UNKNOW)
+        r4 = p.send_message_in_transaction(Message(topic, b"checked: rollback", keys=["unknown-then-rollback"]),
+                                           _raises)
+        assert seen_before == []
+        assert [r.local_transaction_state for r in (r1, r2, r3, r4)] == [S.COMMIT_MESSAGE, S.ROLLBACK_MESSAGE,
+                                                                          S.UNKNOW, S.UNKNOW]
+        assert r1.transaction_id == r1.msg_id
+
+        def delivered():
+            return sorted(bytes(m.body) for m in pull_everything(tx_broker.namesrv_addr, topic, group="tx-reader"))
+
+        assert wait_for(lambda: delivered() == [b"checked: commit", b"committed"], timeout=60), delivered()
+        assert wait_for(lambda: {"unknown-then-commit", "unknown-then-rollback"} <= set(checker.asked), timeout=60)
+    msgs = {m.keys[0]: m for m in pull_everything(tx_broker.namesrv_addr, topic, group="tx-reader2")}
+    assert sorted(msgs) == ["commit", "unknown-then-commit"]
+    committed = msgs["commit"]
+    assert committed.properties.get(Prop.TRAN_MSG) == "true"
+    assert committed.properties.get(Prop.PGROUP) == group
+    assert committed.msg_id == r1.msg_id  # the transaction id (UNIQ_KEY) is kept
+    assert committed.sys_flag & 0xC == 0x8  # the commit sysflag
+    # the half message's commitlog offset (the commit's header named it)
+    assert committed.prepared_transaction_offset == decode_offset_msg_id(r1.offset_msg_id)[2]
+    assert "commit" not in checker.asked and "rollback" not in checker.asked  # ended ones are never asked
+
+
+def _raises(msg, arg):
+    raise RuntimeError("the local transaction failed halfway")
+
+
+def _producer_fast() -> dict:
+    return {k: v for k, v in FAST.items() if k in ("heartbeat_broker_interval_ms", "poll_name_server_interval_ms")}
