@@ -23,6 +23,10 @@ class EndTransactionProcessor:
         result = self.transactions.end(h)
         if result.outcome is EndOutcome.PENDING:
             return None  # RocketMQ answers nothing for an unknown state
+        if result.outcome is EndOutcome.ROLLED_BACK:
+            # the Java broker's answer word for word: its response object starts with this
+            # remark and only the code is changed to SUCCESS on a rollback
+            return create_response(request, ResponseCode.SUCCESS, "not set any response code")
         if result.code == ResponseCode.SUCCESS:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, result.code, result.remark)
