@@ -90,17 +90,15 @@ def stored(root, phys):
     k = default_kernels()
     out = []
     for f in StoreFiles(str(root)).open_commitlog():
-        try:
-            recs = k.decode_records(f.buf, 0, f.size, 1 << 20)
-        finally:
-            pass
+        recs = k.decode_records(f.buf, 0, f.size, 1 << 20)
         for r in recs:
             if r.topic not in (HALF, OP, TOPIC):
                 continue
             props = string_to_properties(bytes(r.properties).decode())
+            # the Java store keeps WAIT=true (op records too) and has no CLUSTER on op records; the
+            # mqcore store drops WAIT and adds CLUSTER to every record (docs/transactions.md)
             props.pop(Prop.CLUSTER, None)
-            props.pop(Prop.WAIT, None)  # kept by the Java store, dropped by mqcore's (see docs/transactions.md)
-            props.pop(Prop.UNIQ_KEY, None) if r.topic == OP else None
+            props.pop(Prop.WAIT, None)
             out.append((r.topic, r.queue_id, r.sys_flag, phys.index(r.prepared_offset) if r.prepared_offset else -1,
                         bytes(r.body), sorted(props.items())))
         f.close()
