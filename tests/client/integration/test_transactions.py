@@ -104,3 +104,46 @@ def _raises(msg, arg):
 
 def _producer_fast() -> dict:
     return {k: v for k, v in FAST.items() if k in ("heartbeat_broker_interval_ms", "poll_name_server_interval_ms")}
+
+
+@pytest.mark.parametrize("how", ["restart", "kill9"])
+def test_broker_gone_between_half_message_and_end(tx_broker, how):
+    """The broker stops (cleanly, or kill -9) after storing the half message and before the end
+    arrives: the end is lost, and after the broker is back its check-back resolves the
+    transaction from the store alone."""
+    topic = f"TxCrash_{tx_broker.kind}_{how}"
+    create_topic(tx_broker.broker_addr, tx_broker.namesrv_addr, topic, queues=1)
+    checker = Checker({"crash": S.COMMIT_MESSAGE})
+
+    def broker_goes_away(msg, arg):
+        if how == "kill9":
+            tx_broker.kill9()
+        else:
+            _stop(tx_broker)
+        return S.COMMIT_MESSAGE  # this end goes nowhere
+
+    with TransactionProducer(f"tx-crash-{how}", checker=checker, namesrv_addr=tx_broker.namesrv_addr,
+                             **_producer_fast()) as p:
+        p.send_message_in_transaction(Message(topic, b"survives", keys=["crash"]), broker_goes_away)
+        _start(tx_broker)
+
+        def delivered():
+            return [bytes(m.body) for m in pull_everything(tx_broker.namesrv_addr, topic, group="tx-crash-reader")]
+
+        assert wait_for(lambda: delivered() == [b"survives"], timeout=90), delivered()
+        assert "crash" in checker.asked
+    assert delivered() == [b"survives"]  # once
+
+
+def _stop(b):
+    if getattr(b, "kind", "") == "rocketmq":
+        b.java.stop()
+    else:
+        b.stop()
+
+
+def _start(b):
+    if getattr(b, "kind", "") == "rocketmq":
+        b.java.start()
+    else:
+        b.start()
