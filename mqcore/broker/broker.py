@@ -442,9 +442,12 @@ class Broker:
         live producer of each unresolved half message's group. On the loop, where the
         producer table and the channels live; a round is bounded (MAX_HALF_PER_ROUND)."""
         rnd = self.transactions.check(producer_channel=self.clients.producer_channel)
-        for group, channel, cmd in rnd.checks:
-            if channel is not None:
-                asyncio.ensure_future(self._notify(channel, cmd))
+        for check in rnd.checks:
+            if check.channel is not None:
+                asyncio.ensure_future(self._notify(check.channel, check.command))
+            elif self.grpc is None or self.grpc.servicer is None or not self.grpc.servicer.recover_orphaned(check.half):
+                log.warning("half message %s of producer group %s: no live producer to ask; asked again next round",
+                            check.half.properties.get("UNIQ_KEY"), check.group)
         if rnd.checks or rnd.discarded:
             log.info("transaction check: %d half messages checked, %d discarded, %d pending",
                      len(rnd.checks), rnd.discarded, rnd.pending)

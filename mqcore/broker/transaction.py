@@ -91,11 +91,22 @@ class TransactionStats:
     pending: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One check-back to send: to ``channel`` (a 4.x producer of ``group``; None when none is
+    live), as ``command`` (CHECK_TRANSACTION_STATE), about ``half`` (the copy just written)."""
+
+    group: str
+    channel: Any
+    command: Any
+    half: MessageExt
+
+
 @dataclasses.dataclass
 class CheckRound:
     """What one check round did (tests and logs read it)."""
 
-    checks: list = dataclasses.field(default_factory=list)   # (group, channel or None, command)
+    checks: list = dataclasses.field(default_factory=list)   # Check
     discarded: int = 0
     pending: int = 0
     half_offset: int = 0
@@ -232,7 +243,8 @@ class TransactionService:
               producer_channel: Callable[[str], Any] = lambda group: None) -> CheckRound:
         """One check round (RocketMQ ``TransactionalMessageServiceImpl.check``); returns the
         CHECK_TRANSACTION_STATE requests to send, each with the channel ``producer_channel``
-        chose for its group (None: no live producer; the check still counts, as in RocketMQ)."""
+        chose for its group (None: no live 4.x producer; a 5.x one may be reached through
+        gRPC; the check still counts, as in RocketMQ)."""
         now = self.clock() if now_ms is None else now_ms
         cfg = self.configs()
         rnd = CheckRound()
@@ -378,10 +390,7 @@ class TransactionService:
         copy = dataclasses.replace(msg, properties=props, queue_offset=result.queue_offset,
                                    commitlog_offset=result.phy_offset)
         channel = producer_channel(group) if group else None
-        if channel is None:
-            log.warning("half message %s of group %s: no live producer to ask; checked again later",
-                        props.get(Prop.UNIQ_KEY), group)
-        return group, channel, self.check_request(copy)
+        return Check(group, channel, self.check_request(copy), copy)
 
     def check_request(self, half: MessageExt):
         """CHECK_TRANSACTION_STATE about ``half`` (``Broker2Client.checkProducerTransactionState``):

@@ -169,8 +169,9 @@ def test_check_asks_about_old_unresolved_half_messages_only(w, clock):
     assert w.tx.check().checks == []  # younger than transactionTimeOut
     clock.advance(2000)
     rnd = w.tx.check(producer_channel=lambda g: "chan-" + g)
-    ((group, channel, cmd),) = rnd.checks
-    assert (group, channel) == (GROUP, "chan-" + GROUP)
+    (check,) = rnd.checks
+    cmd = check.command
+    assert (check.group, check.channel) == (GROUP, "chan-" + GROUP)
     assert cmd.code == RequestCode.CHECK_TRANSACTION_STATE and cmd.is_oneway
     h = CheckTransactionStateRequestHeader.from_command(cmd)
     # about the copy written for this check: the third record of the half queue
@@ -208,7 +209,7 @@ def test_check_immunity_delays_the_first_check(w, clock):
         assert w.tx.check().checks == []
     clock.advance(7000)  # 21 s
     (asked,) = w.tx.check().checks
-    (rec,) = w.store.k.decode_records(asked[2].body, 0, len(asked[2].body), 1)
+    (rec,) = w.store.k.decode_records(asked.command.body, 0, len(asked.command.body), 1)
     assert string_to_properties(bytes(rec.properties).decode())[Prop.TRAN_PREPARED_QUEUE_OFFSET] == "0"
 
 
@@ -219,5 +220,5 @@ def test_check_progress_survives_a_restart(w, clock):
     w.reopen()
     clock.advance(7000)
     (again,) = w.tx.check().checks  # the copy, checked a second time: not the original again
-    (rec,) = w.store.k.decode_records(again[2].body, 0, len(again[2].body), 1)
+    (rec,) = w.store.k.decode_records(again.command.body, 0, len(again.command.body), 1)
     assert string_to_properties(bytes(rec.properties).decode())[Prop.TRANSACTION_CHECK_TIMES] == "2"
