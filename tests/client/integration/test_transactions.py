@@ -147,3 +147,39 @@ def _start(b):
         b.java.start()
     else:
         b.start()
+
+
+def test_asyncio_variant_and_the_metrics(tmp_path):
+    """``asend_message_in_transaction`` with an async local transaction, and what the broker's
+    metrics endpoint then counts (mqbroker only: the metrics are its own)."""
+    import asyncio
+
+    from tests.broker.test_metrics import free_port, scrape, value
+
+    port = free_port()
+    with BrokerProcess(tmp_path / "store", conf={**TX_CONF, "metricsPort": port}) as b:
+        create_topic(b.broker_addr, b.namesrv_addr, "TxAsync", queues=1)
+        checker = Checker({"async-unknown": S.ROLLBACK_MESSAGE})
+
+        async def local(msg, arg):
+            await asyncio.sleep(0)
+            return arg
+
+        async def main(p):
+            return [await p.asend_message_in_transaction(Message("TxAsync", key.encode(), keys=[key]), local, state)
+                    for key, state in (("async-commit", S.COMMIT_MESSAGE), ("async-rollback", S.ROLLBACK_MESSAGE),
+                                       ("async-unknown", S.UNKNOW))]
+
+        with TransactionProducer("tx-async", checker=checker, namesrv_addr=b.namesrv_addr, **_producer_fast()) as p:
+            results = asyncio.run(main(p))
+            assert [r.local_transaction_state for r in results] == [S.COMMIT_MESSAGE, S.ROLLBACK_MESSAGE, S.UNKNOW]
+            assert wait_for(lambda: checker.asked == ["async-unknown"] and
+                            value(scrape(port), "rocketmq_transaction_messages_total", state="rolled_back") == 2,
+                            timeout=60), checker.asked
+        samples = scrape(port)
+        counts = {state: value(samples, "rocketmq_transaction_messages_total", state=state)
+                  for state in ("half", "committed", "rolled_back", "refused", "discarded")}
+        assert counts == {"half": 3, "committed": 1, "rolled_back": 2, "refused": 0, "discarded": 0}
+        assert value(samples, "rocketmq_transaction_messages_total", state="checked") >= 1
+        assert [bytes(m.body) for m in pull_everything(b.namesrv_addr, "TxAsync", group="tx-async-reader")] \
+            == [b"async-commit"]
