@@ -37,6 +37,7 @@ from typing import Any
 
 from mqcore.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
 from mqcore.client.producer import Producer
+from mqcore.client.route import TopicPublishInfo
 from mqcore.errors import IllegalArgumentError, MQError
 from mqcore.format import layout as L
 from mqcore.message import Prop, decode_offset_msg_id
@@ -93,6 +94,11 @@ class TransactionProducer(Producer):
 
     def start(self) -> TransactionProducer:
         self._instance.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+        # the brokers must hear from this producer before its first send, or a restarted
+        # application is never asked about the transactions it left open: as the Java client
+        # does, publish through the create-topic key's route, which names every broker
+        key = self.config.create_topic_key
+        self._impl.publish_info.setdefault(key, TopicPublishInfo(key, [], None))
         super().start()
         return self
 
