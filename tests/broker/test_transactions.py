@@ -222,3 +222,18 @@ def test_check_progress_survives_a_restart(w, clock):
     (again,) = w.tx.check().checks  # the copy, checked a second time: not the original again
     (rec,) = w.store.k.decode_records(again.command.body, 0, len(again.command.body), 1)
     assert string_to_properties(bytes(rec.properties).decode())[Prop.TRANSACTION_CHECK_TIMES] == "2"
+
+
+def test_mqstore_dump_shows_the_transaction_of_each_record(w, capsys):
+    import json
+
+    from mqcore.tools import mqstore
+
+    r = w.half(key="dumped")
+    w.end(r, COMMIT)
+    w.store.shutdown()
+    assert mqstore.main(["dump", str(w.path), "--commitlog"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    seen = [(row["topic"], row["transaction"], row["transaction_id"]) for row in rows]
+    assert seen == [(HALF_TOPIC, "none", "U-dumped"), ("Orders", "commit", "U-dumped"), (OP_TOPIC, "none", None)]
+    w.open()  # the fixture closes it
