@@ -28,3 +28,33 @@ def test_python_5x_transactional_producer_with_a_checker(tmp_path, py5_python):
     assert result["asked"] == ["unknown-commit", "unknown-rollback"], json.dumps(result)
     assert result["types"] == [4]  # TRANSACTION, as the proxy shows a committed message
     assert all(result["transaction_ids"].values())
+
+
+def test_raw_transaction_flow_and_refusals(tmp_path):
+    """Over raw gRPC: a half message is invisible until EndTransaction commits it; ends naming
+    another topic (another producer group) are refused; rejectTransactionMessage refuses sends."""
+    from tests.grpc.rawclient import RawClient, d, s
+
+    with BrokerProcess(tmp_path / "store", conf=TEST_CONF) as b, RawClient(grpc_addr(b)) as raw:
+        sent = raw.send("TxRaw5", body=b"half", message_type=d.TRANSACTION)
+        assert sent.status.code == d.OK and len(sent.entries[0].transaction_id) == 32
+        assert raw.receive("TxRaw5", "GTx")[1] == []  # invisible
+        tx_id, msg_id = sent.entries[0].transaction_id, sent.entries[0].message_id
+
+        def end(topic, resolution):
+            return raw.call("EndTransaction", s.EndTransactionRequest(
+                topic=d.Resource(name=topic), message_id=msg_id, transaction_id=tx_id, resolution=resolution,
+                source=d.SOURCE_CLIENT)).status
+
+        wrong = end("OtherTopic5", d.COMMIT)
+        assert wrong.code == d.INVALID_TRANSACTION_ID and "producer group" in wrong.message
+        assert end("TxRaw5", d.COMMIT).code == d.OK
+        status, got = raw.receive("TxRaw5", "GTx")
+        assert status.code == d.OK and [m.body for m in got] == [b"half"]
+        assert got[0].system_properties.message_type == d.TRANSACTION
+        route = raw.call("QueryRoute", s.QueryRouteRequest(topic=d.Resource(name="TxRaw5")))
+        assert d.TRANSACTION in route.message_queues[0].accept_message_types
+    with BrokerProcess(tmp_path / "store2", conf={**TEST_CONF, "rejectTransactionMessage": "true"}) as b, \
+            RawClient(grpc_addr(b)) as raw:
+        refused = raw.send("TxRaw5", body=b"half", message_type=d.TRANSACTION)
+        assert refused.status.code == d.FORBIDDEN and "rejectTransactionMessage" in refused.status.message
