@@ -35,11 +35,13 @@ from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.processors.send_plain import PlainSendV2
+from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
+from mqcore.broker.transaction import TransactionService
 from mqcore.broker.validate import guarded
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
@@ -130,6 +132,10 @@ class Broker:
         if self.acl is not None:
             self.add_service(self.acl)
         self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
+        #: half messages, END_TRANSACTION and the check-back (the one service 4.x and 5.x share)
+        self.transactions = TransactionService(
+            store=self.store, offsets=self.offsets, topics=self.topics, store_host=lambda: self.store_host,
+            configs=lambda: self.cfg, clock=clock, file_reserved_hours=lambda: self.store_config.file_reserved_time_hours)
         self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -216,7 +222,8 @@ class Broker:
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
                        loop.create_task(self._every(10_000, self._scan_channels)),
-                       loop.create_task(self._every(1_000, self._sample_throughput))]
+                       loop.create_task(self._every(1_000, self._sample_throughput)),
+                       loop.create_task(self._every(self.cfg.transaction_check_interval_ms, self.check_transactions))]
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
 
@@ -268,7 +275,8 @@ class Broker:
         send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
                              pool=self._executor, schedule_register=self.schedule_register,
                              register_now=self.register_all,
-                             store_host=lambda: self.store_host, stats=self.stats)
+                             store_host=lambda: self.store_host, stats=self.stats, transactions=self.transactions)
+        end_tx = EndTransactionProcessor(transactions=self.transactions)
         pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
                              clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
                              short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats,
@@ -306,6 +314,7 @@ class Broker:
             RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
+            RC.END_TRANSACTION: end_tx.end,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
@@ -505,6 +514,21 @@ class Broker:
         for ch in channels:
             cmd = create_request(RC.NOTIFY_CONSUMER_IDS_CHANGED, ext, oneway=True)
             asyncio.ensure_future(self._notify(ch, cmd))
+
+    def check_transactions(self) -> None:
+        """One check-back round (every transactionCheckInterval): CHECK_TRANSACTION_STATE to a
+        live producer of each unresolved half message's group. On the loop, where the
+        producer table and the channels live; a round is bounded (MAX_HALF_PER_ROUND)."""
+        rnd = self.transactions.check(producer_channel=self.clients.producer_channel)
+        for check in rnd.checks:
+            if check.channel is not None:
+                asyncio.ensure_future(self._notify(check.channel, check.command))
+            elif self.grpc is None or self.grpc.servicer is None or not self.grpc.servicer.recover_orphaned(check.half):
+                log.warning("half message %s of producer group %s: no live producer to ask; asked again next round",
+                            check.half.properties.get("UNIQ_KEY"), check.group)
+        if rnd.checks or rnd.discarded:
+            log.info("transaction check: %d half messages checked, %d discarded, %d pending",
+                     len(rnd.checks), rnd.discarded, rnd.pending)
 
     async def _notify(self, channel, cmd) -> None:
         try:

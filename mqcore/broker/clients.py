@@ -222,6 +222,15 @@ class ClientManager:
         return list(stale)
 
     # --- queries --------------------------------------------------------------------------------------
+    def producer_channel(self, group: str):
+        """A live channel of producer ``group`` (the one heard from last), or None: where a
+        transaction check-back goes (RocketMQ ``getAvailableChannel``)."""
+        members = self.producers.get(group)
+        if not members:
+            return None
+        live = [info for ch, info in members.items() if getattr(ch, "is_active", True)]
+        return max(live, key=lambda info: info.last_update_ms).channel if live else None
+
     def group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumers.get(group)
 

@@ -72,7 +72,14 @@ class BrokerConfig:
     #: mqcore's key; 0 = no minimum): a trickle would otherwise hold a connection for ever
     server_frame_min_bytes_per_s: int = 1024
     max_frame_bytes: int = 16 * 1024 * 1024
-    reject_transaction_message: bool = True
+    #: refuse half messages (rejectTransactionMessage) with NO_PERMISSION, as RocketMQ does when set
+    reject_transaction_message: bool = False
+    #: a half message younger than this is not checked back (transactionTimeOut)
+    transaction_timeout_ms: int = 6_000
+    #: how often unresolved half messages are checked back (transactionCheckInterval)
+    transaction_check_interval_ms: int = 60_000
+    #: checks of one half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC (transactionCheckMax)
+    transaction_check_max: int = 15
     #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
     enable_property_filter: bool = False
     #: Prometheus endpoint port (metricsPort); 0 = off
@@ -116,11 +123,14 @@ class BrokerConfig:
                                        + (" (the port goes in listenPort)" if ":" in getattr(self, name) else ""))
         for name in ("register_name_server_period_ms", "flush_consumer_offset_interval_ms",
                      "flush_delay_offset_interval_ms", "channel_expired_timeout_ms",
-                     "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes"):
+                     "server_channel_max_idle_time_seconds", "short_polling_time_mills", "max_frame_bytes",
+                     "transaction_check_interval_ms", "transaction_check_max"):
             if getattr(self, name) <= 0:
                 raise FieldConfigError(name, "must be positive")
         if self.server_frame_min_bytes_per_s < 0:
             raise FieldConfigError("server_frame_min_bytes_per_s", "must be >= 0 (0: no minimum)")
+        if self.transaction_timeout_ms < 0:
+            raise FieldConfigError("transaction_timeout_ms", "must not be negative")
         # checked here as well as by the endpoint, so ``mqbroker -p`` refuses what a start would
         if not 0 <= self.grpc_min_invisible_time_ms <= _TWELVE_HOURS_MS:
             raise FieldConfigError("grpc_min_invisible_time_ms", "must be in 0..43200000 ms (12 h)")

@@ -41,6 +41,7 @@ class BrokerCollector:
         yield from self._offsets(base)
         yield from self._store(base)
         yield from self._schedule(base)
+        yield from self._transactions(base)
         yield from self._clients(base)
 
     # --- per-request counters --------------------------------------------------------------------
@@ -185,6 +186,20 @@ class BrokerCollector:
             top = self.b.store.get_max_offset_in_queue(SCHEDULE_TOPIC, st.queue_id)
             backlog.add_metric(base + [str(st.level)], max(0, top - st.offset))
         yield backlog
+
+    def _transactions(self, base):
+        st = self.b.transactions.stats
+        pending = GaugeMetricFamily("rocketmq_transaction_half_pending", "Half messages without a commit or "
+                                    "rollback, as the last check round found them", labels=["cluster", "broker"])
+        pending.add_metric(base, st.pending)
+        yield pending
+        ends = CounterMetricFamily("rocketmq_transaction_messages", "Transactional messages, by what happened: "
+                                   "half (stored), committed, rolled_back, refused (bad END_TRANSACTION), "
+                                   "checked (check-backs sent), discarded (checked too often)",
+                                   labels=["cluster", "broker", "state"])
+        for state in ("half_messages", "committed", "rolled_back", "refused", "checked", "discarded"):
+            ends.add_metric(base + [state.replace("half_messages", "half")], getattr(st, state))
+        yield ends
 
     # --- connections -----------------------------------------------------------------------------------------
     def _clients(self, base):

@@ -48,12 +48,16 @@ from mqcore.client.message import (
 )
 from mqcore.client.producer import Producer
 from mqcore.client.selector import select_by_hash, select_by_random
+from mqcore.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 #: short alias: ``return ConsumeStatus.RECONSUME_LATER``
 ConsumeStatus = ConsumeConcurrentlyStatus
 
 __all__ = [
     "Producer",
+    "TransactionProducer",
+    "LocalTransactionState",
+    "TransactionSendResult",
     "PushConsumer",
     "LitePullConsumer",
     "PullConsumer",

@@ -24,6 +24,7 @@ from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_P
 from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
+from mqcore.grpc import transaction as tx
 from mqcore.message import (DEFAULT_TOPIC, MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
                             validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
@@ -131,20 +132,23 @@ class MessagingService:
         self.timer = TimerService(broker, broker.clock)
         self.arrivals: Arrivals | None = None
         self.clients: dict[str, ClientState] = {}
+        #: commands the broker sends down Telemetry streams (orphaned transactions)
+        self.outboxes = tx.Outboxes()
         #: the broker's put pool under SYNC_FLUSH (a put may wait for its fsync); None: puts run inline
         self.pool = None
 
-    async def _put(self, msg: MessageExtBrokerInner):
+    async def _put(self, msg: MessageExtBrokerInner, put=None):
+        put = put or self.b.store.put_message
         if self.pool is None:
-            return self.b.store.put_message(msg)
-        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(self.b.store.put_message, msg))
+            return put(msg)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(put, msg))
 
-    async def _put_counted(self, msg: MessageExtBrokerInner, topic: str):
+    async def _put_counted(self, msg: MessageExtBrokerInner, topic: str, put=None):
         """A client's send, counted in the broker's stats as a 4.x send is: under the topic
         the client named (a timed message sits in the timer topic until due, as a 4.x delayed
         one sits in the schedule topic), with its bytes, put latency and failures."""
         t0 = time.perf_counter()
-        result = await self._put(msg)
+        result = await self._put(msg, put)
         self.b.stats.put_latency.observe(time.perf_counter() - t0)
         self.b.stats.on_put(topic, result)
         return result
@@ -232,11 +236,15 @@ class MessagingService:
         except Refused as r:
             return self.s.QueryRouteResponse(status=self.status(r.code, r.message))
         broker = self._broker(request.endpoints)
-        accept = [self.d.NORMAL, self.d.FIFO, self.d.DELAY]
+        accept = self._accepted_types()
         queues = [self.d.MessageQueue(topic=request.topic, id=qid, permission=self._permission(tc.perm),
                                       broker=broker, accept_message_types=accept)
                   for qid in range(max(tc.read_queue_nums, tc.write_queue_nums))]
         return self.s.QueryRouteResponse(status=self.status(), message_queues=queues)
+
+    def _accepted_types(self) -> list[int]:
+        d = self.d
+        return [d.NORMAL, d.FIFO, d.DELAY] + ([] if self.b.cfg.reject_transaction_message else [d.TRANSACTION])
 
     async def Heartbeat(self, request, context):
         try:
@@ -255,20 +263,46 @@ class MessagingService:
             yield self.s.TelemetryCommand(status=self.status(self.d.CLIENT_ID_REQUIRED,
                                                              f"the {CLIENT_ID_HEADER} header is required"))
             return
-        async for command in request_iterator:
-            if command.WhichOneof("command") != "settings":
-                continue  # thread stack traces, verify results: nothing to do with them here
-            state = self.clients.setdefault(cid, ClientState(cid))
-            state.last_seen_ms = self.clock()
-            try:
-                settings = self._settings(command.settings)
-            except Refused as r:
-                yield self.s.TelemetryCommand(status=self.status(r.code, r.message))
-                continue
-            state.settings, state.client_type = settings, command.settings.client_type
-            if settings.HasField("subscription"):
-                state.group = self._name(settings.subscription.group, "group")
-            yield self.s.TelemetryCommand(status=self.status(), settings=settings)
+        # the client's commands are read by a task; what goes down the stream (answers to them,
+        # and commands the broker starts: orphaned transactions) comes out of one queue
+        outbox = self.outboxes.open(cid)
+        reader = asyncio.ensure_future(self._telemetry_reader(cid, request_iterator, outbox))
+        try:
+            while True:
+                command = await outbox.get()
+                if command is None:
+                    return
+                yield command
+        finally:
+            reader.cancel()
+            self.outboxes.close(cid, outbox)
+
+    async def _telemetry_reader(self, cid, request_iterator, outbox) -> None:
+        try:
+            async for command in request_iterator:
+                if command.WhichOneof("command") != "settings":
+                    continue  # thread stack traces, verify results, transaction checks answered by RPC
+                state = self.clients.setdefault(cid, ClientState(cid))
+                state.last_seen_ms = self.clock()
+                try:
+                    settings = self._settings(command.settings)
+                except Refused as r:
+                    outbox.put_nowait(self.s.TelemetryCommand(status=self.status(r.code, r.message)))
+                    continue
+                state.settings, state.client_type = settings, command.settings.client_type
+                if settings.HasField("subscription"):
+                    state.group = self._name(settings.subscription.group, "group")
+                outbox.put_nowait(self.s.TelemetryCommand(status=self.status(), settings=settings))
+        finally:
+            outbox.put_nowait(None)
+
+    def recover_orphaned(self, half) -> bool:
+        """The check-back of a 5.x half message: a RecoverOrphanedTransactionCommand to a live
+        client publishing its topic; False when there is none (asked again next round)."""
+        topic = half.properties.get(Prop.REAL_TOPIC, "")
+        now = self.clock()
+        return self.outboxes.send_to_publisher(self.clients, topic, tx.recovery_command(self.d, self.s, half),
+                                               lambda cid: self._alive(cid, now))
 
     def _settings(self, theirs):
         """The settings a client gets back: its own, completed with the broker's policy."""
@@ -344,8 +378,10 @@ class MessagingService:
         if len(m.body) > self.b.store_config.max_message_size_bytes:
             raise Refused(d.MESSAGE_BODY_TOO_LARGE, f"the message body is {len(m.body)} bytes, more than "
                                                     f"{self.b.store_config.max_message_size_bytes}")
-        if sp.message_type == d.TRANSACTION:
-            raise Refused(d.UNSUPPORTED, "transactional messages are not supported by this broker")
+        half = sp.message_type == d.TRANSACTION
+        if half and self.b.cfg.reject_transaction_message:
+            raise Refused(d.FORBIDDEN, f"the broker {self.b.cfg.broker_name} refuses transactional messages "
+                                       "(rejectTransactionMessage)")
         props: dict[str, str] = {}
         for k, v in m.user_properties.items():
             if not k or k in SYSTEM_PROPERTY_KEYS or "\x01" in k + v or "\x02" in k + v:
@@ -368,6 +404,10 @@ class MessagingService:
             props[PROP_SHARDING_KEY] = group
         if sp.HasField("trace_context") and sp.trace_context:
             props[PROP_TRACE_CONTEXT] = sp.trace_context
+        if half:
+            problem = tx.half_properties(d, sp, tc.topic_name, props)
+            if problem:
+                raise Refused(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem)
         queue_id = pick_queue(tc.write_queue_nums, group)
         topic = tc.topic_name
         deliver_ms = timestamp_ms(sp.delivery_timestamp) if sp.HasField("delivery_timestamp") else 0
@@ -388,7 +428,7 @@ class MessagingService:
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
         msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
                                     born_timestamp=born_ms or now, born_host=born, store_host=self.b.store_host)
-        result = await self._put_counted(msg, tc.topic_name)
+        result = await self._put_counted(msg, tc.topic_name, self.b.transactions.put_half if half else None)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -400,11 +440,23 @@ class MessagingService:
         if timed:
             self.timer.add(result.queue_offset, result.phy_offset, deliver_ms)
             self.ep.wake()
-        return self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
+        entry = self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
+        if half:
+            entry.transaction_id = tx.transaction_id(result.phy_offset, result.queue_offset)
+        return entry
 
     async def EndTransaction(self, request, context):
-        return self.s.EndTransactionResponse(status=self.status(
-            self.d.UNSUPPORTED, "transactional messages are not supported by this broker"))
+        d = self.d
+        try:
+            topic = self._topic_name(request.topic)
+        except Refused as r:
+            return self.s.EndTransactionResponse(status=self.status(r.code, r.message))
+        h = tx.end_header(d, topic, request) if request.transaction_id else None
+        if h is None:
+            return self.s.EndTransactionResponse(status=self.status(
+                d.INVALID_TRANSACTION_ID, f"{request.transaction_id!r} is not a transaction id this broker gave"))
+        code, message = tx.end_status(d, self.b.transactions.end(h))
+        return self.s.EndTransactionResponse(status=self.status(code, message))
 
     # --- consume -----------------------------------------------------------------------------------------
     async def QueryAssignment(self, request, context):
@@ -419,7 +471,7 @@ class MessagingService:
         # one assignment per broker; receives on it pop from every queue of the topic (queue id -1)
         mq = self.d.MessageQueue(topic=request.topic, id=-1, permission=self._permission(tc.perm),
                                  broker=self._broker(request.endpoints),
-                                 accept_message_types=[self.d.NORMAL, self.d.FIFO, self.d.DELAY])
+                                 accept_message_types=self._accepted_types())
         return self.s.QueryAssignmentResponse(status=self.status(), assignments=[self.d.Assignment(message_queue=mq)])
 
     def _receive_args(self, request, context):

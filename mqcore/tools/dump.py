@@ -47,9 +47,17 @@ def record_row(k, f: ReadOnlyFile, pos: int, decoded: DecodedRecord) -> dict:
            "born_timestamp": m.born_timestamp, "born_host": m.born_host, "store_timestamp": m.store_timestamp,
            "store_host": m.store_host, "reconsume_times": m.reconsume_times,
            "prepared_transaction_offset": m.prepared_transaction_offset, "msg_id": m.offset_msg_id,
-           "properties": m.properties, "body_length": len(m.body)}
+           "properties": m.properties, "body_length": len(m.body),
+           "transaction": _TRANSACTION_TYPES[m.sys_flag & L.SYSFLAG_TRANSACTION_MASK],
+           # a transactional message's id is its UNIQ_KEY (what the producer's end and checks name)
+           "transaction_id": m.properties.get("UNIQ_KEY") if m.properties.get("TRAN_MSG") == "true" else None}
     row.update(body_fields(m.body))
     return row
+
+
+#: the sysflag's transaction bits; a half message is stored as "none" (in RMQ_SYS_TRANS_HALF_TOPIC)
+_TRANSACTION_TYPES = {L.SYSFLAG_TRANSACTION_NOT: "none", L.SYSFLAG_TRANSACTION_PREPARED: "prepared",
+                      L.SYSFLAG_TRANSACTION_COMMIT: "commit", L.SYSFLAG_TRANSACTION_ROLLBACK: "rollback"}
 
 
 def _table_extras(row: dict) -> dict:

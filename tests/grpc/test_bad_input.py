@@ -21,7 +21,7 @@ def test_bad_sends_get_proxy_codes(raw, grpc_broker):
         (raw.send("Good5", body=b""), d.MESSAGE_BODY_EMPTY),
         (raw.send("Good5", message_id=""), d.ILLEGAL_MESSAGE_ID),
         (raw.send("Good5", tag="a|b"), d.ILLEGAL_MESSAGE_TAG),
-        (raw.send("Good5", message_type=d.TRANSACTION), d.UNSUPPORTED),
+        (raw.send("Good5", message_type=d.TRANSACTION, message_group="g"), d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (raw.send("Good5", message_group="g" * 65), d.ILLEGAL_MESSAGE_GROUP),
         (raw.call("SendMessage", s.SendMessageRequest()), d.BAD_REQUEST),
     ]
@@ -80,8 +80,10 @@ def test_bad_handles_transactions_and_unimplemented(raw):
         assert ack.status.code == d.INVALID_RECEIPT_HANDLE and ack.entries[0].status.code == d.INVALID_RECEIPT_HANDLE
         assert raw.change_invisible("Handles5", "GH", forged, 5000).status.code == d.INVALID_RECEIPT_HANDLE
     assert raw.ack("Handles5", "GH", got[0]).status.code == d.OK
-    end = raw.call("EndTransaction", s.EndTransactionRequest(topic=d.Resource(name="Handles5"), message_id="x"))
-    assert end.status.code == d.UNSUPPORTED and "transaction" in end.status.message
+    for tx_id in ("", "garbage", "0" * 32, "F" * 32):  # no id, not an id, ids naming no half message
+        end = raw.call("EndTransaction", s.EndTransactionRequest(topic=d.Resource(name="Handles5"), message_id="x",
+                                                                 transaction_id=tx_id, resolution=d.COMMIT))
+        assert end.status.code == d.INVALID_TRANSACTION_ID and "transaction" in end.status.message, end.status
     with pytest.raises(grpc.RpcError) as e:
         list(raw.call("PullMessage", s.PullMessageRequest()))
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED

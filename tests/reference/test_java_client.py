@@ -18,7 +18,7 @@ from tests.support.processes import BrokerProcess
 pytestmark = pytest.mark.timeout(900)
 
 ALL = ["produce", "ordered", "compressed", "query", "delay", "tags", "orderly", "broadcast", "rebalance",
-       "litepull", "retry_dlq", "resume", "consume_from", "sql", "sql_refused", "transaction"]
+       "litepull", "retry_dlq", "resume", "consume_from", "sql", "sql_refused"]
 #: scenarios whose facts must be the same on both brokers
 COMPARED = ["delay", "retry_dlq", "consume_from", "sql_refused"]
 
@@ -77,11 +77,6 @@ def test_bodies_over_4_kib_are_stored_compressed_and_read_back_whole(on_mqbroker
 
 def test_keys_user_properties_query_message_and_view_message(on_mqbroker):
     assert ok(on_mqbroker, "query")["found"] == "1"
-
-
-def test_transactions_are_refused_promptly_with_an_error(on_mqbroker):
-    facts = ok(on_mqbroker, "transaction")
-    assert facts["refused"] == "true" and int(facts["ms"]) < 10_000, facts
 
 
 # --- consumers ---------------------------------------------------------------------------------

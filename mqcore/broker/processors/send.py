@@ -90,7 +90,7 @@ class SendProcessor:
     """
 
     def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None,
-                 register_now=None):
+                 register_now=None, transactions=None):
         #: per-request counters and the put-latency histogram (the metrics endpoint reads them)
         self.stats = stats if stats is not None else BrokerStats()
         self.cfg = cfg
@@ -104,6 +104,8 @@ class SendProcessor:
         self.store_host = store_host
         #: a full disk refuses every topic creation: one line per interval, not per request
         self.disk_full_log = RateLimitedLog(log)
+        #: half messages (TRAN_MSG): ``broker.transaction.TransactionService``; None refuses them
+        self.transactions = transactions
 
     def _put(self, request, topic, fn, *args, **kwargs):
         """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH).
@@ -170,9 +172,10 @@ class SendProcessor:
                                    f"request queueId[{queue_id}] is illegal, topic {tc.topic_name} has "
                                    f"{tc.write_queue_nums} write queues")
         props = string_to_properties(h.properties)
-        if props.get(Prop.TRAN_MSG) == "true" and self.cfg.reject_transaction_message:
+        half = props.get(Prop.TRAN_MSG) == "true"
+        if half and (self.cfg.reject_transaction_message or self.transactions is None):
             return create_response(request, ResponseCode.NO_PERMISSION,
-                                   "transaction messages are not supported by this broker (rejectTransactionMessage)")
+                                   f"the broker[{self.cfg.broker_name}] sending transaction message is forbidden")
         reconsume = h.reconsume_times or 0
         if is_retry_topic(topic):
             if not self.groups.ensure(topic[len(RETRY_GROUP_TOPIC_PREFIX):]):
@@ -183,13 +186,16 @@ class SendProcessor:
             topic, queue_id, props = self._redirect_retry(request, h, topic, queue_id, reconsume, props)
         born = peer_host(channel)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            if half:
+                return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
+                                       "a batch cannot be a transaction message; send each half message alone")
             return self._put(request, topic, self.store.put_batch, topic, queue_id, bytes(request.body),
                              sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
                              store_host=self.store_host(), batch_properties=props)
         msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
                                     properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                     born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
-        return self._put(request, topic, self.store.put_message, msg)
+        return self._put(request, topic, self.transactions.put_half if half else self.store.put_message, msg)
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""

@@ -70,7 +70,7 @@ class PlainSendV2:
         if tc is None or not tc.perm & PERM_WRITE or queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
             return self.fallback(channel, request)
         props = string_to_properties(props_text)
-        if Prop.DELAY in props or (cfg.reject_transaction_message and props.get(Prop.TRAN_MSG) == "true"):
+        if Prop.DELAY in props or props.get(Prop.TRAN_MSG) == "true":
             return self.fallback(channel, request)
         parts = self._parts(cfg)
         opaque = request.opaque

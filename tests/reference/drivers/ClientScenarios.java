@@ -62,7 +62,6 @@ public class ClientScenarios {
             case "consume_from": return consumeFrom();
             case "sql": return sql();
             case "sql_refused": return sqlRefused();
-            case "transaction": return transaction();
             default: throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -895,32 +894,5 @@ public class ClientScenarios {
             c.shutdown();
         }
         return "refused=false";
-    }
-
-    /** Transactional sends are refused with an error, promptly. */
-    static String transaction() throws Exception {
-        TransactionMQProducer p = new TransactionMQProducer(prefix + "pg-tx");
-        p.setNamesrvAddr(ns);
-        p.setInstanceName(prefix + "pg-tx");
-        p.setTransactionListener(new TransactionListener() {
-            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
-                return LocalTransactionState.COMMIT_MESSAGE;
-            }
-
-            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
-                return LocalTransactionState.COMMIT_MESSAGE;
-            }
-        });
-        p.start();
-        long t0 = System.currentTimeMillis();
-        try {
-            TransactionSendResult r = p.sendMessageInTransaction(msg(prefix + "Tx", "t", "t", "tx"), null);
-            return "refused=false status=" + r.getSendStatus() + " state=" + r.getLocalTransactionState();
-        } catch (Exception e) {
-            String why = String.valueOf(e.getMessage()).split("\n")[0];
-            return "refused=true ms=" + (System.currentTimeMillis() - t0) + " why=" + why.replace(' ', '_');
-        } finally {
-            p.shutdown();
-        }
     }
 }
