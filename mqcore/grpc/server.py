@@ -17,6 +17,8 @@ import logging
 
 from mqcore.errors import ConfigError, MQError
 from mqcore.grpc.protocol import load_protocol
+from mqcore.netaddr import parse_host_port
+from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,12 @@ class GrpcConfig:
     #: farthest delivery time a 5.x producer may ask for (RocketMQ's timerMaxDelaySec: 3 days)
     max_delay_ms: int = 3 * 24 * 3600 * 1000
     max_receive_message_bytes: int = 130 * 1024 * 1024
+    #: TLS on the port (grpcServerTlsMode): permissive serves TLS and plaintext, as the proxy's default
+    tls_mode: TlsMode = TlsMode.PERMISSIVE
+    #: a real certificate chain and key (PEM); without them a self-signed pair kept in ``store_dir``
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    store_dir: str = "."
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -63,6 +71,7 @@ class GrpcEndpoint:
         self.max_delay_ms = config.max_delay_ms
         self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
         self.server = None
+        self.front: PermissiveFront | None = None
         self.servicer = None
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
@@ -88,36 +97,51 @@ class GrpcEndpoint:
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
             ("grpc.so_reuseport", 0)])
         self.service_grpc.add_MessagingServiceServicer_to_server(servicer_type(), self.server)
-        self.port = self.server.add_insecure_port(f"{self.cfg.host}:{self.cfg.port}")
-        if self.port == 0:
-            raise MQError(f"the gRPC endpoint cannot listen on {self.cfg.host}:{self.cfg.port}")
-        await self.server.start()
+        await self._listen(grpc)
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._background())
-        log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d", self.cfg.host, self.port)
+        log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d (TLS %s)", self.cfg.host, self.port,
+                 self.cfg.tls_mode.value)
         return self.port
 
-    def wake(self) -> None:
-        """Something due earlier than the background task expects (a new timed message)."""
-        if self._wake is not None:
-            self._wake.set()
+    async def _listen(self, grpc) -> None:
+        cfg, public = self.cfg, f"{self.cfg.host}:{self.cfg.port}"
+        creds = None
+        if cfg.tls_mode is not TlsMode.DISABLED:
+            cert, key = load_or_make_certificate(cfg.tls_cert, cfg.tls_key, cfg.store_dir)
+            creds = grpc.ssl_server_credentials([(key, cert)])
+        if cfg.tls_mode is TlsMode.PERMISSIVE:
+            # grpcio serves one protocol per port: both listen on loopback, the front picks per connection
+            plain = self.server.add_insecure_port("127.0.0.1:0")
+            secure = self.server.add_secure_port("127.0.0.1:0", creds)
+            if not plain or not secure:
+                raise MQError("the gRPC endpoint cannot listen on 127.0.0.1")
+            await self.server.start()
+            self.front = PermissiveFront(plain, secure)
+            try:
+                self.port = await self.front.start(cfg.host, cfg.port)
+            except OSError as e:
+                raise MQError(f"the gRPC endpoint cannot listen on {public}: {e}") from e
+            return
+        if creds is None:
+            self.port = self.server.add_insecure_port(public)
+        else:
+            self.port = self.server.add_secure_port(public, creds)
+        if self.port == 0:
+            raise MQError(f"the gRPC endpoint cannot listen on {public}")
+        await self.server.start()
 
-    async def _background(self) -> None:
-        svc = self.servicer
-        while True:
-            nxt = svc.next_wakeup_ms()
-            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.b.clock()) / 1000))
-            try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-            self._wake.clear()
-            try:
-                await svc.revive_due()
-                await svc.deliver_timed()
-                svc.prune_clients(self.b.clock())
-            except (MQError, OSError) as e:
-                log.warning("gRPC endpoint background work failed: %s", e)
+    def client_address(self, context) -> tuple[str, int] | None:
+        """The calling client's (host, port): through the permissive front, the client's own
+        address rather than the front's loopback connection."""
+        _, _, rest = (context.peer() or "").partition(":")  # ipv4:1.2.3.4:5 / ipv6:[::1]:5
+        try:
+            addr = parse_host_port(rest)
+        except (ValueError, OSError):
+            return None
+        if self.front is not None:
+            return self.front.client_of(addr[1]) or addr
+        return addr
 
     async def shutdown(self) -> None:
         if self._task is not None:
@@ -127,6 +151,9 @@ class GrpcEndpoint:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        if self.front is not None:
+            await self.front.close()  # no new connections; relayed ones end with the server's
+            self.front = None
         if self.server is not None:
             await self.server.stop(grace=1.0)
             self.server = None

@@ -56,3 +56,12 @@ def test_java_producer_and_push_consumer(grpc_broker, tmp_path):
     assert got["fifo-0"]["group"] == got["fifo-1"]["group"] == "jgroup"
     later = got["later"]
     assert later["delivery_ts"] > 0 and later["received_ms"] >= later["delivery_ts"]
+
+
+def test_java_client_defaults_tls(grpc_broker, tmp_path):
+    """The Java client's default is TLS: the endpoint's permissive port answers it with the
+    broker's self-signed certificate (the client trusts any, as it does against a proxy)."""
+    proc, results = run_java5(grpc_broker.grpc_addr, "Java5Tls", "GJavaTls", tmp_path, ssl="true", bulk=BULK,
+                              settleMs=2000)
+    check_all_once(proc, results, BULK)
+    assert (Path(grpc_broker.store_dir) / "grpc-tls" / "cert.pem").is_file()
