@@ -143,6 +143,28 @@ class GrpcEndpoint:
             return self.front.client_of(addr[1]) or addr
         return addr
 
+    def wake(self) -> None:
+        """Something due earlier than the background task expects (a new timed message)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _background(self) -> None:
+        svc = self.servicer
+        while True:
+            nxt = svc.next_wakeup_ms()
+            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.b.clock()) / 1000))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await svc.revive_due()
+                await svc.deliver_timed()
+                svc.prune_clients(self.b.clock())
+            except (MQError, OSError) as e:
+                log.warning("gRPC endpoint background work failed: %s", e)
+
     async def shutdown(self) -> None:
         if self._task is not None:
             self._task.cancel()
