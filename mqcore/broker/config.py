@@ -125,11 +125,6 @@ class BrokerConfig:
             raise FieldConfigError("grpc_default_invisible_time_ms", "must be in 1..43200000 ms (12 h)")
         if (self.broker_access_key is None) != (self.broker_secret_key is None):
             raise FieldConfigError("broker_access_key", "brokerAccessKey and brokerSecretKey go together")
-        if self.acl_enable and self.grpc_server_enable:
-            # 5.x clients authenticate differently (signed gRPC metadata), which the endpoint does
-            # not check yet: serving it would be a way around the ACL
-            raise FieldConfigError("grpc_server_enable", "cannot be true with aclEnable=true: the gRPC endpoint "
-                                   "has no access control yet")
         if self.grpc_server_tls_mode.strip().lower() not in ("disabled", "permissive", "enforcing"):
             raise FieldConfigError("grpc_server_tls_mode", f"{self.grpc_server_tls_mode!r} is not disabled, "
                                    "permissive or enforcing")

@@ -15,7 +15,9 @@ import asyncio
 import dataclasses
 import logging
 
+from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
+from mqcore.grpc.auth import GrpcAccessChecker
 from mqcore.grpc.protocol import load_protocol
 from mqcore.netaddr import parse_host_port
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
@@ -72,6 +74,8 @@ class GrpcEndpoint:
         self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
         self.server = None
         self.front: PermissiveFront | None = None
+        #: the 5.x ACL check (aclEnable), or None
+        self.access: GrpcAccessChecker | None = None
         self.servicer = None
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
@@ -88,8 +92,13 @@ class GrpcEndpoint:
         svc.pool = pool
         svc.timer.load()
         self.b.store.add_arrival_listener(svc.arrivals.notify)
+        if self.b.acl is not None:
+            acl_file = self.b.acl
+            self.access = GrpcAccessChecker(PlainAccessValidator(lambda: acl_file.current),
+                                            lambda resource: svc._name(resource, ""))
         servicer_type = type("MqcoreMessagingService", (self.service_grpc.MessagingServiceServicer,), {
-            name: getattr(svc, name) for name in (
+            # staticmethod: the (possibly wrapped) bound methods of svc are not to be bound again
+            name: staticmethod(self._guarded(name, getattr(svc, name))) for name in (
                 "QueryRoute", "Heartbeat", "Telemetry", "SendMessage", "EndTransaction", "QueryAssignment",
                 "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
                 "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination")})
@@ -130,6 +139,60 @@ class GrpcEndpoint:
         if self.port == 0:
             raise MQError(f"the gRPC endpoint cannot listen on {public}")
         await self.server.start()
+
+    def _guarded(self, name: str, fn):
+        """``fn`` behind the 5.x ACL check when ACL is on (see mqcore.grpc.auth)."""
+        checker = self.access
+        if checker is None:
+            return fn
+        import grpc
+
+        d, s = self.definition, self.service_pb2
+
+        def host(context) -> str:
+            addr = self.client_address(context)
+            return addr[0] if addr else ""
+
+        def refusal(denied):
+            authenticated, why = denied
+            return d.Status(code=d.FORBIDDEN if authenticated else d.UNAUTHORIZED, message=why)
+
+        if name == "Telemetry":
+            async def telemetry(request_iterator, context):
+                meta = context.invocation_metadata()
+                denied = checker.check_needs({}, meta, host(context))
+                if denied:
+                    yield s.TelemetryCommand(status=refusal(denied))
+                    return
+
+                async def checked():
+                    async for command in request_iterator:
+                        if command.WhichOneof("command") == "settings":
+                            denied = checker.check_needs(checker.settings_needed(command.settings), meta, host(context))
+                            if denied:
+                                await context.abort(grpc.StatusCode.PERMISSION_DENIED, denied[1])
+                        yield command
+
+                async for out in fn(checked(), context):
+                    yield out
+            return telemetry
+        response = getattr(s, f"{name}Response")
+        if name == "ReceiveMessage":  # a response stream
+            async def stream(request, context):
+                denied = checker.check(name, request, context.invocation_metadata(), host(context))
+                if denied:
+                    yield response(status=refusal(denied))
+                    return
+                async for out in fn(request, context):
+                    yield out
+            return stream
+
+        async def unary(request, context):
+            denied = checker.check(name, request, context.invocation_metadata(), host(context))
+            if denied:
+                return response(status=refusal(denied))
+            return await fn(request, context)
+        return unary
 
     def client_address(self, context) -> tuple[str, int] | None:
         """The calling client's (host, port): through the permissive front, the client's own
