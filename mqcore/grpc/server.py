@@ -19,8 +19,8 @@ from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
 from mqcore.grpc.auth import GrpcAccessChecker
 from mqcore.grpc.protocol import load_protocol
-from mqcore.netaddr import parse_host_port
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
+from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
