@@ -75,3 +75,48 @@ def test_sniffing_and_certificate_files(tmp_path):
     assert cert.startswith(b"-----BEGIN CERTIFICATE") and b"PRIVATE KEY" in key
     assert (tmp_path / "grpc-tls" / "key.pem").stat().st_mode & 0o077 == 0
     assert load_or_make_certificate(None, None, str(tmp_path)) == (cert, key)
+
+
+def test_relay_passes_bytes_both_ways_and_names_the_client():
+    """The permissive front on its own, with real sockets: a plaintext and a TLS-looking
+    client each reach their listener, bytes go both ways (a large reply included, which
+    exercises the relay's flow control), and the listener's view of the caller maps back to
+    the client's own address."""
+    import asyncio
+
+    from mqcore.grpc.tls import PermissiveFront
+
+    async def scenario():
+        seen = {}
+        holder = {}
+
+        def listener(kind):
+            async def serve(reader, writer):
+                head = await reader.readexactly(5)
+                # what the endpoint asks while the call is under way: who is this caller?
+                seen[kind] = holder["front"].client_of(writer.get_extra_info("peername")[1])
+                writer.write(kind.encode() + head + b"z" * (4 << 20))
+                await writer.drain()
+                writer.close()
+            return serve
+
+        plain = await asyncio.start_server(listener("plain"), "127.0.0.1", 0)
+        secure = await asyncio.start_server(listener("tls"), "127.0.0.1", 0)
+        front = PermissiveFront(plain.sockets[0].getsockname()[1], secure.sockets[0].getsockname()[1])
+        holder["front"] = front
+        port = await front.start("127.0.0.1", 0)
+        try:
+            for kind, head in (("plain", b"PRI * HTTP/2.0"), ("tls", b"\x16\x03\x01\x00\xc8")):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(head)
+                got = await asyncio.wait_for(reader.read(-1), 20)
+                assert got[:len(kind) + 5] == kind.encode() + head[:5] and len(got) == len(kind) + 5 + (4 << 20)
+                mine = writer.get_extra_info("sockname")
+                assert seen[kind] == mine[:2]
+                writer.close()
+        finally:
+            await front.close()
+            plain.close()
+            secure.close()
+
+    asyncio.run(scenario())
