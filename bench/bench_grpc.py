@@ -12,6 +12,7 @@ bodies:
 
     python bench/bench_grpc.py            # ~1 min
     python bench/bench_grpc.py --quick
+    python bench/bench_grpc.py --tls-mode disabled   # plaintext straight to grpcio, no TLS front
 
 Prints one JSON line per figure (with the 1-minute load average) and a summary line.
 """
@@ -175,12 +176,14 @@ def _count_records(body: bytes) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    # permissive (a broker's default) puts the relay that tells TLS from plaintext in front of grpcio
+    ap.add_argument("--tls-mode", default="permissive", choices=("permissive", "disabled"))
     args = ap.parse_args()
     n = 1000 if args.quick else 5000
     with tempfile.TemporaryDirectory() as tmp:
         conf = os.path.join(tmp, "broker.conf")
         with open(conf, "w") as f:
-            f.write("grpcServerEnable=true\ngrpcServerPort=0\n")
+            f.write(f"grpcServerEnable=true\ngrpcServerPort=0\ngrpcServerTlsMode={args.tls_mode}\n")
         broker, addr4, addr5 = start_broker(os.path.join(tmp, "store"), conf)
         try:
             results = asyncio.run(bench(addr4, addr5, n))

@@ -85,12 +85,35 @@ class PlainAccessValidator:
             return None
         return _check_perms(request.code, need, account)
 
+    def check_signed(self, access_key: str | None, remote_host: str, signature_ok: Callable[[str], bool],
+                     need: dict[str, int]) -> tuple[bool, str] | None:
+        """The same order for a request signed another way (5.x gRPC: ``signature_ok(secret)``
+        checks the signature) that needs ``need``: None when allowed, else (whether the
+        caller was authenticated, why not)."""
+        config = self._source()
+        for pattern in config.global_white:
+            if pattern.matches(remote_host):
+                return None
+        if access_key is None:
+            return False, "No accessKey is configured"
+        account = config.accounts.get(access_key)
+        if account is None:
+            return False, f"No acl config for {access_key}"
+        if account.white_address.matches(remote_host):
+            return None
+        if not signature_ok(account.secret_key):
+            return False, f"Check signature failed for accessKey={access_key}"
+        if need.get(TRACE_TOPIC) == PUB:
+            return None
+        why = _check_perms(None, need, account)
+        return None if why is None else (True, why)
+
     def denied(self, request: RemotingCommand, remote_host: str, *, admin_only: bool = False) -> RemotingCommand | None:
         why = self.check(request, remote_host, admin_only=admin_only)
         return None if why is None else denied_response(request, why)
 
 
-def _check_perms(code: int, need: dict[str, int], account: Account) -> str | None:
+def _check_perms(code: int | None, need: dict[str, int], account: Account) -> str | None:
     if code in ADMIN_CODES and not account.admin:
         return f"Need admin permission for request code={code}, but accessKey={account.access_key} is not"
     owned = account.resource_perms

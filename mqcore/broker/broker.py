@@ -171,9 +171,14 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
+            from mqcore.grpc.tls import TlsMode
             self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
                                                       min_invisible_ms=self.cfg.grpc_min_invisible_time_ms,
-                                                      default_invisible_ms=self.cfg.grpc_default_invisible_time_ms))
+                                                      default_invisible_ms=self.cfg.grpc_default_invisible_time_ms,
+                                                      tls_mode=TlsMode.parse(self.cfg.grpc_server_tls_mode),
+                                                      tls_cert=self.cfg.grpc_server_tls_cert,
+                                                      tls_key=self.cfg.grpc_server_tls_key,
+                                                      store_dir=self.store_config.store_path))
         self._started_at = time.monotonic()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served

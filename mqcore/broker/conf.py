@@ -105,6 +105,12 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),
     "grpcDefaultInvisibleTimeMillis": ("grpc_default_invisible_time_ms", _int),
+    "grpcServerTlsMode": ("grpc_server_tls_mode", _str),
+    "grpcServerTlsCert": ("grpc_server_tls_cert", _str),
+    "grpcServerTlsKey": ("grpc_server_tls_key", _str),
+    # the proxy's names for the same files
+    "tlsCertPath": ("grpc_server_tls_cert", _str),
+    "tlsKeyPath": ("grpc_server_tls_key", _str),
     "plainAclFile": ("acl_file", _str),
     "brokerAccessKey": ("broker_access_key", _str),
     "brokerSecretKey": ("broker_secret_key", _str),

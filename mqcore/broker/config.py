@@ -95,6 +95,12 @@ class BrokerConfig:
     grpc_min_invisible_time_ms: int = 10_000
     #: invisible duration of a push consumer's receive (auto renew), renewed while it runs (the proxy's 60 s)
     grpc_default_invisible_time_ms: int = 60_000
+    #: TLS on the gRPC port: permissive (TLS and plaintext on one port, the proxy's default),
+    #: enforcing (TLS only) or disabled (plaintext only)
+    grpc_server_tls_mode: str = "permissive"
+    #: a certificate chain and its key (PEM files); unset: a self-signed pair in <store>/grpc-tls
+    grpc_server_tls_cert: str | None = None
+    grpc_server_tls_key: str | None = None
     #: RocketMQ plain ACL (aclEnable): every request is checked against ``acl_file``
     acl_enable: bool = False
     #: the plain_acl.yml (plainAclFile, mqcore's key; mqbroker's default is
@@ -138,11 +144,11 @@ class BrokerConfig:
             raise FieldConfigError("grpc_default_invisible_time_ms", "must be in 1..43200000 ms (12 h)")
         if (self.broker_access_key is None) != (self.broker_secret_key is None):
             raise FieldConfigError("broker_access_key", "brokerAccessKey and brokerSecretKey go together")
-        if self.acl_enable and self.grpc_server_enable:
-            # 5.x clients authenticate differently (signed gRPC metadata), which the endpoint does
-            # not check yet: serving it would be a way around the ACL
-            raise FieldConfigError("grpc_server_enable", "cannot be true with aclEnable=true: the gRPC endpoint "
-                                   "has no access control yet")
+        if self.grpc_server_tls_mode.strip().lower() not in ("disabled", "permissive", "enforcing"):
+            raise FieldConfigError("grpc_server_tls_mode", f"{self.grpc_server_tls_mode!r} is not disabled, "
+                                   "permissive or enforcing")
+        if (self.grpc_server_tls_cert is None) != (self.grpc_server_tls_key is None):
+            raise FieldConfigError("grpc_server_tls_cert", "grpcServerTlsCert and grpcServerTlsKey go together")
         if self.acl_enable and not self.acl_file:
             raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
         if self.acl_enable and self.embedded_namesrv and not self.namesrv_addr and self.broker_access_key is None:

@@ -7,6 +7,7 @@ Every other stored property is a user property.
 """
 from __future__ import annotations
 
+import hashlib
 import zlib
 
 from mqcore.errors import RecordDecodeError
@@ -58,6 +59,11 @@ def inflate(body: bytes, sys_flag: int) -> bytes:
     raise RecordDecodeError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
 
 
+def body_digest(body: bytes) -> str:
+    """The ``body_digest.checksum`` of a delivered body (type MD5)."""
+    return hashlib.md5(body).hexdigest().upper()
+
+
 def _timestamp(ts, ms: int) -> None:
     ts.seconds, ts.nanos = divmod(ms, 1000)
     ts.nanos *= 1_000_000
@@ -103,8 +109,11 @@ def to_pb(d, msg: MessageExt, *, topic: str, namespace: str, receipt_handle: str
         sp.tag = tag
     sp.keys.extend(k for k in props.get(Prop.KEYS, "").split(KEY_SEPARATOR) if k)
     sp.message_id = props.get(Prop.UNIQ_KEY) or msg.offset_msg_id
-    sp.body_digest.type = d.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(msg.body) & 0xFFFFFFFF, "08X")
+    # MD5 in upper-case hex, as Apache's proxy labels a body: every official client computes
+    # that string alike, while CRC32 renderings differ (Node.js: decimal; Java: hex without
+    # padding), and a push consumer discards a message whose digest it reads as a mismatch
+    sp.body_digest.type = d.MD5
+    sp.body_digest.checksum = body_digest(msg.body)
     sp.body_encoding = d.IDENTITY
     sp.message_type = message_type_of(d, props)
     _timestamp(sp.born_timestamp, msg.born_timestamp)

@@ -15,8 +15,12 @@ import asyncio
 import dataclasses
 import logging
 
+from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
+from mqcore.grpc.auth import GrpcAccessChecker
 from mqcore.grpc.protocol import load_protocol
+from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
+from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,12 @@ class GrpcConfig:
     #: farthest delivery time a 5.x producer may ask for (RocketMQ's timerMaxDelaySec: 3 days)
     max_delay_ms: int = 3 * 24 * 3600 * 1000
     max_receive_message_bytes: int = 130 * 1024 * 1024
+    #: TLS on the port (grpcServerTlsMode): permissive serves TLS and plaintext, as the proxy's default
+    tls_mode: TlsMode = TlsMode.PERMISSIVE
+    #: a real certificate chain and key (PEM); without them a self-signed pair kept in ``store_dir``
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    store_dir: str = "."
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -63,6 +73,9 @@ class GrpcEndpoint:
         self.max_delay_ms = config.max_delay_ms
         self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
         self.server = None
+        self.front: PermissiveFront | None = None
+        #: the 5.x ACL check (aclEnable), or None
+        self.access: GrpcAccessChecker | None = None
         self.servicer = None
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
@@ -79,8 +92,13 @@ class GrpcEndpoint:
         svc.pool = pool
         svc.timer.load()
         self.b.store.add_arrival_listener(svc.arrivals.notify)
+        if self.b.acl is not None:
+            acl_file = self.b.acl
+            self.access = GrpcAccessChecker(PlainAccessValidator(lambda: acl_file.current),
+                                            lambda resource: svc._name(resource, ""))
         servicer_type = type("MqcoreMessagingService", (self.service_grpc.MessagingServiceServicer,), {
-            name: getattr(svc, name) for name in (
+            # staticmethod: the (possibly wrapped) bound methods of svc are not to be bound again
+            name: staticmethod(self._guarded(name, getattr(svc, name))) for name in (
                 "QueryRoute", "Heartbeat", "Telemetry", "SendMessage", "EndTransaction", "QueryAssignment",
                 "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
                 "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination")})
@@ -88,14 +106,105 @@ class GrpcEndpoint:
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
             ("grpc.so_reuseport", 0)])
         self.service_grpc.add_MessagingServiceServicer_to_server(servicer_type(), self.server)
-        self.port = self.server.add_insecure_port(f"{self.cfg.host}:{self.cfg.port}")
-        if self.port == 0:
-            raise MQError(f"the gRPC endpoint cannot listen on {self.cfg.host}:{self.cfg.port}")
-        await self.server.start()
+        await self._listen(grpc)
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._background())
-        log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d", self.cfg.host, self.port)
+        log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d (TLS %s)", self.cfg.host, self.port,
+                 self.cfg.tls_mode.value)
         return self.port
+
+    async def _listen(self, grpc) -> None:
+        cfg, public = self.cfg, f"{self.cfg.host}:{self.cfg.port}"
+        creds = None
+        if cfg.tls_mode is not TlsMode.DISABLED:
+            cert, key = load_or_make_certificate(cfg.tls_cert, cfg.tls_key, cfg.store_dir)
+            creds = grpc.ssl_server_credentials([(key, cert)])
+        if cfg.tls_mode is TlsMode.PERMISSIVE:
+            # grpcio serves one protocol per port: both listen on loopback, the front picks per connection
+            plain = self.server.add_insecure_port("127.0.0.1:0")
+            secure = self.server.add_secure_port("127.0.0.1:0", creds)
+            if not plain or not secure:
+                raise MQError("the gRPC endpoint cannot listen on 127.0.0.1")
+            await self.server.start()
+            self.front = PermissiveFront(plain, secure)
+            try:
+                self.port = await self.front.start(cfg.host, cfg.port)
+            except OSError as e:
+                raise MQError(f"the gRPC endpoint cannot listen on {public}: {e}") from e
+            return
+        if creds is None:
+            self.port = self.server.add_insecure_port(public)
+        else:
+            self.port = self.server.add_secure_port(public, creds)
+        if self.port == 0:
+            raise MQError(f"the gRPC endpoint cannot listen on {public}")
+        await self.server.start()
+
+    def _guarded(self, name: str, fn):
+        """``fn`` behind the 5.x ACL check when ACL is on (see mqcore.grpc.auth)."""
+        checker = self.access
+        if checker is None:
+            return fn
+        import grpc
+
+        d, s = self.definition, self.service_pb2
+
+        def host(context) -> str:
+            addr = self.client_address(context)
+            return addr[0] if addr else ""
+
+        def refusal(denied):
+            authenticated, why = denied
+            return d.Status(code=d.FORBIDDEN if authenticated else d.UNAUTHORIZED, message=why)
+
+        if name == "Telemetry":
+            async def telemetry(request_iterator, context):
+                meta = context.invocation_metadata()
+                denied = checker.check_needs({}, meta, host(context))
+                if denied:
+                    yield s.TelemetryCommand(status=refusal(denied))
+                    return
+
+                async def checked():
+                    async for command in request_iterator:
+                        if command.WhichOneof("command") == "settings":
+                            denied = checker.check_needs(checker.settings_needed(command.settings), meta, host(context))
+                            if denied:
+                                await context.abort(grpc.StatusCode.PERMISSION_DENIED, denied[1])
+                        yield command
+
+                async for out in fn(checked(), context):
+                    yield out
+            return telemetry
+        response = getattr(s, f"{name}Response")
+        if name == "ReceiveMessage":  # a response stream
+            async def stream(request, context):
+                denied = checker.check(name, request, context.invocation_metadata(), host(context))
+                if denied:
+                    yield response(status=refusal(denied))
+                    return
+                async for out in fn(request, context):
+                    yield out
+            return stream
+
+        async def unary(request, context):
+            denied = checker.check(name, request, context.invocation_metadata(), host(context))
+            if denied:
+                return response(status=refusal(denied))
+            return await fn(request, context)
+        return unary
+
+    def client_address(self, context) -> tuple[str, int] | None:
+        """The calling client's (host, port): through the permissive front, the client's own
+        address rather than the front's loopback connection."""
+        _, _, rest = (context.peer() or "").partition(":")  # ipv4:1.2.3.4:5 / ipv6:[::1]:5
+        try:
+            addr = parse_host_port(rest)
+        except (ValueError, OSError):
+            return None
+        if self.front is not None:
+            return self.front.client_of(addr[1]) or addr
+        return addr
 
     def wake(self) -> None:
         """Something due earlier than the background task expects (a new timed message)."""
@@ -127,6 +236,9 @@ class GrpcEndpoint:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        if self.front is not None:
+            await self.front.close()  # no new connections; relayed ones end with the server's
+            self.front = None
         if self.server is not None:
             await self.server.stop(grace=1.0)
             self.server = None

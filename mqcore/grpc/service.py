@@ -29,7 +29,6 @@ from mqcore.message import (DEFAULT_TOPIC, MessageExtBrokerInner, Prop, dlq_topi
                             validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import PutMessageStatus
-from mqcore.netaddr import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -220,12 +219,10 @@ class MessagingService:
         r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
         return self.d.READ_WRITE if r and w else self.d.READ if r else self.d.WRITE if w else self.d.NONE
 
-    @staticmethod
-    def _born_host(context) -> bytes:
-        peer = context.peer() or ""
+    def _born_host(self, context) -> bytes:
+        addr = self.ep.client_address(context)  # the client's own, also behind the TLS front
         try:
-            _, _, rest = peer.partition(":")
-            return pack_host(*parse_host_port(rest))
+            return pack_host(*addr) if addr else pack_host("127.0.0.1", 0)
         except (ValueError, OSError):
             return pack_host("127.0.0.1", 0)
 

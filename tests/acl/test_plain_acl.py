@@ -326,9 +326,9 @@ def test_broker_acl_keys():
                          ).broker.broker_access_key is None  # an external name server may be open
     with pytest.raises(ConfigError, match="brokerAccessKey and brokerSecretKey go together"):
         build_configs({"brokerAccessKey": "brokerAdmin"})
-    # the 5.x endpoint does not check 5.x credentials yet: it must not be a way around the ACL
-    with pytest.raises(ConfigError, match="gRPC endpoint has no access control"):
-        build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "grpcServerEnable": "true"})
+    # the 5.x endpoint checks 5.x credentials against the same file (tests/grpc/test_acl_grpc.py)
+    assert build_configs({"aclEnable": "true", "plainAclFile": "/etc/acl.yml", "grpcServerEnable": "true",
+                          "namesrvAddr": "10.0.0.1:9876"}).broker.grpc_server_enable
 
 
 def test_command_lines(tmp_path, monkeypatch, capsys):

@@ -78,13 +78,20 @@ def _results(proc: subprocess.CompletedProcess, what: str) -> list[dict]:
 
 def run_py5(python: str, endpoint: str, steps: list[dict], timeout_s: float = 120) -> list[dict]:
     """Run steps with the official Python 5.x client; one result per step."""
+    return _results(run_py5_raw(python, endpoint, steps, timeout_s), "the Python 5.x client")
+
+
+def run_py5_raw(python: str, endpoint: str, steps: list[dict], timeout_s: float = 120,
+                credentials: tuple[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The driver's process, however it ended; ``credentials`` (access key, secret key) sign."""
     # the client logs to ~/logs/rocketmq_python (up to 1 GB): keep that out of the real home
     home = os.path.join(tempfile.gettempdir(), "mqcore-grpc-client-home")
     os.makedirs(home, exist_ok=True)
     env = dict(os.environ, HOME=home)
-    proc = subprocess.run([python, str(DRIVERS / "py5_driver.py"), endpoint, json.dumps(steps)],
+    if credentials is not None:
+        env.update(MQCORE_PY5_AK=credentials[0], MQCORE_PY5_SK=credentials[1])
+    return subprocess.run([python, str(DRIVERS / "py5_driver.py"), endpoint, json.dumps(steps)],
                           capture_output=True, text=True, timeout=timeout_s, env=env)
-    return _results(proc, "the Python 5.x client")
 
 
 def run_node5(node_dir: str, endpoint: str, steps: list[dict], timeout_s: float = 120) -> list[dict]:

@@ -13,10 +13,17 @@ _ids = itertools.count()
 
 
 class RawClient:
-    def __init__(self, addr: str, client_id: str | None = "raw-client@1"):
-        self.channel = grpc.insecure_channel(addr)
+    def __init__(self, addr: str, client_id: str | None = "raw-client@1", *, root_cert: bytes | None = None,
+                 meta: list | None = None):
+        """``root_cert``: speak TLS, trusting that certificate (issued for localhost);
+        ``meta``: more request headers (the 5.x ACL's signature)."""
+        if root_cert is None:
+            self.channel = grpc.insecure_channel(addr)
+        else:
+            self.channel = grpc.secure_channel(addr, grpc.ssl_channel_credentials(root_cert),
+                                               options=[("grpc.ssl_target_name_override", "localhost")])
         self.stub = g.MessagingServiceStub(self.channel)
-        self.meta = [("x-mq-client-id", client_id)] if client_id else []
+        self.meta = ([("x-mq-client-id", client_id)] if client_id else []) + list(meta or [])
 
     def close(self) -> None:
         self.channel.close()

@@ -1,8 +1,11 @@
 """The official Node.js 5.x client (npm rocketmq-client-nodejs 1.0.8) against mqbroker's gRPC
-endpoint: normal/FIFO/delay sends and a simple consumer's receive, ack and redelivery."""
+endpoint: normal/FIFO/delay sends, a simple consumer's receive, ack and redelivery, and a push
+consumer that gets every message exactly once (it checks each body against its digest and
+discards a mismatch: with a CRC32 digest, which it renders in decimal, it discarded them all)."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from tests.grpc.conftest import run_node5, run_py5
 
@@ -42,3 +45,16 @@ def test_node_producer_to_python_consumer(grpc_broker, node5_dir, py5_python):
         {"op": "receive", "topic": "NodePy5", "group": "GNP", "want": 1, "invisible_s": 30, "ack": True}])
     m = got[0]["messages"][0]
     assert (m["id"], m["body"], m["tag"], m["props"]) == (sent[0]["message_id"], "from-node", "x", {"k": "v"})
+
+
+def test_node_push_consumer_gets_every_message_once(grpc_broker, node5_dir):
+    n = 20
+    sent = run_node5(node5_dir, grpc_broker.grpc_addr, [
+        {"op": "send", "topic": "NodePush5", "body": f"push-{i}", "tag": "P"} for i in range(n)])
+    got = run_node5(node5_dir, grpc_broker.grpc_addr, [
+        {"op": "push", "topic": "NodePush5", "group": "GNodePush", "want": n, "timeout_s": 40, "settle_s": 2}])
+    deliveries = got[0]["deliveries"]
+    counts = Counter(d["id"] for d in deliveries)
+    assert sorted(counts) == sorted(r["message_id"] for r in sent), deliveries
+    assert set(counts.values()) == {1}, counts
+    assert sorted(d["body"] for d in deliveries) == sorted(f"push-{i}" for i in range(n))

@@ -1,18 +1,23 @@
 // The official RocketMQ 5.x Java client (rocketmq-client-java) against mqbroker's gRPC endpoint:
 //   java -cp rocketmq-client-java.jar Java5Driver.java ENDPOINT TOPIC GROUP
 // A producer sends a normal message (tag, keys, property), two FIFO messages of one message
-// group and a message due 2 s later; a push consumer of GROUP consumes them. Prints RESULT
-// lines the test reads.
+// group and a message due 2 s later, then -Dmq.bulk=N more normal messages ("bulk-<i>"); a push
+// consumer of GROUP consumes them, and listens -Dmq.settleMs more for copies. -Dmq.ssl=true
+// keeps the client's default (TLS); -Dmq.ak/-Dmq.sk sign the requests (5.x ACL). Prints RESULT
+// lines the test reads; a refused start prints RESULT {"error": ...} and exits 2.
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -29,10 +34,22 @@ public class Java5Driver {
     public static void main(String[] args) throws Exception {
         String endpoint = args[0], topic = args[1], group = args[2];
         ClientServiceProvider provider = ClientServiceProvider.loadService();
-        ClientConfiguration cc = ClientConfiguration.newBuilder().setEndpoints(endpoint)
-            .setRequestTimeout(Duration.ofSeconds(30)).enableSsl(false).build();
-        Producer producer = provider.newProducerBuilder().setClientConfiguration(cc).setTopics(topic).build();
-        Message[] messages = {
+        int bulk = Integer.getInteger("mq.bulk", 0);
+        var ccb = ClientConfiguration.newBuilder().setEndpoints(endpoint)
+            .setRequestTimeout(Duration.ofSeconds(30)).enableSsl(Boolean.getBoolean("mq.ssl"));
+        if (System.getProperty("mq.ak") != null) {
+            ccb.setCredentialProvider(new StaticSessionCredentialsProvider(System.getProperty("mq.ak"), System.getProperty("mq.sk")));
+        }
+        ClientConfiguration cc = ccb.build();
+        Producer producer;
+        try {
+            producer = provider.newProducerBuilder().setClientConfiguration(cc).setTopics(topic).build();
+        } catch (Exception e) {
+            System.out.println("RESULT {\"error\": " + q(String.valueOf(e)) + "}");
+            System.exit(2);
+            return;
+        }
+        List<Message> messages = new ArrayList<>(List.of(
             provider.newMessageBuilder().setTopic(topic).setTag("TagJ").setKeys("jk1", "jk2")
                 .addProperty("lang", "java").setBody("normal".getBytes(StandardCharsets.UTF_8)).build(),
             provider.newMessageBuilder().setTopic(topic).setMessageGroup("jgroup")
@@ -40,15 +57,17 @@ public class Java5Driver {
             provider.newMessageBuilder().setTopic(topic).setMessageGroup("jgroup")
                 .setBody("fifo-1".getBytes(StandardCharsets.UTF_8)).build(),
             provider.newMessageBuilder().setTopic(topic).setDeliveryTimestamp(System.currentTimeMillis() + 2000)
-                .setBody("later".getBytes(StandardCharsets.UTF_8)).build(),
-        };
+                .setBody("later".getBytes(StandardCharsets.UTF_8)).build()));
+        for (int i = 0; i < bulk; i++) {
+            messages.add(provider.newMessageBuilder().setTopic(topic).setBody(("bulk-" + i).getBytes(StandardCharsets.UTF_8)).build());
+        }
         for (Message m : messages) {
             System.out.println("RESULT {\"message_id\": " + q(producer.send(m).getMessageId().toString()) + "}");
         }
         producer.close();
 
         Map<String, Integer> attempts = new ConcurrentHashMap<>();
-        CountDownLatch done = new CountDownLatch(messages.length);
+        CountDownLatch done = new CountDownLatch(messages.size());
         PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(cc).setConsumerGroup(group)
             .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
             .setMessageListener((MessageView mv) -> {
@@ -70,6 +89,8 @@ public class Java5Driver {
                 return ConsumeResult.SUCCESS;
             }).build();
         boolean all = done.await(60, TimeUnit.SECONDS);
+        // copies of an acked message would come now: listen a little longer before closing
+        Thread.sleep(Long.getLong("mq.settleMs", 0L));
         consumer.close();
         System.out.println("RESULT {\"all_consumed\": " + all + "}");
         System.exit(all ? 0 : 1);

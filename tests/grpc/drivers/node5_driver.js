@@ -1,9 +1,10 @@
 // Runs steps with the official RocketMQ 5.x Node.js client (npm rocketmq-client-nodejs):
 // node node5_driver.js ENDPOINT STEPS_JSON — the same steps and RESULT/ERROR lines as
-// py5_driver.py (send, receive, ack, change_invisible).
+// py5_driver.py (send, receive, ack, change_invisible), and push: a PushConsumer that counts
+// each delivery until `want` distinct messages arrived, then listens `settle_s` more for copies.
 'use strict';
 const { format } = require('util');
-const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
 // warnings and errors go to stderr, so a run that fails shows the client's own account
 const stamp = () => new Date().toISOString();
@@ -93,6 +94,28 @@ async function main() {
           }
         }
         out = { messages: got };
+      } else if (step.op === 'push') {
+        const deliveries = [];
+        const ids = new Set();
+        let arrived;
+        const all = new Promise((resolve) => { arrived = resolve; });
+        const c = new PushConsumer({ endpoints, namespace: '', consumerGroup: step.group, logger: quiet,
+          subscriptions: new Map().set(step.topic, step.tag || '*'),
+          messageListener: { consume(m) {
+            deliveries.push({ id: m.messageId, body: m.body.toString(), attempt: m.deliveryAttempt });
+            ids.add(m.messageId);
+            if (ids.size >= step.want) arrived();
+            return ConsumeResult.SUCCESS;
+          } } });
+        phase += ': push consumer';
+        consumers.set(`push\u0001${index}`, c);
+        await startBounded(c, `step ${index}: the push consumer's start-up (group ${step.group})`);
+        let timer;
+        await Promise.race([all, new Promise((resolve) => { timer = setTimeout(resolve, (step.timeout_s || 30) * 1000); })]);
+        clearTimeout(timer);
+        // copies of an acked message would come now: listen a little longer before counting
+        await new Promise((resolve) => setTimeout(resolve, (step.settle_s || 0) * 1000));
+        out = { deliveries };
       } else if (step.op === 'ack') {
         for (const id of step.ids) {
           const [ c, m ] = seen.get(id);

@@ -8,8 +8,10 @@ per step (``RESULT {...}``). Steps:
   {"op": "ack", "group": G, "ids": [...]}                      (messages from earlier receives)
   {"op": "change_invisible", "group": G, "id": ID, "invisible_s": S}
   {"op": "sleep_until_receivable" ...} is not offered: receive waits by long polling.
+MQCORE_PY5_AK / MQCORE_PY5_SK in the environment sign the requests (5.x ACL).
 """
 import json
+import os
 import sys
 import time
 
@@ -18,7 +20,8 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 
 def main():
     endpoint, steps = sys.argv[1], json.loads(sys.argv[2])
-    config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
+    credentials = Credentials(os.environ.get("MQCORE_PY5_AK", ""), os.environ.get("MQCORE_PY5_SK", ""))
+    config = ClientConfiguration(endpoint, credentials, request_timeout=5)
     producer = None
     consumers = {}
     seen = {}  # message id -> Message (the newest delivery)

@@ -1,0 +1,239 @@
+"""TLS on the 5.x endpoint's port, as RocketMQ's proxy serves it.
+
+The proxy has three modes (``tls.server.mode``): ``disabled`` (plaintext only), ``enforcing``
+(TLS only) and ``permissive``, its default, where one port serves both: it looks at the first
+5 bytes of a connection (a TLS record header: content type 20-23, major version 3) and hands
+the connection to its TLS or plaintext handler. Its certificate is a self-signed one made at
+start-up (``tlsTestModeEnable``, the default) unless ``tlsCertPath``/``tlsKeyPath`` name one.
+
+grpcio cannot pick the protocol per connection on one port, so in permissive mode the
+endpoint's port is served by :class:`PermissiveFront`: it reads the first bytes, connects to
+the gRPC server's plaintext or TLS listener on 127.0.0.1 and relays bytes both ways. Disabled
+and enforcing modes bind grpcio to the port directly (no relay). The relay remembers which
+client each of its loopback connections carries (:meth:`PermissiveFront.client_of`), so born
+hosts and ACL white addresses see the real client.
+
+The self-signed certificate is written once into ``<store>/grpc-tls/`` and reused after a
+restart (so a client that pinned it keeps working).
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import enum
+import logging
+import os
+from pathlib import Path
+
+from mqcore.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: bytes a TLS record header has; the decision waits for them, as the proxy's does
+SNIFF_BYTES = 5
+#: a connection that sends fewer bytes than that for this long is closed
+SNIFF_TIMEOUT_S = 10.0
+SELF_SIGNED_DIR = "grpc-tls"
+#: the relay stops reading one side while the other side's unsent bytes exceed this
+_HIGH_WATER = 1 << 20
+
+
+class TlsMode(enum.Enum):
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+    @classmethod
+    def parse(cls, text: str) -> "TlsMode":
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise ConfigError(f"grpcServerTlsMode {text!r} is not disabled, permissive or enforcing") from None
+
+
+def looks_like_tls(head: bytes) -> bool:
+    """A TLS record header (what Netty's ``SslHandler.isEncrypted`` accepts for TLS): a
+    content type 20-23 (handshake 22 for a ClientHello) and major version 3. An HTTP/2
+    client starts with ``PRI * HTTP/2.0``, which never matches."""
+    return len(head) >= 3 and 20 <= head[0] <= 23 and head[1] == 3
+
+
+def load_or_make_certificate(cert_path: str | None, key_path: str | None, store_dir: str) -> tuple[bytes, bytes]:
+    """(certificate chain PEM, private key PEM): the configured files, else the broker's own
+    self-signed pair from ``<store>/grpc-tls/``, made on first use."""
+    if cert_path or key_path:
+        if not (cert_path and key_path):
+            raise ConfigError("grpcServerTlsCert and grpcServerTlsKey go together")
+        try:
+            return Path(cert_path).read_bytes(), Path(key_path).read_bytes()
+        except OSError as e:
+            raise ConfigError(f"cannot read the gRPC TLS certificate or key: {e}") from e
+    folder = Path(store_dir) / SELF_SIGNED_DIR
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    if cert_file.is_file() and key_file.is_file():
+        return cert_file.read_bytes(), key_file.read_bytes()
+    cert, key = make_self_signed()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the key is readable by its owner only
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    cert_file.write_bytes(cert)
+    log.info("gRPC TLS: made a self-signed certificate in %s (set grpcServerTlsCert/grpcServerTlsKey for a real one)",
+             folder)
+    return cert, key
+
+
+def make_self_signed(host: str = "localhost") -> tuple[bytes, bytes]:
+    """A self-signed certificate for ``host`` (and 127.0.0.1), valid 10 years, EC P-256."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+class _Side(asyncio.Protocol):
+    """One end of a relayed connection: what it receives goes to ``other``."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.other: "_Side | None" = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(high=_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        self.other.transport.write(data)
+
+    def eof_received(self):
+        if self.other is not None and self.other.transport is not None and self.other.transport.can_write_eof():
+            self.other.transport.write_eof()
+        return True  # keep the other direction open until it ends too
+
+    def connection_lost(self, exc) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.close()
+
+    # our peer cannot take more: stop reading the side that feeds it
+    def pause_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.other is not None and self.other.transport is not None:
+            self.other.transport.resume_reading()
+
+
+class _Client(_Side):
+    """The client's connection to the public port: sniffed first, then relayed."""
+
+    def __init__(self, front: "PermissiveFront") -> None:
+        super().__init__()
+        self.front = front
+        self.head = bytearray()
+        self.timer: asyncio.TimerHandle | None = None
+        self.relaying = False
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.timer = asyncio.get_running_loop().call_later(SNIFF_TIMEOUT_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self.relaying:
+            self.other.transport.write(data)
+            return
+        self.head += data
+        if len(self.head) >= SNIFF_BYTES and self.other is None:
+            self.timer.cancel()
+            self.transport.pause_reading()  # until the backend connection is up
+            self.other = _Backend(self)  # placeholder: connection_lost before the connect ends closes it
+            asyncio.get_running_loop().create_task(self._connect(looks_like_tls(bytes(self.head[:SNIFF_BYTES]))))
+
+    def eof_received(self):
+        if not self.relaying:
+            self.transport.close()
+            return False
+        return super().eof_received()
+
+    def connection_lost(self, exc) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        super().connection_lost(exc)
+
+    async def _connect(self, tls: bool) -> None:
+        loop = asyncio.get_running_loop()
+        backend = self.other
+        port = self.front.tls_port if tls else self.front.plain_port
+        try:
+            await loop.create_connection(lambda: backend, "127.0.0.1", port)
+        except OSError as e:
+            log.warning("gRPC TLS front: cannot reach the %s listener: %s", "TLS" if tls else "plaintext", e)
+            self.transport.close()
+            return
+        if self.transport.is_closing():
+            backend.transport.close()
+            return
+        local_port = backend.transport.get_extra_info("sockname")[1]
+        self.front.clients[local_port] = self.transport.get_extra_info("peername")
+        backend.local_port = local_port
+        self.relaying = True
+        backend.transport.write(bytes(self.head))
+        self.head = bytearray()
+        self.transport.resume_reading()
+
+
+class _Backend(_Side):
+    def __init__(self, client: _Client) -> None:
+        super().__init__()
+        self.other = client
+        self.local_port: int | None = None
+
+    def connection_lost(self, exc) -> None:
+        if self.local_port is not None:
+            self.other.front.clients.pop(self.local_port, None)
+        super().connection_lost(exc)
+
+
+class PermissiveFront:
+    """The public port in permissive mode: TLS and plaintext clients on one port."""
+
+    def __init__(self, plain_port: int, tls_port: int) -> None:
+        self.plain_port = plain_port
+        self.tls_port = tls_port
+        #: local port of a relay connection to the gRPC server -> the client's (host, port)
+        self.clients: dict[int, tuple] = {}
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _Client(self), host, port, reuse_address=True)
+        return self.server.sockets[0].getsockname()[1]
+
+    def client_of(self, local_port: int) -> tuple[str, int] | None:
+        """The client a relay connection from ``local_port`` (the port grpc sees as the
+        caller's) carries, or None for a connection that did not come through the relay."""
+        addr = self.clients.get(local_port)
+        return (addr[0], addr[1]) if addr else None
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
