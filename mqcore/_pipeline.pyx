@@ -24,6 +24,7 @@ from libc.string cimport memcpy, memcmp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 
 IMPLEMENTATION = "cython"
 
@@ -489,7 +490,7 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
             PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end)
 
 
-def parse_plain_sends(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
                       bytes cluster, bint indexed):
     """The plain sends at the head of ``buf[start:end]`` (complete frames only) and where
     reading stopped: ``(items, stop)``. Reading stops at an incomplete frame, at one the
@@ -498,20 +499,28 @@ def parse_plain_sends(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t
     born_timestamp, flag, reconsume_times, properties, tags_code, key_hashes, body,
     frame_end)``; ``properties`` are the record's (WAIT dropped, ``cluster`` appended when
     not empty) and ``key_hashes`` the index hashes (none unless ``indexed``)."""
+    cdef const unsigned char *cl = <const unsigned char *>PyBytes_AS_STRING(cluster)
+    cdef Py_ssize_t cl_len = len(cluster)
+    # the raw buffer protocol, not a typed memoryview: acquiring one of those costs more
+    # than reading a frame
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if end > view.len or start < 0 or start > end:
+            raise ValueError(f"range {start}..{end} is outside a buffer of {view.len} bytes")
+        return _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+                  const unsigned char *cl, Py_ssize_t cl_len, bint indexed):
     cdef list items = []
     cdef Py_ssize_t pos = start, length, total, hlen
     cdef int32_t word
-    cdef const unsigned char *b
-    cdef const unsigned char *cl = <const unsigned char *>PyBytes_AS_STRING(cluster)
-    cdef Py_ssize_t cl_len = len(cluster)
-    if end > buf.shape[0] or start < 0 or start > end:
-        raise ValueError(f"range {start}..{end} is outside a buffer of {buf.shape[0]} bytes")
-    if start == end:
-        return items, pos
     cdef unsigned char stack[2 * STACK_SCRATCH]
     cdef unsigned char *scratch
     cdef Py_ssize_t half
-    b = &buf[0]
     while end - pos >= FRAME_LENGTH_SIZE + HEADER_WORD_SIZE:
         length = <uint32_t>mq_rd_i32(b + pos)
         if length > max_frame_bytes or length < HEADER_WORD_SIZE:
@@ -613,3 +622,102 @@ def send_answer(bytes before_queue_id, bytes before_msg_id, bytes host_hex, int3
     f[3] = <char>(hlen + 4)
     f[4] = 0; f[5] = <char>(hlen >> 16); f[6] = <char>(hlen >> 8); f[7] = <char>hlen
     return frame[:8 + hlen]
+
+
+# --- the store stage: one plain send into the commitlog, its consume queue and the index ---
+from mqcore._store cimport (_record_size, _write_record, _index_entry, CQ_UNIT_SIZE, CQ_PHYOFFSET, CQ_SIZE,
+                            CQ_TAGSCODE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ENTRY_SIZE,
+                            IDXH_BEGIN_TIMESTAMP, IDXH_END_TIMESTAMP, IDXH_BEGIN_PHYOFFSET, IDXH_END_PHYOFFSET,
+                            IDXH_HASH_SLOT_COUNT, IDXH_INDEX_COUNT, HOST_V4_BYTES, HOST_V6_BYTES,
+                            SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6)
+
+cdef extern from "_endian.h":
+    int64_t mq_rd_i64(const unsigned char *p) nogil
+    void mq_wr_i32(unsigned char *p, int32_t x) nogil
+    void mq_wr_i64(unsigned char *p, int64_t x) nogil
+
+
+cdef bint _index_keys(unsigned char *b, Py_ssize_t blen, Py_ssize_t slots, Py_ssize_t max_entries, list hashes,
+                      int64_t phy, int64_t ts) except -1:
+    """Every key of ``hashes`` into the index file in ``b``, or none when they do not all
+    fit or the header is not one this kernel trusts (the index service then decides)."""
+    cdef Py_ssize_t n = len(hashes), i
+    cdef int32_t h
+    if slots <= 0 or max_entries <= 0 or blen < INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE \
+            + max_entries * INDEX_ENTRY_SIZE:
+        return False
+    cdef int64_t begin_ts = mq_rd_i64(b + IDXH_BEGIN_TIMESTAMP)
+    cdef int64_t begin_phy = mq_rd_i64(b + IDXH_BEGIN_PHYOFFSET)
+    cdef int32_t slot_count = mq_rd_i32(b + IDXH_HASH_SLOT_COUNT), count = mq_rd_i32(b + IDXH_INDEX_COUNT)
+    if count < 1 or count > max_entries or slot_count < 0 or slot_count > count or count + n > max_entries:
+        return False
+    for i in range(n):
+        h = hashes[i]
+        if h < 0:
+            raise ValueError("index key hashes must be >= 0 (index_hash)")
+    for i in range(n):
+        _index_entry(b, slots, INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE, <int32_t>hashes[i], phy, ts,
+                     &begin_ts, &begin_phy, &slot_count, &count)
+    mq_wr_i64(b + IDXH_BEGIN_TIMESTAMP, begin_ts)
+    mq_wr_i64(b + IDXH_END_TIMESTAMP, ts)
+    mq_wr_i64(b + IDXH_BEGIN_PHYOFFSET, begin_phy)
+    mq_wr_i64(b + IDXH_END_PHYOFFSET, phy)
+    mq_wr_i32(b + IDXH_HASH_SLOT_COUNT, slot_count)
+    mq_wr_i32(b + IDXH_INDEX_COUNT, count)
+    return True
+
+
+def append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy, bytes topic, int32_t queue_id,
+                 int32_t flag, int64_t queue_offset, int32_t sys_flag, int64_t born_timestamp, bytes born_host,
+                 int64_t store_timestamp, bytes store_host, int32_t reconsume_times, bytes body, bytes properties,
+                 object consume_queue, Py_ssize_t unit_pos, int32_t tags_code, object index, Py_ssize_t slots,
+                 Py_ssize_t max_entries, list key_hashes):
+    """One plain send's record at ``commitlog[pos:]``, its consume-queue unit at
+    ``consume_queue[unit_pos:]`` and (when ``index`` is a buffer) its index keys, in one
+    call: the bytes ``encode_record``, the consume queue's unit and ``index_put_one`` give.
+
+    Returns ``(size, indexed)``: ``size`` 0 when the record does not end by ``limit``
+    (nothing is written: the caller rolls the file the general way); ``indexed`` False
+    when the keys were not written (no index buffer, not all of them fit, or a header this
+    kernel does not trust: the index service then puts them)."""
+    cdef Py_ssize_t topic_len = len(topic), props_len = len(properties), body_len = len(body)
+    cdef Py_ssize_t born_len = len(born_host), store_len = len(store_host)
+    if born_len != (HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES) or \
+            store_len != (HOST_V6_BYTES if sys_flag & SYSFLAG_STOREHOST_V6 else HOST_V4_BYTES):
+        raise ValueError("a host's length does not match the sys flag's V6 bits")
+    if topic_len > 127 or props_len > MAX_PROPERTIES_BYTES:
+        raise ValueError("topic longer than 127 bytes or properties longer than 32767 bytes")
+    cdef Py_ssize_t size = _record_size(body_len, topic_len, props_len, sys_flag)
+    cdef Py_buffer cl, cq, ix
+    cdef bint indexed = False
+    if pos < 0 or pos + size > limit:
+        return 0, False
+    PyObject_GetBuffer(commitlog, &cl, PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(consume_queue, &cq, PyBUF_WRITABLE)
+        try:
+            if pos + size > cl.len or unit_pos < 0 or unit_pos + CQ_UNIT_SIZE > cq.len:
+                raise ValueError("the record or the unit does not fit in its buffer")
+            _write_record(<unsigned char *>cl.buf + pos, <const unsigned char *>PyBytes_AS_STRING(topic), topic_len,
+                          queue_id, flag, queue_offset, phy, sys_flag, born_timestamp,
+                          <const unsigned char *>PyBytes_AS_STRING(born_host), born_len, store_timestamp,
+                          <const unsigned char *>PyBytes_AS_STRING(store_host), store_len, reconsume_times, 0,
+                          <const unsigned char *>PyBytes_AS_STRING(body), body_len,
+                          <const unsigned char *>PyBytes_AS_STRING(properties), props_len, NULL, 0)
+            mq_wr_i64(<unsigned char *>cq.buf + unit_pos + CQ_PHYOFFSET, phy)
+            mq_wr_i32(<unsigned char *>cq.buf + unit_pos + CQ_SIZE, <int32_t>size)
+            mq_wr_i64(<unsigned char *>cq.buf + unit_pos + CQ_TAGSCODE, tags_code)
+        finally:
+            PyBuffer_Release(&cq)
+    finally:
+        PyBuffer_Release(&cl)
+    if index is not None and key_hashes:
+        PyObject_GetBuffer(index, &ix, PyBUF_WRITABLE)
+        try:
+            indexed = _index_keys(<unsigned char *>ix.buf, ix.len, slots, max_entries, key_hashes, phy,
+                                  store_timestamp)
+        finally:
+            PyBuffer_Release(&ix)
+    else:
+        indexed = not key_hashes
+    return size, indexed

@@ -12,9 +12,11 @@ import json
 import re
 from typing import Any
 
+from mqcore import _store_py
 from mqcore._store_py import index_hash, java_hash
+from mqcore.format import layout as L
 
-__all__ = ["IMPLEMENTATION", "parse_plain_sends", "send_answer"]
+__all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer"]
 
 IMPLEMENTATION = "python"
 
@@ -146,3 +148,40 @@ def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, q
               + f'{phy & 0xFFFFFFFFFFFFFFFF:016X}","queueOffset":"{queue_offset}"}},"flag":1,"language":"JAVA",'
                 f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode())
     return (len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+
+
+def append_plain(commitlog, pos: int, limit: int, phy: int, topic: bytes, queue_id: int, flag: int,
+                 queue_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                 store_host: bytes, reconsume_times: int, body: bytes, properties: bytes, consume_queue,
+                 unit_pos: int, tags_code: int, index, slots: int, max_entries: int,
+                 key_hashes: list[int]) -> tuple[int, bool]:
+    """See ``_pipeline.append_plain``."""
+    want = (L.HOST_V6_BYTES if sys_flag & L.SYSFLAG_BORNHOST_V6 else L.HOST_V4_BYTES,
+            L.HOST_V6_BYTES if sys_flag & L.SYSFLAG_STOREHOST_V6 else L.HOST_V4_BYTES)
+    if (len(born_host), len(store_host)) != want:
+        raise ValueError("a host's length does not match the sys flag's V6 bits")
+    if len(topic) > L.MAX_TOPIC_LENGTH or len(properties) > _MAX_PROPERTIES_BYTES:
+        raise ValueError("topic longer than 127 bytes or properties longer than 32767 bytes")
+    size = _store_py.record_size(len(body), len(topic), len(properties), sys_flag)
+    if pos < 0 or pos + size > limit:
+        return 0, False
+    if pos + size > len(memoryview(commitlog)) or unit_pos < 0 \
+            or unit_pos + L.CQ_UNIT_SIZE > len(memoryview(consume_queue)):
+        raise ValueError("the record or the unit does not fit in its buffer")
+    _store_py.encode_record(commitlog, pos, topic, queue_id, flag, queue_offset, phy, sys_flag, born_timestamp,
+                            born_host, store_timestamp, store_host, reconsume_times, 0, body, properties)
+    L.CQ_UNIT.pack_into(consume_queue, unit_pos, phy, size, tags_code)
+    if index is None or not key_hashes:
+        return size, not key_hashes
+    if any(h < 0 for h in key_hashes):
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
+    n = len(key_hashes)
+    if slots <= 0 or max_entries <= 0 or len(memoryview(index)) < L.index_file_size(slots, max_entries):
+        return size, False
+    slot_count = int.from_bytes(index[L.IDXH_HASH_SLOT_COUNT:L.IDXH_HASH_SLOT_COUNT + 4], "big", signed=True)
+    count = int.from_bytes(index[L.IDXH_INDEX_COUNT:L.IDXH_INDEX_COUNT + 4], "big", signed=True)
+    if count < 1 or count > max_entries or slot_count < 0 or slot_count > count or count + n > max_entries:
+        return size, False
+    for h in key_hashes:
+        _store_py.index_put_one(index, slots, max_entries, h, phy, store_timestamp)
+    return size, True

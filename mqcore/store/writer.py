@@ -12,8 +12,10 @@ import logging
 import threading
 from typing import Callable, Sequence
 
+from mqcore._compat import default_pipeline_kernels
 from mqcore.errors import DiskFullError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.kernel_api import PipelineKernels
 from mqcore.message import (
     SCHEDULE_TOPIC,
     MessageExtBrokerInner,
@@ -73,11 +75,13 @@ class MessageWriter:
     """Threads: any thread may put; the put lock serialises appends."""
 
     def __init__(self, config, commitlog: CommitLog, dispatcher: Dispatcher, kernels, clock: Callable[[], int],
-                 wait_flushed: Callable[[int], bool] | None):
+                 wait_flushed: Callable[[int], bool] | None, pipeline_kernels: PipelineKernels | None = None):
         self.cfg = config
         self.commitlog = commitlog
         self.dispatcher = dispatcher
         self.k = kernels
+        #: ``append_plain``: a send pipeline item's record, unit and index keys in one call
+        self.pk = pipeline_kernels if pipeline_kernels is not None else default_pipeline_kernels()
         self.clock = clock
         self.delays = config.delay_levels_ms
         self.wait_flushed = wait_flushed
@@ -181,7 +185,10 @@ class MessageWriter:
         """Plain single messages as the broker's send pipeline read them
         (``_pipeline.parse_plain_sends`` items), appended under one hold of the put lock:
         each gets the record, consume-queue unit and index entries ``put_message`` gives for
-        the same message (tests/broker/test_send_pipeline.py compares the files).
+        the same message (tests/broker/test_send_pipeline.py compares the files). In the
+        usual case one kernel call (``append_plain``) writes all three; at a file's end, a
+        queue's first unit, a full index file or during recovery bookkeeping the general
+        steps do (``_put_plain_locked``).
 
         The pipeline already knows what ``put_message`` would derive: the record's
         properties (WAIT dropped, CLUSTER added), the tags code and the index key hashes;
@@ -199,42 +206,80 @@ class MessageWriter:
         refused = self._refusal()
         if refused:
             return stored, refused
-        k = self.k
         host_flag = host_sys_flag(born_host, store_host)
         max_body = self.cfg.max_message_size_bytes
-        commitlog = self.commitlog
+        commitlog, dispatcher = self.commitlog, self.dispatcher
         limit = commitlog.file_size - L.END_FILE_MIN_BLANK
-        queues, offsets, dispatch_unit = self.dispatcher.queues, self.queue_offsets, self.dispatcher.dispatch_unit_locked
+        queues, offsets, append = dispatcher.queues, self.queue_offsets, self.pk.append_plain
+        index = dispatcher.index
         with self.lock:
             refused = self._refusal()
             if refused:
                 return stored, refused
-            for _opaque, topic, queue_id, sys_flag, born_ts, flag, reconsume, props_b, tags_code, hashes, body, \
-                    _end in items:
-                topic_b = topic.encode()
-                sys_flag = (sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
-                size = k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
-                if len(body) > max_body or size > limit:
+            plain_dispatch = dispatcher.no_new_queues_below <= 0 and self.disk_full_reason is None
+            for item in items:
+                topic, queue_id, body = item[1], item[2], item[10]
+                if len(body) > max_body:
                     break  # the general path answers the refusal
+                topic_b = topic.encode()
+                sys_flag = (item[3] & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
                 key = (topic, queue_id)
                 queue_offset = offsets.get(key, 0)
-                try:
-                    queues.find_or_create(topic, queue_id).ensure_room_locked(queue_offset, 1)
-                    mf, pos = commitlog.reserve_locked(size)
-                except DiskFullError as e:
-                    return stored, self._disk_full_locked(e)
-                if self.disk_full_reason is not None:
-                    self._appended_locked()
-                store_ts = self.clock()
-                phy = mf.file_from_offset + pos
-                k.encode_record(mf.buf, pos, topic_b, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
-                                born_host, store_ts, store_host, reconsume, 0, body, props_b)
-                commitlog.commit_locked(mf, size)
-                offsets[key] = queue_offset + 1
-                self.last_store_timestamp = store_ts
-                dispatch_unit(topic, queue_id, queue_offset, phy, size, tags_code, store_ts, hashes)
+                mf = commitlog.last_locked()
+                cq = queues.find_or_create(topic, queue_id)
+                unit_mf = cq.next_unit_locked(queue_offset) if plain_dispatch and mf is not None else None
+                size = 0
+                if unit_mf is not None:
+                    pos = mf.wrote_position
+                    phy = mf.file_from_offset + pos
+                    target = index.target_locked() if index is not None else None
+                    store_ts = self.clock()
+                    if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                        size, indexed = append(
+                            mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag, item[4],
+                            born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                            unit_mf.wrote_position, item[8], *(target or (None, 0, 0)), item[9])
+                if size:
+                    commitlog.commit_locked(mf, size)
+                    cq.unit_written_locked(unit_mf, phy + size)
+                    offsets[key] = queue_offset + 1
+                    self.last_store_timestamp = store_ts
+                    if not indexed:
+                        dispatcher.index_keys_locked(item[9], phy, store_ts)
+                    dispatcher.unit_written_locked(topic, queue_id, queue_offset + 1, store_ts)
+                else:
+                    size = self.record_size_plain(body, topic_b, item[7], sys_flag)
+                    if size > limit:
+                        break  # more than one commitlog file holds: the general path refuses it
+                    try:
+                        phy = self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host,
+                                                     store_host)
+                    except DiskFullError as e:
+                        return stored, self._disk_full_locked(e)
                 stored.append((queue_offset, phy, size))
         return stored, None
+
+    def record_size_plain(self, body: bytes, topic_b: bytes, props_b: bytes, sys_flag: int) -> int:
+        return self.k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
+
+    def _put_plain_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
+                          born_host: bytes, store_host: bytes) -> int:
+        """One pipeline item by the general steps (a file roll, a queue's first unit, a full
+        index file, recovery bookkeeping); returns its commitlog offset."""
+        topic, queue_id = item[1], item[2]
+        self.dispatcher.queues.find_or_create(topic, queue_id).ensure_room_locked(queue_offset, 1)
+        mf, pos = self.commitlog.reserve_locked(size)
+        if self.disk_full_reason is not None:
+            self._appended_locked()
+        store_ts = self.clock()
+        phy = mf.file_from_offset + pos
+        self.k.encode_record(mf.buf, pos, topic_b, queue_id, item[5], queue_offset, phy, sys_flag, item[4],
+                             born_host, store_ts, store_host, item[6], 0, item[10], item[7])
+        self.commitlog.commit_locked(mf, size)
+        self.queue_offsets[(topic, queue_id)] = queue_offset + 1
+        self.last_store_timestamp = store_ts
+        self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, item[8], store_ts, item[9])
+        return phy
 
     def _encoded_properties(self, body_len: int, props: dict) -> tuple[bytes, PutMessageResult | None]:
         """A single message's properties as record bytes, or the refusal of a body or

@@ -374,3 +374,73 @@ def test_answers_to_one_receive_buffer_leave_in_one_write():
     writes = asyncio.run(scenario())
     # one write per receive (the 40 frames arrive in one or two reads on loopback)
     assert 1 <= len(writes) <= 3, writes
+
+
+# --- across file rolls ---------------------------------------------------------------------------
+def _roll_frames():
+    """Plain sends over three queues, enough to roll commitlog, consume-queue and index files
+    (small_config's sizes), with keys, tags and bodies of changing sizes."""
+    frames = []
+    for i in range(420):
+        keys = " ".join(f"k{i}-{j}" for j in range(i % 4))
+        props = f"UNIQ_KEY\x01U{i}\x02TAGS\x01t{i % 5}" + (f"\x02KEYS\x01{keys}" if keys else "")
+        frames.append(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(i % 3), i=props),
+                                                  b"r" * (50 + (i * 37) % 900), opaque=1000 + i)))
+    return frames
+
+
+def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
+    from mqcore import _compat
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.broker.processors import send as send_mod
+    from mqcore.broker.processors import send_pipeline
+
+    monkeypatch.setattr(send_mod, "peer_host", lambda channel: BORN)
+    monkeypatch.setattr(send_pipeline, "peer_host", lambda channel: BORN)
+    if kernels is not None:
+        monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
+    if not pipeline:
+        monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        broker.store_host = STORE
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        answers = []
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            frames = _roll_frames()
+            for start in range(0, len(frames), 60):  # pipelined, 60 requests per write
+                chunk = frames[start:start + 60]
+                writer.write(b"".join(chunk))
+                for _ in chunk:
+                    length = int.from_bytes(await reader.readexactly(4), "big")
+                    answers.append(await reader.readexactly(length))
+            writer.close()
+        finally:
+            await broker.shutdown()
+        return answers
+
+    answers = asyncio.run(scenario())
+    return answers, _files(tmp_path)
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatch, kernel):
+    if KERNELS[kernel] is None:
+        pytest.fail("the compiled mqcore._pipeline did not load")
+    with monkeypatch.context() as m:
+        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=KERNELS[kernel])
+    with monkeypatch.context() as m:
+        general = _run_rolls(tmp_path / "general", m, pipeline=False)
+    assert fast[0] == general[0]
+    assert all(b'"code":0' in a for a in fast[0])
+    # several files of each kind: the rolls were crossed
+    for kind in ("commitlog", "consumequeue", "index"):
+        assert sum(1 for rel in fast[1] if rel.startswith(kind)) >= 3, kind
+    assert fast[1].keys() == general[1].keys()
+    for rel in fast[1]:
+        assert fast[1][rel] == general[1][rel], rel
