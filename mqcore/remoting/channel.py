@@ -230,6 +230,8 @@ class Channel(asyncio.BufferedProtocol):
                         stop = frames(self, view, start, end)
                         if stop != start:
                             receiver.consumed(stop)
+                            if stop == end:
+                                return  # everything received was taken (the usual case)
                             continue
                 cmd = receiver.next_frame()
                 if cmd is None:

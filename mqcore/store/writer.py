@@ -208,15 +208,20 @@ class MessageWriter:
             return stored, refused
         host_flag = host_sys_flag(born_host, store_host)
         max_body = self.cfg.max_message_size_bytes
-        commitlog, dispatcher = self.commitlog, self.dispatcher
+        commitlog, dispatcher, clock = self.commitlog, self.dispatcher, self.clock
         limit = commitlog.file_size - L.END_FILE_MIN_BLANK
         queues, offsets, append = dispatcher.queues, self.queue_offsets, self.pk.append_plain
         index = dispatcher.index
+        no_index = (None, 0, 0)
         with self.lock:
             refused = self._refusal()
             if refused:
                 return stored, refused
             plain_dispatch = dispatcher.no_new_queues_below <= 0 and self.disk_full_reason is None
+            # the commitlog file and index file appends go to; fetched again after the general
+            # steps (which may roll either)
+            mf = commitlog.last_locked() if plain_dispatch else None
+            target = (index.target_locked() or no_index) if index is not None else no_index
             for item in items:
                 topic, queue_id, body = item[1], item[2], item[10]
                 if len(body) > max_body:
@@ -225,20 +230,18 @@ class MessageWriter:
                 sys_flag = (item[3] & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
                 key = (topic, queue_id)
                 queue_offset = offsets.get(key, 0)
-                mf = commitlog.last_locked()
                 cq = queues.find_or_create(topic, queue_id)
-                unit_mf = cq.next_unit_locked(queue_offset) if plain_dispatch and mf is not None else None
+                unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
                 size = 0
                 if unit_mf is not None:
                     pos = mf.wrote_position
                     phy = mf.file_from_offset + pos
-                    target = index.target_locked() if index is not None else None
-                    store_ts = self.clock()
+                    store_ts = clock()
                     if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
                         size, indexed = append(
                             mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag, item[4],
                             born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                            unit_mf.wrote_position, item[8], *(target or (None, 0, 0)), item[9])
+                            unit_mf.wrote_position, item[8], *target, item[9])
                 if size:
                     commitlog.commit_locked(mf, size)
                     cq.unit_written_locked(unit_mf, phy + size)
@@ -246,6 +249,7 @@ class MessageWriter:
                     self.last_store_timestamp = store_ts
                     if not indexed:
                         dispatcher.index_keys_locked(item[9], phy, store_ts)
+                        target = (index.target_locked() or no_index) if index is not None else no_index
                     dispatcher.unit_written_locked(topic, queue_id, queue_offset + 1, store_ts)
                 else:
                     size = self.record_size_plain(body, topic_b, item[7], sys_flag)
@@ -256,6 +260,8 @@ class MessageWriter:
                                                      store_host)
                     except DiskFullError as e:
                         return stored, self._disk_full_locked(e)
+                    mf = commitlog.last_locked() if plain_dispatch else None
+                    target = (index.target_locked() or no_index) if index is not None else no_index
                 stored.append((queue_offset, phy, size))
         return stored, None
 

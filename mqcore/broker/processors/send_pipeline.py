@@ -87,12 +87,17 @@ class SendPipeline:
         # --- route ---
         topics = send.topics
         routed = 0
+        checked, queues = None, -1  # the last topic that passed, and its queue count
         for item in items:
             topic = item[1]
-            tc = topics.get(topic)
-            if tc is None or not tc.perm & PERM_WRITE or item[2] >= max(tc.read_queue_nums, tc.write_queue_nums) \
-                    or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS:
-                break  # auto-creation, retry/DLQ, refusals: the general path's stages
+            if topic is not checked and topic != checked:
+                tc = topics.get(topic)
+                if tc is None or not tc.perm & PERM_WRITE or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
+                        or topic in NOT_ALLOWED_SEND_TOPICS:
+                    break  # auto-creation, retry/DLQ, refusals: the general path's stages
+                checked, queues = topic, max(tc.read_queue_nums, tc.write_queue_nums)
+            if item[2] >= queues:
+                break  # the general path answers the queue id
             routed += 1
         if not routed:
             return start
