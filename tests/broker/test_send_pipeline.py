@@ -172,7 +172,9 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
                                                                     broker_permission=PERM_READ | PERM_WRITE))
             await flush()
             writer.close()
-            stats = (dict(broker.stats.put), dict(broker.stats.put_failures))
+            # put latencies are observed once per request, or once per stored batch when pipelined
+            stats = (dict(broker.stats.put), dict(broker.stats.put_failures),
+                     None if pipelined else sum(broker.stats.put_latency.counts))
         finally:
             await broker.shutdown()
         return answers, stats
