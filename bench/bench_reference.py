@@ -28,6 +28,7 @@ Prints one JSON line per round and workload, then the median of each with the lo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -201,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5,000 messages")
     ap.add_argument("--only", action="append", choices=WORKLOADS, help="run only this workload (repeatable)")
     ap.add_argument("--inflight", type=int, default=1000, help="java async send: requests in flight")
+    ap.add_argument("--baseline-tree", metavar="DIR",
+                    help="also run mqbroker from this checkout (its extensions built) as 'mqbroker-baseline'")
     args = ap.parse_args(argv)
     only = tuple(args.only or WORKLOADS)
     if args.quick:
@@ -212,26 +215,54 @@ def main(argv=None) -> int:
         work = Path(tmp)
         with BrokerProcess(work / "mq", conf={"flushDiskType": "ASYNC_FLUSH"}) as mq, \
                 JavaNamesrv(work / "ns") as jns, \
-                JavaBroker(work / "java", jns.addr, conf=JAVA_CONF) as jb:
+                JavaBroker(work / "java", jns.addr, conf=JAVA_CONF) as jb, contextlib.ExitStack() as stack:
             systems = {"mqbroker": mq.namesrv_addr, "rocketmq-4.9.7": jns.addr}
             pids = {"mqbroker": _pid(mq), "rocketmq-4.9.7": _pid(jb)}
+            if args.baseline_tree:
+                base = stack.enter_context(_baseline_broker(work / "mq-base", args.baseline_tree))
+                systems["mqbroker-baseline"], pids["mqbroker-baseline"] = base.namesrv_addr, _pid(base)
             order = list(systems)
             for rnd in range(args.rounds):
                 # alternate who goes first, so neither always gets the warmer (or busier) slot
                 for system in order if rnd % 2 == 0 else order[::-1]:
                     rows.extend(run_round(systems[system], system, rnd, body, args.n, only, args.inflight,
                                           pids[system]))
-    print("\n| workload | mqbroker msg/s | Apache RocketMQ 4.9.7 msg/s | mqbroker / RocketMQ |")
-    print("|---|---|---|---|")
+    names = ["mqbroker", "rocketmq-4.9.7"] + (["mqbroker-baseline"] if args.baseline_tree else [])
+    print(f"\n| workload | mqbroker msg/s | Apache RocketMQ 4.9.7 msg/s | mqbroker / RocketMQ |"
+          f"{' baseline msg/s | baseline / RocketMQ |' if args.baseline_tree else ''}")
+    print("|---|---|---|---|" + ("---|---|" if args.baseline_tree else ""))
     for workload in only:
         med = {s: statistics.median(r["msgs_per_s"] for r in rows if r["workload"] == workload and r["system"] == s)
-               for s in ("mqbroker", "rocketmq-4.9.7")}
+               for s in names}
         summary = {"bench": "reference-summary", "workload": workload, "size": args.size, "messages": args.n,
                    "rounds": args.rounds, **{f"{s}_median_msgs_per_s": int(v) for s, v in med.items()},
                    "ratio": round(med["mqbroker"] / med["rocketmq-4.9.7"], 2), "loadavg_1m": loadavg()}
         print(json.dumps(summary), file=sys.stderr)
-        print(f"| {workload} | {int(med['mqbroker']):,} | {int(med['rocketmq-4.9.7']):,} | {summary['ratio']} |")
+        extra = ""
+        if args.baseline_tree:
+            extra = (f" {int(med['mqbroker-baseline']):,} |"
+                     f" {round(med['mqbroker-baseline'] / med['rocketmq-4.9.7'], 2)} |")
+        print(f"| {workload} | {int(med['mqbroker']):,} | {int(med['rocketmq-4.9.7']):,} | {summary['ratio']} |"
+              + extra)
     return 0
+
+
+@contextlib.contextmanager
+def _baseline_broker(store: Path, tree: str):
+    """An mqbroker started from another checkout (``tree`` first on its PYTHONPATH)."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.path.abspath(tree)
+    try:
+        broker = BrokerProcess(store, conf={"flushDiskType": "ASYNC_FLUSH"}).__enter__()
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+    try:
+        yield broker
+    finally:
+        broker.__exit__(None, None, None)
 
 
 def _pid(process) -> int | None:
