@@ -9,7 +9,12 @@ two directions apart.
 A Channel is the connection's ``asyncio.BufferedProtocol``: the loop receives straight
 into the :class:`~mqcore.remoting.framing.FrameReceiver`'s buffer and the channel
 decodes and dispatches every complete frame in the same callback, with no task and no
-stream reader per request. Memory per connection is bounded both ways:
+stream reader per request. A server may install a frames processor (the broker's send
+pipeline) that takes the complete frames it handles straight from the receive buffer,
+before any is decoded; the channel decodes the frame it stops at the usual way. Answers
+written while one receive buffer is handled are held and leave in one transport write
+at its end, so a peer that pipelines requests is woken once per batch of answers.
+Memory per connection is bounded both ways:
 
 * receiving: small frames share one fixed ring; large ones are charged to the
   server's :class:`~mqcore.remoting.framing.FrameBudget` (reading pauses when it is
