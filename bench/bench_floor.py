@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -177,6 +178,8 @@ class Child:
                 return
         raise RuntimeError(f"{argv} did not start")
 
+    store: str | None = None
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -184,6 +187,8 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.store is not None:
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def client_blocking(port: int, frame: bytes, n: int) -> None:
@@ -312,8 +317,10 @@ def start_broker(tmp: str, tree: str | None) -> Child:
     env = None
     if tree is not None:
         env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
-    return Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
-                  "--namesrv-port", "0", "--log-level", "WARNING"], env=env)
+    child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
+                   "--namesrv-port", "0", "--log-level", "WARNING"], env=env)
+    child.store = store  # removed when the child stops: 1 GiB commitlog files add up over rounds
+    return child
 
 
 def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
