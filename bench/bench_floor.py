@@ -169,8 +169,9 @@ def cpu_of(pid: int) -> float:
 
 
 class Child:
-    def __init__(self, argv: list[str], ready: str = "READY", env: dict | None = None) -> None:
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    def __init__(self, argv: list[str], ready: str = "READY", env: dict | None = None,
+                 cwd: str | None = None) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=cwd)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith(ready):
@@ -314,11 +315,13 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
 def start_broker(tmp: str, tree: str | None) -> Child:
     """An mqbroker child (with its name server); ``tree``: another checkout's broker."""
     store = tempfile.mkdtemp(dir=tmp)
-    env = None
+    env = cwd = None
     if tree is not None:
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+        # ``python -m`` puts the working directory first on sys.path: start in the tree itself
+        cwd = os.path.abspath(tree)
+        env = {**os.environ, "PYTHONPATH": cwd}
     child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
-                   "--namesrv-port", "0", "--log-level", "WARNING"], env=env)
+                   "--namesrv-port", "0", "--log-level", "WARNING"], env=env, cwd=cwd)
     child.store = store  # removed when the child stops: 1 GiB commitlog files add up over rounds
     return child
 

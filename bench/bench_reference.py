@@ -250,11 +250,13 @@ def main(argv=None) -> int:
 @contextlib.contextmanager
 def _baseline_broker(store: Path, tree: str):
     """An mqbroker started from another checkout (``tree`` first on its PYTHONPATH)."""
-    old = os.environ.get("PYTHONPATH")
+    old, here = os.environ.get("PYTHONPATH"), os.getcwd()
     os.environ["PYTHONPATH"] = os.path.abspath(tree)
+    os.chdir(tree)  # ``python -m`` puts the working directory first on sys.path
     try:
         broker = BrokerProcess(store, conf={"flushDiskType": "ASYNC_FLUSH"}).__enter__()
     finally:
+        os.chdir(here)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
         else:
