@@ -1,4 +1,5 @@
-"""Builds the one extension, mqcore._store (metadata lives in pyproject.toml)."""
+"""Builds the extensions: mqcore._store (store kernels) and mqcore._pipeline (the broker's
+request pipeline kernels). Metadata lives in pyproject.toml."""
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -11,7 +12,13 @@ extensions = [
         libraries=["z"],  # zlib's crc32 for BODYCRC
         extra_compile_args=["-O3"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    )
+    ),
+    Extension(
+        "mqcore._pipeline",
+        ["mqcore/_pipeline.pyx"],
+        include_dirs=["mqcore"],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

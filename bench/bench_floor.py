@@ -16,7 +16,13 @@ for the answer, N times:
    (the blocking socket path ``Producer.send`` takes, no event loop involved);
 7. ``mqbroker-loop``: a real ``mqbroker`` process and ``Producer.send_async(msg).result()``
    of a 100 B message (the path through the client's loop thread ``send`` took before);
-8. ``mqbroker``: the same broker and ``Producer.send``.
+8. ``mqbroker``: the same broker and ``Producer.send``;
+9. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
+   messages per request (the queue filled before timing); server CPU per pull.
+
+With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
+against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
+``*-baseline`` rungs interleaved with ours: a before/after in one run.
 
 Rungs are interleaved round by round (``--rounds``) and the median is printed, with
 the 1-minute load average, because the machine is shared. A regression in one layer
@@ -24,6 +30,7 @@ shows as a jump between two rungs.
 
     python bench/bench_floor.py                  # 3 rounds of 20,000 round trips
     python bench/bench_floor.py --n 5000 --rounds 1 --only asyncio,remoting
+    python bench/bench_floor.py --only uvloop,mqbroker,mqbroker-pull --baseline-tree /tmp/base
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -44,7 +52,9 @@ from mqcore.remoting import RequestCode, create_request, create_response  # noqa
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker"]
+         "mqbroker", "mqbroker-pull"]
+#: messages per PULL in the pull rung
+PULL_BATCH = 32
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -159,14 +169,17 @@ def cpu_of(pid: int) -> float:
 
 
 class Child:
-    def __init__(self, argv: list[str], ready: str = "READY") -> None:
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    def __init__(self, argv: list[str], ready: str = "READY", env: dict | None = None,
+                 cwd: str | None = None) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=cwd)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith(ready):
                 self.line = line.strip()
                 return
         raise RuntimeError(f"{argv} did not start")
+
+    store: str | None = None
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -175,6 +188,8 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.store is not None:
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def client_blocking(port: int, frame: bytes, n: int) -> None:
@@ -256,10 +271,17 @@ def run_loop(coro_fn, use_uvloop: bool):
     return asyncio.run(coro_fn())
 
 
-def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
+def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
-        return measure_broker(n, tmp, via_loop=rung == "mqbroker-loop")
+        tree = baseline_tree if rung.endswith("-baseline") else None
+        name = rung.removesuffix("-baseline")
+        if name == "mqbroker-pull":
+            row = measure_pull(max(1, n // 4), tmp, tree)
+        else:
+            row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
+        row["rung"] = rung
+        return row
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
@@ -290,11 +312,59 @@ def measure(rung: str, n: int, frame: bytes, tmp: str) -> dict:
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
-def measure_broker(n: int, tmp: str, *, via_loop: bool) -> dict:
-    from mqcore.client import Message, Producer
+def start_broker(tmp: str, tree: str | None) -> Child:
+    """An mqbroker child (with its name server); ``tree``: another checkout's broker."""
     store = tempfile.mkdtemp(dir=tmp)
+    env = cwd = None
+    if tree is not None:
+        # ``python -m`` puts the working directory first on sys.path: start in the tree itself
+        cwd = os.path.abspath(tree)
+        env = {**os.environ, "PYTHONPATH": cwd}
     child = Child([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
-                   "--namesrv-port", "0", "--log-level", "WARNING"])
+                   "--namesrv-port", "0", "--log-level", "WARNING"], env=env, cwd=cwd)
+    child.store = store  # removed when the child stops: 1 GiB commitlog files add up over rounds
+    return child
+
+
+def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
+    """Server CPU per PULL answering PULL_BATCH stored messages, one pull in flight."""
+    from mqcore.client import Message, Producer
+    from mqcore.client.consumer.pull import PullConsumer
+    child = start_broker(tmp, tree)
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        body = b"x" * 100
+        with Producer("floor-fill", namesrv_addr=fields["namesrv"]) as p:
+            r = p.send(Message("FloorPull", body))
+            mq, first = r.message_queue, r.queue_offset + 1
+            total = (n + 200) * PULL_BATCH
+            for start in range(0, total, 256):
+                p.send_batch([Message("FloorPull", body) for _ in range(min(256, total - start))], queue=mq)
+        c = PullConsumer("floor-pull", namesrv_addr=fields["namesrv"]).start()
+        try:
+            offset = first
+            for _ in range(200):  # warm-up
+                offset = c.pull(mq, "*", offset, PULL_BATCH).next_begin_offset
+            srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+            for _ in range(n):
+                r = c.pull(mq, "*", offset, PULL_BATCH)
+                if len(r.messages) != PULL_BATCH:
+                    raise RuntimeError(f"a pull found {len(r.messages)} messages, not {PULL_BATCH}")
+                offset = r.next_begin_offset
+            wall = time.perf_counter() - t0
+            cli = time.process_time() - cli0
+            srv = cpu_of(child.proc.pid) - srv0
+        finally:
+            c.shutdown()
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-pull", "n": n, "us_per_trip": round(wall / n * 1e6, 1),
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
+def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None) -> dict:
+    from mqcore.client import Message, Producer
+    child = start_broker(tmp, tree)
     try:
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         body = b"x" * 100
@@ -321,6 +391,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated rungs")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-tree", metavar="DIR",
+                    help="also run the mqbroker rungs against the broker of this checkout (before/after)")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -329,13 +401,15 @@ def main() -> None:
     if "uvloop" in rungs and not have_uvloop():
         print(json.dumps({"rung": "uvloop", "skipped": "uvloop is not installed"}), flush=True)
         rungs.remove("uvloop")
+    if args.baseline_tree:
+        rungs = [x for r in rungs for x in ((r, f"{r}-baseline") if r.startswith("mqbroker") else (r,))]
     frame = sample_frame()
     rows: dict[str, list[dict]] = {r: [] for r in rungs}
     loads = []
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
-                row = measure(rung, args.n, frame, tmp)
+                row = measure(rung, args.n, frame, tmp, args.baseline_tree)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])

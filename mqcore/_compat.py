@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from mqcore.kernel_api import StoreKernels
+from mqcore.kernel_api import PipelineKernels, StoreKernels
 
 PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
 
@@ -43,3 +43,27 @@ kernels: StoreKernels = _load()
 def default_kernels() -> StoreKernels:
     """The kernels to use when a caller did not inject any."""
     return kernels
+
+
+def _load_pipeline() -> PipelineKernels:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        from mqcore import _pipeline_py
+        return _pipeline_py
+    try:
+        from mqcore import _pipeline
+    except ImportError as e:  # pragma: no cover - exercised by a broken install
+        raise ImportError(
+            "mqcore's compiled extension mqcore._pipeline did not load (%s). Rebuild it with "
+            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
+            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+    return _pipeline
+
+
+#: the broker pipeline's kernels, chosen at import the same way (read through
+#: default_pipeline_kernels())
+pipeline_kernels: PipelineKernels = _load_pipeline()
+
+
+def default_pipeline_kernels() -> PipelineKernels:
+    """The broker pipeline kernels to use when a caller did not inject any."""
+    return pipeline_kernels

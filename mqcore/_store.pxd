@@ -116,3 +116,19 @@ cdef struct RecordView:
     int32_t topic_len
     Py_ssize_t props_at
     int32_t props_len
+
+
+# --- kernels other extensions call (mqcore._pipeline: the broker's send pipeline) -------------
+cdef Py_ssize_t _record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len,
+                             int32_t sys_flag) noexcept nogil
+cdef Py_ssize_t _write_record(unsigned char *d, const unsigned char *topic, Py_ssize_t topic_len,
+                              int32_t queue_id, int32_t flag, int64_t queue_offset, int64_t phy_offset,
+                              int32_t sys_flag, int64_t born_ts, const unsigned char *born_host,
+                              Py_ssize_t born_len, int64_t store_ts, const unsigned char *store_host,
+                              Py_ssize_t store_len, int32_t reconsume, int64_t prepared,
+                              const unsigned char *body, Py_ssize_t body_len,
+                              const unsigned char *props1, Py_ssize_t props1_len,
+                              const unsigned char *props2, Py_ssize_t props2_len) noexcept nogil
+cdef void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
+                       int64_t ts, int64_t *begin_ts, int64_t *begin_phy, int32_t *slot_count,
+                       int32_t *count) noexcept nogil

@@ -144,7 +144,7 @@ def index_hash(int32_t h):
 
 
 # --- record sizes and encoding ---------------------------------------------------------
-cdef inline Py_ssize_t _record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len,
+cdef Py_ssize_t _record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len,
                                     int32_t sys_flag) noexcept nogil:
     cdef Py_ssize_t extra = 0
     if sys_flag & SYSFLAG_BORNHOST_V6:
@@ -987,7 +987,7 @@ def index_keys(const unsigned char[::1] buf, table, topics):
     return hashes[:m], phys[:m], tss[:m]
 
 
-cdef inline void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
+cdef void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
                               int64_t ts, int64_t *begin_ts, int64_t *begin_phy, int32_t *slot_count,
                               int32_t *count) noexcept nogil:
     """Write entry ``count`` for key ``h`` (chained to the slot's previous entry), point the

@@ -121,3 +121,21 @@ class StoreKernels(Protocol):
     def encode_request_frame(self, code: int, language: str, version: int, opaque: int, flag: int,
                              keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...
     def decode_json_answer(self, header: Buffer) -> tuple[int, int, int, str | None, dict[str, str]] | None: ...
+
+
+#: an item of ``parse_plain_sends``: ``(opaque, topic, queue_id, sys_flag, born_timestamp, flag,
+#: reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
+PlainSend = tuple[int, str, int, int, int, int, int, bytes, int, list[int], bytes, int]
+
+
+class PipelineKernels(Protocol):
+    """The broker's request pipeline kernels: ``mqcore._pipeline`` (Cython) and
+    ``mqcore._pipeline_py`` (twin). A separate module from the store kernels: they serve
+    the broker's wire side, not the store."""
+
+    @property
+    def IMPLEMENTATION(self) -> str: ...
+    def parse_plain_sends(self, buf: Buffer, start: int, end: int, max_frame_bytes: int, cluster: bytes,
+                          indexed: bool) -> tuple[list[PlainSend], int]: ...
+    def send_answer(self, before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int,
+                    phy: int, queue_offset: int, opaque: int, version: int) -> bytes: ...

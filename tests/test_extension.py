@@ -11,3 +11,11 @@ def test_extension_loaded():
     else:
         assert _IMPORT_ERROR is None, _IMPORT_ERROR
         assert _compat.kernels.IMPLEMENTATION == "cython"
+
+
+def test_pipeline_extension_loaded():
+    """The broker pipeline's kernels: the compiled module unless the twin is forced."""
+    if pure_python_forced():
+        assert _compat.pipeline_kernels.IMPLEMENTATION == "python"
+    else:
+        assert _compat.pipeline_kernels.IMPLEMENTATION == "cython"

@@ -60,7 +60,7 @@ def _all_modules() -> dict[str, set[str]]:
 
 MODULES = _all_modules()
 KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._wire_client_py",
-           "mqcore._compat",
+           "mqcore._pipeline", "mqcore._pipeline_py", "mqcore._compat",
            "mqcore.kernel_api")
 
 
@@ -208,8 +208,9 @@ def test_library_code_reaches_the_kernels_through_the_accessor():
 HOMES = {
     # the tag-expression grammar ("A || B")
     '.split("||")': ("mqcore.tags",),
-    # String.hashCode's polynomial: the pure-Python home and the compiled kernel's copy for its loops
-    "31 * h": ("mqcore.format.javahash", "mqcore._store"),
+    # String.hashCode's polynomial: the pure-Python home and the compiled kernels' copies for their
+    # loops (the store's, and the broker pipeline's over the ASCII tags and keys it reads)
+    "31 * h": ("mqcore.format.javahash", "mqcore._store", "mqcore._pipeline"),
     # a host:port split by hand instead of netaddr.parse_host_port
     'rpartition(":")': ("mqcore.netaddr",),
 }

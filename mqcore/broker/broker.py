@@ -34,7 +34,7 @@ from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
-from mqcore.broker.processors.send_plain import PlainSendV2
+from mqcore.broker.processors.send_pipeline import SendPipeline
 from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
@@ -323,9 +323,11 @@ class Broker:
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
-        # SEND_MESSAGE_V2: the plain send in a few steps, any other the guarded way as above
-        self.server.register_processor(RC.SEND_MESSAGE_V2, PlainSendV2(
-            send, guarded(RC.SEND_MESSAGE_V2, send.send, self.groups.consume_enabled)))
+        self.server.register_processor(RC.SEND_MESSAGE_V2, guarded(RC.SEND_MESSAGE_V2, send.send,
+                                                                    self.groups.consume_enabled))
+        # the SEND pipeline's common case, straight from each connection's received bytes
+        # (not installed under ACL: every request passes the ACL hook first)
+        self.server.register_frames_processor(SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes))
 
     def dashboard_source(self):
         """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""

@@ -9,7 +9,12 @@ two directions apart.
 A Channel is the connection's ``asyncio.BufferedProtocol``: the loop receives straight
 into the :class:`~mqcore.remoting.framing.FrameReceiver`'s buffer and the channel
 decodes and dispatches every complete frame in the same callback, with no task and no
-stream reader per request. Memory per connection is bounded both ways:
+stream reader per request. A server may install a frames processor (the broker's send
+pipeline) that takes the complete frames it handles straight from the receive buffer,
+before any is decoded; the channel decodes the frame it stops at the usual way. Answers
+written while one receive buffer is handled are held and leave in one transport write
+at its end, so a peer that pipelines requests is woken once per batch of answers.
+Memory per connection is bounded both ways:
 
 * receiving: small frames share one fixed ring; large ones are charged to the
   server's :class:`~mqcore.remoting.framing.FrameBudget` (reading pauses when it is
@@ -54,7 +59,17 @@ _JOIN_BODY_BYTES = 16 * 1024
 #: unsent bytes above which a connection stops reading requests (see the module docstring)
 DEFAULT_WRITE_HIGH_WATER = 4 * 1024 * 1024
 
-__all__ = ["Channel", "RequestSink", "format_addr", "parse_addr", "DEFAULT_WRITE_HIGH_WATER"]
+__all__ = ["Channel", "FramesProcessor", "RequestSink", "format_addr", "parse_addr", "DEFAULT_WRITE_HIGH_WATER"]
+
+#: answers written while the frames of one receive buffer are handled are joined into one
+#: transport write (one wake-up for a pipelining peer); past this many bytes they go at once
+_CORK_BYTES = 256 * 1024
+
+#: ``processor(channel, view, start, end) -> position``: reads the complete frames at the
+#: head of ``view[start:end]`` it handles itself (answering them through the channel) and
+#: returns the position it stopped at; the channel decodes and dispatches the frame there
+#: the usual way, then offers the rest to the processor again.
+FramesProcessor = Callable[["Channel", memoryview, int, int], int]
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as Java's counter does for 2^31 requests
 _PAUSE_WRITE = "write"  # reasons reading is paused
@@ -91,6 +106,7 @@ class Channel(asyncio.BufferedProtocol):
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         on_made: Callable[[Channel], None] | None = None,
         warnings: RateLimitedLog | None = None,
+        frames: FramesProcessor | None = None,
     ) -> None:
         self._sink = sink
         self._max_frame_bytes = max_frame_bytes
@@ -125,6 +141,10 @@ class Channel(asyncio.BufferedProtocol):
         self._partial_rx = 0
         #: loop time since which reading waits for the frame budget (None: not waiting)
         self.budget_wait_since: float | None = None
+        self._frames = frames
+        #: answers held while a receive buffer is handled (None: write at once)
+        self._cork: list[bytes | memoryview] | None = None
+        self._cork_bytes = 0
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
@@ -238,9 +258,20 @@ class Channel(asyncio.BufferedProtocol):
         if self._in_frames:
             return  # a processor answered inline and the transport resumed us: the outer loop continues
         self._in_frames = True
+        self._cork = []
         try:
-            receiver, sink = self._receiver, self._sink
+            receiver, sink, frames = self._receiver, self._sink, self._frames
             while not self._read_paused and not self._closed:
+                if frames is not None:
+                    ready = receiver.complete_frames()
+                    if ready is not None:
+                        view, start, end = ready
+                        stop = frames(self, view, start, end)
+                        if stop != start:
+                            receiver.consumed(stop)
+                            if stop == end:
+                                return  # everything received was taken (the usual case)
+                            continue
                 cmd = receiver.next_frame()
                 if cmd is None:
                     return
@@ -266,6 +297,35 @@ class Channel(asyncio.BufferedProtocol):
             self.close("internal error")
         finally:
             self._in_frames = False
+            self._uncork()
+
+    def _uncork(self) -> None:
+        """Hand the answers held for this receive buffer to the transport in one write."""
+        cork, self._cork = self._cork, None
+        self._cork_bytes = 0
+        if not cork or self._closed or self._transport is None:
+            return
+        self._transport.write(cork[0] if len(cork) == 1 else b"".join(cork))
+
+    def _write_frame(self, data: bytes | memoryview) -> None:
+        cork = self._cork
+        if cork is None:
+            self._transport.write(data)  # type: ignore[union-attr]  # checked by the callers
+            return
+        cork.append(data)
+        self._cork_bytes += len(data)
+        if self._cork_bytes > _CORK_BYTES:
+            self._transport.write(b"".join(cork))  # type: ignore[union-attr]
+            cork.clear()
+            self._cork_bytes = 0
+
+    def _uncork_now(self) -> None:
+        """Write what is held now (a large answer goes out uncopied, after the ones before it)."""
+        cork = self._cork
+        if cork:
+            self._transport.write(b"".join(cork))  # type: ignore[union-attr]
+            cork.clear()
+            self._cork_bytes = 0
 
     def _on_budget(self) -> None:
         if self._closed:
@@ -315,26 +375,29 @@ class Channel(asyncio.BufferedProtocol):
         prefix, body = encode(cmd)
         if isinstance(body, list):
             if sum(len(b) for b in body) <= _JOIN_BODY_BYTES:
-                transport.write(b"".join([prefix, *body]))
+                self._write_frame(b"".join([prefix, *body]))
             else:
+                self._uncork_now()
                 transport.writelines([prefix, *body])
         elif not body:
-            transport.write(prefix)
+            self._write_frame(prefix)
         elif len(body) <= _JOIN_BODY_BYTES:
             # one write for a small frame: the transport issues one send() instead of two
-            transport.write(prefix + body)
+            self._write_frame(prefix + body)
         else:
+            self._uncork_now()
             transport.write(prefix)  # no await between the two writes: frames never interleave
             transport.write(body)
         self.last_activity = self._loop.time()
 
     def write_frame_nowait(self, frame: bytes) -> None:
-        """Hand a whole frame its sender already encoded (length prefix included) to the
-        transport now: an answer written in one step by a hot path (the plain send)."""
+        """Hand whole frames their sender already encoded (length prefixes included) to the
+        transport: answers written in one step by a hot path (the send pipeline). While the
+        channel handles a receive buffer, answers are held and leave in one write at its end."""
         transport = self._transport
         if self._closed or transport is None:
             raise RemotingSendRequestError(f"{self} is closed")
-        transport.write(frame)
+        self._write_frame(frame)
         self.last_activity = self._loop.time()
 
     async def write(self, cmd: RemotingCommand) -> None:
@@ -455,9 +518,11 @@ class Channel(asyncio.BufferedProtocol):
         Unsent answers are flushed when the peer is reading, discarded otherwise."""
         if self._closed:
             return
+        transport = self._transport
+        if self._cork and transport is not None:
+            self._uncork_now()  # answers to the frames before the one that closes us
         self._closed = True
         log.debug("%s closed: %s", self, reason)
-        transport = self._transport
         if transport is not None:
             if transport.get_write_buffer_size() and (self._write_paused or reason.startswith(_ABORT_REASONS)):
                 transport.abort()  # a peer that does not read must not pin our memory

@@ -255,6 +255,25 @@ class FrameReceiver:
         self._start = self._end = 0
         return None
 
+    def complete_frames(self) -> tuple[memoryview, int, int] | None:
+        """``(view, start, end)`` of the received bytes waiting in the ring, for a reader that
+        takes several complete frames at once (the broker's send pipeline), or None while a
+        large frame is being received. The reader reports what it took with
+        :meth:`consumed`; anything it leaves is then read by :meth:`next_frame`. The view is
+        only valid until the next call into the receiver."""
+        if self._big_view is not None or self._end - self._start < _PREFIX_SIZE:
+            return None
+        return self._ring_view, self._start, self._end
+
+    def consumed(self, position: int) -> None:
+        """The frames before ``position`` (a frame boundary inside the range
+        :meth:`complete_frames` gave) were taken."""
+        if not self._start <= position <= self._end:
+            raise ValueError(f"consumed position {position} is outside {self._start}..{self._end}")
+        self._start = position
+        if position == self._end:
+            self._start = self._end = 0
+
     @staticmethod
     def decode_command(view: memoryview, start: int, end: int) -> RemotingCommand:
         """Decode the frame ``view[start:end]`` (length prefix included); body copied."""

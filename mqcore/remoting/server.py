@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mqcore.errors import ClosedError, ConfigError
-from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, format_addr
+from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, FramesProcessor, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
@@ -73,6 +73,7 @@ class RemotingServer(ProcessorRegistry):
             raise ConfigError(f"idle_timeout_s must be > 0 or None, got {idle_timeout_s}")
         self.name = name
         self._before_request = before_request
+        self._frames: FramesProcessor | None = None
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
         if min_frame_bytes_per_s < 0 or slow_frame_grace_s <= 0:
@@ -110,6 +111,22 @@ class RemotingServer(ProcessorRegistry):
         if self._before_request is not None:
             processor = _behind(self._before_request, processor)
         self._table.register_default(processor, executor=executor)
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The largest frame a connection accepts (larger ones close it)."""
+        return self._max_frame_bytes
+
+    def register_frames_processor(self, processor: FramesProcessor) -> bool:
+        """``processor`` reads complete frames straight from each connection's receive
+        buffer before they are decoded (see :data:`~mqcore.remoting.channel.FramesProcessor`;
+        the broker's send pipeline). Not installed when a ``before_request`` hook is set:
+        every request must then pass the hook (ACL) as a decoded command, before anything
+        of it is stored. Returns whether it was installed; connections accepted later use it."""
+        if self._before_request is not None:
+            return False
+        self._frames = processor
+        return True
 
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
@@ -186,7 +203,8 @@ class RemotingServer(ProcessorRegistry):
     # --- connections ----------------------------------------------------------------------
     def _new_channel(self) -> Channel:
         return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
-                       write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn)
+                       write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn,
+                       frames=self._frames)
 
     def _on_accept(self, channel: Channel) -> None:
         if self._stopped:

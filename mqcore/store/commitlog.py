@@ -43,6 +43,13 @@ class CommitLog:
             mf = self.queue.get_last_for_append()
         return mf, mf.wrote_position
 
+    def last_locked(self) -> MappedFile | None:
+        """The file appends go to now, when it exists with its blocks reserved (a kernel
+        that writes a record only when it ends before ``file_size - END_FILE_MIN_BLANK``
+        uses it; otherwise ``reserve_locked`` rolls over)."""
+        mf = self.queue.last
+        return mf if mf is not None and mf.reserved else None
+
     def commit_locked(self, mf: MappedFile, size: int) -> None:
         mf.wrote_position += size
 

@@ -162,6 +162,22 @@ class ConsumeQueue:
             # at least ask whether it may be
             self.queue.space_check(self.queue.directory, self.file_size)
 
+    def next_unit_locked(self, queue_offset: int):
+        """The mapped file whose write position is where unit ``queue_offset`` goes, when it
+        is the plain next unit (the queue's end, room in the last file): the send pipeline
+        then writes it with its record (one after ``max_physic_offset``) and calls
+        :meth:`unit_written_locked`. None: ``put_one_locked`` decides (gaps, rolls, repeats)."""
+        mf = self.queue.last
+        if mf is None or not mf.reserved or mf.wrote_offset != queue_offset * UNIT \
+                or mf.file_size - mf.wrote_position < UNIT:
+            return None
+        return mf
+
+    def unit_written_locked(self, mf, phy_end: int) -> None:
+        """The unit at ``mf``'s write position was written (see :meth:`next_unit_locked`)."""
+        mf.wrote_position += UNIT
+        self.max_physic_offset = phy_end
+
     def put_one_locked(self, queue_offset: int, phy: int, size: int, tags_code: int) -> int:
         """``put_units_locked`` for one unit without array work (the single-message put)."""
         max_off = self.max_offset()

@@ -119,6 +119,17 @@ class Dispatcher:
         if added:
             self._arrived(topic, queue_id, cq.max_offset())
 
+    def index_keys_locked(self, key_hashes: list[int], phy: int, store_ts: int) -> None:
+        """A fresh record's index keys through the index service (creating files as needed)."""
+        if self.index is not None and key_hashes:
+            self._index_guarded(self._index_keys_locked, key_hashes, phy, store_ts)
+
+    def unit_written_locked(self, topic: str, queue_id: int, max_offset: int, store_ts: int) -> None:
+        """A unit (and its index keys) written by the send pipeline's kernel for a fresh
+        record: the bookkeeping ``dispatch_unit_locked`` does after writing them."""
+        self.last_store_timestamp = store_ts
+        self._arrived(topic, queue_id, max_offset)
+
     def _index_guarded(self, build: Callable[..., None], *args: Any) -> None:
         """Run an index update; a write failure is logged once (the commitlog keeps the
         records and the next start rebuilds the index), never raised to the put."""

@@ -242,6 +242,15 @@ class IndexService:
             i = self.k.index_put(f.mf.buf, self.slots, self.entries, hashes, phys, timestamps, i)
         return filled
 
+    def target_locked(self):
+        """``(buffer, slots, entries)`` of the newest index file when it exists and its
+        blocks are reserved, for a kernel that puts a message's keys in one call (the send
+        pipeline); None: ``build_one_locked`` puts them (it creates files)."""
+        f = self.files[-1] if self.files else None
+        if f is None or not f.mf.reserved:
+            return None
+        return f.mf.buf, self.slots, self.entries
+
     def build_one_locked(self, key_hash: int, phy: int, timestamp: int) -> None:
         """``build_locked`` of one key (a single message's put), without arrays."""
         f = self.files[-1] if self.files else None

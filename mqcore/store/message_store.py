@@ -175,13 +175,12 @@ class MessageStore:
         """Append one message (``DefaultMessageStore.putMessage``)."""
         return self.writer.put_message(msg)
 
-    def put_plain(self, topic: str, queue_id: int, flag: int, props: dict, body: bytes, sys_flag: int,
-                  born_timestamp: int, born_host: bytes, store_host: bytes,
-                  reconsume_times: int) -> PutMessageResult | tuple[int, int, int] | None:
-        """``put_message`` of a plain single message given as fields (the send fast path);
-        see :meth:`MessageWriter.put_plain` for what the caller guarantees and gets back."""
-        return self.writer.put_plain(topic, queue_id, flag, props, body, sys_flag, born_timestamp, born_host,
-                                     store_host, reconsume_times)
+    def put_plain_sends(self, items: Sequence[tuple], born_host: bytes,
+                        store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
+        """Plain single messages read by the broker's send pipeline, under one hold of the
+        put lock; see :meth:`MessageWriter.put_plain_sends` for what the caller guarantees
+        and gets back."""
+        return self.writer.put_plain_sends(items, born_host, store_host)
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
         """Append several single messages under one hold of the put lock."""

@@ -12,8 +12,10 @@ import logging
 import threading
 from typing import Callable, Sequence
 
+from mqcore._compat import default_pipeline_kernels
 from mqcore.errors import DiskFullError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.kernel_api import PipelineKernels
 from mqcore.message import (
     SCHEDULE_TOPIC,
     MessageExtBrokerInner,
@@ -73,11 +75,13 @@ class MessageWriter:
     """Threads: any thread may put; the put lock serialises appends."""
 
     def __init__(self, config, commitlog: CommitLog, dispatcher: Dispatcher, kernels, clock: Callable[[], int],
-                 wait_flushed: Callable[[int], bool] | None):
+                 wait_flushed: Callable[[int], bool] | None, pipeline_kernels: PipelineKernels | None = None):
         self.cfg = config
         self.commitlog = commitlog
         self.dispatcher = dispatcher
         self.k = kernels
+        #: ``append_plain``: a send pipeline item's record, unit and index keys in one call
+        self.pk = pipeline_kernels if pipeline_kernels is not None else default_pipeline_kernels()
         self.clock = clock
         self.delays = config.delay_levels_ms
         self.wait_flushed = wait_flushed
@@ -176,70 +180,112 @@ class MessageWriter:
                 self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
-    def put_plain(self, topic: str, queue_id: int, flag: int, props: dict, body: bytes, sys_flag: int,
-                  born_timestamp: int, born_host: bytes, store_host: bytes,
-                  reconsume_times: int) -> PutMessageResult | tuple[int, int, int] | None:
-        """``put_message`` of the message every producer sends, in one step: no message
-        object, no result object when it is stored. The record, consume-queue unit, index
-        entries and answer are those ``put_message`` gives for the same fields
-        (tests/broker/test_send_fast_paths.py compares the files byte for byte).
+    def put_plain_sends(self, items: Sequence[tuple], born_host: bytes,
+                        store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
+        """Plain single messages as the broker's send pipeline read them
+        (``_pipeline.parse_plain_sends`` items), appended under one hold of the put lock:
+        each gets the record, consume-queue unit and index entries ``put_message`` gives for
+        the same message (tests/broker/test_send_pipeline.py compares the files). In the
+        usual case one kernel call (``append_plain``) writes all three; at a file's end, a
+        queue's first unit, a full index file or during recovery bookkeeping the general
+        steps do (``_put_plain_locked``).
 
-        The caller guarantees what the general path would check or rewrite otherwise:
-        ``topic`` is a valid name (the request guard checked it), ``props`` is a fresh dict
-        of strings with no ``DELAY`` (no delay rewrite), ``sys_flag`` has no transaction
-        bits, ``queue_id >= 0``, and no SYNC_FLUSH wait is wanted (``wait_flushed`` is None).
+        The pipeline already knows what ``put_message`` would derive: the record's
+        properties (WAIT dropped, CLUSTER added), the tags code and the index key hashes;
+        the topic is a valid name, the queue id >= 0, there are no transaction bits and
+        no delay, and no SYNC_FLUSH wait is wanted (``wait_flushed`` is None).
 
-        Returns ``(queue_offset, phy_offset, size)`` when stored, a refusal as a
-        :class:`PutMessageResult`, or None (nothing done) when the message is not the
-        plain case after all: the caller then uses ``put_message``."""
-        if self.wait_flushed is not None:
-            return None
+        Returns ``(queue_offset, phy_offset, size)`` per stored item, in order, and the
+        refusal every put gets now, if that is what stopped it (None otherwise). Appending
+        stops at the first item it cannot store exactly as ``put_message`` would (a body or
+        record over the limits, a refusal): nothing of it or the items after it is written,
+        and the caller hands them to the general path, which answers them."""
+        stored: list[tuple[int, int, int]] = []
+        if self.wait_flushed is not None or not items:
+            return stored, None
         refused = self._refusal()
         if refused:
-            return refused
-        props.pop(Prop.WAIT, None)
-        if self.cfg.broker_cluster_name:
-            props[Prop.CLUSTER] = self.cfg.broker_cluster_name
-        k = self.k
-        props_b, refused = self._encoded_properties(len(body), props)
-        if refused:
-            return refused
-        n = len(props)
-        if props_b.count(b"\x01") != n or props_b.count(b"\x02") != max(n - 1, 0):
-            return None  # a separator inside a value: the general path dispatches by scanning
-        topic_b = topic.encode()
-        sys_flag = (sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_sys_flag(born_host,
-                                                                                                  store_host)
-        size = k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
-        if size + L.END_FILE_MIN_BLANK > self.commitlog.file_size:
-            return _refused(PutMessageStatus.MESSAGE_ILLEGAL,
-                            f"the message needs {size} bytes, more than one commitlog file holds")
-        tags_code = k.tags_code(props.get(Prop.TAGS))
-        hashes = self._key_hashes(topic, props)
-        key = (topic, queue_id)
+            return stored, refused
+        host_flag = host_sys_flag(born_host, store_host)
+        max_body = self.cfg.max_message_size_bytes
+        commitlog, dispatcher, clock = self.commitlog, self.dispatcher, self.clock
+        limit = commitlog.file_size - L.END_FILE_MIN_BLANK
+        queues, offsets, append = dispatcher.queues, self.queue_offsets, self.pk.append_plain
+        index = dispatcher.index
+        no_index = (None, 0, 0)
         with self.lock:
             refused = self._refusal()
             if refused:
-                return refused
-            queue_offset = self.queue_offsets.get(key, 0)
-            commitlog = self.commitlog
-            try:
-                self.dispatcher.queues.find_or_create(topic, queue_id).ensure_room_locked(queue_offset, 1)
-                mf, pos = commitlog.reserve_locked(size)
-            except DiskFullError as e:
-                return self._disk_full_locked(e)
-            if self.disk_full_reason is not None:
-                self._appended_locked()
-            store_ts = self.clock()
-            phy = mf.file_from_offset + pos
-            k.encode_record(mf.buf, pos, topic_b, queue_id, flag, queue_offset, phy, sys_flag, born_timestamp,
-                            born_host, store_ts, store_host, reconsume_times, 0, body, props_b)
-            commitlog.commit_locked(mf, size)
-            self.queue_offsets[key] = queue_offset + 1
-            self.last_store_timestamp = store_ts
-            self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, tags_code, store_ts,
-                                                 hashes)
-        return queue_offset, phy, size
+                return stored, refused
+            plain_dispatch = dispatcher.no_new_queues_below <= 0 and self.disk_full_reason is None
+            # the commitlog file and index file appends go to; fetched again after the general
+            # steps (which may roll either)
+            mf = commitlog.last_locked() if plain_dispatch else None
+            target = (index.target_locked() or no_index) if index is not None else no_index
+            for item in items:
+                topic, queue_id, body = item[1], item[2], item[10]
+                if len(body) > max_body:
+                    break  # the general path answers the refusal
+                topic_b = topic.encode()
+                sys_flag = (item[3] & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
+                key = (topic, queue_id)
+                queue_offset = offsets.get(key, 0)
+                cq = queues.find_or_create(topic, queue_id)
+                unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                size = 0
+                if unit_mf is not None:
+                    pos = mf.wrote_position
+                    phy = mf.file_from_offset + pos
+                    store_ts = clock()
+                    if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                        size, indexed = append(
+                            mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag, item[4],
+                            born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                            unit_mf.wrote_position, item[8], *target, item[9])
+                if size:
+                    commitlog.commit_locked(mf, size)
+                    cq.unit_written_locked(unit_mf, phy + size)
+                    offsets[key] = queue_offset + 1
+                    self.last_store_timestamp = store_ts
+                    if not indexed:
+                        dispatcher.index_keys_locked(item[9], phy, store_ts)
+                        target = (index.target_locked() or no_index) if index is not None else no_index
+                    dispatcher.unit_written_locked(topic, queue_id, queue_offset + 1, store_ts)
+                else:
+                    size = self.record_size_plain(body, topic_b, item[7], sys_flag)
+                    if size > limit:
+                        break  # more than one commitlog file holds: the general path refuses it
+                    try:
+                        phy = self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host,
+                                                     store_host)
+                    except DiskFullError as e:
+                        return stored, self._disk_full_locked(e)
+                    mf = commitlog.last_locked() if plain_dispatch else None
+                    target = (index.target_locked() or no_index) if index is not None else no_index
+                stored.append((queue_offset, phy, size))
+        return stored, None
+
+    def record_size_plain(self, body: bytes, topic_b: bytes, props_b: bytes, sys_flag: int) -> int:
+        return self.k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
+
+    def _put_plain_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
+                          born_host: bytes, store_host: bytes) -> int:
+        """One pipeline item by the general steps (a file roll, a queue's first unit, a full
+        index file, recovery bookkeeping); returns its commitlog offset."""
+        topic, queue_id = item[1], item[2]
+        self.dispatcher.queues.find_or_create(topic, queue_id).ensure_room_locked(queue_offset, 1)
+        mf, pos = self.commitlog.reserve_locked(size)
+        if self.disk_full_reason is not None:
+            self._appended_locked()
+        store_ts = self.clock()
+        phy = mf.file_from_offset + pos
+        self.k.encode_record(mf.buf, pos, topic_b, queue_id, item[5], queue_offset, phy, sys_flag, item[4],
+                             born_host, store_ts, store_host, item[6], 0, item[10], item[7])
+        self.commitlog.commit_locked(mf, size)
+        self.queue_offsets[(topic, queue_id)] = queue_offset + 1
+        self.last_store_timestamp = store_ts
+        self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, item[8], store_ts, item[9])
+        return phy
 
     def _encoded_properties(self, body_len: int, props: dict) -> tuple[bytes, PutMessageResult | None]:
         """A single message's properties as record bytes, or the refusal of a body or

@@ -5,8 +5,10 @@ retry/DLQ redirect for ``%RETRY%`` topics -> record with the broker's CLUSTER pr
 (WAIT is removed by the store) -> store -> response with msgId/queueId/queueOffset and
 MSG_REGION/TRACE_ON. Store statuses map to response codes without exceptions.
 
-The plain SEND_MESSAGE_V2 takes a shorter road (``send_plain.PlainSendV2``) that falls
-back to this processor for anything else.
+This is the general path of the SEND pipeline: the plain sends of a receive buffer run
+its read/route/store/answer stages in one go (``send_pipeline.SendPipeline``), and hand
+any frame they cannot finish exactly as this processor would to it, before anything of
+that frame is written.
 """
 from __future__ import annotations
 
@@ -173,9 +175,9 @@ class SendProcessor:
                                    f"{tc.write_queue_nums} write queues")
         props = string_to_properties(h.properties)
         half = props.get(Prop.TRAN_MSG) == "true"
-        if half and (self.cfg.reject_transaction_message or self.transactions is None):
-            return create_response(request, ResponseCode.NO_PERMISSION,
-                                   f"the broker[{self.cfg.broker_name}] sending transaction message is forbidden")
+        refused = self.transaction_stage(request, props)
+        if refused is not None:
+            return refused
         reconsume = h.reconsume_times or 0
         if is_retry_topic(topic):
             if not self.groups.ensure(topic[len(RETRY_GROUP_TOPIC_PREFIX):]):
@@ -196,6 +198,17 @@ class SendProcessor:
                                     properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                     born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
         return self._put(request, topic, self.transactions.put_half if half else self.store.put_message, msg)
+
+    def transaction_stage(self, request, props: dict):
+        """The send pipeline's transaction stage: a transaction's half message
+        (``TRAN_MSG=true``) is refused while ``rejectTransactionMessage`` is set or the broker
+        has no transaction service; None lets the send go on, and ``send`` then stores it
+        through ``TransactionService.put_half``. (The kernel read stage hands every TRAN_MSG
+        send here.)"""
+        if props.get(Prop.TRAN_MSG) == "true" and (self.cfg.reject_transaction_message or self.transactions is None):
+            return create_response(request, ResponseCode.NO_PERMISSION,
+                                   f"the broker[{self.cfg.broker_name}] sending transaction message is forbidden")
+        return None
 
     def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""

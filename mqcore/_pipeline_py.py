@@ -1,0 +1,187 @@
+"""The pure-Python twin of the broker's request pipeline kernels (``_pipeline.pyx``).
+
+Same functions, same items, same answer bytes; ``MQCORE_PURE_PYTHON=1`` selects it
+(``_compat.default_pipeline_kernels``). It reads the JSON header with the standard JSON
+reader, so it accepts some spellings the kernel leaves to the general path (escapes the
+kernel does not decode, numbers written as text, whitespace); for every frame the kernel
+reads, both give the same item (tests/broker/test_send_pipeline.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from mqcore import _store_py
+from mqcore._store_py import index_hash, java_hash
+from mqcore.format import layout as L
+
+__all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer"]
+
+IMPLEMENTATION = "python"
+
+_SEND_MESSAGE_V2 = 310
+_FLAG_RESPONSE_OR_ONEWAY = 0b11
+_TX_MASK = 0xC
+_MAX_PROPERTIES_BYTES = 32767
+_MAX_PROPERTIES = 128
+_MAX_KEYS = 64
+_NAME = re.compile(r"[%|a-zA-Z0-9_\-]+")
+_V2_KEYS = frozenset("abcdefghijklmn")
+_REQUIRED = ("a", "b", "c", "d", "e", "f", "g", "h")
+#: properties the plain send does not handle: the delay and transaction stages, and a
+#: CLUSTER the store would replace in place
+_NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER"})
+_INT32 = 1 << 31
+
+
+def _decimal(text: str, max_digits: int) -> int:
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return -1
+    return int(text)
+
+
+def _int32(value: Any) -> bool:
+    return type(value) is int and -_INT32 <= value < _INT32
+
+
+def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, cluster: bytes,
+                indexed: bool) -> tuple | None:
+    try:
+        obj = json.loads(bytes(view[hdr_at:body_at]))
+    except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
+        return None
+    if type(obj) is not dict or not obj.keys() <= {"code", "extFields", "flag", "language", "opaque",
+                                                    "serializeTypeCurrentRPC", "version", "remark"}:
+        return None
+    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
+    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
+        return None
+    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
+        return None
+    if code != _SEND_MESSAGE_V2 or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
+        return None
+    ext = obj.get("extFields")
+    if type(ext) is not dict or not ext.keys() <= _V2_KEYS or any(k not in ext for k in _REQUIRED) \
+            or any(type(v) is not str for v in ext.values()):
+        return None
+    queue_id, sys_flag, born_ts, flag = (_decimal(ext["e"], 9), _decimal(ext["f"], 9), _decimal(ext["g"], 18),
+                                         _decimal(ext["h"], 9))
+    reconsume = _decimal(ext["j"], 9) if "j" in ext else 0
+    if min(_decimal(ext["d"], 9), queue_id, sys_flag, born_ts, flag, reconsume) < 0:
+        return None
+    if ("l" in ext and _decimal(ext["l"], 9) < 0) or ext.get("k", "false") not in ("true", "false") \
+            or ext.get("m", "false") != "false":
+        return None
+    if sys_flag & _TX_MASK:
+        return None  # a transaction's half message: the general path's transaction stage
+    topic, group = ext["b"], ext["a"]
+    if not (_NAME.fullmatch(topic) and len(topic) <= 127 and _NAME.fullmatch(group) and len(group) <= 255):
+        return None
+    text = ext.get("i", "")
+    if not text.isascii():
+        return None
+    pairs: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for seg in text.split("\x02"):
+        i = seg.find("\x01")
+        if not 0 < i < len(seg) - 1:
+            continue  # skipped, as the property reader does
+        name, value = seg[:i], seg[i + 1:]
+        if "\x01" in value or name in _NOT_PLAIN or name in seen or len(seen) == _MAX_PROPERTIES:
+            return None
+        seen.add(name)
+        if name != "WAIT":
+            pairs.append((name, value))
+    if cluster:
+        pairs.append(("CLUSTER", cluster.decode("ascii")))
+    props_b = "\x02".join(f"{n}\x01{v}" for n, v in pairs).encode()
+    if len(props_b) > _MAX_PROPERTIES_BYTES:
+        return None
+    props = dict(pairs)
+    tags = props.get("TAGS")
+    tags_code = java_hash(tags) if tags else 0
+    hashes: list[int] = []
+    if indexed:
+        uniq, keys = props.get("UNIQ_KEY"), props.get("KEYS")
+        words = ([uniq] if uniq else []) + ([w for w in keys.split(" ") if w] if keys else [])
+        if len(words) > _MAX_KEYS:
+            return None
+        hashes = [index_hash(java_hash(f"{topic}#{w}")) for w in words]
+    return (opaque, topic, queue_id, sys_flag, born_ts, flag, reconsume, props_b, tags_code, hashes,
+            bytes(view[body_at:frame_end]), frame_end)
+
+
+def parse_plain_sends(buf, start: int, end: int, max_frame_bytes: int, cluster: bytes,
+                      indexed: bool) -> tuple[list[tuple], int]:
+    """See ``_pipeline.parse_plain_sends``."""
+    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
+    if end > len(view) or start < 0 or start > end:
+        raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
+    items: list[tuple] = []
+    pos = start
+    while end - pos >= 8:
+        length = int.from_bytes(view[pos:pos + 4], "big")
+        if length > max_frame_bytes or length < 4:
+            break
+        total = 4 + length
+        if total > end - pos:
+            break
+        word = int.from_bytes(view[pos + 4:pos + 8], "big")
+        if word >> 24:
+            break
+        hlen = word & 0xFFFFFF
+        if hlen > length - 4:
+            break
+        item = _plain_send(view, pos + 8, pos + 8 + hlen, pos + total, cluster, indexed)
+        if item is None:
+            break
+        items.append(item)
+        pos += total
+    return items, pos
+
+
+def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int, phy: int,
+                queue_offset: int, opaque: int, version: int) -> bytes:
+    """See ``_pipeline.send_answer``."""
+    header = (before_queue_id + str(queue_id).encode() + before_msg_id + host_hex
+              + f'{phy & 0xFFFFFFFFFFFFFFFF:016X}","queueOffset":"{queue_offset}"}},"flag":1,"language":"JAVA",'
+                f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode())
+    return (len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+
+
+def append_plain(commitlog, pos: int, limit: int, phy: int, topic: bytes, queue_id: int, flag: int,
+                 queue_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
+                 store_host: bytes, reconsume_times: int, body: bytes, properties: bytes, consume_queue,
+                 unit_pos: int, tags_code: int, index, slots: int, max_entries: int,
+                 key_hashes: list[int]) -> tuple[int, bool]:
+    """See ``_pipeline.append_plain``."""
+    want = (L.HOST_V6_BYTES if sys_flag & L.SYSFLAG_BORNHOST_V6 else L.HOST_V4_BYTES,
+            L.HOST_V6_BYTES if sys_flag & L.SYSFLAG_STOREHOST_V6 else L.HOST_V4_BYTES)
+    if (len(born_host), len(store_host)) != want:
+        raise ValueError("a host's length does not match the sys flag's V6 bits")
+    if len(topic) > L.MAX_TOPIC_LENGTH or len(properties) > _MAX_PROPERTIES_BYTES:
+        raise ValueError("topic longer than 127 bytes or properties longer than 32767 bytes")
+    size = _store_py.record_size(len(body), len(topic), len(properties), sys_flag)
+    if pos < 0 or pos + size > limit:
+        return 0, False
+    if pos + size > len(memoryview(commitlog)) or unit_pos < 0 \
+            or unit_pos + L.CQ_UNIT_SIZE > len(memoryview(consume_queue)):
+        raise ValueError("the record or the unit does not fit in its buffer")
+    _store_py.encode_record(commitlog, pos, topic, queue_id, flag, queue_offset, phy, sys_flag, born_timestamp,
+                            born_host, store_timestamp, store_host, reconsume_times, 0, body, properties)
+    L.CQ_UNIT.pack_into(consume_queue, unit_pos, phy, size, tags_code)
+    if index is None or not key_hashes:
+        return size, not key_hashes
+    if any(h < 0 for h in key_hashes):
+        raise ValueError("index key hashes must be >= 0 (index_hash)")
+    n = len(key_hashes)
+    if slots <= 0 or max_entries <= 0 or len(memoryview(index)) < L.index_file_size(slots, max_entries):
+        return size, False
+    slot_count = int.from_bytes(index[L.IDXH_HASH_SLOT_COUNT:L.IDXH_HASH_SLOT_COUNT + 4], "big", signed=True)
+    count = int.from_bytes(index[L.IDXH_INDEX_COUNT:L.IDXH_INDEX_COUNT + 4], "big", signed=True)
+    if count < 1 or count > max_entries or slot_count < 0 or slot_count > count or count + n > max_entries:
+        return size, False
+    for h in key_hashes:
+        _store_py.index_put_one(index, slots, max_entries, h, phy, store_timestamp)
+    return size, True

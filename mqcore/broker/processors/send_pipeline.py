@@ -1,0 +1,150 @@
+"""The SEND pipeline: from a connection's received bytes to the answer bytes, in stages.
+
+Every send request goes one way, in named stages; this module runs the common case of
+each stage for all the plain sends of a receive buffer at once:
+
+1. **read** (kernel ``parse_plain_sends``): the complete frames at the head of the buffer
+   that are plain SEND_MESSAGE_V2 requests - the usual short-key JSON header, an answer
+   expected, no transaction bits, no DELAY / TRAN_MSG / CLUSTER property - with their header
+   fields, the record's properties, tags code and index key hashes, read in C;
+2. **route**: the topic exists and is writable, the queue is in range, the topic is neither
+   a retry topic (retry/DLQ stage) nor a system topic a client may not send to (refusal
+   stage);
+3. **store** (``MessageStore.put_plain_sends``): the records, consume-queue units and index
+   entries of the batch under one hold of the put lock;
+4. **answer** (kernel ``send_answer``): each answer frame, handed to the channel, which
+   sends every answer of the receive buffer in one write.
+
+A frame any stage cannot finish exactly as the general path would stops the batch there,
+before anything of it is written or counted: the channel decodes it into a command and
+dispatches it to the general processor (``SendProcessor.send`` behind the request guard),
+whose stages handle the rest - topic auto-creation, the retry/DLQ redirect, delay levels,
+transactions (``SendProcessor.transaction_stage``), batches, SYNC_FLUSH waits, refusals and
+errors. The channel then offers the frames after it to this pipeline again. ACL-enabled
+servers do not install the pipeline (every request passes the ACL hook as a command first).
+tests/broker/test_send_pipeline.py sends the same requests both ways and compares the
+answer bytes and the store files.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from mqcore._compat import default_pipeline_kernels
+from mqcore.broker.processors.send import SendProcessor, peer_host
+from mqcore.broker.validate import NOT_ALLOWED_SEND_TOPICS
+from mqcore.errors import RemotingError
+from mqcore.kernel_api import PipelineKernels
+from mqcore.message import RETRY_GROUP_TOPIC_PREFIX
+from mqcore.permissions import PERM_WRITE
+from mqcore.remoting import CURRENT_VERSION
+from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SendPipeline"]
+
+_VERSION = int(CURRENT_VERSION)
+_SEPARATORS = frozenset("\x01\x02")
+
+
+class SendPipeline:
+    """The remoting server's frames processor for sends (``register_frames_processor``).
+
+    Reads ``send``'s configuration, topics and store per call, so a run-time configuration
+    change applies to both paths alike. Runs on the event loop (ASYNC_FLUSH only: under
+    SYNC_FLUSH a put waits for its fsync, so every send takes the general path's pool)."""
+
+    def __init__(self, send: SendProcessor, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 kernels: PipelineKernels | None = None) -> None:
+        self.send = send
+        self.k = kernels if kernels is not None else default_pipeline_kernels()
+        self.max_frame_bytes = max_frame_bytes
+        #: (trace_on, region) -> the answer header's text around the queue id, or None when the
+        #: region would need JSON escaping (the general encoder then writes it)
+        self._answer_key: tuple[bool, str] | None = None
+        self._answer_parts: tuple[bytes, bytes] | None = None
+        self._cluster_key: str | None = None
+        self._cluster: bytes | None = None
+        self._host_key: bytes | None = None
+        self._host_hex = b""
+
+    def __call__(self, channel, view, start: int, end: int) -> int:
+        send = self.send
+        cfg = send.cfg
+        if send.pool is not None or not cfg.broker_permission & PERM_WRITE:
+            return start  # SYNC_FLUSH (waits in the pool) or a read-only broker: the general path
+        parts = self._parts(cfg)
+        cluster = self._cluster_bytes(cfg.broker_cluster_name)
+        if parts is None or cluster is None:
+            return start
+        store = send.store
+        # --- read ---
+        items, _stop = self.k.parse_plain_sends(view, start, end, self.max_frame_bytes, cluster,
+                                                store.index is not None)
+        if not items:
+            return start
+        # --- route ---
+        topics = send.topics
+        routed = 0
+        checked, queues = None, -1  # the last topic that passed, and its queue count
+        for item in items:
+            topic = item[1]
+            if topic is not checked and topic != checked:
+                tc = topics.get(topic)
+                if tc is None or not tc.perm & PERM_WRITE or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
+                        or topic in NOT_ALLOWED_SEND_TOPICS:
+                    break  # auto-creation, retry/DLQ, refusals: the general path's stages
+                checked, queues = topic, max(tc.read_queue_nums, tc.write_queue_nums)
+            if item[2] >= queues:
+                break  # the general path answers the queue id
+            routed += 1
+        if not routed:
+            return start
+        if routed < len(items):
+            del items[routed:]
+        # --- store ---
+        store_host = send.store_host()
+        t0 = time.perf_counter()
+        stored, _refusal = store.put_plain_sends(items, peer_host(channel), store_host)
+        if not stored:
+            return start  # the general path answers the refusal of the first one
+        send.stats.put_latency.observe(time.perf_counter() - t0)
+        # --- answer ---
+        host_hex = self._hex(store_host)
+        answer, on_put = self.k.send_answer, send.stats.on_put_one
+        frames = []
+        for item, (queue_offset, phy, size) in zip(items, stored):
+            on_put(item[1], size)
+            frames.append(answer(parts[0], parts[1], host_hex, item[2], phy, queue_offset, item[0], _VERSION))
+        try:
+            channel.write_frame_nowait(frames[0] if len(frames) == 1 else b"".join(frames))
+        except RemotingError as e:
+            log.debug("%s: %d send answers dropped: %s", channel, len(frames), e)
+        return items[len(stored) - 1][11]
+
+    def _parts(self, cfg) -> tuple[bytes, bytes] | None:
+        key = (cfg.trace_on, cfg.region_id)
+        if key != self._answer_key:
+            trace_on, region = key
+            plain = region.isascii() and region.isprintable() and '"' not in region and "\\" not in region
+            self._answer_parts = (
+                b'{"code":0,"extFields":{"queueId":"',
+                f'","TRACE_ON":"{"true" if trace_on else "false"}","MSG_REGION":"{region}","msgId":"'.encode(),
+            ) if plain else None
+            self._answer_key = key
+        return self._answer_parts
+
+    def _cluster_bytes(self, name: str) -> bytes | None:
+        """The CLUSTER property value the store adds; None when the kernel cannot write it
+        as the general path does (non-ASCII, a separator inside)."""
+        if name != self._cluster_key:
+            self._cluster = name.encode() if name.isascii() and not _SEPARATORS & set(name) else None
+            self._cluster_key = name
+        return self._cluster
+
+    def _hex(self, store_host: bytes) -> bytes:
+        if store_host != self._host_key:
+            self._host_hex = bytes(store_host).hex().upper().encode()
+            self._host_key = store_host
+        return self._host_hex

@@ -1,0 +1,448 @@
+"""The SEND pipeline (broker/processors/send_pipeline.py, kernels mqcore/_pipeline.pyx and
+its twin mqcore/_pipeline_py.py) gives exactly what the general send path gives.
+
+* the same requests through the pipeline and through the general path only - one request
+  per write, and all of them pipelined in as few writes as the scenario allows - give the
+  same answer bytes, the same commitlog, consume-queue and index files and the same
+  counters, with the Cython kernels and with the twin;
+* the kernel and the twin read the same frames the same way (every frame the kernel
+  reads, the twin reads into the same item), stop at the same incomplete frame, and write
+  the same answer bytes as the general encoder;
+* all the answers to one receive buffer leave in one write.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqcore import _pipeline_py
+from mqcore.remoting import RequestCode, create_request
+from mqcore.remoting.command import encode_frame
+from tests.support.store import BORN, STORE, small_config
+
+try:
+    from mqcore import _pipeline
+except ImportError:  # pragma: no cover - tests/test_extension.py fails loudly for a missing build
+    _pipeline = None
+
+KERNELS = {"cython": _pipeline, "twin": _pipeline_py}
+PLAIN_TOPIC = "PlainT"
+CLUSTER = b"DefaultCluster"
+
+
+def _v2(**change):
+    ext = {"a": "PG", "b": PLAIN_TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1700000000123", "h": "0",
+           "i": "UNIQ_KEY\x01U0\x02TAGS\x01tg\x02KEYS\x01k1 k2\x02", "j": "0", "k": "false", "m": "false"}
+    ext.update(change)
+    return {k: v for k, v in ext.items() if v is not None}
+
+
+#: (what it exercises, extFields or an action on the broker, body, taken by the pipeline);
+#: every request is answered (the answers' bytes are compared)
+CASES = [
+    ("plain", _v2(), b"p0", True),
+    ("no properties", _v2(i=None, j=None, k=None, m=None), b"p1", True),
+    ("empty properties", _v2(i=""), b"p2", True),
+    ("flag, sys flag bits, reconsume", _v2(h="7", f="3", j="2", l="16", n="broker-x"), b"p3", True),
+    ("WAIT given, empty segments", _v2(i="WAIT\x01false\x02\x02TAGS\x01w\x02\x01x\x02B\x01"), b"p4", True),
+    ("many keys", _v2(i="KEYS\x01" + " ".join(f"k{i}" for i in range(40)) + "  x"), b"p5", True),
+    ("CLUSTER given", _v2(i="WAIT\x01false\x02CLUSTER\x01other\x02TAGS\x01w"), b"c0", False),
+    ("duplicate names", _v2(i="A\x011\x02\x02A\x012\x02\x01x\x02B\x01"), b"c1", False),
+    ("non-ASCII tag", _v2(i="TAGS\x01ü-tag\x02KEYS\x01ключ"), b"c2", False),
+    ("a separator inside a value", _v2(i="A\x01b\x01c\x02TAGS\x01s"), b"f0", False),
+    ("delayed", _v2(i="DELAY\x012\x02TAGS\x01d"), b"f1", False),
+    ("delay level 0", _v2(i="DELAY\x010"), b"f1b", False),
+    ("prepared transaction", _v2(f="4", i="TRAN_MSG\x01true"), b"f2", False),
+    ("TRAN_MSG without its bits", _v2(i="TRAN_MSG\x01true"), b"f2a", False),
+    ("committed transaction bits", _v2(f="8"), b"f2b", False),
+    ("random queue", _v2(e="-1"), b"f3", False),
+    ("queue out of range", _v2(e="99"), b"f4", False),
+    ("batch flag with a malformed batch", _v2(m="true"), b"f5", False),
+    ("unknown topic, auto-created", _v2(b="PlainNew"), b"f6", False),
+    ("retry topic", _v2(b="%RETRY%PG"), b"f7", False),
+    ("invalid topic", _v2(b="bad topic"), b"f8", False),
+    ("invalid group", _v2(a="bad/group"), b"f9", False),
+    ("forbidden topic", _v2(b="SCHEDULE_TOPIC_XXXX"), b"f10", False),
+    ("unusual number", _v2(d=" 4"), b"f11", False),
+    ("unusual bool", _v2(k="TRUE"), b"f12", False),
+    ("long name key", {**_v2(), "topic": PLAIN_TOPIC}, b"f13", False),
+    ("missing field", _v2(h=None), b"f14", False),
+    ("big number", _v2(g="1" * 19), b"f15", False),
+    ("read-only topic", _v2(b="PlainRO"), b"f16", False),
+    ("body over the limit", _v2(), b"x" * 3000, False),
+    ("properties over the limit", _v2(i="P\x01" + "v" * 33000), b"f17", False),
+    ("refusing puts", "refuse", None, False),
+    ("plain while refused", _v2(), b"r0", False),
+    ("accepting again", "accept", None, False),
+    ("region needing escapes", "region", None, False),
+    ("plain, escaped region", _v2(), b"g0", False),
+    ("broker not writable", "readonly", None, False),
+    ("plain, broker not writable", _v2(), b"g1", False),
+    ("plain again", "writable", None, False),
+    ("plain, after the changes", _v2(e="3", i="UNIQ_KEY\x01U9\x02KEYS\x01k9"), b"z0", True),
+    ("plain, 1 KiB", _v2(e="2"), b"k" * 1024, True),
+]
+
+
+def _files(root):
+    got = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            if rel.startswith(("commitlog", "consumequeue", "index")):
+                with open(p, "rb") as f:
+                    got[rel] = f.read()
+    return got
+
+
+def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None):
+    """Run CASES against a broker; the answers (in request order), the store files, the
+    counters and the bodies the pipeline stored."""
+    from mqcore import _compat
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.broker.processors import send as send_mod
+    from mqcore.broker.processors import send_pipeline
+    from mqcore.permissions import PERM_READ, PERM_WRITE
+
+    # the peer's address is the connection's: the same for every run
+    monkeypatch.setattr(send_mod, "peer_host", lambda channel: BORN)
+    monkeypatch.setattr(send_pipeline, "peer_host", lambda channel: BORN)
+    if kernels is not None:
+        monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
+    if not pipeline:
+        monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    random.seed(5)
+    taken: list[bytes] = []
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
+                        small_config(tmp_path, max_message_size_bytes=2048), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        broker.store_host = STORE
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        broker.topics.update(TopicConfig("PlainRO", 4, 4, perm=PERM_READ))
+        put = broker.store.put_plain_sends
+
+        def recording(items, born, store_host):
+            stored, refusal = put(items, born, store_host)
+            taken.extend(item[10] for item in items[:len(stored)])
+            return stored, refusal
+        broker.store.put_plain_sends = recording
+        answers = []
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            pending: list[bytes] = []
+
+            async def flush():
+                writer.write(b"".join(pending))
+                for _ in pending:
+                    length = int.from_bytes(await reader.readexactly(4), "big")
+                    answers.append(await reader.readexactly(length))
+                pending.clear()
+
+            for opaque, (_, ext, body, _taken) in enumerate(CASES):
+                if isinstance(ext, dict):
+                    pending.append(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, ext, body,
+                                                               opaque=opaque + 100)))
+                    if not pipelined:
+                        await flush()
+                    continue
+                await flush()
+                if ext == "refuse":
+                    broker.store.refuse_puts("going away")
+                elif ext == "accept":
+                    broker.store.accept_puts()
+                elif ext == "region":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg, region_id='r"1'))
+                elif ext == "readonly":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg, region_id="DefaultRegion",
+                                                                    broker_permission=PERM_READ))
+                elif ext == "writable":
+                    broker.apply_runtime_config(dataclasses.replace(broker.cfg,
+                                                                    broker_permission=PERM_READ | PERM_WRITE))
+            await flush()
+            writer.close()
+            # put latencies are observed once per request, or once per stored batch when pipelined
+            stats = (dict(broker.stats.put), dict(broker.stats.put_failures),
+                     None if pipelined else sum(broker.stats.put_latency.counts))
+        finally:
+            await broker.shutdown()
+        return answers, stats
+
+    answers, stats = asyncio.run(scenario())
+    return answers, _files(tmp_path), stats, taken
+
+
+def _answers_by_opaque(answers):
+    """Pipelined answers may come back in another order when a general-path request
+    waits (auto-creation registers first): compare them by opaque."""
+    out = {}
+    for a in answers:
+        header_len = int.from_bytes(a[:4], "big") & 0xFFFFFF
+        out[json.loads(a[4:4 + header_len])["opaque"]] = a
+    return out
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
+def test_pipeline_gives_the_general_answers_and_files(tmp_path, monkeypatch, kernel, pipelined):
+    """The same requests through the pipeline and through the general path only: the same
+    answer bytes, commitlog, consume-queue and index files and counters; and the pipeline
+    stored exactly the plain requests itself."""
+    if KERNELS[kernel] is None:
+        pytest.fail("the compiled mqcore._pipeline did not load")
+    with monkeypatch.context() as m:
+        fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel])
+    with monkeypatch.context() as m:
+        general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
+    requests = [c for c in CASES if isinstance(c[1], dict)]
+    assert len(fast[0]) == len(general[0]) == len(requests)
+    fast_by, general_by = _answers_by_opaque(fast[0]), _answers_by_opaque(general[0])
+    assert fast_by.keys() == general_by.keys()
+    for opaque, answer in fast_by.items():
+        assert answer == general_by[opaque], CASES[opaque - 100][0]
+    assert fast[1].keys() == general[1].keys()
+    assert any(k.startswith("index") for k in fast[1]) and any(k.startswith("consumequeue") for k in fast[1])
+    for rel in fast[1]:
+        assert fast[1][rel] == general[1][rel], rel
+    assert fast[2] == general[2]
+    assert fast[3] == [body for _, ext, body, taken in CASES if taken]
+    assert general[3] == []
+    assert b'"code":0' in fast[0][0] and b'"code":0' in fast[0][-1]
+
+
+# --- kernel and twin, frame by frame -------------------------------------------------------------
+def _frames():
+    out = [encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, ext, body, opaque=i))
+           for i, (_, ext, body, _t) in enumerate(CASES) if isinstance(ext, dict)]
+    plain = out[0]
+    hlen = int.from_bytes(plain[4:8], "big")
+    header = plain[8:8 + hlen]
+    body = plain[8 + hlen:]
+
+    def frame(h: bytes, flag_word: int = 0) -> bytes:
+        return (4 + len(h) + len(body)).to_bytes(4, "big") + (flag_word << 24 | len(h)).to_bytes(4, "big") + h + body
+
+    # spellings of the same header: whitespace, escapes, number forms, key order, odd shapes
+    obj = json.loads(header)
+    variants = [
+        json.dumps(obj, indent=1).encode(),
+        json.dumps(obj, ensure_ascii=True).replace("PlainT", "Plain\\u0054").encode(),
+        header.replace(b'"opaque":0', b'"opaque":"0"'),
+        header.replace(b'"opaque":0', b'"opaque":0.0'),
+        header.replace(b'"opaque":0', b'"opaque":-0'),
+        header.replace(b'"opaque":0', b'"opaque":2147483648'),
+        header.replace(b'"flag":0', b'"flag":2'),
+        header.replace(b'"flag":0', b'"flag":1'),
+        header.replace(b'"code":310', b'"code":10'),
+        header.replace(b'"language":"JAVA"', b'"language":"CPP","remark":"hi"'),
+        header.replace(b'"language":"JAVA"', b'"language":null'),
+        header.replace(b'"version":', b'"extra":1,"version":'),
+        header.replace(b'"a":"PG"', b'"a":"PG","a":"PG2"'),
+        header.replace(b'"a":"PG"', b'"a":"P\\u0047"'),
+        header.replace(b'"i":"', b'"i":"X\\u0001\\u00e9\\u0002'),
+        header.replace(b'"i":"', b'"i":"X\\u0001\\t\\"\\\\/\\u0002'),
+        header.replace(b'"i":"', b'"i":"X\\u0001\xc3\xa9\\u0002'),
+        json.dumps(dict(reversed(list(obj.items())))).encode(),
+        header[:-1],
+        b"[" + header + b"]",
+        header + b" ",
+    ]
+    out += [frame(v) for v in variants]
+    out.append(frame(header, flag_word=1))  # ROCKETMQ serialisation
+    return out
+
+
+FRAMES = _frames()
+
+
+@pytest.mark.skipif(_pipeline is None, reason="compares the compiled kernel with the twin")
+def test_kernel_and_twin_read_the_same_frames_the_same_way():
+    read = 0
+    for frame in FRAMES:
+        for cluster, indexed in ((CLUSTER, True), (b"", False)):
+            k_items, k_stop = _pipeline.parse_plain_sends(frame, 0, len(frame), 1 << 20, cluster, indexed)
+            t_items, t_stop = _pipeline_py.parse_plain_sends(frame, 0, len(frame), 1 << 20, cluster, indexed)
+            if k_items:
+                read += 1
+                assert t_items == k_items and t_stop == k_stop
+            else:
+                assert k_stop == 0
+    assert read > 20  # the corpus has frames the kernel reads, not only declines
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_reading_stops_at_the_first_frame_it_does_not_take_and_at_incomplete_frames(kernel):
+    k = KERNELS[kernel]
+    plain = FRAMES[0]
+    other = FRAMES[CASES.index(next(c for c in CASES if c[0] == "delayed")) - 0]
+    buf = bytearray(b"\0" * 5 + plain + plain + other + plain)
+    items, stop = k.parse_plain_sends(buf, 5, len(buf), 1 << 20, CLUSTER, True)
+    assert len(items) == 2 and stop == 5 + 2 * len(plain) == items[-1][11]
+    for cut in range(5, 5 + 2 * len(plain)):
+        items, stop = k.parse_plain_sends(buf, 5, cut, 1 << 20, CLUSTER, True)
+        assert len(items) == (cut - 5) // len(plain) and stop == 5 + len(items) * len(plain)
+    # a frame over the limit is left to the generic reader (which closes the connection)
+    assert k.parse_plain_sends(plain, 0, len(plain), len(plain) - 5, CLUSTER, True) == ([], 0)
+    with pytest.raises(ValueError):
+        k.parse_plain_sends(plain, 0, len(plain) + 1, 1 << 20, CLUSTER, True)
+
+
+_names = st.text(alphabet="abcXYZ019_-%|", min_size=1, max_size=12)
+_values = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=12)
+
+
+@pytest.mark.skipif(_pipeline is None, reason="compares the compiled kernel with the twin")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "X", "DELAY", ""]) | _names,
+                          _values), max_size=6),
+       st.sampled_from(["", "\x02"]), _names, st.integers(0, 2 ** 31 - 1))
+def test_kernel_and_twin_agree_on_properties(pairs, tail, topic, opaque):
+    text = "\x02".join(f"{n}\x01{v}" for n, v in pairs) + tail
+    frame = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(b=topic, i=text), b"b", opaque=opaque))
+    k = _pipeline.parse_plain_sends(frame, 0, len(frame), 1 << 20, CLUSTER, True)
+    t = _pipeline_py.parse_plain_sends(frame, 0, len(frame), 1 << 20, CLUSTER, True)
+    if k[0]:
+        assert k == t
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("queue_id,phy,queue_offset,opaque", [(0, 0, 0, 0), (7, 2 ** 40 + 5, 123456789, -5),
+                                                              (1023, 2 ** 63 - 1, 2 ** 62, 2 ** 31 - 1)])
+def test_send_answer_is_the_general_encoders(kernel, queue_id, phy, queue_offset, opaque):
+    from mqcore.broker.processors.send import SendProcessor
+    from mqcore.message import offset_msg_id
+    from mqcore.remoting import CURRENT_VERSION, FLAG_RESPONSE
+    from mqcore.remoting.command import encode
+    from mqcore.store.results import PutMessageResult, PutMessageStatus
+
+    k = KERNELS[kernel]
+    if k is None:
+        pytest.fail("the compiled mqcore._pipeline did not load")
+    cfg = type("Cfg", (), {"trace_on": True, "region_id": "DefaultRegion"})()
+    proc = SendProcessor.__new__(SendProcessor)
+    proc.cfg = cfg
+    request = create_request(RequestCode.SEND_MESSAGE_V2, _v2(), b"", opaque=opaque)
+    result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=1, queue_id=queue_id,
+                              queue_offset=queue_offset, msg_ids=[offset_msg_id(STORE, phy)], message_count=1)
+    cmd = proc.response(request, result)
+    cmd.flag |= FLAG_RESPONSE
+    cmd.encoded_header = None  # the generic encoder, not the one-step header
+    prefix, body = encode(cmd)
+    got = k.send_answer(b'{"code":0,"extFields":{"queueId":"',
+                        b'","TRACE_ON":"true","MSG_REGION":"DefaultRegion","msgId":"',
+                        STORE.hex().upper().encode(), queue_id, phy, queue_offset, opaque, int(CURRENT_VERSION))
+    assert got == prefix + body
+
+
+# --- one write per receive buffer ----------------------------------------------------------------
+def test_answers_to_one_receive_buffer_leave_in_one_write():
+    from mqcore.remoting import RemotingServer, create_response
+
+    async def scenario():
+        server = RemotingServer(idle_timeout_s=None, name="cork")
+        server.register_processor(RequestCode.HEART_BEAT, lambda ch, req: create_response(req))
+        writes = []
+
+        def counting(channel):
+            transport = channel._transport
+            write = transport.write
+            transport.write = lambda data: (writes.append(len(data)), write(data))[1]
+        server.add_connect_listener(counting)
+        await server.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            frames = b"".join(encode_frame(create_request(RequestCode.HEART_BEAT, {}, b"", opaque=i))
+                              for i in range(40))
+            writer.write(frames)
+            for _ in range(40):
+                length = int.from_bytes(await reader.readexactly(4), "big")
+                await reader.readexactly(length)
+            writer.close()
+        finally:
+            await server.shutdown()
+        return writes
+
+    writes = asyncio.run(scenario())
+    # one write per receive (the 40 frames arrive in one or two reads on loopback)
+    assert 1 <= len(writes) <= 3, writes
+
+
+# --- across file rolls ---------------------------------------------------------------------------
+def _roll_frames():
+    """Plain sends over three queues, enough to roll commitlog, consume-queue and index files
+    (small_config's sizes), with keys, tags and bodies of changing sizes."""
+    frames = []
+    for i in range(420):
+        keys = " ".join(f"k{i}-{j}" for j in range(i % 4))
+        props = f"UNIQ_KEY\x01U{i}\x02TAGS\x01t{i % 5}" + (f"\x02KEYS\x01{keys}" if keys else "")
+        frames.append(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(i % 3), i=props),
+                                                  b"r" * (50 + (i * 37) % 900), opaque=1000 + i)))
+    return frames
+
+
+def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
+    from mqcore import _compat
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.broker.processors import send as send_mod
+    from mqcore.broker.processors import send_pipeline
+
+    monkeypatch.setattr(send_mod, "peer_host", lambda channel: BORN)
+    monkeypatch.setattr(send_pipeline, "peer_host", lambda channel: BORN)
+    if kernels is not None:
+        monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
+    if not pipeline:
+        monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        broker.store_host = STORE
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        answers = []
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            frames = _roll_frames()
+            for start in range(0, len(frames), 60):  # pipelined, 60 requests per write
+                chunk = frames[start:start + 60]
+                writer.write(b"".join(chunk))
+                for _ in chunk:
+                    length = int.from_bytes(await reader.readexactly(4), "big")
+                    answers.append(await reader.readexactly(length))
+            writer.close()
+        finally:
+            await broker.shutdown()
+        return answers
+
+    answers = asyncio.run(scenario())
+    return answers, _files(tmp_path)
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatch, kernel):
+    if KERNELS[kernel] is None:
+        pytest.fail("the compiled mqcore._pipeline did not load")
+    with monkeypatch.context() as m:
+        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=KERNELS[kernel])
+    with monkeypatch.context() as m:
+        general = _run_rolls(tmp_path / "general", m, pipeline=False)
+    assert fast[0] == general[0]
+    assert all(b'"code":0' in a for a in fast[0])
+    # several files of each kind: the rolls were crossed
+    for kind in ("commitlog", "consumequeue", "index"):
+        assert sum(1 for rel in fast[1] if rel.startswith(kind)) >= 3, kind
+    assert fast[1].keys() == general[1].keys()
+    for rel in fast[1]:
+        assert fast[1][rel] == general[1][rel], rel
