@@ -97,12 +97,12 @@ def encode_record(dst, pos: int, topic: bytes, queue_id: int, flag: int, queue_o
         raise ValueError("record does not fit in the buffer")
     crc = zlib.crc32(body) & 0x7FFFFFFF if len(body) else 0
     out = bytearray()
-    out += struct.pack(">iiiiiqqiq", size, L.MAGIC_V1, crc, queue_id, flag, queue_offset,
-                       phy_offset, sys_flag, born_timestamp)
+    out += L.REC_HEAD.pack(size, L.MAGIC_V1, crc, queue_id, flag, queue_offset, phy_offset, sys_flag,
+                           born_timestamp)
     out += born_host
-    out += _I64.pack(store_timestamp)
+    out += L.REC_STORETIMESTAMP.pack(store_timestamp)
     out += store_host
-    out += struct.pack(">iqi", reconsume_times, prepared_offset, len(body))
+    out += L.REC_TAIL.pack(reconsume_times, prepared_offset, len(body))
     out += body
     out += bytes((len(topic),)) + topic
     out += _I16.pack(len(properties)) + properties
@@ -114,7 +114,7 @@ def write_blank(dst, pos: int, size: int) -> None:
     """End-of-file marker: TOTALSIZE = bytes left in the file, BLANK magic."""
     if size < L.BLANK_HEADER_BYTES or pos < 0 or pos + L.BLANK_HEADER_BYTES > len(dst):
         raise ValueError("no room for an end-of-file marker")
-    dst[pos:pos + 8] = struct.pack(">ii", size, L.MAGIC_BLANK)
+    dst[pos:pos + L.BLANK_HEADER_BYTES] = L.REC_SIZE_MAGIC.pack(size, L.MAGIC_BLANK)
 
 
 # --- wire batches (SEND_BATCH_MESSAGE) --------------------------------------
@@ -217,7 +217,7 @@ def _check_record(mv, pos: int, end: int, check_crc: bool):
     """Validate the record at pos; returns (status, size, fields) per checkMessageAndReturnSize."""
     if end - pos < 8:
         return (L.ScanStop.NO_DATA if not any(mv[pos:end]) else L.ScanStop.TRUNCATED), 0, None
-    size, magic = struct.unpack_from(">ii", mv, pos)
+    size, magic = L.REC_SIZE_MAGIC.unpack_from(mv, pos)
     if magic == L.MAGIC_BLANK:
         return L.ScanStop.BLANK, size, None
     if magic not in (L.MAGIC_V1, L.MAGIC_V2):

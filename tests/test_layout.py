@@ -80,6 +80,17 @@ def test_structs_follow_the_named_offsets():
     assert L.CQ_UNIT.size == L.CQ_UNIT_SIZE
     assert L.BATCH_ITEM_HEAD.size == L.BATCH_ITEM_FIXED
     assert L.CHECKPOINT_FIELDS.size == L.CKPT_INDEX_MSG_TIMESTAMP + 8
+    # the record's pieces the twin writes with: head up to the born host, store timestamp
+    # between the hosts, tail from RECONSUMETIMES to the body
+    assert L.REC_HEAD.size == L.REC_BORNHOST
+    assert L.REC_STORETIMESTAMP.size == L.REC_STOREHOST_V4 - L.REC_STORETIMESTAMP_V4
+    assert L.REC_TAIL.size == L.REC_FIXED_V4 - L.REC_RECONSUMETIMES_V4
+    assert L.REC_SIZE_MAGIC.size == L.REC_MAGIC + 4 == L.BLANK_HEADER_BYTES
+    head = L.REC_HEAD.pack(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    assert [int.from_bytes(head[o:o + w], "big") for o, w in
+            ((L.REC_QUEUEID, 4), (L.REC_QUEUEOFFSET, 8), (L.REC_SYSFLAG, 4), (L.REC_BORNTIMESTAMP, 8))] == [4, 6, 8, 9]
+    tail = L.REC_TAIL.pack(1, 2, 3)
+    assert int.from_bytes(tail[L.REC_BODYLENGTH_V4 - L.REC_RECONSUMETIMES_V4:], "big") == 3
     # a unit packed by the struct reads back field by field at the named offsets
     raw = L.CQ_UNIT.pack(123456789012, 345, -7)
     unit = np.frombuffer(raw, L.CQ_UNIT_DTYPE)[0]

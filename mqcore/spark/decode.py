@@ -9,7 +9,6 @@ tests.
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import Iterator
 
 import numpy as np
@@ -18,6 +17,7 @@ import pyarrow as pa
 from mqcore._compat import default_kernels
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.compression import decompress_body
 from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import Split, plan_splits
@@ -58,7 +58,6 @@ COLUMNS = (
 ARROW_SCHEMA = pa.schema([(name, typ) for name, typ, _ in COLUMNS])
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, _, ddl in COLUMNS)
 
-_ZLIB_TYPES = (0, 3)  # (sysflag & 0x700) >> 8: 0 = zlib for compatibility, 3 = zlib
 
 
 def _fixed(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -79,16 +78,17 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
     return _fixed(ms.astype(np.int64) * 1000, TS)
 
 
-def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bodies of ``rows`` replaced by their zlib inflation; a body that does not inflate
-    stays as stored and is counted. Only compressed rows cost a Python call."""
+def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray, sys_flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bodies of ``rows`` replaced by their inflation (``format.compression``, by each row's
+    compression type); a body that does not inflate stays as stored and is counted. Only
+    compressed rows cost a Python call."""
     lengths = np.diff(offsets).astype(np.int64)
     pieces, prev, failed = [], 0, 0
     for r in rows.tolist():
         lo, hi = int(offsets[r]), int(offsets[r + 1])
         try:
-            inflated = zlib.decompress(data[lo:hi].tobytes())
-        except zlib.error:
+            inflated = decompress_body(data[lo:hi].tobytes(), int(sys_flags[r]))
+        except RecordDecodeError:
             failed += 1
             continue
         pieces += [data[prev:lo], np.frombuffer(inflated, np.uint8)]
@@ -153,12 +153,12 @@ def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) ->
             return pa.nulls(n, pa.binary())
         off, data = cols["body"]
         if opts.decompress:
-            ctype = (cols["sys_flag"] & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
-            rows = np.nonzero(((bits & k.BIT_COMPRESSED) != 0) & np.isin(ctype, _ZLIB_TYPES))[0]
+            rows = np.nonzero((bits & k.BIT_COMPRESSED) != 0)[0]
             if len(rows):
-                off, data, failed = _inflate(off, data, rows)
+                off, data, failed = _inflate(off, data, rows, cols["sys_flag"])
                 if failed:
-                    log.warning("%d compressed bodies did not inflate with zlib; kept as stored", failed)
+                    log.warning("%d compressed bodies did not inflate (corrupt, or LZ4/Zstandard without its "
+                                "package); kept as stored", failed)
         return _strings(off, data, pa.binary())
     if name == "keys":
         list_off, off, data = cols["keys"]
