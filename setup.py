@@ -1,4 +1,5 @@
-"""Builds the one extension, mqcore._store (metadata lives in pyproject.toml)."""
+"""Builds the kernel extensions (metadata lives in pyproject.toml): mqcore._store (store kernels,
+used by the store, broker and client) and mqcore._columns (columnar decode, used by Spark)."""
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -11,7 +12,15 @@ extensions = [
         libraries=["z"],  # zlib's crc32 for BODYCRC
         extra_compile_args=["-O3"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    )
+    ),
+    Extension(
+        "mqcore._columns",
+        ["mqcore/_columns.pyx"],
+        include_dirs=["mqcore", numpy.get_include()],
+        libraries=["z"],  # zlib's crc32 for the optional BODYCRC check
+        extra_compile_args=["-O3"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

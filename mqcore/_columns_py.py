@@ -1,4 +1,4 @@
-"""Pure-Python twin of the columnar decode kernel in ``_columns.pxi``.
+"""Pure-Python twin of the column kernels in ``_columns.pyx`` (the extension ``mqcore._columns``).
 
 The Spark reader (and any other analytics) wants whole columns, not one Python
 tuple per message: ``decode_columns`` walks commitlog records in a buffer range and
@@ -25,10 +25,13 @@ from typing import Sequence
 
 import numpy as np
 
+from mqcore._record_py import _check_record, _parse_level
 from mqcore.format import layout as L
 from mqcore.format.properties import split_properties
 
-__all__ = ["WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
+IMPLEMENTATION = "python"
+
+__all__ = ["IMPLEMENTATION", "WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
            "BIT_COMPRESSED", "BIT_HAS_TAGS", "COLUMN_SKIP_FLAGS", "FIXED_COLUMNS", "STRING_COLUMNS", "format_host",
            "find_record", "decode_columns", "decode_columns_at", "walk_records"]
 
@@ -89,8 +92,7 @@ _I64 = struct.Struct(">q")
 
 
 def _check(mv, pos: int, limit: int, check_crc: bool):
-    """The record checker of the store kernels (``checkMessageAndReturnSize``)."""
-    from mqcore._store_py import _check_record
+    """The record checker shared with the store kernels (``checkMessageAndReturnSize``)."""
     return _check_record(mv, pos, limit, check_crc)
 
 
@@ -123,7 +125,6 @@ _props = split_properties
 
 
 def _level(raw: bytes | None) -> int:
-    from mqcore._store_py import _parse_level
     return 0 if raw is None else _parse_level(raw)
 
 

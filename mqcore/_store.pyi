@@ -6,22 +6,11 @@ from typing import Any
 import numpy as np
 
 from mqcore.format.record import DecodedRecord
-from mqcore.kernel_api import Buffer, ColumnBatch
+from mqcore.kernel_api import Buffer
 
 IMPLEMENTATION: str
 DISPATCH_DTYPE: np.dtype
 DECODED_FIELDS: tuple[str, ...]
-FIXED_COLUMNS: tuple[tuple[str, Any], ...]
-STRING_COLUMNS: tuple[str, ...]
-WITH_BODY: int
-CHECK_CRC: int
-SKIP_CORRUPT: int
-BIT_RETRY: int
-BIT_DLQ: int
-BIT_DELAYED: int
-BIT_COMPRESSED: int
-BIT_HAS_TAGS: int
-COLUMN_SKIP_FLAGS: tuple[tuple[str, int], ...]
 
 # --- hashes ----------------------------------------------------------------------------
 def java_hash(s: str) -> int: ...
@@ -72,19 +61,6 @@ def index_query(buf: Buffer, slots: int, max_entries: int, key_hash: int, begin_
 
 # --- page cache ------------------------------------------------------------------------
 def prefault(buf: Buffer, start: int, end: int, page_size: int = 4096) -> int: ...
-
-# --- columnar decode (Spark, tools) ----------------------------------------------------
-def format_host(raw: bytes) -> bytes: ...
-def find_record(buf: Buffer, start: int, stop: int, limit: int, base_offset: int,
-                check_crc: bool) -> int: ...
-def decode_columns(buf: Buffer, start: int, stop: int, limit: int, base_offset: int, max_rows: int,
-                   max_bytes: int, topics: Sequence[bytes] | None, min_store_ts: int, max_store_ts: int,
-                   flags: int) -> ColumnBatch: ...
-def decode_columns_at(buf: Buffer, positions: Any, first: int, limit: int, base_offset: int,
-                      max_rows: int, max_bytes: int, topics: Sequence[bytes] | None, min_store_ts: int,
-                      max_store_ts: int, flags: int) -> ColumnBatch: ...
-def walk_records(buf: Buffer, start: int, limit: int,
-                 check_crc: bool) -> tuple[int, int, int, int, int]: ...
 
 # --- client wire frames (the blocking send path) ---------------------------------------
 def encode_request_frame(code: int, language: str, version: int, opaque: int, flag: int,

@@ -9,13 +9,13 @@ locks, log or read the clock.
 """
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from typing import Callable, Sequence
 
 import numpy as np
 
+from mqcore._record_py import _check_record, _host_extra, _parse_level
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import batch
 from mqcore.format import layout as L
@@ -63,12 +63,6 @@ def index_hash(h: int) -> int:
 
 
 # --- record sizes ------------------------------------------------------------
-def _host_extra(sys_flag: int) -> tuple[int, int]:
-    b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
-    s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
-    return b, s
-
-
 def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int) -> int:
     """TOTALSIZE of a v1 record (``CommitLog.calMsgLength``)."""
     b, s = _host_extra(sys_flag)
@@ -190,16 +184,6 @@ def _find_props(props: bytes, base: int):
     return found
 
 
-_LEVEL_RE = re.compile(rb"[+-]?[0-9]+")
-
-
-def _parse_level(raw: bytes) -> int:
-    """DELAY value as an int; 0 (not delayed) unless it is a plain decimal number."""
-    if not _LEVEL_RE.fullmatch(raw):
-        return 0
-    return max(-100000000, min(int(raw), 100000000))
-
-
 def _schedule_tags_code(raw_level: bytes, store_ts: int, delay_ms) -> int | None:
     level = _parse_level(raw_level)
     if level <= 0:
@@ -211,49 +195,6 @@ def _schedule_tags_code(raw_level: bytes, store_ts: int, delay_ms) -> int | None
 
 
 SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"
-
-
-def _check_record(mv, pos: int, end: int, check_crc: bool):
-    """Validate the record at pos; returns (status, size, fields) per checkMessageAndReturnSize."""
-    if end - pos < 8:
-        return (L.ScanStop.NO_DATA if not any(mv[pos:end]) else L.ScanStop.TRUNCATED), 0, None
-    size, magic = L.REC_SIZE_MAGIC.unpack_from(mv, pos)
-    if magic == L.MAGIC_BLANK:
-        return L.ScanStop.BLANK, size, None
-    if magic not in (L.MAGIC_V1, L.MAGIC_V2):
-        return (L.ScanStop.NO_DATA if size == 0 and magic == 0 else L.ScanStop.CORRUPT), 0, None
-    if size < L.REC_FIXED_V4 + 3:
-        return L.ScanStop.CORRUPT, 0, None
-    if pos + size > end:
-        return L.ScanStop.TRUNCATED, size, None
-    sys_flag = _I32.unpack_from(mv, pos + L.REC_SYSFLAG)[0]
-    b, s = _host_extra(sys_flag)
-    body_at = pos + L.REC_BODYLENGTH_V4 + b + s
-    body_len = _I32.unpack_from(mv, body_at)[0]
-    if body_len < 0 or body_at + 4 + body_len + 3 > pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    topic_at = body_at + 4 + body_len
-    if magic == L.MAGIC_V1:
-        topic_len = mv[topic_at]
-        if topic_len > 127:  # Java reads a signed byte
-            return L.ScanStop.CORRUPT, 0, None
-        topic_w = 1
-    else:
-        topic_len = _I16.unpack_from(mv, topic_at)[0]
-        topic_w = 2
-        if topic_len < 0:
-            return L.ScanStop.CORRUPT, 0, None
-    props_at = topic_at + topic_w + topic_len
-    if props_at + 2 > pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    props_len = _I16.unpack_from(mv, props_at)[0]
-    if props_len < 0 or props_at + 2 + props_len != pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    if check_crc and body_len > 0:
-        crc = _I32.unpack_from(mv, pos + L.REC_BODYCRC)[0]
-        if zlib.crc32(mv[body_at + 4:body_at + 4 + body_len]) & 0x7FFFFFFF != crc:
-            return L.ScanStop.CORRUPT, 0, None
-    return None, size, (sys_flag, b, body_at, body_len, topic_at + topic_w, topic_len, props_at + 2, props_len)
 
 
 def scan_records(buf, start: int, end: int, base_offset: int, check_crc: bool,
@@ -604,5 +545,4 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
     return len(range(start - start % page_size, end, page_size))
 
 
-from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)
 from mqcore._wire_client_py import *  # noqa: E402,F401,F403  (client wire frames: mqcore/_wire_client_py.py)

@@ -14,7 +14,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.compression import decompress_body
@@ -130,7 +130,7 @@ def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=None) -> pa.
     is what costs in a scan, far more than the kernel filling its buffers.
     """
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     k = kernels
     schema = arrow_schema(opts)
     fixed = dict(k.FIXED_COLUMNS)
@@ -206,7 +206,7 @@ def iter_split(split: Split, opts: ReadOptions, kernels=None,
                stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     stats = stats if stats is not None else SplitStats()
     with RecordWindows(split.storage, split.path, split.limit) as win:
         if split.by_queue:
@@ -314,7 +314,7 @@ def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
     ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
     """
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
     dirs = locate_store(opts.path, opts.fs_options)
     snap = take_snapshot(dirs, opts.snapshot_offset)

@@ -11,9 +11,10 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels, default_kernels
 from mqcore.errors import ConfigError, IllegalArgumentError
 from mqcore.format import layout as L
+from mqcore.kernel_api import StoreKernels
 from mqcore.format.files import ReadOnlyFile, index_geometry, numbered_files, read_index_header
 from mqcore.spark.decode import ARROW_SCHEMA, columns_to_batch
 from mqcore.spark.files import StoreDirs, list_commitlog, open_view
@@ -67,10 +68,11 @@ def read_entries(path: str, slots: int | None = None, entries: int | None = None
 
 
 def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, end_ts: int = (1 << 63) - 1,
-                      max_num: int = _MAX_QUERY, kernels=None, slots: int | None = None,
+                      max_num: int = _MAX_QUERY, kernels: StoreKernels | None = None, slots: int | None = None,
                       entries: int | None = None) -> list[int]:
     """Commitlog offsets the index lists for ``topic#key``, newest file first
-    (``IndexService.queryOffset``); hash collisions are included, as in the broker."""
+    (``IndexService.queryOffset``); hash collisions are included, as in the broker. The index
+    walk is the store's kernel (``kernels``: store kernels, not column kernels)."""
     if kernels is None:
         kernels = default_kernels()
     k = kernels
@@ -97,8 +99,8 @@ def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=None, include_b
     hashes; the broker leaves that filtering to the client).
     """
     if kernels is None:
-        kernels = default_kernels()
-    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, kernels=kernels, **geometry), np.int64)
+        kernels = default_column_kernels()
+    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, **geometry), np.int64)
     opts = ReadOptions(include_body=include_body, topics=(topic,))
     flags = kernels.SKIP_CORRUPT | (kernels.WITH_BODY if include_body else 0)
     batches = []

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.spark.decode import ARROW_SCHEMA, _flags, columns_to_batch
 from mqcore.spark.files import (
@@ -42,7 +42,7 @@ from mqcore.spark.files import (
 )
 from mqcore.spark.options import ReadOptions, _parse_one, parse_bool, parse_int, parse_time_ms
 from mqcore.format import layout as L
-from mqcore.tags import split_tags, subscribes_all
+from mqcore.tags import split_tags, subscribes_all, tag_codes
 
 log = logging.getLogger(__name__)
 
@@ -385,7 +385,7 @@ def report_loss(key: QueueKey, lost: tuple[int, int], opts: StreamOptions) -> No
 def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.RecordBatch]:
     """Decode the records of one queue range into batches of ``ARROW_SCHEMA``."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     k = kernels
     dirs = StoreDirs(r.root or None, r.commitlog)
     queues = [q for q in list_queues(dirs, {r.topic}) if q.queue_id == r.queue_id]
@@ -394,7 +394,7 @@ def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.
         report_loss((r.topic, r.queue_id), (r.start + len(units), r.end), opts)
     units = units[units["size"] != L.CQ_FILLER_SIZE]
     if opts.tags is not None and len(units):
-        codes = np.array([k.java_hash(t) for t in opts.tags], np.int64)
+        codes = np.array(tag_codes(opts.tags), np.int64)
         units = units[np.isin(units["tags_code"].astype(np.int64), codes)]  # exact match below
     phys = units["phy_offset"].astype(np.int64)
     files = list_commitlog(dirs)
