@@ -3,7 +3,8 @@
 from collections.abc import Sequence
 from typing import Any
 
-from mqcore.kernel_api import Buffer, ColumnBatch
+from mqcore.format.scans import ColumnBatch, RecordWalk
+from mqcore.kernel_api import Buffer
 
 IMPLEMENTATION: str
 FIXED_COLUMNS: tuple[tuple[str, Any], ...]
@@ -28,4 +29,4 @@ def decode_columns_at(buf: Buffer, positions: Any, first: int, limit: int, base_
                       max_rows: int, max_bytes: int, topics: Sequence[bytes] | None, min_store_ts: int,
                       max_store_ts: int, flags: int) -> ColumnBatch: ...
 def walk_records(buf: Buffer, start: int, limit: int,
-                 check_crc: bool) -> tuple[int, int, int, int, int]: ...
+                 check_crc: bool) -> RecordWalk: ...

@@ -20,6 +20,8 @@ from mqcore._store cimport *
 
 import numpy as np
 
+from mqcore.format.scans import ColumnBatch, RecordWalk
+
 include "_record.pxi"
 
 IMPLEMENTATION = "cython"
@@ -601,7 +603,7 @@ def decode_columns(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t st
         pos += v.size
     if out is None:
         out = _ColumnBuffers(0, 0)
-    return n, out.finish(n), pos, reason, corrupt, corrupt_bytes
+    return _named(ColumnBatch, (n, out.finish(n), pos, reason, corrupt, corrupt_bytes))
 
 
 def decode_columns_at(const unsigned char[::1] buf, positions, Py_ssize_t first, Py_ssize_t limit,
@@ -645,7 +647,7 @@ def decode_columns_at(const unsigned char[::1] buf, positions, Py_ssize_t first,
         i += 1
     if out is None:
         out = _ColumnBuffers(0, 0)
-    return n, out.finish(n), i, reason, corrupt, 0
+    return _named(ColumnBatch, (n, out.finish(n), i, reason, corrupt, 0))
 
 
 def walk_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limit, bint check_crc):
@@ -669,7 +671,7 @@ def walk_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
             last_ts = ts
             count += 1
             pos += v.size
-    return pos, count, reason, first_ts, last_ts
+    return _named(RecordWalk, (pos, count, reason, first_ts, last_ts))
 
 
 def format_host(const unsigned char[::1] raw):

@@ -28,6 +28,7 @@ import numpy as np
 from mqcore._record_py import _check_record, _parse_level
 from mqcore.format import layout as L
 from mqcore.format.properties import split_properties
+from mqcore.format.scans import ColumnBatch, RecordWalk
 
 IMPLEMENTATION = "python"
 
@@ -301,7 +302,7 @@ def decode_columns(buf, start: int, stop: int, limit: int, base_offset: int, max
             n += 1
             used += size
         pos += size
-    return n, out.columns(), pos, reason, corrupt, corrupt_bytes
+    return ColumnBatch(n, out.columns(), pos, reason, corrupt, corrupt_bytes)
 
 
 def decode_columns_at(buf, positions, first: int, limit: int, base_offset: int, max_rows: int,
@@ -341,10 +342,10 @@ def decode_columns_at(buf, positions, first: int, limit: int, base_offset: int, 
             n += 1
             used += size
         i += 1
-    return n, out.columns(), i, reason, corrupt, corrupt_bytes
+    return ColumnBatch(n, out.columns(), i, reason, corrupt, corrupt_bytes)
 
 
-def walk_records(buf, start: int, limit: int, check_crc: bool):
+def walk_records(buf, start: int, limit: int, check_crc: bool) -> RecordWalk:
     """Walk valid records from ``start``; ``(end, count, reason, first_ts, last_ts)``.
 
     ``end`` is the position after the last valid record: the end of a live file's
@@ -366,4 +367,4 @@ def walk_records(buf, start: int, limit: int, check_crc: bool):
         last_ts = ts
         count += 1
         pos += size
-    return pos, count, reason, first_ts, last_ts
+    return RecordWalk(pos, count, reason, first_ts, last_ts)

@@ -4,6 +4,24 @@
 # come from _store.pxd. Their readable twin is mqcore/_record_py.py.
 
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.type cimport PyType_GenericAlloc
+
+
+cdef inline object _named(object cls, tuple fields):
+    """``fields`` as an instance of the NamedTuple ``cls`` (mqcore/format/scans.py): the tuple
+    subtype allocated and filled directly, which is what ``tuple.__new__(cls, fields)`` does
+    without its argument handling."""
+    cdef Py_ssize_t i, n = len(fields)
+    cdef object r = PyType_GenericAlloc(cls, n)
+    for i in range(n):
+        v = fields[i]
+        Py_INCREF(v)  # PyTuple_SET_ITEM steals the reference
+        PyTuple_SET_ITEM(r, i, v)
+    return r
+
+
 cdef const unsigned char *EMPTY = <const unsigned char *>b""
 
 

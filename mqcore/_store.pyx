@@ -21,6 +21,7 @@ from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.properties import format_properties
 from mqcore.format.record import DECODED_FIELDS, DecodedRecord
+from mqcore.format.scans import BatchMeasure, IndexKeys, QueueSelection, QueueUnits, RecordScan
 
 IMPLEMENTATION = "cython"
 
@@ -435,7 +436,7 @@ def measure_batch(const unsigned char[::1] items, Py_ssize_t topic_len, Py_ssize
             max_props = pl
         count += 1
         pos += t
-    return count, total, max_body, max_props
+    return _named(BatchMeasure, (count, total, max_body, max_props))
 
 
 def encode_batch(unsigned char[::1] dst, Py_ssize_t pos, const unsigned char[::1] items,
@@ -587,7 +588,7 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end,
                 rows[n].tags_code = 0
         n += 1
         pos += v.size
-    return table[:n], topics, pos, reason
+    return _named(RecordScan, (table[:n], topics, pos, reason))
 
 
 cdef str _host_str(const unsigned char *p, Py_ssize_t n):
@@ -716,7 +717,7 @@ def cq_read(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count):
             s[i] = mq_rd_i32(b + CQ_SIZE)
             t[i] = mq_rd_i64(b + CQ_TAGSCODE)
             b += CQ_UNIT_SIZE
-    return phys, sizes, tags
+    return _named(QueueUnits, (phys, sizes, tags))
 
 
 def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, codes,
@@ -765,7 +766,7 @@ def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, 
             out[n] = i
             n += 1
             total += size
-    return scanned, picked[:n]
+    return _named(QueueSelection, (scanned, picked[:n]))
 
 
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
@@ -862,7 +863,7 @@ def index_keys(const unsigned char[::1] buf, table, topics):
                     tv[m] = rows[i].store_timestamp
                     m += 1
                 j = k + 1
-    return hashes[:m], phys[:m], tss[:m]
+    return _named(IndexKeys, (hashes[:m], phys[:m], tss[:m]))
 
 
 cdef inline void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,

@@ -22,6 +22,7 @@ from mqcore.format import layout as L
 from mqcore.format.javahash import continue_hash, string_hash, to_int32
 from mqcore.format.properties import join_property_strings, property_spans
 from mqcore.format.record import DECODED_FIELDS, DecodedRecord
+from mqcore.format.scans import BatchMeasure, IndexKeys, QueueSelection, QueueUnits, RecordScan
 
 IMPLEMENTATION = "python"
 
@@ -126,7 +127,7 @@ def _joined_props_len(props_len: int, extra_len: int) -> int:
     return props_len + 1 + extra_len  # U+0002 between item and batch properties
 
 
-def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) -> tuple[int, int, int, int]:
+def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) -> BatchMeasure:
     """Validate a wire batch; returns (count, total record bytes, max body, max properties)."""
     count = total = max_body = max_props = 0
     for _flag, body, props in _iter_batch_items(items):
@@ -135,7 +136,7 @@ def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) ->
         max_body = max(max_body, len(body))
         max_props = max(max_props, plen)
         count += 1
-    return count, total, max_body, max_props
+    return BatchMeasure(count, total, max_body, max_props)
 
 
 def encode_batch(dst, pos: int, items, topic: bytes, queue_id: int, first_queue_offset: int,
@@ -247,7 +248,7 @@ def scan_records(buf, start: int, end: int, base_offset: int, check_crc: bool,
                      _I32.unpack_from(mv, pos + L.REC_QUEUEID)[0], sys_flag, tid, up, ul, kp, kl))
         pos += size
     table = np.array(rows, dtype=DISPATCH_DTYPE) if rows else np.empty(0, DISPATCH_DTYPE)
-    return table, topics, pos, reason
+    return RecordScan(table, topics, pos, reason)
 
 
 def _host_str(raw: bytes) -> str:
@@ -334,7 +335,7 @@ def cq_count_valid(buf, start: int, end: int) -> int:
     return n
 
 
-def cq_read(buf, start: int, count: int):
+def cq_read(buf, start: int, count: int) -> QueueUnits:
     """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
     if start < 0 or count < 0 or start + count * L.CQ_UNIT_SIZE > len(buf):
         raise ValueError("consume-queue read outside the buffer")
@@ -343,10 +344,10 @@ def cq_read(buf, start: int, count: int):
     tags = np.empty(count, np.int64)
     for i in range(count):
         phys[i], sizes[i], tags[i] = L.CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
-    return phys, sizes, tags
+    return QueueUnits(phys, sizes, tags)
 
 
-def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int):
+def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int) -> QueueSelection:
     """Pick units for a pull: tag filter by ``(int)tagsCode in codes`` (None = all).
 
     Scans at most ``count`` units from ``start``; stops once ``max_count`` units were
@@ -371,7 +372,7 @@ def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int
             continue
         picked.append(i)
         total += size
-    return scanned, np.array(picked, dtype=np.int64)
+    return QueueSelection(scanned, np.array(picked, dtype=np.int64))
 
 
 def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
@@ -417,7 +418,7 @@ def _hash_key(topic_hash_state: int, key: bytes) -> int:
     return index_hash(_to_int32(_hash_units(topic_hash_state, units)))
 
 
-def index_keys(buf, table, topics: Sequence[bytes]):
+def index_keys(buf, table, topics: Sequence[bytes]) -> IndexKeys:
     """Index keys of dispatched records: ``topic#UNIQ_KEY`` then ``topic#k`` for each KEYS word.
 
     Returns three arrays (key hashes int32, phy offsets int64, store timestamps int64)
@@ -438,7 +439,7 @@ def index_keys(buf, table, topics: Sequence[bytes]):
             hashes.append(_hash_key(state, k))
             phys.append(int(row["phy_offset"]))
             tss.append(int(row["store_timestamp"]))
-    return (np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
+    return IndexKeys(np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
 
 
 def index_put_one(buf, slots: int, max_entries: int, key_hash: int, phy: int, timestamp: int) -> int:

@@ -93,7 +93,7 @@ ALLOWED = {
     "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
 }
 # the interface the kernels satisfy imports only the leaf that names a decoded record
-ALLOWED["mqcore.kernel_api"] = ("mqcore.format.record",)
+ALLOWED["mqcore.kernel_api"] = ("mqcore.format.record", "mqcore.format.scans")
 # the kernels are grouped by user: the store kernels and the column kernels (Spark) share only
 # the record checker (_record_py, the twin of _record.pxi); neither imports the other
 ALLOWED["mqcore._record_py"] = ("mqcore.errors", "mqcore.format")
@@ -101,6 +101,7 @@ ALLOWED["mqcore._store_py"] = ("mqcore.errors", "mqcore.format", "mqcore._record
 ALLOWED["mqcore._columns_py"] = ("mqcore.errors", "mqcore.format", "mqcore._record_py")
 ALLOWED["mqcore._columns"] = ("mqcore.errors", "mqcore.format", "mqcore._store")  # cimports _store.pxd (layout)
 ALLOWED["mqcore.format.record"] = ()
+ALLOWED["mqcore.format.scans"] = ()
 #: package -> packages it must not import
 FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",

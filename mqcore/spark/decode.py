@@ -238,14 +238,15 @@ def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats:
         end = min(split.limit, win.w1)
         # the kernel may resync past a corrupt record itself only where its verdicts are final
         here = flags if end >= split.limit else flags & ~k.SKIP_CORRUPT
-        n, cols, p, reason, corrupt, cbytes = k.decode_columns(
+        got = k.decode_columns(
             buf, pos - w0, min(split.stop, end) - w0, end - w0, *_common(split, opts, w0, end - pos), here)
-        stats.corrupt += corrupt
-        stats.corrupt_bytes += cbytes
-        if n:
-            stats.rows += n
-            yield columns_to_batch(n, cols, opts, k)
-        pos = w0 + p
+        reason = got.reason
+        stats.corrupt += got.corrupt_records
+        stats.corrupt_bytes += got.corrupt_bytes
+        if got.count:
+            stats.rows += got.count
+            yield columns_to_batch(got.count, got.columns, opts, k)
+        pos = w0 + got.next
         if reason in (L.ScanStop.MAX_COUNT, L.ScanStop.END):
             continue  # END short of the split's stop: the window ended on a record boundary
         if not win.final_at(pos, split.limit):
@@ -298,14 +299,15 @@ def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: Re
                stats: SplitStats, flags: int):
     first = 0
     while first < len(sub):
-        n, cols, first, reason, corrupt, _ = k.decode_columns_at(
+        got = k.decode_columns_at(
             buf, sub, first, limit, *_common(split, opts, w0, limit - int(sub[first])), flags)
-        stats.corrupt += corrupt
-        if reason == L.ScanStop.CORRUPT:
+        first = got.next
+        stats.corrupt += got.corrupt_records
+        if got.reason == L.ScanStop.CORRUPT:
             raise _corrupt_error(split, int(sub[first]) + w0)
-        if n:
-            stats.rows += n
-            yield columns_to_batch(n, cols, opts, k)
+        if got.count:
+            stats.rows += got.count
+            yield columns_to_batch(got.count, got.columns, opts, k)
 
 
 def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:

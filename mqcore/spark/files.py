@@ -329,11 +329,12 @@ class RecordWindows:
         while True:
             buf, w0 = self.window(pos, limit)
             end = min(limit, self.w1)
-            p, n, reason, f_ts, l_ts = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
-            if n:
-                first_ts = f_ts if count == 0 else first_ts
-                last_ts, count = l_ts, count + n
-            pos = w0 + p
+            walk = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
+            reason = walk.reason
+            if walk.count:
+                first_ts = walk.first_ts if count == 0 else first_ts
+                last_ts, count = walk.last_ts, count + walk.count
+            pos = w0 + walk.stop
             if pos >= limit or (reason != L.ScanStop.END and self.final_at(pos, limit)):
                 return pos, count, reason, first_ts, last_ts
             if reason != L.ScanStop.END:
@@ -458,11 +459,12 @@ def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: 
         pos = records = corrupt = corrupt_bytes = 0
         first_ts = last_ts = -1
         while True:
-            pos, n, reason, f_ts, l_ts = kernels.walk_records(v, pos, limit, check_crc)
-            if n:
-                records += n
-                first_ts = f_ts if first_ts < 0 else first_ts
-                last_ts = l_ts
+            walk = kernels.walk_records(v, pos, limit, check_crc)
+            pos, reason = walk.stop, walk.reason
+            if walk.count:
+                records += walk.count
+                first_ts = walk.first_ts if first_ts < 0 else first_ts
+                last_ts = walk.last_ts
             if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
                 break
             q = kernels.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
