@@ -61,7 +61,7 @@ def test_multi_value_kernels_return_their_named_type(kernels, column_kernels):
     walk = column_kernels.walk_records(bytes(64), 0, 64, False)
     assert type(walk) is scans.RecordWalk and walk == (0, 0, 2, -1, -1)
     batch = column_kernels.decode_columns(bytes(64), 0, 64, 64, 0, 10, 1024, None, -(1 << 62), 1 << 62, 0)
-    assert type(batch) is scans.ColumnBatch and batch.count == 0 and batch.reason == 2
+    assert type(batch) is scans.ColumnBatch and batch.rows == 0 and batch.reason == 2
     at = column_kernels.decode_columns_at(bytes(64), np.zeros(0, np.int64), 0, 64, 0, 10, 1024, None,
                                           -(1 << 62), 1 << 62, 0)
     assert type(at) is scans.ColumnBatch

@@ -2,7 +2,8 @@
 
 Each kernel that returns several values returns one of these ``NamedTuple`` types, so a caller
 reads ``scan.stop`` instead of remembering that the stop is the third value. A ``NamedTuple``
-is a tuple: unpacking still works, and the compiled kernels build them without argument
+is a tuple: unpacking still works (no field is called ``count`` or ``index``, which would hide the
+tuple methods), and the compiled kernels build them without argument
 parsing (``_named`` in ``_record.pxi``), so the names cost about nothing (``bench/README.md``,
 "Named kernel results"). Leaf module: the kernels may import it.
 """
@@ -25,7 +26,7 @@ class RecordScan(NamedTuple):
 class BatchMeasure(NamedTuple):
     """``measure_batch``: the size of the records a SEND_BATCH body will become."""
 
-    count: int               # messages in the batch
+    messages: int            # messages in the batch
     total_bytes: int         # bytes of all their commitlog records
     max_body: int            # the longest body
     max_props: int           # the longest property string after joining the extra properties
@@ -58,7 +59,7 @@ class RecordWalk(NamedTuple):
     """``walk_records``: where a walk over valid records ended, and what it saw."""
 
     stop: int                # the position after the last valid record
-    count: int               # records walked
+    records: int             # records walked
     reason: int              # a ``layout.ScanStop`` value
     first_ts: int            # store timestamp of the first record (-1 when none)
     last_ts: int             # store timestamp of the last record (-1 when none)
@@ -67,7 +68,7 @@ class RecordWalk(NamedTuple):
 class ColumnBatch(NamedTuple):
     """``decode_columns`` / ``decode_columns_at``: one batch of records as columns."""
 
-    count: int               # rows in ``columns``
+    rows: int                # rows in ``columns``
     columns: dict[str, Any]  # column name -> numpy arrays (see mqcore/_columns_py.py)
     next: int                # where the next batch starts (a position, or an index into positions)
     reason: int              # a ``layout.ScanStop`` value

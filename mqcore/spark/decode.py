@@ -243,9 +243,9 @@ def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats:
         reason = got.reason
         stats.corrupt += got.corrupt_records
         stats.corrupt_bytes += got.corrupt_bytes
-        if got.count:
-            stats.rows += got.count
-            yield columns_to_batch(got.count, got.columns, opts, k)
+        if got.rows:
+            stats.rows += got.rows
+            yield columns_to_batch(got.rows, got.columns, opts, k)
         pos = w0 + got.next
         if reason in (L.ScanStop.MAX_COUNT, L.ScanStop.END):
             continue  # END short of the split's stop: the window ended on a record boundary
@@ -305,9 +305,9 @@ def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: Re
         stats.corrupt += got.corrupt_records
         if got.reason == L.ScanStop.CORRUPT:
             raise _corrupt_error(split, int(sub[first]) + w0)
-        if got.count:
-            stats.rows += got.count
-            yield columns_to_batch(got.count, got.columns, opts, k)
+        if got.rows:
+            stats.rows += got.rows
+            yield columns_to_batch(got.rows, got.columns, opts, k)
 
 
 def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:

@@ -331,9 +331,9 @@ class RecordWindows:
             end = min(limit, self.w1)
             walk = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
             reason = walk.reason
-            if walk.count:
+            if walk.records:
                 first_ts = walk.first_ts if count == 0 else first_ts
-                last_ts, count = walk.last_ts, count + walk.count
+                last_ts, count = walk.last_ts, count + walk.records
             pos = w0 + walk.stop
             if pos >= limit or (reason != L.ScanStop.END and self.final_at(pos, limit)):
                 return pos, count, reason, first_ts, last_ts
@@ -461,8 +461,8 @@ def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: 
         while True:
             walk = kernels.walk_records(v, pos, limit, check_crc)
             pos, reason = walk.stop, walk.reason
-            if walk.count:
-                records += walk.count
+            if walk.records:
+                records += walk.records
                 first_ts = walk.first_ts if first_ts < 0 else first_ts
                 last_ts = walk.last_ts
             if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
