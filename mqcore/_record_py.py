@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from typing import Any
 
 from mqcore.format import layout as L
 
@@ -32,7 +33,8 @@ def _parse_level(raw: bytes) -> int:
     return max(-100000000, min(int(raw), 100000000))
 
 
-def _check_record(mv, pos: int, end: int, check_crc: bool):
+def _check_record(mv: Any, pos: int, end: int,
+                  check_crc: bool) -> tuple[int | None, int, tuple[int, ...] | None]:
     """Validate the record at pos; returns (status, size, fields) per checkMessageAndReturnSize."""
     if end - pos < 8:
         return (L.ScanStop.NO_DATA if not any(mv[pos:end]) else L.ScanStop.TRUNCATED), 0, None

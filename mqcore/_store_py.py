@@ -21,7 +21,8 @@ from mqcore.format import batch
 from mqcore.format import layout as L
 from mqcore.format.javahash import continue_hash, string_hash, to_int32
 from mqcore.format.properties import join_property_strings, property_spans
-from mqcore.format.record import DECODED_FIELDS, DecodedRecord
+from mqcore.format.record import DECODED_FIELDS as DECODED_FIELDS  # a kernel constant (StoreKernels)
+from mqcore.format.record import DecodedRecord
 from mqcore.format.scans import BatchMeasure, IndexKeys, QueueSelection, QueueUnits, RecordScan
 
 IMPLEMENTATION = "python"
