@@ -147,3 +147,29 @@ def test_batch_items_round_trip_and_reject_bad_sizes():
     for bad in (body[:-1], body + b"\x00", b"\x00\x00\x00\x05" + body[4:]):
         with pytest.raises(RecordDecodeError):
             list(iter_batch_items(bad))
+
+
+def test_both_kernels_write_every_record_field_at_its_named_offset(both_kernels):
+    """Every field distinct and non-zero, so a field written at another offset (or in another
+    order, as a positional struct format could) changes the bytes."""
+    born, store = b"\x0a\x00\x00\x07\x00\x00\x9c\x40", b"\x7f\x00\x00\x01\x00\x00\x2a\x9f"
+    args = (b"Topic", 3, 0x55, 123456, 987654321, L.SYSFLAG_COMPRESSED, 1_700_000_000_001, born,
+            1_700_000_000_002, store, 7, 424242, b"body!", b"K\x01V")
+    out = []
+    for k in both_kernels:
+        buf = bytearray(256)
+        size = k.encode_record(buf, 0, *args)
+        out.append(bytes(buf[:size]))
+    assert out[0] == out[1]
+    rec = out[0]
+
+    def at(off, width):
+        return int.from_bytes(rec[off:off + width], "big", signed=True)
+    assert at(L.REC_TOTALSIZE, 4) == len(rec) and at(L.REC_MAGIC, 4) == L.MAGIC_V1
+    assert (at(L.REC_QUEUEID, 4), at(L.REC_FLAG, 4), at(L.REC_QUEUEOFFSET, 8), at(L.REC_PHYOFFSET, 8)) == \
+        (3, 0x55, 123456, 987654321)
+    assert (at(L.REC_SYSFLAG, 4), at(L.REC_BORNTIMESTAMP, 8), at(L.REC_STORETIMESTAMP_V4, 8)) == \
+        (L.SYSFLAG_COMPRESSED, 1_700_000_000_001, 1_700_000_000_002)
+    assert rec[L.REC_BORNHOST:L.REC_BORNHOST + 8] == born and rec[L.REC_STOREHOST_V4:L.REC_STOREHOST_V4 + 8] == store
+    assert (at(L.REC_RECONSUMETIMES_V4, 4), at(L.REC_PREPAREDOFFSET_V4, 8), at(L.REC_BODYLENGTH_V4, 4)) == \
+        (7, 424242, 5)
