@@ -1,5 +1,6 @@
-"""Builds the extensions: mqcore._store (store kernels) and mqcore._pipeline (the broker's
-request pipeline kernels). Metadata lives in pyproject.toml."""
+"""Builds the kernel extensions (metadata lives in pyproject.toml): mqcore._store (store kernels),
+mqcore._pipeline (the broker's request pipeline kernels) and mqcore._columns (columnar decode,
+used by Spark)."""
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -18,6 +19,14 @@ extensions = [
         ["mqcore/_pipeline.pyx"],
         include_dirs=["mqcore"],
         extra_compile_args=["-O3"],
+    ),
+    Extension(
+        "mqcore._columns",
+        ["mqcore/_columns.pyx"],
+        include_dirs=["mqcore", numpy.get_include()],
+        libraries=["z"],  # zlib's crc32 for the optional BODYCRC check
+        extra_compile_args=["-O3"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
 ]
 

@@ -49,7 +49,10 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from mqcore._compat import default_column_kernels  # noqa: E402
 from mqcore._compat import kernels as K  # noqa: E402
+
+C = default_column_kernels()
 from mqcore.config import StoreConfig  # noqa: E402
 from mqcore.message import pack_host  # noqa: E402
 from mqcore.spark.decode import read_store  # noqa: E402
@@ -151,9 +154,9 @@ def kernel_projection(root: str, repeat: int, data: int) -> None:
     properties map / keys, vs. fixed-width columns only (the properties never scanned);
     cases interleaved, best of ``repeat``."""
     from mqcore.format import layout as L
-    skip = dict(K.COLUMN_SKIP_FLAGS)
-    cases = {"all columns": K.WITH_BODY,
-             "no properties map, no keys": K.WITH_BODY | skip["properties"] | skip["keys"],
+    skip = dict(C.COLUMN_SKIP_FLAGS)
+    cases = {"all columns": C.WITH_BODY,
+             "no properties map, no keys": C.WITH_BODY | skip["properties"] | skip["keys"],
              "fixed-width only": sum(skip.values())}
     best, rows = {c: float("inf") for c in cases}, 0
     f = list_commitlog(locate_store(root))[0]
@@ -163,7 +166,7 @@ def kernel_projection(root: str, repeat: int, data: int) -> None:
             for case, flags in cases.items():
                 t, pos, rows = time.perf_counter(), 0, 0
                 while True:
-                    got, _, pos, reason, _, _ = K.decode_columns(v, pos, len(v), len(v), f.base_offset, 131072,
+                    got, _, pos, reason, _, _ = C.decode_columns(v, pos, len(v), len(v), f.base_offset, 131072,
                                                                   32 << 20, None, -(1 << 63), (1 << 63) - 1, flags)
                     rows += got
                     if reason != L.ScanStop.MAX_COUNT:

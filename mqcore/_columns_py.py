@@ -1,4 +1,4 @@
-"""Pure-Python twin of the columnar decode kernel in ``_columns.pxi``.
+"""Pure-Python twin of the column kernels in ``_columns.pyx`` (the extension ``mqcore._columns``).
 
 The Spark reader (and any other analytics) wants whole columns, not one Python
 tuple per message: ``decode_columns`` walks commitlog records in a buffer range and
@@ -25,10 +25,14 @@ from typing import Sequence
 
 import numpy as np
 
+from mqcore._record_py import _check_record, _parse_level
 from mqcore.format import layout as L
 from mqcore.format.properties import split_properties
+from mqcore.format.scans import ColumnBatch, RecordWalk
 
-__all__ = ["WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
+IMPLEMENTATION = "python"
+
+__all__ = ["IMPLEMENTATION", "WITH_BODY", "CHECK_CRC", "SKIP_CORRUPT", "BIT_RETRY", "BIT_DLQ", "BIT_DELAYED",
            "BIT_COMPRESSED", "BIT_HAS_TAGS", "COLUMN_SKIP_FLAGS", "FIXED_COLUMNS", "STRING_COLUMNS", "format_host",
            "find_record", "decode_columns", "decode_columns_at", "walk_records"]
 
@@ -89,8 +93,7 @@ _I64 = struct.Struct(">q")
 
 
 def _check(mv, pos: int, limit: int, check_crc: bool):
-    """The record checker of the store kernels (``checkMessageAndReturnSize``)."""
-    from mqcore._store_py import _check_record
+    """The record checker shared with the store kernels (``checkMessageAndReturnSize``)."""
     return _check_record(mv, pos, limit, check_crc)
 
 
@@ -123,7 +126,6 @@ _props = split_properties
 
 
 def _level(raw: bytes | None) -> int:
-    from mqcore._store_py import _parse_level
     return 0 if raw is None else _parse_level(raw)
 
 
@@ -300,7 +302,7 @@ def decode_columns(buf, start: int, stop: int, limit: int, base_offset: int, max
             n += 1
             used += size
         pos += size
-    return n, out.columns(), pos, reason, corrupt, corrupt_bytes
+    return ColumnBatch(n, out.columns(), pos, reason, corrupt, corrupt_bytes)
 
 
 def decode_columns_at(buf, positions, first: int, limit: int, base_offset: int, max_rows: int,
@@ -340,10 +342,10 @@ def decode_columns_at(buf, positions, first: int, limit: int, base_offset: int, 
             n += 1
             used += size
         i += 1
-    return n, out.columns(), i, reason, corrupt, corrupt_bytes
+    return ColumnBatch(n, out.columns(), i, reason, corrupt, corrupt_bytes)
 
 
-def walk_records(buf, start: int, limit: int, check_crc: bool):
+def walk_records(buf, start: int, limit: int, check_crc: bool) -> RecordWalk:
     """Walk valid records from ``start``; ``(end, count, reason, first_ts, last_ts)``.
 
     ``end`` is the position after the last valid record: the end of a live file's
@@ -365,4 +367,4 @@ def walk_records(buf, start: int, limit: int, check_crc: bool):
         last_ts = ts
         count += 1
         pos += size
-    return pos, count, reason, first_ts, last_ts
+    return RecordWalk(pos, count, reason, first_ts, last_ts)

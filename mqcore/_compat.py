@@ -1,9 +1,10 @@
-"""The only place that picks the store kernels.
+"""The only place that picks the kernels: the store kernels and the column kernels.
 
-The Cython extension ``mqcore._store`` is the default. Setting the environment
+The Cython extensions ``mqcore._store`` and ``mqcore._columns`` are the default. Setting the environment
 variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twin on purpose (for
 debugging and for the tests that compare both). If the extension is missing
-without that variable, importing this module fails loudly: a silent fallback
+without that variable, importing this module fails loudly (the column kernels: when
+first asked for, so a broker never loads the Spark decoder): a silent fallback
 would hide a broken build behind a 50x slower store.
 
 Library code reaches the kernels through one accessor: a class or function that
@@ -14,15 +15,20 @@ the chosen module at import time instead.
 """
 from __future__ import annotations
 
+import functools
 import os
 
-from mqcore.kernel_api import PipelineKernels, StoreKernels
+from mqcore.kernel_api import ColumnKernels, PipelineKernels, StoreKernels
 
 PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
 
 
+def pure_python_forced() -> bool:
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
 def _load() -> StoreKernels:
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+    if pure_python_forced():
         from mqcore import _store_py
         return _store_py
     try:
@@ -67,3 +73,19 @@ pipeline_kernels: PipelineKernels = _load_pipeline()
 def default_pipeline_kernels() -> PipelineKernels:
     """The broker pipeline kernels to use when a caller did not inject any."""
     return pipeline_kernels
+
+
+@functools.cache  # chosen once, on first use: only Spark needs the column kernels
+def default_column_kernels() -> ColumnKernels:
+    """The column kernels (Spark's decoder) to use when a caller did not inject any."""
+    if pure_python_forced():
+        from mqcore import _columns_py
+        return _columns_py
+    try:
+        from mqcore import _columns
+    except ImportError as e:  # pragma: no cover - exercised by a broken install
+        raise ImportError(
+            "mqcore's compiled extension mqcore._columns did not load (%s). Rebuild it with "
+            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
+            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+    return _columns

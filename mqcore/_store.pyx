@@ -21,6 +21,7 @@ from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.properties import format_properties
 from mqcore.format.record import DECODED_FIELDS, DecodedRecord
+from mqcore.format.scans import BatchMeasure, IndexKeys, QueueSelection, QueueUnits, RecordScan
 
 IMPLEMENTATION = "cython"
 
@@ -41,16 +42,7 @@ cdef inline object _named_record(tuple fields):
         PyTuple_SET_ITEM(r, i, v)
     return r
 
-cdef const unsigned char *EMPTY = <const unsigned char *>b""
-
-
-cdef inline const unsigned char *_ptr(const unsigned char[::1] b) noexcept nogil:
-    return &b[0] if b.shape[0] else EMPTY
-
-
-cdef inline int32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    # zlib's crc32 takes an unsigned int length; bodies are far below 4 GiB
-    return <int32_t>(crc32(0, p, <unsigned int>n) & 0x7FFFFFFF)
+include "_record.pxi"  # _ptr, _crc, the record checker and the property walk (shared with _columns.pyx)
 
 
 # --- Java String.hashCode over UTF-8 input -------------------------------------------
@@ -444,7 +436,7 @@ def measure_batch(const unsigned char[::1] items, Py_ssize_t topic_len, Py_ssize
             max_props = pl
         count += 1
         pos += t
-    return count, total, max_body, max_props
+    return _named(BatchMeasure, (count, total, max_body, max_props))
 
 
 def encode_batch(unsigned char[::1] dst, Py_ssize_t pos, const unsigned char[::1] items,
@@ -488,87 +480,7 @@ def encode_batch(unsigned char[::1] dst, Py_ssize_t pos, const unsigned char[::1
     return written
 
 
-# --- record checking and scanning -----------------------------------------------------------
-cdef int _check_record(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, bint check_crc,
-                       RecordView *v) noexcept nogil:
-    """``checkMessageAndReturnSize``: -1 when valid (fields in ``v``), else a STOP_* reason."""
-    cdef Py_ssize_t i
-    if end - pos < 8:
-        for i in range(pos, end):
-            if b[i]:
-                return STOP_TRUNCATED
-        return STOP_NO_DATA
-    v.size = mq_rd_i32(b + pos)
-    v.magic = mq_rd_i32(b + pos + REC_MAGIC)
-    if v.magic == MAGIC_BLANK:
-        return STOP_BLANK
-    if v.magic != MAGIC_V1 and v.magic != MAGIC_V2:
-        return STOP_NO_DATA if v.size == 0 and v.magic == 0 else STOP_CORRUPT
-    if v.size < REC_FIXED_V4 + 3:
-        return STOP_CORRUPT
-    if pos + v.size > end:
-        return STOP_TRUNCATED
-    cdef Py_ssize_t rec_end = pos + v.size
-    v.sys_flag = mq_rd_i32(b + pos + REC_SYSFLAG)
-    v.born_extra = HOST_V6_EXTRA if v.sys_flag & SYSFLAG_BORNHOST_V6 else 0
-    v.store_extra = HOST_V6_EXTRA if v.sys_flag & SYSFLAG_STOREHOST_V6 else 0
-    v.body_at = pos + REC_BODYLENGTH_V4 + v.born_extra + v.store_extra
-    if v.body_at + 4 > rec_end:
-        return STOP_CORRUPT
-    v.body_len = mq_rd_i32(b + v.body_at)
-    if v.body_len < 0 or v.body_at + 4 + v.body_len + 3 > rec_end:
-        return STOP_CORRUPT
-    cdef Py_ssize_t topic_field = v.body_at + 4 + v.body_len
-    if v.magic == MAGIC_V1:
-        v.topic_len = b[topic_field]
-        if v.topic_len > 127:
-            return STOP_CORRUPT
-        v.topic_at = topic_field + 1
-    else:
-        v.topic_len = mq_rd_i16(b + topic_field)
-        if v.topic_len < 0:
-            return STOP_CORRUPT
-        v.topic_at = topic_field + 2
-    if v.topic_at + v.topic_len + 2 > rec_end:
-        return STOP_CORRUPT
-    v.props_len = mq_rd_i16(b + v.topic_at + v.topic_len)
-    v.props_at = v.topic_at + v.topic_len + 2
-    if v.props_len < 0 or v.props_at + v.props_len != rec_end:
-        return STOP_CORRUPT
-    if check_crc and v.body_len > 0:
-        if _crc(b + v.body_at + 4, v.body_len) != mq_rd_i32(b + pos + REC_BODYCRC):
-            return STOP_CORRUPT
-    return -1
-
-
-cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t k) noexcept nogil:
-    cdef Py_ssize_t i
-    if n != k:
-        return False
-    for i in range(k):
-        if p[i] != <unsigned char>name[i]:
-            return False
-    return True
-
-
-cdef inline Py_ssize_t _next_property(const unsigned char *b, Py_ssize_t p, Py_ssize_t end,
-                                      Py_ssize_t *name_end) noexcept nogil:
-    """End of the property segment starting at ``p`` (its U+0002 or ``end``).
-
-    ``name_end[0]`` is the position of the segment's U+0001 when the segment is valid (a
-    non-empty name and a non-empty value, as string2messageProperties accepts), else -1.
-    The one C walk of the property grammar; mqcore/format/properties.py is the Python one.
-    """
-    cdef Py_ssize_t q = p, k
-    while q < end and b[q] != PROPERTY_SEPARATOR_BYTE:
-        q += 1
-    k = p
-    while k < q and b[k] != NAME_VALUE_SEPARATOR_BYTE:
-        k += 1
-    name_end[0] = k if (k > p and k < q - 1) else -1
-    return q
-
-
+# --- record scanning (the checker is _record.pxi's _check_record) ----------------------------
 cdef void _find_props(const unsigned char *b, Py_ssize_t at, Py_ssize_t n, Py_ssize_t *tags,
                       Py_ssize_t *uniq, Py_ssize_t *keys, Py_ssize_t *delay) noexcept nogil:
     """Value spans (pos, len pairs) of TAGS, UNIQ_KEY, KEYS and DELAY; last occurrence wins."""
@@ -590,31 +502,6 @@ cdef void _find_props(const unsigned char *b, Py_ssize_t at, Py_ssize_t n, Py_ss
                 delay[0] = k + 1
                 delay[1] = q - k - 1
         p = q + 1
-
-
-cdef int64_t _parse_level(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    cdef int64_t v = 0
-    cdef Py_ssize_t i = 0
-    cdef bint neg = False
-    if n == 0:
-        return 0
-    if p[0] == 45:  # '-'
-        neg = True
-        i = 1
-        if n == 1:
-            return 0
-    elif p[0] == 43:  # '+' (int() accepts it)
-        i = 1
-        if n == 1:
-            return 0
-    for i in range(i, n):
-        if p[i] < 48 or p[i] > 57:
-            return 0
-        if v < 100000000:  # saturate: any level this large is clamped to the maximum anyway
-            v = v * 10 + (p[i] - 48)
-    if v > 100000000:  # the clamp itself, as the twin's: a saturated value still depends on its digits
-        v = 100000000
-    return -v if neg else v
 
 
 def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, int64_t base_offset,
@@ -701,15 +588,7 @@ def scan_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end,
                 rows[n].tags_code = 0
         n += 1
         pos += v.size
-    return table[:n], topics, pos, reason
-
-
-cdef inline bint memcmp_eq(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
+    return _named(RecordScan, (table[:n], topics, pos, reason))
 
 
 cdef str _host_str(const unsigned char *p, Py_ssize_t n):
@@ -838,7 +717,7 @@ def cq_read(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count):
             s[i] = mq_rd_i32(b + CQ_SIZE)
             t[i] = mq_rd_i64(b + CQ_TAGSCODE)
             b += CQ_UNIT_SIZE
-    return phys, sizes, tags
+    return _named(QueueUnits, (phys, sizes, tags))
 
 
 def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, codes,
@@ -887,7 +766,7 @@ def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, 
             out[n] = i
             n += 1
             total += size
-    return scanned, picked[:n]
+    return _named(QueueSelection, (scanned, picked[:n]))
 
 
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
@@ -984,7 +863,7 @@ def index_keys(const unsigned char[::1] buf, table, topics):
                     tv[m] = rows[i].store_timestamp
                     m += 1
                 j = k + 1
-    return hashes[:m], phys[:m], tss[:m]
+    return _named(IndexKeys, (hashes[:m], phys[:m], tss[:m]))
 
 
 cdef void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
@@ -1138,6 +1017,5 @@ def prefault(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_
     return n
 
 
-# --- columnar decode (Spark, client) -------------------------------------------------------------------
-include "_columns.pxi"
+# --- client wire frames ----------------------------------------------------------------------------
 include "_wire_client.pxi"

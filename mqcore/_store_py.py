@@ -9,19 +9,21 @@ locks, log or read the clock.
 """
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from typing import Callable, Sequence
 
 import numpy as np
 
+from mqcore._record_py import _check_record, _host_extra, _parse_level
 from mqcore.errors import CorruptFileError, RecordDecodeError
 from mqcore.format import batch
 from mqcore.format import layout as L
 from mqcore.format.javahash import continue_hash, string_hash, to_int32
 from mqcore.format.properties import join_property_strings, property_spans
-from mqcore.format.record import DECODED_FIELDS, DecodedRecord
+from mqcore.format.record import DECODED_FIELDS as DECODED_FIELDS  # a kernel constant (StoreKernels)
+from mqcore.format.record import DecodedRecord
+from mqcore.format.scans import BatchMeasure, IndexKeys, QueueSelection, QueueUnits, RecordScan
 
 IMPLEMENTATION = "python"
 
@@ -63,12 +65,6 @@ def index_hash(h: int) -> int:
 
 
 # --- record sizes ------------------------------------------------------------
-def _host_extra(sys_flag: int) -> tuple[int, int]:
-    b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
-    s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
-    return b, s
-
-
 def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int) -> int:
     """TOTALSIZE of a v1 record (``CommitLog.calMsgLength``)."""
     b, s = _host_extra(sys_flag)
@@ -97,12 +93,12 @@ def encode_record(dst, pos: int, topic: bytes, queue_id: int, flag: int, queue_o
         raise ValueError("record does not fit in the buffer")
     crc = zlib.crc32(body) & 0x7FFFFFFF if len(body) else 0
     out = bytearray()
-    out += struct.pack(">iiiiiqqiq", size, L.MAGIC_V1, crc, queue_id, flag, queue_offset,
-                       phy_offset, sys_flag, born_timestamp)
+    out += L.REC_HEAD.pack(size, L.MAGIC_V1, crc, queue_id, flag, queue_offset, phy_offset, sys_flag,
+                           born_timestamp)
     out += born_host
-    out += _I64.pack(store_timestamp)
+    out += L.REC_STORETIMESTAMP.pack(store_timestamp)
     out += store_host
-    out += struct.pack(">iqi", reconsume_times, prepared_offset, len(body))
+    out += L.REC_TAIL.pack(reconsume_times, prepared_offset, len(body))
     out += body
     out += bytes((len(topic),)) + topic
     out += _I16.pack(len(properties)) + properties
@@ -114,7 +110,7 @@ def write_blank(dst, pos: int, size: int) -> None:
     """End-of-file marker: TOTALSIZE = bytes left in the file, BLANK magic."""
     if size < L.BLANK_HEADER_BYTES or pos < 0 or pos + L.BLANK_HEADER_BYTES > len(dst):
         raise ValueError("no room for an end-of-file marker")
-    dst[pos:pos + 8] = struct.pack(">ii", size, L.MAGIC_BLANK)
+    dst[pos:pos + L.BLANK_HEADER_BYTES] = L.REC_SIZE_MAGIC.pack(size, L.MAGIC_BLANK)
 
 
 # --- wire batches (SEND_BATCH_MESSAGE) --------------------------------------
@@ -132,7 +128,7 @@ def _joined_props_len(props_len: int, extra_len: int) -> int:
     return props_len + 1 + extra_len  # U+0002 between item and batch properties
 
 
-def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) -> tuple[int, int, int, int]:
+def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) -> BatchMeasure:
     """Validate a wire batch; returns (count, total record bytes, max body, max properties)."""
     count = total = max_body = max_props = 0
     for _flag, body, props in _iter_batch_items(items):
@@ -141,7 +137,7 @@ def measure_batch(items, topic_len: int, extra_props_len: int, sys_flag: int) ->
         max_body = max(max_body, len(body))
         max_props = max(max_props, plen)
         count += 1
-    return count, total, max_body, max_props
+    return BatchMeasure(count, total, max_body, max_props)
 
 
 def encode_batch(dst, pos: int, items, topic: bytes, queue_id: int, first_queue_offset: int,
@@ -190,16 +186,6 @@ def _find_props(props: bytes, base: int):
     return found
 
 
-_LEVEL_RE = re.compile(rb"[+-]?[0-9]+")
-
-
-def _parse_level(raw: bytes) -> int:
-    """DELAY value as an int; 0 (not delayed) unless it is a plain decimal number."""
-    if not _LEVEL_RE.fullmatch(raw):
-        return 0
-    return max(-100000000, min(int(raw), 100000000))
-
-
 def _schedule_tags_code(raw_level: bytes, store_ts: int, delay_ms) -> int | None:
     level = _parse_level(raw_level)
     if level <= 0:
@@ -211,49 +197,6 @@ def _schedule_tags_code(raw_level: bytes, store_ts: int, delay_ms) -> int | None
 
 
 SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"
-
-
-def _check_record(mv, pos: int, end: int, check_crc: bool):
-    """Validate the record at pos; returns (status, size, fields) per checkMessageAndReturnSize."""
-    if end - pos < 8:
-        return (L.ScanStop.NO_DATA if not any(mv[pos:end]) else L.ScanStop.TRUNCATED), 0, None
-    size, magic = struct.unpack_from(">ii", mv, pos)
-    if magic == L.MAGIC_BLANK:
-        return L.ScanStop.BLANK, size, None
-    if magic not in (L.MAGIC_V1, L.MAGIC_V2):
-        return (L.ScanStop.NO_DATA if size == 0 and magic == 0 else L.ScanStop.CORRUPT), 0, None
-    if size < L.REC_FIXED_V4 + 3:
-        return L.ScanStop.CORRUPT, 0, None
-    if pos + size > end:
-        return L.ScanStop.TRUNCATED, size, None
-    sys_flag = _I32.unpack_from(mv, pos + L.REC_SYSFLAG)[0]
-    b, s = _host_extra(sys_flag)
-    body_at = pos + L.REC_BODYLENGTH_V4 + b + s
-    body_len = _I32.unpack_from(mv, body_at)[0]
-    if body_len < 0 or body_at + 4 + body_len + 3 > pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    topic_at = body_at + 4 + body_len
-    if magic == L.MAGIC_V1:
-        topic_len = mv[topic_at]
-        if topic_len > 127:  # Java reads a signed byte
-            return L.ScanStop.CORRUPT, 0, None
-        topic_w = 1
-    else:
-        topic_len = _I16.unpack_from(mv, topic_at)[0]
-        topic_w = 2
-        if topic_len < 0:
-            return L.ScanStop.CORRUPT, 0, None
-    props_at = topic_at + topic_w + topic_len
-    if props_at + 2 > pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    props_len = _I16.unpack_from(mv, props_at)[0]
-    if props_len < 0 or props_at + 2 + props_len != pos + size:
-        return L.ScanStop.CORRUPT, 0, None
-    if check_crc and body_len > 0:
-        crc = _I32.unpack_from(mv, pos + L.REC_BODYCRC)[0]
-        if zlib.crc32(mv[body_at + 4:body_at + 4 + body_len]) & 0x7FFFFFFF != crc:
-            return L.ScanStop.CORRUPT, 0, None
-    return None, size, (sys_flag, b, body_at, body_len, topic_at + topic_w, topic_len, props_at + 2, props_len)
 
 
 def scan_records(buf, start: int, end: int, base_offset: int, check_crc: bool,
@@ -306,7 +249,7 @@ def scan_records(buf, start: int, end: int, base_offset: int, check_crc: bool,
                      _I32.unpack_from(mv, pos + L.REC_QUEUEID)[0], sys_flag, tid, up, ul, kp, kl))
         pos += size
     table = np.array(rows, dtype=DISPATCH_DTYPE) if rows else np.empty(0, DISPATCH_DTYPE)
-    return table, topics, pos, reason
+    return RecordScan(table, topics, pos, reason)
 
 
 def _host_str(raw: bytes) -> str:
@@ -393,7 +336,7 @@ def cq_count_valid(buf, start: int, end: int) -> int:
     return n
 
 
-def cq_read(buf, start: int, count: int):
+def cq_read(buf, start: int, count: int) -> QueueUnits:
     """Units at ``buf[start:]`` as three arrays (phys int64, sizes int32, tags int64)."""
     if start < 0 or count < 0 or start + count * L.CQ_UNIT_SIZE > len(buf):
         raise ValueError("consume-queue read outside the buffer")
@@ -402,10 +345,10 @@ def cq_read(buf, start: int, count: int):
     tags = np.empty(count, np.int64)
     for i in range(count):
         phys[i], sizes[i], tags[i] = L.CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
-    return phys, sizes, tags
+    return QueueUnits(phys, sizes, tags)
 
 
-def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int):
+def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int) -> QueueSelection:
     """Pick units for a pull: tag filter by ``(int)tagsCode in codes`` (None = all).
 
     Scans at most ``count`` units from ``start``; stops once ``max_count`` units were
@@ -430,7 +373,7 @@ def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int
             continue
         picked.append(i)
         total += size
-    return scanned, np.array(picked, dtype=np.int64)
+    return QueueSelection(scanned, np.array(picked, dtype=np.int64))
 
 
 def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
@@ -476,7 +419,7 @@ def _hash_key(topic_hash_state: int, key: bytes) -> int:
     return index_hash(_to_int32(_hash_units(topic_hash_state, units)))
 
 
-def index_keys(buf, table, topics: Sequence[bytes]):
+def index_keys(buf, table, topics: Sequence[bytes]) -> IndexKeys:
     """Index keys of dispatched records: ``topic#UNIQ_KEY`` then ``topic#k`` for each KEYS word.
 
     Returns three arrays (key hashes int32, phy offsets int64, store timestamps int64)
@@ -497,7 +440,7 @@ def index_keys(buf, table, topics: Sequence[bytes]):
             hashes.append(_hash_key(state, k))
             phys.append(int(row["phy_offset"]))
             tss.append(int(row["store_timestamp"]))
-    return (np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
+    return IndexKeys(np.array(hashes, np.int32), np.array(phys, np.int64), np.array(tss, np.int64))
 
 
 def index_put_one(buf, slots: int, max_entries: int, key_hash: int, phy: int, timestamp: int) -> int:
@@ -615,5 +558,4 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
     return len(range(start - start % page_size, end, page_size))
 
 
-from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)
 from mqcore._wire_client_py import *  # noqa: E402,F401,F403  (client wire frames: mqcore/_wire_client_py.py)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
 import socket
 import struct
 from typing import Mapping
 
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
+from mqcore.format.names import MAX_GROUP_LENGTH, NAME_CHARS_TEXT, valid_name_chars
 from mqcore.format.properties import format_properties, parse_properties
 from mqcore.format.record import DecodedRecord
 from mqcore.netaddr import parse_host_port
@@ -56,7 +56,6 @@ DEFAULT_TOPIC = "TBW102"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 properties_to_string = format_properties
@@ -73,16 +72,16 @@ def validate_topic(topic: str) -> None:
         raise IllegalArgumentError("the topic name is empty")
     if len(topic) > L.MAX_TOPIC_LENGTH:
         raise IllegalArgumentError(f"the topic name is longer than {L.MAX_TOPIC_LENGTH} characters: {topic[:40]}...")
-    if not _VALID_NAME.match(topic):
+    if not valid_name_chars(topic):
         raise IllegalArgumentError(
-            f"the topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+            f"the topic name {topic!r} has characters outside {NAME_CHARS_TEXT}")
 
 
 def validate_group(group: str) -> None:
     """Group names: ``[%|a-zA-Z0-9_-]``, 1..255 characters."""
-    if not group or len(group) > 255 or not _VALID_NAME.match(group):
+    if not group or len(group) > MAX_GROUP_LENGTH or not valid_name_chars(group):
         raise IllegalArgumentError(
-            f"the group name {group!r} must be 1..255 characters from [%|a-zA-Z0-9_-]")
+            f"the group name {group!r} must be 1..{MAX_GROUP_LENGTH} characters from {NAME_CHARS_TEXT}")
 
 
 def is_retry_topic(topic: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mqcore import _compat
-from tests.support.kernels import IMPLS
+from tests.support.kernels import COLUMN_IMPLS, IMPLS
 from tests.support.kernels import IMPORT_ERROR as _IMPORT_ERROR
 
 
@@ -24,6 +24,14 @@ def kernels(request):
     if request.param not in IMPLS:
         pytest.fail("compiled extension mqcore._store did not load: %s" % _IMPORT_ERROR)
     return IMPLS[request.param]
+
+
+@pytest.fixture(params=["cython", "python"])
+def column_kernels(request):
+    """The column kernels (Spark's decoder), compiled and twin, one test run each."""
+    if request.param not in COLUMN_IMPLS:
+        pytest.fail("compiled extension mqcore._columns did not load: %s" % _IMPORT_ERROR)
+    return COLUMN_IMPLS[request.param]
 
 
 @pytest.fixture

@@ -8,9 +8,11 @@ def test_extension_loaded():
     """A silent fallback to the twin would hide a broken build: refuse it."""
     if pure_python_forced():
         assert _compat.kernels.IMPLEMENTATION == "python"
+        assert _compat.default_column_kernels().IMPLEMENTATION == "python"
     else:
         assert _IMPORT_ERROR is None, _IMPORT_ERROR
         assert _compat.kernels.IMPLEMENTATION == "cython"
+        assert _compat.default_column_kernels().IMPLEMENTATION == "cython"
 
 
 def test_pipeline_extension_loaded():

@@ -15,12 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqcore import _store, _store_py
+from mqcore import _columns, _columns_py, _store, _store_py
 from mqcore.errors import CorruptFileError
 from mqcore.format import layout as L
 from mqcore.format.index_chains import chains_sound
 
 BOTH = (_store, _store_py)
+COLUMNS = (_columns, _columns_py)
 STORE_HOST = bytes.fromhex("c0a8000100002a9f")
 BORN_HOST = bytes.fromhex("c0a8000a0000d431")
 DELAYS = (1000, 5000)
@@ -196,14 +197,14 @@ def test_walk_find_and_decode_at_agree_on_damaged_logs(bodies, damage, start, ch
     data = bytes(buf[:end + 64])
     limit = len(data)
     start = min(start, limit)
-    walks = [_outcome(lambda k=k: k.walk_records(data, start, limit, check_crc)) for k in BOTH]
+    walks = [_outcome(lambda k=k: k.walk_records(data, start, limit, check_crc)) for k in COLUMNS]
     assert walks[0] == walks[1]
-    finds = [_outcome(lambda k=k: k.find_record(data, start, limit, limit, base, check_crc)) for k in BOTH]
+    finds = [_outcome(lambda k=k: k.find_record(data, start, limit, limit, base, check_crc)) for k in COLUMNS]
     assert finds[0] == finds[1]
     positions = np.array(sorted({0, start, *(at % end for at, _ in damage)}), np.int64)
-    flags = _store.WITH_BODY | _store.SKIP_CORRUPT | (_store.CHECK_CRC if check_crc else 0)
+    flags = _columns.WITH_BODY | _columns.SKIP_CORRUPT | (_columns.CHECK_CRC if check_crc else 0)
     got = [k.decode_columns_at(data, positions, 0, limit, base, 4, 1 << 16, None, -(1 << 62), 1 << 62, flags)
-           for k in BOTH]
+           for k in COLUMNS]
     (n0, c0, *rest0), (n1, c1, *rest1) = got
     assert n0 == n1 and rest0 == rest1
     assert c0.keys() == c1.keys()

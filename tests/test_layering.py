@@ -39,6 +39,11 @@ def _imports(path: str) -> set[str]:
                 found.update(f"{node.module}.{a.name}" for a in node.names)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
+            elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                  and isinstance(node.args[0].value, str)
+                  and (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+                       or isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))):
+                found.add(node.args[0].value)  # importlib.import_module("mqcore.x") is an import too
         return {m for m in found if m == "mqcore" or m.startswith("mqcore.")}
     found = set()
     for line in text.splitlines():
@@ -60,7 +65,7 @@ def _all_modules() -> dict[str, set[str]]:
 
 MODULES = _all_modules()
 KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._wire_client_py",
-           "mqcore._pipeline", "mqcore._pipeline_py", "mqcore._compat",
+           "mqcore._pipeline", "mqcore._pipeline_py", "mqcore._record_py", "mqcore._compat",
            "mqcore.kernel_api")
 
 
@@ -89,8 +94,15 @@ ALLOWED = {
     "mqcore.message": ("mqcore.errors", "mqcore.format", "mqcore.clock", "mqcore.netaddr"),
 }
 # the interface the kernels satisfy imports only the leaf that names a decoded record
-ALLOWED["mqcore.kernel_api"] = ("mqcore.format.record",)
+ALLOWED["mqcore.kernel_api"] = ("mqcore.format.record", "mqcore.format.scans")
+# the kernels are grouped by user: the store kernels and the column kernels (Spark) share only
+# the record checker (_record_py, the twin of _record.pxi); neither imports the other
+ALLOWED["mqcore._record_py"] = ("mqcore.errors", "mqcore.format")
+ALLOWED["mqcore._store_py"] = ("mqcore.errors", "mqcore.format", "mqcore._record_py", "mqcore._wire_client_py")
+ALLOWED["mqcore._columns_py"] = ("mqcore.errors", "mqcore.format", "mqcore._record_py")
+ALLOWED["mqcore._columns"] = ("mqcore.errors", "mqcore.format", "mqcore._store")  # cimports _store.pxd (layout)
 ALLOWED["mqcore.format.record"] = ()
+ALLOWED["mqcore.format.scans"] = ()
 #: package -> packages it must not import
 FORBIDDEN = {
     "mqcore.store": ("mqcore.broker", "mqcore.namesrv", "mqcore.client", "mqcore.remoting", "mqcore.spark",
@@ -125,6 +137,19 @@ EXCEPTIONS = {
     # `mqstore import` writes topics.json for the topics it creates, as a broker would
     "mqcore.tools": ("mqcore.broker.metadata",),
 }
+
+
+def test_the_scan_sees_imports_inside_functions(tmp_path):
+    """ast.walk visits every node, so an import deferred into a function (or made through
+    importlib) counts like one at the top: a lazy import cannot hide an upward edge."""
+    src = tmp_path / "lazy.py"
+    src.write_text("import os\n\ndef f():\n    from mqcore.broker import broker\n    import mqcore.spark.decode\n"
+                   "    import importlib\n    return importlib.import_module('mqcore.client.producer')\n")
+    assert _imports(str(src)) == {"mqcore.broker.broker", "mqcore.spark.decode", "mqcore.client.producer"}
+    # and a relative import, which the scan would not resolve, is not used anywhere
+    relative = [m for m, p in ((m, p) for m, p, _ in _library_sources())
+                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(open(p).read())))]
+    assert not relative, f"relative imports (write them absolute, so the layering scan sees them): {relative}"
 
 
 def test_the_scan_sees_the_package():
@@ -213,6 +238,30 @@ HOMES = {
     "31 * h": ("mqcore.format.javahash", "mqcore._store", "mqcore._pipeline"),
     # a host:port split by hand instead of netaddr.parse_host_port
     'rpartition(":")': ("mqcore.netaddr",),
+    # property separators spelled by hand instead of format.properties / layout's names; the
+    # gRPC service is edited by its owners this session and still spells them (pending)
+    '"\\x01"': ("mqcore.format.layout", "mqcore.grpc.service"),
+    '"\\x02"': ("mqcore.format.layout", "mqcore.grpc.service"),
+    "\\x01{": (),
+    # body decompression: format.compression (client, gRPC and Spark call it)
+    "zlib.decompress(": ("mqcore.format.compression",),
+    "lz4.frame.decompress(": ("mqcore.format.compression",),
+    # the topic/group name characters: format.names (as a byte set or a pattern)
+    "abcdefghijklmnopqrstuvwxyz": (),
+    "a-zA-Z0-9_-]+": (),
+    "ascii_letters": ("mqcore.format.names",),
+    # index file geometry is inferred by format.files.index_geometry only (RocketMQ's 1:4 ratio
+    # is 4 + 4*20 = 84 bytes per slot)
+    "% 84": (),
+    "// 84": (),
+    "def index_geometry": ("mqcore.format.files",),
+    # fixed-size shapes are layout's structs and dtypes: the record's head and tail, a
+    # consume-queue unit (struct or numpy), the size+magic pair
+    '">iiiiiqqiq"': ("mqcore.format.layout",),
+    '">iqi"': ("mqcore.format.layout",),
+    '">qiq"': ("mqcore.format.layout",),
+    '">qi"': (),
+    '("phy", ">i8")': (),
 }
 
 
@@ -226,3 +275,88 @@ def test_a_concept_is_implemented_in_its_home_only(marker):
                 if marker in open(p, encoding="utf-8").read():
                     found.add(_module_name(p))
     assert found <= set(HOMES[marker]), f"{marker!r} outside its home: {sorted(found - set(HOMES[marker]))}"
+
+
+# --- no import cycles ------------------------------------------------------------------------------
+def _resolve(name: str) -> str | None:
+    """The scanned module an import lands in ("mqcore.format.layout.X" -> "mqcore.format.layout")."""
+    while name not in MODULES:
+        if "." not in name:
+            return None
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _graph() -> dict[str, set[str]]:
+    g: dict[str, set[str]] = {}
+    for mod, imports in MODULES.items():
+        g[mod] = {r for r in map(_resolve, imports) if r and r != mod and r != "mqcore"}
+    return g
+
+
+def _cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(g):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_module_imports_itself_through_others():
+    """No cycle between modules, function-level imports included (the kernels' twins used to
+    import each other; the record checker they share is now _record_py)."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
+    assert not _cycles(_graph()), _cycles(_graph())
+
+
+#: package-level cycles still waiting for their owner, each with its reason; shrink, never grow
+PACKAGE_CYCLES_PENDING = {
+    # gRPC reaches into the broker and the broker starts the gRPC endpoint lazily: the small
+    # interface between them is the gRPC engineers' work (issue 26, owned by them this session)
+    frozenset({"mqcore.broker", "mqcore.grpc"}),
+    # format.files reads the default delay levels from config, and config validates sizes with
+    # format.layout: no module cycle, but the two should be one layer
+    frozenset({"mqcore.config", "mqcore.format"}),
+}
+
+
+def test_no_package_cycles_beyond_the_pending_ones():
+    def pkg(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+    edges = {(pkg(a), pkg(b)) for a, bs in _graph().items() for b in bs if pkg(a) != pkg(b)}
+    found = {frozenset((a, b)) for a, b in edges if (b, a) in edges}
+    assert found <= PACKAGE_CYCLES_PENDING, f"new package cycles: {found - PACKAGE_CYCLES_PENDING}"

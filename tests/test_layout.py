@@ -80,6 +80,17 @@ def test_structs_follow_the_named_offsets():
     assert L.CQ_UNIT.size == L.CQ_UNIT_SIZE
     assert L.BATCH_ITEM_HEAD.size == L.BATCH_ITEM_FIXED
     assert L.CHECKPOINT_FIELDS.size == L.CKPT_INDEX_MSG_TIMESTAMP + 8
+    # the record's pieces the twin writes with: head up to the born host, store timestamp
+    # between the hosts, tail from RECONSUMETIMES to the body
+    assert L.REC_HEAD.size == L.REC_BORNHOST
+    assert L.REC_STORETIMESTAMP.size == L.REC_STOREHOST_V4 - L.REC_STORETIMESTAMP_V4
+    assert L.REC_TAIL.size == L.REC_FIXED_V4 - L.REC_RECONSUMETIMES_V4
+    assert L.REC_SIZE_MAGIC.size == L.REC_MAGIC + 4 == L.BLANK_HEADER_BYTES
+    head = L.REC_HEAD.pack(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    assert [int.from_bytes(head[o:o + w], "big") for o, w in
+            ((L.REC_QUEUEID, 4), (L.REC_QUEUEOFFSET, 8), (L.REC_SYSFLAG, 4), (L.REC_BORNTIMESTAMP, 8))] == [4, 6, 8, 9]
+    tail = L.REC_TAIL.pack(1, 2, 3)
+    assert int.from_bytes(tail[L.REC_BODYLENGTH_V4 - L.REC_RECONSUMETIMES_V4:], "big") == 3
     # a unit packed by the struct reads back field by field at the named offsets
     raw = L.CQ_UNIT.pack(123456789012, 345, -7)
     unit = np.frombuffer(raw, L.CQ_UNIT_DTYPE)[0]
@@ -136,3 +147,29 @@ def test_batch_items_round_trip_and_reject_bad_sizes():
     for bad in (body[:-1], body + b"\x00", b"\x00\x00\x00\x05" + body[4:]):
         with pytest.raises(RecordDecodeError):
             list(iter_batch_items(bad))
+
+
+def test_both_kernels_write_every_record_field_at_its_named_offset(both_kernels):
+    """Every field distinct and non-zero, so a field written at another offset (or in another
+    order, as a positional struct format could) changes the bytes."""
+    born, store = b"\x0a\x00\x00\x07\x00\x00\x9c\x40", b"\x7f\x00\x00\x01\x00\x00\x2a\x9f"
+    args = (b"Topic", 3, 0x55, 123456, 987654321, L.SYSFLAG_COMPRESSED, 1_700_000_000_001, born,
+            1_700_000_000_002, store, 7, 424242, b"body!", b"K\x01V")
+    out = []
+    for k in both_kernels:
+        buf = bytearray(256)
+        size = k.encode_record(buf, 0, *args)
+        out.append(bytes(buf[:size]))
+    assert out[0] == out[1]
+    rec = out[0]
+
+    def at(off, width):
+        return int.from_bytes(rec[off:off + width], "big", signed=True)
+    assert at(L.REC_TOTALSIZE, 4) == len(rec) and at(L.REC_MAGIC, 4) == L.MAGIC_V1
+    assert (at(L.REC_QUEUEID, 4), at(L.REC_FLAG, 4), at(L.REC_QUEUEOFFSET, 8), at(L.REC_PHYOFFSET, 8)) == \
+        (3, 0x55, 123456, 987654321)
+    assert (at(L.REC_SYSFLAG, 4), at(L.REC_BORNTIMESTAMP, 8), at(L.REC_STORETIMESTAMP_V4, 8)) == \
+        (L.SYSFLAG_COMPRESSED, 1_700_000_000_001, 1_700_000_000_002)
+    assert rec[L.REC_BORNHOST:L.REC_BORNHOST + 8] == born and rec[L.REC_STOREHOST_V4:L.REC_STOREHOST_V4 + 8] == store
+    assert (at(L.REC_RECONSUMETIMES_V4, 4), at(L.REC_PREPAREDOFFSET_V4, 8), at(L.REC_BODYLENGTH_V4, 4)) == \
+        (7, 424242, 5)

@@ -16,11 +16,11 @@ as in 4.9 (message trace writes ``RMQ_SYS_TRACE_TOPIC`` from clients).
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any, Callable
 
 from mqcore.errors import ProtocolError
 from mqcore.format import layout as L
+from mqcore.format.names import MAX_GROUP_LENGTH, NAME_CHARS_TEXT, valid_name_chars
 from mqcore.jsonutil import loads_lenient
 from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
 from mqcore.remoting import RequestCode as RC
@@ -35,10 +35,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 #: topics an admin may not create or redefine (``TopicValidator.SYSTEM_TOPIC_SET``)
 SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {DEFAULT_TOPIC, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-MAX_GROUP_LENGTH = 255
-
-_VALID = re.compile(r"[%|a-zA-Z0-9_-]+")
-_ILLEGAL_CHARS = "contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+_ILLEGAL_CHARS = f"contains illegal characters, allowing only ^{NAME_CHARS_TEXT}+$"
 
 SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
 _V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
@@ -73,7 +70,7 @@ def _group_problem(group: str) -> str | None:
 def _topic_verdict(topic: str) -> str | None:
     if not topic.strip():
         return "The specified topic is blank."
-    if not _VALID.fullmatch(topic):
+    if not valid_name_chars(topic):
         return f"The specified topic {_ILLEGAL_CHARS}"
     if len(topic) > L.MAX_TOPIC_LENGTH:
         return "The specified topic is longer than topic max length."
@@ -91,7 +88,7 @@ def group_problem(group: Any) -> str | None:
 def _group_verdict(group: str) -> str | None:
     if not group.strip():
         return "the specified group is blank"
-    if not _VALID.fullmatch(group):
+    if not valid_name_chars(group):
         return f"the specified group[{group[:80]}] {_ILLEGAL_CHARS}"
     if len(group) > MAX_GROUP_LENGTH:
         return f"the specified group is longer than group max length {MAX_GROUP_LENGTH}."

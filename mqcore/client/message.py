@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import zlib
 from collections.abc import Iterable
 from typing import Any, Sequence
 
 from mqcore._compat import default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.compression import (  # noqa: F401 (re-exported: the client's public names)
+    COMPRESSION_LZ4,
+    COMPRESSION_ZLIB,
+    COMPRESSION_ZSTD,
+    compress_body,
+)
+from mqcore.format.compression import decompress_body as _decompress_body
+from mqcore.format.properties import PROPERTY_SEPARATOR, format_pair
 from mqcore.kernel_api import StoreKernels
 from mqcore.message import (
     KEY_SEPARATOR,
@@ -243,9 +250,9 @@ class MessageExt(Message):
         if props is not None:
             props[name] = value
             return
-        pair = f"{name}\x01{value}".encode()
+        pair = format_pair(name, value).encode()
         raw = self._props_raw
-        self._props_raw = raw + b"\x02" + pair if raw else pair
+        self._props_raw = raw + PROPERTY_SEPARATOR + pair if raw else pair
 
     @property
     def message_queue(self) -> MessageQueue:
@@ -272,35 +279,14 @@ class MessageExt(Message):
         return f"MessageExt({', '.join(parts)})"
 
 
-# --- compression ----------------------------------------------------------------------------
-COMPRESSION_ZLIB = 3
-COMPRESSION_LZ4 = 1
-COMPRESSION_ZSTD = 2
-
-
-def compress_body(body: bytes, level: int) -> tuple[bytes, int]:
-    """zlib (RFC 1950) as Java's ``Deflater(level)``; returns the body and the sysFlag
-    bits a 4.9.8 producer sets (``COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE`` = 0x301)."""
-    return zlib.compress(body, level), L.SYSFLAG_COMPRESSED | L.SYSFLAG_COMPRESSION_ZLIB
-
-
+# --- compression ---------------------------------------------------------------------------
+# the codec is mqcore.format.compression's; the client names its failures MessageDecodeError
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
     """Undo producer compression according to sysFlag bits 8-10 (0 and 3 = zlib)."""
-    kind = (sys_flag & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
     try:
-        if kind in (0, COMPRESSION_ZLIB):
-            return zlib.decompress(body)
-        if kind == COMPRESSION_LZ4:
-            import lz4.frame  # optional: only messages from producers that chose LZ4
-            return bytes(lz4.frame.decompress(body))
-        if kind == COMPRESSION_ZSTD:
-            import zstandard  # optional
-            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
-    except ImportError as e:
-        raise MessageDecodeError(f"message body uses compression type {kind}; install {e.name} to read it") from e
-    except zlib.error as e:
-        raise MessageDecodeError(f"compressed message body is corrupt: {e}") from e
-    raise MessageDecodeError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
+        return _decompress_body(body, sys_flag)
+    except RecordDecodeError as e:
+        raise MessageDecodeError(str(e)) from e
 
 
 # --- wire codecs ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def encode_batch_message(flag: int, body: bytes, props: Mapping[str, str]) -> by
     return encode_batch_items([(flag, body, raw)])
 
 
-def iter_batch_items(items) -> Iterator[tuple[int, memoryview, memoryview]]:
+def iter_batch_items(items: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview, memoryview]]:
     """(flag, body, properties) views of each item; ``RecordDecodeError`` on any size that does not add up."""
     mv = memoryview(items)
     n = len(mv)

@@ -118,13 +118,13 @@ class FileScan:
     def __iter__(self):
         pos = self.start
         while True:
-            table, topics, stop, reason = self.kernels.scan_records(
+            scan = self.kernels.scan_records(
                 self.file.buf, pos, self.file.size, self.file.base, self.check_crc, DEFAULT_DELAYS_MS, self.batch)
-            if len(table):
-                yield table, topics
-            pos = stop
-            if reason != L.ScanStop.MAX_COUNT:
-                self.stop, self.reason = pos, reason
+            if len(scan.table):
+                yield scan.table, scan.topics
+            pos = scan.stop
+            if scan.reason != L.ScanStop.MAX_COUNT:
+                self.stop, self.reason = pos, scan.reason
                 return
 
 

@@ -73,6 +73,14 @@ REC_RECONSUMETIMES_V4 = 72
 REC_PREPAREDOFFSET_V4 = 76
 REC_BODYLENGTH_V4 = 84
 REC_FIXED_V4 = 88               # bytes before the body for IPv4/IPv4 (BODYLENGTH included)
+#: bytes 0..47, TOTALSIZE through BORNTIMESTAMP (the fields before the born host)
+REC_HEAD = struct.Struct(">iiiiiqqiq")
+#: the int64 STORETIMESTAMP between the two hosts
+REC_STORETIMESTAMP = struct.Struct(">q")
+#: RECONSUMETIMES, PREPARED_OFFSET, BODYLENGTH: the fields between the store host and the body
+REC_TAIL = struct.Struct(">iqi")
+#: TOTALSIZE and MAGIC, the first eight bytes of any record or end-of-file marker
+REC_SIZE_MAGIC = struct.Struct(">ii")
 HOST_V4_BYTES = 8
 HOST_V6_BYTES = 20
 HOST_V6_EXTRA = HOST_V6_BYTES - HOST_V4_BYTES

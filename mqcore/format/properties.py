@@ -11,8 +11,11 @@ from collections.abc import Iterator, Mapping
 
 from mqcore.format.layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
-_NV = NAME_VALUE_SEPARATOR.decode()
-_SEP = PROPERTY_SEPARATOR.decode()
+#: the two separators as text (the byte forms are ``layout.NAME_VALUE_SEPARATOR`` / ``PROPERTY_SEPARATOR``)
+NAME_VALUE_SEPARATOR_TEXT = NAME_VALUE_SEPARATOR.decode()
+PROPERTY_SEPARATOR_TEXT = PROPERTY_SEPARATOR.decode()
+_NV = NAME_VALUE_SEPARATOR_TEXT
+_SEP = PROPERTY_SEPARATOR_TEXT
 
 
 def property_spans(raw: bytes, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
@@ -57,6 +60,22 @@ def parse_properties(s: str | bytes | bytearray | memoryview | None) -> dict[str
 def format_properties(props: Mapping[str, str]) -> str:
     """``messageProperties2String``: ``None`` values are left out."""
     return _SEP.join(f"{k}{_NV}{v}" for k, v in props.items() if v is not None)
+
+
+def has_separator(text: str) -> bool:
+    """Whether a property name or value holds a separator (it would split differently when read)."""
+    return _NV in text or _SEP in text
+
+
+def separators_only_between(raw: bytes, count: int) -> bool:
+    """Whether the encoding of ``count`` properties holds exactly the separators its shape
+    needs, i.e. no name or value contains one (so a reader finds the same pairs)."""
+    return raw.count(NAME_VALUE_SEPARATOR) == count and raw.count(PROPERTY_SEPARATOR) == max(count - 1, 0)
+
+
+def format_pair(name: str, value: object) -> str:
+    """One ``name U+0001 value`` segment."""
+    return f"{name}{_NV}{value}"
 
 
 def join_property_strings(first: bytes, second: bytes) -> bytes:

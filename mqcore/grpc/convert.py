@@ -12,6 +12,7 @@ import zlib
 
 from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.compression import decompress_body as inflate  # noqa: F401 (grpc.pop reads it here)
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS
 from mqcore.message import KEY_SEPARATOR, MessageExt, Prop
 from mqcore.netaddr import parse_host_port
@@ -32,31 +33,6 @@ SYSTEM_PROPERTY_KEYS = frozenset({
 })
 #: stored properties shown through system fields, never as user properties
 _HIDDEN = SYSTEM_PROPERTY_KEYS
-
-
-#: compression types in sysFlag bits 8-10 (0 = a 4.x producer's zlib without a type)
-_ZLIB_KINDS = (0, 3)
-_LZ4, _ZSTD = 1, 2
-
-
-def inflate(body: bytes, sys_flag: int) -> bytes:
-    """A 4.x producer's compressed body as a 5.x client wants it (5.x bodies travel as they
-    are: IDENTITY)."""
-    kind = (sys_flag & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
-    try:
-        if kind in _ZLIB_KINDS:
-            return zlib.decompress(body)
-        if kind == _LZ4:
-            import lz4.frame  # optional: only bodies of producers that chose LZ4
-            return bytes(lz4.frame.decompress(body))
-        if kind == _ZSTD:
-            import zstandard  # optional
-            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
-    except ImportError as e:
-        raise RecordDecodeError(f"a message body uses compression type {kind}; install {e.name} to serve it") from e
-    except zlib.error as e:
-        raise RecordDecodeError(f"a compressed message body is corrupt: {e}") from e
-    raise RecordDecodeError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
 
 
 def body_digest(body: bytes) -> str:

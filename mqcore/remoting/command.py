@@ -302,9 +302,10 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
 
 
 def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
-    """orjson writes what fastjson writes for the usual header (same key order, same escapes
-    for U+0000-U+001F, raw UTF-8 elsewhere); None when a value needs fastjson's extra
-    escapes (U+007F-U+009F) or is not a plain string, so the careful writer takes over."""
+    """orjson writes what fastjson writes for the usual header (same key order, the same short
+    escapes, raw UTF-8 elsewhere); None when a value needs a ``\\u`` escape (orjson's hex is
+    lowercase, fastjson's uppercase), fastjson's extra escapes (U+007F-U+009F) or is not a
+    plain string, so the careful writer takes over."""
     ext = cmd.ext_fields
     language = _LANGUAGE_NAMES.get(cmd.language)
     if language is None:
@@ -323,7 +324,9 @@ def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
         out = _orjson.dumps(obj)
     except TypeError:  # a non-str ext value or key: the careful writer renders it the Java way
         return None
-    if b"\x7f" in out or b"\xc2" in out:
+    if b"\x7f" in out or b"\xc2" in out or b"\\u00" in out:
+        # fastjson's extra escapes, or a control character orjson escaped in lowercase hex
+        # (\u001f) where fastjson writes uppercase (\u001F): the careful writer takes over
         return None
     return out
 

@@ -9,15 +9,15 @@ tests.
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.compression import decompress_body
 from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import Split, plan_splits
@@ -58,7 +58,6 @@ COLUMNS = (
 ARROW_SCHEMA = pa.schema([(name, typ) for name, typ, _ in COLUMNS])
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, _, ddl in COLUMNS)
 
-_ZLIB_TYPES = (0, 3)  # (sysflag & 0x700) >> 8: 0 = zlib for compatibility, 3 = zlib
 
 
 def _fixed(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -79,16 +78,17 @@ def _timestamps(ms: np.ndarray) -> pa.Array:
     return _fixed(ms.astype(np.int64) * 1000, TS)
 
 
-def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bodies of ``rows`` replaced by their zlib inflation; a body that does not inflate
-    stays as stored and is counted. Only compressed rows cost a Python call."""
+def _inflate(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray, sys_flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bodies of ``rows`` replaced by their inflation (``format.compression``, by each row's
+    compression type); a body that does not inflate stays as stored and is counted. Only
+    compressed rows cost a Python call."""
     lengths = np.diff(offsets).astype(np.int64)
     pieces, prev, failed = [], 0, 0
     for r in rows.tolist():
         lo, hi = int(offsets[r]), int(offsets[r + 1])
         try:
-            inflated = zlib.decompress(data[lo:hi].tobytes())
-        except zlib.error:
+            inflated = decompress_body(data[lo:hi].tobytes(), int(sys_flags[r]))
+        except RecordDecodeError:
             failed += 1
             continue
         pieces += [data[prev:lo], np.frombuffer(inflated, np.uint8)]
@@ -130,7 +130,7 @@ def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=None) -> pa.
     is what costs in a scan, far more than the kernel filling its buffers.
     """
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     k = kernels
     schema = arrow_schema(opts)
     fixed = dict(k.FIXED_COLUMNS)
@@ -153,12 +153,12 @@ def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) ->
             return pa.nulls(n, pa.binary())
         off, data = cols["body"]
         if opts.decompress:
-            ctype = (cols["sys_flag"] & L.SYSFLAG_COMPRESSION_TYPE_MASK) >> 8
-            rows = np.nonzero(((bits & k.BIT_COMPRESSED) != 0) & np.isin(ctype, _ZLIB_TYPES))[0]
+            rows = np.nonzero((bits & k.BIT_COMPRESSED) != 0)[0]
             if len(rows):
-                off, data, failed = _inflate(off, data, rows)
+                off, data, failed = _inflate(off, data, rows, cols["sys_flag"])
                 if failed:
-                    log.warning("%d compressed bodies did not inflate with zlib; kept as stored", failed)
+                    log.warning("%d compressed bodies did not inflate (corrupt, or LZ4/Zstandard without its "
+                                "package); kept as stored", failed)
         return _strings(off, data, pa.binary())
     if name == "keys":
         list_off, off, data = cols["keys"]
@@ -206,7 +206,7 @@ def iter_split(split: Split, opts: ReadOptions, kernels=None,
                stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     stats = stats if stats is not None else SplitStats()
     with RecordWindows(split.storage, split.path, split.limit) as win:
         if split.by_queue:
@@ -238,14 +238,15 @@ def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats:
         end = min(split.limit, win.w1)
         # the kernel may resync past a corrupt record itself only where its verdicts are final
         here = flags if end >= split.limit else flags & ~k.SKIP_CORRUPT
-        n, cols, p, reason, corrupt, cbytes = k.decode_columns(
+        got = k.decode_columns(
             buf, pos - w0, min(split.stop, end) - w0, end - w0, *_common(split, opts, w0, end - pos), here)
-        stats.corrupt += corrupt
-        stats.corrupt_bytes += cbytes
-        if n:
-            stats.rows += n
-            yield columns_to_batch(n, cols, opts, k)
-        pos = w0 + p
+        reason = got.reason
+        stats.corrupt += got.corrupt_records
+        stats.corrupt_bytes += got.corrupt_bytes
+        if got.rows:
+            stats.rows += got.rows
+            yield columns_to_batch(got.rows, got.columns, opts, k)
+        pos = w0 + got.next
         if reason in (L.ScanStop.MAX_COUNT, L.ScanStop.END):
             continue  # END short of the split's stop: the window ended on a record boundary
         if not win.final_at(pos, split.limit):
@@ -298,14 +299,15 @@ def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: Re
                stats: SplitStats, flags: int):
     first = 0
     while first < len(sub):
-        n, cols, first, reason, corrupt, _ = k.decode_columns_at(
+        got = k.decode_columns_at(
             buf, sub, first, limit, *_common(split, opts, w0, limit - int(sub[first])), flags)
-        stats.corrupt += corrupt
-        if reason == L.ScanStop.CORRUPT:
+        first = got.next
+        stats.corrupt += got.corrupt_records
+        if got.reason == L.ScanStop.CORRUPT:
             raise _corrupt_error(split, int(sub[first]) + w0)
-        if n:
-            stats.rows += n
-            yield columns_to_batch(n, cols, opts, k)
+        if got.rows:
+            stats.rows += got.rows
+            yield columns_to_batch(got.rows, got.columns, opts, k)
 
 
 def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
@@ -314,7 +316,7 @@ def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
     ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
     """
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
     dirs = locate_store(opts.path, opts.fs_options)
     snap = take_snapshot(dirs, opts.snapshot_offset)

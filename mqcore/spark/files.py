@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
 from mqcore.format.files import is_data_file_name, open_view
@@ -324,16 +324,17 @@ class RecordWindows:
     def walk(self, start: int, limit: int, check_crc: bool, kernels=None):
         """``kernels.walk_records`` over ``[start, limit)`` of the file, window by window."""
         if kernels is None:
-            kernels = default_kernels()
+            kernels = default_column_kernels()
         pos, count, first_ts, last_ts = start, 0, -1, -1
         while True:
             buf, w0 = self.window(pos, limit)
             end = min(limit, self.w1)
-            p, n, reason, f_ts, l_ts = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
-            if n:
-                first_ts = f_ts if count == 0 else first_ts
-                last_ts, count = l_ts, count + n
-            pos = w0 + p
+            walk = kernels.walk_records(buf, pos - w0, end - w0, check_crc)
+            reason = walk.reason
+            if walk.records:
+                first_ts = walk.first_ts if count == 0 else first_ts
+                last_ts, count = walk.last_ts, count + walk.records
+            pos = w0 + walk.stop
             if pos >= limit or (reason != L.ScanStop.END and self.final_at(pos, limit)):
                 return pos, count, reason, first_ts, last_ts
             if reason != L.ScanStop.END:
@@ -350,7 +351,7 @@ class RecordWindows:
         """First valid record starting in ``[start, stop)`` whose PHYSICALOFFSET names its own
         position (``kernels.find_record`` across windows), or -1."""
         if kernels is None:
-            kernels = default_kernels()
+            kernels = default_column_kernels()
         q = start
         while q < stop:
             buf, w0 = self.window(q, limit)
@@ -407,7 +408,7 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=Non
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     files = list_commitlog(dirs)
     infos = [first_record(f.path, dirs.storage) for f in files]
     data = [f for f, (has, _) in zip(files, infos) if has]
@@ -452,17 +453,18 @@ def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: 
               kernels=None) -> FileStats:
     """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     with open_view(path) as v:
         limit = len(v) if limit is None else min(limit, len(v))
         pos = records = corrupt = corrupt_bytes = 0
         first_ts = last_ts = -1
         while True:
-            pos, n, reason, f_ts, l_ts = kernels.walk_records(v, pos, limit, check_crc)
-            if n:
-                records += n
-                first_ts = f_ts if first_ts < 0 else first_ts
-                last_ts = l_ts
+            walk = kernels.walk_records(v, pos, limit, check_crc)
+            pos, reason = walk.stop, walk.reason
+            if walk.records:
+                records += walk.records
+                first_ts = walk.first_ts if first_ts < 0 else first_ts
+                last_ts = walk.last_ts
             if reason not in (L.ScanStop.CORRUPT, L.ScanStop.TRUNCATED):
                 break
             q = kernels.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1

@@ -1,8 +1,8 @@
 """Index files: their entries as columns, and key lookups across the whole store.
 
 An index file's header does not record its slot count, so the entry area's position
-(``40 + slots*4``) comes from options; without them it is inferred from the file size
-for RocketMQ's usual ``entries = 4 * slots`` ratio (the 5,000,000 / 20,000,000 default).
+(``40 + slots*4``) comes from options; without them ``format.files.index_geometry`` infers
+it (the 5,000,000 / 20,000,000 default, else the geometry the file's own entries agree with).
 """
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
-from mqcore._compat import default_kernels
-from mqcore.errors import ConfigError
+from mqcore._compat import default_column_kernels, default_kernels
+from mqcore.errors import ConfigError, IllegalArgumentError
 from mqcore.format import layout as L
-from mqcore.format.files import numbered_files, read_index_header
+from mqcore.kernel_api import StoreKernels
+from mqcore.format.files import ReadOnlyFile, index_geometry, numbered_files, read_index_header
 from mqcore.spark.decode import ARROW_SCHEMA, columns_to_batch
 from mqcore.spark.files import StoreDirs, list_commitlog, open_view
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
@@ -28,19 +29,14 @@ class IndexGeometry:
     entries: int
 
     @classmethod
-    def for_file(cls, size: int, slots: int | None = None, entries: int | None = None) -> "IndexGeometry":
-        if slots and entries:
-            g = cls(slots, entries)
-        elif (size - L.INDEX_HEADER_SIZE) % 84 == 0:  # entries = 4 * slots: 4 + 4*20 bytes per slot
-            s = (size - L.INDEX_HEADER_SIZE) // 84
-            g = cls(s, 4 * s)
-        else:
-            g = cls(L.DEFAULT_INDEX_SLOTS, L.DEFAULT_INDEX_ENTRIES)
-        if L.index_file_size(g.slots, g.entries) != size:
-            raise ConfigError(f"an index file of {size} bytes does not match {g.slots} slots and {g.entries} "
-                              "entries: pass options indexSlots and indexEntries (the broker's "
-                              "maxHashSlotNum and maxIndexNum)")
-        return g
+    def for_file(cls, f: ReadOnlyFile, slots: int | None = None, entries: int | None = None) -> "IndexGeometry":
+        """Given counts checked against the file's size, else ``format.files.index_geometry``'s
+        answer (the default, or the geometry the file's own entries agree with)."""
+        try:
+            return cls(*index_geometry(f, slots, entries))
+        except IllegalArgumentError as e:
+            raise ConfigError(f"{e}: pass options indexSlots and indexEntries (the broker's maxHashSlotNum "
+                              "and maxIndexNum)") from e
 
 
 def list_index_files(dirs: StoreDirs) -> list[str]:
@@ -52,8 +48,9 @@ read_header = read_index_header
 
 def read_entries(path: str, slots: int | None = None, entries: int | None = None) -> dict[str, np.ndarray]:
     """Used entries (1 .. indexCount-1) of one index file as native arrays."""
-    with open_view(path) as v:
-        g = IndexGeometry.for_file(len(v), slots, entries)
+    with ReadOnlyFile(path) as f:
+        v = f.buf
+        g = IndexGeometry.for_file(f, slots, entries)
         begin_ts, _, _, _, _, count = read_header(v)
         first = L.INDEX_HEADER_SIZE + g.slots * L.INDEX_SLOT_SIZE + L.INDEX_ENTRY_SIZE
         n = max(0, min(count, g.entries) - 1)
@@ -71,18 +68,20 @@ def read_entries(path: str, slots: int | None = None, entries: int | None = None
 
 
 def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, end_ts: int = (1 << 63) - 1,
-                      max_num: int = _MAX_QUERY, kernels=None, slots: int | None = None,
+                      max_num: int = _MAX_QUERY, kernels: StoreKernels | None = None, slots: int | None = None,
                       entries: int | None = None) -> list[int]:
     """Commitlog offsets the index lists for ``topic#key``, newest file first
-    (``IndexService.queryOffset``); hash collisions are included, as in the broker."""
+    (``IndexService.queryOffset``); hash collisions are included, as in the broker. The index
+    walk is the store's kernel (``kernels``: store kernels, not column kernels)."""
     if kernels is None:
         kernels = default_kernels()
     k = kernels
     key_hash = k.index_hash(k.java_hash(f"{topic}#{key}"))
     found: list[int] = []
     for path in reversed(list_index_files(dirs)):
-        with open_view(path) as v:
-            g = IndexGeometry.for_file(len(v), slots, entries)
+        with ReadOnlyFile(path) as f:
+            v = f.buf
+            g = IndexGeometry.for_file(f, slots, entries)
             fbegin, fend, _, _, _, _ = read_header(v)
             if fend < begin_ts or (fbegin > end_ts and fbegin > 0):
                 continue
@@ -101,8 +100,8 @@ def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=None, include_b
     hashes; the broker leaves that filtering to the client).
     """
     if kernels is None:
-        kernels = default_kernels()
-    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, kernels=kernels, **geometry), np.int64)
+        kernels = default_column_kernels()
+    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, **geometry), np.int64)
     opts = ReadOptions(include_body=include_body, topics=(topic,))
     flags = kernels.SKIP_CORRUPT | (kernels.WITH_BODY if include_body else 0)
     batches = []

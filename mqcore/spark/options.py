@@ -34,7 +34,7 @@ _DOC = {
     "endoffset": "commitlog offset to stop before, exclusive",
     "columns": "comma-separated columns to produce (default: all); the rest is never built nor sent to Spark",
     "includebody": "false leaves body null and skips copying body bytes (default true)",
-    "decompress": "inflate zlib-compressed bodies (sysflag bit 0; default false)",
+    "decompress": "inflate compressed bodies (zlib; LZ4 and Zstandard when their package is installed; default false)",
     "verifycrc": "check BODYCRC; a mismatch is a corrupt record (default false)",
     "oncorrupt": "fail (default) or skip: resync after a corrupt record and count it",
     "splitsize": "byte-range split size (default 64m, so files spread over cores); 0 = one partition per file",

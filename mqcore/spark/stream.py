@@ -21,14 +21,13 @@ import dataclasses
 import json
 import logging
 import os
-import struct
 from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.spark.decode import ARROW_SCHEMA, _flags, columns_to_batch
 from mqcore.spark.files import (
@@ -43,11 +42,11 @@ from mqcore.spark.files import (
 )
 from mqcore.spark.options import ReadOptions, _parse_one, parse_bool, parse_int, parse_time_ms
 from mqcore.format import layout as L
-from mqcore.tags import split_tags, subscribes_all
+from mqcore.tags import split_tags, subscribes_all, tag_codes
 
 log = logging.getLogger(__name__)
 
-_CQ = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_CQ = L.CQ_UNIT_DTYPE
 EARLIEST, LATEST = -2, -1  # per-queue JSON values, as Kafka's startingOffsets spells them
 #: topics the broker owns: not part of "all topics" (name them in ``topics`` to read them)
 _SYSTEM_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_", "TBW102")
@@ -62,7 +61,7 @@ _DOC = {
     "maxmessagespertrigger": "upper bound of messages per micro-batch, shared fairly by the queues (default none)",
     "failondataloss": "true (default): fail when messages were deleted before they were read; false: skip them with a warning",
     "includebody": "false leaves body null (default true)",
-    "decompress": "inflate zlib-compressed bodies (default false)",
+    "decompress": "inflate compressed bodies (zlib; LZ4 and Zstandard when their package is installed; default false)",
     "verifycrc": "check BODYCRC; a mismatch fails the batch (default false)",
     "maxrowsperbatch": "rows per Arrow batch (default 65536)",
     "batchsize": "record bytes per Arrow batch (default 8m)",
@@ -227,7 +226,7 @@ class StoreView:
         while lo < hi:  # store times grow along a queue (they grow along the commitlog)
             mid = (lo + hi) // 2
             unit = read_units(q.files, mid, mid + 1)
-            if len(unit) == 0 or self._store_ts(int(unit["phy"][0])) < ts:
+            if len(unit) == 0 or self._store_ts(int(unit["phy_offset"][0])) < ts:
                 lo = mid + 1
             else:
                 hi = mid
@@ -261,7 +260,7 @@ def read_units(q: QueueFiles, start: int, end: int) -> np.ndarray:
             fh.seek((a - first) * L.CQ_UNIT_SIZE)
             raw = fh.read((b - a) * L.CQ_UNIT_SIZE)
         units = np.frombuffer(raw, _CQ)
-        valid = (units["size"] > 0) & (units["phy"] >= 0)
+        valid = (units["size"] > 0) & (units["phy_offset"] >= 0)
         n = len(units) if valid.all() else int(np.argmin(valid))  # valid units form a prefix
         parts.append(units[:n])
         expect = a + n
@@ -277,14 +276,14 @@ def _queue_range(q: QueueFiles, min_phy: int, end_offset: int) -> tuple[int, int
     units = read_units(q, first, first + _units_in_file(path))
     if len(units):
         # units pointing below the oldest commitlog file are already gone (Java's correctMinOffset)
-        lo = first + int(np.searchsorted(units["phy"].astype(np.int64), min_phy))
+        lo = first + int(np.searchsorted(units["phy_offset"].astype(np.int64), min_phy))
     last_path, last_first = q.files[-1]
     with open_view(last_path) as v:
         count = len(v) // L.CQ_UNIT_SIZE
         lo_i, hi_i = 0, count
         while lo_i < hi_i:  # the last unit whose record lies wholly below the snapshot end
             mid = (lo_i + hi_i) // 2
-            phy, size = struct.unpack_from(">qi", v, mid * L.CQ_UNIT_SIZE)
+            phy, size, _ = L.CQ_UNIT.unpack_from(v, mid * L.CQ_UNIT_SIZE)
             if size > 0 and phy >= 0 and (size == L.CQ_FILLER_SIZE or phy + size <= end_offset):
                 lo_i = mid + 1
             else:
@@ -386,7 +385,7 @@ def report_loss(key: QueueKey, lost: tuple[int, int], opts: StreamOptions) -> No
 def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.RecordBatch]:
     """Decode the records of one queue range into batches of ``ARROW_SCHEMA``."""
     if kernels is None:
-        kernels = default_kernels()
+        kernels = default_column_kernels()
     k = kernels
     dirs = StoreDirs(r.root or None, r.commitlog)
     queues = [q for q in list_queues(dirs, {r.topic}) if q.queue_id == r.queue_id]
@@ -395,9 +394,9 @@ def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.
         report_loss((r.topic, r.queue_id), (r.start + len(units), r.end), opts)
     units = units[units["size"] != L.CQ_FILLER_SIZE]
     if opts.tags is not None and len(units):
-        codes = np.array([k.java_hash(t) for t in opts.tags], np.int64)
-        units = units[np.isin(units["tags"].astype(np.int64), codes)]  # exact match below
-    phys = units["phy"].astype(np.int64)
+        codes = np.array(tag_codes(opts.tags), np.int64)
+        units = units[np.isin(units["tags_code"].astype(np.int64), codes)]  # exact match below
+    phys = units["phy_offset"].astype(np.int64)
     files = list_commitlog(dirs)
     if len(phys) and (not files or phys[0] < files[0].base_offset):
         gone = int(np.count_nonzero(phys < (files[0].base_offset if files else 1 << 62)))

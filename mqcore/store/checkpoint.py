@@ -35,7 +35,7 @@ class StoreCheckpoint:
 
     def min_timestamp(self) -> int:
         """``getMinTimestamp``: the older of commitlog and consume-queue progress, less 3 s."""
-        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
+        return int(max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000))
 
     def flush(self) -> None:
         L.CHECKPOINT_FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,

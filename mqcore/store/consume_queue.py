@@ -353,7 +353,7 @@ class ConsumeQueue:
             last = mf.view((n - 1) * UNIT, UNIT) if n else None
             if last is None:
                 break
-            last_phy = int(self.k.cq_read(last, 0, 1)[0][0])
+            last_phy = int(self.k.cq_read(last, 0, 1).phys[0])
             del last
             if last_phy >= commitlog_min:
                 break

@@ -79,7 +79,7 @@ class GetMessageResult:
     min_offset: int
     max_offset: int
     #: views of whole records; records adjacent in the commitlog share one view
-    buffers: list = dataclasses.field(default_factory=list)
+    buffers: list[memoryview] = dataclasses.field(default_factory=list)
     message_count: int = 0
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
@@ -93,7 +93,7 @@ class GetMessageResult:
 class QueryMessageResult:
     """Outcome of a key query: whole records (views) of candidate messages."""
 
-    buffers: list = dataclasses.field(default_factory=list)
+    buffers: list[memoryview] = dataclasses.field(default_factory=list)
     phy_offsets: list[int] = dataclasses.field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0

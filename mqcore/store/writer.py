@@ -16,6 +16,8 @@ from mqcore._compat import default_pipeline_kernels
 from mqcore.errors import DiskFullError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.kernel_api import PipelineKernels
+from mqcore.format.names import NAME_CHARS_TEXT, valid_name_bytes
+from mqcore.format.properties import separators_only_between
 from mqcore.message import (
     SCHEDULE_TOPIC,
     MessageExtBrokerInner,
@@ -31,7 +33,6 @@ from mqcore.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-_VALID_TOPIC = frozenset(b"%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _TX_MASK = L.SYSFLAG_TRANSACTION_MASK
 #: after a put failed for want of disk space, puts are refused at once for this long
 #: before a new file is tried again (a full disk must not cost a failed fallocate per put)
@@ -43,8 +44,8 @@ def _topic_problem(topic: bytes) -> str | None:
         return "the topic name is empty"
     if len(topic) > L.MAX_TOPIC_LENGTH:
         return f"the topic name is longer than {L.MAX_TOPIC_LENGTH} characters"
-    if not _VALID_TOPIC.issuperset(topic):
-        return f"the topic name {topic[:60]!r} has characters outside [%|a-zA-Z0-9_-]"
+    if not valid_name_bytes(topic):
+        return f"the topic name {topic[:60]!r} has characters outside {NAME_CHARS_TEXT}"
     return None
 
 
@@ -378,8 +379,7 @@ class MessageWriter:
                             f"the message needs {size} bytes, more than one commitlog file holds")
         counted = tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT)
         unit = None
-        if counted and topic != SCHEDULE_TOPIC and props_b.count(b"\x01") == len(props) \
-                and props_b.count(b"\x02") == max(len(props) - 1, 0):
+        if counted and topic != SCHEDULE_TOPIC and separators_only_between(props_b, len(props)):
             # every name and value is free of the separators, so a scan of the record would
             # find exactly these properties: take the consume-queue and index fields from them
             unit = (self.k.tags_code(props.get(Prop.TAGS)), self._key_hashes(topic, props))

@@ -29,6 +29,7 @@ from mqcore.clock import system_clock_ms
 from mqcore.config import StoreConfig
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
+from mqcore.format.properties import has_separator
 from mqcore.format.files import ReadOnlyFile, StoreFiles, index_geometry, numbered_files
 from mqcore.message import (
     MessageExtBrokerInner,
@@ -201,7 +202,7 @@ def _properties(value: Any) -> dict[str, str]:
             v = str(v)
         if not isinstance(v, str) or not k:
             raise IllegalArgumentError(f"property {k!r} must have a non-empty name and a string value")
-        if any(c in k + v for c in "\x01\x02"):
+        if has_separator(k + v):
             raise IllegalArgumentError(f"property {k!r} contains U+0001/U+0002, the properties separators")
         out[k] = v
     return out

@@ -180,6 +180,42 @@ def test_long_polling_wakes_on_arrival_times_out_and_wakes_all():
     asyncio.run(scenario())
 
 
+def test_long_polling_notify_from_another_thread_for_a_queue_nobody_waits_on():
+    """The dispatcher notifies on every put, mostly for queues no pull is parked on: from its
+    thread that must not touch the loop at all (no callback per message), and a wake that
+    reaches an already answered pull leaves it as it is."""
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        scheduled = []
+
+        class CountingLoop:  # the real loop, with its thread-safe scheduling counted
+            def __getattr__(self, name):
+                return getattr(loop, name)
+
+            def call_soon_threadsafe(self, *args):
+                scheduled.append(args[1:])
+                return loop.call_soon_threadsafe(*args)
+
+        svc = PullRequestHoldService(loop)
+        svc.loop = CountingLoop()
+        waiting = asyncio.ensure_future(svc.hold("T", 0, 0, 30_000))
+        while svc.waiting_count < 1:
+            await asyncio.sleep(0)
+        for args in (("T", 1, 9), ("Other", 0, 9)):  # queues nobody waits on
+            t = threading.Thread(target=svc.notify, args=args)
+            t.start()
+            t.join()
+        assert scheduled == [] and not waiting.done()
+        t = threading.Thread(target=svc.notify, args=("T", 0, 1))
+        t.start()
+        t.join()
+        assert scheduled == [("T", 0, 1)]
+        svc._wake("T", 0, 2)  # a second wake before the woken pull ran: the answer stays True
+        assert await asyncio.wait_for(waiting, 5) is True
+        assert svc.waiting_count == 0
+    asyncio.run(scenario())
+
+
 def test_long_polling_sees_a_message_that_landed_before_the_pull_parked():
     # the dispatcher (another thread) can land a message after the pull found nothing and
     # before its waiter exists; the hold must not sleep out its suspend time over it

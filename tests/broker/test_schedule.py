@@ -14,6 +14,7 @@ from mqcore.message import SCHEDULE_TOPIC, MessageExt, MessageExtBrokerInner, pa
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.store import small_config
+from tests.support.waiting import wait_for
 
 T0 = 1_750_000_000_000
 BORN = pack_host("10.1.2.3", 45678)
@@ -221,10 +222,8 @@ def test_service_thread_delivers_on_time(tmp_path):
             for level in (1, 2, 1):
                 r = put_delayed(store, level, body=b"L%d" % level)
                 sent[r.phy_offset] = r.store_timestamp + level * 1000
-            deadline = time.monotonic() + 10
-            while store.get_max_offset_in_queue("Real", 2) < 3 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            time.sleep(0.3)
+            # every level's progress at the end of its queue: nothing more can be delivered
+            assert wait_for(lambda: table.snapshot() == {1: 2, 2: 1}, timeout=10, step=0.02)
         finally:
             svc.shutdown()
         got = read_all(store, "Real", 2)

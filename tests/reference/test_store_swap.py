@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from mqcore.client import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
+from mqcore.jsonutil import loads_lenient
+from mqcore.remoting import RequestCode as RC
+from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from tests.client.integration.conftest import FAST, JAVA_BUSY_LIMITS, SHORT_DELAYS
 from tests.support.waiting import wait_for
 from tests.client.integration.helpers import Sink, create_topic, pull_everything
@@ -67,6 +70,24 @@ def committed(ns: str, group: str, topic: str) -> dict[tuple[str, str, int], int
     with PullConsumer(group, namesrv_addr=ns) as pc:
         return {(group, topic, mq.queue_id): pc.fetch_consume_offset(mq)
                 for mq in pc.fetch_subscribe_message_queues(topic)}
+
+
+def schedule_caught_up(ns: str) -> bool:
+    """Whether the broker's delay progress (GET_ALL_DELAY_OFFSET) has reached the end of every
+    SCHEDULE_TOPIC_XXXX queue (queue id = level - 1): no delayed message is left to deliver."""
+    with SyncRemotingClient() as rc:
+        route = loads_lenient(rc.invoke(ns, create_request(RC.GET_ROUTEINFO_BY_TOPIC, {"topic": DELAY_TOPIC}),
+                                        5000).body)
+        addr = route["brokerDatas"][0]["brokerAddrs"]["0"]
+        progress = loads_lenient(rc.invoke(addr, create_request(RC.GET_ALL_DELAY_OFFSET), 5000).body)
+        done = {int(k): int(v) for k, v in progress.get("offsetTable", {}).items()}
+        for qid in range(WAITING_DELAY_LEVEL):
+            r = rc.invoke(addr, create_request(RC.GET_MAX_OFFSET, {"topic": "SCHEDULE_TOPIC_XXXX",
+                                                                   "queueId": str(qid)}), 5000)
+            end = int(r.ext_fields.get("offset", 0)) if r.code == ResponseCode.SUCCESS else 0
+            if end > done.get(qid + 1, 0):
+                return False
+    return True
 
 
 def key_hits(ns: str, topic: str, key: str) -> set[str]:
@@ -142,7 +163,8 @@ def check_served_after_swap(ns: str, truth: Truth, writer_stopped_ms: int) -> No
 
     # the waiting delay message arrives, and the delivered one is not delivered again
     assert wait_for(lambda: len(pull_everything(ns, DELAY_TOPIC)) >= 2, timeout=90)
-    time.sleep(1.5)
+    # and nothing more can be: every delay level's progress is at the end of its schedule queue
+    assert wait_for(lambda: schedule_caught_up(ns), timeout=30)
     delayed = pull_everything(ns, DELAY_TOPIC)
     assert sorted(m.body for m in delayed) == [b"d-later", b"d-now"]
     assert next(m for m in delayed if m.body == b"d-later").store_timestamp > writer_stopped_ms
@@ -154,9 +176,12 @@ def check_served_after_swap(ns: str, truth: Truth, writer_stopped_ms: int) -> No
     c.register_listener(sink)
     expected = {(qid, off) for (topic, qid), msgs in truth.queues.items() if topic == "SwapA"
                 for (off, _i, _b) in msgs if off >= qid + 3}
+    ends = {(OFFSET_GROUP, "SwapA", qid): max(off for (off, _i, _b) in msgs) + 1
+            for (topic, qid), msgs in truth.queues.items() if topic == "SwapA"}
     with c:
         assert wait_for(lambda: len(sink) >= len(expected), timeout=60)
-        time.sleep(1)
+        # nothing more can arrive once the group has committed the end of every queue it reads
+        assert wait_for(lambda: committed(ns, OFFSET_GROUP, "SwapA") == ends, timeout=60)
     assert {(m.queue_id, m.queue_offset) for m in sink.msgs} == expected and len(sink) == len(expected)
 
     # new messages continue each queue where the old broker stopped

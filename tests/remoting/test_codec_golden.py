@@ -27,6 +27,9 @@ from mqcore.remoting.command import (
 )
 from mqcore.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
+#: every test here runs with orjson and with the stdlib fallback writer (tests/remoting/conftest.py)
+pytestmark = pytest.mark.usefixtures("json_writer")
+
 PROPS = "KEYS\x01k1\x02UNIQ_KEY\x01C0A8000A30391B6D358647B760000000\x02WAIT\x01true\x02TAGS\x01TagA"
 
 # 7.1: SEND_MESSAGE_V2, JSON header, 387 bytes
@@ -316,6 +319,7 @@ def test_binary_layout_offsets() -> None:
      "0001" + "00" * 11 + "00000000" + "00000008" + "0001ff0000000141",  # invalid UTF-8 key
      "0001" + "00" * 11 + "ffffffff" + "00000000"],  # negative remark length
 )
+
 def test_binary_header_malformed(header_hex: str) -> None:
     with pytest.raises(ProtocolError):
         decode_header(SerializeType.ROCKETMQ, bytes.fromhex(header_hex))

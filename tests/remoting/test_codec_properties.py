@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def _expected_after_binary(cmd: RemotingCommand) -> RemotingCommand:
     )
 
 
+@pytest.mark.usefixtures("json_writer")  # with orjson and with the fallback writer
 @settings(max_examples=300, deadline=None)
 @given(commands(SerializeType.JSON))
 def test_json_round_trip(cmd: RemotingCommand) -> None:
@@ -69,6 +71,7 @@ def test_binary_round_trip(cmd: RemotingCommand) -> None:
     assert back == _expected_after_binary(cmd)
 
 
+@pytest.mark.usefixtures("json_writer")  # with orjson and with the fallback writer
 @settings(max_examples=200, deadline=None)
 @given(commands(SerializeType.JSON))
 def test_json_header_is_standard_json(cmd: RemotingCommand) -> None:
@@ -159,6 +162,7 @@ INT_KEYED = st.recursive(
 )
 
 
+
 @settings(max_examples=300, deadline=None)
 @given(INT_KEYED)
 def test_lenient_parses_unquoted_int_keys(value: object) -> None:
@@ -170,3 +174,15 @@ def test_lenient_parses_unquoted_int_keys(value: object) -> None:
 def test_lenient_garbage_raises_only_protocol_error(text: str) -> None:
     with contextlib.suppress(ProtocolError):  # the only acceptable failure
         loads_lenient(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(commands(SerializeType.JSON))
+def test_fast_and_fallback_json_writers_agree(cmd: RemotingCommand) -> None:
+    """Whatever orjson writes (when it takes the header) is byte for byte what the fallback
+    writer, which an install without orjson uses for every header, writes."""
+    from mqcore.remoting import command
+
+    fast = command._encode_json_header_fast(cmd)
+    if fast is not None:
+        assert fast == command._encode_json_header_fastjson(cmd)

@@ -20,7 +20,7 @@ from mqcore.remoting.command import (
     encode_frame,
 )
 
-from ._util import run, serving
+from ._util import run, serving, wait_until
 from .test_codec_golden import FRAME_7_1, FRAME_7_2, FRAME_7_3
 
 pytestmark = pytest.mark.timeout(60)
@@ -147,8 +147,8 @@ def test_fuzz_live_server(caplog: pytest.LogCaptureFixture) -> None:
                 req = create_request(RequestCode.HEART_BEAT, body=b"still alive")
                 resp = await client.invoke(addr, req, 2000)
                 assert resp.code == ResponseCode.SUCCESS and resp.body == b"still alive"
-            await asyncio.sleep(0.1)
-            assert len(server.channels) == 0 or all(ch.is_active for ch in server.channels)
+            # the fuzzed connections the server closed are dropped; whatever is left still works
+            await wait_until(lambda: all(ch.is_active for ch in server.channels))
 
     with caplog.at_level(logging.WARNING, logger="mqcore.remoting"):
         run(main(), timeout_s=30)

@@ -104,7 +104,7 @@ def test_oneway_gets_no_response_even_for_unknown_code() -> None:
             try:
                 writer.write(encode_frame(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, opaque=11, oneway=True)))
                 writer.write(encode_frame(create_request(4242, opaque=12, oneway=True)))  # unknown + oneway
-                await asyncio.sleep(0.2)
+                await wait_until(lambda: seen == [11])  # the unknown one, behind it, is handled in order
                 writer.write(encode_frame(create_request(ECHO, opaque=13)))
                 resp = await asyncio.wait_for(read_frame(reader), 5)
                 assert resp.opaque == 13  # the oneway requests produced nothing before it
@@ -179,20 +179,22 @@ def test_default_processor() -> None:
 
 def test_slow_request_does_not_block_fast_ones_on_same_connection() -> None:
     release = None
+    entered = None
 
     async def slow(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        entered.set()
         await release.wait()
         return create_response(request, remark="slow")
 
     async def main() -> None:
-        nonlocal release
-        release = asyncio.Event()
+        nonlocal release, entered
+        release, entered = asyncio.Event(), asyncio.Event()
         async with serving() as (server, addr):
             server.register_processor(SLOW, slow)
             server.register_processor(ECHO, echo)
             async with RemotingClient() as client:
                 slow_task = asyncio.ensure_future(client.invoke(addr, create_request(SLOW), 5000))
-                await asyncio.sleep(0.05)
+                await asyncio.wait_for(entered.wait(), 5)  # the server holds the slow request
                 started = time.monotonic()
                 fast = await asyncio.gather(*(client.invoke(addr, create_request(ECHO), 2000) for _ in range(20)))
                 assert time.monotonic() - started < 5.0  # generous: the real proof is slow_task still pending

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import types
 
 import numpy as np
 import pytest
@@ -11,11 +12,24 @@ from hypothesis import strategies as st
 
 from mqcore.format import layout as L
 from mqcore.message import string_to_properties
+from tests.support.kernels import COLUMN_IMPLS, IMPLS
 
 BORN = bytes.fromhex("c0a8000a0000d431")     # 192.168.0.10:54321
 STORE = bytes.fromhex("c0a8000100002a9f")    # 192.168.0.1:10911
 V6 = ipaddress.IPv6Address("2001:db8::7").packed + struct.pack(">i", 40001)
 ALL = (-(1 << 63), (1 << 63) - 1)
+
+
+@pytest.fixture(params=["cython", "python"])
+def kernels(request):
+    """The store kernels (which write the records) and the column kernels (which decode them)
+    of one implementation, as one namespace: the tests below use both side by side."""
+    if request.param not in COLUMN_IMPLS:
+        pytest.fail("the compiled kernels did not load")
+    store, columns = IMPLS[request.param], COLUMN_IMPLS[request.param]
+    merged = {n: getattr(m, n) for m in (store, columns) for n in dir(m) if not n.startswith("__")}
+    merged["IMPLEMENTATION"] = store.IMPLEMENTATION
+    return types.SimpleNamespace(**merged)
 
 
 def put(k, buf, pos, *, topic=b"TopicTest", props=b"TAGS\x01TagA", body=b"hello", sys_flag=0, born=BORN,
@@ -134,7 +148,7 @@ EMPTY_BY_KIND = {"keys": lambda c: not c[0].any(), "properties": lambda c: not c
 @pytest.mark.parametrize("skipped", [
     ("properties",), ("keys", "properties"), ("born_host", "store_host", "offset_msg_id"),
     ("msg_id",), ("tags", "delay_level"),
-    tuple(name for name, _ in __import__("mqcore._store_py")._store_py.COLUMN_SKIP_FLAGS),  # fixed-width only
+    tuple(name for name, _ in COLUMN_IMPLS["python"].COLUMN_SKIP_FLAGS),  # fixed-width only
 ])
 def test_projection_builds_only_wanted_columns(kernels, skipped):
     """A projected decode gives the full decode's values in every kept column and empty
@@ -274,10 +288,9 @@ _record = st.fixed_dictionaries({
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_record, min_size=1, max_size=8), st.integers(0, 3), st.booleans(),
-       st.sets(st.sampled_from([name for name, _ in __import__("mqcore._store_py").
-                                _store_py.COLUMN_SKIP_FLAGS])))
+       st.sets(st.sampled_from([name for name, _ in COLUMN_IMPLS["python"].COLUMN_SKIP_FLAGS])))
 def test_implementations_agree(records, with_topics, with_body, skipped):
-    from mqcore import _store, _store_py
+    from mqcore import _columns, _columns_py, _store
     buf = bytearray(8192)
     pos = 0
     for r in records:
@@ -285,11 +298,11 @@ def test_implementations_agree(records, with_topics, with_body, skipped):
         s = V6 if r["sys_flag"] & 0x20 else STORE
         pos += put(_store, buf, pos, base=1 << 33, born=b, store=s, **r)
     topics = [None, [b"T"], [b"T", b"%DLQ%g"], []][with_topics]
-    flags = (_store.WITH_BODY if with_body else 0) | _store.CHECK_CRC
-    for name, flag in _store.COLUMN_SKIP_FLAGS:
+    flags = (_columns.WITH_BODY if with_body else 0) | _columns.CHECK_CRC
+    for name, flag in _columns.COLUMN_SKIP_FLAGS:
         flags |= flag if name in skipped else 0
     got = [k.decode_columns(buf, 0, len(buf), len(buf), 1 << 33, 3, 400, topics, 2, 8, flags)
-           for k in (_store, _store_py)]
+           for k in (_columns, _columns_py)]
     assert got[0][0] == got[1][0] and got[0][2:] == got[1][2:]
     a, b = got[0][1], got[1][1]
     assert a.keys() == b.keys()

@@ -1,10 +1,14 @@
-"""mypy input (not collected by pytest): both kernel modules satisfy the StoreKernels Protocol."""
-from mqcore import _compat, _store, _store_py
-from mqcore.kernel_api import StoreKernels
+"""mypy input (not collected by pytest): each kernel module satisfies its Protocol — the store
+kernels StoreKernels, the column kernels ColumnKernels."""
+from mqcore import _columns, _columns_py, _compat, _store, _store_py
+from mqcore.kernel_api import ColumnKernels, StoreKernels
 
 compiled: StoreKernels = _store
 twin: StoreKernels = _store_py
 chosen: StoreKernels = _compat.kernels
+compiled_columns: ColumnKernels = _columns
+twin_columns: ColumnKernels = _columns_py
+chosen_columns: ColumnKernels = _compat.default_column_kernels()
 
 # the broker pipeline's kernels satisfy PipelineKernels
 from mqcore import _pipeline, _pipeline_py  # noqa: E402

@@ -17,6 +17,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullResult, PullStatus, decode_messages
 from mqcore.client.route import MASTER_ID
 from mqcore.errors import NoRouteError
+from mqcore.format.properties import PROPERTY_SEPARATOR, format_properties
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import PullSysFlag
@@ -45,7 +46,7 @@ def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: boo
 
 def stamp_offsets(msgs: list[MessageExt], min_offset: int, max_offset: int) -> None:
     """Add MIN_OFFSET / MAX_OFFSET without forcing the properties to be parsed."""
-    suffix = f"{Prop.MIN_OFFSET}\x01{min_offset}\x02{Prop.MAX_OFFSET}\x01{max_offset}".encode()
+    suffix = format_properties({Prop.MIN_OFFSET: str(min_offset), Prop.MAX_OFFSET: str(max_offset)}).encode()
     for m in msgs:
         props = m._properties
         if props is not None:
@@ -53,7 +54,7 @@ def stamp_offsets(msgs: list[MessageExt], min_offset: int, max_offset: int) -> N
             props[Prop.MAX_OFFSET] = str(max_offset)
         else:
             raw = m._props_raw
-            m._props_raw = raw + b"\x02" + suffix if raw else suffix
+            m._props_raw = raw + PROPERTY_SEPARATOR + suffix if raw else suffix
 
 
 class PullAPIWrapper:

@@ -1,6 +1,9 @@
-# Columnar decode kernel, included at the end of _store.pyx (so it shares the record
-# checker ``_check_record``/``RecordView``, ``_parse_level`` and the byte-layout enums of
-# _store.pxd). Its readable twin, with the full contract, is mqcore/_columns_py.py.
+# cython: language_level=3
+# The column kernels: columnar decode of commitlog records for the Spark reader, an
+# extension of their own (mqcore._columns) because only Spark uses them. They share the
+# record checker ``_check_record``/``RecordView``, ``_parse_level`` and the property walk
+# with the store kernels through _record.pxi, and the byte-layout enums of _store.pxd.
+# Their readable twin, with the full contract, is mqcore/_columns_py.py.
 #
 # Why a separate kernel: the Spark reader wants Arrow columns. Decoding into one Python
 # tuple per message costs ~2 us per row in the Spark worker; this walks the records once
@@ -10,6 +13,19 @@
 # Memory: every data arena is bounded by the bytes of the records emitted in the batch
 # (each derived string -- hosts, message ids -- is shorter than the smallest record), so a
 # batch allocates ``max_bytes`` per arena up front; pages never written stay virtual.
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
+from libc.string cimport memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from mqcore._store cimport *
+
+import numpy as np
+
+from mqcore.format.scans import ColumnBatch, RecordWalk
+
+include "_record.pxi"
+
+IMPLEMENTATION = "cython"
+
 from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memchr
 
@@ -587,7 +603,7 @@ def decode_columns(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t st
         pos += v.size
     if out is None:
         out = _ColumnBuffers(0, 0)
-    return n, out.finish(n), pos, reason, corrupt, corrupt_bytes
+    return _named(ColumnBatch, (n, out.finish(n), pos, reason, corrupt, corrupt_bytes))
 
 
 def decode_columns_at(const unsigned char[::1] buf, positions, Py_ssize_t first, Py_ssize_t limit,
@@ -631,7 +647,7 @@ def decode_columns_at(const unsigned char[::1] buf, positions, Py_ssize_t first,
         i += 1
     if out is None:
         out = _ColumnBuffers(0, 0)
-    return n, out.finish(n), i, reason, corrupt, 0
+    return _named(ColumnBatch, (n, out.finish(n), i, reason, corrupt, 0))
 
 
 def walk_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limit, bint check_crc):
@@ -655,7 +671,7 @@ def walk_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t limi
             last_ts = ts
             count += 1
             pos += v.size
-    return pos, count, reason, first_ts, last_ts
+    return _named(RecordWalk, (pos, count, reason, first_ts, last_ts))
 
 
 def format_host(const unsigned char[::1] raw):
