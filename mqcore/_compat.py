@@ -1,7 +1,9 @@
-"""The only place that picks the store kernels.
+"""The only place that picks the kernels: the store's (``mqcore._store``, twin
+``mqcore._store_py``) and the client wire kernels (``mqcore._wire_client``, twin
+``mqcore._wire_client_py``).
 
-The Cython extension ``mqcore._store`` is the default. Setting the environment
-variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twin on purpose (for
+The Cython extensions are the default. Setting the environment
+variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twins on purpose (for
 debugging and for the tests that compare both). If the extension is missing
 without that variable, importing this module fails loudly: a silent fallback
 would hide a broken build behind a 50x slower store.
@@ -16,13 +18,17 @@ from __future__ import annotations
 
 import os
 
-from mqcore.kernel_api import StoreKernels
+from mqcore.kernel_api import StoreKernels, WireClientKernels
 
 PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
 
 
+def _pure_python() -> bool:
+    return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+
+
 def _load() -> StoreKernels:
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+    if _pure_python():
         from mqcore import _store_py
         return _store_py
     try:
@@ -35,11 +41,32 @@ def _load() -> StoreKernels:
     return _store
 
 
+def _load_wire_client() -> WireClientKernels:
+    if _pure_python():
+        from mqcore import _wire_client_py
+        return _wire_client_py
+    try:
+        from mqcore import _wire_client
+    except ImportError as e:  # pragma: no cover - exercised by a broken install
+        raise ImportError(
+            "mqcore's compiled extension mqcore._wire_client did not load (%s). Rebuild it with "
+            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
+            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+    return _wire_client
+
+
 #: the implementation chosen at import; read it through default_kernels() (tests and
 #: benchmarks may import it directly)
 kernels: StoreKernels = _load()
+#: the client wire kernels chosen at import; read them through default_wire_client_kernels()
+wire_client_kernels: WireClientKernels = _load_wire_client()
 
 
 def default_kernels() -> StoreKernels:
     """The kernels to use when a caller did not inject any."""
     return kernels
+
+
+def default_wire_client_kernels() -> WireClientKernels:
+    """The client wire kernels to use when a caller did not inject any."""
+    return wire_client_kernels

@@ -1130,4 +1130,3 @@ def prefault(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_
 
 # --- columnar decode (Spark, client) -------------------------------------------------------------------
 include "_columns.pxi"
-include "_wire_client.pxi"

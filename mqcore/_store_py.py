@@ -605,4 +605,3 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
 
 
 from mqcore._columns_py import *  # noqa: E402,F401,F403  (columnar decode: mqcore/_columns_py.py)
-from mqcore._wire_client_py import *  # noqa: E402,F401,F403  (client wire frames: mqcore/_wire_client_py.py)

@@ -1,9 +1,11 @@
-"""The typed interface of the store kernels: what ``mqcore._store`` (Cython) and ``mqcore._store_py`` (twin) provide.
+"""The typed interfaces of the kernels: :class:`StoreKernels`, what ``mqcore._store`` (Cython)
+and ``mqcore._store_py`` (twin) provide, and :class:`WireClientKernels`, what
+``mqcore._wire_client`` (Cython) and ``mqcore._wire_client_py`` (twin) provide.
 
 Callers type their ``kernels`` parameters with :class:`StoreKernels` instead of
 ``ModuleType``. ``mqcore/_store.pyi`` describes the compiled module with the same
 signatures, and ``tests/test_kernel_api.py`` runs mypy to check that both modules
-satisfy this Protocol, so a kernel added, removed or changed in one place only is
+satisfy these Protocols, so a kernel added, removed or changed in one place only is
 a test failure. Buffers are typed ``Any``: the kernels take anything exposing the
 buffer protocol (bytes, bytearray, memoryview, mmap, numpy arrays).
 """
@@ -117,7 +119,28 @@ class StoreKernels(Protocol):
     def walk_records(self, buf: Buffer, start: int, limit: int,
                      check_crc: bool) -> tuple[int, int, int, int, int]: ...
 
-    # --- client wire frames (the blocking send path) ---------------------------------------
+
+#: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step
+AnswerTuple = tuple[int, int, int, "str | None", dict[str, str]]
+
+
+class WireClientKernels(Protocol):
+    """The client's wire kernels (the blocking send path): ``mqcore/_wire_client_py.py`` has the contract."""
+
+    @property
+    def EXCHANGE_WRITE_TIMEOUT(self) -> int: ...
+    @property
+    def EXCHANGE_READ_TIMEOUT(self) -> int: ...
+    @property
+    def EXCHANGE_PEER_CLOSED(self) -> int: ...
+    @property
+    def EXCHANGE_WRITE_FAILED(self) -> int: ...
+    @property
+    def EXCHANGE_READ_FAILED(self) -> int: ...
+    @property
+    def EXCHANGE_BUFFER_BYTES(self) -> int: ...
+
     def encode_request_frame(self, code: int, language: str, version: int, opaque: int, flag: int,
                              keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...
-    def decode_json_answer(self, header: Buffer) -> tuple[int, int, int, str | None, dict[str, str]] | None: ...
+    def decode_json_answer(self, header: Buffer) -> AnswerTuple | None: ...
+    def exchange(self, fd: int, frame: Buffer, opaque: int, deadline: float) -> AnswerTuple | bytes | int: ...

@@ -1,4 +1,4 @@
-"""The client wire kernels (mqcore/_wire_client.pxi and its twin mqcore/_wire_client_py.py)
+"""The client wire kernels (mqcore/_wire_client.pyx and its twin mqcore/_wire_client_py.py)
 against the generic remoting codec: ``encode_request_frame`` writes exactly the bytes of
 ``encode_frame(create_request(...))`` or declines (None), ``decode_json_answer`` reads
 exactly what ``decode_frame`` reads or declines; Cython and twin agree on every input,
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqcore import _store, _store_py
+from mqcore import _wire_client, _wire_client_py
 from mqcore.errors import FrameTooLargeError, ProtocolError
 from mqcore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request, create_response, decode_frame, encode_frame
 
-BOTH = (_store, _store_py)
+BOTH = (_wire_client, _wire_client_py)
 I32 = st.integers(-2**31, 2**31 - 1)
 #: the characters a send header usually holds: printable ASCII and the property separators
 USUAL = st.text(st.sampled_from([chr(c) for c in range(0x20, 0x7f)] + ["\x01", "\x02"]), max_size=40)

@@ -106,7 +106,6 @@ class MQClientAPI:
         self._namesrv_index = 0
         # the JSON header names the language; a code LanguageCode does not know takes the generic path
         self._language_name: str | None = _language_name(language)
-        self._encode_frame = remoting.blocking.kernels.encode_request_frame
 
     def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
         return create_request(code, ext, body, language=self.language, version=self.version)
@@ -175,13 +174,13 @@ class MQClientAPI:
         language = self._language_name
         if language is None:
             return None
-        encode, version, keys, code = self._encode_frame, self.version, SendMessageRequestHeader.V2_KEYS, _SEND_V2
-        answer = self.remoting.blocking.invoke_frame(
-            addr, code, lambda opaque: encode(code, language, version, opaque, 0, keys, values, body), timeout_ms)
+        answer = self.remoting.blocking.call(addr, _SEND_V2, language, self.version, SendMessageRequestHeader.V2_KEYS,
+                                             values, body, timeout_ms)
         if answer is None:
             return None
         if type(answer) is tuple:
-            return self.send_result(addr, broker_name, topic, uniq_id, answer[0], answer[3], answer[4])
+            code, _opaque, _flag, remark, ext = answer
+            return self.send_result(addr, broker_name, topic, uniq_id, code, remark, ext)
         return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
 
     async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:
