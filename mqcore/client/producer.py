@@ -164,6 +164,12 @@ class Producer:
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
+        if (queue is None and selector is None and self._accumulator is None and self._state is _State.RUNNING
+                and type(msg) is Message and not self._instance.loop_thread.in_loop_thread()):
+            # the usual message in few steps (validated topic, cached route): see send_plain_blocking
+            result = self._impl.send_plain_blocking(msg, timeout_ms)
+            if result is not None:
+                return result
         self._check_running()
         self._check_blocking_allowed()
         acc = self._accumulator

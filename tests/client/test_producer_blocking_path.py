@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mqcore.client import Message, Producer
-from mqcore.errors import RemotingTimeoutError
+from mqcore.errors import BrokerError, RemotingTimeoutError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -164,3 +164,30 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
         p.instance.remoting.blocking.finalize = lambda addr, cmd: seen.append(cmd.code)  # e.g. request signing
         assert p.send(Message("T", b"y")).ok
         assert calls == {"invoke": 1, "frame": 5} and seen == [310]
+
+
+def test_the_plain_path_retries_as_the_general_one(fake_cluster, monkeypatch):
+    """A send on the plain path (topic checked and routed by an earlier send) whose attempts
+    fail is retried by the general loop with the same accounting: three attempts, then the
+    last error with its note; a timeout counts the first attempt too."""
+    from mqcore.client.producer_impl import ProducerImpl
+    fake_cluster.create_topic("T")
+    b = fake_cluster.brokers[0]
+    plain = {"n": 0}
+    real = ProducerImpl.send_plain_blocking
+
+    def counting(self, msg, timeout_ms):
+        plain["n"] += 1
+        return real(self, msg, timeout_ms)
+    monkeypatch.setattr(ProducerImpl, "send_plain_blocking", counting)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+        assert p.send(Message("T", b"x")).ok  # the first send checks the topic and finds its route
+        plain["n"] = 0
+        b.fail_next_sends = 3
+        with pytest.raises(BrokerError) as info:
+            p.send(Message("T", b"x"))
+        assert info.value.retriable and "3 attempt(s)" in "".join(info.value.__notes__)
+        assert plain["n"] == 1
+        b.fail_next_sends = 2
+        assert p.send(Message("T", b"y")).ok  # third attempt succeeds
+    assert len(b.sent) == 1 + 3 + 3
