@@ -209,7 +209,10 @@ class Producer:
         props = msg._properties
         if props.get(Prop.DELAY) or props.get(Prop.TRAN_MSG) or msg.topic.startswith("%RETRY%"):
             return None  # what ProduceAccumulator.eligible refuses
-        self._impl.check(msg)
+        body = msg.body
+        if (Prop.DELAY in props or msg.topic not in self._impl.checked_topics or not body
+                or len(body) > self.config.max_message_size_bytes):
+            self._impl.check(msg)  # check_message (what passes below is what it lets through)
         if not props.get(Prop.UNIQ_KEY):
             props[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
         item = self._kernels.encode_batch_message(msg.flag, msg.body, props)

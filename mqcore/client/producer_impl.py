@@ -112,6 +112,11 @@ class ProducerImpl:
             self.publish_info[topic] = route_to_publish_info(topic, route)
 
     # --- preparation (any thread) -----------------------------------------------------------------
+    @property
+    def checked_topics(self) -> set[str]:
+        """Topic names that passed ``check`` (read-only use)."""
+        return self._checked_topics
+
     def check(self, msg: Message) -> None:
         """``check_message``; a topic name that passed once is not re-checked."""
         topic_ok = msg.topic in self._checked_topics
