@@ -62,6 +62,7 @@ CLEAN_EXPIRED_MAX_PER_QUEUE = 16
 SLOW_LISTENER_S = 0.0005
 #: a drainer gives its consumed messages back to their process queue at least this often
 SETTLE_EVERY = 256
+_SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
 class ConsumerOps(Protocol):
@@ -110,6 +111,7 @@ class ConsumeMessageConcurrentlyService:
         self._unsettled: dict[int, list[Any]] = {}
         self._watch = threading.Condition(self._lock)
         self._watchdog: threading.Thread | None = None
+        self._stamp: tuple[int, str] = (-1, "")
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool = True) -> None:
         n = self.batch_size
@@ -237,7 +239,11 @@ class ConsumeMessageConcurrentlyService:
         consumer = self.consumer
         consumer.reset_retry_topic(msgs)
         context = ConsumeConcurrentlyContext(mq)
-        now = str(consumer.clock())
+        ms = consumer.clock()
+        stamp = self._stamp  # one (ms, text) pair, replaced whole: drainers share it
+        if stamp[0] != ms:  # one string per millisecond, not per batch
+            stamp = self._stamp = (ms, str(ms))
+        now = stamp[1]
         for msg in msgs:
             msg.stamp_property(Prop.CONSUME_START_TIME, now)  # leaves the properties unparsed
         try:
@@ -254,6 +260,9 @@ class ConsumeMessageConcurrentlyService:
         if pq.dropped:
             log.info("queue %s was dropped while consuming; its %d message(s) may come again", mq, len(msgs))
             return None
+        if status is _SUCCESS and context.ack_index >= len(msgs) - 1:  # all consumed: _process_result's first case
+            self.consumed_ok += len(msgs)
+            return msgs
         return self._process_result(status, context, msgs, pq, mq)
 
     def _process_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
