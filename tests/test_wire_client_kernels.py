@@ -185,3 +185,69 @@ def test_a_malformed_answer_still_raises_the_generic_errors():
         decode_frame(len(b'{"opaque":1}').to_bytes(4, "big") + b'{"opaque":1}')
     with pytest.raises((ProtocolError, FrameTooLargeError)):
         decode_frame(b"\x00\x00\x00\x09{")
+
+
+# --- exchange: one request written and its answer read on a non-blocking socket -------------
+def _answer_frame(opaque: int, body: bytes = b"", code: int = 0) -> bytes:
+    return encode_frame(create_response(create_request(310, opaque=opaque), code, None,
+                                        {"msgId": "ABC", "queueId": "1", "queueOffset": "7"}, body=body))
+
+
+def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0):
+    """Run ``k.exchange`` on one end of a socket pair whose other end reads the request and
+    answers ``peer_sends`` (then closes when asked); returns (result, request bytes seen)."""
+    import socket
+    import threading
+    import time
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    seen = bytearray()
+    request = _generic(310, LanguageCode.JAVA, 399, 5, 0, ("a",), ("x" * 100,), b"body")
+
+    def peer():
+        while len(seen) < len(request):
+            seen.extend(b.recv(65536))
+        if peer_sends:
+            b.sendall(peer_sends)
+        if close:
+            b.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=peer)
+    t.start()
+    try:
+        result = k.exchange(a.fileno(), request, 5, time.monotonic() + timeout_s)
+    finally:
+        t.join(10)
+        a.close()
+        b.close()
+    assert bytes(seen) == request
+    return result
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_reads_the_usual_answer_in_one_call(k):
+    code, opaque, flag, remark, ext = _exchange_with(k, _answer_frame(5))
+    assert (code, opaque, flag & 1, remark) == (0, 5, 1, None) and ext["queueOffset"] == "7"
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_leaves_unusual_answers_to_the_frame_reader(k):
+    """A body, another opaque, two frames, a frame over the kernel's buffer: the bytes read
+    come back as they are, the same in both implementations."""
+    cases = [_answer_frame(5, body=b"xyz"), _answer_frame(6), _answer_frame(6) + _answer_frame(5),
+             _answer_frame(5, body=b"x" * 20_000)]
+    for peer_sends in cases:
+        got = _exchange_with(k, peer_sends)
+        assert type(got) is bytes and peer_sends.startswith(got) and len(got) >= 4, peer_sends[:40]
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_reports_a_timeout_and_a_peer_close(k):
+    assert _exchange_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
+    assert _exchange_with(k, b"", close=True) == k.EXCHANGE_PEER_CLOSED
+    assert _exchange_with(k, _answer_frame(5)[:10], close=True) == k.EXCHANGE_PEER_CLOSED  # half a frame
+
+
+def test_exchange_constants_agree():
+    names = ("EXCHANGE_WRITE_TIMEOUT", "EXCHANGE_READ_TIMEOUT", "EXCHANGE_PEER_CLOSED", "EXCHANGE_WRITE_FAILED",
+             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES")
+    assert [getattr(_wire_client, n) for n in names] == [getattr(_wire_client_py, n) for n in names]
