@@ -44,6 +44,7 @@ cdef extern from "<time.h>" nogil:
         CLOCK_MONOTONIC
 
 cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
     bint PyUnicode_IS_ASCII(object o)
     void* PyUnicode_DATA(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -452,7 +453,9 @@ def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double dead
             if n >= 0:
                 done += n
                 continue
-            if errno == EINTR:
+            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+                with gil:
+                    PyErr_CheckSignals()
                 continue
             if errno != EAGAIN:
                 kind = _X_WRITE_FAILED
@@ -464,7 +467,10 @@ def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double dead
                 break
             pfd.events = POLLOUT | POLLERR | POLLHUP
             rc = poll(&pfd, 1, wait)
-            if rc < 0 and errno != EINTR:
+            if rc < 0 and errno == EINTR:
+                with gil:
+                    PyErr_CheckSignals()
+            elif rc < 0:
                 kind = _X_WRITE_FAILED
                 err = errno
                 break
@@ -481,7 +487,9 @@ def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double dead
             if n == 0:
                 kind = _X_PEER_CLOSED
                 break
-            if errno == EINTR:
+            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+                with gil:
+                    PyErr_CheckSignals()
                 continue
             if errno != EAGAIN:
                 kind = _X_READ_FAILED
@@ -493,7 +501,10 @@ def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double dead
                 break
             pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
             rc = poll(&pfd, 1, wait)
-            if rc < 0 and errno != EINTR:
+            if rc < 0 and errno == EINTR:
+                with gil:
+                    PyErr_CheckSignals()
+            elif rc < 0:
                 kind = _X_READ_FAILED
                 err = errno
                 break

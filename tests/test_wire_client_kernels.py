@@ -251,3 +251,32 @@ def test_exchange_constants_agree():
     names = ("EXCHANGE_WRITE_TIMEOUT", "EXCHANGE_READ_TIMEOUT", "EXCHANGE_PEER_CLOSED", "EXCHANGE_WRITE_FAILED",
              "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES")
     assert [getattr(_wire_client, n) for n in names] == [getattr(_wire_client_py, n) for n in names]
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_lets_a_signal_handler_interrupt_the_wait(k):
+    """Waiting with the GIL released must not swallow Ctrl-C: a signal's Python handler runs
+    during the wait and its exception ends the call (the caller then closes the socket)."""
+    import signal
+    import socket
+    import time
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(*_args):
+        raise Interrupted
+    previous = signal.signal(signal.SIGALRM, handler)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            k.exchange(a.fileno(), b"\x00\x00\x00\x04\x00\x00\x00\x00", 1, time.monotonic() + 10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        a.close()
+        b.close()
