@@ -1,6 +1,6 @@
-"""Builds the kernel extensions (metadata lives in pyproject.toml): mqcore._store (store kernels),
-mqcore._pipeline (the broker's request pipeline kernels) and mqcore._columns (columnar decode,
-used by Spark)."""
+"""Builds the kernel extensions (metadata lives in pyproject.toml), one per user: mqcore._store
+(store kernels), mqcore._pipeline (the broker's request pipeline), mqcore._wire_client (the
+client's wire kernels) and mqcore._columns (columnar decode, used by Spark)."""
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -27,6 +27,11 @@ extensions = [
         libraries=["z"],  # zlib's crc32 for the optional BODYCRC check
         extra_compile_args=["-O3"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+    Extension(
+        "mqcore._wire_client",
+        ["mqcore/_wire_client.pyx"],
+        extra_compile_args=["-O3"],
     ),
 ]
 

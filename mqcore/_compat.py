@@ -1,7 +1,10 @@
-"""The only place that picks the kernels: the store kernels and the column kernels.
+"""The only place that picks the kernels: the store's (``mqcore._store``, twin
+``mqcore._store_py``), the broker pipeline's (``mqcore._pipeline``, twin ``mqcore._pipeline_py``),
+the client wire kernels (``mqcore._wire_client``, twin ``mqcore._wire_client_py``) and the column
+kernels Spark uses (``mqcore._columns``, twin ``mqcore._columns_py``).
 
-The Cython extensions ``mqcore._store`` and ``mqcore._columns`` are the default. Setting the environment
-variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twin on purpose (for
+The Cython extensions are the default. Setting the environment
+variable ``MQCORE_PURE_PYTHON=1`` forces the pure-Python twins on purpose (for
 debugging and for the tests that compare both). If the extension is missing
 without that variable, importing this module fails loudly (the column kernels: when
 first asked for, so a broker never loads the Spark decoder): a silent fallback
@@ -18,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 
-from mqcore.kernel_api import ColumnKernels, PipelineKernels, StoreKernels
+from mqcore.kernel_api import ColumnKernels, PipelineKernels, StoreKernels, WireClientKernels
 
 PURE_PYTHON_ENV = "MQCORE_PURE_PYTHON"
 
@@ -41,9 +44,25 @@ def _load() -> StoreKernels:
     return _store
 
 
+def _load_wire_client() -> WireClientKernels:
+    if pure_python_forced():
+        from mqcore import _wire_client_py
+        return _wire_client_py
+    try:
+        from mqcore import _wire_client
+    except ImportError as e:  # pragma: no cover - exercised by a broken install
+        raise ImportError(
+            "mqcore's compiled extension mqcore._wire_client did not load (%s). Rebuild it with "
+            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
+            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+    return _wire_client
+
+
 #: the implementation chosen at import; read it through default_kernels() (tests and
 #: benchmarks may import it directly)
 kernels: StoreKernels = _load()
+#: the client wire kernels chosen at import; read them through default_wire_client_kernels()
+wire_client_kernels: WireClientKernels = _load_wire_client()
 
 
 def default_kernels() -> StoreKernels:
@@ -89,3 +108,8 @@ def default_column_kernels() -> ColumnKernels:
             "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
             "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
     return _columns
+
+
+def default_wire_client_kernels() -> WireClientKernels:
+    """The client wire kernels to use when a caller did not inject any."""
+    return wire_client_kernels

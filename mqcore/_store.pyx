@@ -1017,5 +1017,3 @@ def prefault(unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_
     return n
 
 
-# --- client wire frames ----------------------------------------------------------------------------
-include "_wire_client.pxi"

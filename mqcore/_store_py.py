@@ -558,4 +558,3 @@ def prefault(buf, start: int, end: int, page_size: int = 4096) -> int:
     return len(range(start - start % page_size, end, page_size))
 
 
-from mqcore._wire_client_py import *  # noqa: E402,F401,F403  (client wire frames: mqcore/_wire_client_py.py)

@@ -1,5 +1,6 @@
-"""Client wire kernels, pure-Python twin of ``mqcore/_wire_client.pxi`` (re-exported by
-``mqcore._store_py``): one request frame in one step, one answer header read in one step.
+"""Client wire kernels, pure-Python twin of the extension ``mqcore._wire_client``
+(``mqcore/_wire_client.pyx``): one request frame in one step, one answer header read in
+one step, one request/answer exchange on a non-blocking socket.
 
 Why: a blocking ``Producer.send`` used to build a header object, an ext dict, a
 ``RemotingCommand``, a JSON document and a frame prefix (dozens of Python calls) for a
@@ -21,13 +22,29 @@ out-of-range numbers, an unknown type, the response flag) gives None.
 (string/integer members, an ``extFields`` object of plain strings, no escapes, no
 floats, no nesting) into ``(code, opaque, flag, remark, ext)``; any other header
 gives None (the generic decoder then decides, and raises on malformed input).
+
+``exchange`` writes a whole request frame to a non-blocking socket and reads its answer,
+waiting in ``poll`` until ``deadline`` (``time.monotonic()`` seconds; the compiled kernel
+waits with the interpreter lock released). It returns the answer as
+``decode_json_answer`` reads it when exactly one frame arrived, fit in
+``EXCHANGE_BUFFER_BYTES``, carries a flat JSON header and no body, is a response and
+has the request's opaque (a send's usual answer); otherwise the bytes it has read (at
+least the first frame's length prefix, possibly more than one frame), which the caller
+hands to its frame reader to carry on; or, on failure, an int: the ``EXCHANGE_*`` kind
+in the low byte and the errno above it (0 for the timeouts and a peer close). A write
+that timed out or failed may have sent part of the frame: the caller closes the socket.
 """
 from __future__ import annotations
 
+import os
 import re
+import select
+import time
 from typing import Any
 
-__all__ = ["encode_request_frame", "decode_json_answer"]
+__all__ = ["EXCHANGE_BUFFER_BYTES", "EXCHANGE_PEER_CLOSED", "EXCHANGE_READ_FAILED", "EXCHANGE_READ_TIMEOUT",
+           "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "decode_json_answer", "encode_request_frame",
+           "exchange"]
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _HEADER_LENGTH_MASK = 0xFFFFFF
@@ -215,3 +232,86 @@ def decode_json_answer(header: Any) -> tuple[int, int, int, str | None, dict[str
     except _Unusual:
         return None
     return ints["code"], ints["opaque"], ints["flag"], remark, ext
+
+
+# --- one exchange on a socket ------------------------------------------------------------
+EXCHANGE_WRITE_TIMEOUT = 1
+EXCHANGE_READ_TIMEOUT = 2
+EXCHANGE_PEER_CLOSED = 3
+EXCHANGE_WRITE_FAILED = 4
+EXCHANGE_READ_FAILED = 5
+#: the answer bytes ``exchange`` reads itself; a longer answer goes to the caller's frame reader
+EXCHANGE_BUFFER_BYTES = 8192
+
+
+def _wait_ms(deadline: float) -> int:
+    """Milliseconds left, rounded up so a wait never spins at 0; -1 when the deadline passed."""
+    left = (deadline - time.monotonic()) * 1000.0
+    if left <= 0:
+        return -1
+    whole = int(min(left, 2147483647.0))
+    return whole + 1 if whole < left else whole
+
+
+def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, int, int, str | None, dict[str, str]] | bytes | int:
+    """Send ``frame`` on the non-blocking socket ``fd`` and read the answer; see the module docstring."""
+    view = memoryview(frame).cast("B")
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT | select.POLLERR | select.POLLHUP)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+            continue
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            return EXCHANGE_WRITE_FAILED | (e.errno or 0) << 8
+        wait = _wait_ms(deadline)
+        if wait < 0:
+            return EXCHANGE_WRITE_TIMEOUT
+        try:
+            poller.poll(wait)
+        except InterruptedError:
+            pass
+        except OSError as e:
+            return EXCHANGE_WRITE_FAILED | (e.errno or 0) << 8
+    poller.modify(fd, select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+    got = bytearray()
+    need = -1
+    while True:
+        try:
+            chunk = os.read(fd, EXCHANGE_BUFFER_BYTES - len(got))
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            chunk = None
+        except OSError as e:
+            return EXCHANGE_READ_FAILED | (e.errno or 0) << 8
+        if chunk is not None:
+            if not chunk:
+                return EXCHANGE_PEER_CLOSED
+            got += chunk
+            if need < 0 and len(got) >= 4:
+                need = 4 + int.from_bytes(got[:4], "big")
+            if need >= 0 and (len(got) >= need or need > EXCHANGE_BUFFER_BYTES):
+                break
+            continue
+        wait = _wait_ms(deadline)
+        if wait < 0:
+            return EXCHANGE_READ_TIMEOUT
+        try:
+            poller.poll(wait)
+        except InterruptedError:
+            pass
+        except OSError as e:
+            return EXCHANGE_READ_FAILED | (e.errno or 0) << 8
+    if len(got) == need and need >= 8:
+        word = int.from_bytes(got[4:8], "big")
+        header_len = word & 0xFFFFFF
+        if word >> 24 == 0 and 8 + header_len == need and header_len:
+            answer = decode_json_answer(got[8:need])
+            if answer is not None and answer[2] & _FLAG_RESPONSE and answer[1] == opaque:
+                return answer
+    return bytes(got)

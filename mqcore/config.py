@@ -73,8 +73,10 @@ class StoreConfig:
     broker_cluster_name: str = "DefaultCluster"
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    max_transfer_count_on_message_in_memory: int = 32
+    #: per pull answer. Not RocketMQ's (256 KiB, 32 messages): the push consumer's default pull
+    #: batch is 1000 (mqcore/client/config.py), and a cap of 32 would cut every pull to 32
+    max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024
+    max_transfer_count_on_message_in_memory: int = 1024
     # disk cleanup (CleanCommitLogService)
     file_reserved_time_hours: float = 72
     delete_when: str = "04"

@@ -1,9 +1,11 @@
 """The typed interfaces of the kernels: the store kernels (``mqcore._store`` in Cython, twin
-``mqcore._store_py``) and the column kernels Spark uses (``mqcore._columns``, twin ``mqcore._columns_py``).
+``mqcore._store_py``), the column kernels Spark uses (``mqcore._columns``, twin
+``mqcore._columns_py``), the broker pipeline's (``mqcore._pipeline``, twin ``mqcore._pipeline_py``)
+and the client's wire kernels (``mqcore._wire_client``, twin ``mqcore._wire_client_py``).
 
 Callers type their ``kernels`` parameters with :class:`StoreKernels` instead of
-``ModuleType`` (and Spark its ``kernels`` with :class:`ColumnKernels`). ``mqcore/_store.pyi``
-and ``mqcore/_columns.pyi`` describe the compiled modules with the same signatures, and
+``ModuleType`` (and Spark its ``kernels`` with :class:`ColumnKernels`). Each ``.pyi`` describes
+its compiled module with the same signatures, and
 ``tests/test_kernel_api.py`` runs mypy to check that each pair of modules satisfies its
 Protocol, so a kernel added, removed or changed in one place only is
 a test failure. Buffers are typed ``Any``: the kernels take anything exposing the
@@ -93,11 +95,6 @@ class StoreKernels(Protocol):
     # --- page cache ------------------------------------------------------------------------
     def prefault(self, buf: Buffer, start: int, end: int, page_size: int = 4096) -> int: ...
 
-    # --- client wire frames (the blocking send path) ---------------------------------------
-    def encode_request_frame(self, code: int, language: str, version: int, opaque: int, flag: int,
-                             keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...
-    def decode_json_answer(self, header: Buffer) -> tuple[int, int, int, str | None, dict[str, str]] | None: ...
-
 
 class ColumnKernels(Protocol):
     """The column kernels: commitlog records decoded into Arrow-ready columns (Spark's reader)."""
@@ -156,3 +153,29 @@ class PipelineKernels(Protocol):
                           indexed: bool) -> tuple[list[PlainSend], int]: ...
     def send_answer(self, before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int,
                     phy: int, queue_offset: int, opaque: int, version: int) -> bytes: ...
+
+
+#: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step
+AnswerTuple = tuple[int, int, int, "str | None", dict[str, str]]
+
+
+class WireClientKernels(Protocol):
+    """The client's wire kernels (the blocking send path): ``mqcore/_wire_client_py.py`` has the contract."""
+
+    @property
+    def EXCHANGE_WRITE_TIMEOUT(self) -> int: ...
+    @property
+    def EXCHANGE_READ_TIMEOUT(self) -> int: ...
+    @property
+    def EXCHANGE_PEER_CLOSED(self) -> int: ...
+    @property
+    def EXCHANGE_WRITE_FAILED(self) -> int: ...
+    @property
+    def EXCHANGE_READ_FAILED(self) -> int: ...
+    @property
+    def EXCHANGE_BUFFER_BYTES(self) -> int: ...
+
+    def encode_request_frame(self, code: int, language: str, version: int, opaque: int, flag: int,
+                             keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...
+    def decode_json_answer(self, header: Buffer) -> AnswerTuple | None: ...
+    def exchange(self, fd: int, frame: Buffer, opaque: int, deadline: float) -> AnswerTuple | bytes | int: ...

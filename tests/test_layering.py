@@ -64,7 +64,7 @@ def _all_modules() -> dict[str, set[str]]:
 
 
 MODULES = _all_modules()
-KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._wire_client_py",
+KERNELS = ("mqcore._store", "mqcore._store_py", "mqcore._columns_py", "mqcore._columns", "mqcore._wire_client", "mqcore._wire_client_py",
            "mqcore._pipeline", "mqcore._pipeline_py", "mqcore._record_py", "mqcore._compat",
            "mqcore.kernel_api")
 

@@ -1,4 +1,4 @@
-"""The client wire kernels (mqcore/_wire_client.pxi and its twin mqcore/_wire_client_py.py)
+"""The client wire kernels (mqcore/_wire_client.pyx and its twin mqcore/_wire_client_py.py)
 against the generic remoting codec: ``encode_request_frame`` writes exactly the bytes of
 ``encode_frame(create_request(...))`` or declines (None), ``decode_json_answer`` reads
 exactly what ``decode_frame`` reads or declines; Cython and twin agree on every input,
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqcore import _store, _store_py
+from mqcore import _wire_client, _wire_client_py
 from mqcore.errors import FrameTooLargeError, ProtocolError
 from mqcore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request, create_response, decode_frame, encode_frame
 
-BOTH = (_store, _store_py)
+BOTH = (_wire_client, _wire_client_py)
 I32 = st.integers(-2**31, 2**31 - 1)
 #: the characters a send header usually holds: printable ASCII and the property separators
 USUAL = st.text(st.sampled_from([chr(c) for c in range(0x20, 0x7f)] + ["\x01", "\x02"]), max_size=40)
@@ -185,3 +185,98 @@ def test_a_malformed_answer_still_raises_the_generic_errors():
         decode_frame(len(b'{"opaque":1}').to_bytes(4, "big") + b'{"opaque":1}')
     with pytest.raises((ProtocolError, FrameTooLargeError)):
         decode_frame(b"\x00\x00\x00\x09{")
+
+
+# --- exchange: one request written and its answer read on a non-blocking socket -------------
+def _answer_frame(opaque: int, body: bytes = b"", code: int = 0) -> bytes:
+    return encode_frame(create_response(create_request(310, opaque=opaque), code, None,
+                                        {"msgId": "ABC", "queueId": "1", "queueOffset": "7"}, body=body))
+
+
+def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0):
+    """Run ``k.exchange`` on one end of a socket pair whose other end reads the request and
+    answers ``peer_sends`` (then closes when asked); returns (result, request bytes seen)."""
+    import socket
+    import threading
+    import time
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    seen = bytearray()
+    request = _generic(310, LanguageCode.JAVA, 399, 5, 0, ("a",), ("x" * 100,), b"body")
+
+    def peer():
+        while len(seen) < len(request):
+            seen.extend(b.recv(65536))
+        if peer_sends:
+            b.sendall(peer_sends)
+        if close:
+            b.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=peer)
+    t.start()
+    try:
+        result = k.exchange(a.fileno(), request, 5, time.monotonic() + timeout_s)
+    finally:
+        t.join(10)
+        a.close()
+        b.close()
+    assert bytes(seen) == request
+    return result
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_reads_the_usual_answer_in_one_call(k):
+    code, opaque, flag, remark, ext = _exchange_with(k, _answer_frame(5))
+    assert (code, opaque, flag & 1, remark) == (0, 5, 1, None) and ext["queueOffset"] == "7"
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_leaves_unusual_answers_to_the_frame_reader(k):
+    """A body, another opaque, two frames, a frame over the kernel's buffer: the bytes read
+    come back as they are, the same in both implementations."""
+    cases = [_answer_frame(5, body=b"xyz"), _answer_frame(6), _answer_frame(6) + _answer_frame(5),
+             _answer_frame(5, body=b"x" * 20_000)]
+    for peer_sends in cases:
+        got = _exchange_with(k, peer_sends)
+        assert type(got) is bytes and peer_sends.startswith(got) and len(got) >= 4, peer_sends[:40]
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_reports_a_timeout_and_a_peer_close(k):
+    assert _exchange_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
+    assert _exchange_with(k, b"", close=True) == k.EXCHANGE_PEER_CLOSED
+    assert _exchange_with(k, _answer_frame(5)[:10], close=True) == k.EXCHANGE_PEER_CLOSED  # half a frame
+
+
+def test_exchange_constants_agree():
+    names = ("EXCHANGE_WRITE_TIMEOUT", "EXCHANGE_READ_TIMEOUT", "EXCHANGE_PEER_CLOSED", "EXCHANGE_WRITE_FAILED",
+             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES")
+    assert [getattr(_wire_client, n) for n in names] == [getattr(_wire_client_py, n) for n in names]
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_lets_a_signal_handler_interrupt_the_wait(k):
+    """Waiting with the GIL released must not swallow Ctrl-C: a signal's Python handler runs
+    during the wait and its exception ends the call (the caller then closes the socket)."""
+    import signal
+    import socket
+    import time
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(*_args):
+        raise Interrupted
+    previous = signal.signal(signal.SIGALRM, handler)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            k.exchange(a.fileno(), b"\x00\x00\x00\x04\x00\x00\x00\x00", 1, time.monotonic() + 10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        a.close()
+        b.close()

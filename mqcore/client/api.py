@@ -106,7 +106,6 @@ class MQClientAPI:
         self._namesrv_index = 0
         # the JSON header names the language; a code LanguageCode does not know takes the generic path
         self._language_name: str | None = _language_name(language)
-        self._encode_frame = remoting.blocking.kernels.encode_request_frame
 
     def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
         return create_request(code, ext, body, language=self.language, version=self.version)
@@ -166,22 +165,25 @@ class MQClientAPI:
         return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
 
     def send_message_v2_blocking(self, addr: str, broker_name: str, topic: str, uniq_id: str,
-                                 values: tuple[Any, ...], body: bytes, timeout_ms: float) -> SendResult | None:
-        """A SEND_MESSAGE_V2 written in one step by the ``encode_request_frame`` kernel and its
-        answer read by ``decode_json_answer``: the frame ``build_send_request`` +
-        ``send_message_blocking`` would send, byte for byte, with ``values`` the header's
-        fields in ``SendMessageRequestHeader.V2_KEYS`` order (None: absent). None, with
-        nothing sent, when the kernel declines (the caller then takes the generic path)."""
+                                 values: tuple[Any, ...], body: bytes, timeout_ms: float, *,
+                                 mq: MessageQueue | None = None) -> SendResult | None:
+        """A SEND_MESSAGE_V2 written by the ``encode_request_frame`` kernel and exchanged by
+        the ``exchange`` kernel (write, wait, answer read in one call): the frame
+        ``build_send_request`` + ``send_message_blocking`` would send, byte for byte, with
+        ``values`` the header's fields in ``SendMessageRequestHeader.V2_KEYS`` order (None:
+        absent). None, with nothing sent, when the kernel declines (the caller then takes
+        the generic path). ``mq``: the queue sent to, reused in the result when the answer
+        names it."""
         language = self._language_name
         if language is None:
             return None
-        encode, version, keys, code = self._encode_frame, self.version, SendMessageRequestHeader.V2_KEYS, _SEND_V2
-        answer = self.remoting.blocking.invoke_frame(
-            addr, code, lambda opaque: encode(code, language, version, opaque, 0, keys, values, body), timeout_ms)
+        answer = self.remoting.blocking.call(addr, _SEND_V2, language, self.version, SendMessageRequestHeader.V2_KEYS,
+                                             values, body, timeout_ms)
         if answer is None:
             return None
         if type(answer) is tuple:
-            return self.send_result(addr, broker_name, topic, uniq_id, answer[0], answer[3], answer[4])
+            code, _opaque, _flag, remark, ext = answer
+            return self.send_result(addr, broker_name, topic, uniq_id, code, remark, ext, mq)
         return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
 
     async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:
@@ -194,13 +196,16 @@ class MQClientAPI:
 
     @staticmethod
     def send_result(addr: str, broker_name: str, topic: str, uniq_id: str, code: int, remark: str | None,
-                    ext: dict[str, str]) -> SendResult:
-        """The SendResult of a send's answer (code, remark, ext fields), or its BrokerError."""
+                    ext: dict[str, str], mq: MessageQueue | None = None) -> SendResult:
+        """The SendResult of a send's answer (code, remark, ext fields), or its BrokerError.
+        ``mq``: the queue sent to, used as the result's queue when it is the one answered."""
         status = SEND_STATUS_BY_CODE.get(code)
         if status is None:
             raise BrokerError(code, remark, addr)
         header = SendMessageResponseHeader.from_ext(ext)
-        return SendResult(status, uniq_id, MessageQueue(topic, broker_name, header.queue_id),
+        if mq is None or mq.queue_id != header.queue_id or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, header.queue_id)
+        return SendResult(status, uniq_id, mq,
                           header.queue_offset, header.msg_id, header.transaction_id,
                           ext.get("MSG_REGION", "DefaultRegion"), ext.get("TRACE_ON", "true") != "false")
 

@@ -164,6 +164,12 @@ class Producer:
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
+        if (queue is None and selector is None and self._accumulator is None and self._state is _State.RUNNING
+                and type(msg) is Message and not self._instance.loop_thread.in_loop_thread()):
+            # the usual message in few steps (validated topic, cached route): see send_plain_blocking
+            result = self._impl.send_plain_blocking(msg, timeout_ms)
+            if result is not None:
+                return result
         self._check_running()
         self._check_blocking_allowed()
         acc = self._accumulator
@@ -203,7 +209,10 @@ class Producer:
         props = msg._properties
         if props.get(Prop.DELAY) or props.get(Prop.TRAN_MSG) or msg.topic.startswith("%RETRY%"):
             return None  # what ProduceAccumulator.eligible refuses
-        self._impl.check(msg)
+        body = msg.body
+        if (Prop.DELAY in props or msg.topic not in self._impl.checked_topics or not body
+                or len(body) > self.config.max_message_size_bytes):
+            self._impl.check(msg)  # check_message (what passes below is what it lets through)
         if not props.get(Prop.UNIQ_KEY):
             props[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
         item = self._kernels.encode_batch_message(msg.flag, msg.body, props)

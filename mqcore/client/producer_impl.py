@@ -32,7 +32,7 @@ from mqcore.client.message import (
     compress_body,
     encode_batch_body,
 )
-from mqcore.client.route import TopicPublishInfo, TopicRouteData, route_to_publish_info
+from mqcore.client.route import MASTER_ID, TopicPublishInfo, TopicRouteData, route_to_publish_info
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.client.validators import check_batch, check_message
 from mqcore.errors import (
@@ -56,6 +56,9 @@ T = TypeVar("T")
 _LOOP_GUARD_S = 5.0
 
 __all__ = ["CommunicationMode", "PreparedSend", "ProducerImpl"]
+
+#: properties that take a message off ``send_plain_blocking`` (delay, transaction, retry headers)
+_PLAIN_EXCLUDED = frozenset((Prop.DELAY, Prop.TRAN_MSG, Prop.RECONSUME_TIME, Prop.MAX_RECONSUME_TIMES))
 
 
 class CommunicationMode(enum.Enum):
@@ -109,6 +112,11 @@ class ProducerImpl:
             self.publish_info[topic] = route_to_publish_info(topic, route)
 
     # --- preparation (any thread) -----------------------------------------------------------------
+    @property
+    def checked_topics(self) -> set[str]:
+        """Topic names that passed ``check`` (read-only use)."""
+        return self._checked_topics
+
     def check(self, msg: Message) -> None:
         """``check_message``; a topic name that passed once is not re-checked."""
         topic_ok = msg.topic in self._checked_topics
@@ -230,6 +238,10 @@ class ProducerImpl:
                 return self._send_kernel_blocking(prepared, queue, self._first_attempt_budget(queue, begin, timeout),
                                                   begin, timeout)
         attempts = _Attempts(self, prepared, info, 1 + cfg.retry_times_when_send_failed, begin, timeout)
+        return self._attempts_blocking(prepared, attempts, begin, timeout)
+
+    def _attempts_blocking(self, prepared: PreparedSend, attempts: _Attempts, begin: int,
+                           timeout: float) -> SendResult:
         while (step := attempts.next()) is not None:
             mq, remaining = step
             try:
@@ -242,6 +254,64 @@ class ProducerImpl:
         final = attempts.outcome()
         assert final is not None  # a SYNC attempt always answers with a result or raises
         return final
+
+    def send_plain_blocking(self, msg: Message, timeout_ms: float | None) -> SendResult | None:
+        """``send_blocking(prepare(msg))`` in few steps for the usual message: a topic already
+        checked and routed, a body under the compression threshold, no delay, transaction or
+        retry properties, SEND_MESSAGE_V2. The first attempt is made here (the frame written
+        and the answer read by the wire kernels, the queue's own ``MessageQueue`` reused for
+        the result); a failed or not-stored first attempt continues in the general retry loop,
+        with the same accounting as if it had started there. None, with nothing sent, when
+        the message is not such a message (the caller takes the general path)."""
+        cfg = self.config
+        topic, body, props = msg.topic, msg.body, msg._properties
+        if (topic not in self._checked_topics or not body or len(body) >= cfg.compress_msg_body_over_howmuch
+                or len(body) > cfg.max_message_size_bytes or not cfg.use_send_message_v2 or _PLAIN_EXCLUDED.intersection(props) or topic.startswith("%")):
+            return None
+        info = self.publish_info.get(topic)
+        if info is None or not info.ok:
+            return None
+        instance = self.instance
+        clock = instance.clock
+        begin = clock()
+        mq = self.fault_strategy.select_one_message_queue(info, None)
+        broker_name = mq.broker_name
+        addrs = instance.broker_addr_table.get(broker_name)
+        addr = addrs.get(MASTER_ID) if addrs else None
+        if addr is None:
+            return None
+        uniq = props.get(Prop.UNIQ_KEY)
+        if not uniq:
+            uniq = props[Prop.UNIQ_KEY] = instance.uniq_ids.next_id()
+        timeout = cfg.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        properties = properties_to_string(props)
+        api = instance.api
+        # the fields of _header() in SendMessageRequestHeader.V2_KEYS order
+        values = (self.group, topic, cfg.create_topic_key, cfg.default_topic_queue_nums, mq.queue_id, 0, begin,
+                  msg.flag, properties, 0, False, None, False, broker_name)
+        error: RemotingError | ClientError | BrokerError | None = None
+        result: SendResult | None = None
+        try:
+            result = api.send_message_v2_blocking(addr, broker_name, topic, uniq, values, body, timeout, mq=mq)
+        except (RemotingError, ClientError, BrokerError) as e:
+            error = e
+        if result is not None:
+            if result.status is SendStatus.SEND_OK:
+                if self.fault_strategy.enabled:
+                    self.fault_strategy.update_fault_item(broker_name, clock() - begin, False)
+                return result
+        elif error is None:
+            return None  # declined before anything was sent
+        # the first attempt failed or was not stored: the general loop takes over from here
+        prepared = PreparedSend(topic, body, 0, msg.flag, properties, uniq, tags=msg.tags, original_size=len(body))
+        attempts = _Attempts(self, prepared, info, 1 + cfg.retry_times_when_send_failed, begin, timeout)
+        attempts.made(mq, begin)
+        if error is not None:
+            attempts.failed(mq, error)
+        elif attempts.answered(mq, result):
+            assert result is not None
+            return result
+        return self._attempts_blocking(prepared, attempts, begin, timeout)
 
     def _on_loop(self, coro: Coroutine[Any, Any, T], begin: int, timeout: float) -> T:
         """Run a (rare) route lookup on the loop thread and wait for it, within the send's deadline."""
@@ -368,6 +438,13 @@ class _Attempts:
         self.brokers_sent.append(mq.broker_name)
         self._started = now
         return mq, self._timeout - elapsed
+
+    def made(self, mq: MessageQueue, started: int) -> None:
+        """Count a first attempt made outside ``next()`` (``send_plain_blocking``) on ``mq``."""
+        self._left -= 1
+        self._last_broker = mq.broker_name
+        self.brokers_sent.append(mq.broker_name)
+        self._started = started
 
     def failed(self, mq: MessageQueue, error: RemotingError | ClientError | BrokerError) -> None:
         self._impl.fault_strategy.update_fault_item(mq.broker_name, self._clock() - self._started, True)

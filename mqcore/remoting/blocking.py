@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import select
 import socket
 import threading
@@ -45,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_wire_client_kernels
 
 from mqcore.errors import (
     ClosedError,
@@ -61,7 +62,7 @@ from mqcore.netaddr import parse_host_port
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import Body, RemotingCommand, encode
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameDecoder, FrameReceiver
-from mqcore.kernel_api import StoreKernels
+from mqcore.kernel_api import WireClientKernels
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,14 @@ FrameBuilder = Callable[[int], "bytes | None"]
 class BlockingConnection:
     """One blocking TCP connection, used by one thread at a time (see the module docstring)."""
 
-    def __init__(self, addr: str, sock: socket.socket, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, addr: str, sock: socket.socket, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 kernels: WireClientKernels | None = None) -> None:
         self.addr = addr
         self._sock = sock
+        self._fd = sock.fileno()
+        self._kernels = k = kernels or default_wire_client_kernels()
+        self._kernel_exchange = k.exchange
+        self._encode_frame = k.encode_request_frame
         # non-blocking for good, waiting in poll(): a socket timeout would cost an ioctl per
         # settimeout and a poll before every send (7 system calls per round trip, now 4)
         sock.setblocking(False)
@@ -106,8 +112,8 @@ class BlockingConnection:
         self.idle_since = 0.0
 
     @classmethod
-    def connect(cls, addr: str, timeout_s: float, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-                ) -> BlockingConnection:
+    def connect(cls, addr: str, timeout_s: float, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                kernels: WireClientKernels | None = None) -> BlockingConnection:
         try:
             host, port = parse_host_port(addr)
         except ValueError as e:
@@ -119,7 +125,7 @@ class BlockingConnection:
         except OSError as e:
             raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(addr, sock, max_frame_bytes=max_frame_bytes)
+        return cls(addr, sock, max_frame_bytes=max_frame_bytes, kernels=kernels)
 
     def __repr__(self) -> str:
         return f"BlockingConnection({self.addr}, {'closed' if self.closed else 'open'})"
@@ -153,7 +159,61 @@ class BlockingConnection:
         frame = build(opaque)
         if frame is None:
             return None
-        return self._exchange(frame, b"", code, opaque, deadline, decode)
+        return self._exchange_frame(frame, code, opaque, deadline, decode)
+
+    def call(self, code: int, language: str, version: int, keys: tuple[str, ...], values: tuple[Any, ...],
+             body: bytes, deadline: float, decode: FrameDecoder) -> AnswerHeader | RemotingCommand | None:
+        """``invoke_frame`` with the frame written by the ``encode_request_frame`` kernel
+        (a JSON request; the arguments are the kernel's): None, with nothing sent, when
+        the kernel declines."""
+        self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        frame = self._encode_frame(code, language, version, opaque, 0, keys, values, body)
+        if frame is None:
+            return None
+        return self._exchange_frame(frame, code, opaque, deadline, decode)
+
+    def _exchange_frame(self, frame: bytes, code: int, opaque: int, deadline: float,
+                        decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
+        """Write ``frame`` and read its answer: the ``exchange`` kernel does both in one call
+        (the usual send answer comes back decoded); what it leaves (a long or unusual answer,
+        other frames first) continues in the frame reader; its failures close the socket."""
+        if self._receiver.buffered_bytes:  # bytes of an earlier answer still wait: read in order
+            return self._exchange(frame, b"", code, opaque, deadline, decode)
+        try:
+            answer = self._kernel_exchange(self._fd, frame, opaque, deadline)
+        except BaseException:
+            self.close()
+            raise
+        if type(answer) is tuple:
+            return answer
+        if type(answer) is int:
+            self.close()
+            raise self._exchange_error(answer, code, opaque)
+        try:  # bytes: hand them to the frame reader (its ring is larger than the kernel's buffer) and go on there
+            room = self._receiver.get_buffer()
+            room[:len(answer)] = answer
+            self._receiver.received(len(answer))
+            return self._read_answer(code, opaque, deadline, decode)
+        except ProtocolError as e:
+            self.close()
+            raise RemotingError(f"connection to {self.addr} closed (protocol error: {e})") from e
+        except BaseException:
+            self.close()
+            raise
+
+    def _exchange_error(self, failure: int, code: int, opaque: int) -> RemotingError:
+        kind, err = failure & 0xFF, failure >> 8
+        k = self._kernels
+        reason = os.strerror(err) if err else ""
+        if kind == k.EXCHANGE_WRITE_TIMEOUT:
+            return RemotingTimeoutError(f"write to {self.addr} blocked until the deadline")
+        if kind == k.EXCHANGE_READ_TIMEOUT:
+            return RemotingTimeoutError(f"no response from {self.addr} in time (code {int(code)}, opaque {opaque})")
+        if kind == k.EXCHANGE_PEER_CLOSED:
+            return RemotingError(f"connection to {self.addr} closed (peer closed) while waiting for the answer")
+        if kind == k.EXCHANGE_WRITE_FAILED:
+            return RemotingSendRequestError(f"write to {self.addr} failed: [Errno {err}] {reason}")
+        return RemotingError(f"connection to {self.addr} failed while waiting: [Errno {err}] {reason}")
 
     def _exchange(self, prefix: bytes, body: Body, code: int, opaque: int, deadline: float,
                   decode: FrameDecoder | None) -> Any:
@@ -162,20 +222,24 @@ class BlockingConnection:
         closes this connection."""
         try:
             self._send(prefix, body, deadline)
-            while True:
-                answer = self._read_frame(deadline, code, opaque, decode)
-                if type(answer) is tuple:
-                    if answer[2] & FLAG_RESPONSE and answer[1] == opaque:
-                        return answer
-                elif answer.is_response and answer.opaque == opaque:
-                    return answer
-                log.debug("%s: dropped an unexpected frame %r", self, answer)
+            return self._read_answer(code, opaque, deadline, decode)
         except ProtocolError as e:  # as on the loop: a malformed answer closes the connection
             self.close()
             raise RemotingError(f"connection to {self.addr} closed (protocol error: {e})") from e
         except BaseException:
             self.close()
             raise
+
+    def _read_answer(self, code: int, opaque: int, deadline: float, decode: FrameDecoder | None) -> Any:
+        """Read frames until the answer to ``opaque``, dropping any other (the caller closes on errors)."""
+        while True:
+            answer = self._read_frame(deadline, code, opaque, decode)
+            if type(answer) is tuple:
+                if answer[2] & FLAG_RESPONSE and answer[1] == opaque:
+                    return answer
+            elif answer.is_response and answer.opaque == opaque:
+                return answer
+            log.debug("%s: dropped an unexpected frame %r", self, answer)
 
     def _remaining(self, deadline: float, code: int, opaque: int) -> float:
         left = deadline - time.monotonic()
@@ -265,7 +329,7 @@ class BlockingPool:
 
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, connect_timeout_ms: float = 3000,
                  max_idle_per_addr: int = DEFAULT_MAX_IDLE_PER_ADDR, finalize: Finalizer | None = None,
-                 name: str = "blocking-pool", kernels: StoreKernels | None = None) -> None:
+                 name: str = "blocking-pool", kernels: WireClientKernels | None = None) -> None:
         if connect_timeout_ms <= 0:
             raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
         if max_idle_per_addr < 1:
@@ -281,7 +345,7 @@ class BlockingPool:
         self._lock = threading.Lock()
         self._closed = False
         #: the kernels this pool's fast path uses (the caller's frame builder uses the same)
-        self.kernels = kernels or default_kernels()
+        self.kernels = kernels or default_wire_client_kernels()
         self._decode_answer = _answer_decoder(self.kernels)
 
     @property
@@ -326,6 +390,22 @@ class BlockingPool:
             self._give_back(conn)
         return answer
 
+    def call(self, addr: str, code: int, language: str, version: int, keys: tuple[str, ...],
+             values: tuple[Any, ...], body: bytes, timeout_ms: float) -> AnswerHeader | RemotingCommand | None:
+        """``invoke_frame`` with the frame written by the ``encode_request_frame`` kernel from
+        these arguments (see :meth:`BlockingConnection.call`): the send path's one call per
+        request. None, with nothing sent, when the kernel declines or a ``finalize`` hook is set."""
+        if self.finalize is not None:
+            return None
+        now = time.monotonic()
+        deadline = now + timeout_ms / 1000.0
+        conn = self._take(addr, deadline, timeout_ms, now)
+        try:
+            answer = conn.call(code, language, version, keys, values, body, deadline, self._decode_answer)
+        finally:
+            self._give_back(conn)
+        return answer
+
     def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
         with self._lock:
             if self._closed:
@@ -343,7 +423,7 @@ class BlockingPool:
             if left <= 0:
                 raise RemotingTimeoutError(f"no time left to connect to {addr} within {timeout_ms} ms")
             conn = BlockingConnection.connect(addr, min(left, self._connect_timeout_s),
-                                              max_frame_bytes=self._max_frame_bytes)
+                                              max_frame_bytes=self._max_frame_bytes, kernels=self.kernels)
             with self._lock:
                 if self._closed:
                     conn.close()
@@ -387,7 +467,7 @@ class BlockingPool:
             conn.wake()  # its caller's read fails now; the caller closes it
 
 
-def _answer_decoder(kernels: StoreKernels) -> FrameDecoder:
+def _answer_decoder(kernels: WireClientKernels) -> FrameDecoder:
     """A frame decoder for answers: a JSON header with no body goes to the
     ``decode_json_answer`` kernel; anything it declines, and every other frame, to the
     generic decoder (which also raises on malformed input)."""

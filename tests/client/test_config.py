@@ -19,7 +19,7 @@ def test_java_defaults():
     assert (p.compress_msg_body_over_howmuch, p.compress_level, p.max_message_size_bytes) == (4096, 5, 4 * 1024 * 1024)
     assert p.create_topic_key == "TBW102" and p.default_topic_queue_nums == 4 and not p.send_latency_fault_enable
     c = PushConsumerConfig()
-    assert (c.pull_batch_size, c.consume_thread_max, c.pull_threshold_for_queue) == (32, 20, 1000)
+    assert (c.pull_batch_size, c.consume_thread_max, c.pull_threshold_for_queue) == (1000, 20, 1000)
     assert (c.broker_suspend_max_time_ms, c.consumer_timeout_ms_when_suspend) == (15000, 30000)
     assert c.consume_timeout_min == 15 and c.effective_max_reconsume_times == 16
     assert c.message_model is MessageModel.CLUSTERING

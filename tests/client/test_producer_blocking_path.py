@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mqcore.client import Message, Producer
-from mqcore.errors import RemotingTimeoutError
+from mqcore.errors import BrokerError, RemotingTimeoutError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -94,10 +94,18 @@ def _frames_sent(monkeypatch) -> list[bytes]:
     sent: list[bytes] = []
     real = BlockingConnection._send
 
+    real_exchange = BlockingConnection._exchange_frame
+
     def record(self, prefix, body, deadline):
         frame = bytes(prefix) + bytes(body)
         sent.append(re.sub(rb'"opaque":\d+', b'"opaque":0', frame))
         return real(self, prefix, body, deadline)
+
+    def record_exchange(self, frame, *args):  # the frame the exchange kernel writes in one call
+        if not self._receiver.buffered_bytes:
+            sent.append(re.sub(rb'"opaque":\d+', b'"opaque":0', bytes(frame)))
+        return real_exchange(self, frame, *args)
+    monkeypatch.setattr(BlockingConnection, "_exchange_frame", record_exchange)
     monkeypatch.setattr(BlockingConnection, "_send", record)
     return sent
 
@@ -110,6 +118,7 @@ def test_the_one_step_frame_is_the_generic_frame_byte_for_byte(fake_cluster, clo
     kernel declines (non-ASCII, \\x1a) goes the generic way, with the same result."""
     from mqcore.message import Prop
     from mqcore.remoting.bodies import MessageQueue
+    from mqcore.remoting.blocking import BlockingConnection
     fake_cluster.create_topic("T")
     sent = _frames_sent(monkeypatch)
     with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr, clock=clock) as p:
@@ -119,7 +128,7 @@ def test_the_one_step_frame_is_the_generic_frame_byte_for_byte(fake_cluster, clo
         results = []
         for fast in (True, False):
             if not fast:
-                monkeypatch.setattr(api, "_encode_frame", lambda *args: None)
+                monkeypatch.setattr(BlockingConnection, "call", lambda *args: None)
             msg = Message("T", b"body\x00\x01", tags=tags, keys=keys)
             msg.properties[Prop.UNIQ_KEY] = "7F0000010001ABCDEF0000000000000001"
             results.append(p.send(msg, queue=queue))
@@ -136,7 +145,7 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
     from mqcore.remoting.blocking import BlockingPool
     fake_cluster.create_topic("T")
     calls = {"invoke": 0, "frame": 0}
-    real_invoke, real_frame = BlockingPool.invoke, BlockingPool.invoke_frame
+    real_invoke, real_frame = BlockingPool.invoke, BlockingPool.call
 
     def invoke(self, *args, **kwargs):
         calls["invoke"] += 1
@@ -147,7 +156,7 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
         calls["frame"] += answer is not None
         return answer
     monkeypatch.setattr(BlockingPool, "invoke", invoke)
-    monkeypatch.setattr(BlockingPool, "invoke_frame", invoke_frame)
+    monkeypatch.setattr(BlockingPool, "call", invoke_frame)
     with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
         assert all(p.send(Message("T", b"x")).ok for _ in range(5))
         assert calls == {"invoke": 0, "frame": 5}
@@ -155,3 +164,30 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
         p.instance.remoting.blocking.finalize = lambda addr, cmd: seen.append(cmd.code)  # e.g. request signing
         assert p.send(Message("T", b"y")).ok
         assert calls == {"invoke": 1, "frame": 5} and seen == [310]
+
+
+def test_the_plain_path_retries_as_the_general_one(fake_cluster, monkeypatch):
+    """A send on the plain path (topic checked and routed by an earlier send) whose attempts
+    fail is retried by the general loop with the same accounting: three attempts, then the
+    last error with its note; a timeout counts the first attempt too."""
+    from mqcore.client.producer_impl import ProducerImpl
+    fake_cluster.create_topic("T")
+    b = fake_cluster.brokers[0]
+    plain = {"n": 0}
+    real = ProducerImpl.send_plain_blocking
+
+    def counting(self, msg, timeout_ms):
+        plain["n"] += 1
+        return real(self, msg, timeout_ms)
+    monkeypatch.setattr(ProducerImpl, "send_plain_blocking", counting)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+        assert p.send(Message("T", b"x")).ok  # the first send checks the topic and finds its route
+        plain["n"] = 0
+        b.fail_next_sends = 3
+        with pytest.raises(BrokerError) as info:
+            p.send(Message("T", b"x"))
+        assert info.value.retriable and "3 attempt(s)" in "".join(info.value.__notes__)
+        assert plain["n"] == 1
+        b.fail_next_sends = 2
+        assert p.send(Message("T", b"y")).ok  # third attempt succeeds
+    assert len(b.sent) == 1 + 3 + 3

@@ -57,6 +57,9 @@ class ConsumeMessageOrderlyService:
                 lock = self._mq_locks[mq] = threading.Lock()
             return lock
 
+    def stop(self) -> None:
+        """Shutting down: nothing to drop (each queue's requests are the pool's own)."""
+
     def submit(self, msgs: list[MessageExt] | None, pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         if not dispatch:
             return

@@ -159,6 +159,7 @@ class PushConsumer:
         assert impl is not None and instance is not None
         try:
             instance.loop_thread.run(impl.stop_pulling_async(), timeout_s=30)
+            impl.consume_service.stop()  # batches not started are not consumed (nor committed)
             _drain_executor(impl.executor, self.config.await_termination_ms_when_shutdown)
             instance.loop_thread.run(impl.finish_async(), timeout_s=30)
         except MQError as e:

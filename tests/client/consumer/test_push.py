@@ -415,3 +415,50 @@ def test_topic_budget_is_split_over_owned_queues(cluster):
     with c:
         assert wait_for(lambda: len(c.assigned_queues(t)) == 4)
         assert wait_for(lambda: c._impl._thresholds.get(t) == (25, 2 * 1024 * 1024))
+
+
+def test_slow_listeners_run_on_several_threads_one_message_each(cluster):
+    """One consume thread drains listener batches while the listener is fast; a slow one
+    (here 20 ms per call) makes the drainers multiply, up to the pool size."""
+    t = cluster.create_topic(queues=1)
+    produce(cluster, t, 30)
+    lock, running, peak, sizes = threading.Lock(), [0], [0], []
+    gate = threading.Event()
+
+    def listener(msgs, ctx):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            sizes.append(len(msgs))
+        gate.wait(0.02)
+        with lock:
+            running[0] -= 1
+    c = consumer(cluster, consume_thread_min=8, consume_thread_max=8)
+    c.subscribe(t)
+    c.register_listener(listener)
+    with c:
+        assert wait_for(lambda: consumed_to_the_end(c, t, 30))
+    assert sizes == [1] * 30  # RocketMQ's listener batch of one message is kept
+    assert peak[0] >= 4, peak
+
+
+def test_the_offset_never_passes_a_message_whose_listener_has_not_returned(cluster):
+    """At least once: while the listener holds m3, the messages after it are consumed but the
+    queue's commit offset stays at m3's; it moves on once that listener returns."""
+    t = cluster.create_topic(queues=1)
+    produce(cluster, t, 10)
+    release, done = threading.Event(), set()
+
+    def listener(msgs, ctx):
+        for m in msgs:
+            if m.body == b"m3":
+                release.wait(30)
+            done.add(m.body)
+    c = consumer(cluster)
+    c.subscribe(t)
+    c.register_listener(listener)
+    with c:
+        assert wait_for(lambda: len(done) == 9)  # all but m3
+        assert sum(c.committed_offsets(t).values()) == 3
+        release.set()
+        assert wait_for(lambda: consumed_to_the_end(c, t, 10))

@@ -1,13 +1,50 @@
-# Client wire kernels, included at the end of _store.pyx: a JSON request frame written in
-# one step and a flat JSON answer header read in one step (the blocking send path). Their
-# readable twin, with the full contract, is mqcore/_wire_client_py.py. Both are "exact or
-# nothing": whatever they cannot reproduce byte for byte gives None, and the caller uses
-# the generic codec of mqcore.remoting.command.
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Client wire kernels (the extension ``mqcore._wire_client``): a JSON request frame written
+in one step, a flat JSON answer header read in one step, and one request/answer exchange
+on a non-blocking socket with the interpreter lock released while it waits (the blocking
+send path). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
+The encoder and decoder are "exact or nothing": whatever they cannot reproduce byte for
+byte gives None, and the caller uses the generic codec of ``mqcore.remoting.command``.
+
+A separate extension from the store's kernels (``mqcore._store``): the client's wire work
+has nothing to share with the store's byte layouts, and a client-only change does not
+rebuild the store.
+"""
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from libc.errno cimport errno, EAGAIN, EINTR
+from libc.stdint cimport int64_t, uint32_t
 from libc.stdio cimport snprintf
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long nfds, int timeout)
+    enum:
+        POLLIN
+        POLLPRI
+        POLLOUT
+        POLLERR
+        POLLHUP
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t send(int fd, const void* buf, size_t n, int flags)
+    ssize_t recv(int fd, void* buf, size_t n, int flags)
+    enum:
+        MSG_NOSIGNAL
+
+cdef extern from "<time.h>" nogil:
+    struct timespec:
+        long tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec* ts)
+    enum:
+        CLOCK_MONOTONIC
 
 cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
     bint PyUnicode_IS_ASCII(object o)
     void* PyUnicode_DATA(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -264,10 +301,13 @@ cdef inline bint _wc_name_is(const unsigned char* s, Py_ssize_t a, Py_ssize_t b,
 
 
 def decode_json_answer(const unsigned char[::1] header):
-    cdef Py_ssize_t n = header.shape[0], p = 0, q, e
-    if n == 0:
+    if header.shape[0] == 0:
         return None
-    cdef const unsigned char* s = &header[0]
+    return _wc_decode_answer(&header[0], header.shape[0])
+
+
+cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
+    cdef Py_ssize_t p = 0, q, e
     cdef int seen = 0, bit
     cdef int64_t ints[4]
     ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
@@ -365,3 +405,116 @@ def decode_json_answer(const unsigned char[::1] header):
     if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
         return None
     return (ints[0], ints[1], ints[2], remark, ext)
+
+
+# --- one exchange on a socket ---------------------------------------------------------------
+#: what ``exchange`` returns for a failure: the kind in the low byte, errno above it
+cdef enum:
+    _X_WRITE_TIMEOUT = 1
+    _X_READ_TIMEOUT = 2
+    _X_PEER_CLOSED = 3
+    _X_WRITE_FAILED = 4
+    _X_READ_FAILED = 5
+EXCHANGE_WRITE_TIMEOUT = _X_WRITE_TIMEOUT
+EXCHANGE_READ_TIMEOUT = _X_READ_TIMEOUT
+EXCHANGE_PEER_CLOSED = _X_PEER_CLOSED
+EXCHANGE_WRITE_FAILED = _X_WRITE_FAILED
+EXCHANGE_READ_FAILED = _X_READ_FAILED
+#: the answer bytes ``exchange`` reads itself; a longer answer goes to the caller's frame reader
+EXCHANGE_BUFFER_BYTES = 8192
+DEF _XBUF = 8192
+
+
+cdef inline int _wc_wait_ms(double deadline) noexcept nogil:
+    """Milliseconds left until ``deadline`` (CLOCK_MONOTONIC seconds, what ``time.monotonic()``
+    reads), rounded up so a wait never spins at 0; -1 when it has passed."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    cdef double left = deadline - (<double>ts.tv_sec + <double>ts.tv_nsec * 1e-9)
+    if left <= 0:
+        return -1
+    cdef double ms = left * 1000.0
+    cdef int whole = <int>ms if ms < 2147483647.0 else 2147483647
+    return whole + 1 if whole < ms else whole
+
+
+def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double deadline):
+    cdef Py_ssize_t total = frame.shape[0], done = 0, got = 0, need = -1, hlen
+    cdef ssize_t n
+    cdef int wait, rc, kind = 0, err = 0
+    cdef pollfd pfd
+    cdef unsigned char buf[_XBUF]
+    cdef const unsigned char* src = &frame[0] if total else NULL
+    cdef uint32_t length, word
+    pfd.fd = fd
+    with nogil:
+        while done < total:  # the request, all of it
+            n = send(fd, src + done, total - done, MSG_NOSIGNAL)
+            if n >= 0:
+                done += n
+                continue
+            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+                with gil:
+                    PyErr_CheckSignals()
+                continue
+            if errno != EAGAIN:
+                kind = _X_WRITE_FAILED
+                err = errno
+                break
+            wait = _wc_wait_ms(deadline)
+            if wait < 0:
+                kind = _X_WRITE_TIMEOUT
+                break
+            pfd.events = POLLOUT | POLLERR | POLLHUP
+            rc = poll(&pfd, 1, wait)
+            if rc < 0 and errno == EINTR:
+                with gil:
+                    PyErr_CheckSignals()
+            elif rc < 0:
+                kind = _X_WRITE_FAILED
+                err = errno
+                break
+        while kind == 0:  # the answer: one frame, as long as it fits in buf
+            n = recv(fd, buf + got, _XBUF - got, 0)
+            if n > 0:
+                got += n
+                if need < 0 and got >= 4:
+                    length = (<uint32_t>buf[0] << 24) | (<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3]
+                    need = 4 + <Py_ssize_t>length
+                if need >= 0 and (got >= need or need > _XBUF):
+                    break  # a whole frame (or more), or one too long for buf: decided below
+                continue
+            if n == 0:
+                kind = _X_PEER_CLOSED
+                break
+            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+                with gil:
+                    PyErr_CheckSignals()
+                continue
+            if errno != EAGAIN:
+                kind = _X_READ_FAILED
+                err = errno
+                break
+            wait = _wc_wait_ms(deadline)
+            if wait < 0:
+                kind = _X_READ_TIMEOUT
+                break
+            pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
+            rc = poll(&pfd, 1, wait)
+            if rc < 0 and errno == EINTR:
+                with gil:
+                    PyErr_CheckSignals()
+            elif rc < 0:
+                kind = _X_READ_FAILED
+                err = errno
+                break
+    if kind:
+        return kind | (err << 8)
+    if got == need and need >= 8:
+        word = (<uint32_t>buf[4] << 24) | (<uint32_t>buf[5] << 16) | (<uint32_t>buf[6] << 8) | buf[7]
+        hlen = word & 0xFFFFFF
+        if word >> 24 == 0 and 8 + hlen == need:  # JSON, header up to the end (no body)
+            answer = _wc_decode_answer(buf + 8, hlen) if hlen else None
+            if answer is not None and (<tuple>answer)[2] & 1 and (<tuple>answer)[1] == opaque:
+                return answer
+    return PyBytes_FromStringAndSize(<char*>buf, got)

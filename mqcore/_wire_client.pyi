@@ -1,0 +1,18 @@
+"""Types of the compiled client wire kernels (mqcore/_wire_client.pyx); the twin is mqcore/_wire_client_py.py.
+``tests/test_kernel_api.py`` checks that both satisfy ``mqcore.kernel_api.WireClientKernels``."""
+from typing import Any
+
+Buffer = Any
+
+EXCHANGE_WRITE_TIMEOUT: int
+EXCHANGE_READ_TIMEOUT: int
+EXCHANGE_PEER_CLOSED: int
+EXCHANGE_WRITE_FAILED: int
+EXCHANGE_READ_FAILED: int
+EXCHANGE_BUFFER_BYTES: int
+
+def encode_request_frame(code: int, language: str, version: int, opaque: int, flag: int,
+                         keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...
+def decode_json_answer(header: Buffer) -> tuple[int, int, int, str | None, dict[str, str]] | None: ...
+def exchange(fd: int, frame: Buffer, opaque: int,
+             deadline: float) -> tuple[int, int, int, str | None, dict[str, str]] | bytes | int: ...
