@@ -15,6 +15,7 @@ from typing import Any
 from mqcore import _store_py
 from mqcore._store_py import index_hash, java_hash
 from mqcore.format import layout as L
+from mqcore.format.properties import NAME_VALUE_SEPARATOR_TEXT, PROPERTY_SEPARATOR_TEXT
 
 __all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer"]
 
@@ -83,19 +84,19 @@ def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, clu
         return None
     pairs: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for seg in text.split("\x02"):
-        i = seg.find("\x01")
+    for seg in text.split(PROPERTY_SEPARATOR_TEXT):
+        i = seg.find(NAME_VALUE_SEPARATOR_TEXT)
         if not 0 < i < len(seg) - 1:
             continue  # skipped, as the property reader does
         name, value = seg[:i], seg[i + 1:]
-        if "\x01" in value or name in _NOT_PLAIN or name in seen or len(seen) == _MAX_PROPERTIES:
+        if NAME_VALUE_SEPARATOR_TEXT in value or name in _NOT_PLAIN or name in seen or len(seen) == _MAX_PROPERTIES:
             return None
         seen.add(name)
         if name != "WAIT":
             pairs.append((name, value))
     if cluster:
         pairs.append(("CLUSTER", cluster.decode("ascii")))
-    props_b = "\x02".join(f"{n}\x01{v}" for n, v in pairs).encode()
+    props_b = PROPERTY_SEPARATOR_TEXT.join(f"{n}{NAME_VALUE_SEPARATOR_TEXT}{v}" for n, v in pairs).encode()
     if len(props_b) > _MAX_PROPERTIES_BYTES:
         return None
     props = dict(pairs)
