@@ -82,17 +82,32 @@ def add_range_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", help="latest store time, inclusive")
 
 
+def submitted_master() -> str | None:
+    """The master ``spark-submit`` (or a running pyspark shell) chose, else None.
+
+    ``SparkConf()`` sees ``spark.master`` only once Python is connected to the JVM, and before
+    the session exists it is not: asking it then always said "no master", so a job submitted
+    to ``spark://...`` quietly ran in ``local[*]`` on the submitting machine. spark-submit
+    starts the JVM first and tells Python where it is (``PYSPARK_GATEWAY_PORT``); only then
+    is it worth connecting early (without it, connecting would start a JVM before the
+    session's own settings are known)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
+    return SparkConf().get("spark.master", None)
+
+
 def build_session(master: str | None = None, app: str = "mqcore-analytics"):
     """A SparkSession with the rocketmq sources registered and pushdown on."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     from mqcore.spark.source import register
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
-    elif not SparkConf().contains("spark.master"):  # not under spark-submit
+    elif submitted_master() is None:  # not under spark-submit
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.master("local[*]").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2))))
