@@ -88,7 +88,7 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = ReadOptions.from_options(self.options)
-        locate_store(opts.path, opts.fs_options)  # fail at planning with a clear message, not in a task
+        locate_store(opts.path, opts.fs_options, opts.commit_log_path)  # fail at planning with a clear message, not in a task
         if opts.pushdown == "true" or (opts.pushdown == "auto" and _called_by_pushdown_planner()):
             return CommitLogPushdownReader(opts)
         return CommitLogReader(opts)
@@ -106,7 +106,7 @@ class CommitLogReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        dirs = locate_store(self.opts.path, self.opts.fs_options)
+        dirs = locate_store(self.opts.path, self.opts.fs_options, self.opts.commit_log_path)
         snap = take_snapshot(dirs, self.opts.snapshot_offset)
         splits = plan_splits(dirs, snap, self.opts)
         if not splits:
