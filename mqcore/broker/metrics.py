@@ -147,7 +147,7 @@ class BrokerCollector:
             g = GaugeMetricFamily(name, f"Used fraction of the partition holding {path}",
                                   labels=["cluster", "broker"])
             try:
-                g.add_metric(base, psutil.disk_usage(path).percent / 100)
+                g.add_metric(base, self.b.disk_ratio(path))
             except OSError:
                 continue
             yield g
