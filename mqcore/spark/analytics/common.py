@@ -236,3 +236,41 @@ def log_axis(ax, which: str = "y") -> None:
     (ax.set_yscale if which == "y" else ax.set_xscale)("log")
     axis.set_major_locator(LogLocator(base=10))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def bucket_steps(points: list[tuple], step: dt.timedelta) -> tuple[list, list]:
+    """A zero-filled series (``zero_filled``) as the x and y of a step line drawn with
+    ``where="post"``: each bucket is a flat segment across its whole span (the last one
+    closed at its end), so a single hourly bucket fills its hour instead of being a dot in
+    the corner of the axis."""
+    if not points:
+        return [], []
+    xs = [t for t, _ in points] + [points[-1][0] + step]
+    ys = [v for _, v in points] + [points[-1][1]]
+    return xs, ys
+
+
+#: above this ratio of the largest to the smallest series, a linear axis flattens the small one
+LOG_RATIO = 20
+
+
+def counts_axis(ax, peaks: Sequence[float], which: str = "y") -> bool:
+    """Linear from 0 when the series are of one size; a symmetric log scale (linear below 1,
+    so zero buckets still show) when the smallest series would vanish next to the largest.
+    Returns True for the log scale (the caller says so in its axis label)."""
+    nonzero = [p for p in peaks if p > 0]
+    if len(nonzero) >= 1 and max(nonzero) / min(nonzero) > LOG_RATIO:
+        from matplotlib.ticker import FuncFormatter, SymmetricalLogLocator
+        (ax.set_yscale if which == "y" else ax.set_xscale)("symlog", linthresh=1)
+        axis = ax.yaxis if which == "y" else ax.xaxis
+        axis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=1))
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+        (ax.set_ylim if which == "y" else ax.set_xlim)(0, max(nonzero) * 3)
+        return True
+    (ax.set_ylim if which == "y" else ax.set_xlim)(0, max(nonzero, default=1) * 1.15)
+    return False
+
+
+def value_labels(ax, bars, values: Sequence[float]) -> None:
+    """Each bar's value written at its end: a lag of 5 next to one of 5,000 reads as 5, not 0."""
+    ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=3, fontsize="small")
