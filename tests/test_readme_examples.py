@@ -149,3 +149,6 @@ def test_example_runs(example: Example, request, tmp_path):
     p = subprocess.run([python, str(script)], cwd=tmp_path, input="\n", capture_output=True, text=True,
                        timeout=timeout, env=env)
     assert p.returncode == 0, f"{example.id} failed:\n{code}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}"
+    if "cpp-client" in example.words and "PushConsumer" in code:
+        # the consumer's part shows a message arriving, not only a send status
+        assert "received:" in p.stdout and "hello" in p.stdout, p.stdout

@@ -19,7 +19,7 @@ import sys
 from typing import Sequence
 
 from mqcore.spark.analytics import distributions, export, lag, lookup, retries, volume
-from mqcore.spark.analytics.common import build_session
+from mqcore.spark.analytics.common import build_session, spark_progress
 from mqcore.errors import StoreError
 from mqcore.spark.files import NotAStoreError, list_commitlog, locate_store, take_snapshot
 
@@ -50,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     spark = build_session(args.master, f"mqcore-analytics {args.job}")
     try:
-        args.run(spark, args)
+        with spark_progress(spark):
+            args.run(spark, args)
     finally:
         spark.stop()
     return 0

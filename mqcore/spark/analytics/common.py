@@ -8,12 +8,14 @@ than a table, a PNG (matplotlib, an optional dependency: ``pip install mqcore[pl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import os
 import re
 import sys
+import threading
 from typing import Sequence
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,40 @@ def build_session(master: str | None = None, app: str = "mqcore-analytics"):
     spark.sparkContext.setLogLevel("ERROR")  # before register: re-registering an auto-registered source warns
     register(spark)
     return spark
+
+
+@contextlib.contextmanager
+def spark_progress(spark, stream=None, every_s: float = 0.5):
+    """While the block runs, a progress bar of the active Spark stages' tasks on ``stream``
+    (stderr) when it is a terminal; nothing otherwise (a pipe, a log file, cron). Spark's own
+    console progress is off in local mode: it interleaves with the tables."""
+    stream = sys.stderr if stream is None else stream
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        yield
+        return
+    from tqdm import tqdm
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+    bar = tqdm(total=0, unit="tasks", desc="spark", file=stream, leave=False, dynamic_ncols=True)
+
+    def poll() -> None:
+        while not stop.wait(every_s):
+            infos = [i for i in (tracker.getStageInfo(s) for s in tracker.getActiveStageIds()) if i is not None]
+            if not infos:
+                continue
+            bar.total = sum(i.numTasks for i in infos)
+            bar.n = sum(i.numCompletedTasks for i in infos)
+            bar.set_description(f"spark stage {', '.join(str(i.stageId) for i in infos)}", refresh=False)
+            bar.refresh()
+
+    thread = threading.Thread(target=poll, name="mqcore-spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
 
 
 def messages(spark, store: str, topics: str | None = None, start: str | None = None, end: str | None = None,
