@@ -358,7 +358,7 @@ def _input_progress(source: IO[str], err: IO[str]) -> Iterator[Iterable[str]]:
     if not (hasattr(err, "isatty") and err.isatty()):
         yield source
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
     total = None
     try:
         st = os.fstat(source.fileno())

@@ -129,7 +129,7 @@ def spark_progress(spark, stream=None, every_s: float = 0.5):
     if not (hasattr(stream, "isatty") and stream.isatty()):
         yield
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
     bar = tqdm(total=0, unit="tasks", desc="spark", file=stream, leave=False, dynamic_ncols=True)
