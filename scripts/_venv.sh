@@ -9,8 +9,9 @@ ensure_venv() {
     if [ ! -x "$VENV/bin/python" ]; then
         "$PY" -m venv "$VENV"
     fi
+    spark_uses_this_python "$VENV"
     local stamp
-    stamp=$(cat pyproject.toml setup.py mqcore/*.pyx mqcore/*.pxd mqcore/*.pxi mqcore/*.h 2>/dev/null \
+    stamp=$(cat scripts/_venv.sh pyproject.toml setup.py mqcore/*.pyx mqcore/*.pxd mqcore/*.pxi mqcore/*.h 2>/dev/null \
             | sha256sum | cut -c1-16)
     local want="$stamp ${extras:-none}"
     local have=""
@@ -26,9 +27,26 @@ ensure_venv() {
     fi
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
     # editable: builds mqcore/_store*.so next to its sources, so the real extension is what runs.
+    # compat mode puts this checkout on sys.path (a .pth line) instead of setuptools' import hook,
+    # which tools that list modules by walking sys.path cannot see: mypy (mqcore.client) and
+    # PySpark's lookup of pyspark_* data source modules (format("rocketmq") without register()).
     # setuptools greets every editable build with a boxed "Editable installation" warning that
     # says nothing to a user of this repository: filtered out (the build backend inherits it)
-    PYTHONWARNINGS="ignore:Editable installation:UserWarning${PYTHONWARNINGS:+,$PYTHONWARNINGS}" \
-        "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+    # (compat mode's "transitional" notice too: strict mode would move the built extension out of
+    # mqcore/, where the tests and `python setup.py build_ext --inplace` expect it)
+    PYTHONWARNINGS="ignore:Editable installation:UserWarning,ignore:Compat editable installs${PYTHONWARNINGS:+,$PYTHONWARNINGS}" \
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        --config-settings editable_mode=compat -e ".${extras:+[$extras]}"
     echo "$want" > "$VENV/.mqcore-installed"
+}
+
+# Spark starts its Python workers (and its lookup of pyspark_* data sources) with $PYSPARK_PYTHON,
+# else `python3` from the PATH: outside an activated venv that is the system's Python, without
+# mqcore. A .pth line makes this venv's Python name itself when nothing else was chosen and it
+# is not a driver started by spark-submit (which passes spark.pyspark.python its own way).
+spark_uses_this_python() {
+    local site
+    site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    printf '%s\n' 'import os, sys; os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.setdefault("PYSPARK_PYTHON", sys.executable)' \
+        > "$site/mqcore-spark-python.pth"
 }

@@ -16,6 +16,7 @@ import concurrent.futures
 import functools
 import json
 import logging
+import os
 import shutil
 import time
 import zlib
@@ -552,6 +553,13 @@ class Broker:
         self.put_tps.sample(now, stored)
         self.get_tps.sample(now, consumed)
 
+    def disk_ratio(self, path: str) -> float:
+        """Used fraction of the partition holding ``path``, measured as the disk cleanup measures
+        it (one computation for brokerStatus, clusterList, the metrics and the cleanup)."""
+        if not os.path.isdir(path):
+            path = self.store_config.store_path
+        return float(self.cleanup.disk_usage(path)) / 100
+
     def runtime_figures(self) -> dict[str, str]:
         """The runtime-info keys operators' tools read (clusterList's columns among them)."""
         s = self.store
@@ -561,9 +569,13 @@ class Broker:
             first = s.look_message_by_offset(lo)
             if first is not None:
                 earliest = first.store_timestamp
-        try:
-            du = shutil.disk_usage(self.store_config.store_path)
-            ratio, capacity = du.used / du.total, f"Total : {_human(du.total)}, Free : {_human(du.free)}."
+        try:  # the cleanup's own measure of the commitlog's partition, as RocketMQ reports it
+            path = self.store_config.commitlog_dir
+            if not os.path.isdir(path):
+                path = self.store_config.store_path  # no commitlog file yet
+            ratio = self.disk_ratio(path)
+            du = shutil.disk_usage(path)
+            capacity = f"Total : {_human(du.total)}, Free : {_human(du.free)}."
         except OSError:
             ratio, capacity = 0.0, ""
         return {"runtime": self.runtime_text(), "putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),

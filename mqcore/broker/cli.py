@@ -98,6 +98,14 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     await broker.shutdown()
 
 
+def _did_you_mean(key: str) -> str:
+    import difflib
+
+    from mqcore.broker.conf import BROKER_KEYS, IGNORED_KEYS, STORE_KEYS
+    close = difflib.get_close_matches(key, [*BROKER_KEYS, *STORE_KEYS, *IGNORED_KEYS], n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -105,8 +113,14 @@ def main(argv=None) -> int:
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 2
-    for key in loaded.unknown_keys:
-        print(f"mqbroker: unknown configuration key {key!r} ignored", file=sys.stderr)
+    if loaded.unknown_keys:
+        # RocketMQ's broker skips keys it does not know; a misspelt listenPort then leaves the
+        # broker on the default port with nothing but a log line. Refused here, by name.
+        for key in loaded.unknown_keys:
+            print(f"mqbroker: unknown configuration key {key!r}{_did_you_mean(key)}", file=sys.stderr)
+        print("mqbroker: not started: fix or remove the keys above (`mqbroker -p` lists every key it knows)",
+              file=sys.stderr)
+        return 2
     if args.print_config:
         try:
             sys.stdout.write("\n".join(effective_config_lines(loaded.broker, loaded.store, loaded.ignored)) + "\n")

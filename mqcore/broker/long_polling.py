@@ -28,9 +28,14 @@ class PullRequestHoldService:
         self._loop_thread = threading.get_ident()
         self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
 
-    async def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int) -> bool:
-        """Wait until the queue's max offset passes ``offset``; False on timeout."""
+    async def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int,
+                   gone: asyncio.Future | None = None) -> bool:
+        """Wait until the queue's max offset passes ``offset``; False on timeout, or as soon as
+        ``gone`` (the asking connection's close) completes: nobody is left to answer, and the
+        pull must not stay counted as waiting for the rest of its suspend time."""
         fut = self.loop.create_future()
+        if gone is not None:
+            gone.add_done_callback(lambda _g: fut.done() or fut.set_result(False))
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append((offset, fut))
         if self._max_offset is not None and self._max_offset(topic, queue_id) > offset:

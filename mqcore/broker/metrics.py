@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 import psutil
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from mqcore.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
@@ -56,10 +56,10 @@ class BrokerCollector:
             bytes_in.add_metric(base + [topic], nbytes)
         msgs_out = CounterMetricFamily("rocketmq_messages_out",
                                        "Messages delivered by pulls and 5.x receives, per group and topic",
-                                       labels=["cluster", "broker", "topic", "consumer_group"])
+                                       labels=["cluster", "broker", "topic", "group"])
         bytes_out = CounterMetricFamily("rocketmq_throughput_out",
                                         "Bytes delivered by pulls and 5.x receives, per group and topic",
-                                        labels=["cluster", "broker", "topic", "consumer_group"])
+                                        labels=["cluster", "broker", "topic", "group"])
         for (group, topic), (n, nbytes) in sorted(st.pulled.items()):
             msgs_out.add_metric(base + [topic, group], n)
             bytes_out.add_metric(base + [topic, group], nbytes)
@@ -148,7 +148,7 @@ class BrokerCollector:
             g = GaugeMetricFamily(name, f"Used fraction of the partition holding {path}",
                                   labels=["cluster", "broker"])
             try:
-                g.add_metric(base, psutil.disk_usage(path).percent / 100)
+                g.add_metric(base, self.b.disk_ratio(path))
             except OSError:
                 continue
             yield g
@@ -242,6 +242,11 @@ class MetricsServer:
     def __init__(self, broker, host: str, port: int):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
+        # the broker process itself (RSS, CPU seconds, open and max fds, start time; Python's GC
+        # collections and the interpreter's version), on this registry, not the library's global one
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None

@@ -48,6 +48,9 @@ TOPICS_FILE = "topics.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 DELAY_OFFSET_FILE = "delayOffset.json"
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
+#: mqcore's note of the parts kept outside the root (storePathCommitLog, storePathConsumeQueue,
+#: storePathIndex), so an offline reader given the root finds them; RocketMQ ignores the file
+STORE_PATHS_FILE = "storePaths.json"
 DATA_FILE_NAME_DIGITS = 20      # commitlog / consume-queue files: base offset, zero padded
 INDEX_FILE_NAME_DIGITS = 17     # index files: yyyyMMddHHmmssSSS of creation
 

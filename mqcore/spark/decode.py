@@ -318,7 +318,7 @@ def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
     if kernels is None:
         kernels = default_column_kernels()
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
-    dirs = locate_store(opts.path, opts.fs_options)
+    dirs = locate_store(opts.path, opts.fs_options, opts.commit_log_path)
     snap = take_snapshot(dirs, opts.snapshot_offset)
     for split in plan_splits(dirs, snap, opts):
         yield from iter_split(split, opts, kernels)

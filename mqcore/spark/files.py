@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import struct
 from typing import Iterator
 
@@ -22,8 +23,11 @@ import numpy as np
 from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
+from mqcore.format import store_paths
 from mqcore.format.files import is_data_file_name, open_view
 from mqcore.spark.storage import LOCAL, Storage, resolve
+
+log = logging.getLogger(__name__)
 
 # open_view is imported from the shared reader and used from here by the other Spark modules
 
@@ -41,8 +45,15 @@ class StoreDirs:
     root: str | None
     commitlog: str
     storage: Storage = LOCAL
+    #: consume queue / index directories the store's ``config/storePaths.json`` names
+    consumequeue_dir: str | None = None
+    index_dir: str | None = None
+    #: where the commitlog was looked for, and why (shown when it holds nothing)
+    commitlog_origin: str = "the store root's commitlog/"
 
-    def _sub(self, name: str) -> str | None:
+    def _sub(self, name: str, moved: str | None = None) -> str | None:
+        if moved is not None and self.storage.isdir(moved):
+            return moved
         if self.root is None:
             return None
         p = self.storage.join(self.root, name)
@@ -50,11 +61,11 @@ class StoreDirs:
 
     @property
     def consumequeue(self) -> str | None:
-        return self._sub(L.CONSUME_QUEUE_DIR)
+        return self._sub(L.CONSUME_QUEUE_DIR, self.consumequeue_dir)
 
     @property
     def index(self) -> str | None:
-        return self._sub(L.INDEX_DIR)
+        return self._sub(L.INDEX_DIR, self.index_dir)
 
     @property
     def config(self) -> str | None:
@@ -68,9 +79,14 @@ class CommitLogFile:
     size: int
 
 
-def locate_store(path: str, fs_options=()) -> StoreDirs:
+def locate_store(path: str, fs_options=(), commitlog: str | None = None) -> StoreDirs:
     """Accept a store root (holding ``commitlog/``) or a commitlog directory itself, as a
-    local path or a URI (``fs_options``: see ``mqcore.spark.storage.resolve``)."""
+    local path or a URI (``fs_options``: see ``mqcore.spark.storage.resolve``).
+
+    A broker whose broker.conf moves the commitlog (``storePathCommitLog``), consume queues
+    or index elsewhere notes where in the root's ``config/storePaths.json``; those places
+    are used. ``commitlog`` (option ``commitLogPath``) names the commitlog directory
+    explicitly, for a copied store whose recorded path is not valid here."""
     if not path:
         raise NotAStoreError("no path given: use .load('/path/to/store') or option('path', ...)")
     st, path = resolve(path, fs_options)
@@ -80,7 +96,15 @@ def locate_store(path: str, fs_options=()) -> StoreDirs:
                              "(the broker's storePathRootDir, holding commitlog/) or its commitlog/ directory")
     names = st.listdir(path)
     if "commitlog" in names or any(m in names for m in _STORE_MARKERS):
-        return StoreDirs(path, st.join(path, "commitlog"), st)  # (a fresh store may have no commitlog yet)
+        moved = _moved_parts(st, path)
+        log_dir, origin = st.join(path, "commitlog"), "the store root's commitlog/"
+        if commitlog:
+            log_dir, origin = resolve(commitlog, fs_options)[1], "option commitLogPath"
+        elif "storePathCommitLog" in moved:
+            log_dir = moved["storePathCommitLog"]
+            origin = f"storePathCommitLog in {st.display(st.join(path, L.CONFIG_DIR, L.STORE_PATHS_FILE))}"
+        # (a fresh store may have no commitlog yet)
+        return StoreDirs(path, log_dir, st, moved.get("storePathConsumeQueue"), moved.get("storePathIndex"), origin)
     if any(is_data_file_name(n) for n in names):
         parent = st.dirname(path)
         root = parent if st.basename(path) == "commitlog" else None
@@ -88,6 +112,32 @@ def locate_store(path: str, fs_options=()) -> StoreDirs:
     raise NotAStoreError(
         f"{shown} is not a RocketMQ store: it has no commitlog/ directory and no commitlog files "
         "(20-digit names such as 00000000000000000000)")
+
+
+def _moved_parts(st: Storage, root: str) -> dict[str, str]:
+    """The root's ``config/storePaths.json`` ({} when absent or unreadable: then the defaults)."""
+    note = st.join(root, L.CONFIG_DIR, L.STORE_PATHS_FILE)
+    if not st.exists(note):
+        return {}
+    try:
+        return store_paths.parse(st.read_at(note, 0, st.size(note)).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, OSError) as e:
+        log.warning("%s is unreadable (%s): the store's parts are looked for under its root", st.display(note), e)
+        return {}
+
+
+def check_not_misplaced(dirs: StoreDirs, snap: "Snapshot") -> None:
+    """A store whose consume queues index messages but whose commitlog directory holds none
+    is read from the wrong place: an error saying where to look, never 0 rows."""
+    if snap.files or snap.dispatched <= 0:
+        return
+    st = dirs.storage
+    raise StoreError(
+        f"{st.display(dirs.root or dirs.commitlog)} has consume queues indexing messages up to commitlog offset "
+        f"{snap.dispatched}, but its commitlog directory {st.display(dirs.commitlog)} ({dirs.commitlog_origin}) "
+        "holds no commitlog files: the broker keeps its commitlog elsewhere (storePathCommitLog in its "
+        "broker.conf). Pass that directory with .option('commitLogPath', DIR), or give the commitlog directory "
+        "itself as the path (to load() or to mqcore-analytics)")
 
 
 def locate_local_store(path: str, what: str) -> StoreDirs:
@@ -415,7 +465,9 @@ def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=Non
     first_ts = tuple(ts for (has, ts) in infos if has)
     dispatched = dispatched_offset(dirs)
     if not data:
-        return Snapshot((), 0, (), dispatched, L.ScanStop.NO_DATA)
+        snap = Snapshot((), 0, (), dispatched, L.ScanStop.NO_DATA)
+        check_not_misplaced(dirs, snap)
+        return snap
     last = data[-1]
     reason = L.ScanStop.END
     if pinned_end is not None:

@@ -27,6 +27,8 @@ _FALSE = {"false", "0", "no", "off"}
 #: option name (lower case) -> (field, parser, help)
 _DOC = {
     "path": "store root or commitlog directory (what .load(path) passes)",
+    "commitlogpath": "the commitlog directory when it is not the root's commitlog/ (the broker's "
+                     "storePathCommitLog; found by itself in the root's config/storePaths.json when mqbroker wrote it)",
     "topics": "comma-separated topics to read (also 'topic')",
     "starttime": "earliest store time: epoch ms or ISO-8601 (UTC when no zone), inclusive",
     "endtime": "latest store time, inclusive",
@@ -100,6 +102,7 @@ class ReadOptions:
     """Typed options; ranges are inclusive store times (ms) and [min, max) offsets."""
 
     path: str = ""
+    commit_log_path: str | None = None
     topics: tuple[str, ...] | None = None
     min_store_ts: int = I64_MIN
     max_store_ts: int = I64_MAX
@@ -197,6 +200,8 @@ def _parse_one(name: str, value: str) -> dict:
         return {"pushdown": _choice(name, value, ("auto", "true", "false"))}
     if name == "snapshotoffset":
         return {"snapshot_offset": parse_int(name, value)}
+    if name == "commitlogpath":
+        return {"commit_log_path": str(value) or None}
     if name == "timeslackms":
         return {"time_slack_ms": parse_int(name, value)}
     raise ConfigError(f"option {name} is documented but not parsed")  # pragma: no cover

@@ -19,6 +19,7 @@ work either way.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from typing import Iterable, Iterator
 
@@ -88,7 +89,7 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = ReadOptions.from_options(self.options)
-        locate_store(opts.path, opts.fs_options)  # fail at planning with a clear message, not in a task
+        locate_store(opts.path, opts.fs_options, opts.commit_log_path)  # fail at planning with a clear message, not in a task
         if opts.pushdown == "true" or (opts.pushdown == "auto" and _called_by_pushdown_planner()):
             return CommitLogPushdownReader(opts)
         return CommitLogReader(opts)
@@ -106,7 +107,7 @@ class CommitLogReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        dirs = locate_store(self.opts.path, self.opts.fs_options)
+        dirs = locate_store(self.opts.path, self.opts.fs_options, self.opts.commit_log_path)
         snap = take_snapshot(dirs, self.opts.snapshot_offset)
         splits = plan_splits(dirs, snap, self.opts)
         if not splits:
@@ -253,9 +254,29 @@ class CommitLogPushdownReader(CommitLogReader):
         return rest
 
 
+def workers_use_this_python(spark) -> bool:
+    """In local mode, let Spark's Python workers run this interpreter unless told otherwise.
+
+    Without ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) Spark starts ``python3`` from
+    the PATH for its workers, which in a venv is the system's Python, without mqcore: the
+    README's example run as ``.venv/bin/python example.py`` failed in the worker with
+    ``No module named 'mqcore'``. On a cluster the driver's path means nothing to the
+    executors, so nothing is changed there. True when this interpreter was chosen."""
+    sc = spark.sparkContext
+    if os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python"):
+        return False
+    if not (sc.master or "").startswith("local"):
+        return False
+    sc.pythonExec = sys.executable  # what every Python function registered from now on carries
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # and sessions started later in this process
+    return True
+
+
 def register(spark) -> None:
-    """Register every reader of this package with a SparkSession."""
+    """Register every reader of this package with a SparkSession (in local mode, with
+    this interpreter for the Python workers: ``workers_use_this_python``)."""
     from mqcore.spark.aux_sources import ALL_AUX_SOURCES
+    workers_use_this_python(spark)
     spark.dataSource.register(RocketMQDataSource)
     for source in ALL_AUX_SOURCES:
         spark.dataSource.register(source)

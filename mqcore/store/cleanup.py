@@ -42,12 +42,12 @@ import os
 import time
 from typing import Callable
 
-import psutil
 
 from mqcore.config import StoreConfig
 from mqcore.errors import ConfigError, MQError
 from mqcore.service import ServiceThread
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
+from mqcore.store.space import used_percent
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,9 @@ CommittedOffsets = Callable[[str], dict[str, dict[int, int]]]
 
 
 def psutil_disk_usage(path: str) -> float:
-    """What ``df`` shows for the partition holding ``path``."""
-    return float(psutil.disk_usage(path).percent)
+    """What ``df`` shows for the partition holding ``path`` (``space.used_percent``, the one
+    measure the broker reports too; the name is kept for callers)."""
+    return used_percent(path)
 
 
 def local_hour(now_ms: int) -> int:

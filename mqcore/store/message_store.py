@@ -22,6 +22,7 @@ from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
 from mqcore.histogram import FLUSH_LATENCY_BOUNDS_S, Histogram
 from mqcore.message import MessageExt, MessageExtBrokerInner
+from mqcore.format import store_paths
 from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog
@@ -90,6 +91,7 @@ class MessageStore:
             # storeCheckpoint / abortFile may point outside storePathRootDir
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
+            store_paths.record(self.config)  # so a reader given the root finds a moved commitlog
             abnormal = os.path.exists(self.config.abort_path)
             report = RecoveryReport()
             report.notes.extend(self.commitlog.load())

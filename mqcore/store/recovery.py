@@ -144,8 +144,14 @@ class Recovery:
         # (the index lagging behind, say) must not bring it back; queues rebuilt above may
         self.dispatcher.no_new_queues_below = -1 if abnormal else self.queues.max_physic_offset()
         self.dispatcher.new_queues_allowed = set(self._rebuilding)
+        # what counts as re-dispatched: records that were missing a unit or an index entry. A
+        # clean stop's last indexed record is re-read (dispatch starts on a record boundary)
+        # but needs nothing, so "re-dispatched 1" after every clean restart was wrong
+        needed_from = dispatch_from
+        if not abnormal and rebuild_from is None:
+            needed_from = max(dispatch_from, min(self.queues.max_physic_offset(), index_from, end))
         try:
-            report.records_redispatched = self._redispatch(dispatch_from, end, index_from)
+            report.records_redispatched = self._redispatch(dispatch_from, end, index_from, needed_from)
         finally:
             self.dispatcher.no_new_queues_below = -1
             self.dispatcher.new_queues_allowed = set()
@@ -365,12 +371,14 @@ class Recovery:
             log.warning("commitlog tail after offset %d dropped (%s, %d bytes); copies in %s",
                         end, report.stop_reason, report.dropped_bytes, qdir)
 
-    def _redispatch(self, start: int, end: int, index_from: int) -> int:
+    def _redispatch(self, start: int, end: int, index_from: int, needed_from: int) -> int:
+        """Dispatch the records in [start, end); returns how many were at or after
+        ``needed_from`` (the ones that lacked a unit or an index entry)."""
         n = [0]
 
         def dispatch(table, topics, buf):
             self.dispatcher.dispatch_locked(table, topics, buf, index_from_phy=index_from)
-            n[0] += len(table)
+            n[0] += int(np.count_nonzero(table["phy_offset"] >= needed_from))
 
         for mf, pos in self.commitlog.iter_files_from(start):
             stop_at = min(mf.wrote_position, end - mf.file_from_offset)

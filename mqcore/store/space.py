@@ -26,6 +26,16 @@ def statvfs_usage(path: str) -> tuple[int, int]:
     return used, st.f_bavail * st.f_frsize
 
 
+def used_percent(path: str) -> float:
+    """Percent of the partition holding ``path`` in use, as ``df``'s Use% and RocketMQ's
+    ``UtilAll.getDiskPartitionSpaceUsedPercent`` count it: used / (used + available to us),
+    so root's reserve counts as neither. The one measure behind the cleanup's decisions,
+    ``brokerStatus``/``clusterList``'s ``commitLogDiskRatio`` and the disk-ratio metrics."""
+    used, avail = statvfs_usage(path)
+    total = used + avail
+    return 100.0 * used / total if total > 0 else 0.0
+
+
 class DiskSpaceGuard:
     """``guard(directory, size)``: raise ``DiskFullError`` unless a ``size``-byte file fits
     under ``warning_ratio`` percent of the partition holding ``directory``."""

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import ipaddress
 import dataclasses
 import json
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from mqcore.broker.metadata import TopicConfig, TopicConfigTable
@@ -350,6 +352,35 @@ def parse_host(text: str) -> bytes:
         raise IllegalArgumentError(f"{text!r} is not ip:port: {e}") from e
 
 
+@contextlib.contextmanager
+def _input_progress(source: IO[str], err: IO[str]) -> Iterator[Iterable[str]]:
+    """``source``'s lines, with a progress bar of the bytes read on ``err`` when it is a
+    terminal (a 300,000-message import takes a while); the lines untouched otherwise."""
+    if not (hasattr(err, "isatty") and err.isatty()):
+        yield source
+        return
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
+    total = None
+    try:
+        st = os.fstat(source.fileno())
+        if stat.S_ISREG(st.st_mode):
+            total = st.st_size
+    except (OSError, AttributeError, ValueError):
+        pass  # stdin from a pipe, or not a file: the bar counts without an end
+    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="import", file=err, leave=False,
+               dynamic_ncols=True)
+
+    def lines() -> Iterator[str]:
+        for line in source:
+            bar.update(len(line.encode("utf-8", "surrogatepass")))
+            yield line
+
+    try:
+        yield lines()
+    finally:
+        bar.close()
+
+
 def run_import(path: str, source: IO[str], out: IO[str], err: IO[str], *, batch: bool, sizes: StoreSizes,
                store_host: str = "127.0.0.1:10911") -> int:
     """Import ``source`` into the store at ``path``; returns 0, or 1 if some lines failed."""
@@ -362,7 +393,8 @@ def run_import(path: str, source: IO[str], out: IO[str], err: IO[str], *, batch:
             err.write(f"note: {store.recovery_report.summary()}\n")
         importer = Importer(store, topics, err, batch=batch, store_host=host,
                             born_host=pack_host(unpack_host(host)[0], 0))
-        result = importer.feed(source)
+        with _input_progress(source, err) as lines:
+            result = importer.feed(lines)
     registered = importer.register_topics()
     out.write(f"imported {result.imported} message(s) into {len(result.topics)} topic(s) with {result.calls} "
               f"{'batch ' if batch else ''}put(s); {result.failed} line(s) failed; {registered} topic(s) "

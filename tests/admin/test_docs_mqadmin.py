@@ -37,13 +37,35 @@ def readme_section() -> str:
     return text[start:end if end > 0 else None]
 
 
+def activation() -> str:
+    """The README's quick start line that puts the tools on the PATH (run from the checkout)."""
+    text = (ROOT / "README.md").read_text()
+    quick = text[text.index("## Quick start"):text.index("\n## ", text.index("## Quick start") + 1)]
+    lines = [code.strip() for lang, code in blocks(quick) if lang == "sh"]
+    assert lines == [". .venv/bin/activate"], lines
+    return lines[0]
+
+
+def _venv_dir() -> Path:
+    """The checkout's .venv, as the README's set-up commands make it (CI: scripts/test);
+    a worktree without one borrows the running suite's venv through a .venv link."""
+    venv = ROOT / ".venv"
+    if not venv.exists():
+        venv.symlink_to(Path(sys.executable).parent.parent)
+    return venv
+
+
 def test_docs_examples_run_as_written(tmp_path):
     mqadmin = shutil.which("mqadmin", path=str(Path(sys.executable).parent))
     assert mqadmin, "the mqadmin console script is not installed next to this Python (pip install -e .)"
     doc = blocks((ROOT / "docs" / "mqadmin.md").read_text())
     readme = blocks(readme_section())
     assert len(doc) >= 8 and readme, "the docs lost their examples"
-    script = ["set -euo pipefail"]
+    # as the README says after the quick start: the venv activated from the checkout, then the
+    # commands by their bare names (the venv's bin is NOT put on the PATH by this test)
+    _venv_dir()
+    script = ["set -euo pipefail", f"cd {ROOT}", activation(), f"cd {tmp_path}",
+              "mqstore --help >/dev/null", "mqcore-analytics --help >/dev/null"]
     for i, (lang, code) in enumerate(doc + readme):
         if lang == "python":
             path = tmp_path / f"example_{i}.py"
@@ -55,8 +77,10 @@ def test_docs_examples_run_as_written(tmp_path):
             script.append(code)
         script.append(f"echo '@@@ block {i} done'")
     with BrokerProcess(tmp_path / "store", broker_name="broker-a") as b:
-        env = dict(os.environ, NAMESRV_ADDR=b.namesrv_addr, TMPDIR=str(tmp_path),
-                   PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+        venv_bin = os.path.realpath(Path(sys.executable).parent)
+        path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                               if p and os.path.realpath(p) != venv_bin)
+        env = dict(os.environ, NAMESRV_ADDR=b.namesrv_addr, TMPDIR=str(tmp_path), PATH=path)
         p = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, env=env,
                            timeout=SCRIPT_TIMEOUT_S, cwd=tmp_path)
     assert p.returncode == 0, f"an example failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"

@@ -46,14 +46,22 @@ def test_bad_values_are_clear_errors(bad):
         build_configs(read_properties(bad))
 
 
-def test_print_config_and_unknown_key_warning(tmp_path):
+def test_print_config_and_unknown_keys_refused(tmp_path):
     conf = tmp_path / "b.conf"
-    conf.write_text("brokerName=zz\nnoSuchKey=1\n")
+    conf.write_text("brokerName=zz\n")
     p = subprocess.run([sys.executable, "-m", "mqcore.broker.cli", "-c", str(conf), "-p"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0
     assert "brokerName=zz" in p.stdout and "storePathRootDir=" in p.stdout and "listenPort=10911" in p.stdout
-    assert "noSuchKey" in p.stderr
+    # a typo'd key stops the start (and -p, which checks as a start does), naming the key it resembles
+    conf.write_text("brokerName=zz\nlistenPrt=10999\nnoSuchKey=1\n")
+    for extra in (["-p"], ["--log-dir", str(tmp_path / "logs")]):
+        p = subprocess.run([sys.executable, "-m", "mqcore.broker.cli", "-c", str(conf), *extra], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert "unknown configuration key 'listenPrt' (did you mean 'listenPort'?)" in p.stderr
+        assert "unknown configuration key 'noSuchKey'" in p.stderr and "not started" in p.stderr
+        assert "READY" not in p.stdout
     p = subprocess.run([sys.executable, "-m", "mqcore.broker.cli", "-c", str(tmp_path / "missing.conf")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "cannot read" in p.stderr

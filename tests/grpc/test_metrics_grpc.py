@@ -42,8 +42,8 @@ def test_grpc_sends_and_receives_are_counted(tmp_path):
         assert value(m, "rocketmq_messages_in_total", topic=TOPIC) == 4
         assert value(m, "rocketmq_throughput_in_total", topic=TOPIC) > 3 * 200
         assert value(m, "rocketmq_put_latency_seconds_count") >= latency_before + 4
-        assert value(m, "rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == 3
-        assert value(m, "rocketmq_throughput_out_total", topic=TOPIC, consumer_group=GROUP) > 3 * 200
+        assert value(m, "rocketmq_messages_out_total", topic=TOPIC, group=GROUP) == 3
+        assert value(m, "rocketmq_throughput_out_total", topic=TOPIC, group=GROUP) > 3 * 200
         assert value(m, "rocketmq_send_back_messages_total", group=GROUP, to="dlq") == 1
         assert value(m, "rocketmq_messages_in_total", topic="%DLQ%" + GROUP) == 1
         assert value(m, "rocketmq_grpc_clients", client_type="SIMPLE_CONSUMER") == 1

@@ -105,9 +105,11 @@ def standalone(tmp_path_factory, spark):  # spark: the same Java/pyspark checks 
                SPARK_WORKER_DIR=str(work / "work"))
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
+    webui = _free_port()
+    env["MQCORE_TEST_MASTER_WEBUI"] = f"http://127.0.0.1:{webui}"  # the master's JSON: /json/
     spark_class = os.path.join(home, "bin", "spark-class")
     master = _Daemon([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                      "--port", str(port), "--webui-port", str(_free_port())],
+                      "--port", str(port), "--webui-port", str(webui)],
                      str(work / "master.log"), r"New state: ALIVE", env)
     worker = None
     try:
@@ -138,6 +140,14 @@ def _rows(path: str) -> list:
     return sorted(rows)
 
 
+def _master_apps(env: dict) -> list[dict]:
+    """Every application the standalone master knows (running and completed), from its JSON UI."""
+    import urllib.request
+    with urllib.request.urlopen(env["MQCORE_TEST_MASTER_WEBUI"] + "/json/", timeout=10) as r:
+        state = json.load(r)
+    return state.get("activeapps", []) + state.get("completedapps", [])
+
+
 def _result(stdout: str) -> dict:
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
@@ -150,6 +160,7 @@ def _result(stdout: str) -> dict:
 @pytest.mark.timeout(2400)
 def test_reader_and_every_job_on_a_standalone_cluster(standalone, mqcore_pex, store_dir, tmp_path):
     url, env = standalone
+    before = {a["id"] for a in _master_apps(env)}
     local = subprocess.run([sys.executable, JOB, store_dir, str(tmp_path / "local"), "--master", "local[2]"],
                            capture_output=True, text=True, timeout=900,
                            env=dict(os.environ, PYTHONPATH=PROJECT_ROOT, SPARK_LOCAL_IP="127.0.0.1"))
@@ -171,6 +182,7 @@ def test_reader_and_every_job_on_a_standalone_cluster(standalone, mqcore_pex, st
                              env=dict(clean_env, PEX_INHERIT_PATH="fallback"))
     assert cluster.returncode == 0, cluster.stderr[-5000:]
 
+    assert [a["name"] for a in _master_apps(env) if a["id"] not in before] == ["mqcore-cluster-test"]
     want, got = _result(local.stdout), _result(cluster.stdout)
     assert got["counts"] == want["counts"] and got["checksum"] == want["checksum"]
     assert sum(want["counts"].values()) > 1000
@@ -182,3 +194,28 @@ def test_reader_and_every_job_on_a_standalone_cluster(standalone, mqcore_pex, st
         expected = _rows(str(tmp_path / "local" / job))
         assert expected, job
         assert _rows(str(tmp_path / "cluster" / job)) == expected, job
+
+
+@pytest.mark.timeout(900)
+def test_analytics_script_submitted_to_the_master_runs_there(standalone, store_dir, tmp_path):
+    """``spark-submit --master spark://... scripts/mqcore_analytics.py volume STORE``, as
+    mqcore/spark/README.md writes it: the application must be registered with the master (a job
+    that falls back to local[*] on the submitting machine never is) and its executors must have
+    done the work. mqcore is on the workers through PYTHONPATH and this venv's Python."""
+    url, env = standalone
+    before = {a["id"] for a in _master_apps(env)}
+    submit = [os.path.join(env["SPARK_HOME"], "bin", "spark-submit"), "--master", url,
+              "--conf", f"spark.pyspark.python={sys.executable}",
+              "--conf", f"spark.executorEnv.PYTHONPATH={PROJECT_ROOT}",
+              "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.ui.enabled=false",
+              "--conf", "spark.executor.memory=512m",
+              os.path.join(PROJECT_ROOT, "scripts", "mqcore_analytics.py"), "volume", store_dir,
+              "--bucket", "1h", "--out", str(tmp_path / "volume")]
+    clean_env = {k: v for k, v in env.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
+    r = subprocess.run(submit, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env=dict(clean_env, PYTHONPATH=PROJECT_ROOT))
+    assert r.returncode == 0, r.stderr[-5000:]
+    assert "== volume" in r.stdout, r.stdout[-3000:]
+    assert _rows(str(tmp_path / "volume"))
+    new = [a for a in _master_apps(env) if a["id"] not in before]
+    assert [a["name"] for a in new] == ["mqcore-analytics volume"], new

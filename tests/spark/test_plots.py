@@ -33,10 +33,12 @@ def test_volume_gaps_are_zero_and_series_differ():
     fig = volume.plot(rows, None, "1h")
     ax = fig.axes[0]
     got = lines(ax)
-    assert list(got["A"].get_xdata()) == [T0, T0 + H, T0 + 2 * H, T0 + 3 * H]
-    assert list(got["A"].get_ydata()) == [5, 0, 0, 2]          # not a line straight across the gap
-    assert list(got["B"].get_ydata()) == [0, 1, 0, 0]
-    assert got["A"].get_marker() != got["B"].get_marker()
+    # steps: each bucket flat across its span, closed at the last bucket's end
+    assert list(got["A (7)"].get_xdata()) == [T0, T0 + H, T0 + 2 * H, T0 + 3 * H, T0 + 4 * H]
+    assert list(got["A (7)"].get_ydata()) == [5, 0, 0, 2, 2]       # not a line straight across the gap
+    assert got["A (7)"].get_drawstyle() == "steps-post"
+    assert list(got["B (1)"].get_ydata()) == [0, 1, 0, 0, 0]
+    assert got["A (7)"].get_marker() != got["B (1)"].get_marker()
     assert xspan(ax) == 4 * H                                   # first bucket's start to last one's end
     assert ax.get_ylim()[0] == 0
 
@@ -44,6 +46,9 @@ def test_volume_gaps_are_zero_and_series_differ():
 def test_one_hourly_bucket_spans_one_hour_not_years():
     fig = volume.plot([{"bucket_start": T0, "topic": "A", "messages": 7}], None, "1h")
     assert xspan(fig.axes[0]) == H
+    # drawn across its hour, not as a point in the corner of the axis
+    line = fig.axes[0].get_lines()[0]
+    assert list(line.get_xdata()) == [T0, T0 + H] and list(line.get_ydata()) == [7, 7]
     fig = volume.plot([{"bucket_start": T0, "topic": "A", "messages": 7}], None, "5m")
     assert xspan(fig.axes[0]) == dt.timedelta(minutes=5)
 
@@ -57,8 +62,9 @@ def test_lag_backlog_gaps_are_zero():
     fig = lag.plot(lag_rows, back, None, "1h")
     bars, ax = fig.axes
     assert sorted(p.get_width() for p in bars.patches) == [1, 7]
+    assert sorted(t.get_text() for t in bars.texts) == ["1", "7"]   # every bar says its value
     got = lines(ax)
-    assert list(got["g1"].get_ydata()) == [4, 0, 3] and list(got["g2"].get_ydata()) == [0, 0, 1]
+    assert list(got["g1"].get_ydata()) == [4, 0, 3, 3] and list(got["g2"].get_ydata()) == [0, 0, 1, 1]
     assert got["g1"].get_marker() != got["g2"].get_marker()
     assert xspan(ax) == 3 * H
 
@@ -76,3 +82,35 @@ def test_bad_bucket_is_refused_before_spark_starts(bad, tmp_path):
                         f"--bucket={bad}"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert f"'{bad}'" in p.stderr and "time bucket" in p.stderr
+
+
+def test_small_topics_stay_visible_next_to_large_ones():
+    rows = [{"bucket_start": T0 + i * H, "topic": "Big", "messages": 50_000} for i in range(3)]
+    rows += [{"bucket_start": T0 + H, "topic": "Small", "messages": 5}]
+    ax = volume.plot(rows, None, "1h").axes[0]
+    assert ax.get_yscale() == "symlog" and "log scale" in ax.get_ylabel()
+    # of one size: a plain linear axis from 0
+    ax = volume.plot([{"bucket_start": T0, "topic": "A", "messages": 5},
+                      {"bucket_start": T0, "topic": "B", "messages": 7}], None, "1h").axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+
+
+def test_a_small_lag_is_labelled_and_not_flattened():
+    fig = lag.plot([{"group": "g1", "topic": "T", "lag": 5}, {"group": "g2", "topic": "T", "lag": 5000}], [], None)
+    bars = fig.axes[0]
+    assert sorted(t.get_text() for t in bars.texts) == ["5", "5,000"]
+    assert bars.get_xscale() == "symlog"
+
+
+def test_the_pngs(tmp_path):
+    """The files a user opens: written, and of a sensible size."""
+    rows = [{"bucket_start": T0 + i * H, "topic": "Big", "messages": 50_000 - i * 900} for i in range(6)]
+    rows += [{"bucket_start": T0 + H, "topic": "Small", "messages": 5}]
+    volume.plot(rows, str(tmp_path / "volume.png"), "1h")
+    volume.plot([{"bucket_start": T0, "topic": "Only", "messages": 7}], str(tmp_path / "one.png"), "1h")
+    lag.plot([{"group": "g1", "topic": "T", "lag": 5}, {"group": "g2", "topic": "T", "lag": 5000}],
+             [{"group": "g1", "bucket_start": T0, "unconsumed": 5}, {"group": "g2", "bucket_start": T0 + H,
+                                                                      "unconsumed": 5000}],
+             str(tmp_path / "lag.png"), "1h")
+    for name in ("volume.png", "one.png", "lag.png"):
+        assert (tmp_path / name).stat().st_size > 10_000

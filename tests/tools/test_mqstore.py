@@ -341,3 +341,45 @@ def test_import_help_documents_the_json_lines_format_and_its_examples_import(tmp
         m = s.look_message_by_offset(s.get_commitlog_offset_in_queue("Orders", 1, 0))
         assert (m.body, m.flag, m.properties["TAGS"], m.properties["KEYS"]) == (b"\0\1\2", 7, "created", "order-1 c-9")
         assert s.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 1  # delay level 3
+
+
+def test_import_shows_a_progress_bar_on_a_terminal_only(tmp_path):
+    """`mqstore import` draws a bar of the input read when stderr is a terminal (a pty here),
+    and writes nothing of the kind into a pipe."""
+    import json as _json
+    import pty
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(_json.dumps({"topic": "Bar", "body": f"m{i}" * 20}) + "\n" for i in range(3000)))
+    argv = [sys.executable, "-m", "mqcore.tools.mqstore", "import", str(tmp_path / "s1"), str(src)]
+    import fcntl
+    import select
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a size
+    seen = b""
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, text=True)
+        os.close(slave)
+        while True:  # drain the terminal while the import runs (a full pty would block it)
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other end closed
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+    assert proc.returncode == 0 and "imported 3000 message(s)" in out
+    text = seen.decode(errors="replace")
+    assert "import:" in text and "/356k" in text and "B/s" in text, text[-500:]  # bytes read of the file
+    piped = subprocess.run([sys.executable, "-m", "mqcore.tools.mqstore", "import", str(tmp_path / "s2"), str(src)],
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and "%" not in piped.stderr and "\r" not in piped.stderr

@@ -8,6 +8,8 @@ by hash codes a client sent. The body is the stored records, unchanged.
 """
 from __future__ import annotations
 
+import asyncio
+
 import logging
 
 from mqcore.broker.clients import subscription_codes
@@ -68,14 +70,22 @@ class PullProcessor:
         suspend = bool(h.sys_flag & PullSysFlag.SUSPEND)
         result, code = self._get(h, codes)
         if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
-            return self._park(request, h, codes)
+            return self._park(channel, request, h, codes)
         self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), False)
         return self._response(request, result, code, h)
 
-    async def _park(self, request, h, codes):
+    async def _park(self, channel, request, h, codes):
         # longPollingEnable=false: RocketMQ still parks the pull, for shortPollingTimeMills
         wait_ms = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_mills
-        await self.hold.hold(h.topic, h.queue_id, h.queue_offset, wait_ms)
+        wait_closed = getattr(channel, "wait_closed", None)
+        gone = asyncio.ensure_future(wait_closed()) if wait_closed is not None else None
+        try:
+            await self.hold.hold(h.topic, h.queue_id, h.queue_offset, wait_ms, gone)
+        finally:
+            if gone is not None and not gone.done():
+                gone.cancel()
+        if gone is not None and gone.done() and not gone.cancelled():
+            return None  # the consumer left: no one to answer, nothing to count
         result, code = self._get(h, codes)
         self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), True)
         return self._response(request, result, code, h)

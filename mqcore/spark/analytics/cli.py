@@ -19,8 +19,9 @@ import sys
 from typing import Sequence
 
 from mqcore.spark.analytics import distributions, export, lag, lookup, retries, volume
-from mqcore.spark.analytics.common import build_session
-from mqcore.spark.files import NotAStoreError, locate_store
+from mqcore.spark.analytics.common import build_session, spark_progress
+from mqcore.errors import StoreError
+from mqcore.spark.files import NotAStoreError, list_commitlog, locate_store, take_snapshot
 
 JOBS = (volume, lag, retries, lookup, distributions, export)
 
@@ -41,13 +42,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:  # a wrong path is a one-line answer, before the JVM starts (planning reads it on the driver)
-        locate_store(args.store)
-    except NotAStoreError as e:
+        dirs = locate_store(args.store)
+        if not list_commitlog(dirs):
+            take_snapshot(dirs)  # cheap without files: says so if the consume queues index messages
+    except (NotAStoreError, StoreError) as e:
         print(f"mqcore-analytics: {e}", file=sys.stderr)
         return 2
     spark = build_session(args.master, f"mqcore-analytics {args.job}")
     try:
-        args.run(spark, args)
+        with spark_progress(spark):
+            args.run(spark, args)
     finally:
         spark.stop()
     return 0

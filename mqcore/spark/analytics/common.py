@@ -8,12 +8,14 @@ than a table, a PNG (matplotlib, an optional dependency: ``pip install mqcore[pl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import os
 import re
 import sys
+import threading
 from typing import Sequence
 
 log = logging.getLogger(__name__)
@@ -82,17 +84,32 @@ def add_range_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", help="latest store time, inclusive")
 
 
+def submitted_master() -> str | None:
+    """The master ``spark-submit`` (or a running pyspark shell) chose, else None.
+
+    ``SparkConf()`` sees ``spark.master`` only once Python is connected to the JVM, and before
+    the session exists it is not: asking it then always said "no master", so a job submitted
+    to ``spark://...`` quietly ran in ``local[*]`` on the submitting machine. spark-submit
+    starts the JVM first and tells Python where it is (``PYSPARK_GATEWAY_PORT``); only then
+    is it worth connecting early (without it, connecting would start a JVM before the
+    session's own settings are known)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
+    return SparkConf().get("spark.master", None)
+
+
 def build_session(master: str | None = None, app: str = "mqcore-analytics"):
     """A SparkSession with the rocketmq sources registered and pushdown on."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     from mqcore.spark.source import register
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
-    elif not SparkConf().contains("spark.master"):  # not under spark-submit
+    elif submitted_master() is None:  # not under spark-submit
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.master("local[*]").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2))))
@@ -101,6 +118,40 @@ def build_session(master: str | None = None, app: str = "mqcore-analytics"):
     spark.sparkContext.setLogLevel("ERROR")  # before register: re-registering an auto-registered source warns
     register(spark)
     return spark
+
+
+@contextlib.contextmanager
+def spark_progress(spark, stream=None, every_s: float = 0.5):
+    """While the block runs, a progress bar of the active Spark stages' tasks on ``stream``
+    (stderr) when it is a terminal; nothing otherwise (a pipe, a log file, cron). Spark's own
+    console progress is off in local mode: it interleaves with the tables."""
+    stream = sys.stderr if stream is None else stream
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        yield
+        return
+    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
+    tracker = spark.sparkContext.statusTracker()
+    stop = threading.Event()
+    bar = tqdm(total=0, unit="tasks", desc="spark", file=stream, leave=False, dynamic_ncols=True)
+
+    def poll() -> None:
+        while not stop.wait(every_s):
+            infos = [i for i in (tracker.getStageInfo(s) for s in tracker.getActiveStageIds()) if i is not None]
+            if not infos:
+                continue
+            bar.total = sum(i.numTasks for i in infos)
+            bar.n = sum(i.numCompletedTasks for i in infos)
+            bar.set_description(f"spark stage {', '.join(str(i.stageId) for i in infos)}", refresh=False)
+            bar.refresh()
+
+    thread = threading.Thread(target=poll, name="mqcore-spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
 
 
 def messages(spark, store: str, topics: str | None = None, start: str | None = None, end: str | None = None,
@@ -221,3 +272,41 @@ def log_axis(ax, which: str = "y") -> None:
     (ax.set_yscale if which == "y" else ax.set_xscale)("log")
     axis.set_major_locator(LogLocator(base=10))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def bucket_steps(points: list[tuple], step: dt.timedelta) -> tuple[list, list]:
+    """A zero-filled series (``zero_filled``) as the x and y of a step line drawn with
+    ``where="post"``: each bucket is a flat segment across its whole span (the last one
+    closed at its end), so a single hourly bucket fills its hour instead of being a dot in
+    the corner of the axis."""
+    if not points:
+        return [], []
+    xs = [t for t, _ in points] + [points[-1][0] + step]
+    ys = [v for _, v in points] + [points[-1][1]]
+    return xs, ys
+
+
+#: above this ratio of the largest to the smallest series, a linear axis flattens the small one
+LOG_RATIO = 20
+
+
+def counts_axis(ax, peaks: Sequence[float], which: str = "y") -> bool:
+    """Linear from 0 when the series are of one size; a symmetric log scale (linear below 1,
+    so zero buckets still show) when the smallest series would vanish next to the largest.
+    Returns True for the log scale (the caller says so in its axis label)."""
+    nonzero = [p for p in peaks if p > 0]
+    if len(nonzero) >= 1 and max(nonzero) / min(nonzero) > LOG_RATIO:
+        from matplotlib.ticker import FuncFormatter, SymmetricalLogLocator
+        (ax.set_yscale if which == "y" else ax.set_xscale)("symlog", linthresh=1)
+        axis = ax.yaxis if which == "y" else ax.xaxis
+        axis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=1))
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+        (ax.set_ylim if which == "y" else ax.set_xlim)(0, max(nonzero) * 3)
+        return True
+    (ax.set_ylim if which == "y" else ax.set_xlim)(0, max(nonzero, default=1) * 1.15)
+    return False
+
+
+def value_labels(ax, bars, values: Sequence[float]) -> None:
+    """Each bar's value written at its end: a lag of 5 next to one of 5,000 reads as 5, not 0."""
+    ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=3, fontsize="small")

@@ -13,17 +13,20 @@ import argparse
 import datetime as dt
 
 from mqcore.spark.analytics.common import (
-    Output,
     add_common_arguments,
     bucket,
     bucket_seconds,
+    bucket_steps,
+    counts_axis,
     emit,
     interval,
     messages,
+    Output,
     pyplot,
     save_plot,
     series_style,
     time_axis,
+    value_labels,
     zero_filled,
 )
 
@@ -82,9 +85,12 @@ def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
         key = f"{r['group']} / {r['topic']}"
         per_group[key] = per_group.get(key, 0) + r["lag"]
     names = sorted(per_group, key=lambda n: (-per_group[n], n))[:15]
-    a.barh(names[::-1], [per_group[n] for n in names[::-1]])
+    values = [per_group[n] for n in names[::-1]]
+    bars = a.barh(names[::-1], values)
+    value_labels(a, bars, values)
+    a_log = counts_axis(a, values, which="x")
     a.set_title("Lag (messages) per group / topic")
-    a.set_xlabel("messages")
+    a.set_xlabel("messages" + (" (log scale)" if a_log else ""))
     series: dict[str, dict] = {}
     for r in backlog_rows or []:
         s = series.setdefault(r["group"], {})
@@ -93,13 +99,16 @@ def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
         first = min(min(s) for s in series.values())
         last = max(max(s) for s in series.values())
         for i, group in enumerate(sorted(series)):
-            pts = zero_filled(series[group], first, last, step)
-            b.plot([p[0] for p in pts], [p[1] for p in pts], label=group, **series_style(i))
+            xs, ys = bucket_steps(zero_filled(series[group], first, last, step), step)
+            b.step(xs, ys, where="post", label=group, **series_style(i))
         time_axis(b, first, last, step)
         b.legend(fontsize="small")
-    b.set_ylim(bottom=0)
+        b_log = counts_axis(b, [max(s.values()) for s in series.values()])
+    else:
+        b_log = False
+        b.set_ylim(bottom=0)
     b.set_title(f"Unconsumed messages per {bucket} of store time")
-    b.set_ylabel("messages")
+    b.set_ylabel("messages" + (" (log scale)" if b_log else ""))
     if path:
         save_plot(fig, path)
     return fig

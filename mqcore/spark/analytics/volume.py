@@ -11,14 +11,16 @@ import argparse
 import datetime as dt
 
 from mqcore.spark.analytics.common import (
-    Output,
     add_common_arguments,
     add_range_arguments,
     bucket,
     bucket_seconds,
+    bucket_steps,
+    counts_axis,
     emit,
     interval,
     messages,
+    Output,
     pyplot,
     save_plot,
     series_style,
@@ -62,17 +64,21 @@ def plot(rows, path: str | None, bucket: str = "1h", top: int = 8):
         s = series.setdefault(r["topic"], {})
         s[r["bucket_start"]] = s.get(r["bucket_start"], 0) + r["messages"]
     fig, ax = plt.subplots(figsize=(10, 5))
+    log = False
     if series:
         first = min(min(s) for s in series.values())
         last = max(max(s) for s in series.values())
-        for i, topic in enumerate(sorted(totals, key=lambda t: (-totals[t], t))[:top]):
-            pts = zero_filled(series[topic], first, last, step)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=topic, **series_style(i))
+        shown = sorted(totals, key=lambda t: (-totals[t], t))[:top]
+        for i, topic in enumerate(shown):
+            xs, ys = bucket_steps(zero_filled(series[topic], first, last, step), step)
+            ax.step(xs, ys, where="post", label=f"{topic} ({totals[topic]:,})", **series_style(i))
         time_axis(ax, first, last, step)
         ax.legend(fontsize="small")
-    ax.set_ylim(bottom=0)
+        log = counts_axis(ax, [max(series[t].values()) for t in shown])
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_title(f"Messages per {bucket} bucket (top topics)")
-    ax.set_ylabel("messages")
+    ax.set_ylabel("messages" + (" (log scale)" if log else ""))
     if path:
         save_plot(fig, path)
     return fig
