@@ -8,7 +8,9 @@ stored with), callables; it never holds the broker. ``Broker.grpc_source()`` bui
 The managers are typed here by the few methods the endpoint calls (Protocols), not by their
 broker classes: ``mqcore.grpc`` imports nothing from ``mqcore.broker`` (the broker imports
 the endpoint to start it, so the other direction would be a cycle; tests/test_layering.py
-checks it). A topic's config is read for ``topic_name``, ``perm`` and its queue counts only.
+checks it), and tests/grpc/test_source.py that the broker's managers have these methods with
+these parameters (the broker module is not yet under mypy --strict, which would check it).
+A topic's config is read for ``topic_name``, ``perm`` and its queue counts only.
 
 Everything here runs on the broker's event loop, where those managers' tables are changed.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from mqcore.acl.config import PlainAclConfig
 from mqcore.config import StoreConfig
@@ -26,6 +28,7 @@ from mqcore.store.message_store import MessageStore
 from mqcore.store.results import PutMessageResult
 
 
+@runtime_checkable
 class Settings(Protocol):
     """The broker settings the endpoint reads (``BrokerConfig`` has them); read per request,
     so a changed ``updateBrokerConfig`` value applies at once, as on the 4.x path."""
@@ -44,27 +47,32 @@ class Settings(Protocol):
     def channel_expired_timeout_ms(self) -> int: ...
 
 
+@runtime_checkable
 class Topics(Protocol):
     def get(self, topic: str) -> Any: ...
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int) -> Any: ...
     def create_group_topic(self, topic: str, queue_nums: int = ..., perm: int = ...) -> Any: ...
 
 
+@runtime_checkable
 class Groups(Protocol):
     def ensure(self, group: str) -> bool: ...
     def retry_max_times(self, group: str) -> int: ...
     def consume_orderly(self, group: str) -> bool: ...
 
 
+@runtime_checkable
 class Offsets(Protocol):
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
     def query(self, group: str, topic: str, queue_id: int) -> int | None: ...
 
 
+@runtime_checkable
 class Latency(Protocol):
-    def observe(self, seconds: float) -> None: ...
+    def observe(self, value: float) -> None: ...  # seconds
 
 
+@runtime_checkable
 class Stats(Protocol):
     @property
     def put_latency(self) -> Latency: ...
@@ -73,6 +81,7 @@ class Stats(Protocol):
     def on_send_back(self, group: str, topic: str, result: Any) -> None: ...
 
 
+@runtime_checkable
 class EndResult(Protocol):
     """What END_TRANSACTION did: ``refused`` when the header names no half message of the
     group at those offsets (nothing written), with the broker's ``remark``."""
@@ -83,6 +92,7 @@ class EndResult(Protocol):
     def remark(self) -> str | None: ...
 
 
+@runtime_checkable
 class Transactions(Protocol):
     """The broker's one TransactionService (4.x and 5.x share it)."""
 
