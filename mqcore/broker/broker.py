@@ -351,29 +351,10 @@ class Broker:
         from mqcore.dashboard.source import DashboardSource, GrpcClient
 
         def grpc_clients() -> list[GrpcClient]:
-            endpoint = self.grpc
-            if endpoint is None or endpoint.servicer is None:
+            if self.grpc is None:
                 return []
-            names = endpoint.definition.ClientType
-            language = endpoint.definition.Language if hasattr(endpoint.definition, "Language") else None
-            out = []
-            for st in list(endpoint.servicer.clients.values()):
-                try:
-                    kind = names.Name(st.client_type)
-                except ValueError:
-                    kind = str(st.client_type)
-                ua = getattr(st.settings, "user_agent", None)
-                lang = ""
-                if ua is not None and language is not None:
-                    try:
-                        lang = language.Name(ua.language)
-                    except ValueError:
-                        lang = str(ua.language)
-                subs = getattr(st.settings, "subscription", None)
-                topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
-                out.append(GrpcClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
-                                      st.last_seen_ms, topics))
-            return out
+            return [GrpcClient(c.client_id, c.client_type, c.group, c.language, c.version, c.last_seen_ms, c.topics)
+                    for c in self.grpc.known_clients()]
 
         async def reset_offset(group: str, topic: str, timestamp: int) -> tuple[bool, str]:
             code, text = await self._ops.reset_group_offsets(group, topic, timestamp, True, offline_too=True)

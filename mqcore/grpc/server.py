@@ -60,6 +60,20 @@ class GrpcConfig:
             raise ConfigError(f"grpcDefaultInvisibleTimeMillis {self.default_invisible_ms} is not in 1 ms..12 h")
 
 
+@dataclasses.dataclass(frozen=True)
+class KnownClient:
+    """A 5.x client as the endpoint knows it (from its settings and heartbeats)."""
+
+    client_id: str
+    client_type: str  # the ClientType name (PRODUCER, PUSH_CONSUMER...)
+    group: str | None
+    language: str
+    version: str
+    last_seen_ms: int
+    #: the topics a consumer subscribes to (from its settings)
+    topics: tuple[str, ...] = ()
+
+
 class GrpcEndpoint:
     def __init__(self, source: GrpcSource, config: GrpcConfig):
         # fails here, with the install hint, when the optional extra is missing
@@ -227,6 +241,32 @@ class GrpcEndpoint:
                 svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:
                 log.warning("gRPC endpoint background work failed: %s", e)
+
+    def known_clients(self) -> list[KnownClient]:
+        """The 5.x clients that sent a heartbeat or their settings (for the dashboard and
+        the metrics): empty before the endpoint starts."""
+        if self.servicer is None:
+            return []
+        names = self.definition.ClientType
+        language = getattr(self.definition, "Language", None)
+        out = []
+        for st in list(self.servicer.clients.values()):
+            try:
+                kind = names.Name(st.client_type)
+            except ValueError:
+                kind = str(st.client_type)
+            ua = getattr(st.settings, "user_agent", None)
+            lang = ""
+            if ua is not None and language is not None:
+                try:
+                    lang = language.Name(ua.language)
+                except ValueError:
+                    lang = str(ua.language)
+            subs = getattr(st.settings, "subscription", None)
+            topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
+            out.append(KnownClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
+                                   st.last_seen_ms, topics))
+        return out
 
     def recover_orphaned(self, half) -> bool:
         """The transaction check-back of a half message no 4.x producer can answer: asked of
