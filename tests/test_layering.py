@@ -115,8 +115,10 @@ FORBIDDEN = {
     "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools",
                        "mqcore.dashboard"),
     "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
-    # the 5.x gRPC endpoint sits beside the broker's processors: the broker's managers, never a client
-    "mqcore.grpc": ("mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.dashboard"),
+    # the 5.x gRPC endpoint sits beside the broker's processors and, like them, is handed the
+    # managers it uses (grpc.source.GrpcSource, built by Broker.grpc_source): it imports nothing
+    # of the broker (which imports it to start it), never a client
+    "mqcore.grpc": ("mqcore.broker", "mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.dashboard"),
     # the web dashboard sits beside the broker too (the broker starts it, as it starts the gRPC
     # endpoint): it reads the broker's managers through dashboard.source, never through a client
     # or the admin API, and nothing below the broker knows it
@@ -238,10 +240,9 @@ HOMES = {
     "31 * h": ("mqcore.format.javahash", "mqcore._store", "mqcore._pipeline"),
     # a host:port split by hand instead of netaddr.parse_host_port
     'rpartition(":")': ("mqcore.netaddr",),
-    # property separators spelled by hand instead of format.properties / layout's names; the
-    # gRPC service is edited by its owners this session and still spells them (pending)
-    '"\\x01"': ("mqcore.format.layout", "mqcore.grpc.service"),
-    '"\\x02"': ("mqcore.format.layout", "mqcore.grpc.service"),
+    # property separators spelled by hand instead of format.properties / layout's names
+    '"\\x01"': ("mqcore.format.layout",),
+    '"\\x02"': ("mqcore.format.layout",),
     "\\x01{": (),
     # body decompression: format.compression (client, gRPC and Spark call it)
     "zlib.decompress(": ("mqcore.format.compression",),
@@ -345,11 +346,8 @@ def test_no_module_imports_itself_through_others():
 
 #: package-level cycles still waiting for their owner, each with its reason; shrink, never grow
 PACKAGE_CYCLES_PENDING = {
-    # gRPC reaches into the broker and the broker starts the gRPC endpoint lazily: the small
-    # interface between them is the gRPC engineers' work (issue 26, owned by them this session)
-    frozenset({"mqcore.broker", "mqcore.grpc"}),
     # the dashboard (merged in the same session as the cycle check) reads the broker's managers
-    # and the broker starts it lazily, as it does gRPC: it gets the same fix as gRPC
+    # and the broker starts it lazily: it gets the fix gRPC got (a source of Protocols)
     frozenset({"mqcore.broker", "mqcore.dashboard"}),
     # format.files reads the default delay levels from config, and config validates sizes with
     # format.layout: no module cycle, but the two should be one layer

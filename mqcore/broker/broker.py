@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 import zlib
+from typing import TYPE_CHECKING
 
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
 from mqcore.acl.validator import EXCEPTION_NAME as ACL_EXCEPTION_NAME
@@ -43,7 +44,7 @@ from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.transaction import TransactionService
-from mqcore.broker.validate import guarded
+from mqcore.broker.validate import guarded, send_refusal
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ConfigError, MQError
@@ -60,6 +61,9 @@ from mqcore.remoting.headers import (
 )
 from mqcore.store.cleanup import CleanupPolicy, CleanupService
 from mqcore.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from mqcore.grpc.source import GrpcSource
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +177,7 @@ class Broker:
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
             from mqcore.grpc.tls import TlsMode
-            self.grpc = GrpcEndpoint(self, GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
+            self.grpc = GrpcEndpoint(self.grpc_source(), GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
                                                       min_invisible_ms=self.cfg.grpc_min_invisible_time_ms,
                                                       default_invisible_ms=self.cfg.grpc_default_invisible_time_ms,
                                                       tls_mode=TlsMode.parse(self.cfg.grpc_server_tls_mode),
@@ -330,34 +334,28 @@ class Broker:
         # (not installed under ACL: every request passes the ACL hook first)
         self.server.register_frames_processor(SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes))
 
+    def grpc_source(self) -> GrpcSource:
+        """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the
+        remoting processors are given theirs: the endpoint never holds the broker."""
+        from mqcore.grpc.source import GrpcSource
+
+        acl_file = self.acl
+        return GrpcSource(
+            clock=self.clock, store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
+            stats=self.stats, transactions=self.transactions, settings=lambda: self.cfg,
+            store_config=lambda: self.store_config, store_host=lambda: self.store_host,
+            schedule_register=self.schedule_register, send_refusal=send_refusal,
+            acl=(lambda: acl_file.current) if acl_file is not None else None)
+
     def dashboard_source(self):
         """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""
         from mqcore.dashboard.source import DashboardSource, GrpcClient
 
         def grpc_clients() -> list[GrpcClient]:
-            endpoint = self.grpc
-            if endpoint is None or endpoint.servicer is None:
+            if self.grpc is None:
                 return []
-            names = endpoint.definition.ClientType
-            language = endpoint.definition.Language if hasattr(endpoint.definition, "Language") else None
-            out = []
-            for st in list(endpoint.servicer.clients.values()):
-                try:
-                    kind = names.Name(st.client_type)
-                except ValueError:
-                    kind = str(st.client_type)
-                ua = getattr(st.settings, "user_agent", None)
-                lang = ""
-                if ua is not None and language is not None:
-                    try:
-                        lang = language.Name(ua.language)
-                    except ValueError:
-                        lang = str(ua.language)
-                subs = getattr(st.settings, "subscription", None)
-                topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
-                out.append(GrpcClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
-                                      st.last_seen_ms, topics))
-            return out
+            return [GrpcClient(c.client_id, c.client_type, c.group, c.language, c.version, c.last_seen_ms, c.topics)
+                    for c in self.grpc.known_clients()]
 
         async def reset_offset(group: str, topic: str, timestamp: int) -> tuple[bool, str]:
             code, text = await self._ops.reset_group_offsets(group, topic, timestamp, True, offline_too=True)
@@ -531,7 +529,7 @@ class Broker:
         for check in rnd.checks:
             if check.channel is not None:
                 asyncio.ensure_future(self._notify(check.channel, check.command))
-            elif self.grpc is None or self.grpc.servicer is None or not self.grpc.servicer.recover_orphaned(check.half):
+            elif self.grpc is None or not self.grpc.recover_orphaned(check.half):
                 log.warning("half message %s of producer group %s: no live producer to ask; asked again next round",
                             check.half.properties.get("UNIQ_KEY"), check.group)
         if rnd.checks or rnd.discarded:

@@ -216,13 +216,8 @@ class BrokerCollector:
             # 5.x clients hold one HTTP/2 connection each; what the endpoint knows is the client
             # ids that sent a heartbeat or their settings within channelExpiredTimeout
             by_type: dict[str, int] = {}
-            client_type = endpoint.definition.ClientType
-            for st in list(endpoint.servicer.clients.values()):
-                try:
-                    name = client_type.Name(st.client_type)
-                except ValueError:
-                    name = str(st.client_type)
-                by_type[name] = by_type.get(name, 0) + 1
+            for c in endpoint.known_clients():
+                by_type[c.client_type] = by_type.get(c.client_type, 0) + 1
             grpc_clients = GaugeMetricFamily("rocketmq_grpc_clients", "5.x clients known to the gRPC endpoint, "
                                              "by client type", labels=["cluster", "broker", "client_type"])
             for name, n in sorted(by_type.items()):

@@ -76,6 +76,11 @@ class EndResult:
     code: int = ResponseCode.SUCCESS
     remark: str | None = None
 
+    @property
+    def refused(self) -> bool:
+        """Not a half message of this group at these offsets: nothing was written."""
+        return self.outcome is EndOutcome.REFUSED
+
 
 @dataclasses.dataclass
 class TransactionStats:

@@ -25,13 +25,14 @@ import heapq
 import logging
 import random
 
-from mqcore.broker.clients import parse_tags, tag_codes
 from mqcore.filter.sql92 import Sql92Filter
 from mqcore.format import layout as L
 from mqcore.grpc.convert import inflate
+from mqcore.grpc.source import GrpcSource
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.store.results import GetMessageStatus
+from mqcore.tags import split_tags, tag_codes
 from mqcore.format.javahash import string_hash
 from mqcore.netaddr import parse_host_port
 
@@ -88,8 +89,8 @@ class AckStatus:
 
 
 class PopService:
-    def __init__(self, broker, clock):
-        self.b = broker
+    def __init__(self, source: GrpcSource, clock):
+        self.src = source
         self.clock = clock
         self._queues: dict[tuple[str, str, int], PopQueue] = {}
         #: (deadline, group, topic, queue id, offset) — entries may be stale; checked on pop
@@ -100,16 +101,16 @@ class PopService:
         key = (group, topic, queue_id)
         q = self._queues.get(key)
         if q is None:
-            start = self.b.offsets.query(group, topic, queue_id)
+            start = self.src.offsets.query(group, topic, queue_id)
             if start is None:
                 # a new group starts at the queue's first message, as RocketMQ 5's pop does while
                 # the queue's head is still in the store
-                start = max(0, self.b.store.get_min_offset_in_queue(topic, queue_id))
+                start = max(0, self.src.store.get_min_offset_in_queue(topic, queue_id))
             q = self._queues[key] = PopQueue(start)
         return q
 
     def _commit(self, group: str, topic: str, queue_id: int, q: PopQueue) -> None:
-        self.b.offsets.commit(group, topic, queue_id, q.committed())
+        self.src.offsets.commit(group, topic, queue_id, q.committed())
 
     # --- receive ---------------------------------------------------------------------------------
     def pop(self, group: str, topic: str, queue_id: int, kind: str, max_count: int,
@@ -148,12 +149,12 @@ class PopService:
             sql, tags, codes = expression, None, None
         else:
             sql = None
-            _, tags = parse_tags(expression)
-            codes = tag_codes(tags)
+            tags = frozenset(split_tags(expression))  # empty for "*" (and " || ": no tag filter)
+            codes = frozenset(tag_codes(tags)) if tags else None
         now = self.clock()
         out: list[Popped] = []
         while len(out) < max_count:
-            result = self.b.store.get_message(topic, queue_id, q.next, max_count - len(out), tag_codes=codes)
+            result = self.src.store.get_message(topic, queue_id, q.next, max_count - len(out), tag_codes=codes)
             status = result.status
             if status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
                 log.info("pop %s %s:%d offset %d out of range [%d, %d]: moved to %d", group, topic, queue_id,
@@ -167,7 +168,7 @@ class PopService:
                     continue
                 break
             for buf in result.buffers:
-                for rec in self.b.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
+                for rec in self.src.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
                     msg = MessageExt.from_decoded(rec)
                     if msg.queue_offset in q.acked_ahead:
                         q.acked_ahead.discard(msg.queue_offset)
@@ -208,7 +209,7 @@ class PopService:
             self._commit(group, topic, queue_id, q)
             return AckStatus.OK
         if queue_offset >= q.next:
-            if queue_offset < self.b.store.get_max_offset_in_queue(topic, queue_id):
+            if queue_offset < self.src.store.get_max_offset_in_queue(topic, queue_id):
                 q.acked_ahead.add(queue_offset)
                 return AckStatus.OK
             return AckStatus.NOT_FOUND
@@ -234,7 +235,7 @@ class PopService:
         flight again from now (``pop`` skips it). None if the message is done or gone."""
         q = self.queue(group, topic, queue_id)
         if queue_offset < q.next or queue_offset in q.acked_ahead \
-                or queue_offset >= self.b.store.get_max_offset_in_queue(topic, queue_id):
+                or queue_offset >= self.src.store.get_max_offset_in_queue(topic, queue_id):
             return None
         now = self.clock()
         flight = q.inflight[queue_offset] = Inflight(queue_offset, commitlog_offset, now + invisible_ms, now, attempt)
@@ -275,14 +276,14 @@ class PopService:
         attempts_made = msg.reconsume_times + 1
         if attempts_made >= max_attempts:
             topic = dlq_topic(group)
-            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.src.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
         else:
             topic = pop_retry_topic(group, origin_topic)
-            self.b.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.src.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
         return MessageExtBrokerInner(topic=topic, body=msg.body, queue_id=0, flag=msg.flag, properties=props,
                                      sys_flag=msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                      born_timestamp=msg.born_timestamp, born_host=pack_host(*parse_host_port(msg.born_host)),
-                                     store_host=self.b.store_host, reconsume_times=attempts_made)
+                                     store_host=self.src.store_host(), reconsume_times=attempts_made)
 
     def forget_group(self, group: str) -> None:
         for key in [k for k in self._queues if k[0] == group]:

@@ -1,7 +1,7 @@
 """GrpcEndpoint: the 5.x endpoint's gRPC server and its background task, run on the broker's
 event loop next to the 4.x remoting server.
 
-    endpoint = GrpcEndpoint(broker, GrpcConfig(port=8081))
+    endpoint = GrpcEndpoint(broker.grpc_source(), GrpcConfig(port=8081))  # what it uses, not the broker
     await endpoint.start()     # after the store and managers are loaded
     ...
     await endpoint.shutdown()  # before the store is shut down
@@ -19,6 +19,7 @@ from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
 from mqcore.grpc.auth import GrpcAccessChecker
 from mqcore.grpc.protocol import load_protocol
+from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
 from mqcore.netaddr import parse_host_port
 
@@ -59,11 +60,25 @@ class GrpcConfig:
             raise ConfigError(f"grpcDefaultInvisibleTimeMillis {self.default_invisible_ms} is not in 1 ms..12 h")
 
 
+@dataclasses.dataclass(frozen=True)
+class KnownClient:
+    """A 5.x client as the endpoint knows it (from its settings and heartbeats)."""
+
+    client_id: str
+    client_type: str  # the ClientType name (PRODUCER, PUSH_CONSUMER...)
+    group: str | None
+    language: str
+    version: str
+    last_seen_ms: int
+    #: the topics a consumer subscribes to (from its settings)
+    topics: tuple[str, ...] = ()
+
+
 class GrpcEndpoint:
-    def __init__(self, broker, config: GrpcConfig):
+    def __init__(self, source: GrpcSource, config: GrpcConfig):
         # fails here, with the install hint, when the optional extra is missing
         self.definition, self.service_pb2, self.service_grpc = load_protocol()
-        self.b = broker
+        self.src = source
         self.cfg = config
         self.port = config.port
         self.min_invisible_ms = config.min_invisible_ms
@@ -71,7 +86,7 @@ class GrpcEndpoint:
         self.renew_max_ms = config.renew_max_ms
         self.max_long_polling_ms = config.max_long_polling_ms
         self.max_delay_ms = config.max_delay_ms
-        self.retry_delays_ms = list(broker.store_config.delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
+        self.retry_delays_ms = list(source.store_config().delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
         self.server = None
         self.front: PermissiveFront | None = None
         #: the 5.x ACL check (aclEnable), or None
@@ -87,14 +102,13 @@ class GrpcEndpoint:
         from mqcore.grpc.service import Arrivals, MessagingService
 
         loop = asyncio.get_running_loop()
-        self.servicer = svc = MessagingService(self.b, self, self.definition, self.service_pb2)
+        self.servicer = svc = MessagingService(self.src, self, self.definition, self.service_pb2)
         svc.arrivals = Arrivals(loop)
         svc.pool = pool
         svc.timer.load()
-        self.b.store.add_arrival_listener(svc.arrivals.notify)
-        if self.b.acl is not None:
-            acl_file = self.b.acl
-            self.access = GrpcAccessChecker(PlainAccessValidator(lambda: acl_file.current),
+        self.src.store.add_arrival_listener(svc.arrivals.notify)
+        if self.src.acl is not None:
+            self.access = GrpcAccessChecker(PlainAccessValidator(self.src.acl),
                                             lambda resource: svc._name(resource, ""))
         servicer_type = type("MqcoreMessagingService", (self.service_grpc.MessagingServiceServicer,), {
             # staticmethod: the (possibly wrapped) bound methods of svc are not to be bound again
@@ -215,7 +229,7 @@ class GrpcEndpoint:
         svc = self.servicer
         while True:
             nxt = svc.next_wakeup_ms()
-            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.b.clock()) / 1000))
+            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.src.clock()) / 1000))
             try:
                 await asyncio.wait_for(self._wake.wait(), wait)
             except asyncio.TimeoutError:
@@ -224,9 +238,40 @@ class GrpcEndpoint:
             try:
                 await svc.revive_due()
                 await svc.deliver_timed()
-                svc.prune_clients(self.b.clock())
+                svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:
                 log.warning("gRPC endpoint background work failed: %s", e)
+
+    def known_clients(self) -> list[KnownClient]:
+        """The 5.x clients that sent a heartbeat or their settings (for the dashboard and
+        the metrics): empty before the endpoint starts."""
+        if self.servicer is None:
+            return []
+        names = self.definition.ClientType
+        language = getattr(self.definition, "Language", None)
+        out = []
+        for st in list(self.servicer.clients.values()):
+            try:
+                kind = names.Name(st.client_type)
+            except ValueError:
+                kind = str(st.client_type)
+            ua = getattr(st.settings, "user_agent", None)
+            lang = ""
+            if ua is not None and language is not None:
+                try:
+                    lang = language.Name(ua.language)
+                except ValueError:
+                    lang = str(ua.language)
+            subs = getattr(st.settings, "subscription", None)
+            topics = tuple(e.topic.name for e in subs.subscriptions) if subs is not None else ()
+            out.append(KnownClient(st.client_id, kind, st.group, lang, ua.version if ua is not None else "",
+                                   st.last_seen_ms, topics))
+        return out
+
+    def recover_orphaned(self, half) -> bool:
+        """The transaction check-back of a half message no 4.x producer can answer: asked of
+        a live 5.x publisher of its topic; False when there is none (or not started yet)."""
+        return self.servicer is not None and self.servicer.recover_orphaned(half)
 
     async def shutdown(self) -> None:
         if self._task is not None:

@@ -15,13 +15,13 @@ import logging
 import re
 import time
 
-from mqcore.broker.topics import readable, writable
-from mqcore.broker.validate import send_refusal
 from mqcore.errors import FilterExpressionError, IllegalArgumentError, MQError
 from mqcore.filter.sql92 import compile_sql92
+from mqcore.format.properties import has_separator
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
 from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
+from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
 from mqcore.grpc import transaction as tx
@@ -121,14 +121,14 @@ class Arrivals:
 class MessagingService:
     """The servicer; ``endpoint`` is the ``GrpcEndpoint`` (address, options, protocol)."""
 
-    def __init__(self, broker, endpoint, definition, service):
-        self.b = broker
+    def __init__(self, source: GrpcSource, endpoint, definition, service):
+        self.src = source
         self.ep = endpoint
         self.d = definition
         self.s = service
-        self.clock = broker.clock
-        self.pop = PopService(broker, broker.clock)
-        self.timer = TimerService(broker, broker.clock)
+        self.clock = source.clock
+        self.pop = PopService(source, source.clock)
+        self.timer = TimerService(source, source.clock)
         self.arrivals: Arrivals | None = None
         self.clients: dict[str, ClientState] = {}
         #: commands the broker sends down Telemetry streams (orphaned transactions)
@@ -137,7 +137,7 @@ class MessagingService:
         self.pool = None
 
     async def _put(self, msg: MessageExtBrokerInner, put=None):
-        put = put or self.b.store.put_message
+        put = put or self.src.store.put_message
         if self.pool is None:
             return put(msg)
         return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(put, msg))
@@ -148,8 +148,8 @@ class MessagingService:
         one sits in the schedule topic), with its bytes, put latency and failures."""
         t0 = time.perf_counter()
         result = await self._put(msg, put)
-        self.b.stats.put_latency.observe(time.perf_counter() - t0)
-        self.b.stats.on_put(topic, result)
+        self.src.stats.put_latency.observe(time.perf_counter() - t0)
+        self.src.stats.on_put(topic, result)
         return result
 
     # --- helpers ------------------------------------------------------------------------------------
@@ -174,18 +174,18 @@ class MessagingService:
             validate_group(name)
         except IllegalArgumentError as e:
             raise Refused(self.d.ILLEGAL_CONSUMER_GROUP, str(e)) from None
-        if not self.b.groups.ensure(name):
+        if not self.src.groups.ensure(name):
             raise Refused(self.d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist")
         return name
 
     def _topic(self, resource, *, create: bool = False):
         name = self._topic_name(resource)
-        tc = self.b.topics.get(name)
+        tc = self.src.topics.get(name)
         if tc is None and create:
             # as a 4.x send does: from TBW102, which exists only while autoCreateTopicEnable
-            tc = self.b.topics.create_in_send(name, DEFAULT_TOPIC, 4)
+            tc = self.src.topics.create_in_send(name, DEFAULT_TOPIC, 4)
             if tc is not None:
-                self.b.schedule_register()
+                self.src.schedule_register()
         if tc is None:
             raise Refused(self.d.TOPIC_NOT_FOUND, f"topic {name} does not exist")
         return tc
@@ -209,11 +209,11 @@ class MessagingService:
             e.CopyFrom(request_endpoints)  # the address the client reached us on, as the proxy answers
             return e
         e.scheme = self.d.IPv4
-        e.addresses.add(host=self.b.cfg.broker_ip1, port=self.ep.port)
+        e.addresses.add(host=self.src.settings().broker_ip1, port=self.ep.port)
         return e
 
     def _broker(self, request_endpoints=None):
-        return self.d.Broker(name=self.b.cfg.broker_name, id=0, endpoints=self._endpoints(request_endpoints))
+        return self.d.Broker(name=self.src.settings().broker_name, id=0, endpoints=self._endpoints(request_endpoints))
 
     def _permission(self, perm: int) -> int:
         r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
@@ -241,7 +241,7 @@ class MessagingService:
 
     def _accepted_types(self) -> list[int]:
         d = self.d
-        return [d.NORMAL, d.FIFO, d.DELAY] + ([] if self.b.cfg.reject_transaction_message else [d.TRANSACTION])
+        return [d.NORMAL, d.FIFO, d.DELAY] + ([] if self.src.settings().reject_transaction_message else [d.TRANSACTION])
 
     async def Heartbeat(self, request, context):
         try:
@@ -308,7 +308,7 @@ class MessagingService:
         out.CopyFrom(theirs)
         kind = theirs.WhichOneof("pub_sub")
         if kind == "publishing":
-            out.publishing.max_body_size = self.b.store_config.max_message_size_bytes
+            out.publishing.max_body_size = self.src.store_config().max_message_size_bytes
             out.publishing.validate_message_type = False
             policy = out.backoff_policy
             policy.Clear()
@@ -319,13 +319,13 @@ class MessagingService:
         elif kind == "subscription":
             group = self._group_name(theirs.subscription.group)
             sub = out.subscription
-            sub.fifo = self.b.groups.consume_orderly(group)
+            sub.fifo = self.src.groups.consume_orderly(group)
             sub.receive_batch_size = MAX_BATCH_SIZE
             if not theirs.subscription.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromMilliseconds(DEFAULT_LONG_POLLING_MS)
             policy = out.backoff_policy
             policy.Clear()
-            policy.max_attempts = self.b.groups.retry_max_times(group) + 1
+            policy.max_attempts = self.src.groups.retry_max_times(group) + 1
             # the 4.x retry delays from delay level 3 on (10s, 30s, 1m, ...), as the proxy derives them
             for ms in self.ep.retry_delays_ms:
                 policy.customized_backoff.next.add().FromMilliseconds(ms)
@@ -359,29 +359,29 @@ class MessagingService:
 
     async def _send_one(self, m, born: bytes):
         d = self.d
-        if not self.b.cfg.broker_permission & PERM_WRITE:
-            raise Refused(d.FORBIDDEN, f"the broker {self.b.cfg.broker_name} is not writable")
-        refusal = send_refusal(self._topic_name(m.topic))  # before _topic, which would create it
+        if not self.src.settings().broker_permission & PERM_WRITE:
+            raise Refused(d.FORBIDDEN, f"the broker {self.src.settings().broker_name} is not writable")
+        refusal = self.src.send_refusal(self._topic_name(m.topic))  # before _topic, which would create it
         if refusal:
             raise Refused(d.FORBIDDEN, refusal)
         tc = self._topic(m.topic, create=True)
-        if not writable(tc):
+        if not tc.perm & PERM_WRITE:
             raise Refused(d.FORBIDDEN, f"the topic {tc.topic_name} is not writable")
         sp = m.system_properties
         if not sp.message_id:
             raise Refused(d.ILLEGAL_MESSAGE_ID, "the message has no message id")
         if not m.body:
             raise Refused(d.MESSAGE_BODY_EMPTY, "the message body is empty")
-        if len(m.body) > self.b.store_config.max_message_size_bytes:
+        if len(m.body) > self.src.store_config().max_message_size_bytes:
             raise Refused(d.MESSAGE_BODY_TOO_LARGE, f"the message body is {len(m.body)} bytes, more than "
-                                                    f"{self.b.store_config.max_message_size_bytes}")
+                                                    f"{self.src.store_config().max_message_size_bytes}")
         half = sp.message_type == d.TRANSACTION
-        if half and self.b.cfg.reject_transaction_message:
-            raise Refused(d.FORBIDDEN, f"the broker {self.b.cfg.broker_name} refuses transactional messages "
+        if half and self.src.settings().reject_transaction_message:
+            raise Refused(d.FORBIDDEN, f"the broker {self.src.settings().broker_name} refuses transactional messages "
                                        "(rejectTransactionMessage)")
         props: dict[str, str] = {}
         for k, v in m.user_properties.items():
-            if not k or k in SYSTEM_PROPERTY_KEYS or "\x01" in k + v or "\x02" in k + v:
+            if not k or k in SYSTEM_PROPERTY_KEYS or has_separator(k + v):
                 raise Refused(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the user property {k!r} is reserved or malformed")
             props[k] = v
         if sp.HasField("tag"):
@@ -390,7 +390,7 @@ class MessagingService:
             props[Prop.TAGS] = sp.tag
         if sp.keys:
             for k in sp.keys:
-                if not k.strip() or " " in k or "\x01" in k or "\x02" in k:
+                if not k.strip() or " " in k or has_separator(k):
                     raise Refused(d.ILLEGAL_MESSAGE_KEY, f"the key {k!r} is blank or has a space")
             props[Prop.KEYS] = " ".join(sp.keys)
         props[Prop.UNIQ_KEY] = sp.message_id
@@ -424,8 +424,8 @@ class MessagingService:
             store_qid = queue_id
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
         msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
-                                    born_timestamp=born_ms or now, born_host=born, store_host=self.b.store_host)
-        result = await self._put_counted(msg, tc.topic_name, self.b.transactions.put_half if half else None)
+                                    born_timestamp=born_ms or now, born_host=born, store_host=self.src.store_host())
+        result = await self._put_counted(msg, tc.topic_name, self.src.transactions.put_half if half else None)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
@@ -452,7 +452,7 @@ class MessagingService:
         if h is None:
             return self.s.EndTransactionResponse(status=self.status(
                 d.INVALID_TRANSACTION_ID, f"{request.transaction_id!r} is not a transaction id this broker gave"))
-        code, message = tx.end_status(d, self.b.transactions.end(h))
+        code, message = tx.end_status(d, self.src.transactions.end(h))
         return self.s.EndTransactionResponse(status=self.status(code, message))
 
     # --- consume -----------------------------------------------------------------------------------------
@@ -462,7 +462,7 @@ class MessagingService:
             self._group_name(request.group)
         except Refused as r:
             return self.s.QueryAssignmentResponse(status=self.status(r.code, r.message))
-        if not readable(tc):
+        if not tc.perm & PERM_READ:
             return self.s.QueryAssignmentResponse(status=self.status(self.d.FORBIDDEN,
                                                                      f"the topic {tc.topic_name} is not readable"))
         # one assignment per broker; receives on it pop from every queue of the topic (queue id -1)
@@ -476,7 +476,7 @@ class MessagingService:
         self._require_client(context)
         group = self._group_name(request.group)
         tc = self._topic(request.message_queue.topic)
-        if not readable(tc):
+        if not tc.perm & PERM_READ:
             raise Refused(d.FORBIDDEN, f"the topic {tc.topic_name} is not readable")
         if request.batch_size <= 0 or request.batch_size > MAX_BATCH_SIZE:
             raise Refused(d.BAD_REQUEST, f"batch size {request.batch_size} is not in 1..{MAX_BATCH_SIZE}")
@@ -492,7 +492,7 @@ class MessagingService:
         fe = request.filter_expression
         if fe.type == d.SQL:
             # as a 4.x SQL92 subscription: served when the broker has enablePropertyFilter=true
-            if not self.b.cfg.enable_property_filter:
+            if not self.src.settings().enable_property_filter:
                 raise Refused(d.UNSUPPORTED, "SQL92 filtering is off on this broker (enablePropertyFilter=false)")
             try:
                 expression = compile_sql92(fe.expression)
@@ -525,7 +525,7 @@ class MessagingService:
         retry = pop_retry_topic(group, topic)
         deadline = self.clock() + polling
         first = request.message_queue.id if request.message_queue.id >= 0 else 0
-        fifo = self.b.groups.consume_orderly(group)
+        fifo = self.src.groups.consume_orderly(group)
         while True:
             since = self.arrivals.generation([topic, retry])
             popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
@@ -547,14 +547,14 @@ class MessagingService:
             cid, until = self._client_id(context), self.clock() + self.ep.renew_max_ms
             for p, _ in popped:
                 p.flight.renew_client, p.flight.renew_until_ms = cid, until
-        self.b.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p, _ in popped))
+        self.src.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p, _ in popped))
         yield self.s.ReceiveMessageResponse(status=self.status())
         ns = request.message_queue.topic.resource_namespace
         shown = request.message_queue.topic.name
         for p, qid in popped:
             f = p.flight
             handle = ReceiptHandle(p.kind, qid, f.queue_offset, f.commitlog_offset, f.pop_time_ms, invisible,
-                                   f.attempt, self.b.cfg.broker_name).encode()
+                                   f.attempt, self.src.settings().broker_name).encode()
             yield self.s.ReceiveMessageResponse(message=to_pb(d, p.message, topic=shown, namespace=ns,
                                                               receipt_handle=handle, invisible_ms=invisible,
                                                               attempt=f.attempt))
@@ -567,7 +567,7 @@ class MessagingService:
         A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
         pop = self.pop.pop_orderly if fifo else self.pop.pop
         out = []
-        if self.b.topics.get(retry) is not None:
+        if self.src.topics.get(retry) is not None:
             out += [(p, 0) for p in pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
         for i in range(nqueues):
             if len(out) >= batch:
@@ -580,7 +580,7 @@ class MessagingService:
         """A FIFO group's message handed out in place more often than the group allows
         (``retryMaxTimes`` + 1 deliveries) goes to ``%DLQ%<group>`` instead of to the
         consumer, as the proxy does, and counts as done. Returns (the rest, how many went)."""
-        max_attempts = self.b.groups.retry_max_times(group) + 1
+        max_attempts = self.src.groups.retry_max_times(group) + 1
         keep, forwarded = [], 0
         for p, qid in popped:
             if p.flight.attempt <= max_attempts:
@@ -591,7 +591,7 @@ class MessagingService:
             p.message.reconsume_times = p.flight.attempt - 2
             copy = self.pop.revive_copy(group, topic, p.message, max_attempts=0)
             result = await self._put(copy)
-            self.b.stats.on_send_back(group, copy.topic, result)
+            self.src.stats.on_send_back(group, copy.topic, result)
             if not result.status.stored:
                 # stays in flight: handed out again when its invisible duration runs out
                 log.warning("FIFO %s:%d@%d for %s not moved to the DLQ (%s)", store_topic, qid,
@@ -599,7 +599,7 @@ class MessagingService:
                 continue
             log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid, p.flight.queue_offset,
                      group, copy.topic, p.flight.attempt - 1)
-            self.b.schedule_register()
+            self.src.schedule_register()
             self.pop.ack(group, store_topic, qid, p.flight.queue_offset)
             forwarded += 1
         return keep, forwarded
@@ -610,7 +610,7 @@ class MessagingService:
             h = ReceiptHandle.decode(text)
         except IllegalArgumentError as e:
             raise Refused(self.d.INVALID_RECEIPT_HANDLE, str(e)) from None
-        if h.broker_name != self.b.cfg.broker_name:
+        if h.broker_name != self.src.settings().broker_name:
             raise Refused(self.d.INVALID_RECEIPT_HANDLE, f"the receipt handle is from broker {h.broker_name}")
         return h, (pop_retry_topic(group, topic) if h.kind == KIND_RETRY else topic)
 
@@ -671,15 +671,15 @@ class MessagingService:
             group = self._group_name(request.group)
             topic = self._topic(request.topic).topic_name
             h, store_topic = self._handle(request.receipt_handle, group, topic)
-            msg = self.b.store.look_message_by_offset(h.commitlog_offset)
+            msg = self.src.store.look_message_by_offset(h.commitlog_offset)
             if msg is None or msg.topic != store_topic or msg.queue_offset != h.queue_offset:
                 raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no stored message")
             copy = self.pop.revive_copy(group, topic, msg, max_attempts=0)  # 0: straight to the DLQ
             result = await self._put(copy)
-            self.b.stats.on_send_back(group, copy.topic, result)  # as a 4.x consumer's send-back to the DLQ
+            self.src.stats.on_send_back(group, copy.topic, result)  # as a 4.x consumer's send-back to the DLQ
             if not result.status.stored:
                 raise Refused(d.INTERNAL_SERVER_ERROR, f"the DLQ copy was not stored: {result.status.value}")
-            self.b.schedule_register()
+            self.src.schedule_register()
             self.pop.ack(group, store_topic, h.queue_id, h.queue_offset)
         except Refused as r:
             return self.s.ForwardMessageToDeadLetterQueueResponse(status=self.status(r.code, r.message))
@@ -700,7 +700,7 @@ class MessagingService:
                 raise Refused(self.d.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
         except Refused as r:
             return self.s.UpdateOffsetResponse(status=self.status(r.code, r.message))
-        self.b.offsets.commit(group, topic, qid, request.offset)
+        self.src.offsets.commit(group, topic, qid, request.offset)
         self.pop.forget_group(group)  # the pop state restarts from the offset just set
         return self.s.UpdateOffsetResponse(status=self.status())
 
@@ -710,7 +710,7 @@ class MessagingService:
             topic, qid = self._queue(request.message_queue)
         except Refused as r:
             return self.s.GetOffsetResponse(status=self.status(r.code, r.message))
-        offset = self.b.offsets.query(group, topic, qid)
+        offset = self.src.offsets.query(group, topic, qid)
         if offset is None:
             return self.s.GetOffsetResponse(status=self.status(self.d.OFFSET_NOT_FOUND,
                                                                f"group {group} has no offset for {topic}:{qid}"))
@@ -724,11 +724,11 @@ class MessagingService:
             return self.s.QueryOffsetResponse(status=self.status(r.code, r.message))
         policy = request.query_offset_policy
         if policy == d.BEGINNING:
-            offset = self.b.store.get_min_offset_in_queue(topic, qid)
+            offset = self.src.store.get_min_offset_in_queue(topic, qid)
         elif policy == d.END:
-            offset = self.b.store.get_max_offset_in_queue(topic, qid)
+            offset = self.src.store.get_max_offset_in_queue(topic, qid)
         else:
-            offset = self.b.store.get_offset_in_queue_by_time(topic, qid, timestamp_ms(request.timestamp))
+            offset = self.src.store.get_offset_in_queue_by_time(topic, qid, timestamp_ms(request.timestamp))
         return self.s.QueryOffsetResponse(status=self.status(), offset=offset)
 
     # --- background work: revive expired messages, deliver timed ones ------------------------------------
@@ -747,13 +747,13 @@ class MessagingService:
                 if self.arrivals is not None:
                     self.arrivals.wake(store_topic)
                 continue
-            msg = self.b.store.look_message_by_offset(flight.commitlog_offset)
+            msg = self.src.store.look_message_by_offset(flight.commitlog_offset)
             if msg is not None:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
                     else store_topic
-                copy = self.pop.revive_copy(group, origin, msg, self.b.groups.retry_max_times(group) + 1)
+                copy = self.pop.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1)
                 result = await self._put(copy)
-                self.b.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
+                self.src.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
                 if not result.status.stored:
                     log.warning("revive of %s:%d@%d for %s failed (%s): retried later", store_topic, qid,
                                 flight.queue_offset, group, result.status.value)
@@ -762,7 +762,7 @@ class MessagingService:
                 if copy.topic == dlq_topic(group):
                     log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid,
                              flight.queue_offset, group, copy.topic, flight.attempt)
-                self.b.schedule_register()
+                self.src.schedule_register()
             self.pop.revived(group, store_topic, qid, flight.queue_offset)
             n += 1
         return n
@@ -771,7 +771,7 @@ class MessagingService:
         n = 0
         for qoff, msg in self.timer.due_messages(self.clock()):
             if msg is not None:
-                if self.b.topics.get(msg.topic) is None:
+                if self.src.topics.get(msg.topic) is None:
                     log.warning("timed message for deleted topic %s dropped", msg.topic)
                 else:
                     result = await self._put(msg)
@@ -785,12 +785,12 @@ class MessagingService:
         """The client sent a heartbeat or its settings within the broker's channel expiry and
         did not say it terminated (its messages are then not renewed: they come back)."""
         st = self.clients.get(client_id)
-        return st is not None and now - st.last_seen_ms <= self.b.cfg.channel_expired_timeout_ms
+        return st is not None and now - st.last_seen_ms <= self.src.settings().channel_expired_timeout_ms
 
     def prune_clients(self, now: int) -> int:
         """Forget clients silent for longer than the broker's channel expiry (no heartbeat,
         no settings) that never sent NotifyClientTermination."""
-        expiry = self.b.cfg.channel_expired_timeout_ms
+        expiry = self.src.settings().channel_expired_timeout_ms
         gone = [cid for cid, st in self.clients.items() if now - st.last_seen_ms > expiry]
         for cid in gone:
             del self.clients[cid]

@@ -18,6 +18,7 @@ import heapq
 import logging
 
 from mqcore.format import layout as L
+from mqcore.grpc.source import GrpcSource
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, pack_host
 from mqcore.store.results import GetMessageStatus
 from mqcore.netaddr import parse_host_port
@@ -32,8 +33,8 @@ _SCAN_BATCH = 256
 
 
 class TimerService:
-    def __init__(self, broker, clock):
-        self.b = broker
+    def __init__(self, source: GrpcSource, clock):
+        self.src = source
         self.clock = clock
         self._heap: list[tuple[int, int, int]] = []  # (deliver ms, timer queue offset, commitlog offset)
         self._pending: set[int] = set()
@@ -41,15 +42,15 @@ class TimerService:
 
     def load(self) -> None:
         """Find the messages not yet delivered (those from the committed offset on)."""
-        self.b.topics.create_group_topic(TIMER_TOPIC)
-        start = self.b.offsets.query(TIMER_GROUP, TIMER_TOPIC, 0)
-        offset = max(start or 0, self.b.store.get_min_offset_in_queue(TIMER_TOPIC, 0))
+        self.src.topics.create_group_topic(TIMER_TOPIC)
+        start = self.src.offsets.query(TIMER_GROUP, TIMER_TOPIC, 0)
+        offset = max(start or 0, self.src.store.get_min_offset_in_queue(TIMER_TOPIC, 0))
         while True:
-            result = self.b.store.get_message(TIMER_TOPIC, 0, offset, _SCAN_BATCH)
+            result = self.src.store.get_message(TIMER_TOPIC, 0, offset, _SCAN_BATCH)
             if result.status is not GetMessageStatus.FOUND:
                 break
             for buf in result.buffers:
-                for rec in self.b.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
+                for rec in self.src.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
                     msg = MessageExt.from_decoded(rec)
                     self.add(msg.queue_offset, msg.commitlog_offset, _deliver_ms(msg))
             offset = result.next_begin_offset
@@ -74,14 +75,14 @@ class TimerService:
         out = []
         while self._heap and self._heap[0][0] <= now:
             _, qoff, phy = heapq.heappop(self._heap)
-            msg = self.b.store.look_message_by_offset(phy)
+            msg = self.src.store.look_message_by_offset(phy)
             out.append((qoff, None if msg is None else self._real(msg)))
         return out
 
     def delivered(self, queue_offset: int) -> None:
         self._pending.discard(queue_offset)
         progress = min(self._pending) if self._pending else self._scanned
-        self.b.offsets.commit(TIMER_GROUP, TIMER_TOPIC, 0, progress)
+        self.src.offsets.commit(TIMER_GROUP, TIMER_TOPIC, 0, progress)
 
     def _real(self, msg: MessageExt) -> MessageExtBrokerInner:
         props = dict(msg.properties)
@@ -96,7 +97,7 @@ class TimerService:
                                      sys_flag=msg.sys_flag & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6),
                                      born_timestamp=msg.born_timestamp,
                                      born_host=pack_host(*parse_host_port(msg.born_host)),
-                                     store_host=self.b.store_host, reconsume_times=msg.reconsume_times)
+                                     store_host=self.src.store_host(), reconsume_times=msg.reconsume_times)
 
 
 def _deliver_ms(msg: MessageExt) -> int:

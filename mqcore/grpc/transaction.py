@@ -17,9 +17,9 @@ import asyncio
 import dataclasses
 import logging
 
-from mqcore.broker.transaction import EndOutcome
 from mqcore.format import layout as L
 from mqcore.grpc.convert import duration_ms, to_pb
+from mqcore.grpc.source import EndResult
 from mqcore.message import MessageExt, Prop
 from mqcore.remoting.headers import EndTransactionRequestHeader
 
@@ -72,8 +72,8 @@ def end_header(d, topic: str, request) -> EndTransactionRequestHeader | None:
         from_transaction_check=request.source == d.SOURCE_SERVER_CHECK, transaction_id=request.transaction_id)
 
 
-def end_status(d, result) -> tuple[int, str]:
-    if result.outcome is EndOutcome.REFUSED:
+def end_status(d, result: EndResult) -> tuple[int, str]:
+    if result.refused:
         return d.INVALID_TRANSACTION_ID, f"the transaction cannot be ended: {result.remark}"
     return d.OK, "OK"
 
