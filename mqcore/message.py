@@ -53,6 +53,11 @@ PROPERTY_SEPARATOR = L.PROPERTY_SEPARATOR.decode()
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_TOPIC = "TBW102"
+#: the other system topics a 4.9 broker creates at start (the broker creates them; the
+#: dashboard and the admin checks name them, so they live here, below both)
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 

@@ -30,7 +30,7 @@ from mqcore.broker.config import BrokerConfig
 from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
-from mqcore.broker.metadata import DelayOffsetTable
+from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
@@ -361,6 +361,11 @@ class Broker:
             code, text = await self._ops.reset_group_offsets(group, topic, timestamp, True, offline_too=True)
             return code == ResponseCode.SUCCESS, "offsets reset" if code == ResponseCode.SUCCESS else text
 
+        def create_topic(name: str, read_queues: int, write_queues: int, perm: int) -> TopicConfig:
+            tc = TopicConfig(name, read_queues, write_queues, perm)  # as UPDATE_AND_CREATE_TOPIC does
+            self.topics.update(tc)
+            return tc
+
         cfg, scfg = self.cfg, self.store_config
         return DashboardSource(
             cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name, version="V4_9_8 (mqcore)",
@@ -370,6 +375,7 @@ class Broker:
                                 "consume queues": self.store_config.consume_queue_dir},
             grpc_clients=grpc_clients, acl=lambda: self.acl.current if self.acl is not None else None,
             schedule_register=self.schedule_register, store_host=lambda: self.store_host, reset_offset=reset_offset,
+            create_topic=create_topic,
             settings=lambda: {"listenPort": self.port, "name server": ";".join(self.namesrv_addrs),
                               "flushDiskType": self.store_config.flush_disk_type.value,
                               "brokerPermission": self.cfg.broker_permission,

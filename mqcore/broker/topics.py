@@ -11,15 +11,17 @@ import logging
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.metadata import TopicConfig, TopicConfigTable
 from mqcore.errors import StoreIOError
-from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
+from mqcore.message import (  # the system topic names live there now; importing them from here still works
+    BENCHMARK_TOPIC,
+    DEFAULT_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
 from mqcore.permissions import PERM_INHERIT, PERM_READ, PERM_WRITE
 from mqcore.store.config_files import bean_to_json
 
 log = logging.getLogger(__name__)
-
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 
 
 def readable(tc: TopicConfig) -> bool:

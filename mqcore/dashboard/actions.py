@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from mqcore.broker.metadata import TopicConfig
 from mqcore.config import FlushDiskType
-from mqcore.dashboard.source import DashboardSource
+from mqcore.dashboard.source import CreatedTopic, DashboardSource
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
 from mqcore.message import (
@@ -33,7 +32,7 @@ class ActionError(IllegalArgumentError):
     """A change the dashboard refused, with a message for the page."""
 
 
-def create_topic(src: DashboardSource, name: str, read_queues: int, write_queues: int, perm: int) -> TopicConfig:
+def create_topic(src: DashboardSource, name: str, read_queues: int, write_queues: int, perm: int) -> CreatedTopic:
     name = name.strip()
     try:
         validate_topic(name)
@@ -43,8 +42,7 @@ def create_topic(src: DashboardSource, name: str, read_queues: int, write_queues
         raise ActionError(f"queue numbers must be 1..{MAX_QUEUES}")
     if perm & ~(PERM_READ | PERM_WRITE) or not perm:
         raise ActionError("permission must be read, write or both")
-    tc = TopicConfig(name, read_queues, write_queues, perm)
-    src.topics.update(tc)
+    tc = src.create_topic(name, read_queues, write_queues, perm)
     src.schedule_register()
     log.info("dashboard: topic %s created (read %d, write %d, perm %d)", name, read_queues, write_queues, perm)
     return tc

@@ -13,7 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mqcore.broker.stats import BrokerStats
+    from mqcore.dashboard.source import Stats as BrokerStats
 
 #: one sample every 5 s, one hour kept
 SAMPLE_INTERVAL_MS = 5_000

@@ -8,12 +8,14 @@ import os
 import psutil
 
 from mqcore.dashboard.source import DashboardSource
-from mqcore.broker.topics import BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC
 from mqcore.message import (
+    BENCHMARK_TOPIC,
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
     dlq_topic,
     retry_topic,
 )

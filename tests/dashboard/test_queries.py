@@ -12,6 +12,7 @@ from mqcore.acl.config import parse_plain_acl
 from mqcore.broker.clients import ClientManager
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+from mqcore.broker.metadata import TopicConfig
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.clock import ManualClock
@@ -45,13 +46,18 @@ def src(tmp_path):
         resets.append((group, topic, ts))
         return True, "offsets reset"
 
+    def create_topic(name, read_queues, write_queues, perm):
+        tc = TopicConfig(name, read_queues, write_queues, perm)
+        topics.update(tc)
+        return tc
+
     s = DashboardSource(cluster_name="c1", broker_name="b1", version="V4_9_8 (mqcore)",
                         listen_addr=lambda: "127.0.0.1:10911", store=store, topics=topics, groups=groups,
                         offsets=offsets, clients=ClientManager(clock, 120_000), stats=BrokerStats(),
                         runtime_figures=lambda: {"putTps": "1.00 1.00 1.00"},
                         disk_paths=lambda: {"commitlog": store_cfg.commitlog_dir},
                         grpc_clients=list, acl=lambda: None, schedule_register=lambda: None,
-                        store_host=lambda: STORE, reset_offset=reset_offset)
+                        store_host=lambda: STORE, reset_offset=reset_offset, create_topic=create_topic)
     s.resets = resets  # type: ignore[attr-defined]
     yield s
     store.shutdown()
