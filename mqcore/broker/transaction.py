@@ -339,7 +339,8 @@ class TransactionService:
     def _half_in_queue(self, offset: int) -> MessageExt | None:
         return self._in_queue(HALF_TOPIC, offset)
 
-    def _action(self, msg: MessageExt, now: int, cfg: BrokerConfig, removed: dict[int, int], done_ops: list[int]) -> str:
+    def _action(self, msg: MessageExt, now: int, cfg: BrokerConfig, removed: dict[int, int],
+                done_ops: list[int]) -> str:
         """"discard", "check", "skip" (done or moved on) or "wait" (stop the walk here)."""
         props = msg.properties
         times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
