@@ -17,6 +17,10 @@ from mqcore._store_py import index_hash, java_hash
 from mqcore.format import layout as L
 from mqcore.format.properties import NAME_VALUE_SEPARATOR_TEXT, PROPERTY_SEPARATOR_TEXT
 
+#: an item of ``parse_plain_sends`` (``mqcore.kernel_api.PlainSend``): ``(opaque, topic, queue_id,
+#: sys_flag, born_timestamp, flag, reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
+PlainSend = tuple[int, str, int, int, int, int, int, bytes, int, list[int], bytes, int]
+
 __all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer"]
 
 IMPLEMENTATION = "python"
@@ -47,7 +51,7 @@ def _int32(value: Any) -> bool:
 
 
 def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, cluster: bytes,
-                indexed: bool) -> tuple | None:
+                indexed: bool) -> PlainSend | None:
     try:
         obj = json.loads(bytes(view[hdr_at:body_at]))
     except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
@@ -113,13 +117,13 @@ def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, clu
             bytes(view[body_at:frame_end]), frame_end)
 
 
-def parse_plain_sends(buf, start: int, end: int, max_frame_bytes: int, cluster: bytes,
-                      indexed: bool) -> tuple[list[tuple], int]:
+def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, cluster: bytes,
+                      indexed: bool) -> tuple[list[PlainSend], int]:
     """See ``_pipeline.parse_plain_sends``."""
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     if end > len(view) or start < 0 or start > end:
         raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
-    items: list[tuple] = []
+    items: list[PlainSend] = []
     pos = start
     while end - pos >= 8:
         length = int.from_bytes(view[pos:pos + 4], "big")
@@ -151,10 +155,10 @@ def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, q
     return (len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
 
 
-def append_plain(commitlog, pos: int, limit: int, phy: int, topic: bytes, queue_id: int, flag: int,
+def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, queue_id: int, flag: int,
                  queue_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes, store_timestamp: int,
-                 store_host: bytes, reconsume_times: int, body: bytes, properties: bytes, consume_queue,
-                 unit_pos: int, tags_code: int, index, slots: int, max_entries: int,
+                 store_host: bytes, reconsume_times: int, body: bytes, properties: bytes, consume_queue: Any,
+                 unit_pos: int, tags_code: int, index: Any, slots: int, max_entries: int,
                  key_hashes: list[int]) -> tuple[int, bool]:
     """See ``_pipeline.append_plain``."""
     want = (L.HOST_V6_BYTES if sys_flag & L.SYSFLAG_BORNHOST_V6 else L.HOST_V4_BYTES,

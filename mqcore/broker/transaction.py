@@ -29,7 +29,7 @@ import dataclasses
 import enum
 import logging
 import random
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mqcore.errors import MQError
 from mqcore.format import layout as L
@@ -40,6 +40,13 @@ from mqcore.remoting import RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from mqcore.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.groups import ConsumerOffsetManager
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.remoting.command import RemotingCommand
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +118,7 @@ class Check:
 class CheckRound:
     """What one check round did (tests and logs read it)."""
 
-    checks: list = dataclasses.field(default_factory=list)   # Check
+    checks: list[Check] = dataclasses.field(default_factory=list)
     discarded: int = 0
     pending: int = 0
     half_offset: int = 0
@@ -127,9 +134,10 @@ class TransactionService:
     ``configs`` the current BrokerConfig and ``file_reserved_hours`` the store's retention.
     """
 
-    def __init__(self, *, store, offsets, topics, store_host: Callable[[], bytes], configs: Callable[[], Any],
+    def __init__(self, *, store: MessageStore, offsets: ConsumerOffsetManager, topics: TopicConfigManager,
+                 store_host: Callable[[], bytes], configs: Callable[[], BrokerConfig],
                  clock: Callable[[], int], file_reserved_hours: Callable[[], int] = lambda: 72,
-                 stats: TransactionStats | None = None):
+                 stats: TransactionStats | None = None) -> None:
         self.store = store
         self.offsets = offsets
         self.topics = topics
@@ -336,7 +344,8 @@ class TransactionService:
     def _half_in_queue(self, offset: int) -> MessageExt | None:
         return self._in_queue(HALF_TOPIC, offset)
 
-    def _action(self, msg: MessageExt, now: int, cfg, removed: dict[int, int], done_ops: list[int]) -> str:
+    def _action(self, msg: MessageExt, now: int, cfg: BrokerConfig, removed: dict[int, int],
+                done_ops: list[int]) -> str:
         """"discard", "check", "skip" (done or moved on) or "wait" (stop the walk here)."""
         props = msg.properties
         times = _int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0)
@@ -373,7 +382,7 @@ class TransactionService:
         result = self.store.put_message(self._renewed(msg, props))
         return "skip" if result.status is PutMessageStatus.PUT_OK else "wait"
 
-    def _renewed(self, msg: MessageExt, props: dict) -> MessageExtBrokerInner:
+    def _renewed(self, msg: MessageExt, props: dict[str, str]) -> MessageExtBrokerInner:
         """A copy of a half message at the end of the half queue (``renewHalfMessageInner``)."""
         props = dict(props)
         props[Prop.WAIT] = "false"
@@ -382,7 +391,7 @@ class TransactionService:
                                      born_timestamp=msg.born_timestamp, born_host=_packed(msg.born_host),
                                      store_host=_packed(msg.store_host), reconsume_times=msg.reconsume_times)
 
-    def _renew_and_ask(self, msg: MessageExt, producer_channel: Callable[[str], Any]):
+    def _renew_and_ask(self, msg: MessageExt, producer_channel: Callable[[str], Any]) -> Check | None:
         props = dict(msg.properties)
         props[Prop.TRANSACTION_CHECK_TIMES] = str(_int(props.get(Prop.TRANSACTION_CHECK_TIMES), 0) + 1)
         result = self.store.put_message(self._renewed(msg, props))
@@ -397,7 +406,7 @@ class TransactionService:
         channel = producer_channel(group) if group else None
         return Check(group, channel, self.check_request(copy), copy)
 
-    def check_request(self, half: MessageExt):
+    def check_request(self, half: MessageExt) -> RemotingCommand:
         """CHECK_TRANSACTION_STATE about ``half`` (``Broker2Client.checkProducerTransactionState``):
         the header names the half record, the body is the message as a pull answer would
         carry it, with its real topic and queue."""

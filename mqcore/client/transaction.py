@@ -33,7 +33,7 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqcore.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
 from mqcore.client.producer import Producer
@@ -42,8 +42,11 @@ from mqcore.errors import IllegalArgumentError, MQError
 from mqcore.format import layout as L
 from mqcore.message import Prop, decode_offset_msg_id
 from mqcore.remoting.codes import RequestCode
-from mqcore.remoting.command import create_request
+from mqcore.remoting.command import RemotingCommand, create_request
 from mqcore.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+
+if TYPE_CHECKING:
+    from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +150,8 @@ class TransactionProducer(Producer):
         props[Prop.PGROUP] = self.config.producer_group
         return msg
 
-    def _run_local(self, execute, msg: Message, arg: Any, sent: SendResult) -> LocalTransactionState:
+    def _run_local(self, execute: Callable[[Message, Any], LocalTransactionState], msg: Message, arg: Any,
+                   sent: SendResult) -> LocalTransactionState:
         try:
             return _state(execute(msg, arg))
         except Exception:  # user code: report, leave it to the check-back
@@ -178,7 +182,7 @@ class TransactionProducer(Producer):
             log.warning("transaction %s: END_TRANSACTION to %s failed: %s", sent.msg_id, addr, e)
 
     # --- check-back (client loop) -------------------------------------------------------------------
-    async def _on_check(self, channel, request) -> None:
+    async def _on_check(self, channel: Channel, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: ask ``checker`` off the loop, answer on the same connection."""
         try:
             h = CheckTransactionStateRequestHeader.from_command(request)

@@ -47,7 +47,7 @@ class RateHistory:
     def sample(self, now_ms: int) -> None:
         self.samples.append((now_ms, stored_by_topic(self.stats), delivered_by_topic(self.stats)))
 
-    def series(self, topic: str | None = None) -> dict[str, list]:
+    def series(self, topic: str | None = None) -> dict[str, list[float]]:
         """``{"t": [epoch s], "put": [msg/s], "get": [msg/s]}`` between consecutive samples,
         for one topic or the whole broker. A counter that went down (a deleted topic) gives 0,
         never a negative rate."""

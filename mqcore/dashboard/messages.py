@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import string
+from typing import Any
 
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import IllegalArgumentError
@@ -30,7 +31,7 @@ HEX_LIMIT_BYTES = 64 * 1024
 _PRINTABLE = set(string.printable) - set("\x0b\x0c")
 
 
-def summary(m: MessageExt) -> dict:
+def summary(m: MessageExt) -> dict[str, Any]:
     body = bytes(m.body)
     preview = body[:80].decode("utf-8", "replace")
     return {"msg_id": m.msg_id, "offset_msg_id": m.offset_msg_id, "phy": m.commitlog_offset, "topic": m.topic,
@@ -93,7 +94,7 @@ def at_offset(src: DashboardSource, phy_offset: int) -> MessageExt | None:
 
 
 # --- one message -----------------------------------------------------------------------------------------
-def body_views(body: bytes) -> dict:
+def body_views(body: bytes) -> dict[str, Any]:
     """The body as text (when it is UTF-8), pretty-printed JSON (when it parses) and hex."""
     text = None
     try:
@@ -116,7 +117,7 @@ def body_views(body: bytes) -> dict:
             "size": len(body)}
 
 
-def _consumed(src: DashboardSource, topic: str, queue_id: int, queue_offset: int) -> list[dict]:
+def _consumed(src: DashboardSource, topic: str, queue_id: int, queue_offset: int) -> list[dict[str, Any]]:
     out = []
     for group, queues in sorted(src.offsets.committed_by_group(topic).items()):
         committed = queues.get(queue_id, -1)
@@ -124,12 +125,12 @@ def _consumed(src: DashboardSource, topic: str, queue_id: int, queue_offset: int
     return out
 
 
-def trail(src: DashboardSource, m: MessageExt) -> dict:
+def trail(src: DashboardSource, m: MessageExt) -> dict[str, Any]:
     """Where the message went: delayed, retried by which groups, in which DLQ, consumed by whom."""
     props = m.properties
     uniq = props.get(Prop.UNIQ_KEY)
     origin_topic = props.get(Prop.RETRY_TOPIC) or props.get(Prop.REAL_TOPIC) or m.topic
-    steps: list[dict] = []
+    steps: list[dict[str, Any]] = []
     delay = props.get(Prop.DELAY)
     if m.topic == SCHEDULE_TOPIC:
         steps.append({"kind": "delay", "text": f"waiting in {SCHEDULE_TOPIC} (delay level {delay}) for "
@@ -138,7 +139,7 @@ def trail(src: DashboardSource, m: MessageExt) -> dict:
         steps.append({"kind": "delay", "text": f"delivered after delay level {delay}"})
     groups = set(src.offsets.committed_by_group(origin_topic))
     groups.update(g.group for g in src.clients.consumers.values() if origin_topic in g.subscriptions)
-    copies: list[dict] = []
+    copies: list[dict[str, Any]] = []
     if uniq:
         for g in sorted(groups):
             for kind, topic in (("retry", retry_topic(g)), ("dlq", dlq_topic(g))):

@@ -4,6 +4,7 @@ for the templates). Read only: changes are in ``actions``. Runs on the broker's 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import psutil
 
@@ -58,7 +59,7 @@ def topic_kind(topic: str, src: DashboardSource | None = None) -> str:
 
 
 # --- broker ------------------------------------------------------------------------------------------
-def broker_overview(src: DashboardSource) -> dict:
+def broker_overview(src: DashboardSource) -> dict[str, Any]:
     fig = src.runtime_figures()
     disks = []
     for name, path in src.disk_paths().items():
@@ -83,7 +84,7 @@ def broker_overview(src: DashboardSource) -> dict:
 
 
 # --- topics ------------------------------------------------------------------------------------------
-def topic_list(src: DashboardSource, rates: dict[str, tuple[float, float]]) -> list[dict]:
+def topic_list(src: DashboardSource, rates: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
     out = []
     store = src.store
     for name, tc in sorted(src.topics.table.snapshot().items()):
@@ -95,7 +96,7 @@ def topic_list(src: DashboardSource, rates: dict[str, tuple[float, float]]) -> l
     return out
 
 
-def topic_detail(src: DashboardSource, topic: str) -> dict | None:
+def topic_detail(src: DashboardSource, topic: str) -> dict[str, Any] | None:
     tc = src.topics.get(topic)
     if tc is None:
         return None
@@ -115,7 +116,7 @@ def topic_detail(src: DashboardSource, topic: str) -> dict | None:
 
 
 # --- consumer groups -----------------------------------------------------------------------------------
-def _lag_rows(src: DashboardSource, group: str, topic: str) -> list[dict]:
+def _lag_rows(src: DashboardSource, group: str, topic: str) -> list[dict[str, Any]]:
     store = src.store
     rows = []
     for qid, committed in sorted(src.offsets.query_queues(group, topic).items()):
@@ -142,7 +143,7 @@ def group_names(src: DashboardSource) -> list[str]:
     return sorted(n for n in names if n)
 
 
-def group_list(src: DashboardSource) -> list[dict]:
+def group_list(src: DashboardSource) -> list[dict[str, Any]]:
     out = []
     grpc = src.grpc_clients()
     for g in group_names(src):
@@ -164,7 +165,7 @@ def _retry_backlog(src: DashboardSource, group: str) -> int:
                for q in store.queue_ids().get(topic, []))
 
 
-def group_detail(src: DashboardSource, group: str) -> dict:
+def group_detail(src: DashboardSource, group: str) -> dict[str, Any]:
     info = src.clients.group(group)
     members = []
     if info is not None:
@@ -188,9 +189,9 @@ def group_detail(src: DashboardSource, group: str) -> dict:
 
 
 # --- clients -------------------------------------------------------------------------------------------
-def client_list(src: DashboardSource) -> list[dict]:
+def client_list(src: DashboardSource) -> list[dict[str, Any]]:
     """Every connected client, 4.x (heartbeats over remoting) and 5.x (gRPC) side by side."""
-    rows: dict[tuple, dict] = {}
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for group, members in sorted(src.clients.producers.items()):
         for ch, m in members.items():
             _add_client(rows, m.client_id, ch.remote_addr, "4.x remoting", "producer", group,
@@ -204,7 +205,8 @@ def client_list(src: DashboardSource) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (r["protocol"], r["client_id"]))
 
 
-def _add_client(rows, client_id, addr, protocol, role, group, language, version):
+def _add_client(rows: dict[tuple[str, str, str], dict[str, Any]], client_id: str, addr: str, protocol: str,
+                role: str, group: str, language: str, version: str) -> None:
     row = rows.setdefault((protocol, client_id, addr), {"client_id": client_id, "addr": addr, "protocol": protocol,
                                                         "roles": [], "language": language, "version": version})
     row["roles"].append(f"{role} {group}".strip())

@@ -15,17 +15,20 @@ import asyncio
 import datetime
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import jinja2
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from mqcore.dashboard import actions, messages, queries
 from mqcore.dashboard.auth import REALM, AuthResult, check_basic
 from mqcore.dashboard.history import SAMPLE_INTERVAL_MS, RateHistory
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import MQError
+from mqcore.message import MessageExt
 from mqcore.permissions import PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -33,13 +36,13 @@ log = logging.getLogger(__name__)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _fmt_ts(ms) -> str:
+def _fmt_ts(ms: float | None) -> str:
     if not ms or ms <= 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _fmt_bytes(n) -> str:
+def _fmt_bytes(n: float) -> str:
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -65,7 +68,7 @@ def parse_time(text: str | None, default: int) -> int:
     return int(t.timestamp() * 1000)
 
 
-def _int_field(form, name: str, default: int) -> int:
+def _int_field(form: Mapping[str, Any], name: str, default: int) -> int:
     try:
         return int(form.get(name, default))
     except (TypeError, ValueError):
@@ -76,7 +79,7 @@ class DashboardServer:
     """``start()`` binds ``host:port`` (port 0 picks one) on the running loop; ``shutdown()``."""
 
     def __init__(self, src: DashboardSource, host: str, port: int, *, clock: Callable[[], int],
-                 sample_interval_ms: int = SAMPLE_INTERVAL_MS):
+                 sample_interval_ms: int = SAMPLE_INTERVAL_MS) -> None:
         self.src = src
         self.host = host
         self.port = port
@@ -87,7 +90,7 @@ class DashboardServer:
                                       autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
         self.env.filters.update(ts=_fmt_ts, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
         self._runner: web.AppRunner | None = None
-        self._sampler: asyncio.Task | None = None
+        self._sampler: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def start(self) -> int:
@@ -136,7 +139,7 @@ class DashboardServer:
 
     # --- every request --------------------------------------------------------------------------------------
     @web.middleware
-    async def _guard(self, request: web.Request, handler):
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         outcome, who = check_basic(self.src.acl(), request.headers.get("Authorization"))
         if outcome in (AuthResult.MISSING, AuthResult.REFUSED):
             if outcome is AuthResult.REFUSED:
@@ -162,7 +165,7 @@ class DashboardServer:
             log.exception("dashboard: %s %s failed", request.method, request.path)
             return self._render("error.html", request, status=500, message="the page failed; see broker.log")
 
-    def _render(self, template: str, request: web.Request, status: int = 200, **ctx) -> web.Response:
+    def _render(self, template: str, request: web.Request, status: int = 200, **ctx: Any) -> web.Response:
         html = self.env.get_template(template).render(
             nav=template.split(".")[0].rstrip("s"), broker=self.src.broker_name, cluster=self.src.cluster_name,
             notice=request.query.get("notice", ""), **ctx)
@@ -173,53 +176,52 @@ class DashboardServer:
         return web.HTTPSeeOther(path + (f"?notice={quote(notice)}" if notice else ""))
 
     # --- broker ------------------------------------------------------------------------------------------------
-    async def page_broker(self, request):
+    async def page_broker(self, request: web.Request) -> web.Response:
         return self._render("broker.html", request, o=queries.broker_overview(self.src),
                             interval_s=self.sample_interval_ms / 1000)
 
-    async def api_rates(self, request):
+    async def api_rates(self, request: web.Request) -> web.Response:
         topic = request.query.get("topic") or None
-        series = self.history.series(topic)
-        series["interval_s"] = self.sample_interval_ms / 1000
+        series: dict[str, Any] = {**self.history.series(topic), "interval_s": self.sample_interval_ms / 1000}
         return web.json_response(series)
 
     # --- topics ------------------------------------------------------------------------------------------------
-    async def page_topics(self, request):
+    async def page_topics(self, request: web.Request) -> web.Response:
         show = request.query.get("show", "normal")
         rows = queries.topic_list(self.src, self.history.latest_rates())
         if show != "all":
             rows = [r for r in rows if r["kind"] == "normal"]
         return self._render("topics.html", request, topics=rows, show=show)
 
-    async def post_topic(self, request):
+    async def post_topic(self, request: web.Request) -> web.Response:
         form = await request.post()
         perm = (PERM_READ if form.get("read_perm") else 0) | (PERM_WRITE if form.get("write_perm") else 0)
         tc = actions.create_topic(self.src, str(form.get("name", "")), _int_field(form, "read_queues", 8),
                                   _int_field(form, "write_queues", 8), perm)
         raise self._redirect(f"/topics/{quote(tc.topic_name, safe='')}", f"topic {tc.topic_name} created")
 
-    async def page_topic(self, request):
+    async def page_topic(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         t = queries.topic_detail(self.src, name)
         if t is None:
             return self._render("error.html", request, status=404, message=f"no topic {name!r} on this broker")
         return self._render("topic.html", request, t=t, interval_s=self.sample_interval_ms / 1000)
 
-    async def post_delete_topic(self, request):
+    async def post_delete_topic(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         actions.delete_topic(self.src, name)
         raise self._redirect("/topics", f"topic {name} deleted")
 
     # --- groups ------------------------------------------------------------------------------------------------
-    async def page_groups(self, request):
+    async def page_groups(self, request: web.Request) -> web.Response:
         return self._render("groups.html", request, groups=queries.group_list(self.src))
 
-    async def page_group(self, request):
+    async def page_group(self, request: web.Request) -> web.Response:
         g = queries.group_detail(self.src, request.match_info["name"])
         top = max((r["lag"] for r in g["lag"]), default=0)
         return self._render("group.html", request, g=g, top_lag=top, now_ms=self.clock())
 
-    async def post_reset(self, request):
+    async def post_reset(self, request: web.Request) -> web.Response:
         group = request.match_info["name"]
         form = await request.post()
         ts = parse_time(str(form.get("time", "")), -1)
@@ -227,17 +229,18 @@ class DashboardServer:
         raise self._redirect(f"/groups/{quote(group, safe='')}", text)
 
     # --- clients -----------------------------------------------------------------------------------------------
-    async def page_clients(self, request):
+    async def page_clients(self, request: web.Request) -> web.Response:
         return self._render("clients.html", request, clients=queries.client_list(self.src))
 
     # --- messages ----------------------------------------------------------------------------------------------
-    async def page_messages(self, request):
+    async def page_messages(self, request: web.Request) -> web.Response:
         q = request.query
         topic, key, msg_id = q.get("topic", "").strip(), q.get("key", "").strip(), q.get("msg_id", "").strip()
         now = self.clock()
         begin = parse_time(q.get("begin"), now - 3600_000)
         end = parse_time(q.get("end"), now + 60_000)
-        found, searched = [], ""
+        found: list[MessageExt] = []
+        searched = ""
         if msg_id:
             found, searched = messages.by_id(self.src, msg_id, topic or None), f"message id {msg_id}"
         elif key and not topic:
@@ -252,7 +255,7 @@ class DashboardServer:
                             searched=searched, topic=topic, key=key, msg_id=msg_id, topics=topics,
                             begin=_iso(begin), end=_iso(end), limit=messages.MAX_RESULTS)
 
-    def _message_at(self, request):
+    def _message_at(self, request: web.Request) -> MessageExt:
         try:
             phy = int(request.match_info["offset"])
         except ValueError:
@@ -262,14 +265,14 @@ class DashboardServer:
             raise actions.ActionError(f"no message at commitlog offset {phy} (deleted by cleanup?)")
         return m
 
-    async def page_message(self, request):
+    async def page_message(self, request: web.Request) -> web.Response:
         m = self._message_at(request)
         return self._render("message.html", request, m=messages.summary(m), props=sorted(m.properties.items()),
                             body=messages.body_views(bytes(m.body)), trail=messages.trail(self.src, m),
                             phy=m.commitlog_offset, reconsume=m.reconsume_times, born_host=m.born_host,
                             store_host=m.store_host, is_dlq=m.topic.startswith("%DLQ%"))
 
-    async def post_resend(self, request):
+    async def post_resend(self, request: web.Request) -> web.Response:
         m = self._message_at(request)
         copy = await actions.resend_dlq(self.src, m)
         raise self._redirect(f"/messages/{copy.commitlog_offset}", f"resent to {copy.topic}")

@@ -9,6 +9,8 @@ a file with 20 million entries costs one pass over the bytes its entries use.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from mqcore.format import layout as L
@@ -16,18 +18,21 @@ from mqcore.format import layout as L
 #: entries checked per numpy pass (bounds the temporary arrays, not the view)
 CHUNK_ENTRIES = 1 << 20
 
+# ``buf`` below: anything exposing the buffer protocol (mmap, bytes, memoryview), typed Any as
+# the kernels' buffers are in mqcore.kernel_api
 
-def slot_heads(buf, slots: int) -> np.ndarray:
+
+def slot_heads(buf: Any, slots: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=">i4", count=slots, offset=L.INDEX_HEADER_SIZE)
 
 
-def entries_view(buf, slots: int, first: int, count: int) -> np.ndarray:
+def entries_view(buf: Any, slots: int, first: int, count: int) -> np.ndarray:
     """Entries ``first .. first+count-1`` as an ``INDEX_ENTRY_DTYPE`` array (zero-copy)."""
     at = L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + first * L.INDEX_ENTRY_SIZE
     return np.frombuffer(buf, dtype=L.INDEX_ENTRY_DTYPE, count=count, offset=at)
 
 
-def chain_problems(buf, slots: int, count: int, name: str, examples: int = 20) -> list[tuple[str, str]]:
+def chain_problems(buf: Any, slots: int, count: int, name: str, examples: int = 20) -> list[tuple[str, str]]:
     """(kind, message) per damaged slot head or chain entry, at most ``examples`` per reason.
 
     ``count`` is the header's indexCount (entries 1..count-1 are used); the caller has
@@ -66,7 +71,7 @@ def chain_problems(buf, slots: int, count: int, name: str, examples: int = 20) -
     return out
 
 
-def chains_sound(buf, slots: int, count: int) -> str | None:
+def chains_sound(buf: Any, slots: int, count: int) -> str | None:
     """The first chain problem of an index file, or None (the store's start-up check)."""
     found = chain_problems(buf, slots, count, "", examples=1)
     return found[0][1].lstrip(": ") if found else None

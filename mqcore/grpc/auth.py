@@ -35,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from mqcore.acl.config import group_resource
 from mqcore.acl.permission import ANY, PUB, SUB
@@ -79,18 +81,25 @@ def signature_matches(given: str | None, secret_key: str, date_time: str | None)
 
 class GrpcAccessChecker:
     """Decides whether one 5.x request may go through. ``name(resource)`` is the endpoint's
-    namespace-combined name of a ``Resource``."""
+    namespace-combined name of a ``Resource``.
 
-    def __init__(self, validator: PlainAccessValidator, name) -> None:
+    Requests, resources and settings are the 5.x protocol's protobuf messages, built from
+    descriptors at run time (no generated classes to name), so they are typed ``Any``;
+    ``metadata`` is grpc's invocation metadata, (key, value) pairs.
+    """
+
+    def __init__(self, validator: PlainAccessValidator, name: Callable[[Any], str]) -> None:
         self.validator = validator
         self._name = name
 
-    def check(self, method: str, request, metadata, remote_host: str) -> tuple[bool, str] | None:
+    def check(self, method: str, request: Any, metadata: Iterable[tuple[str, str]] | None,
+              remote_host: str) -> tuple[bool, str] | None:
         """None when allowed, else (authenticated?, why not)."""
         return self.check_needs(self.needed(method, request), metadata, remote_host)
 
-    def check_needs(self, need: dict[str, int], metadata, remote_host: str) -> tuple[bool, str] | None:
-        headers = {}
+    def check_needs(self, need: dict[str, int], metadata: Iterable[tuple[str, str]] | None,
+                    remote_host: str) -> tuple[bool, str] | None:
+        headers: dict[str, str] = {}
         for key, value in metadata or ():
             headers.setdefault(key, value)
         access_key, given = parse_authorization(headers.get(AUTHORIZATION, ""))
@@ -99,17 +108,17 @@ class GrpcAccessChecker:
                                            lambda secret: signature_matches(given, secret, date_time), need)
 
     # --- what a request touches ---------------------------------------------------------------------
-    def _topic(self, resource, perm: int, out: dict[str, int]) -> None:
+    def _topic(self, resource: Any, perm: int, out: dict[str, int]) -> None:
         name = self._name(resource)
         if name:
             out[name] = out.get(name, 0) | perm
 
-    def _group(self, resource, out: dict[str, int]) -> None:
+    def _group(self, resource: Any, out: dict[str, int]) -> None:
         name = self._name(resource)
         if name:
             out[group_resource(name)] = SUB
 
-    def needed(self, method: str, request) -> dict[str, int]:
+    def needed(self, method: str, request: Any) -> dict[str, int]:
         out: dict[str, int] = {}
         if method == "QueryRoute":
             self._topic(request.topic, ANY, out)
@@ -132,7 +141,7 @@ class GrpcAccessChecker:
                 self._group(request.group, out)
         return out
 
-    def settings_needed(self, settings) -> dict[str, int]:
+    def settings_needed(self, settings: Any) -> dict[str, int]:
         """What a Telemetry ``Settings`` command asks for."""
         out: dict[str, int] = {}
         kind = settings.WhichOneof("pub_sub")

@@ -24,6 +24,7 @@ import enum
 import logging
 import os
 from pathlib import Path
+from typing import Any, cast
 
 from mqcore.errors import ConfigError
 
@@ -115,19 +116,19 @@ class _Side(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.other: "_Side | None" = None
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
-        self.other.transport.write(data)
+        _transport_of(self.other).write(data)
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         if self.other is not None and self.other.transport is not None and self.other.transport.can_write_eof():
             self.other.transport.write_eof()
         return True  # keep the other direction open until it ends too
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if self.other is not None and self.other.transport is not None:
             self.other.transport.close()
 
@@ -141,6 +142,12 @@ class _Side(asyncio.Protocol):
             self.other.transport.resume_reading()
 
 
+def _transport_of(side: _Side | None) -> asyncio.Transport:
+    """``side``'s transport where the relay's order guarantees it is connected (typed only: no
+    check, so a broken order fails as it would without this)."""
+    return cast(asyncio.Transport, cast(_Side, side).transport)
+
+
 class _Client(_Side):
     """The client's connection to the public port: sniffed first, then relayed."""
 
@@ -151,52 +158,53 @@ class _Client(_Side):
         self.timer: asyncio.TimerHandle | None = None
         self.relaying = False
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.timer = asyncio.get_running_loop().call_later(SNIFF_TIMEOUT_S, transport.close)
 
     def data_received(self, data: bytes) -> None:
         if self.relaying:
-            self.other.transport.write(data)
+            _transport_of(self.other).write(data)
             return
         self.head += data
         if len(self.head) >= SNIFF_BYTES and self.other is None:
-            self.timer.cancel()
-            self.transport.pause_reading()  # until the backend connection is up
+            cast(asyncio.TimerHandle, self.timer).cancel()  # set by connection_made
+            _transport_of(self).pause_reading()  # until the backend connection is up
             self.other = _Backend(self)  # placeholder: connection_lost before the connect ends closes it
             asyncio.get_running_loop().create_task(self._connect(looks_like_tls(bytes(self.head[:SNIFF_BYTES]))))
 
-    def eof_received(self):
+    def eof_received(self) -> bool | None:
         if not self.relaying:
-            self.transport.close()
+            _transport_of(self).close()
             return False
         return super().eof_received()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
         super().connection_lost(exc)
 
     async def _connect(self, tls: bool) -> None:
         loop = asyncio.get_running_loop()
-        backend = self.other
+        backend = cast(_Backend, self.other)  # data_received set it
         port = self.front.tls_port if tls else self.front.plain_port
+        own = _transport_of(self)
         try:
             await loop.create_connection(lambda: backend, "127.0.0.1", port)
         except OSError as e:
             log.warning("gRPC TLS front: cannot reach the %s listener: %s", "TLS" if tls else "plaintext", e)
-            self.transport.close()
+            own.close()
             return
-        if self.transport.is_closing():
-            backend.transport.close()
+        if own.is_closing():
+            _transport_of(backend).close()
             return
-        local_port = backend.transport.get_extra_info("sockname")[1]
-        self.front.clients[local_port] = self.transport.get_extra_info("peername")
+        local_port: int = _transport_of(backend).get_extra_info("sockname")[1]
+        self.front.clients[local_port] = own.get_extra_info("peername")
         backend.local_port = local_port
         self.relaying = True
-        backend.transport.write(bytes(self.head))
+        _transport_of(backend).write(bytes(self.head))
         self.head = bytearray()
-        self.transport.resume_reading()
+        own.resume_reading()
 
 
 class _Backend(_Side):
@@ -205,9 +213,9 @@ class _Backend(_Side):
         self.other = client
         self.local_port: int | None = None
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if self.local_port is not None:
-            self.other.front.clients.pop(self.local_port, None)
+            cast(_Client, self.other).front.clients.pop(self.local_port, None)
         super().connection_lost(exc)
 
 
@@ -218,13 +226,14 @@ class PermissiveFront:
         self.plain_port = plain_port
         self.tls_port = tls_port
         #: local port of a relay connection to the gRPC server -> the client's (host, port)
-        self.clients: dict[int, tuple] = {}
+        self.clients: dict[int, tuple[Any, ...]] = {}
         self.server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: _Client(self), host, port, reuse_address=True)
-        return self.server.sockets[0].getsockname()[1]
+        bound: int = self.server.sockets[0].getsockname()[1]
+        return bound
 
     def client_of(self, local_port: int) -> tuple[str, int] | None:
         """The client a relay connection from ``local_port`` (the port grpc sees as the

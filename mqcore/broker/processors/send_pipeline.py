@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.processors.send import SendProcessor, peer_host
@@ -39,6 +40,10 @@ from mqcore.message import RETRY_GROUP_TOPIC_PREFIX
 from mqcore.permissions import PERM_WRITE
 from mqcore.remoting import CURRENT_VERSION
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +74,7 @@ class SendPipeline:
         self._host_key: bytes | None = None
         self._host_hex = b""
 
-    def __call__(self, channel, view, start: int, end: int) -> int:
+    def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         send = self.send
         cfg = send.cfg
         if send.pool is not None or not cfg.broker_permission & PERM_WRITE:
@@ -123,7 +128,7 @@ class SendPipeline:
             log.debug("%s: %d send answers dropped: %s", channel, len(frames), e)
         return items[len(stored) - 1][11]
 
-    def _parts(self, cfg) -> tuple[bytes, bytes] | None:
+    def _parts(self, cfg: BrokerConfig) -> tuple[bytes, bytes] | None:
         key = (cfg.trace_on, cfg.region_id)
         if key != self._answer_key:
             trace_on, region = key

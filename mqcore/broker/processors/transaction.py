@@ -6,19 +6,25 @@ service's (``mqcore.broker.transaction``): this processor only decodes and answe
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mqcore.broker.transaction import EndOutcome, TransactionService
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.headers import EndTransactionRequestHeader
+
+if TYPE_CHECKING:
+    from mqcore.remoting.channel import Channel
+    from mqcore.remoting.command import RemotingCommand
 
 
 class EndTransactionProcessor:
     """END_TRANSACTION, given the transaction service. A half message stored before
     ``rejectTransactionMessage`` was set is still ended, as on the Java broker."""
 
-    def __init__(self, *, transactions: TransactionService):
+    def __init__(self, *, transactions: TransactionService) -> None:
         self.transactions = transactions
 
-    def end(self, channel, request):
+    def end(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         h = EndTransactionRequestHeader.from_command(request)
         result = self.transactions.end(h)
         if result.outcome is EndOutcome.PENDING:
