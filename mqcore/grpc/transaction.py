@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from mqcore.format import layout as L
 from mqcore.grpc.convert import duration_ms, to_pb
@@ -44,7 +46,9 @@ def parse_transaction_id(text: str) -> tuple[int, int] | None:
         return None
 
 
-def half_properties(d, sp, topic: str, props: dict) -> str | None:
+# ``d``, ``s``, ``sp`` and requests are protobuf modules and messages built from descriptors at
+# run time (no generated classes to name), typed Any as in grpc/auth.py
+def half_properties(d: Any, sp: Any, topic: str, props: dict[str, str]) -> str | None:
     """Adds the half-message properties to ``props``; returns why the message cannot be a
     transaction, or None."""
     if sp.HasField("delivery_timestamp") or (sp.HasField("message_group") and sp.message_group):
@@ -59,7 +63,7 @@ def half_properties(d, sp, topic: str, props: dict) -> str | None:
     return None
 
 
-def end_header(d, topic: str, request) -> EndTransactionRequestHeader | None:
+def end_header(d: Any, topic: str, request: Any) -> EndTransactionRequestHeader | None:
     """``EndTransactionRequest`` as END_TRANSACTION's header; None for a malformed id."""
     where = parse_transaction_id(request.transaction_id)
     if where is None:
@@ -72,13 +76,13 @@ def end_header(d, topic: str, request) -> EndTransactionRequestHeader | None:
         from_transaction_check=request.source == d.SOURCE_SERVER_CHECK, transaction_id=request.transaction_id)
 
 
-def end_status(d, result: EndResult) -> tuple[int, str]:
+def end_status(d: Any, result: EndResult) -> tuple[int, str]:
     if result.refused:
         return d.INVALID_TRANSACTION_ID, f"the transaction cannot be ended: {result.remark}"
     return d.OK, "OK"
 
 
-def recovery_command(d, s, half: MessageExt):
+def recovery_command(d: Any, s: Any, half: MessageExt) -> Any:
     """``RecoverOrphanedTransactionCommand`` about ``half`` (a check-back's copy), shown with
     its real topic and queue."""
     topic = half.properties.get(Prop.REAL_TOPIC, half.topic)
@@ -93,18 +97,19 @@ class Outboxes:
     """Server-initiated Telemetry commands, one queue per open stream (client id)."""
 
     def __init__(self) -> None:
-        self.queues: dict[str, asyncio.Queue] = {}
+        self.queues: dict[str, asyncio.Queue[Any]] = {}
 
-    def open(self, client_id: str) -> asyncio.Queue:
-        q: asyncio.Queue = asyncio.Queue()
+    def open(self, client_id: str) -> asyncio.Queue[Any]:
+        q: asyncio.Queue[Any] = asyncio.Queue()
         self.queues[client_id] = q
         return q
 
-    def close(self, client_id: str, q: asyncio.Queue) -> None:
+    def close(self, client_id: str, q: asyncio.Queue[Any]) -> None:
         if self.queues.get(client_id) is q:
             del self.queues[client_id]
 
-    def send_to_publisher(self, clients: dict, topic: str, command, alive) -> bool:
+    def send_to_publisher(self, clients: dict[str, Any], topic: str, command: Any,
+                          alive: Callable[[str], bool]) -> bool:
         """Queue ``command`` for one live client whose publishing settings name ``topic``."""
         for cid, q in self.queues.items():
             st = clients.get(cid)
