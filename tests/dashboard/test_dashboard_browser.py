@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from mqcore.client import ConsumeStatus, Message, Producer, PullConsumer, PullStatus, PushConsumer
 from tests.grpc.conftest import TEST_CONF as GRPC_CONF, grpc_addr
@@ -117,6 +117,8 @@ def test_a_message_sent_by_a_client_is_found_by_key_and_its_body_shown(live, bro
     form.find_element(By.NAME, "topic").send_keys("KeyTopic")
     form.find_element(By.NAME, "key").send_keys("order-42")
     form.find_element(By.CSS_SELECTOR, "button").click()
+    # the click submits the form: wait for the results page, not the search page it replaces
+    WebDriverWait(browser, 10).until(lambda b: "key=" in b.current_url)
     rows = browser.find_elements(By.CSS_SELECTOR, "#results tr")[1:]
     assert len(rows) == 1, browser.page_source
     assert sent.msg_id in rows[0].text and "order-42" in rows[0].text and "created" in rows[0].text
