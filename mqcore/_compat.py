@@ -30,6 +30,13 @@ def pure_python_forced() -> bool:
     return os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
 
 
+def _not_built(module: str, e: ImportError) -> ImportError:
+    return ImportError(
+        f"mqcore's compiled extension mqcore.{module} did not load ({e}). Rebuild it with "
+        f"'pip install .' (or 'python setup.py build_ext --inplace'), or set {PURE_PYTHON_ENV}=1 "
+        "to run the pure-Python kernels on purpose.")
+
+
 def _load() -> StoreKernels:
     if pure_python_forced():
         from mqcore import _store_py
@@ -37,10 +44,7 @@ def _load() -> StoreKernels:
     try:
         from mqcore import _store
     except ImportError as e:  # pragma: no cover - exercised by a broken install
-        raise ImportError(
-            "mqcore's compiled extension mqcore._store did not load (%s). Rebuild it with "
-            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
-            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+        raise _not_built("_store", e) from e
     return _store
 
 
@@ -51,10 +55,7 @@ def _load_wire_client() -> WireClientKernels:
     try:
         from mqcore import _wire_client
     except ImportError as e:  # pragma: no cover - exercised by a broken install
-        raise ImportError(
-            "mqcore's compiled extension mqcore._wire_client did not load (%s). Rebuild it with "
-            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
-            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+        raise _not_built("_wire_client", e) from e
     return _wire_client
 
 
@@ -71,16 +72,13 @@ def default_kernels() -> StoreKernels:
 
 
 def _load_pipeline() -> PipelineKernels:
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+    if pure_python_forced():
         from mqcore import _pipeline_py
         return _pipeline_py
     try:
         from mqcore import _pipeline
     except ImportError as e:  # pragma: no cover - exercised by a broken install
-        raise ImportError(
-            "mqcore's compiled extension mqcore._pipeline did not load (%s). Rebuild it with "
-            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
-            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+        raise _not_built("_pipeline", e) from e
     return _pipeline
 
 
@@ -103,10 +101,7 @@ def default_column_kernels() -> ColumnKernels:
     try:
         from mqcore import _columns
     except ImportError as e:  # pragma: no cover - exercised by a broken install
-        raise ImportError(
-            "mqcore's compiled extension mqcore._columns did not load (%s). Rebuild it with "
-            "'pip install .' (or 'python setup.py build_ext --inplace'), or set %s=1 to run "
-            "the pure-Python kernels on purpose." % (e, PURE_PYTHON_ENV)) from e
+        raise _not_built("_columns", e) from e
     return _columns
 
 
