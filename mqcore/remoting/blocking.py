@@ -105,7 +105,11 @@ class BlockingConnection:
         self._poll = select.poll()
         self._poll.register(sock, _READABLE)
         # a private budget: one frame at a time on this socket, so it never waits
-        self._receiver = FrameReceiver(max_frame_bytes, FrameBudget(), ring_bytes=_RING_BYTES)
+        # the whole ring from the start (no growth from 4 KiB as a server connection has): the
+        # exchange kernel hands over up to EXCHANGE_BUFFER_BYTES at once, which must fit in one
+        # get_buffer(), and a client holds few of these connections
+        self._receiver = FrameReceiver(max_frame_bytes, FrameBudget(), ring_bytes=_RING_BYTES,
+                                       initial_bytes=_RING_BYTES)
         self._next_opaque = 0
         self.closed = False
         #: ``time.monotonic()`` when it was last put back idle (see IDLE_CHECK_S)
@@ -191,6 +195,9 @@ class BlockingConnection:
             raise self._exchange_error(answer, code, opaque)
         try:  # bytes: hand them to the frame reader (its ring is larger than the kernel's buffer) and go on there
             room = self._receiver.get_buffer()
+            if len(room) < len(answer):  # the ring is sized for this (see __init__)
+                raise ProtocolError(f"{len(answer)} bytes from the exchange kernel do not fit the "
+                                    f"frame reader's {len(room)} bytes of room")
             room[:len(answer)] = answer
             self._receiver.received(len(answer))
             return self._read_answer(code, opaque, deadline, decode)
