@@ -131,6 +131,10 @@ def check_not_misplaced(dirs: StoreDirs, snap: "Snapshot") -> None:
     is read from the wrong place: an error saying where to look, never 0 rows."""
     if snap.files or snap.dispatched <= 0:
         return
+    if list_commitlog(dirs):
+        # the files are there: a live store's snapshot took the commitlog's end before the
+        # writer's next append reached the consume queues it read after, so nothing is misplaced
+        return
     st = dirs.storage
     raise StoreError(
         f"{st.display(dirs.root or dirs.commitlog)} has consume queues indexing messages up to commitlog offset "
