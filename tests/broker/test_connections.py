@@ -14,7 +14,7 @@ import pytest
 from mqcore.remoting import ResponseCode, SyncRemotingClient
 from tests.support.processes import BrokerProcess
 from tests.support.protocol import send
-from tests.support.waiting import wait_for
+from tests.support.waiting import settled, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,14 +43,13 @@ def _round(addr: tuple[str, int], proc: psutil.Process, base_fds: int) -> tuple[
         for _ in range(IDLE):
             socks.append(socket.create_connection(addr, timeout=10))
         assert wait_for(lambda: proc.num_fds() >= base_fds + IDLE, timeout=60), proc.num_fds() - base_fds
-        time.sleep(0.5)  # the last accepts' channels set up
-        held = proc.memory_info().rss
+        # the last accepts' channels are set up once RSS stops growing
+        held = settled(lambda: proc.memory_info().rss, slack=256 << 10)
     finally:
         for s in socks:
             s.close()
     assert wait_for(lambda: proc.num_fds() <= base_fds + 10, timeout=60), proc.num_fds() - base_fds
-    time.sleep(0.5)
-    return held, proc.memory_info().rss
+    return held, settled(lambda: proc.memory_info().rss, slack=256 << 10)
 
 
 def test_ten_thousand_idle_connections_cost_a_few_kib_each_and_are_given_back(tmp_path, many_files):

@@ -20,3 +20,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def settled(read, timeout: float = 10.0, step: float = 0.05, same: int = 4, slack: float = 0):
+    """Poll ``read`` until it returns the same value (within ``slack``) ``same`` times in a row
+    (a process has finished reacting: its RSS or descriptor count stops moving) or ``timeout``
+    passes; the last value read. For quantities with no event to wait on."""
+    deadline = time.monotonic() + timeout
+    last, streak = read(), 1
+    while streak < same and time.monotonic() < deadline:
+        time.sleep(step)
+        value = read()
+        streak = streak + 1 if abs(value - last) <= slack else 1
+        last = value
+    return last
