@@ -16,6 +16,7 @@ import errno
 import logging
 import os
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -146,12 +147,14 @@ class Recovery:
         self.dispatcher.new_queues_allowed = set(self._rebuilding)
         # what counts as re-dispatched: records that were missing a unit or an index entry. A
         # clean stop's last indexed record is re-read (dispatch starts on a record boundary)
-        # but needs nothing, so "re-dispatched 1" after every clean restart was wrong
-        needed_from = dispatch_from
+        # but needs nothing, so "re-dispatched 1" after every clean restart was wrong; nor do
+        # the records after it that carry no key (the index's end only moves on a keyed one)
+        needed = _Needed(dispatch_from, dispatch_from)
         if not abnormal and rebuild_from is None:
-            needed_from = max(dispatch_from, min(self.queues.max_physic_offset(), index_from, end))
+            needed = _Needed(unit=max(dispatch_from, min(self.queues.max_physic_offset(), end)),
+                             index=max(dispatch_from, index_from))
         try:
-            report.records_redispatched = self._redispatch(dispatch_from, end, index_from, needed_from)
+            report.records_redispatched = self._redispatch(dispatch_from, end, index_from, needed)
         finally:
             self.dispatcher.no_new_queues_below = -1
             self.dispatcher.new_queues_allowed = set()
@@ -371,14 +374,16 @@ class Recovery:
             log.warning("commitlog tail after offset %d dropped (%s, %d bytes); copies in %s",
                         end, report.stop_reason, report.dropped_bytes, qdir)
 
-    def _redispatch(self, start: int, end: int, index_from: int, needed_from: int) -> int:
-        """Dispatch the records in [start, end); returns how many were at or after
-        ``needed_from`` (the ones that lacked a unit or an index entry)."""
+    def _redispatch(self, start: int, end: int, index_from: int, needed: _Needed) -> int:
+        """Dispatch the records in [start, end); returns how many lacked a unit or an index
+        entry (``needed``)."""
         n = [0]
 
         def dispatch(table, topics, buf):
             self.dispatcher.dispatch_locked(table, topics, buf, index_from_phy=index_from)
-            n[0] += int(np.count_nonzero(table["phy_offset"] >= needed_from))
+            phy = table["phy_offset"]
+            keyed = (table["uniq_len"] > 0) | (table["keys_len"] > 0)
+            n[0] += int(np.count_nonzero((phy >= needed.unit) | ((phy >= needed.index) & keyed)))
 
         for mf, pos in self.commitlog.iter_files_from(start):
             stop_at = min(mf.wrote_position, end - mf.file_from_offset)
@@ -386,6 +391,13 @@ class Recovery:
                 continue
             scan_file(self.k, mf, pos, stop_at, False, self.delays, SCAN_BATCH, dispatch)
         return n[0]
+
+
+class _Needed(NamedTuple):
+    """Where recovery's re-dispatch starts to matter: from ``unit`` on records lacked their
+    consume-queue unit, from ``index`` on their keys lacked index entries."""
+    unit: int
+    index: int
 
 
 def _note_queues(table, topics: list[bytes], seen: dict[tuple[str, int], list[int]]) -> None:
