@@ -24,12 +24,11 @@ from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
 from mqcore.format import store_paths
-from mqcore.format.files import is_data_file_name, open_view
+from mqcore.format.files import is_data_file_name
+from mqcore.format.files import open_view as open_view  # re-exported: the other Spark modules take it from here
 from mqcore.spark.storage import LOCAL, Storage, resolve
 
 log = logging.getLogger(__name__)
-
-# open_view is imported from the shared reader and used from here by the other Spark modules
 
 _STORE_MARKERS = (L.CHECKPOINT_FILE, L.CONSUME_QUEUE_DIR, L.LOCK_FILE, L.ABORT_FILE)
 
