@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public in the module, absent from typeshed
 from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from typing import Any
@@ -238,7 +238,7 @@ def _pretty_sort_key(key: Any) -> tuple[int, Any]:
     return (0, key) if isinstance(key, int) else (1, str(key))
 
 
-def _pretty(obj: Any, depth: int):
+def _pretty(obj: Any, depth: int) -> Iterator[str]:
     if not isinstance(obj, dict):
         if isinstance(obj, (list, tuple)):
             yield _pretty_scalar(list(obj))

@@ -50,7 +50,8 @@ def parse_level(text: str) -> int:
         name = "WARNING"
     if name not in LEVELS:
         raise ConfigError(f"--log-level {text!r} is not one of {', '.join(LEVELS)}")
-    return getattr(logging, name)
+    level: int = getattr(logging, name)
+    return level
 
 
 def log_level(text: str) -> int:
@@ -128,12 +129,12 @@ def configure_logging(kind: str, log_dir: str | None, level: int | str = logging
         handlers.append(h)
         files[file_name] = path
     if console is not None:
-        h = logging.StreamHandler(console)
-        h.setFormatter(fmt)
-        handlers.append(h)
+        to_console = logging.StreamHandler(console)
+        to_console.setFormatter(fmt)
+        handlers.append(to_console)
     root = logging.getLogger()
     previous = root.level
     root.setLevel(level)
-    for h in handlers:
-        root.addHandler(h)
+    for handler in handlers:
+        root.addHandler(handler)
     return LogHandle(directory, files, handlers, previous)

@@ -10,7 +10,7 @@ import dataclasses
 import ipaddress
 import socket
 import struct
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
@@ -18,6 +18,9 @@ from mqcore.format.names import MAX_GROUP_LENGTH, NAME_CHARS_TEXT, valid_name_ch
 from mqcore.format.properties import format_properties, parse_properties
 from mqcore.format.record import DecodedRecord
 from mqcore.netaddr import parse_host_port
+
+if TYPE_CHECKING:  # numpy is imported where a batch needs it
+    from numpy.typing import ArrayLike
 
 
 class Prop:
@@ -137,7 +140,7 @@ def offset_msg_id(store_host: bytes, phy_offset: int) -> str:
     return (bytes(store_host) + struct.pack(">q", phy_offset)).hex().upper()
 
 
-def offset_msg_ids(store_host: bytes, phy_offsets) -> list[str]:
+def offset_msg_ids(store_host: bytes, phy_offsets: ArrayLike) -> list[str]:
     """``offset_msg_id`` for many offsets with one hex conversion (a batch's ids)."""
     import numpy as np
     prefix = bytes(store_host).hex().upper()
@@ -169,7 +172,7 @@ class MessageExtBrokerInner:
     body: bytes
     queue_id: int = 0
     flag: int = 0
-    properties: dict = dataclasses.field(default_factory=dict)
+    properties: dict[str, str] = dataclasses.field(default_factory=dict)
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
@@ -213,7 +216,7 @@ class MessageExt:
     store_host: str
     reconsume_times: int
     prepared_transaction_offset: int
-    properties: dict
+    properties: dict[str, str]
 
     @classmethod
     def from_decoded(cls, r: DecodedRecord) -> "MessageExt":

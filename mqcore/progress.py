@@ -21,7 +21,7 @@ class ProgressReporter:
 
     def __init__(self, what: str, logger: logging.Logger, *, stream: TextIO | None = None,
                  force_tty: bool = False, clock: Callable[[], float] = time.monotonic,
-                 log_every_s: float = 5.0, bar_every_s: float = 0.2, width: int = 30):
+                 log_every_s: float = 5.0, bar_every_s: float = 0.2, width: int = 30) -> None:
         self.what = what
         self.log = logger
         self.tty = stream if stream is not None and (force_tty or _isatty(stream)) else None
@@ -29,8 +29,8 @@ class ProgressReporter:
         self.log_every_s = log_every_s
         self.bar_every_s = bar_every_s
         self.width = width
-        self._last_log = None
-        self._last_bar = None
+        self._last_log: float | None = None
+        self._last_bar: float | None = None
         self._done = 0
         self._total = 0
         self._drew = False
@@ -50,6 +50,7 @@ class ProgressReporter:
         return f"scanned {self._done / MIB:.1f} of {self._total / MIB:.1f} MiB ({pct:.0f}%)"
 
     def _draw(self) -> None:
+        assert self.tty is not None  # only called when a terminal watches
         filled = int(self.width * self._done / self._total) if self._total else self.width
         self.tty.write(f"\r{self.what} [{'#' * filled}{'.' * (self.width - filled)}] {self.text()}")
         self.tty.flush()
@@ -67,7 +68,7 @@ class ProgressReporter:
             self.tty.flush()
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

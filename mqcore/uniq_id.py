@@ -96,7 +96,7 @@ def time_from_uniq_id(msg_id: str, now_ms: int) -> int:
     if len(raw) not in (16, 28):
         raise IllegalArgumentError(f"{msg_id!r} is not a UNIQ_KEY (32 or 56 hex chars)")
     ip_len = 16 if len(raw) == 28 else 4
-    spent = struct.unpack_from(">i", raw, ip_len + 6)[0] & 0xFFFFFFFF
+    spent: int = struct.unpack_from(">i", raw, ip_len + 6)[0] & 0xFFFFFFFF
     start = month_start_ms(now_ms)
     if start + spent > now_ms:  # Java uses >=, misdating ids made in the same ms
         start = month_start_ms(now_ms, months_back=1)

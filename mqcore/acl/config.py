@@ -95,7 +95,7 @@ def build_plain_acl(data: Any, source: str = "plain_acl.yml") -> PlainAclConfig:
     return PlainAclConfig(global_white, MappingProxyType(accounts))
 
 
-def _list(value: Any, what: str) -> list:
+def _list(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -110,7 +110,7 @@ def _pattern(text: Any, what: str) -> AddressPattern:
         raise AclConfigError(f"{what}: {e}") from None
 
 
-def _key(item: dict, name: str, where: str) -> str:
+def _key(item: dict[str, Any], name: str, where: str) -> str:
     value = item.get(name)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)  # YAML reads 12345678 as a number; RocketMQ takes it as the text

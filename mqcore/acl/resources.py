@@ -20,13 +20,16 @@ Every other code needs a valid signature only (and ``ADMIN_CODES`` an admin acco
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqcore.acl.config import group_resource, is_group_resource
 from mqcore.acl.permission import PUB, SUB
 from mqcore.errors import ProtocolError
 from mqcore.jsonutil import loads_lenient
 from mqcore.remoting.codes import RequestCode as RC
+
+if TYPE_CHECKING:
+    from mqcore.remoting.command import RemotingCommand
 
 
 class ResourceParseError(Exception):
@@ -50,7 +53,7 @@ def _topic(topic: Any, out: dict[str, int]) -> None:
         out[topic] = SUB
 
 
-def _body(request) -> dict:
+def _body(request: RemotingCommand) -> dict[str, Any]:
     try:
         data = loads_lenient(bytes(request.body or b""))
     except (ProtocolError, ValueError, RecursionError) as e:
@@ -60,7 +63,7 @@ def _body(request) -> dict:
     return data
 
 
-def needed(request) -> dict[str, int]:
+def needed(request: RemotingCommand) -> dict[str, int]:
     """resource -> permission this request needs (empty: signature only)."""
     code = request.code
     ext = request.ext_fields or {}

@@ -19,8 +19,12 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mqcore.errors import ConfigError
+
+if TYPE_CHECKING:  # the commands are signed, not built, here
+    from mqcore.remoting.command import Body, RemotingCommand
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -30,16 +34,16 @@ SECURITY_TOKEN = "SecurityToken"
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 
 
-def body_bytes(body: object) -> bytes:
+def body_bytes(body: Body | None) -> bytes:
     """A command's body as one bytes object (the send side may hold a list of buffers)."""
     if not body:
         return b""
     if isinstance(body, list):
         return b"".join(bytes(part) for part in body)
-    return bytes(body)  # type: ignore[call-overload]
+    return bytes(body)
 
 
-def content(ext_fields: Mapping[str, str], body: object, *, skip: frozenset[str] = frozenset({SIGNATURE})) -> bytes:
+def content(ext_fields: Mapping[str, str], body: Body | None, *, skip: frozenset[str] = frozenset({SIGNATURE})) -> bytes:
     text = "".join(str(ext_fields[k]) for k in sorted(ext_fields) if k not in skip)
     return text.encode("utf-8") + body_bytes(body)
 
@@ -54,7 +58,7 @@ def _keyed(secret_key: str) -> hmac.HMAC:
     return hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
 
 
-def request_signature(ext_fields: Mapping[str, str], body: object, secret_key: str, *,
+def request_signature(ext_fields: Mapping[str, str], body: Body | None, secret_key: str, *,
                       skip: frozenset[str] = frozenset({SIGNATURE})) -> str:
     """``signature(content(...))`` without joining header text and body into one copy (a
     body may be megabytes, and may arrive as a list of buffers)."""
@@ -64,7 +68,7 @@ def request_signature(ext_fields: Mapping[str, str], body: object, secret_key: s
         for part in body:
             mac.update(part)
     elif body:
-        mac.update(body)  # type: ignore[arg-type]
+        mac.update(body)
     return base64.b64encode(mac.digest()).decode("ascii")
 
 
@@ -87,7 +91,7 @@ class SessionCredentials:
     def __repr__(self) -> str:  # never print the secret
         return f"SessionCredentials(access_key={self.access_key!r}, secret_key=***)"
 
-    def sign(self, request) -> None:
+    def sign(self, request: RemotingCommand) -> None:
         """Add ``AccessKey`` (``SecurityToken``) and ``Signature`` to ``request``'s
         extFields, as ``AclClientRPCHook.doBeforeRequest`` does."""
         ext = request.ext_fields

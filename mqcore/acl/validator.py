@@ -16,7 +16,7 @@ The answer to a refused request is Java's: see :func:`denied_response`.
 from __future__ import annotations
 
 import hmac
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mqcore.acl import resources
 from mqcore.acl.config import Account, PlainAclConfig, is_group_resource
@@ -25,6 +25,9 @@ from mqcore.acl.signing import ACCESS_KEY, CHECKED_SKIP, SIGNATURE, request_sign
 from mqcore.remoting.codes import RequestCode as RC
 from mqcore.remoting.codes import ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_response
+
+if TYPE_CHECKING:  # the hooks only read the peer's address
+    from mqcore.remoting.channel import Channel
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 #: a 4.9 broker answers a refused request with SYSTEM_ERROR and the exception's text
@@ -139,7 +142,7 @@ class BrokerAclHook:
     def __init__(self, validator: PlainAccessValidator) -> None:
         self.validator = validator
 
-    def __call__(self, channel, request: RemotingCommand) -> RemotingCommand | None:
+    def __call__(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         return self.validator.denied(request, channel.remote_host)
 
 
@@ -149,7 +152,7 @@ class NamesrvAclHook:
     def __init__(self, validator: PlainAccessValidator) -> None:
         self.validator = validator
 
-    def __call__(self, channel, request: RemotingCommand) -> RemotingCommand | None:
+    def __call__(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code not in NAMESRV_WRITE_CODES:
             return None
         return self.validator.denied(request, channel.remote_host, admin_only=True)

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mqcore.acl.signing import SessionCredentials
-from mqcore.client.message import MessageExt, decode_messages
+from mqcore.client.message import MessageExt, SendResult, decode_messages
 from mqcore.client.route import TopicRouteData
 from mqcore.errors import BrokerError, IllegalArgumentError, NoRouteError, RemotingError
 from mqcore.message import decode_offset_msg_id
@@ -255,13 +255,14 @@ class MQAdmin:
             raise NoRouteError(f"no route for topic {topic!r}: the name server does not know it")
         return TopicRouteData.decode(bytes(resp.body))
 
-    def topic_route_json(self, topic: str) -> dict:
+    def topic_route_json(self, topic: str) -> dict[str, Any]:
         """The route as the name server sent it (queueDatas, brokerDatas, ...)."""
         resp = self._invoke_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
                                     ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST or not resp.body:
             raise NoRouteError(f"no route for topic {topic!r}: the name server does not know it")
-        return self._json(resp)
+        route: dict[str, Any] = self._json(resp)
+        return route
 
     def _topic_brokers(self, topic: str) -> list[tuple[str, str]]:
         """(broker name, address) of every broker serving ``topic``."""
@@ -352,8 +353,8 @@ class MQAdmin:
                      consume_from_min_enable: bool = False, consume_broadcast_enable: bool = False,
                      retry_queue_nums: int = 1, retry_max_times: int = 16, broker_id: int = 0,
                      which_broker_when_consume_slowly: int = 1,
-                     notify_consumer_ids_changed_enable: bool = True, consume_message_orderly: bool = False) -> dict:
-        cfg = {"groupName": group, "consumeEnable": consume_enable, "consumeFromMinEnable": consume_from_min_enable,
+                     notify_consumer_ids_changed_enable: bool = True, consume_message_orderly: bool = False) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"groupName": group, "consumeEnable": consume_enable, "consumeFromMinEnable": consume_from_min_enable,
                "consumeBroadcastEnable": consume_broadcast_enable, "retryQueueNums": retry_queue_nums,
                "retryMaxTimes": retry_max_times, "brokerId": broker_id,
                "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
@@ -518,7 +519,7 @@ class MQAdmin:
         return out
 
     def send_message(self, topic: str, body: bytes, *, keys: str | None = None, tags: str | None = None,
-                     broker_name: str | None = None, queue_id: int | None = None):
+                     broker_name: str | None = None, queue_id: int | None = None) -> SendResult:
         """Send one message with the mqcore client; returns its ``SendResult``."""
         from mqcore.client import Message, Producer  # the producer brings its own event loop
         msg = Message(topic, body, tags=tags, keys=keys)

@@ -15,10 +15,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin, version_desc)
+from mqcore.client.message import MessageExt
 from mqcore.errors import BrokerError, MQError, RemotingConnectError, RemotingTimeoutError
 from mqcore.permissions import TOPIC_PERMS
 
@@ -63,7 +64,7 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
-def _msg_json(m) -> dict:
+def _msg_json(m: MessageExt) -> dict[str, Any]:
     return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "topic": m.topic, "tags": m.tags,
             "keys": " ".join(m.keys) or None, "brokerName": m.broker_name, "queueId": m.queue_id,
             "queueOffset": m.queue_offset, "commitLogOffset": m.commitlog_offset,
@@ -73,11 +74,11 @@ def _msg_json(m) -> dict:
             "body": m.body.decode("utf-8", "replace")}
 
 
-def _java_map(d: dict) -> str:
+def _java_map(d: Mapping[str, object]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in d.items()) + "}"
 
 
-def _print_msg(admin: MQAdmin, m, out) -> None:
+def _print_msg(admin: MQAdmin, m: MessageExt, out: TextIO) -> None:
     """QueryMsgByIdSubCommand.printMsg's layout; the body goes to a file as the Java tool does."""
     body_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), "rocketmq", "msgbodys")
     os.makedirs(body_dir, exist_ok=True)
@@ -97,8 +98,9 @@ def _print_msg(admin: MQAdmin, m, out) -> None:
 
 # --- commands ----------------------------------------------------------------------------------
 # Each takes (admin, args, out) and returns the JSON value for --json (None: the table was printed).
+Command = Callable[[MQAdmin, argparse.Namespace, TextIO], object]
 
-def cmd_cluster_list(admin: MQAdmin, a, out):
+def cmd_cluster_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     info = admin.cluster_info()
     rows = []
     for cluster in sorted(info.cluster_addr_table):
@@ -116,7 +118,7 @@ def cmd_cluster_list(admin: MQAdmin, a, out):
                      "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE"), file=out)
     now = time.time() * 1000
     for cluster, name, bid, addr, kv in rows:
-        def first(key):
+        def first(key: str) -> float:
             try:
                 return float((kv.get(key) or "0").split()[0])
             except (ValueError, IndexError):
@@ -133,7 +135,7 @@ def cmd_cluster_list(admin: MQAdmin, a, out):
     return None
 
 
-def _broker_targets(admin: MQAdmin, a) -> list[str]:
+def _broker_targets(admin: MQAdmin, a: argparse.Namespace) -> list[str]:
     if getattr(a, "brokerAddr", None):
         return [a.brokerAddr]
     if getattr(a, "clusterName", None):
@@ -141,7 +143,7 @@ def _broker_targets(admin: MQAdmin, a) -> list[str]:
     raise UsageError("give a broker address (-b host:port) or a cluster name (-c)")
 
 
-def cmd_broker_status(admin: MQAdmin, a, out):
+def cmd_broker_status(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     tables = {addr: admin.broker_runtime_stats(addr) for addr in addrs}
     if a.json:
@@ -155,7 +157,7 @@ def cmd_broker_status(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_topic_list(admin: MQAdmin, a, out):
+def cmd_topic_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     topics = admin.topic_list()
     if not a.clusterModel:
         if a.json:
@@ -185,7 +187,7 @@ def cmd_topic_list(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_topic_route(admin: MQAdmin, a, out):
+def cmd_topic_route(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     route = admin.topic_route_json(a.topic)
     if a.json:
         return route
@@ -207,7 +209,7 @@ def cmd_topic_route(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_topic_status(admin: MQAdmin, a, out):
+def cmd_topic_status(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     rows = admin.topic_stats(a.topic)
     if a.json:
         return [{"brokerName": r.broker_name, "queueId": r.queue_id, "minOffset": r.min_offset,
@@ -219,7 +221,7 @@ def cmd_topic_status(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_update_topic(admin: MQAdmin, a, out):
+def cmd_update_topic(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     for addr in addrs:
         admin.create_topic(addr, a.topic, read_queue_nums=a.readQueueNums, write_queue_nums=a.writeQueueNums,
@@ -246,7 +248,7 @@ def cmd_update_topic(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_delete_topic(admin: MQAdmin, a, out):
+def cmd_delete_topic(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     masters = admin.delete_topic(a.clusterName, a.topic)
     if a.json:
         return {"topic": a.topic, "cluster": a.clusterName, "brokers": masters}
@@ -255,7 +257,7 @@ def cmd_delete_topic(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_update_sub_group(admin: MQAdmin, a, out):
+def cmd_update_sub_group(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     cfg = {}
     for addr in addrs:
@@ -275,7 +277,7 @@ def cmd_update_sub_group(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_delete_sub_group(admin: MQAdmin, a, out):
+def cmd_delete_sub_group(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     for addr in addrs:
         admin.delete_group(addr, a.groupName, remove_offset=a.removeOffset)
@@ -297,7 +299,7 @@ def cmd_delete_sub_group(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_consumer_progress(admin: MQAdmin, a, out):
+def cmd_consumer_progress(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     if a.groupName:
         stats = admin.consume_stats(a.groupName)
         if not stats.rows:
@@ -332,22 +334,24 @@ def cmd_consumer_progress(admin: MQAdmin, a, out):
         except MQError:
             cc = None
         count = len(cc.connections) if cc else 0
-        rows.append({"group": group, "count": count,
-                     "version": version_desc(min(c.version for c in cc.connections)) if count else "OFFLINE",
-                     "type": ("PULL" if cc.consume_type == "CONSUME_ACTIVELY" else "PUSH") if count else "",
-                     "model": cc.message_model if count and cc.consume_type == "CONSUME_PASSIVELY" else "",
+        version, kind, model = "OFFLINE", "", ""
+        if cc and count:
+            version = version_desc(min(c.version for c in cc.connections))
+            kind = "PULL" if cc.consume_type == "CONSUME_ACTIVELY" else "PUSH"
+            model = cc.message_model if cc.consume_type == "CONSUME_PASSIVELY" else ""
+        rows.append({"group": group, "count": count, "version": version, "type": kind, "model": model,
                      "tps": tps, "diffTotal": diff})
     if a.json:
         return rows
     print(f"{'#Group':<64}  {'#Count':<6}  {'#Version':<24} {'#Type':<5}  {'#Model':<14}  {'#TPS':<7}  #Diff Total",
           file=out)
-    for r in rows:
-        print(f"{r['group']:<64}  {r['count']:<6}  {r['version']:<24} {r['type']:<5}  {r['model']:<14}  "
-              f"{r['tps']:<7}  {r['diffTotal']}", file=out)
+    for row in rows:
+        print(f"{row['group']:<64}  {row['count']:<6}  {row['version']:<24} {row['type']:<5}  {row['model']:<14}  "
+              f"{row['tps']:<7}  {row['diffTotal']}", file=out)
     return None
 
 
-def cmd_consumer_connection(admin: MQAdmin, a, out):
+def cmd_consumer_connection(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     cc = admin.consumer_connection(a.consumerGroup, a.brokerAddr)
     if a.json:
         return {"connections": [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,
@@ -368,7 +372,7 @@ def cmd_consumer_connection(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_producer_connection(admin: MQAdmin, a, out):
+def cmd_producer_connection(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     conns = admin.producer_connection(a.producerGroup, a.topic)
     if a.json:
         return [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,
@@ -378,7 +382,7 @@ def cmd_producer_connection(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_query_msg_by_key(admin: MQAdmin, a, out):
+def cmd_query_msg_by_key(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     msgs = admin.query_msg_by_key(a.topic, a.msgKey)
     if a.json:
         return [_msg_json(m) for m in msgs]
@@ -388,7 +392,7 @@ def cmd_query_msg_by_key(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_query_msg_by_id(admin: MQAdmin, a, out):
+def cmd_query_msg_by_id(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     msgs = [admin.view_message(i.strip(), a.topic) for i in a.msgId.split(",") if i.strip()]
     if a.json:
         return [_msg_json(m) for m in msgs] if len(msgs) > 1 else _msg_json(msgs[0])
@@ -397,7 +401,7 @@ def cmd_query_msg_by_id(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_query_msg_by_offset(admin: MQAdmin, a, out):
+def cmd_query_msg_by_offset(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     m = admin.message_by_offset(a.topic, a.brokerName, a.queueId, a.offset)
     if a.json:
         return _msg_json(m)
@@ -405,7 +409,7 @@ def cmd_query_msg_by_offset(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_reset_offset_by_time(admin: MQAdmin, a, out):
+def cmd_reset_offset_by_time(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     ts = parse_timestamp(a.timestamp)
     online, rows = admin.reset_offset_by_time(a.group, a.topic, ts, force=a.force)
     if a.json:
@@ -430,7 +434,7 @@ def cmd_reset_offset_by_time(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_send_message(admin: MQAdmin, a, out):
+def cmd_send_message(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     if a.qid is not None and a.broker is None:
         raise UsageError("give the broker name (-b) when choosing a queue (-i)")
     r = admin.send_message(a.topic, a.body.encode(), keys=a.key, tags=a.tags, broker_name=a.broker, queue_id=a.qid)
@@ -444,7 +448,7 @@ def cmd_send_message(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_consume_message(admin: MQAdmin, a, out):
+def cmd_consume_message(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     if a.queueId is not None and a.brokerName is None:
         raise UsageError("give the broker name (-b) before the queue id (-i)")
     if a.offset is not None and a.queueId is None:
@@ -460,7 +464,7 @@ def cmd_consume_message(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_get_broker_config(admin: MQAdmin, a, out):
+def cmd_get_broker_config(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     configs = {addr: admin.broker_config(addr) for addr in addrs}
     if a.json:
@@ -474,7 +478,7 @@ def cmd_get_broker_config(admin: MQAdmin, a, out):
     return None
 
 
-def cmd_update_broker_config(admin: MQAdmin, a, out):
+def cmd_update_broker_config(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     addrs = _broker_targets(admin, a)
     for addr in addrs:
         warning = admin.update_broker_config(addr, {a.key: a.value})
@@ -506,7 +510,7 @@ def _broker_or_cluster(p: argparse.ArgumentParser, what: str) -> None:
     g.add_argument("-c", "--clusterName", help=f"{what} every master of this cluster")
 
 
-COMMANDS: dict[str, tuple[str, Callable[..., Any]]] = {}
+COMMANDS: dict[str, tuple[str, Command]] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -515,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "Apache RocketMQ 4.x clusters (same names and flags as RocketMQ's mqadmin).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, fn, help_text: str) -> argparse.ArgumentParser:
+    def add(name: str, fn: Command, help_text: str) -> argparse.ArgumentParser:
         COMMANDS[name] = (help_text, fn)
         return sub.add_parser(name, parents=[common], help=help_text, description=help_text)
 
@@ -610,7 +614,7 @@ def _describe(e: MQError) -> str:
     return str(e)
 
 
-def main(argv: Sequence[str] | None = None, out=None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     parser = build_parser()
     a = parser.parse_args(argv)

@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 import re
 import struct
-from typing import Callable
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, Union
 
 from mqcore.errors import FilterExpressionError
 
@@ -50,6 +51,10 @@ class JInt(int):
 
 class JLong(int):
     """A Java Long."""
+
+
+#: what an expression evaluates to: a Java value, or None for NULL
+Value = Optional[Union[bool, int, float, str]]
 
 
 class _Unparsable(Exception):
@@ -83,7 +88,8 @@ def _java_integral(s: str, lo: int, hi: int) -> int:
 def _double_bits(d: float) -> int:
     if math.isnan(d):
         return 0x7FF8000000000000
-    return struct.unpack(">q", struct.pack(">d", d))[0]
+    bits: int = struct.unpack(">q", struct.pack(">d", d))[0]
+    return bits
 
 
 def _cmp_double(a: float, b: float) -> int:
@@ -102,9 +108,12 @@ def _cmp_str(a: str, b: str) -> int:
     return (x > y) - (x < y)
 
 
-def _java_compare(lv, rv) -> int:
+def _java_compare(lv: Any, rv: Any) -> int:
     """``ComparisonExpression.__compare`` with string conversion on: widen numbers, parse a
-    string towards the other side's type; incomparable types answer -1, as in Java."""
+    string towards the other side's type; incomparable types answer -1, as in Java.
+
+    The operands are ``Value``s; typed ``Any`` because the dispatch is on their exact
+    classes (``JInt`` vs ``JLong``) held in ``lt``/``rt``, which mypy does not narrow."""
     lt, rt = type(lv), type(rv)
     if lt is not rt:
         if lt is bool:
@@ -142,19 +151,20 @@ def _java_compare(lv, rv) -> int:
         return _cmp_double(float(lv), float(rv))
     if isinstance(lv, str):
         return _cmp_str(lv, rv)
-    return (lv > rv) - (lv < rv)
+    return int(lv > rv) - int(lv < rv)
 
 
-def _java_equals(lv, rv) -> bool:
+def _java_equals(lv: Value, rv: Value) -> bool:
     if type(lv) is not type(rv):
         return False  # Java equals() never crosses classes; compare() decides then
-    if type(lv) is float:
+    if type(lv) is float and type(rv) is float:
         return _double_bits(lv) == _double_bits(rv)
     return lv == rv
 
 
 # --- expression nodes (each evaluates to a value, or None for NULL) -----------------------------
-Node = Callable[[dict], object]
+Props = Mapping[str, str]
+Node = Callable[[Props], Value]
 
 
 class _Expr:
@@ -162,14 +172,15 @@ class _Expr:
     logic, and the TRUE/FALSE/NULL literals, which Java also types as booleans) or "value"
     (a negation). ``const``: a literal, whose ``value`` is known at parse time."""
 
-    def __init__(self, fn: Node, kind: str = "value", value=None, text: str = "", const: bool = False):
+    def __init__(self, fn: Node, kind: str = "value", value: Value = None, text: str = "",
+                 const: bool = False) -> None:
         self.fn, self.kind, self.value, self.text, self.const = fn, kind, value, text, const
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text
 
 
-def _const(value, text: str) -> _Expr:
+def _const(value: Value, text: str) -> _Expr:
     kind = "boolean" if value is None or type(value) is bool else "constant"
     return _Expr(lambda props: value, kind, value, text, const=True)
 
@@ -182,7 +193,7 @@ def _as_boolean(e: _Expr) -> _Expr:
     if e.kind == "boolean":
         return e
     if e.kind == "property":
-        def cast(props, f=e.fn):
+        def cast(props: Props, f: Node = e.fn) -> Value:
             v = f(props)
             if v is None:
                 return None
@@ -192,7 +203,7 @@ def _as_boolean(e: _Expr) -> _Expr:
 
 
 def _and(a: _Expr, b: _Expr) -> _Expr:
-    def ev(props):
+    def ev(props: Props) -> Value:
         lv = a.fn(props)
         if lv is False:
             return False
@@ -204,7 +215,7 @@ def _and(a: _Expr, b: _Expr) -> _Expr:
 
 
 def _or(a: _Expr, b: _Expr) -> _Expr:
-    def ev(props):
+    def ev(props: Props) -> Value:
         lv = a.fn(props)
         if lv is True:
             return True
@@ -216,14 +227,14 @@ def _or(a: _Expr, b: _Expr) -> _Expr:
 
 
 def _not(a: _Expr) -> _Expr:
-    def ev(props):
+    def ev(props: Props) -> Value:
         v = a.fn(props)
         return None if v is None else not v
     return _Expr(ev, "boolean", text=f"NOT {a}")
 
 
 def _negate(a: _Expr) -> _Expr:
-    def ev(props):
+    def ev(props: Props) -> Value:
         v = a.fn(props)
         if type(v) is JInt:
             return JInt(-v if v != INT_MIN else v)  # Java int negation wraps
@@ -245,9 +256,11 @@ def _check_ordered(e: _Expr) -> None:
 def _ordered(op: str, a: _Expr, b: _Expr) -> _Expr:
     _check_ordered(a)
     _check_ordered(b)
-    test = {">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0, "<=": lambda c: c <= 0}[op]
+    tests: dict[str, Callable[[int], bool]] = {">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0,
+                                               "<=": lambda c: c <= 0}
+    test = tests[op]
 
-    def ev(props):
+    def ev(props: Props) -> Value:
         lv = a.fn(props)
         if lv is None:
             return None
@@ -271,7 +284,7 @@ def _equal(a: _Expr, b: _Expr, *, checked: bool = True) -> _Expr:
         if a.const and b.const and a.kind == "boolean" and b.kind != "boolean":
             raise FilterExpressionError(f"'{a}' cannot be compared with '{b}'")
 
-    def ev(props):
+    def ev(props: Props) -> Value:
         lv, rv = a.fn(props), b.fn(props)
         if (lv is None) != (rv is None):
             return None if lv is None else False
@@ -286,7 +299,7 @@ def _in(a: _Expr, values: list[str], negated: bool) -> _Expr:
         raise FilterExpressionError(f"Expected a property for In expression, got: {a}")
     wanted = frozenset(values)
 
-    def ev(props):
+    def ev(props: Props) -> Value:
         v = a.fn(props)
         if v is None or type(v) is not str:
             return None
@@ -322,12 +335,14 @@ _KEYWORDS = {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"}
 
 
 def _tokenize(text: str) -> list[tuple[str, str, int]]:
-    out, pos = [], 0
+    out: list[tuple[str, str, int]] = []
+    pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
             raise FilterExpressionError(f"unexpected character {text[pos]!r} at column {pos + 1}")
         kind, image = m.lastgroup, m.group()
+        assert kind is not None  # every alternative of _TOKEN is a named group
         if kind == "id" and image.upper() in _KEYWORDS:
             kind, image = "kw", image.upper()
         if kind != "ws":
@@ -340,7 +355,7 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
 class _Parser:
     """Recursive descent over RocketMQ's selector grammar (one method per production)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.toks = _tokenize(text)
         self.i = 0
 
@@ -475,11 +490,11 @@ class Sql92Filter:
 
     __slots__ = ("expression", "_root")
 
-    def __init__(self, expression: str, root: _Expr):
+    def __init__(self, expression: str, root: _Expr) -> None:
         self.expression = expression
         self._root = root
 
-    def evaluate(self, properties: dict[str, str]):
+    def evaluate(self, properties: dict[str, str]) -> Value:
         """TRUE, FALSE or None (unknown); raises nothing."""
         try:
             return self._root.fn(properties)

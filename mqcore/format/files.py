@@ -15,12 +15,14 @@ import dataclasses
 import mmap
 import os
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import numpy as np
 
 from mqcore.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
 from mqcore.format import layout as L
+from mqcore.format.scans import QueueUnits, RecordScan
 
 #: a scan needs the delay levels to compute the tags code (deliver time) of
 #: SCHEDULE_TOPIC_XXXX records; the store's settings are not on disk, so the default
@@ -31,6 +33,16 @@ CQ_UNIT_DTYPE = L.CQ_UNIT_DTYPE
 INDEX_ENTRY_DTYPE = L.INDEX_ENTRY_DTYPE
 #: a brute-force geometry search reads one entry per candidate: only for small files
 _GEOMETRY_SEARCH_MAX_BYTES = 64 << 20
+
+
+class FileKernels(Protocol):
+    """The store kernels these readers call: a subset of ``mqcore.kernel_api.StoreKernels``,
+    spelled here because the format layer imports nothing above it."""
+
+    def scan_records(self, buf: Any, start: int, end: int, base_offset: int, check_crc: bool,
+                     delay_ms: Any, max_count: int) -> RecordScan: ...
+    def cq_count_valid(self, buf: Any, start: int, end: int) -> int: ...
+    def cq_read(self, buf: Any, start: int, count: int) -> QueueUnits: ...
 
 
 class ReadOnlyFile:
@@ -69,7 +81,7 @@ class ReadOnlyFile:
     def __enter__(self) -> ReadOnlyFile:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -107,7 +119,7 @@ def gather_int(arr: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray
 class FileScan:
     """Records of one commitlog file from ``start``, in batches; ``reason``/``stop`` afterwards."""
 
-    kernels: object
+    kernels: FileKernels
     file: ReadOnlyFile
     start: int = 0
     check_crc: bool = False
@@ -115,7 +127,7 @@ class FileScan:
     stop: int = 0
     reason: int = L.ScanStop.END
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[np.ndarray, list[bytes]]]:
         pos = self.start
         while True:
             scan = self.kernels.scan_records(
@@ -194,11 +206,12 @@ def open_view(path: str) -> Iterator[memoryview]:
             mm.close()
 
 
-def read_index_header(buf) -> tuple[int, int, int, int, int, int]:
+def read_index_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int, int, int, int]:
     """(begin ts, end ts, begin phy, end phy, hash slot count, index count) of an index file."""
     if len(buf) < L.INDEX_HEADER_SIZE:
         raise CorruptFileError(f"{len(buf)} bytes are shorter than an index header")
-    return L.INDEX_HEADER.unpack_from(buf, 0)
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, count = L.INDEX_HEADER.unpack_from(buf, 0)
+    return begin_ts, end_ts, begin_phy, end_phy, slot_count, count
 
 
 class StoreFiles:
@@ -228,7 +241,7 @@ class StoreFiles:
     def consume_queues(self) -> list[tuple[str, int, str]]:
         """(topic, queue id, directory) of every consume queue on disk."""
         root = self.paths.consume_queue_dir
-        out = []
+        out: list[tuple[str, int, str]] = []
         if not os.path.isdir(root):
             return out
         for topic in sorted(os.listdir(root)):
@@ -275,6 +288,7 @@ def index_geometry(f: ReadOnlyFile, slots: int | None = None, entries: int | Non
     size = f.size - L.INDEX_HEADER_SIZE
     if slots is not None or entries is not None:
         if slots is None:
+            assert entries is not None  # one of the two is given
             slots = (size - entries * L.INDEX_ENTRY_SIZE) // L.INDEX_SLOT_SIZE
         if entries is None:
             entries = (size - slots * L.INDEX_SLOT_SIZE) // L.INDEX_ENTRY_SIZE
@@ -295,7 +309,8 @@ def _candidates(size: int, count: int) -> np.ndarray:
     slots = np.arange(1, size // L.INDEX_SLOT_SIZE + 1, dtype=np.int64)
     rest = size - slots * L.INDEX_SLOT_SIZE
     ok = (rest % L.INDEX_ENTRY_SIZE == 0) & (rest // L.INDEX_ENTRY_SIZE >= max(count, 2))
-    return slots[ok]
+    fitting: np.ndarray = slots[ok]
+    return fitting
 
 
 def _infer_geometry(f: ReadOnlyFile) -> tuple[int, int] | None:
@@ -374,7 +389,7 @@ def cq_units(f: ReadOnlyFile) -> np.ndarray:
     return np.frombuffer(f.buf, dtype=CQ_UNIT_DTYPE, count=f.size // L.CQ_UNIT_SIZE)
 
 
-def iter_cq(kernels, paths: list[str], start_offset: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray,
+def iter_cq(kernels: FileKernels, paths: list[str], start_offset: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray,
                                                                                  np.ndarray]]:
     """(first queue offset, phys, sizes, tags) chunks of valid units from ``start_offset``.
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Protocol
 
 from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
-from mqcore.format.compression import decompress_body as inflate  # noqa: F401 (grpc.pop reads it here)
+from mqcore.format.compression import decompress_body as inflate  # noqa: F401 (the gRPC name of the one decompression)
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS
 from mqcore.message import KEY_SEPARATOR, MessageExt, Prop
 from mqcore.netaddr import parse_host_port
@@ -35,40 +38,48 @@ SYSTEM_PROPERTY_KEYS = frozenset({
 _HIDDEN = SYSTEM_PROPERTY_KEYS
 
 
+class SecondsNanos(Protocol):
+    """A ``google.protobuf`` Timestamp or Duration (protobuf ships no annotations)."""
+
+    seconds: int
+    nanos: int
+
+
 def body_digest(body: bytes) -> str:
     """The ``body_digest.checksum`` of a delivered body (type MD5)."""
     return hashlib.md5(body).hexdigest().upper()
 
 
-def _timestamp(ts, ms: int) -> None:
+def _timestamp(ts: SecondsNanos, ms: int) -> None:
     ts.seconds, ts.nanos = divmod(ms, 1000)
     ts.nanos *= 1_000_000
 
 
-def _duration(d, ms: int) -> None:
+def _duration(d: SecondsNanos, ms: int) -> None:
     d.seconds, rem = divmod(ms, 1000)
     d.nanos = rem * 1_000_000
 
 
-def duration_ms(d) -> int:
+def duration_ms(d: SecondsNanos) -> int:
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
-def timestamp_ms(ts) -> int:
+def timestamp_ms(ts: SecondsNanos) -> int:
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
-def message_type_of(d, props: dict) -> int:
+def message_type_of(d: ModuleType, props: Mapping[str, str]) -> int:
+    """``d`` is ``definition_pb2`` (loaded at run time); its enum values are ints."""
     if props.get(Prop.TRAN_MSG) == "true":
-        return d.TRANSACTION
+        return int(d.TRANSACTION)
     if props.get(PROP_SHARDING_KEY):
-        return d.FIFO
+        return int(d.FIFO)
     if props.get(PROP_TIMER_DELIVER_MS) or props.get(Prop.DELAY):
-        return d.DELAY
-    return d.NORMAL
+        return int(d.DELAY)
+    return int(d.NORMAL)
 
 
-def to_pb(d, msg: MessageExt, *, topic: str, namespace: str, receipt_handle: str, invisible_ms: int,
+def to_pb(d: ModuleType, msg: MessageExt, *, topic: str, namespace: str, receipt_handle: str, invisible_ms: int,
           attempt: int) -> object:
     """A stored message as a 5.x client receives it. ``topic`` is the name the client asked
     for (a retry copy is shown under its original topic)."""

@@ -25,9 +25,10 @@ import heapq
 import logging
 import random
 
+from mqcore.clock import Clock
 from mqcore.filter.sql92 import Sql92Filter
 from mqcore.format import layout as L
-from mqcore.grpc.convert import inflate
+from mqcore.format.compression import decompress_body as inflate
 from mqcore.grpc.source import GrpcSource
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host
 from mqcore.permissions import PERM_READ, PERM_WRITE
@@ -89,7 +90,7 @@ class AckStatus:
 
 
 class PopService:
-    def __init__(self, source: GrpcSource, clock):
+    def __init__(self, source: GrpcSource, clock: Clock) -> None:
         self.src = source
         self.clock = clock
         self._queues: dict[tuple[str, str, int], PopQueue] = {}

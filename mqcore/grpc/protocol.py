@@ -53,7 +53,7 @@ def _load() -> dict[str, types.ModuleType]:
         if full in sys.modules:
             loaded[name] = sys.modules[full]
             continue
-        path = dist.locate_file(f"rocketmq/grpc_protocol/{name}.py")
+        path = str(dist.locate_file(f"rocketmq/grpc_protocol/{name}.py"))
         try:
             source = open(path, encoding="utf-8").read()
         except OSError as e:

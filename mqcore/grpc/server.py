@@ -12,8 +12,12 @@ message is due (at most ``IDLE_CHECK_S``), then revives and delivers what is due
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
@@ -22,6 +26,10 @@ from mqcore.grpc.protocol import load_protocol
 from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
 from mqcore.netaddr import parse_host_port
+
+if TYPE_CHECKING:  # imported when the endpoint starts: the gRPC modules load with it
+    from mqcore.grpc.service import MessagingService
+    from mqcore.message import MessageExt
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +83,7 @@ class KnownClient:
 
 
 class GrpcEndpoint:
-    def __init__(self, source: GrpcSource, config: GrpcConfig):
+    def __init__(self, source: GrpcSource, config: GrpcConfig) -> None:
         # fails here, with the install hint, when the optional extra is missing
         self.definition, self.service_pb2, self.service_grpc = load_protocol()
         self.src = source
@@ -87,15 +95,16 @@ class GrpcEndpoint:
         self.max_long_polling_ms = config.max_long_polling_ms
         self.max_delay_ms = config.max_delay_ms
         self.retry_delays_ms = list(source.store_config().delay_levels_ms[RETRY_LEVEL_FIRST - 1:])
-        self.server = None
+        #: a grpc.aio.Server once started (grpcio ships no annotations)
+        self.server: Any = None
         self.front: PermissiveFront | None = None
         #: the 5.x ACL check (aclEnable), or None
         self.access: GrpcAccessChecker | None = None
-        self.servicer = None
-        self._task: asyncio.Task | None = None
+        self.servicer: MessagingService | None = None
+        self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
 
-    async def start(self, pool=None) -> int:
+    async def start(self, pool: concurrent.futures.Executor | None = None) -> int:
         """``pool``: the broker's store-put executor (SYNC_FLUSH), or None for inline puts."""
         import grpc
 
@@ -121,13 +130,13 @@ class GrpcEndpoint:
             ("grpc.so_reuseport", 0)])
         self.service_grpc.add_MessagingServiceServicer_to_server(servicer_type(), self.server)
         await self._listen(grpc)
-        self._wake = asyncio.Event()
-        self._task = loop.create_task(self._background())
+        self._wake = wake = asyncio.Event()
+        self._task = loop.create_task(self._background(svc, wake))
         log.info("gRPC endpoint (RocketMQ 5.x) serving on %s:%d (TLS %s)", self.cfg.host, self.port,
                  self.cfg.tls_mode.value)
         return self.port
 
-    async def _listen(self, grpc) -> None:
+    async def _listen(self, grpc: ModuleType) -> None:
         cfg, public = self.cfg, f"{self.cfg.host}:{self.cfg.port}"
         creds = None
         if cfg.tls_mode is not TlsMode.DISABLED:
@@ -154,7 +163,7 @@ class GrpcEndpoint:
             raise MQError(f"the gRPC endpoint cannot listen on {public}")
         await self.server.start()
 
-    def _guarded(self, name: str, fn):
+    def _guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` behind the 5.x ACL check when ACL is on (see mqcore.grpc.auth)."""
         checker = self.access
         if checker is None:
@@ -163,23 +172,23 @@ class GrpcEndpoint:
 
         d, s = self.definition, self.service_pb2
 
-        def host(context) -> str:
+        def host(context: Any) -> str:
             addr = self.client_address(context)
             return addr[0] if addr else ""
 
-        def refusal(denied):
+        def refusal(denied: tuple[bool, str]) -> Any:
             authenticated, why = denied
             return d.Status(code=d.FORBIDDEN if authenticated else d.UNAUTHORIZED, message=why)
 
         if name == "Telemetry":
-            async def telemetry(request_iterator, context):
+            async def telemetry(request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
                 meta = context.invocation_metadata()
                 denied = checker.check_needs({}, meta, host(context))
                 if denied:
                     yield s.TelemetryCommand(status=refusal(denied))
                     return
 
-                async def checked():
+                async def checked() -> AsyncIterator[Any]:
                     async for command in request_iterator:
                         if command.WhichOneof("command") == "settings":
                             denied = checker.check_needs(checker.settings_needed(command.settings), meta, host(context))
@@ -192,7 +201,7 @@ class GrpcEndpoint:
             return telemetry
         response = getattr(s, f"{name}Response")
         if name == "ReceiveMessage":  # a response stream
-            async def stream(request, context):
+            async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
                 denied = checker.check(name, request, context.invocation_metadata(), host(context))
                 if denied:
                     yield response(status=refusal(denied))
@@ -201,14 +210,14 @@ class GrpcEndpoint:
                     yield out
             return stream
 
-        async def unary(request, context):
+        async def unary(request: Any, context: Any) -> Any:
             denied = checker.check(name, request, context.invocation_metadata(), host(context))
             if denied:
                 return response(status=refusal(denied))
             return await fn(request, context)
         return unary
 
-    def client_address(self, context) -> tuple[str, int] | None:
+    def client_address(self, context: Any) -> tuple[str, int] | None:
         """The calling client's (host, port): through the permissive front, the client's own
         address rather than the front's loopback connection."""
         _, _, rest = (context.peer() or "").partition(":")  # ipv4:1.2.3.4:5 / ipv6:[::1]:5
@@ -225,16 +234,15 @@ class GrpcEndpoint:
         if self._wake is not None:
             self._wake.set()
 
-    async def _background(self) -> None:
-        svc = self.servicer
+    async def _background(self, svc: MessagingService, wake: asyncio.Event) -> None:
         while True:
             nxt = svc.next_wakeup_ms()
             wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.src.clock()) / 1000))
             try:
-                await asyncio.wait_for(self._wake.wait(), wait)
+                await asyncio.wait_for(wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
-            self._wake.clear()
+            wake.clear()
             try:
                 await svc.revive_due()
                 await svc.deliver_timed()
@@ -249,7 +257,7 @@ class GrpcEndpoint:
             return []
         names = self.definition.ClientType
         language = getattr(self.definition, "Language", None)
-        out = []
+        out: list[KnownClient] = []
         for st in list(self.servicer.clients.values()):
             try:
                 kind = names.Name(st.client_type)
@@ -268,7 +276,7 @@ class GrpcEndpoint:
                                    st.last_seen_ms, topics))
         return out
 
-    def recover_orphaned(self, half) -> bool:
+    def recover_orphaned(self, half: MessageExt) -> bool:
         """The transaction check-back of a half message no 4.x producer can answer: asked of
         a live 5.x publisher of its topic; False when there is none (or not started yet)."""
         return self.servicer is not None and self.servicer.recover_orphaned(half)

@@ -9,26 +9,35 @@ does (``namespace%name``), so a wrong namespace names a topic that does not exis
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import functools
 import logging
 import re
 import time
+from collections.abc import AsyncIterator, Callable
+from types import ModuleType
+from typing import Any, Protocol
 
 from mqcore.errors import FilterExpressionError, IllegalArgumentError, MQError
-from mqcore.filter.sql92 import compile_sql92
+from mqcore.filter.sql92 import Sql92Filter, compile_sql92
 from mqcore.format.properties import has_separator
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
-from mqcore.grpc.pop import AckStatus, PopService, pick_queue, pop_retry_topic
-from mqcore.grpc.source import GrpcSource
+from mqcore.grpc.pop import AckStatus, PopService, Popped, pick_queue, pop_retry_topic
+from mqcore.grpc.source import GrpcSource, TopicView
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
 from mqcore.grpc import transaction as tx
-from mqcore.message import (DEFAULT_TOPIC, MessageExtBrokerInner, Prop, dlq_topic, pack_host, validate_group,
-                            validate_topic)
+from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host,
+                            validate_group, validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
-from mqcore.store.results import PutMessageStatus
+from mqcore.store.results import PutMessageResult, PutMessageStatus
+
+# Requests, responses and their fields are protobuf messages generated at run time (and the
+# call context is grpcio's): neither protobuf nor grpcio ships annotations, so they are Any here.
+#: a store put: MessageStore.put_message, or the transaction service's put of a half message
+Put = Callable[[MessageExtBrokerInner], PutMessageResult]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +55,7 @@ class Refused(MQError):
     """A request refused for a reason the proxy also names: becomes the response's Status
     (code, message); never leaves the service."""
 
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -71,9 +80,9 @@ class Arrivals:
     moved in between.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._waiters: dict[str, set[asyncio.Future]] = {}
+        self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
         self._generation: dict[str, int] = {}
 
     def generation(self, topics: list[str]) -> tuple[int, ...]:
@@ -118,10 +127,26 @@ class Arrivals:
                 fut.set_result(True)
 
 
+class Endpoint(Protocol):
+    """What the servicer reads of ``mqcore.grpc.server.GrpcEndpoint``, which builds it when it
+    starts (typed here by shape: importing the server module back would be a cycle)."""
+
+    port: int
+    min_invisible_ms: int
+    default_invisible_ms: int
+    renew_max_ms: int
+    max_long_polling_ms: int
+    max_delay_ms: int
+    retry_delays_ms: list[int]
+
+    def client_address(self, context: Any) -> tuple[str, int] | None: ...
+    def wake(self) -> None: ...
+
+
 class MessagingService:
     """The servicer; ``endpoint`` is the ``GrpcEndpoint`` (address, options, protocol)."""
 
-    def __init__(self, source: GrpcSource, endpoint, definition, service):
+    def __init__(self, source: GrpcSource, endpoint: Endpoint, definition: ModuleType, service: ModuleType) -> None:
         self.src = source
         self.ep = endpoint
         self.d = definition
@@ -134,15 +159,15 @@ class MessagingService:
         #: commands the broker sends down Telemetry streams (orphaned transactions)
         self.outboxes = tx.Outboxes()
         #: the broker's put pool under SYNC_FLUSH (a put may wait for its fsync); None: puts run inline
-        self.pool = None
+        self.pool: concurrent.futures.Executor | None = None
 
-    async def _put(self, msg: MessageExtBrokerInner, put=None):
+    async def _put(self, msg: MessageExtBrokerInner, put: Put | None = None) -> PutMessageResult:
         put = put or self.src.store.put_message
         if self.pool is None:
             return put(msg)
         return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(put, msg))
 
-    async def _put_counted(self, msg: MessageExtBrokerInner, topic: str, put=None):
+    async def _put_counted(self, msg: MessageExtBrokerInner, topic: str, put: Put | None = None) -> PutMessageResult:
         """A client's send, counted in the broker's stats as a 4.x send is: under the topic
         the client named (a timed message sits in the timer topic until due, as a 4.x delayed
         one sits in the schedule topic), with its bytes, put latency and failures."""
@@ -153,14 +178,15 @@ class MessagingService:
         return result
 
     # --- helpers ------------------------------------------------------------------------------------
-    def status(self, code: int = None, message: str = "OK"):
+    def status(self, code: int | None = None, message: str = "OK") -> Any:
         return self.d.Status(code=self.d.OK if code is None else code, message=message)
 
-    def _name(self, resource, kind: str) -> str:
+    def _name(self, resource: Any, kind: str) -> str:
         ns = resource.resource_namespace
-        return f"{ns}%{resource.name}" if ns else resource.name
+        name: str = f"{ns}%{resource.name}" if ns else resource.name
+        return name
 
-    def _topic_name(self, resource) -> str:
+    def _topic_name(self, resource: Any) -> str:
         name = self._name(resource, "topic")
         try:
             validate_topic(name)
@@ -168,7 +194,7 @@ class MessagingService:
             raise Refused(self.d.ILLEGAL_TOPIC, str(e)) from None
         return name
 
-    def _group_name(self, resource) -> str:
+    def _group_name(self, resource: Any) -> str:
         name = self._name(resource, "group")
         try:
             validate_group(name)
@@ -178,9 +204,9 @@ class MessagingService:
             raise Refused(self.d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist")
         return name
 
-    def _topic(self, resource, *, create: bool = False):
+    def _topic(self, resource: Any, *, create: bool = False) -> TopicView:
         name = self._topic_name(resource)
-        tc = self.src.topics.get(name)
+        tc: TopicView | None = self.src.topics.get(name)
         if tc is None and create:
             # as a 4.x send does: from TBW102, which exists only while autoCreateTopicEnable
             tc = self.src.topics.create_in_send(name, DEFAULT_TOPIC, 4)
@@ -191,19 +217,19 @@ class MessagingService:
         return tc
 
     @staticmethod
-    def _client_id(context) -> str | None:
+    def _client_id(context: Any) -> str | None:
         for key, value in context.invocation_metadata() or ():
             if key == CLIENT_ID_HEADER:
-                return value
+                return str(value)  # a text header (not -bin): already a str
         return None
 
-    def _require_client(self, context) -> str:
+    def _require_client(self, context: Any) -> str:
         cid = self._client_id(context)
         if not cid:
             raise Refused(self.d.CLIENT_ID_REQUIRED, f"the {CLIENT_ID_HEADER} header is required")
         return cid
 
-    def _endpoints(self, request_endpoints=None):
+    def _endpoints(self, request_endpoints: Any = None) -> Any:
         e = self.d.Endpoints()
         if request_endpoints is not None and len(request_endpoints.addresses):
             e.CopyFrom(request_endpoints)  # the address the client reached us on, as the proxy answers
@@ -212,14 +238,14 @@ class MessagingService:
         e.addresses.add(host=self.src.settings().broker_ip1, port=self.ep.port)
         return e
 
-    def _broker(self, request_endpoints=None):
+    def _broker(self, request_endpoints: Any = None) -> Any:
         return self.d.Broker(name=self.src.settings().broker_name, id=0, endpoints=self._endpoints(request_endpoints))
 
     def _permission(self, perm: int) -> int:
         r, w = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
-        return self.d.READ_WRITE if r and w else self.d.READ if r else self.d.WRITE if w else self.d.NONE
+        return int(self.d.READ_WRITE if r and w else self.d.READ if r else self.d.WRITE if w else self.d.NONE)
 
-    def _born_host(self, context) -> bytes:
+    def _born_host(self, context: Any) -> bytes:
         addr = self.ep.client_address(context)  # the client's own, also behind the TLS front
         try:
             return pack_host(*addr) if addr else pack_host("127.0.0.1", 0)
@@ -227,7 +253,7 @@ class MessagingService:
             return pack_host("127.0.0.1", 0)
 
     # --- route, heartbeat, telemetry ------------------------------------------------------------------
-    async def QueryRoute(self, request, context):
+    async def QueryRoute(self, request: Any, context: Any) -> Any:
         try:
             tc = self._topic(request.topic, create=True)
         except Refused as r:
@@ -243,7 +269,7 @@ class MessagingService:
         d = self.d
         return [d.NORMAL, d.FIFO, d.DELAY] + ([] if self.src.settings().reject_transaction_message else [d.TRANSACTION])
 
-    async def Heartbeat(self, request, context):
+    async def Heartbeat(self, request: Any, context: Any) -> Any:
         try:
             cid = self._require_client(context)
             group = self._group_name(request.group) if request.HasField("group") and request.group.name else None
@@ -254,7 +280,7 @@ class MessagingService:
         state.last_seen_ms = self.clock()
         return self.s.HeartbeatResponse(status=self.status())
 
-    async def Telemetry(self, request_iterator, context):
+    async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         cid = self._client_id(context)
         if not cid:
             yield self.s.TelemetryCommand(status=self.status(self.d.CLIENT_ID_REQUIRED,
@@ -274,7 +300,8 @@ class MessagingService:
             reader.cancel()
             self.outboxes.close(cid, outbox)
 
-    async def _telemetry_reader(self, cid, request_iterator, outbox) -> None:
+    async def _telemetry_reader(self, cid: str, request_iterator: AsyncIterator[Any],
+                                outbox: asyncio.Queue[Any]) -> None:
         try:
             async for command in request_iterator:
                 if command.WhichOneof("command") != "settings":
@@ -293,7 +320,7 @@ class MessagingService:
         finally:
             outbox.put_nowait(None)
 
-    def recover_orphaned(self, half) -> bool:
+    def recover_orphaned(self, half: MessageExt) -> bool:
         """The check-back of a 5.x half message: a RecoverOrphanedTransactionCommand to a live
         client publishing its topic; False when there is none (asked again next round)."""
         topic = half.properties.get(Prop.REAL_TOPIC, "")
@@ -301,7 +328,7 @@ class MessagingService:
         return self.outboxes.send_to_publisher(self.clients, topic, tx.recovery_command(self.d, self.s, half),
                                                lambda cid: self._alive(cid, now))
 
-    def _settings(self, theirs):
+    def _settings(self, theirs: Any) -> Any:
         """The settings a client gets back: its own, completed with the broker's policy."""
         d = self.d
         out = d.Settings()
@@ -331,14 +358,14 @@ class MessagingService:
                 policy.customized_backoff.next.add().FromMilliseconds(ms)
         return out
 
-    async def NotifyClientTermination(self, request, context):
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         cid = self._client_id(context)
         state = self.clients.pop(cid, None) if cid else None
         log.info("5.x client %s (%s) terminated", cid, state.group if state else "-")
         return self.s.NotifyClientTerminationResponse(status=self.status())
 
     # --- send ------------------------------------------------------------------------------------------
-    async def SendMessage(self, request, context):
+    async def SendMessage(self, request: Any, context: Any) -> Any:
         if not request.messages:
             return self.s.SendMessageResponse(status=self.status(self.d.BAD_REQUEST, "no message to send"))
         entries = []
@@ -357,7 +384,7 @@ class MessagingService:
             status = self.status(self.d.MULTIPLE_RESULTS, "some messages were not sent; see each entry")
         return self.s.SendMessageResponse(status=status, entries=entries)
 
-    async def _send_one(self, m, born: bytes):
+    async def _send_one(self, m: Any, born: bytes) -> Any:
         d = self.d
         if not self.src.settings().broker_permission & PERM_WRITE:
             raise Refused(d.FORBIDDEN, f"the broker {self.src.settings().broker_name} is not writable")
@@ -442,7 +469,7 @@ class MessagingService:
             entry.transaction_id = tx.transaction_id(result.phy_offset, result.queue_offset)
         return entry
 
-    async def EndTransaction(self, request, context):
+    async def EndTransaction(self, request: Any, context: Any) -> Any:
         d = self.d
         try:
             topic = self._topic_name(request.topic)
@@ -456,7 +483,7 @@ class MessagingService:
         return self.s.EndTransactionResponse(status=self.status(code, message))
 
     # --- consume -----------------------------------------------------------------------------------------
-    async def QueryAssignment(self, request, context):
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:
         try:
             tc = self._topic(request.topic)
             self._group_name(request.group)
@@ -471,7 +498,7 @@ class MessagingService:
                                  accept_message_types=self._accepted_types())
         return self.s.QueryAssignmentResponse(status=self.status(), assignments=[self.d.Assignment(message_queue=mq)])
 
-    def _receive_args(self, request, context):
+    def _receive_args(self, request: Any, context: Any) -> tuple[str, TopicView, int, Sql92Filter | str, int]:
         d = self.d
         self._require_client(context)
         group = self._group_name(request.group)
@@ -490,6 +517,7 @@ class MessagingService:
             raise Refused(d.ILLEGAL_INVISIBLE_TIME, f"the invisible duration {invisible} ms is not in "
                                                     f"{self.ep.min_invisible_ms}..{MAX_INVISIBLE_MS} ms")
         fe = request.filter_expression
+        expression: Sql92Filter | str
         if fe.type == d.SQL:
             # as a 4.x SQL92 subscription: served when the broker has enablePropertyFilter=true
             if not self.src.settings().enable_property_filter:
@@ -514,7 +542,7 @@ class MessagingService:
             polling = max(0, min(polling, int(remaining * 1000) - DEADLINE_MARGIN_MS))
         return group, tc, invisible, expression, polling
 
-    async def ReceiveMessage(self, request, context):
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         d = self.d
         try:
             group, tc, invisible, expression, polling = self._receive_args(request, context)
@@ -526,8 +554,10 @@ class MessagingService:
         deadline = self.clock() + polling
         first = request.message_queue.id if request.message_queue.id >= 0 else 0
         fifo = self.src.groups.consume_orderly(group)
+        arrivals = self.arrivals
+        assert arrivals is not None  # set by GrpcEndpoint.start before the server serves
         while True:
-            since = self.arrivals.generation([topic, retry])
+            since = arrivals.generation([topic, retry])
             popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
                                    expression, invisible, fifo)
             if fifo and popped:
@@ -537,7 +567,7 @@ class MessagingService:
             left = deadline - self.clock()
             if popped or left <= 0:
                 break
-            await self.arrivals.wait([topic, retry], left / 1000, since)
+            await arrivals.wait([topic, retry], left / 1000, since)
         if not popped:
             yield self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND, "no new message"))
             return
@@ -562,11 +592,12 @@ class MessagingService:
         ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
 
-    def _pop_all(self, group, topic, retry, nqueues, first, batch, expression, invisible, fifo=False):
+    def _pop_all(self, group: str, topic: str, retry: str, nqueues: int, first: int, batch: int,
+                 expression: Sql92Filter | str, invisible: int, fifo: bool = False) -> list[tuple[Popped, int]]:
         """Retry copies first (they waited longest), then the topic's queues from ``first`` on.
         A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
         pop = self.pop.pop_orderly if fifo else self.pop.pop
-        out = []
+        out: list[tuple[Popped, int]] = []
         if self.src.topics.get(retry) is not None:
             out += [(p, 0) for p in pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
         for i in range(nqueues):
@@ -576,12 +607,14 @@ class MessagingService:
             out += [(p, qid) for p in pop(group, topic, qid, KIND_NORMAL, batch - len(out), expression, invisible)]
         return out
 
-    async def _fifo_dead_letters(self, group, topic, popped):
+    async def _fifo_dead_letters(self, group: str, topic: str,
+                                 popped: list[tuple[Popped, int]]) -> tuple[list[tuple[Popped, int]], int]:
         """A FIFO group's message handed out in place more often than the group allows
         (``retryMaxTimes`` + 1 deliveries) goes to ``%DLQ%<group>`` instead of to the
         consumer, as the proxy does, and counts as done. Returns (the rest, how many went)."""
         max_attempts = self.src.groups.retry_max_times(group) + 1
-        keep, forwarded = [], 0
+        keep: list[tuple[Popped, int]] = []
+        forwarded = 0
         for p, qid in popped:
             if p.flight.attempt <= max_attempts:
                 keep.append((p, qid))
@@ -604,7 +637,7 @@ class MessagingService:
             forwarded += 1
         return keep, forwarded
 
-    def _handle(self, text: str, group: str, topic: str):
+    def _handle(self, text: str, group: str, topic: str) -> tuple[ReceiptHandle, str]:
         """(receipt handle, the store topic its message was read from)."""
         try:
             h = ReceiptHandle.decode(text)
@@ -614,7 +647,7 @@ class MessagingService:
             raise Refused(self.d.INVALID_RECEIPT_HANDLE, f"the receipt handle is from broker {h.broker_name}")
         return h, (pop_retry_topic(group, topic) if h.kind == KIND_RETRY else topic)
 
-    async def AckMessage(self, request, context):
+    async def AckMessage(self, request: Any, context: Any) -> Any:
         d = self.d
         try:
             group = self._group_name(request.group)
@@ -641,7 +674,7 @@ class MessagingService:
             self.status(d.MULTIPLE_RESULTS, "some entries were not acked; see each entry")
         return self.s.AckMessageResponse(status=status, entries=results)
 
-    async def ChangeInvisibleDuration(self, request, context):
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         d = self.d
         try:
             group = self._group_name(request.group)
@@ -665,7 +698,7 @@ class MessagingService:
         self.ep.wake()
         return self.s.ChangeInvisibleDurationResponse(status=self.status(), receipt_handle=new)
 
-    async def ForwardMessageToDeadLetterQueue(self, request, context):
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         d = self.d
         try:
             group = self._group_name(request.group)
@@ -686,13 +719,13 @@ class MessagingService:
         return self.s.ForwardMessageToDeadLetterQueueResponse(status=self.status())
 
     # --- offsets ------------------------------------------------------------------------------------------
-    def _queue(self, mq):
+    def _queue(self, mq: Any) -> tuple[str, int]:
         tc = self._topic(mq.topic)
         if not 0 <= mq.id < tc.read_queue_nums:
             raise Refused(self.d.BAD_REQUEST, f"queue {mq.id} is not a queue of topic {tc.topic_name}")
         return tc.topic_name, mq.id
 
-    async def UpdateOffset(self, request, context):
+    async def UpdateOffset(self, request: Any, context: Any) -> Any:
         try:
             group = self._group_name(request.group)
             topic, qid = self._queue(request.message_queue)
@@ -704,7 +737,7 @@ class MessagingService:
         self.pop.forget_group(group)  # the pop state restarts from the offset just set
         return self.s.UpdateOffsetResponse(status=self.status())
 
-    async def GetOffset(self, request, context):
+    async def GetOffset(self, request: Any, context: Any) -> Any:
         try:
             group = self._group_name(request.group)
             topic, qid = self._queue(request.message_queue)
@@ -716,7 +749,7 @@ class MessagingService:
                                                                f"group {group} has no offset for {topic}:{qid}"))
         return self.s.GetOffsetResponse(status=self.status(), offset=offset)
 
-    async def QueryOffset(self, request, context):
+    async def QueryOffset(self, request: Any, context: Any) -> Any:
         d = self.d
         try:
             topic, qid = self._queue(request.message_queue)

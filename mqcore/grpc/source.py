@@ -47,6 +47,19 @@ class Settings(Protocol):
     def channel_expired_timeout_ms(self) -> int: ...
 
 
+class TopicView(Protocol):
+    """What the endpoint reads of a topic's config (the broker's ``TopicConfig`` has it)."""
+
+    @property
+    def topic_name(self) -> str: ...
+    @property
+    def perm(self) -> int: ...
+    @property
+    def read_queue_nums(self) -> int: ...
+    @property
+    def write_queue_nums(self) -> int: ...
+
+
 @runtime_checkable
 class Topics(Protocol):
     def get(self, topic: str) -> Any: ...

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import logging
 
+from mqcore.clock import Clock
 from mqcore.format import layout as L
 from mqcore.grpc.source import GrpcSource
 from mqcore.message import MessageExt, MessageExtBrokerInner, Prop, pack_host
@@ -33,7 +34,7 @@ _SCAN_BATCH = 256
 
 
 class TimerService:
-    def __init__(self, source: GrpcSource, clock):
+    def __init__(self, source: GrpcSource, clock: Clock) -> None:
         self.src = source
         self.clock = clock
         self._heap: list[tuple[int, int, int]] = []  # (deliver ms, timer queue offset, commitlog offset)

@@ -34,7 +34,7 @@ async def serve(config: NamesrvConfig) -> None:
     await ns.shutdown()
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mqnamesrv", description="Run a RocketMQ-compatible name server.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=tcp_port, default=9876, help="0 picks a free port")

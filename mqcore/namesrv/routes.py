@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable
+from typing import Any, Callable, TypedDict
 
 log = logging.getLogger(__name__)
+
+
+class BrokerAddrs(TypedDict):
+    """One broker name's entry of ``brokerAddrTable``: its cluster and broker id -> address."""
+
+    cluster: str
+    brokerAddrs: dict[int, str]
 
 
 @dataclasses.dataclass
@@ -22,7 +29,7 @@ class BrokerLive:
     """When a broker last registered, and over which channel."""
 
     last_update_ms: int
-    data_version: dict
+    data_version: dict[str, Any]
     channel: object = None
     ha_server_addr: str = ""
 
@@ -37,7 +44,7 @@ class QueueData:
     perm: int
     topic_sys_flag: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str | int]:
         return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
                 "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
@@ -45,16 +52,16 @@ class QueueData:
 class RouteInfoManager:
     """Clusters, brokers and topic routes as brokers register them; drops silent brokers."""
 
-    def __init__(self, clock: Callable[[], int], expiry_ms: int = 120_000):
+    def __init__(self, clock: Callable[[], int], expiry_ms: int = 120_000) -> None:
         self.clock = clock
         self.expiry_ms = expiry_ms
         self.topic_queues: dict[str, dict[str, QueueData]] = {}  # topic -> broker name -> queues
-        self.broker_addrs: dict[str, dict] = {}  # broker name -> {"cluster", "brokerAddrs": {id: addr}}
+        self.broker_addrs: dict[str, BrokerAddrs] = {}  # broker name -> {"cluster", "brokerAddrs": {id: addr}}
         self.cluster_brokers: dict[str, set[str]] = {}
         self.live: dict[str, BrokerLive] = {}  # addr -> liveness
 
     def register(self, cluster: str, addr: str, broker_name: str, broker_id: int, ha_addr: str,
-                 topic_wrapper: dict | None, channel=None) -> None:
+                 topic_wrapper: dict[str, Any] | None, channel: object = None) -> None:
         now = self.clock()
         self.cluster_brokers.setdefault(cluster, set()).add(broker_name)
         bd = self.broker_addrs.setdefault(broker_name, {"cluster": cluster, "brokerAddrs": {}})
@@ -105,7 +112,7 @@ class RouteInfoManager:
             self.remove_addr(addr)
         return gone
 
-    def channel_closed(self, channel) -> list[str]:
+    def channel_closed(self, channel: object) -> list[str]:
         """A connection closed: drop the brokers that registered over it; returns their
         addresses. A broker that has since re-registered over another connection keeps its
         routes, because its liveness now names the newer channel."""
@@ -122,7 +129,7 @@ class RouteInfoManager:
                     self.unregister(bd["cluster"], addr, name, bid)
 
     # --- lookups --------------------------------------------------------------------------------------
-    def route(self, topic: str) -> dict | None:
+    def route(self, topic: str) -> dict[str, Any] | None:
         """TopicRouteData (standard JSON, quoted broker-id keys), or None."""
         brokers = self.topic_queues.get(topic)
         if not brokers:
@@ -138,7 +145,7 @@ class RouteInfoManager:
             return None
         return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
 
-    def cluster_info(self) -> dict:
+    def cluster_info(self) -> dict[str, Any]:
         return {"brokerAddrTable": {name: {"brokerAddrs": {str(k): v for k, v in bd["brokerAddrs"].items()},
                                            "brokerName": name, "cluster": bd["cluster"]}
                                     for name, bd in sorted(self.broker_addrs.items())},

@@ -13,11 +13,14 @@ import logging
 import zlib
 
 from mqcore.acl import AclFile, NamesrvAclHook, PlainAccessValidator
+from mqcore.clock import Clock
 from mqcore.errors import BrokerError
 from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
 from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
+from mqcore.remoting.channel import Channel
+from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.headers import (
     DeleteTopicRequestHeader,
     GetRouteInfoRequestHeader,
@@ -31,24 +34,23 @@ log = logging.getLogger(__name__)
 class NameServer:
     """The name server: serves routes to clients and registrations from brokers."""
 
-    def __init__(self, config: NamesrvConfig, clock, *, acl: AclFile | None = None):
+    def __init__(self, config: NamesrvConfig, clock: Clock, *, acl: AclFile | None = None) -> None:
         """``acl``: an ACL file owned (loaded, watched) by the caller, e.g. the broker that
         embeds this name server; otherwise ``config.acl_file`` is loaded and watched here."""
         self.cfg = config
         self.clock = clock
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_ms)
         #: plain ACL (mqcore's addition: Apache's 4.9 name server has none)
-        self.acl = acl
-        self._owns_acl = acl is None and bool(config.acl_file)
-        if self._owns_acl:
-            self.acl = AclFile(config.acl_file, clock=clock)
+        #: the ACL file this server loads and watches itself (None: the caller's, or no ACL)
+        self._owned_acl = AclFile(config.acl_file, clock=clock) if acl is None and config.acl_file else None
+        self.acl = acl if acl is not None else self._owned_acl
         hook = None
         if self.acl is not None:
             acl_file = self.acl
             hook = NamesrvAclHook(PlainAccessValidator(lambda: acl_file.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook)
         self.kv: dict[str, dict[str, str]] = {}
-        self._scanner: asyncio.Task | None = None
+        self._scanner: asyncio.Task[None] | None = None
         s = self.server
         s.register_processor(RequestCode.REGISTER_BROKER, self._register)
         s.register_processor(RequestCode.UNREGISTER_BROKER, self._unregister)
@@ -62,11 +64,11 @@ class NameServer:
         s.add_close_listener(self.routes.channel_closed)
 
     async def start(self) -> int:
-        if self._owns_acl:
-            self.acl.load()  # a bad file stops the start
+        if self._owned_acl is not None:
+            self._owned_acl.load()  # a bad file stops the start
         port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
-        if self._owns_acl:
-            self.acl.start()
+        if self._owned_acl is not None:
+            self._owned_acl.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
         log.info("name server listening on %s:%d", self.cfg.listen_host, port)
         return port
@@ -75,8 +77,8 @@ class NameServer:
         if self._scanner:
             self._scanner.cancel()
         await self.server.shutdown()
-        if self._owns_acl:
-            self.acl.shutdown()
+        if self._owned_acl is not None:
+            self._owned_acl.shutdown()
 
     async def _scan_loop(self) -> None:
         while True:
@@ -84,7 +86,7 @@ class NameServer:
             self.routes.scan_not_active()
 
     # --- brokers ---------------------------------------------------------------------------------
-    def _register(self, channel, request):
+    def _register(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_command(request)
         body = bytes(request.body)
         if h.body_crc32 and (zlib.crc32(body) & 0x7FFFFFFF) != h.body_crc32:
@@ -101,13 +103,13 @@ class NameServer:
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": ""},
                                body=dumps_compact({"table": self.kv.get("ORDER_TOPIC_CONFIG", {})}))
 
-    def _unregister(self, channel, request):
+    def _unregister(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterBrokerRequestHeader.from_command(request)
         self.routes.unregister(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- clients -----------------------------------------------------------------------------------
-    def _route(self, channel, request):
+    def _route(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetRouteInfoRequestHeader.from_command(request)
         # a lookup never creates the topic (as in RocketMQ): producers fall back to TBW102's
         # route and the broker creates the topic on the first send; consumers get TOPIC_NOT_EXIST
@@ -120,35 +122,35 @@ class NameServer:
             route["orderTopicConf"] = order
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(route))
 
-    def _cluster_info(self, channel, request):
+    def _cluster_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(self.routes.cluster_info()))
 
-    def _topic_list(self, channel, request):
+    def _topic_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"topicList": self.routes.topic_list()}))
 
-    def _delete_topic(self, channel, request):
+    def _delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         self.routes.delete_topic(DeleteTopicRequestHeader.from_command(request).topic)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def _kv_args(self, request, *names):
+    def _kv_args(self, request: RemotingCommand, *names: str) -> list[str]:
         try:
             return [request.ext_fields[n] for n in names]
         except KeyError as e:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"missing header field {e.args[0]}") from e
 
-    def _put_kv(self, channel, request):
+    def _put_kv(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         ns, key, value = self._kv_args(request, "namespace", "key", "value")
         self.kv.setdefault(ns, {})[key] = value
         return create_response(request, ResponseCode.SUCCESS)
 
-    def _get_kv(self, channel, request):
+    def _get_kv(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         ns, key = self._kv_args(request, "namespace", "key")
         value = self.kv.get(ns, {}).get(key)
         if value is None:
             return create_response(request, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"value": value})
 
-    def _delete_kv(self, channel, request):
+    def _delete_kv(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         ns, key = self._kv_args(request, "namespace", "key")
         self.kv.get(ns, {}).pop(key, None)
         return create_response(request, ResponseCode.SUCCESS)

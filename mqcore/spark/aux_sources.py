@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from mqcore.errors import ConfigError
 from mqcore.format import layout as L
 from mqcore.spark import configs
 from mqcore.spark.files import (
+    StoreDirs,
     list_queues,
     locate_local_store,
     read_units,
@@ -37,7 +39,7 @@ from mqcore.spark.options import parse_bool, parse_int
 _TS = pa.timestamp("us", tz="UTC")
 
 
-def _check_options(source: str, options, allowed: set[str]) -> dict[str, str]:
+def _check_options(source: str, options: Mapping[str, str], allowed: set[str]) -> dict[str, str]:
     got = {k.lower(): v for k, v in options.items()}
     unknown = set(got) - allowed - {"path"}
     if unknown:
@@ -71,14 +73,16 @@ def cq_batch(topic: str, queue_id: int, path: str, first_index: int) -> pa.Recor
 
 
 class _FileReader(DataSourceReader):
-    def __init__(self, parts: list, read_one: Callable) -> None:
+    """One partition per part; a part is ``read_one``'s arguments (pickled to the executor)."""
+
+    def __init__(self, parts: Sequence[tuple[Any, ...]], read_one: Callable[..., Any]) -> None:
         self.parts = parts
         self.read_one = read_one
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(p) for p in self.parts] or [InputPartition(None)]
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is not None:
             yield self.read_one(*partition.value)
 
@@ -93,7 +97,7 @@ class ConsumeQueueDataSource(DataSource):
     def schema(self) -> str:
         return "topic STRING, queue_id INT, queue_offset BIGINT, commitlog_offset BIGINT, size INT, tags_code BIGINT"
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"topics", "topic"})
         dirs = locate_local_store(opts.get("path", ""), self.name())
         wanted = _topics(opts.get("topics") or opts.get("topic"))
@@ -131,7 +135,7 @@ class IndexDataSource(DataSource):
         return ("index_file STRING, entry INT, slot INT, key_hash INT, commitlog_offset BIGINT, "
                 "store_timestamp TIMESTAMP, time_diff_s INT, prev_entry INT")
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"indexslots", "indexentries"})
         dirs = locate_local_store(opts.get("path", ""), self.name())
         slots = parse_int("indexSlots", opts["indexslots"]) if "indexslots" in opts else None
@@ -144,10 +148,10 @@ FILES_DDL = ("file STRING, base_offset BIGINT, size BIGINT, data_end BIGINT, rec
              "corrupt_bytes BIGINT, first_store_timestamp TIMESTAMP, last_store_timestamp TIMESTAMP, `end` STRING")
 
 
-def _file_row(path: str, base: int, limit: int, check_crc: bool) -> Iterator[tuple]:
+def _file_row(path: str, base: int, limit: int, check_crc: bool) -> Iterator[tuple[Any, ...]]:
     st = scan_file(path, base, limit, check_crc)
 
-    def ts(ms: int):
+    def ts(ms: int) -> dt.datetime | None:
         return None if ms < 0 else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
 
     yield (os.path.basename(st.file), st.base_offset, st.size, st.data_end, st.records, st.corrupt_records,
@@ -155,7 +159,7 @@ def _file_row(path: str, base: int, limit: int, check_crc: bool) -> Iterator[tup
 
 
 class _RowsReader(_FileReader):
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if partition.value is not None:
             yield from self.read_one(*partition.value)
 
@@ -172,7 +176,7 @@ class FilesDataSource(DataSource):
     def schema(self) -> str:
         return FILES_DDL
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         opts = _check_options(self.name(), self.options, {"verifycrc"})
         check = parse_bool("verifyCrc", opts.get("verifycrc", "true"))
         snap = take_snapshot(locate_local_store(opts.get("path", ""), self.name()))
@@ -182,19 +186,19 @@ class FilesDataSource(DataSource):
 
 # --- config JSON -------------------------------------------------------------------------------------------
 class _ConfigReader(DataSourceReader):
-    def __init__(self, path: str, rows: Callable) -> None:
+    def __init__(self, path: str, rows: Callable[[StoreDirs], Iterable[object]]) -> None:
         self.path = path
         self.rows = rows
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(self.path)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         for row in self.rows(locate_local_store(partition.value, "the rocketmq.* sources")):
             yield tuple(row) if isinstance(row, tuple) else tuple(vars(row).values())
 
 
-def _config_source(fmt: str, ddl: str, rows: Callable, doc: str) -> type[DataSource]:
+def _config_source(fmt: str, ddl: str, rows: Callable[[StoreDirs], Iterable[object]], doc: str) -> type[DataSource]:
     class _Source(DataSource):
         __doc__ = doc
 
@@ -205,7 +209,7 @@ def _config_source(fmt: str, ddl: str, rows: Callable, doc: str) -> type[DataSou
         def schema(self) -> str:
             return ddl
 
-        def reader(self, schema) -> DataSourceReader:
+        def reader(self, schema: StructType) -> DataSourceReader:
             opts = _check_options(fmt, self.options, set())
             locate_local_store(opts.get("path", ""), self.name())
             return _ConfigReader(opts.get("path", ""), rows)

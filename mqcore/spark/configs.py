@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from typing import Any
 
 from mqcore.errors import CorruptFileError
 from mqcore.format import layout as L
@@ -24,7 +25,7 @@ DELAY_OFFSETS = L.DELAY_OFFSET_FILE
 SUBSCRIPTION_GROUPS = L.SUBSCRIPTION_GROUP_FILE
 
 
-def load_config(dirs: StoreDirs, name: str) -> dict:
+def load_config(dirs: StoreDirs, name: str) -> dict[str, Any]:
     """One config file as a dict ({} when neither it nor its .bak exists)."""
     if dirs.config is None:
         return {}

@@ -9,7 +9,7 @@ tests.
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,7 @@ from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.compression import decompress_body
+from mqcore.kernel_api import ColumnKernels
 from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
 from mqcore.spark.options import ReadOptions
 from mqcore.spark.plan import Split, plan_splits
@@ -65,7 +66,8 @@ def _fixed(arr: np.ndarray, typ: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(typ, len(arr), [None, pa.py_buffer(arr)])
 
 
-def _strings(offsets: np.ndarray, data: np.ndarray, typ=pa.string(), valid: np.ndarray | None = None) -> pa.Array:
+def _strings(offsets: np.ndarray, data: np.ndarray, typ: pa.DataType = pa.string(),
+             valid: np.ndarray | None = None) -> pa.Array:
     n = len(offsets) - 1
     bitmap = None
     if valid is not None and not valid.all():
@@ -123,7 +125,8 @@ _BIT_COLUMNS = {"is_retry": "BIT_RETRY", "is_dlq": "BIT_DLQ", "is_delayed": "BIT
                 "is_compressed": "BIT_COMPRESSED"}
 
 
-def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=None) -> pa.RecordBatch:
+def columns_to_batch(n: int, cols: dict[str, Any], opts: ReadOptions,
+                     kernels: ColumnKernels | None = None) -> pa.RecordBatch:
     """One kernel output -> a RecordBatch of ``arrow_schema(opts)`` (no per-row Python objects).
 
     Only the wanted columns become Arrow arrays: what Spark ingests (and converts to rows)
@@ -138,7 +141,8 @@ def columns_to_batch(n: int, cols: dict, opts: ReadOptions, kernels=None) -> pa.
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) -> pa.Array:
+def _column(name: str, n: int, cols: dict[str, Any], opts: ReadOptions, k: ColumnKernels,
+            fixed: dict[str, Any]) -> pa.Array:
     bits = cols["bits"]
     if name in fixed:
         if name.endswith("_timestamp"):
@@ -147,7 +151,8 @@ def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) ->
     if name in _BIT_COLUMNS:
         return pa.array((bits & getattr(k, _BIT_COLUMNS[name])) != 0, pa.bool_())
     if name == "tags":
-        return _strings(*cols["tags"], valid=(bits & k.BIT_HAS_TAGS) != 0)
+        tag_off, tag_data = cols["tags"]
+        return _strings(tag_off, tag_data, valid=(bits & k.BIT_HAS_TAGS) != 0)
     if name == "body":
         if not opts.include_body:
             return pa.nulls(n, pa.binary())
@@ -169,7 +174,7 @@ def _column(name: str, n: int, cols: dict, opts: ReadOptions, k, fixed: dict) ->
     return _strings(*cols[name])  # topic, hosts, message ids, original_topic
 
 
-def _flags(opts: ReadOptions, k) -> int:
+def _flags(opts: ReadOptions, k: ColumnKernels) -> int:
     """Kernel flags of the options (without the row-selection ones, which are arguments).
 
     Columns the schema leaves out are not built at all: the kernel skips their work (and
@@ -202,7 +207,7 @@ class SplitStats:
         self.corrupt_bytes = 0
 
 
-def iter_split(split: Split, opts: ReadOptions, kernels=None,
+def iter_split(split: Split, opts: ReadOptions, kernels: ColumnKernels | None = None,
                stats: SplitStats | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one split into batches of ``ARROW_SCHEMA``, honouring every option."""
     if kernels is None:
@@ -218,7 +223,8 @@ def iter_split(split: Split, opts: ReadOptions, kernels=None,
                     split.start, split.stop, stats.corrupt, stats.corrupt_bytes)
 
 
-def _common(split: Split, opts: ReadOptions, w0: int, available: int) -> tuple:
+def _common(split: Split, opts: ReadOptions, w0: int,
+            available: int) -> tuple[int, int, int, list[bytes] | None, int, int]:
     """Kernel arguments after the range; ``available`` bytes are left in the buffer, so
     the kernel's output buffers need be no larger (a small window means a small batch)."""
     topics = None if opts.topics is None else [t.encode("utf-8") for t in opts.topics]
@@ -226,7 +232,8 @@ def _common(split: Split, opts: ReadOptions, w0: int, available: int) -> tuple:
             topics, opts.min_store_ts, opts.max_store_ts)
 
 
-def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats: SplitStats):
+def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k: ColumnKernels,
+                  stats: SplitStats) -> Iterator[pa.RecordBatch]:
     """Records starting in ``[split.start, split.stop)``, walked (resynced first unless aligned)."""
     flags = _flags(opts, k)
     skip = opts.on_corrupt == "skip"
@@ -267,7 +274,8 @@ def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats:
 _GAP_BYTES = 1 << 20
 
 
-def _queue_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats: SplitStats):
+def _queue_batches(win: RecordWindows, split: Split, opts: ReadOptions, k: ColumnKernels,
+                   stats: SplitStats) -> Iterator[pa.RecordBatch]:
     """The records the split's consume queues list, fetched span by span on remote storage."""
     flags = _flags(opts, k)
     phys, sizes = positions_in(list(split.queues), split.base_offset + split.start,
@@ -295,8 +303,8 @@ def _queue_batches(win: RecordWindows, split: Split, opts: ReadOptions, k, stats
         i = j
 
 
-def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: ReadOptions, k,
-               stats: SplitStats, flags: int):
+def _decode_at(buf: memoryview, sub: np.ndarray, limit: int, w0: int, split: Split, opts: ReadOptions,
+               k: ColumnKernels, stats: SplitStats, flags: int) -> Iterator[pa.RecordBatch]:
     first = 0
     while first < len(sub):
         got = k.decode_columns_at(
@@ -310,7 +318,7 @@ def _decode_at(buf, sub: np.ndarray, limit: int, w0: int, split: Split, opts: Re
             yield columns_to_batch(got.rows, got.columns, opts, k)
 
 
-def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
+def read_store(path: str, kernels: ColumnKernels | None = None, **options: object) -> Iterator[pa.RecordBatch]:
     """Plain-Python read of a whole store (one process, no Spark): same options, same batches.
 
     ``options`` use the reader's option names (``topics="A,B"``, ``includeBody="false"``...).
@@ -324,7 +332,7 @@ def read_store(path: str, kernels=None, **options) -> Iterator[pa.RecordBatch]:
         yield from iter_split(split, opts, kernels)
 
 
-def read_table(path: str, **options) -> pa.Table:
+def read_table(path: str, **options: object) -> pa.Table:
     """``read_store`` gathered into one ``pyarrow.Table``."""
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
-    return pa.Table.from_batches(list(read_store(path, **options)), schema=arrow_schema(opts))
+    return pa.Table.from_batches(list(read_store(path, None, **options)), schema=arrow_schema(opts))

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import struct
-from typing import Iterator
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -24,12 +24,12 @@ from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format import layout as L
 from mqcore.format import store_paths
-from mqcore.format.files import is_data_file_name, open_view
+from mqcore.format.files import is_data_file_name
+from mqcore.kernel_api import ColumnKernels
+from mqcore.format.files import open_view as open_view  # re-exported: the other Spark modules take it from here
 from mqcore.spark.storage import LOCAL, Storage, resolve
 
 log = logging.getLogger(__name__)
-
-# open_view is imported from the shared reader and used from here by the other Spark modules
 
 _STORE_MARKERS = (L.CHECKPOINT_FILE, L.CONSUME_QUEUE_DIR, L.LOCK_FILE, L.ABORT_FILE)
 
@@ -79,7 +79,8 @@ class CommitLogFile:
     size: int
 
 
-def locate_store(path: str, fs_options=(), commitlog: str | None = None) -> StoreDirs:
+def locate_store(path: str, fs_options: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+                 commitlog: str | None = None) -> StoreDirs:
     """Accept a store root (holding ``commitlog/``) or a commitlog directory itself, as a
     local path or a URI (``fs_options``: see ``mqcore.spark.storage.resolve``).
 
@@ -157,7 +158,7 @@ def locate_local_store(path: str, what: str) -> StoreDirs:
 def list_commitlog(dirs: StoreDirs) -> list[CommitLogFile]:
     """Commitlog files in offset order; names must be their 20-digit base offsets."""
     st = dirs.storage
-    files = []
+    files: list[CommitLogFile] = []
     if not st.isdir(dirs.commitlog):
         return files
     for name in st.listdir(dirs.commitlog):
@@ -218,7 +219,7 @@ def list_queues(dirs: StoreDirs, topics: set[str] | None = None) -> list[QueueFi
             for topic, q in sorted(found)]
 
 
-def _valid_units(view) -> int:
+def _valid_units(view: memoryview) -> int:
     """Number of valid units in one consume-queue file.
 
     Valid units form a prefix (the rest is never-written zeros), so the boundary is
@@ -235,7 +236,7 @@ def _valid_units(view) -> int:
     return lo
 
 
-def _first_at_or_after(view, count: int, value: int) -> int:
+def _first_at_or_after(view: memoryview, count: int, value: int) -> int:
     """First unit index in ``[0, count)`` whose commitlog offset is >= ``value``."""
     lo, hi = 0, count
     while lo < hi:
@@ -343,7 +344,7 @@ class RecordWindows:
             self.buf = self._mapped.enter_context(open_view(self.path))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.buf = memoryview(b"")
         self._mapped.close()
 
@@ -375,8 +376,10 @@ class RecordWindows:
         """Whether the current window can judge the record at ``pos`` (it holds all of it)."""
         return self.w1 >= limit or (self.w0 <= pos and pos + self.record_need(pos) <= self.w1)
 
-    def walk(self, start: int, limit: int, check_crc: bool, kernels=None):
-        """``kernels.walk_records`` over ``[start, limit)`` of the file, window by window."""
+    def walk(self, start: int, limit: int, check_crc: bool,
+             kernels: ColumnKernels | None = None) -> tuple[int, int, int, int, int]:
+        """``kernels.walk_records`` over ``[start, limit)`` of the file, window by window:
+        (stop position, records, stop reason, first store time, last store time)."""
         if kernels is None:
             kernels = default_column_kernels()
         pos, count, first_ts, last_ts = start, 0, -1, -1
@@ -394,14 +397,14 @@ class RecordWindows:
             if reason != L.ScanStop.END:
                 self.window(pos, limit, self.record_need(pos))  # a window starting at that record
 
-    def _valid_at(self, pos: int, limit: int, base_offset: int, check_crc: bool, kernels) -> bool:
+    def _valid_at(self, pos: int, limit: int, base_offset: int, check_crc: bool, kernels: ColumnKernels) -> bool:
         self.window(pos, limit, L.REC_PHYOFFSET + 8)
         buf, w0 = self.window(pos, limit, self.record_need(pos))
         end = min(limit, self.w1)
         return kernels.find_record(buf, pos - w0, pos - w0 + 1, end - w0, base_offset + w0, check_crc) == pos - w0
 
     def find(self, start: int, stop: int, limit: int, base_offset: int, check_crc: bool,
-             kernels=None) -> int:
+             kernels: ColumnKernels | None = None) -> int:
         """First valid record starting in ``[start, stop)`` whose PHYSICALOFFSET names its own
         position (``kernels.find_record`` across windows), or -1."""
         if kernels is None:
@@ -458,7 +461,8 @@ class Snapshot:
         return max(0, min(f.size, self.end_offset - f.base_offset))
 
 
-def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *, kernels=None) -> Snapshot:
+def take_snapshot(dirs: StoreDirs, pinned_end: int | None = None, *,
+                  kernels: ColumnKernels | None = None) -> Snapshot:
     """Walk the active file to find the end of complete records (CRC-checked, so a record
     being written right now is left out). ``pinned_end`` replays an earlier snapshot."""
     if kernels is None:
@@ -506,7 +510,7 @@ class FileStats:
 
 
 def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True, *,
-              kernels=None) -> FileStats:
+              kernels: ColumnKernels | None = None) -> FileStats:
     """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
     if kernels is None:
         kernels = default_column_kernels()

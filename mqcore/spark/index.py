@@ -14,7 +14,7 @@ import pyarrow as pa
 from mqcore._compat import default_column_kernels, default_kernels
 from mqcore.errors import ConfigError, IllegalArgumentError
 from mqcore.format import layout as L
-from mqcore.kernel_api import StoreKernels
+from mqcore.kernel_api import ColumnKernels, StoreKernels
 from mqcore.format.files import ReadOnlyFile, index_geometry, numbered_files, read_index_header
 from mqcore.spark.decode import ARROW_SCHEMA, columns_to_batch
 from mqcore.spark.files import StoreDirs, list_commitlog, open_view
@@ -92,8 +92,9 @@ def candidate_offsets(dirs: StoreDirs, topic: str, key: str, begin_ts: int = 0, 
     return sorted(set(found))
 
 
-def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=None, include_body: bool = True,
-               max_num: int = _MAX_QUERY, **geometry) -> pa.Table:
+def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels: ColumnKernels | None = None,
+               include_body: bool = True, max_num: int = _MAX_QUERY, slots: int | None = None,
+               entries: int | None = None) -> pa.Table:
     """Messages of ``topic`` whose KEYS contain ``key`` or whose msg id is ``key``, via the index.
 
     Candidates are decoded from the commitlog and filtered exactly (the index only holds
@@ -101,7 +102,7 @@ def lookup_key(dirs: StoreDirs, topic: str, key: str, *, kernels=None, include_b
     """
     if kernels is None:
         kernels = default_column_kernels()
-    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, **geometry), np.int64)
+    offsets = np.array(candidate_offsets(dirs, topic, key, max_num=max_num, slots=slots, entries=entries), np.int64)
     opts = ReadOptions(include_body=include_body, topics=(topic,))
     flags = kernels.SKIP_CORRUPT | (kernels.WITH_BODY if include_body else 0)
     batches = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
-from typing import Mapping
+from typing import Any, Mapping
 
 from mqcore.errors import ConfigError
 
@@ -75,7 +75,7 @@ def parse_int(name: str, value: str) -> int:
         raise ConfigError(f"option {name}: {value!r} is not an integer") from e
 
 
-def parse_time_ms(name: str, value) -> int:
+def parse_time_ms(name: str, value: object) -> int:
     """Epoch milliseconds from an int, a digit string, an ISO-8601 text or a datetime."""
     if isinstance(value, dt.datetime):
         when = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
@@ -126,7 +126,7 @@ class ReadOptions:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "ReadOptions":
-        kw: dict = {}
+        kw: dict[str, Any] = {}  # ReadOptions fields of several types, each parsed by _parse_one
         fs: dict[str, str] = {}  # remote file system settings, passed on to pyarrow
         for raw_name, value in options.items():
             name = raw_name.lower()
@@ -168,7 +168,7 @@ class ReadOptions:
         )
 
 
-def _parse_one(name: str, value: str) -> dict:
+def _parse_one(name: str, value: str) -> dict[str, Any]:
     if name == "path":
         return {"path": str(value)}
     if name == "topics":

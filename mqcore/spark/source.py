@@ -21,7 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from typing import Iterable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Iterable, Iterator, Union
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -45,6 +46,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
 from mqcore.spark.decode import SPARK_DDL, iter_split, spark_ddl
 from mqcore.spark.files import locate_local_store, locate_store, take_snapshot
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
@@ -60,12 +65,17 @@ from mqcore.spark.stream import (
 )
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+#: a stream's offsets as Spark checkpoints them: {topic: {queue id text: queue offset}}
+JsonOffsets = dict[str, dict[str, int]]
+#: the comparisons of a column with one value
+_COMPARISONS = (EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
 _PUSHDOWN_PLANNER = "data_source_pushdown_filters"
 
 
 def _called_by_pushdown_planner() -> bool:
     """True inside PySpark's filter-pushdown planner worker (it only runs when the conf is on)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if (_PUSHDOWN_PLANNER in frame.f_globals.get("__name__", "")
                 or frame.f_code.co_filename.endswith(_PUSHDOWN_PLANNER + ".py")):
@@ -114,7 +124,7 @@ class CommitLogReader(DataSourceReader):
             return [InputPartition(None)]  # nothing to read: one task that yields nothing
         return [InputPartition(s) for s in splits]
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return iter(())
         return iter_split(partition.value, self.opts)
@@ -129,12 +139,12 @@ class ConsumeQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     def __init__(self, opts: StreamOptions) -> None:
         self.opts = opts
-        self._available_now: dict | None = None
+        self._available_now: JsonOffsets | None = None
 
     def _view(self) -> StoreView:
         return StoreView(locate_local_store(self.opts.path, "readStream.format('rocketmq')"), self.opts)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> JsonOffsets:
         return to_json_offsets(self._view().start_offsets(self.opts))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -145,7 +155,7 @@ class ConsumeQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         # Trigger.AvailableNow: read up to what is there now, in rate-limited batches
         self._available_now = to_json_offsets(latest_offsets(self._view(), {}, None))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
         view = self._view()
         begin = from_json_offsets(start)
         cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
@@ -155,18 +165,18 @@ class ConsumeQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             end = {k: max(begin.get(k, 0), min(v, ceiling.get(k, begin.get(k, 0)))) for k, v in end.items()}
         return to_json_offsets(end)
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> JsonOffsets:
         return to_json_offsets(latest_offsets(self._view(), {}, None))
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: JsonOffsets, end: JsonOffsets) -> list[InputPartition]:
         ranges = plan_ranges(self._view(), from_json_offsets(start), from_json_offsets(end), self.opts)
         return [InputPartition(r) for r in ranges]
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition.value, self.opts)
 
 
-def _micros(value) -> int:
+def _micros(value: object) -> int:
     if isinstance(value, dt.datetime):
         when = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
         return (when - _EPOCH) // dt.timedelta(microseconds=1)
@@ -175,7 +185,7 @@ def _micros(value) -> int:
     raise TypeError(type(value))
 
 
-def _ms_bounds(f: Filter) -> tuple[int, int] | None:
+def _ms_bounds(f: Comparison) -> tuple[int, int] | None:
     """Exact store-time bounds in ms for a comparison on a microsecond timestamp.
 
     Store times are whole milliseconds, so ``ms * 1000 > v`` is ``ms >= v // 1000 + 1``,
@@ -199,7 +209,7 @@ def _ms_bounds(f: Filter) -> tuple[int, int] | None:
     return None
 
 
-def _offset_bounds(f: Filter) -> tuple[int, int] | None:
+def _offset_bounds(f: Comparison) -> tuple[int, int] | None:
     """[min, max) commitlog offsets for an integer comparison."""
     v = f.value
     if not isinstance(v, int) or isinstance(v, bool):
@@ -221,20 +231,20 @@ def translate_filters(opts: ReadOptions, filters: list[Filter]) -> tuple[ReadOpt
     """Fold the filters this reader handles exactly into the options; return the rest."""
     topics: set[str] | None = None
     ts_lo, ts_hi, off_lo, off_hi = I64_MIN, I64_MAX, 0, I64_MAX
-    rest = []
+    rest: list[Filter] = []
     for f in filters:
         col = getattr(f, "attribute", None)
-        if not hasattr(f, "value"):  # IsNull, IsNotNull, Not(...): Spark keeps them
+        if not isinstance(f, (In, *_COMPARISONS)):  # IsNull, IsNotNull, Not(...), string matches: Spark keeps them
             rest.append(f)
             continue
         if col == ("topic",) and isinstance(f, (EqualTo, EqualNullSafe)) and isinstance(f.value, str):
             wanted = {f.value}
         elif col == ("topic",) and isinstance(f, In) and all(isinstance(v, str) for v in f.value):
             wanted = set(f.value)
-        elif col == ("store_timestamp",) and (b := _ms_bounds(f)) is not None:
+        elif col == ("store_timestamp",) and not isinstance(f, In) and (b := _ms_bounds(f)) is not None:
             ts_lo, ts_hi = max(ts_lo, b[0]), min(ts_hi, b[1])
             continue
-        elif col == ("commitlog_offset",) and (b := _offset_bounds(f)) is not None:
+        elif col == ("commitlog_offset",) and not isinstance(f, In) and (b := _offset_bounds(f)) is not None:
             off_lo, off_hi = max(off_lo, b[0]), min(off_hi, b[1])
             continue
         else:
@@ -254,7 +264,7 @@ class CommitLogPushdownReader(CommitLogReader):
         return rest
 
 
-def workers_use_this_python(spark) -> bool:
+def workers_use_this_python(spark: SparkSession) -> bool:
     """In local mode, let Spark's Python workers run this interpreter unless told otherwise.
 
     Without ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) Spark starts ``python3`` from
@@ -272,7 +282,7 @@ def workers_use_this_python(spark) -> bool:
     return True
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Register every reader of this package with a SparkSession (in local mode, with
     this interpreter for the Python workers: ``workers_use_this_python``)."""
     from mqcore.spark.aux_sources import ALL_AUX_SOURCES

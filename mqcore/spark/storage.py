@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from mqcore.errors import ConfigError, StoreError
 from mqcore.format.files import open_view as _mmap_view
+
+if TYPE_CHECKING:  # pyarrow ships no annotations (its names are Any to mypy); imported where used
+    from pyarrow.fs import FileInfo, FileSystem
 
 #: URI schemes that are the local disk
 _LOCAL_SCHEMES = ("", "file")
@@ -78,7 +81,7 @@ class Storage:
         with _mmap_view(path) as v:
             yield v
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return type(other) is Storage
 
     def __hash__(self) -> int:
@@ -93,7 +96,7 @@ class ArrowStorage(Storage):
 
     is_local = False
 
-    def __init__(self, fs, scheme: str) -> None:
+    def __init__(self, fs: FileSystem, scheme: str) -> None:
         self.fs = fs
         self.scheme = scheme
 
@@ -109,7 +112,7 @@ class ArrowStorage(Storage):
     def dirname(self, path: str) -> str:
         return path.rstrip("/").rsplit("/", 1)[0]
 
-    def _info(self, path: str):
+    def _info(self, path: str) -> FileInfo:
         try:
             return self.fs.get_file_info(path)
         except OSError as e:
@@ -117,11 +120,13 @@ class ArrowStorage(Storage):
 
     def isdir(self, path: str) -> bool:
         from pyarrow.fs import FileType
-        return self._info(path).type == FileType.Directory
+        found: bool = self._info(path).type == FileType.Directory
+        return found
 
     def exists(self, path: str) -> bool:
         from pyarrow.fs import FileType
-        return self._info(path).type != FileType.NotFound
+        found: bool = self._info(path).type != FileType.NotFound
+        return found
 
     def listdir(self, path: str) -> list[str]:
         from pyarrow.fs import FileSelector
@@ -132,7 +137,8 @@ class ArrowStorage(Storage):
         return [i.base_name for i in infos]
 
     def size(self, path: str) -> int:
-        return self._info(path).size
+        size: int = self._info(path).size
+        return size
 
     def files_below(self, path: str) -> list[str]:
         from pyarrow.fs import FileSelector, FileType
@@ -147,7 +153,8 @@ class ArrowStorage(Storage):
         """Up to ``n`` bytes at ``offset`` (fewer at the end of the file), one ranged read."""
         try:
             with self.fs.open_input_file(path) as f:
-                return f.read_at(max(0, min(n, f.size() - offset)), offset)
+                data: bytes = f.read_at(max(0, min(n, f.size() - offset)), offset)
+                return data
         except OSError as e:
             raise RemoteStoreError(f"cannot read {self.display(path)} at {offset}: {e}") from e
 
@@ -161,24 +168,24 @@ class ArrowStorage(Storage):
             raise RemoteStoreError(f"cannot read {self.display(path)}: {e}") from e
         yield memoryview(data)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ArrowStorage) and other.fs.equals(self.fs)
 
     def __hash__(self) -> int:
         return hash(self.scheme)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[ArrowStorage], tuple[FileSystem, str]]:
         return ArrowStorage, (self.fs, self.scheme)
 
 
-def _option_value(text: str):
+def _option_value(text: str) -> str | bool:
     v = str(text).strip()
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
     return v
 
 
-def _arrow_fs(scheme: str, kwargs: dict):
+def _arrow_fs(scheme: str, kwargs: dict[str, str | bool]) -> FileSystem | None:
     """A pyarrow file system built from constructor keywords (the ``fs.*`` options)."""
     from pyarrow import fs as pafs
     if scheme in _S3_SCHEMES:
@@ -192,7 +199,7 @@ def _arrow_fs(scheme: str, kwargs: dict):
     return None
 
 
-def _fsspec_fs(scheme: str, kwargs: dict):
+def _fsspec_fs(scheme: str, kwargs: dict[str, str | bool]) -> FileSystem | None:
     try:
         import fsspec
         from pyarrow.fs import FSSpecHandler, PyFileSystem

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from mqcore._compat import default_column_kernels
 from mqcore.errors import ConfigError, StoreError
+from mqcore.kernel_api import ColumnKernels
 from mqcore.spark.decode import ARROW_SCHEMA, _flags, columns_to_batch
 from mqcore.spark.files import (
     CommitLogFile,
@@ -85,7 +86,7 @@ class StreamOptions:
     queue_ids: frozenset[int] | None = None
     tags: frozenset[str] | None = None              # None = every tag ('*')
     starting: str = "earliest"                      # earliest | latest | json | timestamp
-    starting_json: Mapping | None = None
+    starting_json: Mapping[str, Mapping[str, int]] | None = None  # topic -> queue id text -> offset
     starting_ts: int | None = None
     max_messages_per_trigger: int = 0               # 0 = no limit
     fail_on_data_loss: bool = True
@@ -93,8 +94,8 @@ class StreamOptions:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "StreamOptions":
-        kw: dict = {}
-        read: dict = {}
+        kw: dict[str, Any] = {}  # fields of several types, parsed one by one
+        read: dict[str, Any] = {}
         for raw, value in options.items():
             name = raw.lower()
             if name == "topic":
@@ -147,7 +148,7 @@ def parse_tags(expr: str) -> frozenset[str] | None:
     return frozenset(tags)
 
 
-def _parse_starting(name: str, value: str) -> dict:
+def _parse_starting(name: str, value: str) -> dict[str, Any]:
     v = value.strip()
     if v.lower() in ("earliest", "latest"):
         return {"starting": v.lower()}
@@ -168,14 +169,14 @@ QueueKey = tuple[str, int]
 Offsets = dict[QueueKey, int]
 
 
-def to_json_offsets(offsets: Offsets) -> dict:
+def to_json_offsets(offsets: Offsets) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for (topic, qid), off in sorted(offsets.items()):
         out.setdefault(topic, {})[str(qid)] = int(off)
     return out
 
 
-def from_json_offsets(d: Mapping) -> Offsets:
+def from_json_offsets(d: Mapping[str, Mapping[str, int]]) -> Offsets:
     return {(topic, int(q)): int(o) for topic, qs in d.items() for q, o in qs.items()}
 
 
@@ -210,6 +211,7 @@ class StoreView:
             if opts.starting == "latest":
                 out[key] = q.max_offset
             elif opts.starting == "timestamp":
+                assert opts.starting_ts is not None  # from_options sets both
                 out[key] = self._first_at_or_after_time(q, opts.starting_ts)
             elif opts.starting == "json":
                 want = table.get(key, EARLIEST)
@@ -382,7 +384,7 @@ def report_loss(key: QueueKey, lost: tuple[int, int], opts: StreamOptions) -> No
 
 
 # --- reading (executor) --------------------------------------------------------------------------
-def read_range(r: QueueRange, opts: StreamOptions, kernels=None) -> Iterator[pa.RecordBatch]:
+def read_range(r: QueueRange, opts: StreamOptions, kernels: ColumnKernels | None = None) -> Iterator[pa.RecordBatch]:
     """Decode the records of one queue range into batches of ``ARROW_SCHEMA``."""
     if kernels is None:
         kernels = default_column_kernels()

@@ -6,7 +6,7 @@ Each function writes rows to ``out`` and returns a list of problems that stopped
 from __future__ import annotations
 
 import struct
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from mqcore.format.files import (
     iter_cq,
 )
 from mqcore.format.record import DecodedRecord
+from mqcore.kernel_api import StoreKernels
 from mqcore.message import MessageExt
 from mqcore.tools.output import Emitter, body_fields, iso_ms
 
@@ -37,11 +38,11 @@ INDEX_COLUMNS = (("index", "ENTRY", 10), ("key_hash", "KEY_HASH", 11), ("slot", 
                  ("store_time", "TIME", 0))
 
 
-def record_row(k, f: ReadOnlyFile, pos: int, decoded: DecodedRecord) -> dict:
+def record_row(k: StoreKernels, f: ReadOnlyFile, pos: int, decoded: DecodedRecord) -> dict[str, Any]:
     """Every field of one record; ``offset`` is where it is, ``physical_offset`` what it says."""
     m = MessageExt.from_decoded(decoded)
     magic = _I32.unpack_from(f.buf, pos + L.REC_MAGIC)[0]
-    row = {"offset": f.base + pos, "size": m.store_size, "magic": "v1" if magic == L.MAGIC_V1 else "v2",
+    row: dict[str, Any] = {"offset": f.base + pos, "size": m.store_size, "magic": "v1" if magic == L.MAGIC_V1 else "v2",
            "body_crc": m.body_crc, "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
            "physical_offset": m.commitlog_offset, "flag": m.flag, "sys_flag": m.sys_flag,
            "born_timestamp": m.born_timestamp, "born_host": m.born_host, "store_timestamp": m.store_timestamp,
@@ -60,14 +61,14 @@ _TRANSACTION_TYPES = {L.SYSFLAG_TRANSACTION_NOT: "none", L.SYSFLAG_TRANSACTION_P
                       L.SYSFLAG_TRANSACTION_COMMIT: "commit", L.SYSFLAG_TRANSACTION_ROLLBACK: "rollback"}
 
 
-def _table_extras(row: dict) -> dict:
+def _table_extras(row: dict[str, Any]) -> dict[str, Any]:
     props = row["properties"]
-    preview = row.get("body") if "body" in row else "base64:" + row["body_base64"]
+    preview = row["body"] if "body" in row else "base64:" + row["body_base64"]
     return {**row, "store_time": iso_ms(row["store_timestamp"]), "tags": props.get("TAGS"),
             "keys": props.get("KEYS"), "preview": preview[:60]}
 
 
-def _seek(k, f: ReadOnlyFile, target: int) -> int:
+def _seek(k: StoreKernels, f: ReadOnlyFile, target: int) -> int:
     """Position of the first record at or after commitlog offset ``target`` in ``f``."""
     scan = FileScan(k, f)
     for table, _ in scan:
@@ -77,7 +78,7 @@ def _seek(k, f: ReadOnlyFile, target: int) -> int:
     return scan.stop
 
 
-def dump_commitlog(k, store: StoreFiles, out: IO[str], *, start: int = 0, limit: int | None = None,
+def dump_commitlog(k: StoreKernels, store: StoreFiles, out: IO[str], *, start: int = 0, limit: int | None = None,
                    fmt: str = "jsonl") -> list[str]:
     emit = Emitter(out, fmt, RECORD_COLUMNS)
     remaining = limit if limit is not None else 1 << 62
@@ -107,7 +108,7 @@ def dump_commitlog(k, store: StoreFiles, out: IO[str], *, start: int = 0, limit:
     return []
 
 
-def _corrupt_at(k, f: ReadOnlyFile, pos: int) -> int:
+def _corrupt_at(k: StoreKernels, f: ReadOnlyFile, pos: int) -> int:
     scan = FileScan(k, f, pos)
     for _ in scan:
         pass
@@ -118,14 +119,14 @@ def _at_blank(f: ReadOnlyFile, pos: int) -> bool:
     return pos + 8 <= f.size and _I32.unpack_from(f.buf, pos + L.REC_MAGIC)[0] == L.MAGIC_BLANK
 
 
-def dump_cq(k, store: StoreFiles, topic: str, queue_id: int, out: IO[str], *, start: int = 0,
+def dump_cq(k: StoreKernels, store: StoreFiles, topic: str, queue_id: int, out: IO[str], *, start: int = 0,
             limit: int | None = None, fmt: str = "jsonl") -> list[str]:
     emit = Emitter(out, fmt, CQ_COLUMNS)
     remaining = limit if limit is not None else 1 << 62
     try:
         for first, phys, sizes, tags in iter_cq(k, store.cq_paths(topic, queue_id), start):
             for i in range(min(len(phys), remaining)):
-                row = {"queue_offset": first + i, "phy_offset": int(phys[i]), "size": int(sizes[i]),
+                row: dict[str, Any] = {"queue_offset": first + i, "phy_offset": int(phys[i]), "size": int(sizes[i]),
                        "tags_code": int(tags[i])}
                 if row["size"] == L.CQ_FILLER_SIZE:
                     row["filler"] = True
@@ -138,7 +139,7 @@ def dump_cq(k, store: StoreFiles, topic: str, queue_id: int, out: IO[str], *, st
     return []
 
 
-def dump_index(k, store: StoreFiles, name: str, out: IO[str], *, start: int = 1, limit: int | None = None,
+def dump_index(k: StoreKernels, store: StoreFiles, name: str, out: IO[str], *, start: int = 1, limit: int | None = None,
                fmt: str = "jsonl") -> list[str]:
     path = store.resolve_index(name)
     with ReadOnlyFile(path) as f:
@@ -169,7 +170,7 @@ def dump_index(k, store: StoreFiles, name: str, out: IO[str], *, start: int = 1,
             chunk = index_entries(f, slots, lo, hi - lo)
             for n, (h, phy, diff, prev) in enumerate(chunk.tolist(), lo):
                 ts = begin_ts + diff * 1000 if begin_ts > 0 else 0
-                row = {"type": "entry", "index": n, "key_hash": h, "slot": h % slots if h >= 0 else None,
+                row: dict[str, Any] = {"type": "entry", "index": n, "key_hash": h, "slot": h % slots if h >= 0 else None,
                        "phy_offset": phy, "time_diff": diff, "prev_index": prev, "timestamp": ts}
                 if fmt == "table":
                     row["store_time"] = iso_ms(ts)

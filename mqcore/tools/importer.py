@@ -210,7 +210,7 @@ def _properties(value: Any) -> dict[str, str]:
     return out
 
 
-def _body(obj: dict) -> bytes:
+def _body(obj: dict[str, Any]) -> bytes:
     if ("body" in obj) == ("body_base64" in obj):
         raise IllegalArgumentError("exactly one of 'body' (text) and 'body_base64' is required")
     if "body" in obj:
@@ -359,7 +359,7 @@ def _input_progress(source: IO[str], err: IO[str]) -> Iterator[Iterable[str]]:
     if not (hasattr(err, "isatty") and err.isatty()):
         yield source
         return
-    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
+    from tqdm import tqdm
     total = None
     try:
         st = os.fstat(source.fileno())

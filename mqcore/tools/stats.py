@@ -15,6 +15,7 @@ import numpy as np
 from mqcore.errors import CorruptFileError
 from mqcore.format import layout as L
 from mqcore.format.files import FileScan, ReadOnlyFile, StoreFiles
+from mqcore.kernel_api import StoreKernels
 from mqcore.tools.output import Emitter, iso_ms
 
 _I64_MAX = np.iinfo(np.int64).max
@@ -55,7 +56,7 @@ class StoreStats:
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
-def collect(k, store: StoreFiles) -> StoreStats:
+def collect(k: StoreKernels, store: StoreFiles) -> StoreStats:
     st = StoreStats()
     paths = store.commitlog_paths()
     st.files = len(paths)
@@ -105,7 +106,7 @@ def _aggregate(st: StoreStats, table: np.ndarray, topics: list[bytes]) -> None:
             q.add(part)
 
 
-def _cq_max(k, store: StoreFiles, topic: str, qid: int) -> int:
+def _cq_max(k: StoreKernels, store: StoreFiles, topic: str, qid: int) -> int:
     paths = store.cq_paths(topic, qid)
     if not paths:
         return 0

@@ -39,6 +39,7 @@ from mqcore.format.files import (
     iter_cq,
 )
 from mqcore.format.index_chains import chain_problems
+from mqcore.kernel_api import StoreKernels
 
 EXAMPLES_PER_KIND = 20
 _ENTRY_CHUNK = 1 << 20
@@ -93,7 +94,7 @@ class Summary:
 
 
 class Verifier:
-    def __init__(self, kernels, store: StoreFiles):
+    def __init__(self, kernels: StoreKernels, store: StoreFiles) -> None:
         self.k = kernels
         self.store = store
         self.found = Findings()
@@ -290,7 +291,8 @@ class Verifier:
             return None
         return top
 
-    def _check_units(self, name: str, qid: int, topic: bytes, qoffs, phys, sizes) -> None:
+    def _check_units(self, name: str, qid: int, topic: bytes, qoffs: np.ndarray, phys: np.ndarray,
+                     sizes: np.ndarray) -> None:
         heads = self._record_heads(phys, sizes, topic)
         checks = (
             (~heads["ok"], "is not the start of a record"),

@@ -16,7 +16,15 @@ import os
 import re
 import sys
 import threading
-from typing import Sequence
+from collections.abc import Iterator, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
+
+if TYPE_CHECKING:  # pyspark and matplotlib are imported where a job needs them
+    from matplotlib.axes import Axes
+    from matplotlib.container import BarContainer
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +108,7 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def build_session(master: str | None = None, app: str = "mqcore-analytics"):
+def build_session(master: str | None = None, app: str = "mqcore-analytics") -> SparkSession:
     """A SparkSession with the rocketmq sources registered and pushdown on."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -121,7 +129,7 @@ def build_session(master: str | None = None, app: str = "mqcore-analytics"):
 
 
 @contextlib.contextmanager
-def spark_progress(spark, stream=None, every_s: float = 0.5):
+def spark_progress(spark: SparkSession, stream: TextIO | None = None, every_s: float = 0.5) -> Iterator[None]:
     """While the block runs, a progress bar of the active Spark stages' tasks on ``stream``
     (stderr) when it is a terminal; nothing otherwise (a pipe, a log file, cron). Spark's own
     console progress is off in local mode: it interleaves with the tables."""
@@ -129,7 +137,7 @@ def spark_progress(spark, stream=None, every_s: float = 0.5):
     if not (hasattr(stream, "isatty") and stream.isatty()):
         yield
         return
-    from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs shipped
+    from tqdm import tqdm
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
     bar = tqdm(total=0, unit="tasks", desc="spark", file=stream, leave=False, dynamic_ncols=True)
@@ -154,8 +162,8 @@ def spark_progress(spark, stream=None, every_s: float = 0.5):
         bar.close()
 
 
-def messages(spark, store: str, topics: str | None = None, start: str | None = None, end: str | None = None,
-             include_body: bool = False, **options):
+def messages(spark: SparkSession, store: str, topics: str | None = None, start: str | None = None,
+             end: str | None = None, include_body: bool = False, **options: object) -> DataFrame:
     """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked)."""
     reader = spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
     for key, value in (("topics", topics), ("startTime", start), ("endTime", end), *options.items()):
@@ -164,7 +172,7 @@ def messages(spark, store: str, topics: str | None = None, start: str | None = N
     return reader.load(store)
 
 
-def csv_columns(df):
+def csv_columns(df: DataFrame) -> DataFrame:
     """``df`` with array, map and struct columns as JSON text: CSV holds only flat values
     (``lookup``'s ``keys`` and ``properties`` made ``--out --format csv`` fail)."""
     from pyspark.sql import functions as F
@@ -174,7 +182,7 @@ def csv_columns(df):
                       for f in df.schema.fields])
 
 
-def emit(df, output: Output, title: str):
+def emit(df: DataFrame, output: Output, title: str) -> list[Row]:
     """Print ``df`` as a table, write it if asked; returns the collected rows (small results)."""
     rows = df.collect()
     if output.show:
@@ -191,19 +199,19 @@ def emit(df, output: Output, title: str):
     return rows
 
 
-def format_table(columns: Sequence[str], rows: Sequence) -> str:
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain aligned text table (numbers right-aligned)."""
     cells = [[_cell(v) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) for i in range(len(columns))]
 
-    def line(values):
+    def line(values: Sequence[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
 
     return "\n".join([line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
-def _cell(v) -> str:
+def _cell(v: object) -> str:
     if v is None:
         return ""
     if isinstance(v, dt.datetime):
@@ -215,7 +223,7 @@ def _cell(v) -> str:
     return str(v)
 
 
-def pyplot():
+def pyplot() -> ModuleType:
     """matplotlib's pyplot with a file-only backend, or a clear error."""
     try:
         import matplotlib
@@ -226,7 +234,7 @@ def pyplot():
     return plt
 
 
-def save_plot(fig, path: str) -> None:
+def save_plot(fig: Figure, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote plot to {path}")
@@ -238,15 +246,16 @@ MARKERS = ("o", "s", "^", "D", "v", "x", "+", "*")
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def series_style(i: int) -> dict:
+def series_style(i: int) -> dict[str, Any]:  # keyword arguments of Axes.plot/step
     return {"marker": MARKERS[i % len(MARKERS)], "linestyle": LINESTYLES[(i // len(MARKERS) + i) % len(LINESTYLES)],
             "markersize": 4, "alpha": 0.85, "linewidth": 1.2}
 
 
-def zero_filled(points: dict, start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> list[tuple]:
+def zero_filled(points: Mapping[dt.datetime, int], start: dt.datetime, end: dt.datetime,
+                step: dt.timedelta) -> list[tuple[dt.datetime, int]]:
     """Every bucket from ``start`` to ``end`` (inclusive) with its count, 0 where none:
     a gap in the data is drawn as zeros, not as a straight line across it."""
-    out = []
+    out: list[tuple[dt.datetime, int]] = []
     t = start
     while t <= end:
         out.append((t, points.get(t, 0)))
@@ -254,18 +263,18 @@ def zero_filled(points: dict, start: dt.datetime, end: dt.datetime, step: dt.tim
     return out
 
 
-def time_axis(ax, first: dt.datetime, last: dt.datetime, step: dt.timedelta) -> None:
+def time_axis(ax: Axes, first: dt.datetime, last: dt.datetime, step: dt.timedelta) -> None:
     """x from the first bucket's start to the last bucket's end: one hourly bucket spans an
     hour, not the years matplotlib picks for a single date."""
     import matplotlib.dates as mdates
-    ax.set_xlim(first, last + step)
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.set_xlim(first, last + step)  # type: ignore[arg-type]  # dates go through matplotlib units; stubs say float
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)  # type: ignore[no-untyped-call]  # no annotations in matplotlib.dates
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]  # as above
     ax.set_xlabel("store time (UTC)")
 
 
-def log_axis(ax, which: str = "y") -> None:
+def log_axis(ax: Axes, which: str = "y") -> None:
     """A log scale with plain-number ticks (1, 10, 100, 1,000) rather than 10^n alone."""
     from matplotlib.ticker import FuncFormatter, LogLocator
     axis = ax.yaxis if which == "y" else ax.xaxis
@@ -274,7 +283,8 @@ def log_axis(ax, which: str = "y") -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
 
 
-def bucket_steps(points: list[tuple], step: dt.timedelta) -> tuple[list, list]:
+def bucket_steps(points: list[tuple[dt.datetime, int]],
+                 step: dt.timedelta) -> tuple[list[dt.datetime], list[int]]:
     """A zero-filled series (``zero_filled``) as the x and y of a step line drawn with
     ``where="post"``: each bucket is a flat segment across its whole span (the last one
     closed at its end), so a single hourly bucket fills its hour instead of being a dot in
@@ -290,7 +300,7 @@ def bucket_steps(points: list[tuple], step: dt.timedelta) -> tuple[list, list]:
 LOG_RATIO = 20
 
 
-def counts_axis(ax, peaks: Sequence[float], which: str = "y") -> bool:
+def counts_axis(ax: Axes, peaks: Sequence[float], which: str = "y") -> bool:
     """Linear from 0 when the series are of one size; a symmetric log scale (linear below 1,
     so zero buckets still show) when the smallest series would vanish next to the largest.
     Returns True for the log scale (the caller says so in its axis label)."""
@@ -307,6 +317,6 @@ def counts_axis(ax, peaks: Sequence[float], which: str = "y") -> bool:
     return False
 
 
-def value_labels(ax, bars, values: Sequence[float]) -> None:
+def value_labels(ax: Axes, bars: BarContainer, values: Sequence[float]) -> None:
     """Each bar's value written at its end: a lag of 5 next to one of 5,000 reads as 5, not 0."""
     ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=3, fontsize="small")

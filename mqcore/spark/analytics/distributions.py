@@ -14,6 +14,7 @@ as separate series.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import (
     Output,
@@ -26,6 +27,10 @@ from mqcore.spark.analytics.common import (
     save_plot,
     series_style,
 )
+
+if TYPE_CHECKING:  # pyspark (and matplotlib) is imported where the job runs
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 NAME = "sizes"
 HELP = "message size and store-minus-born latency percentiles per topic"
@@ -40,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 KINDS = ("normal", "delayed", "retried")
 
 
-def with_latency(df):
+def with_latency(df: DataFrame) -> DataFrame:
     """Adds ``latency_ms`` and ``kind`` (normal, delayed, retried)."""
     from pyspark.sql import functions as F
     retried = F.col("is_retry") | F.col("is_dlq") | (F.col("reconsume_times") > 0)
@@ -51,7 +56,7 @@ def with_latency(df):
             .withColumn("kind", kind))
 
 
-def compute(df):
+def compute(df: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
     d = with_latency(df)
     normal_latency = F.when(F.col("kind") == "normal", F.col("latency_ms"))
@@ -66,23 +71,26 @@ def compute(df):
     return d.groupBy("topic").agg(*aggs).orderBy(F.desc("messages"))
 
 
-def histogram(df, col: str, bins: int = 40, by: str | None = None):
+def histogram(df: DataFrame, col: str, bins: int = 40,
+              by: str | None = None) -> tuple[list[float], dict[str | None, list[int]]]:
     """(edges, {group: counts}) of ``col`` in ``bins`` equal-width bins shared by every
     group of ``by`` (one group, None, without it), computed by Spark SQL."""
     from pyspark.sql import functions as F
-    lo, hi = df.agg(F.min(col), F.max(col)).first()
+    extremes = df.agg(F.min(col), F.max(col)).first()
+    assert extremes is not None  # an aggregate without groups has one row
+    lo, hi = extremes
     if lo is None:
         return [0.0, 1.0], {}
     width = max((hi - lo) / bins, 1e-9)
     idx = F.least(F.floor((F.col(col) - F.lit(lo)) / F.lit(width)), F.lit(bins - 1)).cast("int")
     key = F.col(by) if by else F.lit(None)
-    counts: dict = {}
+    counts: dict[str | None, list[int]] = {}  # group (None without ``by``) -> count per bin
     for r in df.select(key.alias("g"), idx.alias("b")).groupBy("g", "b").count().collect():
         counts.setdefault(r["g"], [0] * bins)[r["b"]] = r["count"]
     return [lo + i * width for i in range(bins + 1)], counts
 
 
-def plot(df, path: str | None):
+def plot(df: DataFrame, path: str | None) -> Figure:
     """Left: record sizes. Right: store - born time, one series per kind (normal,
     delayed, retried) over the same bins. Both count axes are logarithmic with plain
     number ticks. Returns the figure."""
@@ -91,6 +99,7 @@ def plot(df, path: str | None):
     s_edges, s_counts = histogram(d, "store_size")
     l_edges, l_counts = histogram(d, "latency_ms", by="kind")
     d.unpersist()
+    fig: Figure  # pyplot() is a module: its calls are not typed
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     if s_counts:
         a.stairs(s_counts[None], s_edges, fill=True, label="all messages")
@@ -114,7 +123,7 @@ def plot(df, path: str | None):
     return fig
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> list[Row]:
     df = messages(spark, args.store, args.topics, args.start, args.end)
     output = Output.from_args(args)
     rows = emit(compute(df), output, "size and latency per topic")

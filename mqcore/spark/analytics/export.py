@@ -9,8 +9,12 @@ columns, which the Python data source cannot (spark-notes §4).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import add_range_arguments, csv_columns, messages
+
+if TYPE_CHECKING:  # pyspark is imported where the job runs
+    from pyspark.sql import SparkSession
 
 NAME = "export"
 HELP = "write a topic/time range to Parquet (or --format json|csv)"
@@ -33,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 FORMATS = ("parquet", "json", "csv")
 
 
-def export(spark, store: str, out: str, topics: str | None = None, start: str | None = None,
+def export(spark: SparkSession, store: str, out: str, topics: str | None = None, start: str | None = None,
            end: str | None = None, partition_by: str | None = None, body: bool = True,
            decompress: bool = False, compression: str = "zstd", fmt: str = "parquet") -> int:
     df = messages(spark, store, topics, start, end, include_body=body, decompress=str(decompress).lower())
@@ -55,7 +59,7 @@ def export(spark, store: str, out: str, topics: str | None = None, start: str | 
     return reader.load(out).count()
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> int:
     n = export(spark, args.store, args.out, args.topics, args.start, args.end, args.partition_by,
                not args.no_body, args.decompress, args.compression, args.format)
     print(f"exported {n:,} messages to {args.out} ({args.format})")

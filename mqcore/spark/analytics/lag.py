@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import (
     add_common_arguments,
@@ -30,6 +31,10 @@ from mqcore.spark.analytics.common import (
     zero_filled,
 )
 
+if TYPE_CHECKING:  # pyspark (and matplotlib) is imported where the job runs
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame, Row, SparkSession
+
 NAME = "lag"
 HELP = "consumer lag per group and queue, and the backlog by store time"
 
@@ -40,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bucket", default="1h", type=bucket, help="store-time bucket of the backlog chart (default 1h)")
 
 
-def compute(spark, store: str, groups: str | None = None):
+def compute(spark: SparkSession, store: str,
+            groups: str | None = None) -> tuple[DataFrame, DataFrame, DataFrame]:
     """(lag per group/topic/queue, the consume-queue units, committed offsets)."""
     from pyspark.sql import functions as F
     offsets = spark.read.format("rocketmq.consumeroffsets").load(store)
@@ -58,7 +64,8 @@ def compute(spark, store: str, groups: str | None = None):
     return lag, units, offsets
 
 
-def backlog(spark, store: str, units, offsets, bucket: str):
+def backlog(spark: SparkSession, store: str, units: DataFrame, offsets: DataFrame,
+            bucket: str) -> DataFrame | None:
     """Unconsumed messages per group and store-time bucket (joins units to the commitlog)."""
     from pyspark.sql import functions as F
     pending = (units.join(offsets, ["topic", "queue_id"])
@@ -74,11 +81,12 @@ def backlog(spark, store: str, units, offsets, bucket: str):
             .orderBy("group", "bucket_start"))
 
 
-def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
+def plot(lag_rows: list[Row], backlog_rows: list[Row], path: str | None, bucket: str = "1h") -> Figure:
     """Left: lag per group/topic (bars). Right: unconsumed messages per store-time bucket,
     every bucket from the first to the last drawn (0 where none), one style per group."""
     plt = pyplot()
     step = dt.timedelta(seconds=bucket_seconds(bucket))
+    fig: Figure  # pyplot() is a module: its calls are not typed
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
     per_group: dict[str, int] = {}
     for r in lag_rows:
@@ -91,7 +99,7 @@ def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
     a_log = counts_axis(a, values, which="x")
     a.set_title("Lag (messages) per group / topic")
     a.set_xlabel("messages" + (" (log scale)" if a_log else ""))
-    series: dict[str, dict] = {}
+    series: dict[str, dict[dt.datetime, int]] = {}  # group -> bucket start -> unconsumed
     for r in backlog_rows or []:
         s = series.setdefault(r["group"], {})
         s[r["bucket_start"]] = s.get(r["bucket_start"], 0) + r["unconsumed"]
@@ -114,7 +122,7 @@ def plot(lag_rows, backlog_rows, path: str | None, bucket: str = "1h"):
     return fig
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> list[Row]:
     output = Output.from_args(args)
     lag, units, offsets = compute(spark, args.store, args.groups)
     rows = emit(lag, output, "consumer lag per group and queue")

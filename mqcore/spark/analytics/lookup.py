@@ -10,8 +10,13 @@ messages whose index entries were never written or were cleaned up.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import Output, add_common_arguments, emit, messages
+
+if TYPE_CHECKING:  # pyspark is imported where the job runs
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.types import StructType
 
 NAME = "lookup"
 HELP = "find messages by key / msg id across the store (index or full scan)"
@@ -28,25 +33,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-entries", type=int, help="index maxIndexNum when not the default")
 
 
-def scan(df, key: str):
+def scan(df: DataFrame, key: str) -> DataFrame:
     from pyspark.sql import functions as F
     hit = F.array_contains("keys", key) | (F.col("msg_id") == key) | (F.col("offset_msg_id") == key)
     return df.where(hit).select(*COLUMNS).orderBy("commitlog_offset")
 
 
-def via_index(spark, store: str, topic: str, key: str, slots: int | None, entries: int | None):
+def via_index(spark: SparkSession, store: str, topic: str, key: str, slots: int | None,
+              entries: int | None) -> DataFrame:
     from mqcore.spark.files import locate_store
     from mqcore.spark.index import lookup_key
-    geometry = {"slots": slots, "entries": entries} if slots and entries else {}
-    table = lookup_key(locate_store(store), topic, key, include_body=False, **geometry)
+    if not (slots and entries):  # both or neither: one count alone is not a geometry
+        slots = entries = None
+    table = lookup_key(locate_store(store), topic, key, include_body=False, slots=slots, entries=entries)
     return spark.createDataFrame(table.select(list(COLUMNS)).to_pylist(), schema=_schema(spark, store))
 
 
-def _schema(spark, store: str):
+def _schema(spark: SparkSession, store: str) -> StructType:
     return spark.read.format("rocketmq").load(store).select(*COLUMNS).schema
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> list[Row]:
     output = Output.from_args(args)
     if args.topic and not args.scan:
         result = via_index(spark, args.store, args.topic, args.key, args.index_slots, args.index_entries)

@@ -9,8 +9,12 @@ the topic they were first sent to in ``RETRY_TOPIC`` (the ``original_topic`` col
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import Output, add_common_arguments, add_range_arguments, emit, messages
+
+if TYPE_CHECKING:  # pyspark is imported where the job runs
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 NAME = "retries"
 HELP = "retry and DLQ counts per group and original topic, plus the latest dead letters"
@@ -22,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dlq-messages", type=int, default=20, help="latest dead letters to list (default 20)")
 
 
-def compute(df):
+def compute(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(summary per group/original topic, dead letters newest first)."""
     from pyspark.sql import functions as F
     real = F.col("properties")["REAL_TOPIC"]
@@ -49,7 +53,7 @@ def compute(df):
     return summary, dead
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> list[Row]:
     df = messages(spark, args.store, None, args.start, args.end)
     if args.topics:
         from pyspark.sql import functions as F

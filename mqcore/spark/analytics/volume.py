@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from mqcore.spark.analytics.common import (
     add_common_arguments,
@@ -28,6 +29,10 @@ from mqcore.spark.analytics.common import (
     zero_filled,
 )
 
+if TYPE_CHECKING:  # pyspark (and matplotlib) is imported where the job runs
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame, Row, SparkSession
+
 NAME = "volume"
 HELP = "messages and bytes per topic and tag per time bucket"
 
@@ -40,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-tags", action="store_true", help="per topic only")
 
 
-def compute(df, bucket: str = "1h", by_original: bool = False, tags: bool = True):
+def compute(df: DataFrame, bucket: str = "1h", by_original: bool = False, tags: bool = True) -> DataFrame:
     from pyspark.sql import functions as F
     topic = F.col("original_topic" if by_original else "topic").alias("topic")
     keys = [F.window("store_timestamp", interval(bucket)).start.alias("bucket_start"), topic]
@@ -51,18 +56,19 @@ def compute(df, bucket: str = "1h", by_original: bool = False, tags: bool = True
             .orderBy(*[k for k in ("bucket_start", "topic", "tags") if k in ("bucket_start", "topic") or tags]))
 
 
-def plot(rows, path: str | None, bucket: str = "1h", top: int = 8):
+def plot(rows: list[Row], path: str | None, bucket: str = "1h", top: int = 8) -> Figure:
     """Messages per bucket for the busiest topics. Every bucket between the first and the
     last is drawn (0 where a topic had nothing), each topic with its own marker and line
     style. Returns the figure (tests read the data behind it)."""
     plt = pyplot()
     step = dt.timedelta(seconds=bucket_seconds(bucket))
     totals: dict[str, int] = {}
-    series: dict[str, dict] = {}
+    series: dict[str, dict[dt.datetime, int]] = {}  # topic -> bucket start -> messages
     for r in rows:
         totals[r["topic"]] = totals.get(r["topic"], 0) + r["messages"]
         s = series.setdefault(r["topic"], {})
         s[r["bucket_start"]] = s.get(r["bucket_start"], 0) + r["messages"]
+    fig: Figure  # pyplot() is a module: its calls are not typed
     fig, ax = plt.subplots(figsize=(10, 5))
     log = False
     if series:
@@ -84,7 +90,7 @@ def plot(rows, path: str | None, bucket: str = "1h", top: int = 8):
     return fig
 
 
-def run(spark, args: argparse.Namespace):
+def run(spark: SparkSession, args: argparse.Namespace) -> list[Row]:
     df = messages(spark, args.store, args.topics, args.start, args.end)
     result = compute(df, args.bucket, args.by_original, not args.no_tags)
     output = Output.from_args(args)

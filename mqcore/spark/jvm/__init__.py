@@ -25,8 +25,12 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from typing import TYPE_CHECKING
 
 from mqcore.errors import ConfigError
+
+if TYPE_CHECKING:  # pyspark is imported by the caller that builds a session
+    from pyspark.sql import SparkSession
 
 FORMAT = "rocketmq-jvm"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -117,7 +121,7 @@ def jar_path(rebuild: bool = False) -> str:
     return target
 
 
-def with_jvm_reader(builder):
+def with_jvm_reader(builder: SparkSession.Builder) -> SparkSession.Builder:
     """``builder`` with the reader's jar added to ``spark.jars`` (set before the session starts)."""
     jar = jar_path()
     options = getattr(builder, "_options", {})
