@@ -115,17 +115,21 @@ class SendPipeline:
         if not stored:
             return start  # the general path answers the refusal of the first one
         send.stats.put_latency.observe(time.perf_counter() - t0)
-        # --- answer ---
-        host_hex = self._hex(store_host)
-        answer, on_put = self.k.send_answer, send.stats.on_put_one
-        frames = []
-        for item, (queue_offset, phy, size) in zip(items, stored):
-            on_put(item[1], size)
-            frames.append(answer(parts[0], parts[1], host_hex, item[2], phy, queue_offset, item[0], _VERSION))
+        # --- answer --- (every answer of the batch in one kernel call, counters per run of a topic)
+        on_put = send.stats.on_put_many
+        run_topic, run_count, run_bytes = items[0][1], 0, 0
+        for item, (_queue_offset, _phy, size) in zip(items, stored):
+            if item[1] != run_topic:
+                on_put(run_topic, run_count, run_bytes)
+                run_topic, run_count, run_bytes = item[1], 0, 0
+            run_count += 1
+            run_bytes += size
+        on_put(run_topic, run_count, run_bytes)
+        frames = self.k.send_answers(parts[0], parts[1], self._hex(store_host), items, stored, _VERSION)
         try:
-            channel.write_frame_nowait(frames[0] if len(frames) == 1 else b"".join(frames))
+            channel.write_frame_nowait(frames)
         except RemotingError as e:
-            log.debug("%s: %d send answers dropped: %s", channel, len(frames), e)
+            log.debug("%s: %d send answers dropped: %s", channel, len(stored), e)
         return items[len(stored) - 1][11]
 
     def _parts(self, cfg: BrokerConfig) -> tuple[bytes, bytes] | None:
