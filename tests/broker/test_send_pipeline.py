@@ -390,6 +390,55 @@ def test_a_stored_batch_wakes_long_polling_once_per_run_of_a_queue(tmp_path):
         st.shutdown()
 
 
+def test_routes_follow_topic_changes(tmp_path):
+    """The pipeline remembers the topics that passed its route checks; a change of a topic
+    (permission, queue count, deletion) reaches the very next send."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.permissions import PERM_READ
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="routes",
+                                     auto_create_topic_enable=False),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        taken = []
+        put = broker.store.put_plain_sends
+
+        def recording(items, born, store_host):
+            stored, refusal = put(items, born, store_host)
+            taken.extend(item[2] for item in items[:len(stored)])
+            return stored, refusal
+        broker.store.put_plain_sends = recording
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+
+            async def send(queue_id):
+                writer.write(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(queue_id)), b"r")))
+                length = int.from_bytes(await reader.readexactly(4), "big")
+                answer = await reader.readexactly(length)
+                header_len = int.from_bytes(answer[:4], "big") & 0xFFFFFF
+                return json.loads(answer[4:4 + header_len])["code"]
+
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+            assert await send(0) == 0 and await send(3) == 0
+            taken.clear()
+            assert await send(3) == 0 and taken == [3]
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4, perm=PERM_READ))
+            assert await send(3) != 0 and taken == [3]
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 2, 2))
+            assert await send(3) != 0 and taken == [3]
+            assert await send(0) == 0 and taken == [3, 0]
+            broker.topics.delete(PLAIN_TOPIC)
+            assert await send(0) != 0 and taken == [3, 0]
+            writer.close()
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(scenario())
+
+
 # --- one write per receive buffer ----------------------------------------------------------------
 def test_answers_to_one_receive_buffer_leave_in_one_write():
     from mqcore.remoting import RemotingServer, create_response

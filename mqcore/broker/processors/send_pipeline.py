@@ -51,6 +51,8 @@ __all__ = ["SendPipeline"]
 
 _VERSION = int(CURRENT_VERSION)
 _SEPARATORS = frozenset("\x01\x02")
+#: routes remembered at most (a client sending to ever new topics must not grow the cache)
+_MAX_ROUTES = 4096
 
 
 class SendPipeline:
@@ -73,15 +75,23 @@ class SendPipeline:
         self._cluster: bytes | None = None
         self._host_key: bytes | None = None
         self._host_hex = b""
+        self._cfg: BrokerConfig | None = None
+        #: topic -> queue count of the topics that passed the route checks, valid while
+        #: ``topics.version`` is ``_routes_version``
+        self._routes: dict[str, int] = {}
+        self._routes_version = -1
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         send = self.send
         cfg = send.cfg
-        if send.pool is not None or not cfg.broker_permission & PERM_WRITE:
-            return start  # SYNC_FLUSH (waits in the pool) or a read-only broker: the general path
-        parts = self._parts(cfg)
-        cluster = self._cluster_bytes(cfg.broker_cluster_name)
-        if parts is None or cluster is None:
+        if cfg is not self._cfg:  # replaced as a whole by a run-time configuration change
+            self._cfg = cfg
+            self._parts(cfg)
+            self._cluster_bytes(cfg.broker_cluster_name)
+        parts, cluster = self._answer_parts, self._cluster
+        # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
+        # kernels do not write: the general path
+        if send.pool is not None or not cfg.broker_permission & PERM_WRITE or parts is None or cluster is None:
             return start
         store = send.store
         # --- read ---
@@ -89,18 +99,24 @@ class SendPipeline:
                                                 store.index is not None)
         if not items:
             return start
-        # --- route ---
+        # --- route --- (a topic that passed keeps its queue count until a topic changes)
         topics = send.topics
+        routes = self._routes
+        if topics.version != self._routes_version:
+            routes.clear()
+            self._routes_version = topics.version
         routed = 0
-        checked, queues = None, -1  # the last topic that passed, and its queue count
         for item in items:
             topic = item[1]
-            if topic is not checked and topic != checked:
+            queues = routes.get(topic)
+            if queues is None:
                 tc = topics.get(topic)
                 if tc is None or not tc.perm & PERM_WRITE or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
                         or topic in NOT_ALLOWED_SEND_TOPICS:
                     break  # auto-creation, retry/DLQ, refusals: the general path's stages
-                checked, queues = topic, max(tc.read_queue_nums, tc.write_queue_nums)
+                if len(routes) >= _MAX_ROUTES:
+                    routes.clear()
+                queues = routes[topic] = max(tc.read_queue_nums, tc.write_queue_nums)
             if item[2] >= queues:
                 break  # the general path answers the queue id
             routed += 1
