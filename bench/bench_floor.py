@@ -201,6 +201,22 @@ def free_port() -> int:
 
 
 def cpu_of(pid: int) -> float:
+    """CPU seconds a process has run, all its threads (nanosecond schedstat where the kernel
+    has it: the tick counts of /proc/PID/stat are 10 ms coarse, as much as a burst rung's whole
+    difference)."""
+    total, seen = 0, False
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+                    seen = True
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended meanwhile
+    except FileNotFoundError:
+        pass
+    if seen:
+        return total / 1e9
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
@@ -563,6 +579,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated rungs")
+    ap.add_argument("--burst-n", type=int, default=200_000, help="requests per burst rung and round")
     ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
@@ -586,13 +603,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
-                row = measure(rung, args.n, frame, tmp, args.baseline_tree, args.window)
+                n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
+                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
                 rows[rung].append(row)
                 print(json.dumps(row), flush=True)
-    print(f"\n| floor (median of {args.rounds}, {args.n} round trips, load {min(loads):.1f}-{max(loads):.1f}) "
+    print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
+          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}) "
           f"| µs per trip | client CPU µs | server CPU µs |")
     print("|---|---:|---:|---:|")
     for rung, rs in rows.items():
