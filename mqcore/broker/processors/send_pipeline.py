@@ -9,11 +9,13 @@ each stage for all the plain sends of a receive buffer at once:
    fields, the record's properties, tags code and index key hashes, read in C;
 2. **route**: the topic exists and is writable, the queue is in range, the topic is neither
    a retry topic (retry/DLQ stage) nor a system topic a client may not send to (refusal
-   stage);
+   stage). A topic that passed is remembered with its queue count until any topic changes
+   (``TopicConfigManager.version``);
 3. **store** (``MessageStore.put_plain_sends``): the records, consume-queue units and index
    entries of the batch under one hold of the put lock;
-4. **answer** (kernel ``send_answer``): each answer frame, handed to the channel, which
-   sends every answer of the receive buffer in one write.
+4. **answer** (kernel ``send_answers``): the answer frames of the whole batch in one bytes
+   object, handed to the channel, which sends every answer of the receive buffer in one
+   write; the put counters are added once per run of one topic.
 
 A frame any stage cannot finish exactly as the general path would stops the batch there,
 before anything of it is written or counted: the channel decodes it into a command and
