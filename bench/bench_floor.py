@@ -20,6 +20,21 @@ for the answer, N times:
 9. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
 
+Pipelined rungs (one-in-flight figures are dominated by the cost of waking a process up;
+with many requests in flight wake-ups amortize and what is left is each request's own work):
+
+10. ``uvloop-burst``: a uvloop echo server that answers every complete frame of a receive
+    buffer in one write (the floor of a Python server per pipelined request);
+11. ``mqbroker-burst``: a raw-socket client keeps ``--window`` (256) pre-encoded 100 B
+    SEND_MESSAGE_V2 frames in flight, written in chunks of a quarter window, and reads the
+    answers; server CPU per SEND (the goal: <= 15 µs);
+``uvloop-one`` and ``mqbroker-one`` are the same clients with one request in flight (the
+broker's one-in-flight cost with raw frames, next to its echo floor).
+
+12. ``redis-burst``: the same client shape sending pipelined ``XADD`` of a 100 B field to a
+    ``redis-server`` (appendonly yes, appendfsync everysec, temp dir): a C server's cost per
+    pipelined append (skipped when redis-server is not installed).
+
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
 against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
 ``*-baseline`` rungs interleaved with ours: a before/after in one run.
@@ -31,6 +46,7 @@ shows as a jump between two rungs.
     python bench/bench_floor.py                  # 3 rounds of 20,000 round trips
     python bench/bench_floor.py --n 5000 --rounds 1 --only asyncio,remoting
     python bench/bench_floor.py --only uvloop,mqbroker,mqbroker-pull --baseline-tree /tmp/base
+    python bench/bench_floor.py --only uvloop,mqbroker,uvloop-burst,mqbroker-burst,redis-burst --n 5000
 """
 from __future__ import annotations
 
@@ -52,16 +68,18 @@ from mqcore.remoting import RequestCode, create_request, create_response  # noqa
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker", "mqbroker-pull"]
+         "mqbroker", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst", "mqbroker-burst", "redis-burst"]
+#: requests in flight in the burst rungs (``--window``)
+BURST_WINDOW = 256
 #: messages per PULL in the pull rung
 PULL_BATCH = 32
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def sample_frame() -> bytes:
+def sample_frame(topic: str = "BenchTopic") -> bytes:
     """A send-like request: a JSON header with the usual fields and a 100 B body."""
     cmd = create_request(RequestCode.SEND_MESSAGE_V2,
-                         {"a": "ProducerGroup", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                         {"a": "ProducerGroup", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
                           "g": "1700000000000", "h": "0", "i": "UNIQ_KEY\x01ABCDEF0123456789\x02", "j": "0",
                           "k": "false", "m": "false"}, body=b"x" * 100, opaque=1)
     return encode_frame(cmd)
@@ -114,8 +132,25 @@ class EchoProtocol(asyncio.Protocol):
             del buf[:4 + length]
 
 
-async def serve_async(sock: socket.socket) -> None:
-    server = await asyncio.get_running_loop().create_server(EchoProtocol, sock=sock)
+class BurstEchoProtocol(EchoProtocol):
+    """Frame-aware echo answering all the complete frames of a receive buffer in one write."""
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        pos, n = 0, len(buf)
+        while n - pos >= 4:
+            length = int.from_bytes(buf[pos:pos + 4], "big")
+            if n - pos < 4 + length:
+                break
+            pos += 4 + length
+        if pos:
+            self.transport.write(bytes(buf[:pos]))
+            del buf[:pos]
+
+
+async def serve_async(sock: socket.socket, protocol=EchoProtocol) -> None:
+    server = await asyncio.get_running_loop().create_server(protocol, sock=sock)
     await server.serve_forever()
 
 
@@ -149,6 +184,9 @@ def child_main(kind: str, port: int) -> None:
     elif kind == "uvloop":
         import uvloop
         uvloop.run(serve_async(sock))
+    elif kind == "uvloop-burst":
+        import uvloop
+        uvloop.run(serve_async(sock, BurstEchoProtocol))
     else:
         raise SystemExit(f"unknown server kind {kind}")
 
@@ -163,6 +201,22 @@ def free_port() -> int:
 
 
 def cpu_of(pid: int) -> float:
+    """CPU seconds a process has run, all its threads (nanosecond schedstat where the kernel
+    has it: the tick counts of /proc/PID/stat are 10 ms coarse, as much as a burst rung's whole
+    difference)."""
+    total, seen = 0, False
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+                    seen = True
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a thread that ended meanwhile
+    except FileNotFoundError:
+        pass
+    if seen:
+        return total / 1e9
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime + stime
@@ -271,17 +325,24 @@ def run_loop(coro_fn, use_uvloop: bool):
     return asyncio.run(coro_fn())
 
 
-def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None) -> dict:
+def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
+            window: int = BURST_WINDOW) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
         name = rung.removesuffix("-baseline")
-        if name == "mqbroker-pull":
+        if name in ("mqbroker-burst", "mqbroker-one"):
+            row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1)
+        elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
             row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
         row["rung"] = rung
         return row
+    if rung == "redis-burst":
+        return measure_redis_burst(n, tmp, window)
+    if rung in ("uvloop-burst", "uvloop-one"):
+        return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1), "rung": rung}
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
@@ -310,6 +371,134 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         child.stop()
     return {"rung": rung, "n": n, "us_per_trip": round(wall / n * 1e6, 1),
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
+# --- pipelined (burst) rungs ---------------------------------------------------------
+def count_frames(buf: bytearray) -> int:
+    """Complete remoting frames at the head of ``buf``, removed from it."""
+    pos, n, count = 0, len(buf), 0
+    while n - pos >= 4:
+        length = int.from_bytes(buf[pos:pos + 4], "big")
+        if n - pos < 4 + length:
+            break
+        pos += 4 + length
+        count += 1
+    del buf[:pos]
+    return count
+
+
+def burst(port: int, request: bytes, n: int, window: int, answers, check=None) -> None:
+    """Send ``n`` copies of ``request`` over one connection keeping at most ``window`` in
+    flight (written in chunks of a quarter window), until all ``n`` answers arrived.
+    ``answers(buf)`` counts and removes the complete answers at the head of ``buf``;
+    ``check(buf)`` (optional) looks at a received chunk before that."""
+    chunk = max(1, window // 4)
+    block = request * chunk
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sent = done = 0
+        buf = bytearray()
+        while done < n:
+            while sent < n and sent - done + chunk <= window:
+                k = min(chunk, n - sent)
+                s.sendall(block if k == chunk else request * k)
+                sent += k
+            data = s.recv(1 << 20)
+            if not data:
+                raise RuntimeError("server closed the connection")
+            buf += data
+            if check is not None:
+                check(buf)
+            done += answers(buf)
+
+
+def _check_ok(buf: bytearray) -> None:
+    """Fail on a remoting answer whose code is not 0 (SUCCESS) at the head of ``buf``."""
+    if len(buf) >= 8:
+        header_len = int.from_bytes(buf[4:8], "big") & 0xFFFFFF
+        head = bytes(buf[8:8 + min(header_len, 12)])
+        if len(head) == 12 and not head.startswith(b'{"code":0,'):
+            raise RuntimeError(f"the broker answered {bytes(buf[8:8 + header_len])[:200]!r}")
+
+
+def timed_burst(pid: int, port: int, request: bytes, n: int, window: int, answers, check=None) -> dict:
+    burst(port, request, min(n, 2000), window, answers, check)  # warm-up (first connection, topic route)
+    srv0, cli0, t0 = cpu_of(pid), time.process_time(), time.perf_counter()
+    burst(port, request, n, window, answers, check)
+    wall = time.perf_counter() - t0
+    return {"n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 2),
+            "client_cpu_us": round((time.process_time() - cli0) / n * 1e6, 2),
+            "server_cpu_us": round((cpu_of(pid) - srv0) / n * 1e6, 2)}
+
+
+def measure_echo_burst(n: int, frame: bytes, window: int) -> dict:
+    port = free_port()
+    child = Child([sys.executable, os.path.abspath(__file__), "--serve", "uvloop-burst", str(port)])
+    try:
+        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames)
+    finally:
+        child.stop()
+    return {"rung": "uvloop-burst", **row}
+
+
+def measure_broker_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
+    child = start_broker(tmp, tree)
+    try:
+        port = int(dict(part.split("=", 1) for part in child.line.split()[1:])["broker"].rsplit(":", 1)[1])
+        frame = sample_frame("FloorBurst")
+        burst(port, frame, 1, 1, count_frames, _check_ok)  # the topic is created (general path)
+        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames, _check_ok)
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-burst", **row}
+
+
+def measure_redis_burst(n: int, tmp: str, window: int) -> dict:
+    """Server CPU per pipelined XADD of a 100 B field on redis-server (AOF, fsync every second)."""
+    server = shutil.which("redis-server")
+    assert server is not None  # main() drops the rung otherwise
+    port = free_port()
+    data = tempfile.mkdtemp(dir=tmp)
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", data, "--save", "",
+                             "--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.02)
+        body = b"x" * 100
+        request = b"*5\r\n$4\r\nXADD\r\n$10\r\nFloorBurst\r\n$1\r\n*\r\n$1\r\nf\r\n$%d\r\n%s\r\n" % (len(body), body)
+
+        def answers(buf: bytearray) -> int:
+            # each answer is a bulk string "$<len>\r\n<id>\r\n"; an id holds digits and '-'
+            if buf.startswith(b"-"):
+                raise RuntimeError(f"redis answered {bytes(buf[:200])!r}")
+            end = buf.rfind(b"\r\n")
+            if end < 0:
+                return 0
+            count = buf.count(b"\r\n", 0, end + 2) // 2
+            cut = 0
+            for _ in range(2 * count):
+                cut = buf.index(b"\r\n", cut) + 2
+            del buf[:cut]
+            return count
+
+        row = timed_burst(proc.pid, port, request, n, window, answers)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+    return {"rung": "redis-burst", **row}
 
 
 def start_broker(tmp: str, tree: str | None) -> Child:
@@ -390,6 +579,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated rungs")
+    ap.add_argument("--burst-n", type=int, default=200_000, help="requests per burst rung and round")
+    ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
                     help="also run the mqbroker rungs against the broker of this checkout (before/after)")
@@ -401,6 +592,9 @@ def main() -> None:
     if "uvloop" in rungs and not have_uvloop():
         print(json.dumps({"rung": "uvloop", "skipped": "uvloop is not installed"}), flush=True)
         rungs.remove("uvloop")
+    if "redis-burst" in rungs and shutil.which("redis-server") is None:
+        print(json.dumps({"rung": "redis-burst", "skipped": "redis-server is not installed"}), flush=True)
+        rungs.remove("redis-burst")
     if args.baseline_tree:
         rungs = [x for r in rungs for x in ((r, f"{r}-baseline") if r.startswith("mqbroker") else (r,))]
     frame = sample_frame()
@@ -409,18 +603,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
-                row = measure(rung, args.n, frame, tmp, args.baseline_tree)
+                n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
+                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
                 rows[rung].append(row)
                 print(json.dumps(row), flush=True)
-    print(f"\n| floor (median of {args.rounds}, {args.n} round trips, load {min(loads):.1f}-{max(loads):.1f}) "
+    print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
+          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}) "
           f"| µs per trip | client CPU µs | server CPU µs |")
     print("|---|---:|---:|---:|")
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
-        print(f"| {rung} | {med['us_per_trip']:.0f} | {med['client_cpu_us']:.0f} | {med['server_cpu_us']:.0f} |")
+        print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} |")
     print(json.dumps({"summary": {r: statistics.median(x["us_per_trip"] for x in rs) for r, rs in rows.items()},
                       "loadavg_1m": os.getloadavg()[0], "uvloop": have_uvloop()}))
 

@@ -590,21 +590,16 @@ cdef inline Py_ssize_t _put(char *o, const char *s, Py_ssize_t n) noexcept nogil
     return n
 
 
-def send_answer(bytes before_queue_id, bytes before_msg_id, bytes host_hex, int32_t queue_id, int64_t phy,
-                int64_t queue_offset, int32_t opaque, int32_t version):
-    """A stored send's answer frame (length, header word, JSON header): the bytes
-    ``SendProcessor.response`` and the generic encoder give. ``before_queue_id`` and
-    ``before_msg_id`` are the header's text around the queue id (they carry the region and
-    trace setting), ``host_hex`` the store host's part of the message id."""
-    cdef Py_ssize_t cap = len(before_queue_id) + len(before_msg_id) + len(host_hex) + 256
-    cdef bytes frame = PyBytes_FromStringAndSize(NULL, cap)
-    cdef char *f = PyBytes_AS_STRING(frame)
+cdef Py_ssize_t _answer(char *f, const char *bq, Py_ssize_t bq_len, const char *bm, Py_ssize_t bm_len,
+                       const char *hh, Py_ssize_t hh_len, int32_t queue_id, int64_t phy, int64_t queue_offset,
+                       int32_t opaque, int32_t version) noexcept:
+    """One answer frame at ``f`` (room: the three texts + 256 bytes); returns its length."""
     cdef char *o = f + 8
     cdef Py_ssize_t n = 0, i, hlen
-    n += _put(o + n, PyBytes_AS_STRING(before_queue_id), len(before_queue_id))
+    n += _put(o + n, bq, bq_len)
     n += _dec(o + n, queue_id)
-    n += _put(o + n, PyBytes_AS_STRING(before_msg_id), len(before_msg_id))
-    n += _put(o + n, PyBytes_AS_STRING(host_hex), len(host_hex))
+    n += _put(o + n, bm, bm_len)
+    n += _put(o + n, hh, hh_len)
     for i in range(16):
         o[n + i] = _HEX[(<uint64_t>phy >> (60 - 4 * i)) & 0xF]
     n += 16
@@ -621,7 +616,44 @@ def send_answer(bytes before_queue_id, bytes before_msg_id, bytes host_hex, int3
     f[0] = <char>((hlen + 4) >> 24); f[1] = <char>((hlen + 4) >> 16); f[2] = <char>((hlen + 4) >> 8)
     f[3] = <char>(hlen + 4)
     f[4] = 0; f[5] = <char>(hlen >> 16); f[6] = <char>(hlen >> 8); f[7] = <char>hlen
-    return frame[:8 + hlen]
+    return 8 + hlen
+
+
+def send_answer(bytes before_queue_id, bytes before_msg_id, bytes host_hex, int32_t queue_id, int64_t phy,
+                int64_t queue_offset, int32_t opaque, int32_t version):
+    """A stored send's answer frame (length, header word, JSON header): the bytes
+    ``SendProcessor.response`` and the generic encoder give. ``before_queue_id`` and
+    ``before_msg_id`` are the header's text around the queue id (they carry the region and
+    trace setting), ``host_hex`` the store host's part of the message id."""
+    cdef Py_ssize_t cap = len(before_queue_id) + len(before_msg_id) + len(host_hex) + 256
+    cdef bytes frame = PyBytes_FromStringAndSize(NULL, cap)
+    cdef Py_ssize_t n = _answer(PyBytes_AS_STRING(frame), PyBytes_AS_STRING(before_queue_id), len(before_queue_id),
+                                PyBytes_AS_STRING(before_msg_id), len(before_msg_id), PyBytes_AS_STRING(host_hex),
+                                len(host_hex), queue_id, phy, queue_offset, opaque, version)
+    return frame[:n]
+
+
+def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, list items, list stored,
+                 int32_t version):
+    """The answer frames of a stored batch, back to back in one bytes object (the
+    channel's one write): ``send_answer`` of ``items[i]`` (``parse_plain_sends`` items:
+    opaque, queue id) stored as ``stored[i]`` (``(queue_offset, phy_offset, size)``), for
+    every stored item (``stored`` may be shorter than ``items``)."""
+    cdef Py_ssize_t count = len(stored), i, n = 0
+    if count > len(items):
+        raise ValueError("more stored results than items")
+    cdef Py_ssize_t bq_len = len(before_queue_id), bm_len = len(before_msg_id), hh_len = len(host_hex)
+    cdef Py_ssize_t room = bq_len + bm_len + hh_len + 256
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, room * count)
+    cdef char *f = PyBytes_AS_STRING(out)
+    cdef tuple item, st
+    for i in range(count):
+        item = <tuple>items[i]
+        st = <tuple>stored[i]
+        n += _answer(f + n, PyBytes_AS_STRING(before_queue_id), bq_len, PyBytes_AS_STRING(before_msg_id), bm_len,
+                     PyBytes_AS_STRING(host_hex), hh_len, <int32_t>item[2], <int64_t>st[1], <int64_t>st[0],
+                     <int32_t>item[0], version)
+    return out[:n] if n != room * count else out
 
 
 # --- the store stage: one plain send into the commitlog, its consume queue and the index ---

@@ -21,7 +21,7 @@ from mqcore.format.properties import NAME_VALUE_SEPARATOR_TEXT, PROPERTY_SEPARAT
 #: sys_flag, born_timestamp, flag, reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
 PlainSend = tuple[int, str, int, int, int, int, int, bytes, int, list[int], bytes, int]
 
-__all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer"]
+__all__ = ["IMPLEMENTATION", "append_plain", "parse_plain_sends", "send_answer", "send_answers"]
 
 IMPLEMENTATION = "python"
 
@@ -153,6 +153,15 @@ def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, q
               + f'{phy & 0xFFFFFFFFFFFFFFFF:016X}","queueOffset":"{queue_offset}"}},"flag":1,"language":"JAVA",'
                 f'"opaque":{opaque},"serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode())
     return (len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+
+
+def send_answers(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, items: list[tuple[Any, ...]],
+                 stored: list[tuple[int, int, int]], version: int) -> bytes:
+    """See ``_pipeline.send_answers``."""
+    if len(stored) > len(items):
+        raise ValueError("more stored results than items")
+    return b"".join(send_answer(before_queue_id, before_msg_id, host_hex, item[2], phy, queue_offset, item[0],
+                                version) for item, (queue_offset, phy, _size) in zip(items, stored))
 
 
 def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, queue_id: int, flag: int,

@@ -153,6 +153,13 @@ class PipelineKernels(Protocol):
                           indexed: bool) -> tuple[list[PlainSend], int]: ...
     def send_answer(self, before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int,
                     phy: int, queue_offset: int, opaque: int, version: int) -> bytes: ...
+    def send_answers(self, before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, items: list[PlainSend],
+                     stored: list[tuple[int, int, int]], version: int) -> bytes: ...
+    def append_plain(self, commitlog: Buffer, pos: int, limit: int, phy: int, topic: bytes, queue_id: int,
+                     flag: int, queue_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
+                     store_timestamp: int, store_host: bytes, reconsume_times: int, body: bytes,
+                     properties: bytes, consume_queue: Buffer, unit_pos: int, tags_code: int, index: Buffer | None,
+                     slots: int, max_entries: int, key_hashes: list[int]) -> tuple[int, bool]: ...
 
 
 #: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step

@@ -45,12 +45,13 @@ class BrokerStats:
             name = result.status.value
             self.put_failures[name] = self.put_failures.get(name, 0) + 1
 
-    def on_put_one(self, topic: str, size: int) -> None:
-        """``on_put`` of one stored message of ``size`` bytes (the send fast path's result)."""
+    def on_put_many(self, topic: str, count: int, size: int) -> None:
+        """``on_put`` of ``count`` stored messages of one topic, ``size`` bytes in all (the send
+        pipeline counts a receive buffer's run of one topic at once)."""
         c = self.put.get(topic)
         if c is None:
             c = self.put[topic] = [0, 0]
-        c[0] += 1
+        c[0] += count
         c[1] += size
 
     def on_pull(self, group: str, topic: str, result, kind: str, held: bool) -> None:

@@ -41,11 +41,15 @@ class TopicConfigManager:
         #: read-mostly copy for the send and pull paths (the table hands out a copy per get);
         #: callers treat what ``get`` returns as read-only
         self._cache: dict[str, TopicConfig] = {}
+        #: bumped by every change of a topic (load, update, delete): a reader that caches what
+        #: it derived from topics (the send pipeline's routes) drops its cache when it moves
+        self.version = 0
 
     def load(self) -> None:
         self.table.load()
         self._add_system_topics()
         self._cache = self.table.snapshot()
+        self.version += 1
 
     def _add_system_topics(self) -> None:
         cfg = self.cfg
@@ -85,11 +89,13 @@ class TopicConfigManager:
                 self.table.put(before)
             raise
         self._cache[tc.topic_name] = self.table.get(tc.topic_name)
+        self.version += 1
         log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
                  tc.write_queue_nums, tc.perm)
 
     def delete(self, topic: str) -> bool:
         self._cache.pop(topic, None)
+        self.version += 1
         if not self.table.remove(topic):
             return False
         self.persist()

@@ -206,12 +206,16 @@ class Channel(asyncio.BufferedProtocol):
         self._rx_bytes += nbytes
         self.last_activity = now = self._loop.time()
         self._process_frames()
-        if self._read_paused or not self._receiver.buffered_bytes:
+        if self._read_paused:
+            self._partial_since = None
+            return
+        buffered = self._receiver.buffered_bytes
+        if not buffered:
             self._partial_since = None
         elif self._partial_since is None:
             # the bytes of this frame already here count towards its progress
             self._partial_since = now
-            self._partial_rx = self._rx_bytes - self._receiver.buffered_bytes
+            self._partial_rx = self._rx_bytes - buffered
 
     def frame_rate(self, now: float) -> tuple[float, float] | None:
         """(seconds, bytes per second) of the partial frame being received, or None when

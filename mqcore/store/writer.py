@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.errors import DiskFullError, RecordDecodeError
@@ -223,47 +223,64 @@ class MessageWriter:
             # steps (which may roll either)
             mf = commitlog.last_locked() if plain_dispatch else None
             target = (index.target_locked() or no_index) if index is not None else no_index
-            for item in items:
-                topic, queue_id, body = item[1], item[2], item[10]
-                if len(body) > max_body:
-                    break  # the general path answers the refusal
-                topic_b = topic.encode()
-                sys_flag = (item[3] & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
-                key = (topic, queue_id)
-                queue_offset = offsets.get(key, 0)
-                cq = queues.find_or_create(topic, queue_id)
-                unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
-                size = 0
-                if unit_mf is not None:
-                    pos = mf.wrote_position
-                    phy = mf.file_from_offset + pos
-                    store_ts = clock()
-                    if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
-                        size, indexed = append(
-                            mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag, item[4],
-                            born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                            unit_mf.wrote_position, item[8], *target, item[9])
-                if size:
-                    commitlog.commit_locked(mf, size)
-                    cq.unit_written_locked(unit_mf, phy + size)
-                    offsets[key] = queue_offset + 1
-                    self.last_store_timestamp = store_ts
-                    if not indexed:
-                        dispatcher.index_keys_locked(item[9], phy, store_ts)
+            # a run of items to one queue (the usual pipelined batch) looks its queue up once and
+            # tells the arrival listeners (long polling) once, with the run's last offset, still
+            # under the lock: a waiter woken by an earlier offset is woken by the last one too
+            key: tuple[str, int] | None = None
+            cq: Any = None
+            topic_b = b""
+            arrived: tuple[str, int, int, int] | None = None
+            try:
+                for item in items:
+                    topic, queue_id, body = item[1], item[2], item[10]
+                    if len(body) > max_body:
+                        break  # the general path answers the refusal
+                    if key is None or queue_id != key[1] or topic != key[0]:
+                        key = (topic, queue_id)
+                        topic_b = topic.encode()
+                        cq = queues.find_or_create(topic, queue_id)
+                    sys_flag = (item[3] & ~(L.SYSFLAG_BORNHOST_V6 | L.SYSFLAG_STOREHOST_V6)) | host_flag
+                    queue_offset = offsets.get(key, 0)
+                    unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                    size = 0
+                    if unit_mf is not None:
+                        pos = mf.wrote_position
+                        phy = mf.file_from_offset + pos
+                        store_ts = clock()
+                        if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                            size, indexed = append(
+                                mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                                item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                                unit_mf.wrote_position, item[8], *target, item[9])
+                    if size:
+                        commitlog.commit_locked(mf, size)
+                        cq.unit_written_locked(unit_mf, phy + size)
+                        offsets[key] = queue_offset + 1
+                        self.last_store_timestamp = store_ts
+                        if not indexed:
+                            dispatcher.index_keys_locked(item[9], phy, store_ts)
+                            target = (index.target_locked() or no_index) if index is not None else no_index
+                        if arrived is not None and (arrived[0] != topic or arrived[1] != queue_id):
+                            dispatcher.unit_written_locked(*arrived)
+                        arrived = (topic, queue_id, queue_offset + 1, store_ts)
+                    else:
+                        if arrived is not None:  # the general steps notify their own unit: keep the order
+                            dispatcher.unit_written_locked(*arrived)
+                            arrived = None
+                        size = self.record_size_plain(body, topic_b, item[7], sys_flag)
+                        if size > limit:
+                            break  # more than one commitlog file holds: the general path refuses it
+                        try:
+                            phy = self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host,
+                                                         store_host)
+                        except DiskFullError as e:
+                            return stored, self._disk_full_locked(e)
+                        mf = commitlog.last_locked() if plain_dispatch else None
                         target = (index.target_locked() or no_index) if index is not None else no_index
-                    dispatcher.unit_written_locked(topic, queue_id, queue_offset + 1, store_ts)
-                else:
-                    size = self.record_size_plain(body, topic_b, item[7], sys_flag)
-                    if size > limit:
-                        break  # more than one commitlog file holds: the general path refuses it
-                    try:
-                        phy = self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host,
-                                                     store_host)
-                    except DiskFullError as e:
-                        return stored, self._disk_full_locked(e)
-                    mf = commitlog.last_locked() if plain_dispatch else None
-                    target = (index.target_locked() or no_index) if index is not None else no_index
-                stored.append((queue_offset, phy, size))
+                    stored.append((queue_offset, phy, size))
+            finally:
+                if arrived is not None:
+                    dispatcher.unit_written_locked(*arrived)
         return stored, None
 
     def record_size_plain(self, body: bytes, topic_b: bytes, props_b: bytes, sys_flag: int) -> int:

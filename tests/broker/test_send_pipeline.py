@@ -340,6 +340,105 @@ def test_send_answer_is_the_general_encoders(kernel, queue_id, phy, queue_offset
     assert got == prefix + body
 
 
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_send_answers_are_the_single_answers_back_to_back(kernel):
+    """The batch answer kernel writes, for every stored item, the bytes ``send_answer``
+    gives, in order; items past the stored ones get none."""
+    k = KERNELS[kernel]
+    before_q, before_m = b'{"code":0,"extFields":{"queueId":"', b'","TRACE_ON":"false","MSG_REGION":"R","msgId":"'
+    host = STORE.hex().upper().encode()
+    items = [(opaque, PLAIN_TOPIC, queue_id) for opaque, queue_id in ((1, 0), (-7, 3), (2 ** 31 - 1, 1023), (9, 2))]
+    stored = [(0, 0, 100), (123456789, 2 ** 40 + 5, 200), (2 ** 62, 2 ** 63 - 1, 300)]
+    want = b"".join(_pipeline_py.send_answer(before_q, before_m, host, item[2], phy, offset, item[0], 317)
+                    for item, (offset, phy, _size) in zip(items, stored))
+    assert k.send_answers(before_q, before_m, host, items, stored, 317) == want
+    assert k.send_answers(before_q, before_m, host, items, [], 317) == b""
+    assert k.send_answers(before_q, before_m, host, items[:1], stored[:1], 317) == \
+        k.send_answer(before_q, before_m, host, 0, 0, 0, 1, 317)
+    with pytest.raises(ValueError):
+        k.send_answers(before_q, before_m, host, items[:1], stored, 317)
+
+
+def test_a_stored_batch_wakes_long_polling_once_per_run_of_a_queue(tmp_path):
+    """The store stage tells the arrival listeners (long polling) the last offset of each run
+    of items to one queue, in order, before the put returns - every offset a waiter could
+    wait for is covered."""
+    from mqcore.store.message_store import MessageStore
+
+    st = MessageStore(small_config(tmp_path, broker_cluster_name="DefaultCluster"), clock=lambda: 1_700_000_000_000)
+    st.load()
+    st.start()
+    try:
+        arrivals = []
+        st.add_arrival_listener(lambda t, q, m: arrivals.append((t, q, m)))
+        queues = [0, 0, 0, 1, 1, 0, 2]
+        frames = b"".join(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(q)), b"b%d" % i,
+                                                      opaque=i)) for i, q in enumerate(queues))
+        # the first unit of each queue goes the general way (it creates the file); then plain ones
+        for q in sorted(set(queues)):
+            one = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(q)), b"first", opaque=99))
+            items, _ = _pipeline.parse_plain_sends(one, 0, len(one), 1 << 20, CLUSTER, True)
+            assert len(st.put_plain_sends(items, BORN, STORE)[0]) == 1
+        arrivals.clear()
+        items, stop = _pipeline.parse_plain_sends(frames, 0, len(frames), 1 << 20, CLUSTER, True)
+        assert stop == len(frames) and len(items) == len(queues)
+        stored, refusal = st.put_plain_sends(items, BORN, STORE)
+        assert refusal is None
+        assert [s[0] for s in stored] == [1, 2, 3, 1, 2, 4, 1]
+        assert arrivals == [(PLAIN_TOPIC, 0, 4), (PLAIN_TOPIC, 1, 3), (PLAIN_TOPIC, 0, 5), (PLAIN_TOPIC, 2, 2)]
+    finally:
+        st.shutdown()
+
+
+def test_routes_follow_topic_changes(tmp_path):
+    """The pipeline remembers the topics that passed its route checks; a change of a topic
+    (permission, queue count, deletion) reaches the very next send."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.permissions import PERM_READ
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="routes",
+                                     auto_create_topic_enable=False),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        taken = []
+        put = broker.store.put_plain_sends
+
+        def recording(items, born, store_host):
+            stored, refusal = put(items, born, store_host)
+            taken.extend(item[2] for item in items[:len(stored)])
+            return stored, refusal
+        broker.store.put_plain_sends = recording
+        try:
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+
+            async def send(queue_id):
+                writer.write(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(queue_id)), b"r")))
+                length = int.from_bytes(await reader.readexactly(4), "big")
+                answer = await reader.readexactly(length)
+                header_len = int.from_bytes(answer[:4], "big") & 0xFFFFFF
+                return json.loads(answer[4:4 + header_len])["code"]
+
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+            assert await send(0) == 0 and await send(3) == 0
+            taken.clear()
+            assert await send(3) == 0 and taken == [3]
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4, perm=PERM_READ))
+            assert await send(3) != 0 and taken == [3]
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 2, 2))
+            assert await send(3) != 0 and taken == [3]
+            assert await send(0) == 0 and taken == [3, 0]
+            broker.topics.delete(PLAIN_TOPIC)
+            assert await send(0) != 0 and taken == [3, 0]
+            writer.close()
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(scenario())
+
+
 # --- one write per receive buffer ----------------------------------------------------------------
 def test_answers_to_one_receive_buffer_leave_in_one_write():
     from mqcore.remoting import RemotingServer, create_response

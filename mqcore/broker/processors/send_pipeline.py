@@ -9,11 +9,13 @@ each stage for all the plain sends of a receive buffer at once:
    fields, the record's properties, tags code and index key hashes, read in C;
 2. **route**: the topic exists and is writable, the queue is in range, the topic is neither
    a retry topic (retry/DLQ stage) nor a system topic a client may not send to (refusal
-   stage);
+   stage). A topic that passed is remembered with its queue count until any topic changes
+   (``TopicConfigManager.version``);
 3. **store** (``MessageStore.put_plain_sends``): the records, consume-queue units and index
    entries of the batch under one hold of the put lock;
-4. **answer** (kernel ``send_answer``): each answer frame, handed to the channel, which
-   sends every answer of the receive buffer in one write.
+4. **answer** (kernel ``send_answers``): the answer frames of the whole batch in one bytes
+   object, handed to the channel, which sends every answer of the receive buffer in one
+   write; the put counters are added once per run of one topic.
 
 A frame any stage cannot finish exactly as the general path would stops the batch there,
 before anything of it is written or counted: the channel decodes it into a command and
@@ -51,6 +53,8 @@ __all__ = ["SendPipeline"]
 
 _VERSION = int(CURRENT_VERSION)
 _SEPARATORS = frozenset("\x01\x02")
+#: routes remembered at most (a client sending to ever new topics must not grow the cache)
+_MAX_ROUTES = 4096
 
 
 class SendPipeline:
@@ -73,15 +77,23 @@ class SendPipeline:
         self._cluster: bytes | None = None
         self._host_key: bytes | None = None
         self._host_hex = b""
+        self._cfg: BrokerConfig | None = None
+        #: topic -> queue count of the topics that passed the route checks, valid while
+        #: ``topics.version`` is ``_routes_version``
+        self._routes: dict[str, int] = {}
+        self._routes_version = -1
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         send = self.send
         cfg = send.cfg
-        if send.pool is not None or not cfg.broker_permission & PERM_WRITE:
-            return start  # SYNC_FLUSH (waits in the pool) or a read-only broker: the general path
-        parts = self._parts(cfg)
-        cluster = self._cluster_bytes(cfg.broker_cluster_name)
-        if parts is None or cluster is None:
+        if cfg is not self._cfg:  # replaced as a whole by a run-time configuration change
+            self._cfg = cfg
+            self._parts(cfg)
+            self._cluster_bytes(cfg.broker_cluster_name)
+        parts, cluster = self._answer_parts, self._cluster
+        # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
+        # kernels do not write: the general path
+        if send.pool is not None or not cfg.broker_permission & PERM_WRITE or parts is None or cluster is None:
             return start
         store = send.store
         # --- read ---
@@ -89,18 +101,24 @@ class SendPipeline:
                                                 store.index is not None)
         if not items:
             return start
-        # --- route ---
+        # --- route --- (a topic that passed keeps its queue count until a topic changes)
         topics = send.topics
+        routes = self._routes
+        if topics.version != self._routes_version:
+            routes.clear()
+            self._routes_version = topics.version
         routed = 0
-        checked, queues = None, -1  # the last topic that passed, and its queue count
         for item in items:
             topic = item[1]
-            if topic is not checked and topic != checked:
+            queues = routes.get(topic)
+            if queues is None:
                 tc = topics.get(topic)
                 if tc is None or not tc.perm & PERM_WRITE or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
                         or topic in NOT_ALLOWED_SEND_TOPICS:
                     break  # auto-creation, retry/DLQ, refusals: the general path's stages
-                checked, queues = topic, max(tc.read_queue_nums, tc.write_queue_nums)
+                if len(routes) >= _MAX_ROUTES:
+                    routes.clear()
+                queues = routes[topic] = max(tc.read_queue_nums, tc.write_queue_nums)
             if item[2] >= queues:
                 break  # the general path answers the queue id
             routed += 1
@@ -115,17 +133,21 @@ class SendPipeline:
         if not stored:
             return start  # the general path answers the refusal of the first one
         send.stats.put_latency.observe(time.perf_counter() - t0)
-        # --- answer ---
-        host_hex = self._hex(store_host)
-        answer, on_put = self.k.send_answer, send.stats.on_put_one
-        frames = []
-        for item, (queue_offset, phy, size) in zip(items, stored):
-            on_put(item[1], size)
-            frames.append(answer(parts[0], parts[1], host_hex, item[2], phy, queue_offset, item[0], _VERSION))
+        # --- answer --- (every answer of the batch in one kernel call, counters per run of a topic)
+        on_put = send.stats.on_put_many
+        run_topic, run_count, run_bytes = items[0][1], 0, 0
+        for item, (_queue_offset, _phy, size) in zip(items, stored):
+            if item[1] != run_topic:
+                on_put(run_topic, run_count, run_bytes)
+                run_topic, run_count, run_bytes = item[1], 0, 0
+            run_count += 1
+            run_bytes += size
+        on_put(run_topic, run_count, run_bytes)
+        frames = self.k.send_answers(parts[0], parts[1], self._hex(store_host), items, stored, _VERSION)
         try:
-            channel.write_frame_nowait(frames[0] if len(frames) == 1 else b"".join(frames))
+            channel.write_frame_nowait(frames)
         except RemotingError as e:
-            log.debug("%s: %d send answers dropped: %s", channel, len(frames), e)
+            log.debug("%s: %d send answers dropped: %s", channel, len(stored), e)
         return items[len(stored) - 1][11]
 
     def _parts(self, cfg: BrokerConfig) -> tuple[bytes, bytes] | None:
