@@ -143,6 +143,10 @@ class ColumnKernels(Protocol):
 #: reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
 PlainSend = tuple[int, str, int, int, int, int, int, bytes, int, list[int], bytes, int]
 
+#: an item of ``parse_pulls``: ``(opaque, group, topic, queue_id, queue_offset, max_msg_nums, sys_flag,
+#: commit_offset, suspend_timeout_millis, subscription, expression_type, frame_end)``
+PlainPull = tuple[int, str, str, int, int, int, int, int, int, "str | None", "str | None", int]
+
 
 class PipelineKernels(Protocol):
     """The broker's request pipeline kernels: ``mqcore._pipeline`` (Cython) and
@@ -155,6 +159,11 @@ class PipelineKernels(Protocol):
                           indexed: bool) -> tuple[list[PlainSend], int]: ...
     def send_answer(self, before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int,
                     phy: int, queue_offset: int, opaque: int, version: int) -> bytes: ...
+
+    # --- PULL ---
+    def parse_pulls(self, buf: Buffer, start: int, end: int, max_frame_bytes: int) -> tuple[list[PlainPull], int]: ...
+    def pull_answer(self, code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int,
+                    max_offset: int, body_len: int, version: int) -> bytes: ...
 
 
 #: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step
