@@ -19,6 +19,11 @@ for the answer, N times:
 8. ``mqbroker``: the same broker and ``Producer.send``;
 9. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
+10. ``uvloop-burst`` and ``mqbroker-pull-burst``: many requests in flight on one connection
+   (``--window`` at a time, written in one ``sendall``, answers read back before the next
+   window), where wake-ups amortize: the uvloop echo server echoing the ~200-byte frame,
+   and the broker answering PULL_MESSAGE frames of 32 messages each (every answer checked:
+   FOUND, its body the size of 32 records). Server CPU per request.
 
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
 against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
@@ -52,7 +57,9 @@ from mqcore.remoting import RequestCode, create_request, create_response  # noqa
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker", "mqbroker-pull"]
+         "mqbroker", "mqbroker-pull", "uvloop-burst", "mqbroker-pull-burst"]
+#: requests in flight in the burst rungs
+BURST_WINDOW = 64
 #: messages per PULL in the pull rung
 PULL_BATCH = 32
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -271,19 +278,22 @@ def run_loop(coro_fn, use_uvloop: bool):
     return asyncio.run(coro_fn())
 
 
-def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None) -> dict:
+def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
+            window: int = BURST_WINDOW) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
         name = rung.removesuffix("-baseline")
-        if name == "mqbroker-pull":
+        if name == "mqbroker-pull-burst":
+            row = measure_pull_burst(n, tmp, tree, window)
+        elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
             row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
         row["rung"] = rung
         return row
     port = free_port()
-    kind = "remoting" if rung.startswith("remoting") else rung
+    kind = "remoting" if rung.startswith("remoting") else rung.removesuffix("-burst")
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
     try:
         # one connection per timed run (the blocking server serves exactly one)
@@ -296,6 +306,8 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
                 run_loop(lambda: client_remoting(port, count), have_uvloop())
             elif rung == "remoting-blocking":
                 client_remoting_blocking(port, count)
+            elif rung == "uvloop-burst":
+                client_burst(port, lambda i: frame, count, window)
             else:
                 client_remoting_sync(port, count)
 
@@ -309,6 +321,78 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
     finally:
         child.stop()
     return {"rung": rung, "n": n, "us_per_trip": round(wall / n * 1e6, 1),
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
+def client_burst(port: int, frame_of, n: int, window: int, check=None) -> None:
+    """``n`` requests (``frame_of(i)``), ``window`` in flight: each window written in one
+    ``sendall``, its answers read back (``check(i, frame)`` on each) before the next."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        for first in range(0, n, window):
+            count = min(window, n - first)
+            s.sendall(b"".join(frame_of(first + j) for j in range(count)))
+            got = 0
+            while got < count:
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        raise RuntimeError("the server closed the connection")
+                    buf += chunk
+                length = 4 + int.from_bytes(buf[:4], "big")
+                if check is not None:
+                    check(first + got, bytes(buf[:length]))
+                del buf[:length]
+                got += 1
+
+
+def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
+    """Server CPU per PULL_MESSAGE of PULL_BATCH stored messages, ``window`` pulls in flight
+    on one connection (each pull at its own offset, every answer checked)."""
+    from mqcore.client import Message, Producer
+    from mqcore.remoting.headers import PullMessageRequestHeader
+    child = start_broker(tmp, tree)
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        port = int(fields["broker"].rsplit(":", 1)[1])
+        body = b"x" * 100
+        warm = 2 * window
+        with Producer("floor-fill", namesrv_addr=fields["namesrv"]) as p:
+            r = p.send(Message("FloorPullBurst", body))
+            mq, first = r.message_queue, r.queue_offset + 1
+            total = (n + warm) * PULL_BATCH
+            for start in range(0, total, 256):
+                p.send_batch([Message("FloorPullBurst", body) for _ in range(min(256, total - start))], queue=mq)
+
+        def frame_of(i: int) -> bytes:
+            h = PullMessageRequestHeader(consumer_group="floor-burst", topic="FloorPullBurst", queue_id=mq.queue_id,
+                                         queue_offset=first + i * PULL_BATCH, max_msg_nums=PULL_BATCH, sys_flag=0,
+                                         commit_offset=0, suspend_timeout_millis=0, sub_version=0, subscription="*",
+                                         expression_type="TAG")
+            return encode_frame(create_request(RequestCode.PULL_MESSAGE, h.to_ext(), opaque=i + 1))
+
+        sizes: set[int] = set()
+
+        def check(i: int, answer: bytes) -> None:
+            hlen = int.from_bytes(answer[4:8], "big") & 0xFFFFFF
+            header = answer[8:8 + hlen]
+            if not header.startswith(b'{"code":0,') or b'"remark":"FOUND"' not in header:
+                raise RuntimeError(f"pull {i} was not answered FOUND: {header[:200]!r}")
+            sizes.add(len(answer) - 8 - hlen)
+
+        frames = [frame_of(i) for i in range(n + warm)]
+        client_burst(port, lambda i: frames[n + i], warm, window, check)  # warm-up: the last offsets
+        srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+        client_burst(port, frames.__getitem__, n, window, check)
+        wall = time.perf_counter() - t0
+        cli = time.process_time() - cli0
+        srv = cpu_of(child.proc.pid) - srv0
+        if len(sizes) != 1:
+            raise RuntimeError(f"pull answers of different body sizes: {sorted(sizes)}")
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-pull-burst", "n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 1),
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
@@ -389,6 +473,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--only", default="", help="comma-separated rungs")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
@@ -409,7 +494,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
-                row = measure(rung, args.n, frame, tmp, args.baseline_tree)
+                row = measure(rung, args.n, frame, tmp, args.baseline_tree, args.window)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
