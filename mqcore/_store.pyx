@@ -14,6 +14,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
 import numpy as np
 
@@ -769,13 +770,26 @@ def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, 
     return _named(QueueSelection, (scanned, picked[:n]))
 
 
-def cq_runs(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, codes,
+def cq_runs(object buf, Py_ssize_t start, Py_ssize_t count, codes,
             Py_ssize_t max_count, int64_t max_bytes, int64_t min_phy, int64_t file_size):
     """Pick units for a pull and join their records into runs; see the twin for the contract."""
-    if start < 0 or count < 0 or start + count * CQ_UNIT_SIZE > buf.shape[0]:
-        raise ValueError("consume-queue read outside the buffer")
-    if max_count < 1 or file_size < 1:
-        raise ValueError("max_count and file_size must be at least 1")
+    # the raw buffer protocol, not a typed memoryview: on a fresh view of a mapped file (every
+    # pull's) acquiring a typed memoryview costs more than the whole scan
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if start < 0 or count < 0 or start + count * CQ_UNIT_SIZE > view.len:
+            raise ValueError("consume-queue read outside the buffer")
+        if max_count < 1 or file_size < 1:
+            raise ValueError("max_count and file_size must be at least 1")
+        return _cq_runs(<const unsigned char *>view.buf + start, count, codes, max_count, max_bytes, min_phy,
+                        file_size)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
+                    int64_t min_phy, int64_t file_size):
     cdef int64_t small[16]
     cdef int64_t *c = small
     cdef Py_ssize_t nc = 0, j
@@ -790,7 +804,6 @@ def cq_runs(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, co
             for j in range(len(codes)):
                 small[j] = codes[j]
         nc = len(codes)
-    cdef const unsigned char *b = _ptr(buf) + start
     cdef Py_ssize_t i, n = 0, scanned = 0
     cdef int64_t total = 0, code, phy, run_start = -1, run_end = -1
     cdef int32_t size

@@ -34,6 +34,8 @@ PULL_CODES = {
 }
 
 
+_HAS_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)  # a plain int: a Flag's ``&`` runs in Python
+
 #: pull outcome label of the pull-request counter
 _PULL_KIND = {ResponseCode.SUCCESS: "found", ResponseCode.PULL_NOT_FOUND: "not_found",
               ResponseCode.PULL_OFFSET_MOVED: "offset_moved", ResponseCode.PULL_RETRY_IMMEDIATELY: "retry"}
@@ -118,7 +120,7 @@ class PullProcessor:
     def tag_codes(sys_flag: int, subscription: str | None, sub):
         """The tag filter stage of a TAG pull: the hash codes to deliver (None = all), from the
         request's expression or the group's heartbeat subscription ``sub``."""
-        if sys_flag & PullSysFlag.SUBSCRIPTION:
+        if sys_flag & _HAS_SUBSCRIPTION:
             return subscription_codes(subscription)
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver

@@ -32,7 +32,8 @@ tests/broker/test_pull_pipeline.py pulls the same way both ways and compares the
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.filtering import is_tag_type
@@ -56,6 +57,9 @@ _NOT_FOUND = int(ResponseCode.PULL_NOT_FOUND)
 _COMMIT = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _FROM_REQUEST = int(PullSysFlag.SUBSCRIPTION)
+#: filter verdicts remembered (a broker sees a few subscriptions; a flood of new ones only
+#: empties the memory)
+_MAX_FILTERS = 1024
 
 
 class PullPipeline:
@@ -64,14 +68,18 @@ class PullPipeline:
     Reads the processor's managers and settings per call, so a run-time change applies to
     both paths alike."""
 
-    def __init__(self, pull: PullProcessor, *, consume_enabled=None, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 kernels: PipelineKernels | None = None) -> None:
+    def __init__(self, pull: PullProcessor, *, consume_enabled: Callable[[str], bool] | None = None,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, kernels: PipelineKernels | None = None) -> None:
         self.pull = pull
         self.consume_enabled = consume_enabled
         self.max_frame_bytes = max_frame_bytes
         self.k = kernels if kernels is not None else default_pipeline_kernels()
-        #: status -> its remark as bytes (the enum's value)
-        self._remarks: dict = {}
+        #: status name -> its remark as bytes (keyed by the name: an enum member hashes in Python)
+        self._remarks: dict[str, bytes] = {}
+        #: the filter stage's verdicts: per (request expression, type), or per heartbeat
+        #: subscription (by identity: a changed subscription is a new object; the entry
+        #: holds it, so its id is not reused while remembered)
+        self._filters: dict[Any, tuple[Any, bool, frozenset[int] | None]] = {}
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         # --- read ---
@@ -88,11 +96,9 @@ class PullPipeline:
                     or pull.route(topic, queue_id, group) is not None:
                 break  # the general path answers the refusal
             # --- filter ---
-            sub = clients.subscription(group, topic)
-            from_request = sys_flag & _FROM_REQUEST or sub is None
-            if not is_tag_type(expression_type if from_request else sub.expression_type):
+            tag, codes = self._filter(sys_flag, subscription, expression_type, clients.subscription(group, topic))
+            if not tag:
                 break  # SQL92 (or its refusal): the general path's filter stage
-            codes = pull.tag_codes(sys_flag, subscription, sub)
             # --- lookup ---
             result, code = pull.lookup(topic, queue_id, queue_offset, max_nums, codes)
             if code == _NOT_FOUND and sys_flag & _SUSPEND and suspend_ms > 0:
@@ -102,10 +108,10 @@ class PullPipeline:
                 pull.offsets.commit(group, topic, queue_id, commit_offset)
             stats.on_pull(group, topic, result, _PULL_KIND.get(code, "other"), False)
             # --- answer ---
-            status = result.status
-            remark = self._remarks.get(status)
+            name = result.status._name_
+            remark = self._remarks.get(name)
             if remark is None:
-                remark = self._remarks[status] = status.value.encode("ascii")
+                remark = self._remarks[name] = result.status.value.encode("ascii")
             body = result.buffers if code == _SUCCESS else ()
             size = result.buffer_total_size if code == _SUCCESS else 0
             prefix = answer(code, opaque, remark, result.next_begin_offset, result.min_offset, result.max_offset,
@@ -116,3 +122,21 @@ class PullPipeline:
                 log.debug("%s: a pull answer dropped: %s", channel, e)
             pos = frame_end
         return pos
+
+    def _filter(self, sys_flag: int, subscription: str | None, expression_type: str | None,
+                sub: Any) -> tuple[bool, frozenset[int] | None]:
+        """(a TAG subscription?, its tag codes): the processor's filter stage, remembered."""
+        if sys_flag & _FROM_REQUEST or sub is None:
+            key: Any = (subscription, expression_type)
+        else:
+            key = id(sub)
+        got = self._filters.get(key)
+        if got is not None and (got[0] is sub or type(key) is tuple):
+            return got[1], got[2]
+        from_request = sys_flag & _FROM_REQUEST or sub is None
+        tag = is_tag_type(expression_type if from_request else sub.expression_type)
+        codes = self.pull.tag_codes(sys_flag, subscription, sub) if tag else None
+        if len(self._filters) >= _MAX_FILTERS:
+            self._filters.clear()
+        self._filters[key] = (None if type(key) is tuple else sub, tag, codes)
+        return tag, codes
