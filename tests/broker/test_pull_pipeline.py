@@ -383,3 +383,69 @@ def test_a_pull_never_exposes_a_record_past_the_committed_end(tmp_path, monkeypa
     assert b"m29" * 10 in body and b"m30" not in body
     assert results[30].phy_offset < end
 
+
+
+# --- one write per receive buffer, sends and pulls mixed -----------------------------------------
+PAIRS = 4
+
+def test_sends_and_pulls_of_one_receive_buffer_are_answered_in_order_in_one_write(tmp_path):
+    """A buffer of plain sends and pulls in turn: each pipeline takes its kind, the answers
+    come back in request order, and they leave in one transport write (the pulls' bodies as
+    the store's views, handed to ``writelines``)."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="mixed"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        writes: list[int] = []
+
+        def counting(channel):
+            transport = channel._transport
+            write, writelines = transport.write, transport.writelines
+            transport.write = lambda data: (writes.append(1), write(data))[1]
+            transport.writelines = lambda bufs: (writes.append(len(bufs)), writelines(bufs))[1]
+        broker.server.add_connect_listener(counting)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for i in range(64):
+                broker.store.put_message(msg(TOPIC, body=b"q%02d" % i, qid=1))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while broker.store.get_max_offset_in_queue(TOPIC, 1) < 64:
+                assert loop.time() < deadline
+                await asyncio.sleep(0.01)
+            send_ext = {"a": "PG", "b": TOPIC, "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "1700000000123",
+                        "h": "0", "i": "", "j": "0", "k": "false", "m": "false"}
+            frames = []
+            for i in range(PAIRS):
+                frames.append(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, send_ext, b"s%d" % i,
+                                                          opaque=2 * i + 1)))
+                frames.append(encode_frame(create_request(
+                    RequestCode.PULL_MESSAGE, _pull(queueId="1", queueOffset=str(8 * i), maxMsgNums="8"),
+                    opaque=2 * i + 2)))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            writes.clear()
+            writer.write(b"".join(frames))
+            answers = []
+            for _ in frames:
+                length = int.from_bytes(await reader.readexactly(4), "big")
+                answers.append(await reader.readexactly(length))
+            writer.close()
+            return answers, list(writes)
+        finally:
+            await broker.shutdown()
+
+    answers, writes = asyncio.run(scenario())
+    headers = [_header(a) for a in answers]
+    assert [h["opaque"] for h in headers] == list(range(1, 2 * PAIRS + 1))
+    assert all(h["code"] == 0 for h in headers)
+    # a read stays within one consume-queue file (50 units in small_config)
+    assert [h["extFields"]["nextBeginOffset"] for h in headers[1::2]] == \
+        [str(min(8 * i + 8, (8 * i // 50 + 1) * 50)) for i in range(PAIRS)]
+    assert [h["extFields"]["queueOffset"] for h in headers[0::2]] == [str(i) for i in range(PAIRS)]
+    # the frames (under 3 KiB) arrive in one read, or two on a busy machine: one write each
+    assert 1 <= len(writes) <= 2, writes
+    assert max(writes) > 2 * PAIRS  # the pulls' bodies went as separate buffers, not joined
