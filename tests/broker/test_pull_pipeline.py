@@ -466,3 +466,101 @@ def test_sends_and_pulls_of_one_receive_buffer_are_answered_in_order_in_one_writ
     # the frames (under 3 KiB) arrive in one read, or two on a busy machine: one write each
     assert 1 <= len(writes) <= 2, writes
     assert max(writes) > 2 * PAIRS  # the pulls' bodies went as separate buffers, not joined
+
+
+# --- a peer that does not read its answers -------------------------------------------------------
+def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, monkeypatch):
+    """Many pulls pipelined by a peer that reads no answer: the broker stops reading (and
+    answering) once the unsent answers pass the connection's high-water mark, instead of
+    holding the answers of every pull sent; once the peer reads, every pull is answered."""
+    from mqcore import _compat
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    recorder = _Recorder(_compat.default_pipeline_kernels())
+    monkeypatch.setattr(_compat, "pipeline_kernels", recorder)
+    pulls = 1500
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="slow"),
+                        small_config(tmp_path, max_transfer_count_on_message_in_memory=150),
+                        clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for i in range(50):
+                broker.store.put_message(msg(TOPIC, body=b"w" * 300, qid=1))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while broker.store.get_max_offset_in_queue(TOPIC, 1) < 50:
+                assert loop.time() < deadline
+                await asyncio.sleep(0.01)
+            frame = encode_frame(create_request(RequestCode.PULL_MESSAGE,
+                                                _pull(queueId="1", maxMsgNums="50"), opaque=1))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            writer.transport.set_write_buffer_limits(high=1 << 30)
+            writer.write(frame * pulls)  # ~20 KB of answer each: ~30 MB if all were answered
+            deadline = loop.time() + 20
+            while not any(ch.reading_paused for ch in broker.server.channels):
+                assert loop.time() < deadline, "the broker never stopped reading"
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            answered_while_paused = len(recorder.opaques)
+            got = 0
+            while got < pulls:
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 20), "big")
+                answer = await reader.readexactly(length)
+                assert answer[4:].startswith(b'{"code":0,')
+                got += 1
+            writer.close()
+            return answered_while_paused
+        finally:
+            await broker.shutdown()
+
+    answered_while_paused = asyncio.run(scenario())
+    # the high-water mark (4 MiB) and the socket buffers hold a few hundred answers, not all
+    assert 0 < answered_while_paused < pulls * 2 // 3, answered_while_paused
+    assert len(recorder.opaques) == pulls
+
+
+def test_the_pipeline_stops_within_a_receive_buffer_once_reading_pauses(tmp_path):
+    """The pause is honoured between two pulls of one receive buffer, not only between
+    buffers: the frames after it wait in the buffer."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.broker.processors.pull_pipeline import PullPipeline
+
+    class Behind:
+        """A channel whose peer falls behind at the second answer."""
+        is_active = True
+
+        def __init__(self):
+            self.answers = 0
+
+        @property
+        def reading_paused(self):
+            return self.answers >= 2
+
+        def write_buffers_nowait(self, buffers, nbytes):
+            self.answers += 1
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="behind"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            broker.store.put_message(msg(TOPIC, body=b"one", qid=1))
+            frames = [encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=i))
+                      for i in range(5)]
+            buf = b"".join(frames)
+            channel = Behind()
+            stop = PullPipeline(broker._pull)(channel, memoryview(buf), 0, len(buf))
+            return stop, len(frames[0]), channel.answers
+        finally:
+            await broker.shutdown()
+
+    stop, frame_len, answers = asyncio.run(scenario())
+    assert answers == 2 and stop == 2 * frame_len

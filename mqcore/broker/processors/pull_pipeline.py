@@ -121,6 +121,8 @@ class PullPipeline:
             except RemotingError as e:
                 log.debug("%s: a pull answer dropped: %s", channel, e)
             pos = frame_end
+            if channel.reading_paused:
+                break  # the peer is behind on its answers: the rest waits (memory bound per connection)
         return pos
 
     def _filter(self, sys_flag: int, subscription: str | None, expression_type: str | None,
