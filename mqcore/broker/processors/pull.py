@@ -36,9 +36,12 @@ PULL_CODES = {
 
 _HAS_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)  # a plain int: a Flag's ``&`` runs in Python
 
-#: pull outcome label of the pull-request counter
-_PULL_KIND = {ResponseCode.SUCCESS: "found", ResponseCode.PULL_NOT_FOUND: "not_found",
-              ResponseCode.PULL_OFFSET_MOVED: "offset_moved", ResponseCode.PULL_RETRY_IMMEDIATELY: "retry"}
+#: the same keyed by the status's name: an enum member's hash runs in Python (every pull asks)
+_CODE_BY_NAME = {status.name: code for status, code in PULL_CODES.items()}
+
+#: pull outcome label of the pull-request counter, by the code as a plain int (same reason)
+_PULL_KIND = {int(ResponseCode.SUCCESS): "found", int(ResponseCode.PULL_NOT_FOUND): "not_found",
+              int(ResponseCode.PULL_OFFSET_MOVED): "offset_moved", int(ResponseCode.PULL_RETRY_IMMEDIATELY): "retry"}
 
 
 class PullProcessor:
@@ -73,7 +76,7 @@ class PullProcessor:
         result, code = self._get(h, codes)
         if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
             return self._park(channel, request, h, codes)
-        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), False)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(int(code), "other"), False)
         return self._response(request, result, code, h)
 
     async def _park(self, channel, request, h, codes):
@@ -89,7 +92,7 @@ class PullProcessor:
         if gone is not None and gone.done() and not gone.cancelled():
             return None  # the consumer left: no one to answer, nothing to count
         result, code = self._get(h, codes)
-        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), True)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(int(code), "other"), True)
         return self._response(request, result, code, h)
 
     # --- stages (the pull pipeline calls these same ones by name) -----------------------------
@@ -144,7 +147,7 @@ class PullProcessor:
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             code = ResponseCode.PULL_OFFSET_MOVED if queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
-            code = PULL_CODES[status]
+            code = _CODE_BY_NAME[status._name_]
         return result, code
 
     def _response(self, request, result, code, h):

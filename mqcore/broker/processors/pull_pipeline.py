@@ -106,7 +106,7 @@ class PullPipeline:
             # --- commit ---
             if sys_flag & _COMMIT and commit_offset >= 0:
                 pull.offsets.commit(group, topic, queue_id, commit_offset)
-            stats.on_pull(group, topic, result, _PULL_KIND.get(code, "other"), False)
+            stats.on_pull(group, topic, result, _PULL_KIND.get(int(code), "other"), False)
             # --- answer ---
             name = result.status._name_
             remark = self._remarks.get(name)
