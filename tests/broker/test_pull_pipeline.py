@@ -49,8 +49,8 @@ def _pull(**change):
 CASES = [
     ("found", _pull(), True),
     ("found, 5.x broker name", {**_pull(queueOffset="32"), "bname": "b0"}, True),
-    ("found across a commitlog file end", _pull(queueOffset="300", maxMsgNums="64"), True),
-    ("found across the next file end", _pull(queueOffset="560", maxMsgNums="100"), True),
+    ("found across a commitlog file end", _pull(queueOffset="200", maxMsgNums="50"), True),
+    ("found across the next file end", _pull(queueOffset="450", maxMsgNums="50"), True),
     ("transfer cap by bytes", _pull(queueOffset="100", maxMsgNums="200"), True),
     ("transfer cap by count", _pull(queueOffset="10", maxMsgNums="5000"), True),
     ("tag filtered, from the request", _pull(queueOffset="3", subscription="TagA", sysFlag="4"), True),
@@ -199,6 +199,14 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, kernel, pipel
     # what the cases are about really happened
     found = [_header(fast_by[i + 100]) for i, c in enumerate(CASES) if c[0].startswith("found")]
     assert all(h["code"] == 0 and h["remark"] == "FOUND" for h in found)
+    for label in ("found across a commitlog file end", "found across the next file end"):
+        answer = fast_by[CASES.index(next(c for c in CASES if c[0] == label)) + 100]
+        body = answer[4 + (int.from_bytes(answer[:4], "big") & 0xFFFFFF):]
+        phys = [r.phy_offset for r in _store.decode_records(body, 0, len(body), 1000, False)]
+        assert phys[0] // (64 * 1024) != phys[-1] // (64 * 1024), label  # the records span two files
+        assert [r.queue_offset for r in _store.decode_records(body, 0, len(body), 1000, False)] == \
+            list(range(int(_header(answer)["extFields"]["nextBeginOffset"]) - len(phys),
+                       int(_header(answer)["extFields"]["nextBeginOffset"])))
     capped = _header(fast_by[CASES.index(next(c for c in CASES if c[0] == "transfer cap by bytes")) + 100])
     assert 100 < int(capped["extFields"]["nextBeginOffset"]) < 300
     by_count = _header(fast_by[CASES.index(next(c for c in CASES if c[0] == "transfer cap by count")) + 100])
