@@ -5,6 +5,12 @@ pull with the SUSPEND flag that finds nothing new is parked in the hold service 
 up to ``suspendTimeoutMillis`` and re-executed when a message lands in its queue.
 Tags are filtered by the strings of the subscription (request or heartbeat), never
 by hash codes a client sent. The body is the stored records, unchanged.
+
+The stages - ``route``, ``tag_codes`` (the TAG filter; SQL92 in ``_codes``), ``lookup``,
+the offset commit and the answer - are named methods: the PULL pipeline
+(``pull_pipeline.PullPipeline``) runs the common case of the same stages straight from a
+connection's received bytes and leaves every other pull (long polling, SQL92, refusals,
+errors) to ``pull`` here.
 """
 from __future__ import annotations
 
