@@ -33,7 +33,10 @@ broker's one-in-flight cost with raw frames, next to its echo floor).
 
 12. ``redis-burst``: the same client shape sending pipelined ``XADD`` of a 100 B field to a
     ``redis-server`` (appendonly yes, appendfsync everysec, temp dir): a C server's cost per
-    pipelined append (skipped when redis-server is not installed).
+    pipelined append (skipped when redis-server is not installed);
+13. ``mqbroker-pull-burst``: ``--window`` PULL_MESSAGE requests of 32 stored messages each in
+    flight on one connection (each window written in one ``sendall``, every answer checked:
+    FOUND, its body the size of 32 records); server CPU per PULL (the goal: <= 20 µs).
 
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
 against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
@@ -68,7 +71,8 @@ from mqcore.remoting import RequestCode, create_request, create_response  # noqa
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst", "mqbroker-burst", "redis-burst"]
+         "mqbroker", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst", "mqbroker-burst", "redis-burst",
+         "mqbroker-pull-burst"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -333,6 +337,8 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         name = rung.removesuffix("-baseline")
         if name in ("mqbroker-burst", "mqbroker-one"):
             row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1)
+        elif name == "mqbroker-pull-burst":
+            row = measure_pull_burst(n, tmp, tree, window)
         elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
@@ -501,6 +507,78 @@ def measure_redis_burst(n: int, tmp: str, window: int) -> dict:
     return {"rung": "redis-burst", **row}
 
 
+def client_burst(port: int, frame_of, n: int, window: int, check=None) -> None:
+    """``n`` requests (``frame_of(i)``), ``window`` in flight: each window written in one
+    ``sendall``, its answers read back (``check(i, frame)`` on each) before the next."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        for first in range(0, n, window):
+            count = min(window, n - first)
+            s.sendall(b"".join(frame_of(first + j) for j in range(count)))
+            got = 0
+            while got < count:
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        raise RuntimeError("the server closed the connection")
+                    buf += chunk
+                length = 4 + int.from_bytes(buf[:4], "big")
+                if check is not None:
+                    check(first + got, bytes(buf[:length]))
+                del buf[:length]
+                got += 1
+
+
+def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
+    """Server CPU per PULL_MESSAGE of PULL_BATCH stored messages, ``window`` pulls in flight
+    on one connection (each pull at its own offset, every answer checked)."""
+    from mqcore.client import Message, Producer
+    from mqcore.remoting.headers import PullMessageRequestHeader
+    child = start_broker(tmp, tree)
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        port = int(fields["broker"].rsplit(":", 1)[1])
+        body = b"x" * 100
+        warm = 2 * window
+        with Producer("floor-fill", namesrv_addr=fields["namesrv"]) as p:
+            r = p.send(Message("FloorPullBurst", body))
+            mq, first = r.message_queue, r.queue_offset + 1
+            total = (n + warm) * PULL_BATCH
+            for start in range(0, total, 256):
+                p.send_batch([Message("FloorPullBurst", body) for _ in range(min(256, total - start))], queue=mq)
+
+        def frame_of(i: int) -> bytes:
+            h = PullMessageRequestHeader(consumer_group="floor-burst", topic="FloorPullBurst", queue_id=mq.queue_id,
+                                         queue_offset=first + i * PULL_BATCH, max_msg_nums=PULL_BATCH, sys_flag=0,
+                                         commit_offset=0, suspend_timeout_millis=0, sub_version=0, subscription="*",
+                                         expression_type="TAG")
+            return encode_frame(create_request(RequestCode.PULL_MESSAGE, h.to_ext(), opaque=i + 1))
+
+        sizes: set[int] = set()
+
+        def check(i: int, answer: bytes) -> None:
+            hlen = int.from_bytes(answer[4:8], "big") & 0xFFFFFF
+            header = answer[8:8 + hlen]
+            if not header.startswith(b'{"code":0,') or b'"remark":"FOUND"' not in header:
+                raise RuntimeError(f"pull {i} was not answered FOUND: {header[:200]!r}")
+            sizes.add(len(answer) - 8 - hlen)
+
+        frames = [frame_of(i) for i in range(n + warm)]
+        client_burst(port, lambda i: frames[n + i], warm, window, check)  # warm-up: the last offsets
+        srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+        client_burst(port, frames.__getitem__, n, window, check)
+        wall = time.perf_counter() - t0
+        cli = time.process_time() - cli0
+        srv = cpu_of(child.proc.pid) - srv0
+        if len(sizes) != 1:
+            raise RuntimeError(f"pull answers of different body sizes: {sorted(sizes)}")
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-pull-burst", "n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 1),
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
 def start_broker(tmp: str, tree: str | None) -> Child:
     """An mqbroker child (with its name server); ``tree``: another checkout's broker."""
     store = tempfile.mkdtemp(dir=tmp)
@@ -578,6 +656,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--only", default="", help="comma-separated rungs")
     ap.add_argument("--burst-n", type=int, default=200_000, help="requests per burst rung and round")
     ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")

@@ -15,3 +15,10 @@ def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, q
                  store_host: bytes, reconsume_times: int, body: bytes, properties: bytes, consume_queue: Any,
                  unit_pos: int, tags_code: int, index: Any, slots: int, max_entries: int,
                  key_hashes: list[int]) -> tuple[int, bool]: ...
+
+# --- PULL (mqcore/_pipeline_pull.pxi) ---
+def parse_pulls(buf: Any, start: int, end: int, max_frame_bytes: int
+                ) -> tuple[list[tuple[int, str, str, int, int, int, int, int, int, str | None, str | None, int]],
+                           int]: ...
+def pull_answer(code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int, max_offset: int,
+                body_len: int, version: int) -> bytes: ...

@@ -753,3 +753,6 @@ def append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy
     else:
         indexed = not key_hashes
     return size, indexed
+
+
+include "_pipeline_pull.pxi"

@@ -199,3 +199,113 @@ def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, q
     for h in key_hashes:
         _store_py.index_put_one(index, slots, max_entries, h, phy, store_timestamp)
     return size, True
+
+
+# --- PULL: twins of the pull pipeline's kernels (``_pipeline_pull.pxi``) ---------------------
+#: an item of ``parse_pulls`` (``mqcore.kernel_api.PlainPull``): ``(opaque, group, topic, queue_id,
+#: queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription,
+#: expression_type, frame_end)``
+PlainPull = tuple[int, str, str, int, int, int, int, int, int, "str | None", "str | None", int]
+
+_PULL_MESSAGE = 11
+_TOP_KEYS = frozenset({"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version",
+                       "remark"})
+#: (field, int32?) of the pull header's numbers, in item order
+_PULL_NUMBERS = (("queueId", True), ("queueOffset", False), ("maxMsgNums", True), ("sysFlag", True),
+                 ("commitOffset", False), ("suspendTimeoutMillis", False), ("subVersion", False))
+_PULL_KNOWN = frozenset({"consumerGroup", "topic", "subscription", "expressionType", "bname"}
+                        | {k for k, _ in _PULL_NUMBERS})
+_CANONICAL = re.compile(r"-?(0|[1-9][0-9]{0,18})")
+_INT64 = 1 << 63
+
+
+def _pairs_no_known_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen and (key in _PULL_KNOWN or key in _TOP_KEYS):
+            raise ValueError(f"duplicate {key}")
+        seen[key] = value
+    return seen
+
+
+def _plain_pull(view: memoryview, hdr_at: int, body_at: int, frame_end: int) -> PlainPull | None:
+    raw = bytes(view[hdr_at:body_at])
+    if not raw.isascii() or b"\\" in raw:
+        return None  # an escape or a non-ASCII byte: the generic reader decides
+    try:
+        obj = json.loads(raw, object_pairs_hook=_pairs_no_known_duplicates)
+    except (ValueError, RecursionError):
+        return None
+    if type(obj) is not dict or not obj.keys() <= _TOP_KEYS:
+        return None
+    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
+    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
+        return None
+    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
+        return None
+    if code != _PULL_MESSAGE or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
+        return None
+    ext = obj.get("extFields")
+    if type(ext) is not dict or not ext.keys() <= _PULL_KNOWN or any(type(v) is not str for v in ext.values()):
+        return None
+    if "consumerGroup" not in ext or "topic" not in ext:
+        return None
+    numbers = []
+    for key, is_int32 in _PULL_NUMBERS:
+        text = ext.get(key)
+        if text is None or not _CANONICAL.fullmatch(text):
+            return None
+        value = int(text)
+        bound = _INT32 if is_int32 else _INT64
+        if not -bound <= value < bound:
+            return None
+        numbers.append(value)
+    queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset, suspend, _sub_version = numbers
+    return (opaque, ext["consumerGroup"], ext["topic"], queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset,
+            suspend, ext.get("subscription"), ext.get("expressionType"), frame_end)
+
+
+def parse_pulls(buf: Any, start: int, end: int, max_frame_bytes: int) -> tuple[list[PlainPull], int]:
+    """See ``_pipeline.parse_pulls``."""
+    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
+    if end > len(view) or start < 0 or start > end:
+        raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
+    items: list[PlainPull] = []
+    pos = start
+    while end - pos >= 8:
+        length = int.from_bytes(view[pos:pos + 4], "big")
+        if length > max_frame_bytes or length < 4:
+            break
+        total = 4 + length
+        if total > end - pos:
+            break
+        word = int.from_bytes(view[pos + 4:pos + 8], "big")
+        if word >> 24:
+            break
+        hlen = word & 0xFFFFFF
+        if hlen > length - 4:
+            break
+        item = _plain_pull(view, pos + 8, pos + 8 + hlen, pos + total)
+        if item is None:
+            break
+        items.append(item)
+        pos += total
+    return items, pos
+
+
+def pull_answer(code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int, max_offset: int,
+                body_len: int, version: int) -> bytes:
+    """See ``_pipeline.pull_answer``."""
+    if body_len < 0 or len(remark) > 64:
+        raise ValueError("a pull answer's remark is a short status name and its body length is not negative")
+    header = (f'{{"code":{code},"extFields":{{"suggestWhichBrokerId":"0","nextBeginOffset":"{next_begin_offset}",'
+              f'"minOffset":"{min_offset}","maxOffset":"{max_offset}"}},"flag":1,"language":"JAVA",'
+              f'"opaque":{opaque},"remark":"').encode() + remark \
+        + f'","serializeTypeCurrentRPC":"JSON","version":{version}}}'.encode()
+    length = 4 + len(header) + body_len
+    if length > 0x7FFFFFFF:
+        raise ValueError(f"a pull answer of {length} bytes exceeds the int32 length field")
+    return length.to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
+
+
+__all__ += ["parse_pulls", "pull_answer"]

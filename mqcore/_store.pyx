@@ -14,6 +14,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
 import numpy as np
 
@@ -767,6 +768,78 @@ def cq_select(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t count, 
             n += 1
             total += size
     return _named(QueueSelection, (scanned, picked[:n]))
+
+
+def cq_runs(object buf, Py_ssize_t start, Py_ssize_t count, codes,
+            Py_ssize_t max_count, int64_t max_bytes, int64_t min_phy, int64_t file_size):
+    """Pick units for a pull and join their records into runs; see the twin for the contract."""
+    # the raw buffer protocol, not a typed memoryview: on a fresh view of a mapped file (every
+    # pull's) acquiring a typed memoryview costs more than the whole scan
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if start < 0 or count < 0 or start + count * CQ_UNIT_SIZE > view.len:
+            raise ValueError("consume-queue read outside the buffer")
+        if max_count < 1 or file_size < 1:
+            raise ValueError("max_count and file_size must be at least 1")
+        return _cq_runs(<const unsigned char *>view.buf + start, count, codes, max_count, max_bytes, min_phy,
+                        file_size)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
+                    int64_t min_phy, int64_t file_size):
+    cdef int64_t small[16]
+    cdef int64_t *c = small
+    cdef Py_ssize_t nc = 0, j
+    cdef bint filt = codes is not None
+    cdef object more = None
+    if filt:
+        codes = list(codes)
+        if len(codes) > 16:
+            more = np.asarray(codes, dtype=np.int64)
+            c = <int64_t *><Py_ssize_t>more.ctypes.data
+        else:
+            for j in range(len(codes)):
+                small[j] = codes[j]
+        nc = len(codes)
+    cdef Py_ssize_t i, n = 0, scanned = 0
+    cdef int64_t total = 0, code, phy, run_start = -1, run_end = -1
+    cdef int32_t size
+    cdef int run_n = 0
+    cdef bint hit, removed = False
+    runs = []
+    for i in range(count):
+        size = mq_rd_i32(b + i * CQ_UNIT_SIZE + CQ_SIZE)
+        if n > 0 and (n >= max_count or total + size > max_bytes):
+            break
+        scanned = i + 1
+        if filt:
+            code = <int32_t>mq_rd_i64(b + i * CQ_UNIT_SIZE + CQ_TAGSCODE)
+            hit = False
+            for j in range(nc):
+                if c[j] == code:
+                    hit = True
+                    break
+            if not hit:
+                continue
+        n += 1
+        total += size
+        phy = mq_rd_i64(b + i * CQ_UNIT_SIZE + CQ_PHYOFFSET)
+        if phy < min_phy:
+            removed = True
+            continue
+        if run_n and phy == run_end and phy // file_size == run_start // file_size:
+            run_end = phy + size
+            run_n += 1
+            continue
+        if run_n:
+            runs.append((run_start, run_end - run_start, run_n))
+        run_start, run_end, run_n = phy, phy + size, 1
+    if run_n:
+        runs.append((run_start, run_end - run_start, run_n))
+    return scanned, runs, removed
 
 
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,

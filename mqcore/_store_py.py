@@ -376,6 +376,49 @@ def cq_select(buf, start: int, count: int, codes, max_count: int, max_bytes: int
     return QueueSelection(scanned, np.array(picked, dtype=np.int64))
 
 
+def cq_runs(buf, start: int, count: int, codes, max_count: int, max_bytes: int, min_phy: int,
+            file_size: int) -> tuple[int, list[tuple[int, int, int]], bool]:
+    """Pick units for a pull as ``cq_select`` does and join the records they point at into
+    runs: the lookup of a pull in one step.
+
+    Returns ``(scanned, runs, removed)``: units scanned; ``(phy offset, length, records)`` of
+    each run of picked records adjacent in the commitlog (a run never crosses a multiple of
+    ``file_size``: one run is one view of one mapped file); and whether a picked unit
+    pointed below ``min_phy`` (its record was cleaned up: left out of the runs).
+    """
+    if start < 0 or count < 0 or start + count * L.CQ_UNIT_SIZE > len(buf):
+        raise ValueError("consume-queue read outside the buffer")
+    if max_count < 1 or file_size < 1:
+        raise ValueError("max_count and file_size must be at least 1")
+    code_set = None if codes is None else {int(c) for c in codes}
+    runs: list[tuple[int, int, int]] = []
+    n = total = scanned = 0
+    removed = False
+    run_start = run_end = run_n = 0
+    for i in range(count):
+        phy, size, tags = L.CQ_UNIT.unpack_from(buf, start + i * L.CQ_UNIT_SIZE)
+        if n and (n >= max_count or total + size > max_bytes):
+            break
+        scanned = i + 1
+        if code_set is not None and _to_int32(tags) not in code_set:
+            continue
+        n += 1
+        total += size
+        if phy < min_phy:
+            removed = True
+            continue
+        if run_n and phy == run_end and phy // file_size == run_start // file_size:
+            run_end = phy + size
+            run_n += 1
+            continue
+        if run_n:
+            runs.append((run_start, run_end - run_start, run_n))
+        run_start, run_end, run_n = phy, phy + size, 1
+    if run_n:
+        runs.append((run_start, run_end - run_start, run_n))
+    return scanned, runs, removed
+
+
 def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
     """Unit index in [lo, hi) whose store time is closest to ``timestamp``.
 

@@ -79,6 +79,8 @@ class StoreKernels(Protocol):
     def cq_read(self, buf: Buffer, start: int, count: int) -> QueueUnits: ...
     def cq_select(self, buf: Buffer, start: int, count: int, codes: Any, max_count: int,
                   max_bytes: int) -> QueueSelection: ...
+    def cq_runs(self, buf: Buffer, start: int, count: int, codes: Any, max_count: int, max_bytes: int,
+                min_phy: int, file_size: int) -> tuple[int, list[tuple[int, int, int]], bool]: ...
     def cq_search_time(self, buf: Buffer, lo: int, hi: int, timestamp: int,
                        store_time_of: Callable[[int, int], int]) -> int: ...
 
@@ -141,6 +143,10 @@ class ColumnKernels(Protocol):
 #: reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
 PlainSend = tuple[int, str, int, int, int, int, int, bytes, int, list[int], bytes, int]
 
+#: an item of ``parse_pulls``: ``(opaque, group, topic, queue_id, queue_offset, max_msg_nums, sys_flag,
+#: commit_offset, suspend_timeout_millis, subscription, expression_type, frame_end)``
+PlainPull = tuple[int, str, str, int, int, int, int, int, int, "str | None", "str | None", int]
+
 
 class PipelineKernels(Protocol):
     """The broker's request pipeline kernels: ``mqcore._pipeline`` (Cython) and
@@ -160,6 +166,11 @@ class PipelineKernels(Protocol):
                      store_timestamp: int, store_host: bytes, reconsume_times: int, body: bytes,
                      properties: bytes, consume_queue: Buffer, unit_pos: int, tags_code: int, index: Buffer | None,
                      slots: int, max_entries: int, key_hashes: list[int]) -> tuple[int, bool]: ...
+
+    # --- PULL ---
+    def parse_pulls(self, buf: Buffer, start: int, end: int, max_frame_bytes: int) -> tuple[list[PlainPull], int]: ...
+    def pull_answer(self, code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int,
+                    max_offset: int, body_len: int, version: int) -> bytes: ...
 
 
 #: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step

@@ -36,6 +36,8 @@ from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
+from mqcore.broker.processors.pipelines import RequestPipelines
+from mqcore.broker.processors.pull_pipeline import PullPipeline
 from mqcore.broker.processors.send_pipeline import SendPipeline
 from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
@@ -332,7 +334,10 @@ class Broker:
                                                                     self.groups.consume_enabled))
         # the SEND pipeline's common case, straight from each connection's received bytes
         # (not installed under ACL: every request passes the ACL hook first)
-        self.server.register_frames_processor(SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes))
+        # and the PULL pipeline's, offered the frames the send pipeline does not take
+        self.server.register_frames_processor(RequestPipelines(
+            SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes),
+            PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)))
 
     def grpc_source(self) -> GrpcSource:
         """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the

@@ -227,3 +227,14 @@ def guarded(code: int, processor, consume_enabled: Callable[[str], bool] | None 
         refused = check_request(code, request, consume_enabled)
         return refused if refused is not None else processor(channel, request)
     return run
+
+
+def pull_names_pass(topic: str, group: str, sys_flag: int, subscription: str | None,
+                    consume_enabled: Callable[[str], bool] | None = None) -> bool:
+    """True when ``check_request`` lets a PULL_MESSAGE with just these fields through: the
+    pull pipeline's guard, the same verdicts without a response."""
+    if _topic_problem(topic) is not None or _group_problem(group) is not None:
+        return False
+    if consume_enabled is not None and not consume_enabled(group):
+        return False
+    return not (sys_flag & _PULL_HAS_SUBSCRIPTION and subscription_unparsable(subscription))

@@ -145,6 +145,9 @@ class Channel(asyncio.BufferedProtocol):
         #: answers held while a receive buffer is handled (None: write at once)
         self._cork: list[bytes | memoryview] | None = None
         self._cork_bytes = 0
+        #: the cork holds a frame given as buffers (``write_buffers_nowait``): written with
+        #: ``writelines`` (one writev, the views not copied) instead of joined
+        self._cork_vectored = False
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "active"
@@ -307,7 +310,11 @@ class Channel(asyncio.BufferedProtocol):
         """Hand the answers held for this receive buffer to the transport in one write."""
         cork, self._cork = self._cork, None
         self._cork_bytes = 0
+        vectored, self._cork_vectored = self._cork_vectored, False
         if not cork or self._closed or self._transport is None:
+            return
+        if vectored:
+            self._transport.writelines(cork)
             return
         self._transport.write(cork[0] if len(cork) == 1 else b"".join(cork))
 
@@ -402,6 +409,27 @@ class Channel(asyncio.BufferedProtocol):
         if self._closed or transport is None:
             raise RemotingSendRequestError(f"{self} is closed")
         self._write_frame(frame)
+        self.last_activity = self._loop.time()
+
+    def write_buffers_nowait(self, buffers: list[bytes | memoryview], nbytes: int) -> None:
+        """Hand one whole frame given as ``buffers`` (``nbytes`` in all: its prefix, then views
+        of its body) to the transport without joining them: the pull pipeline's answers, whose
+        bodies are views of the mapped commitlog. While the channel handles a receive buffer
+        they are held with the other answers, which then leave in one ``writelines``."""
+        transport = self._transport
+        if self._closed or transport is None:
+            raise RemotingSendRequestError(f"{self} is closed")
+        cork = self._cork
+        if cork is None:
+            transport.writelines(buffers)
+        else:
+            cork.extend(buffers)
+            self._cork_vectored = True
+            self._cork_bytes += nbytes
+            if self._cork_bytes > _CORK_BYTES:
+                transport.writelines(cork)
+                cork.clear()
+                self._cork_bytes = 0
         self.last_activity = self._loop.time()
 
     async def write(self, cmd: RemotingCommand) -> None:

@@ -7,7 +7,6 @@ messages written together is one buffer for the socket.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from mqcore.format import layout as L
 from mqcore.message import MessageExt
@@ -55,17 +54,11 @@ class MessageReader:
         if got is None:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.next_file_offset(offset), lo, hi)
         buf, pos, count = got
-        scanned, picked = self.k.cq_select(buf, pos, count, tag_codes, max_count, max_bytes)
-        phys, sizes, _ = self.k.cq_read(buf, pos, scanned)
-        phys = phys[picked]
-        sizes = sizes[picked]
-        cl_min = self.commitlog.min_offset
-        live = phys >= cl_min
-        removed = not live.all()
-        if removed:
-            phys, sizes = phys[live], sizes[live]
-        buffers, n, total = self._views(phys, sizes)
-        removed = removed or n < len(phys)
+        # pick, filter and join in one kernel step: runs of records adjacent in one file
+        scanned, runs, removed = self.k.cq_runs(buf, pos, count, tag_codes, max_count, max_bytes,
+                                                self.commitlog.min_offset, self.commitlog.file_size)
+        buffers, n, total, missing = self._views(runs)
+        removed = removed or missing
         if n:
             status = GetMessageStatus.FOUND
         elif removed:
@@ -74,36 +67,33 @@ class MessageReader:
             status = GetMessageStatus.NO_MATCHED_MESSAGE
         return GetMessageResult(status, offset + scanned, lo, hi, buffers, n, total)
 
-    def _views(self, phys: np.ndarray, sizes: np.ndarray):
-        """Views of the records, one per run of records adjacent in the commitlog."""
-        # plain lists: for the 32 units of a pull, list work beats numpy's per-call overhead
-        phys_l, sizes_l = phys.tolist(), sizes.tolist()
-        if not phys_l:
-            return [], 0, 0
-        runs = []  # (first index, stop index, start offset, end offset)
-        first, start, end = 0, phys_l[0], phys_l[0] + sizes_l[0]
-        for i in range(1, len(phys_l)):
-            if phys_l[i] != end:
-                runs.append((first, i, start, end))
-                first, start = i, phys_l[i]
-            end = phys_l[i] + sizes_l[i]
-        runs.append((first, len(phys_l), start, end))
+    def _views(self, runs: list[tuple[int, int, int]]) -> tuple[list[memoryview], int, int, bool]:
+        """Views of the runs, and whether a record of them was not readable. A run is one
+        view unless part of it is not (its file gone, or past the committed end): then its
+        records are taken one by one, up to the first that is not readable."""
+        commitlog = self.commitlog
         buffers = []
         n = total = 0
-        for a, b, start, end in runs:
-            view = self.commitlog.view(start, end - start)
-            if view is None:  # a run crossing a file end: fall back to one view per record
-                for i in range(a, b):
-                    v = self.commitlog.view(phys_l[i], sizes_l[i])
-                    if v is not None:
-                        buffers.append(v)
-                        n += 1
-                        total += len(v)
+        missing = False
+        for start, length, count in runs:
+            view = commitlog.view(start, length)
+            if view is not None:
+                buffers.append(view)
+                n += count
+                total += length
                 continue
-            buffers.append(view)
-            n += b - a
-            total += end - start
-        return buffers, n, total
+            end = start + length
+            at = start
+            while at < end:
+                rec = commitlog.record_at(at)
+                if rec is None or at + len(rec) > end:
+                    missing = True
+                    break
+                buffers.append(rec)
+                n += 1
+                total += len(rec)
+                at += len(rec)
+        return buffers, n, total, missing
 
     # --- lookups -------------------------------------------------------------------------------
     def record_at(self, phy_offset: int) -> memoryview | None:

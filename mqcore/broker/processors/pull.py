@@ -5,6 +5,12 @@ pull with the SUSPEND flag that finds nothing new is parked in the hold service 
 up to ``suspendTimeoutMillis`` and re-executed when a message lands in its queue.
 Tags are filtered by the strings of the subscription (request or heartbeat), never
 by hash codes a client sent. The body is the stored records, unchanged.
+
+The stages - ``route``, ``tag_codes`` (the TAG filter; SQL92 in ``_codes``), ``lookup``,
+the offset commit and the answer - are named methods: the PULL pipeline
+(``pull_pipeline.PullPipeline``) runs the common case of the same stages straight from a
+connection's received bytes and leaves every other pull (long polling, SQL92, refusals,
+errors) to ``pull`` here.
 """
 from __future__ import annotations
 
@@ -34,9 +40,14 @@ PULL_CODES = {
 }
 
 
-#: pull outcome label of the pull-request counter
-_PULL_KIND = {ResponseCode.SUCCESS: "found", ResponseCode.PULL_NOT_FOUND: "not_found",
-              ResponseCode.PULL_OFFSET_MOVED: "offset_moved", ResponseCode.PULL_RETRY_IMMEDIATELY: "retry"}
+_HAS_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)  # a plain int: a Flag's ``&`` runs in Python
+
+#: the same keyed by the status's name: an enum member's hash runs in Python (every pull asks)
+_CODE_BY_NAME = {status.name: code for status, code in PULL_CODES.items()}
+
+#: pull outcome label of the pull-request counter, by the code as a plain int (same reason)
+_PULL_KIND = {int(ResponseCode.SUCCESS): "found", int(ResponseCode.PULL_NOT_FOUND): "not_found",
+              int(ResponseCode.PULL_OFFSET_MOVED): "offset_moved", int(ResponseCode.PULL_RETRY_IMMEDIATELY): "retry"}
 
 
 class PullProcessor:
@@ -59,9 +70,9 @@ class PullProcessor:
 
     def pull(self, channel, request):
         h = PullMessageRequestHeader.from_command(request)
-        problem = self._check(h, request)
+        problem = self.route(h.topic, h.queue_id, h.consumer_group)
         if problem is not None:
-            return problem
+            return create_response(request, *problem)
         codes = self._codes(h, request)
         if isinstance(codes, tuple):  # an error response
             return codes[0]
@@ -71,7 +82,7 @@ class PullProcessor:
         result, code = self._get(h, codes)
         if code == ResponseCode.PULL_NOT_FOUND and suspend and h.suspend_timeout_millis > 0:
             return self._park(channel, request, h, codes)
-        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), False)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(int(code), "other"), False)
         return self._response(request, result, code, h)
 
     async def _park(self, channel, request, h, codes):
@@ -87,23 +98,23 @@ class PullProcessor:
         if gone is not None and gone.done() and not gone.cancelled():
             return None  # the consumer left: no one to answer, nothing to count
         result, code = self._get(h, codes)
-        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(code, "other"), True)
+        self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(int(code), "other"), True)
         return self._response(request, result, code, h)
 
-    def _check(self, h, request):
-        tc = self.topics.get(h.topic)
+    # --- stages (the pull pipeline calls these same ones by name) -----------------------------
+    def route(self, topic: str, queue_id: int, group: str) -> tuple[int, str] | None:
+        """The route stage: ``(code, remark)`` refusing the pull (no such topic, not readable,
+        queue out of range, no such group), or None."""
+        tc = self.topics.get(topic)
         if tc is None:
-            return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
-                                   f"topic[{h.topic}] not exist, apply first please!")
+            return ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
         if not readable(tc):
-            return create_response(request, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
-        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
-            return create_response(request, ResponseCode.SYSTEM_ERROR,
-                                   f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                                   f"[{tc.read_queue_nums}]")
-        if not self.groups.ensure(h.consumer_group):
-            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                   f"subscription group [{h.consumer_group}] does not exist")
+            return ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            return (ResponseCode.SYSTEM_ERROR,
+                    f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if not self.groups.ensure(group):
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
         return None
 
     def _codes(self, h, request):
@@ -112,27 +123,37 @@ class PullProcessor:
         sql = pull_filter(self.enable_property_filter, request, h, sub)
         if sql is not None:
             return sql
-        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            return subscription_codes(h.subscription)
+        return self.tag_codes(h.sys_flag, h.subscription, sub)
+
+    @staticmethod
+    def tag_codes(sys_flag: int, subscription: str | None, sub):
+        """The tag filter stage of a TAG pull: the hash codes to deliver (None = all), from the
+        request's expression or the group's heartbeat subscription ``sub``."""
+        if sys_flag & _HAS_SUBSCRIPTION:
+            return subscription_codes(subscription)
         if sub is None:
             # no heartbeat yet: an expression in the request still tells us what to deliver
-            if h.subscription:
-                return subscription_codes(h.subscription)
+            if subscription:
+                return subscription_codes(subscription)
             return None
         return sub.codes
 
     def _get(self, h, codes):
+        return self.lookup(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+
+    def lookup(self, topic: str, queue_id: int, queue_offset: int, max_msg_nums: int, codes):
+        """The lookup stage: the store's read from the consume queue (tag codes or a SQL92
+        filter applied) and the answer code for its status."""
         if isinstance(codes, Sql92Filter):
-            result = select_matching(self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums),
+            result = select_matching(self.store.get_message(topic, queue_id, queue_offset, max_msg_nums),
                                      codes, self.store.k)
         else:
-            result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
-                                            tag_codes=codes)
+            result = self.store.get_message(topic, queue_id, queue_offset, max_msg_nums, tag_codes=codes)
         status = result.status
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
-            code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+            code = ResponseCode.PULL_OFFSET_MOVED if queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
-            code = PULL_CODES[status]
+            code = _CODE_BY_NAME[status._name_]
         return result, code
 
     def _response(self, request, result, code, h):

@@ -1,0 +1,144 @@
+"""The PULL pipeline: from a connection's received bytes to the answer bytes, in stages.
+
+Every PULL_MESSAGE goes one way, through the stages of :class:`PullProcessor`; this module
+runs their common case for all the plain pulls of a receive buffer at once:
+
+1. **read** (kernel ``parse_pulls``): the complete frames at the head of the buffer that
+   are plain PULL_MESSAGE requests - a JSON header with just the fields a 4.x client sends,
+   ASCII without escapes, numbers in canonical form - read in C;
+2. **check**: the names pass the request checks (``validate.pull_names_pass``: valid topic
+   and group, the group may consume, the subscription parses), then the processor's
+   **route** stage (topic exists and is readable, queue in range, group exists);
+3. **filter**: a TAG subscription's hash codes (``PullProcessor.tag_codes``), from the
+   request or the group's heartbeat;
+4. **lookup** (``PullProcessor.lookup``, the store's ``get_message``: one ``cq_runs`` kernel
+   step picks the units for the offset, applies the tag codes and the transfer caps -
+   ``maxTransferCountOnMessageInMemory`` / ``...BytesOnMessageInMemory`` - and joins the
+   records into runs; each run is one view of a mapped commitlog file, never past its
+   committed end);
+5. **commit**: the consumer's offset when the COMMIT_OFFSET flag asks for it;
+6. **answer** (kernel ``pull_answer``): the answer's prefix and header, handed to the channel
+   with the store's views behind it uncopied (``write_buffers_nowait``): every answer of
+   the receive buffer leaves in one ``writelines``.
+
+A pull any stage cannot finish exactly as the general path would stops the batch there,
+before anything of it is done or counted: the channel decodes it and the general processor
+(``PullProcessor.pull`` behind the request guard) runs the same stages plus the rest -
+long-polling suspend (nothing found, a suspend timeout: the pull is parked in the hold
+service), SQL92 and class filters, refusals and errors. The channel then offers the frames
+after it to the pipelines again. ACL-enabled servers do not install the pipeline.
+tests/broker/test_pull_pipeline.py pulls the same way both ways and compares the answers.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mqcore._compat import default_pipeline_kernels
+from mqcore.broker.filtering import is_tag_type
+from mqcore.broker.processors.pull import _PULL_KIND, PullProcessor
+from mqcore.broker.validate import pull_names_pass
+from mqcore.errors import RemotingError
+from mqcore.kernel_api import PipelineKernels
+from mqcore.remoting import CURRENT_VERSION, PullSysFlag, ResponseCode
+from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from mqcore.remoting.channel import Channel
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PullPipeline"]
+
+_VERSION = int(CURRENT_VERSION)
+_SUCCESS = int(ResponseCode.SUCCESS)
+_NOT_FOUND = int(ResponseCode.PULL_NOT_FOUND)
+_COMMIT = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+_FROM_REQUEST = int(PullSysFlag.SUBSCRIPTION)
+#: filter verdicts remembered (a broker sees a few subscriptions; a flood of new ones only
+#: empties the memory)
+_MAX_FILTERS = 1024
+
+
+class PullPipeline:
+    """The remoting server's frames processor for pulls (see :class:`RequestPipelines`).
+
+    Reads the processor's managers and settings per call, so a run-time change applies to
+    both paths alike."""
+
+    def __init__(self, pull: PullProcessor, *, consume_enabled: Callable[[str], bool] | None = None,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, kernels: PipelineKernels | None = None) -> None:
+        self.pull = pull
+        self.consume_enabled = consume_enabled
+        self.max_frame_bytes = max_frame_bytes
+        self.k = kernels if kernels is not None else default_pipeline_kernels()
+        #: status name -> its remark as bytes (keyed by the name: an enum member hashes in Python)
+        self._remarks: dict[str, bytes] = {}
+        #: the filter stage's verdicts: per (request expression, type), or per heartbeat
+        #: subscription (by identity: a changed subscription is a new object; the entry
+        #: holds it, so its id is not reused while remembered)
+        self._filters: dict[Any, tuple[Any, bool, frozenset[int] | None]] = {}
+
+    def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
+        # --- read ---
+        items, _stop = self.k.parse_pulls(view, start, end, self.max_frame_bytes)
+        if not items:
+            return start
+        pull = self.pull
+        clients, stats, answer, consume_enabled = pull.clients, pull.stats, self.k.pull_answer, self.consume_enabled
+        pos = start
+        for (opaque, group, topic, queue_id, queue_offset, max_nums, sys_flag, commit_offset, suspend_ms,
+             subscription, expression_type, frame_end) in items:
+            # --- check ---
+            if not pull_names_pass(topic, group, sys_flag, subscription, consume_enabled) \
+                    or pull.route(topic, queue_id, group) is not None:
+                break  # the general path answers the refusal
+            # --- filter ---
+            tag, codes = self._filter(sys_flag, subscription, expression_type, clients.subscription(group, topic))
+            if not tag:
+                break  # SQL92 (or its refusal): the general path's filter stage
+            # --- lookup ---
+            result, code = pull.lookup(topic, queue_id, queue_offset, max_nums, codes)
+            if code == _NOT_FOUND and sys_flag & _SUSPEND and suspend_ms > 0:
+                break  # nothing yet: the general path parks it (long polling)
+            # --- commit ---
+            if sys_flag & _COMMIT and commit_offset >= 0:
+                pull.offsets.commit(group, topic, queue_id, commit_offset)
+            stats.on_pull(group, topic, result, _PULL_KIND.get(int(code), "other"), False)
+            # --- answer ---
+            name = result.status._name_
+            remark = self._remarks.get(name)
+            if remark is None:
+                remark = self._remarks[name] = result.status.value.encode("ascii")
+            body = result.buffers if code == _SUCCESS else ()
+            size = result.buffer_total_size if code == _SUCCESS else 0
+            prefix = answer(code, opaque, remark, result.next_begin_offset, result.min_offset, result.max_offset,
+                            size, _VERSION)
+            try:
+                channel.write_buffers_nowait([prefix, *body], len(prefix) + size)
+            except RemotingError as e:
+                log.debug("%s: a pull answer dropped: %s", channel, e)
+            pos = frame_end
+            if channel.reading_paused:
+                break  # the peer is behind on its answers: the rest waits (memory bound per connection)
+        return pos
+
+    def _filter(self, sys_flag: int, subscription: str | None, expression_type: str | None,
+                sub: Any) -> tuple[bool, frozenset[int] | None]:
+        """(a TAG subscription?, its tag codes): the processor's filter stage, remembered."""
+        if sys_flag & _FROM_REQUEST or sub is None:
+            key: Any = (subscription, expression_type)
+        else:
+            key = id(sub)
+        got = self._filters.get(key)
+        if got is not None and (got[0] is sub or type(key) is tuple):
+            return got[1], got[2]
+        from_request = sys_flag & _FROM_REQUEST or sub is None
+        tag = is_tag_type(expression_type if from_request else sub.expression_type)
+        codes = self.pull.tag_codes(sys_flag, subscription, sub) if tag else None
+        if len(self._filters) >= _MAX_FILTERS:
+            self._filters.clear()
+        self._filters[key] = (None if type(key) is tuple else sub, tag, codes)
+        return tag, codes
