@@ -17,7 +17,9 @@ for the answer, N times:
 7. ``mqbroker-loop``: a real ``mqbroker`` process and ``Producer.send_async(msg).result()``
    of a 100 B message (the path through the client's loop thread ``send`` took before);
 8. ``mqbroker``: the same broker and ``Producer.send``;
-9. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
+9. ``mqbroker-stub``: ``Producer.send`` as in ``mqbroker`` with the socket stubbed after the
+   warm-up (a canned answer, no system call, no wait): the client's own CPU per send;
+10. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
 
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
@@ -52,7 +54,7 @@ from mqcore.remoting import RequestCode, create_request, create_response  # noqa
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker", "mqbroker-pull"]
+         "mqbroker", "mqbroker-stub", "mqbroker-pull"]
 #: messages per PULL in the pull rung
 PULL_BATCH = 32
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -271,12 +273,17 @@ def run_loop(coro_fn, use_uvloop: bool):
     return asyncio.run(coro_fn())
 
 
-def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None) -> dict:
+def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
+            baseline_client: bool = False) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
         name = rung.removesuffix("-baseline")
-        if name == "mqbroker-pull":
+        if name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
+            here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            client_tree = tree if (tree is not None and baseline_client) else here
+            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree)
+        elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
             row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
@@ -385,6 +392,72 @@ def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None)
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
+#: the timed part of the ``mqbroker`` / ``mqbroker-stub`` rungs, run in a child on another checkout's
+#: client with ``--baseline-client`` (and then on ours too, so both sides are measured the same way).
+#: ``stub``: the socket is stubbed after the warm-up: each send still runs every Python step and the
+#: client's encode and answer-decode kernels, but no system call and no wait (a canned answer), so
+#: the figure is the client's own CPU per send. A tree with send templates (``_templates``) is
+#: stubbed at the template's ``send``; an older one at its connection's ``exchange`` kernel.
+CLIENT_CHILD = r"""
+import json, sys, time
+from mqcore.client import Message, Producer
+from mqcore import _compat
+namesrv, n, stub = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "stub"
+K = _compat.default_wire_client_kernels()
+ANSWER = ('{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
+          '"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
+          '"serializeTypeCurrentRPC":"JSON","version":399}')
+class StubTemplate:
+    def __init__(self, t):
+        self.t, self.mq, self.header = t, t.mq, (ANSWER % (t.queue_id, 0)).encode()
+    def frame(self, *args):
+        return self.t.frame(*args)
+    def send(self, fd, opaque, born, flag, props, body, deadline, uniq):
+        t = self.t
+        t.frame(opaque, born, flag, props, body)
+        return t.result(K.decode_json_answer(self.header), uniq)
+def stub_exchange(fd, frame, opaque, deadline):
+    return K.decode_json_answer((ANSWER % (1, opaque)).encode())
+body = b"x" * 100
+with Producer("floor", namesrv_addr=namesrv) as p:
+    for _ in range(min(2000, n)):
+        p.send(Message("FloorTopic", body))
+    if stub:
+        templates = getattr(p._impl, "_templates", None)
+        if templates is not None:
+            for k, t in list(templates.items()):
+                templates[k] = StubTemplate(t)
+            p._impl._send_template = lambda mq, make=p._impl._send_template: StubTemplate(make(mq))
+        else:
+            for conns in p._instance.api.remoting.blocking._idle.values():
+                for c in conns:
+                    c._kernel_exchange = stub_exchange
+    cli0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        p.send(Message("FloorTopic", body))
+    print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - cli0}), flush=True)
+"""
+
+
+def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str) -> dict:
+    """The ``mqbroker`` rung (``stub``: ``mqbroker-stub``) with the client of ``client_tree``
+    in a child process (CLIENT_CHILD); the broker of ``tree`` (None: ours)."""
+    child = start_broker(tmp, tree)
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        cwd = os.path.abspath(client_tree)
+        srv0 = cpu_of(child.proc.pid)
+        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real"],
+                             cwd=cwd, env={**os.environ, "PYTHONPATH": cwd}, capture_output=True, text=True,
+                             timeout=600, check=True)
+        srv = cpu_of(child.proc.pid) - srv0  # includes the child's warm-up: read only the real rung's client side
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-stub" if stub else "mqbroker", "n": n, "us_per_trip": round(got["wall"] / n * 1e6, 1),
+            "client_cpu_us": round(got["cpu"] / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
@@ -393,6 +466,9 @@ def main() -> None:
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
                     help="also run the mqbroker rungs against the broker of this checkout (before/after)")
+    ap.add_argument("--baseline-client", action="store_true",
+                    help="with --baseline-tree: the baseline send rungs also use that checkout's client (run in a "
+                         "child process, as ours then is): a before/after of the client")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -409,7 +485,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
-                row = measure(rung, args.n, frame, tmp, args.baseline_tree)
+                row = measure(rung, args.n, frame, tmp, args.baseline_tree, args.baseline_client)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
@@ -421,6 +497,14 @@ def main() -> None:
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
         print(f"| {rung} | {med['us_per_trip']:.0f} | {med['client_cpu_us']:.0f} | {med['server_cpu_us']:.0f} |")
+    if "blocking" in rows and rows["blocking"]:
+        # a send's client CPU past what a plain blocking echo client pays for the same round trip
+        # (its wake-ups and two system calls): the share of the client's own work
+        echo = statistics.median(r["client_cpu_us"] for r in rows["blocking"])
+        for rung, rs in rows.items():
+            if rung.startswith(("mqbroker", "remoting")) and "pull" not in rung and "stub" not in rung and rs:
+                cpu = statistics.median(r["client_cpu_us"] for r in rs)
+                print(f"{rung}: client CPU {cpu:.1f} µs per send - blocking echo {echo:.1f} µs = {cpu - echo:.1f} µs")
     print(json.dumps({"summary": {r: statistics.median(x["us_per_trip"] for x in rs) for r, rs in rows.items()},
                       "loadavg_1m": os.getloadavg()[0], "uvloop": have_uvloop()}))
 

@@ -62,7 +62,7 @@ from mqcore.netaddr import parse_host_port
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import Body, RemotingCommand, encode
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameDecoder, FrameReceiver
-from mqcore.kernel_api import WireClientKernels
+from mqcore.kernel_api import SendTemplate, WireClientKernels
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +176,32 @@ class BlockingConnection:
             return None
         return self._exchange_frame(frame, code, opaque, deadline, decode)
 
+    def send_template(self, template: SendTemplate, code: int, born: int, flag: int, properties: dict[str, str],
+                      body: bytes, uniq_id: str, deadline: float, decode: FrameDecoder) -> Any:
+        """``call`` for a send written from a :class:`SendTemplate` (the frame of one
+        queue with the message's fields filled in): the SendResult of the usual answer
+        (the template's ``send`` builds it), else an :data:`AnswerHeader` or a
+        RemotingCommand as ``call`` gives; None, with nothing sent, when the template
+        declines the message. Same errors as ``invoke``."""
+        self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        if self._receiver.buffered_bytes:  # bytes of an earlier answer still wait: read in order
+            frame = template.frame(opaque, born, flag, properties, body)
+            if frame is None:
+                return None
+            return self._exchange(frame, b"", code, opaque, deadline, decode)
+        try:
+            answer = template.send(self._fd, opaque, born, flag, properties, body, deadline, uniq_id)
+        except BaseException:
+            self.close()
+            raise
+        kind = type(answer)
+        if kind is bytes:
+            return self._carry_on(answer, code, opaque, deadline, decode)
+        if kind is int:
+            self.close()
+            raise self._exchange_error(answer, code, opaque)
+        return answer  # the SendResult, an answer the template left to the caller, or None
+
     def _exchange_frame(self, frame: bytes, code: int, opaque: int, deadline: float,
                         decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
         """Write ``frame`` and read its answer: the ``exchange`` kernel does both in one call
@@ -193,7 +219,12 @@ class BlockingConnection:
         if type(answer) is int:
             self.close()
             raise self._exchange_error(answer, code, opaque)
-        try:  # bytes: hand them to the frame reader (its ring is larger than the kernel's buffer) and go on there
+        return self._carry_on(answer, code, opaque, deadline, decode)
+
+    def _carry_on(self, answer: bytes, code: int, opaque: int, deadline: float,
+                  decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
+        """The bytes a kernel read but left undecoded go to the frame reader, which reads on."""
+        try:  # (its ring is larger than the kernel's buffer)
             room = self._receiver.get_buffer()
             if len(room) < len(answer):  # the ring is sized for this (see __init__)
                 raise ProtocolError(f"{len(answer)} bytes from the exchange kernel do not fit the "
@@ -412,6 +443,23 @@ class BlockingPool:
         finally:
             self._give_back(conn)
         return answer
+
+    def send_template(self, addr: str, template: SendTemplate, code: int, born: int, flag: int,
+                      properties: dict[str, str], body: bytes, uniq_id: str, timeout_ms: float) -> Any:
+        """``call`` for a send written from a :class:`SendTemplate` (see
+        :meth:`BlockingConnection.send_template`): the send path's one call per request,
+        with the usual answer already a SendResult. None, with nothing sent, when the
+        template declines or a ``finalize`` hook is set."""
+        if self.finalize is not None:
+            return None
+        now = time.monotonic()
+        deadline = now + timeout_ms / 1000.0
+        conn = self._take(addr, deadline, timeout_ms, now)
+        try:
+            return conn.send_template(template, code, born, flag, properties, body, uniq_id, deadline,
+                                      self._decode_answer)
+        finally:
+            self._give_back(conn)
 
     def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
         with self._lock:

@@ -145,7 +145,7 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
     from mqcore.remoting.blocking import BlockingPool
     fake_cluster.create_topic("T")
     calls = {"invoke": 0, "frame": 0}
-    real_invoke, real_frame = BlockingPool.invoke, BlockingPool.call
+    real_invoke, real_frame, real_template = BlockingPool.invoke, BlockingPool.call, BlockingPool.send_template
 
     def invoke(self, *args, **kwargs):
         calls["invoke"] += 1
@@ -155,8 +155,14 @@ def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_f
         answer = real_frame(self, *args, **kwargs)
         calls["frame"] += answer is not None
         return answer
+
+    def send_template(self, *args, **kwargs):
+        answer = real_template(self, *args, **kwargs)
+        calls["frame"] += answer is not None
+        return answer
     monkeypatch.setattr(BlockingPool, "invoke", invoke)
     monkeypatch.setattr(BlockingPool, "call", invoke_frame)
+    monkeypatch.setattr(BlockingPool, "send_template", send_template)
     with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
         assert all(p.send(Message("T", b"x")).ok for _ in range(5))
         assert calls == {"invoke": 0, "frame": 5}
