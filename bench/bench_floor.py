@@ -404,20 +404,20 @@ from mqcore.client import Message, Producer
 from mqcore import _compat
 namesrv, n, stub = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "stub"
 K = _compat.default_wire_client_kernels()
-ANSWER = ('{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
-          '"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
-          '"serializeTypeCurrentRPC":"JSON","version":399}')
+ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
+          b'"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
+          b'"serializeTypeCurrentRPC":"JSON","version":399}')
 class StubTemplate:
     def __init__(self, t):
-        self.t, self.mq, self.header = t, t.mq, (ANSWER % (t.queue_id, 0)).encode()
+        self.t, self.mq = t, t.mq
     def frame(self, *args):
         return self.t.frame(*args)
     def send(self, fd, opaque, born, flag, props, body, deadline, uniq):
         t = self.t
         t.frame(opaque, born, flag, props, body)
-        return t.result(K.decode_json_answer(self.header), uniq)
+        return t.read_answer(ANSWER % (t.queue_id, opaque), opaque, uniq)
 def stub_exchange(fd, frame, opaque, deadline):
-    return K.decode_json_answer((ANSWER % (1, opaque)).encode())
+    return K.decode_json_answer(ANSWER % (1, opaque))
 body = b"x" * 100
 with Producer("floor", namesrv_addr=namesrv) as p:
     for _ in range(min(2000, n)):

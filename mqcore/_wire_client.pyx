@@ -481,7 +481,25 @@ cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, doubl
             kind = _X_WRITE_FAILED
             err = errno
             break
+    cdef bint readable = False  # the answer cannot be there yet: wait first (a read would fail, EAGAIN)
     while kind == 0:  # the answer: one frame, as long as it fits in buf
+        if not readable:
+            wait = _wc_wait_ms(deadline)
+            if wait < 0:
+                kind = _X_READ_TIMEOUT
+                break
+            pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
+            rc = poll(&pfd, 1, wait)
+            if rc > 0:
+                readable = True
+            elif rc < 0 and errno == EINTR:
+                with gil:
+                    PyErr_CheckSignals()
+            elif rc < 0:
+                kind = _X_READ_FAILED
+                err = errno
+                break
+            continue
         n = recv(fd, buf + got, _XBUF - got, 0)
         if n > 0:
             got += n
@@ -502,19 +520,7 @@ cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, doubl
             kind = _X_READ_FAILED
             err = errno
             break
-        wait = _wc_wait_ms(deadline)
-        if wait < 0:
-            kind = _X_READ_TIMEOUT
-            break
-        pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
-        rc = poll(&pfd, 1, wait)
-        if rc < 0 and errno == EINTR:
-            with gil:
-                PyErr_CheckSignals()
-        elif rc < 0:
-            kind = _X_READ_FAILED
-            err = errno
-            break
+        readable = False  # woken without (all the) data: wait again
     got_out[0] = got
     need_out[0] = need
     err_out[0] = err
@@ -690,9 +696,29 @@ cdef class SendTemplate:
             kind = _wc_roundtrip(fd, src, total, deadline, buf, &got, &need, &err)
         if kind:
             return kind | (err << 8)
+        cdef uint32_t word
+        if got == need and need > 8:  # the usual answer, read straight into the SendResult
+            word = (<uint32_t>buf[4] << 24) | (<uint32_t>buf[5] << 16) | (<uint32_t>buf[6] << 8) | buf[7]
+            if word == <uint32_t>(need - 8):  # JSON, header up to the end (no body)
+                result = _wc_send_result(self, buf + 8, need - 8, opaque, uniq_id)
+                if result is not None:
+                    return result
         answer = _wc_answer_of(buf, got, need, opaque)
         if answer is None:
             return PyBytes_FromStringAndSize(<char*>buf, got)
+        result = self._result(<tuple>answer, uniq_id)
+        return answer if result is None else result
+
+    def read_answer(self, const unsigned char[::1] header, int64_t opaque, str uniq_id):
+        cdef Py_ssize_t n = header.shape[0]
+        if n == 0:
+            return None
+        result = _wc_send_result(self, &header[0], n, opaque, uniq_id)
+        if result is not None:
+            return result
+        answer = _wc_decode_answer(&header[0], n)
+        if answer is None or not ((<tuple>answer)[2] & 1 and (<tuple>answer)[1] == opaque):
+            return None
         result = self._result(<tuple>answer, uniq_id)
         return answer if result is None else result
 
@@ -723,3 +749,167 @@ cdef class SendTemplate:
             return None
         return self.result_type(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
                                 "DefaultRegion" if region is None else region, trace_on)
+
+
+cdef enum:
+    _WS_MSG_ID = 1
+    _WS_QUEUE_ID = 2
+    _WS_QUEUE_OFFSET = 4
+    _WS_TRANSACTION_ID = 8
+    _WS_REGION = 16
+    _WS_TRACE_ON = 32
+
+
+cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n, int64_t opaque, str uniq_id):
+    """``t._result(decode_json_answer(header), uniq_id)`` for a response to ``opaque``, read
+    without the ext dict: the SendResult, or None for anything else (another code, an ext
+    field the send's answer does not carry, a value it would not read plainly); the caller
+    then takes the general way, which gives the same answer for what this reads."""
+    cdef Py_ssize_t p = 0, q, e, k, vq
+    cdef int seen = 0, bit, fields = 0, field
+    cdef int64_t ints[4]
+    cdef int64_t queue_id = -1, offset = -1
+    cdef object msg_id = None, transaction_id = None, region = None
+    cdef bint trace_on = True
+    ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
+    p = _wc_ws(s, p, n)
+    if p >= n or s[p] != 0x7b:
+        return None
+    p = _wc_ws(s, p + 1, n)
+    while True:
+        e = _wc_string_end(s, p, n)
+        if e < 0:
+            return None
+        q = p + 1
+        p = _wc_ws(s, e + 1, n)
+        if p >= n or s[p] != 0x3a:
+            return None
+        p = _wc_ws(s, p + 1, n)
+        if _wc_name_is(s, q, e, b"code", 4):
+            bit = _WC_CODE
+        elif _wc_name_is(s, q, e, b"opaque", 6):
+            bit = _WC_OPAQUE
+        elif _wc_name_is(s, q, e, b"flag", 4):
+            bit = _WC_FLAG
+        elif _wc_name_is(s, q, e, b"version", 7):
+            bit = _WC_VERSION
+        elif _wc_name_is(s, q, e, b"remark", 6):
+            bit = _WC_REMARK
+        elif _wc_name_is(s, q, e, b"extFields", 9):
+            bit = _WC_EXT
+        elif _wc_name_is(s, q, e, b"language", 8):
+            bit = _WC_LANGUAGE
+        elif _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
+            bit = _WC_SERIALIZE
+        else:
+            return None
+        if seen & bit:
+            return None
+        seen |= bit
+        if bit <= _WC_VERSION:
+            p = _wc_int32_end(s, p, n, &ints[0 if bit == _WC_CODE else 1 if bit == _WC_OPAQUE
+                                               else 2 if bit == _WC_FLAG else 3])
+            if p < 0:
+                return None
+        elif bit == _WC_EXT:
+            if p >= n or s[p] != 0x7b:
+                return None
+            p = _wc_ws(s, p + 1, n)
+            if p < n and s[p] == 0x7d:
+                p += 1
+            else:
+                while True:
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    k = p + 1
+                    if _wc_name_is(s, k, e, b"msgId", 5):
+                        field = _WS_MSG_ID
+                    elif _wc_name_is(s, k, e, b"queueId", 7):
+                        field = _WS_QUEUE_ID
+                    elif _wc_name_is(s, k, e, b"queueOffset", 11):
+                        field = _WS_QUEUE_OFFSET
+                    elif _wc_name_is(s, k, e, b"transactionId", 13):
+                        field = _WS_TRANSACTION_ID
+                    elif _wc_name_is(s, k, e, b"MSG_REGION", 10):
+                        field = _WS_REGION
+                    elif _wc_name_is(s, k, e, b"TRACE_ON", 8):
+                        field = _WS_TRACE_ON
+                    else:
+                        return None  # not a field of a send's answer: the general way reads it
+                    if fields & field:
+                        return None
+                    fields |= field
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n or s[p] != 0x3a:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    vq = p + 1  # the value is s[vq:e]
+                    if field == _WS_QUEUE_ID:
+                        queue_id = _wc_digits(s + vq, e - vq, 9)
+                        if queue_id < 0:
+                            return None
+                    elif field == _WS_QUEUE_OFFSET:
+                        offset = _wc_digits(s + vq, e - vq, 18)
+                        if offset < 0:
+                            return None
+                    elif field == _WS_TRACE_ON:
+                        if _wc_name_is(s, vq, e, b"true", 4):
+                            trace_on = True
+                        elif _wc_name_is(s, vq, e, b"false", 5):
+                            trace_on = False
+                        else:
+                            return None
+                    elif field == _WS_MSG_ID:
+                        msg_id = (<const char*>s)[vq:e].decode("ascii")
+                    elif field == _WS_TRANSACTION_ID:
+                        transaction_id = (<const char*>s)[vq:e].decode("ascii")
+                    else:
+                        region = (<const char*>s)[vq:e].decode("ascii")
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n:
+                        return None
+                    if s[p] == 0x7d:
+                        p += 1
+                        break
+                    if s[p] != 0x2c:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+        else:  # remark, language, serializeTypeCurrentRPC: strings (read for their shape only)
+            e = _wc_string_end(s, p, n)
+            if e < 0:
+                return None
+            p = e + 1
+        p = _wc_ws(s, p, n)
+        if p >= n:
+            return None
+        if s[p] == 0x7d:
+            p += 1
+            break
+        if s[p] != 0x2c:
+            return None
+        p = _wc_ws(s, p + 1, n)
+    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+        return None
+    # code SUCCESS, a response to this request, naming this queue
+    if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \
+            or offset < 0:
+        return None
+    return t.result_type(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
+                         "DefaultRegion" if region is None else region, trace_on)
+
+
+cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t max_digits) noexcept:
+    """1..max_digits ASCII digits as a number (``headers._plain_int``), -1 for anything else."""
+    if n == 0 or n > max_digits:
+        return -1
+    cdef int64_t v = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not (0x30 <= s[i] <= 0x39):
+            return -1
+        v = v * 10 + (s[i] - 0x30)
+    return v

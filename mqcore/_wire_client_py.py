@@ -364,7 +364,10 @@ class SendTemplate:
     with nothing sent, when ``frame`` declines.
 
     ``result(answer, uniq_id)``: the SendResult of a decoded SUCCESS answer naming this
-    queue, None for any other (the caller maps the code, or raises, as before)."""
+    queue, None for any other (the caller maps the code, or raises, as before).
+    ``read_answer(header, opaque, uniq_id)``: ``send``'s reading of one answer header (the
+    compiled kernel reads the usual answer straight into the SendResult, without the ext
+    dict, and falls back to ``decode_json_answer`` + ``result`` for anything else)."""
 
     __slots__ = ("head", "mid", "tail", "mq", "queue_id", "result_type", "send_ok")
 
@@ -401,6 +404,16 @@ class SendTemplate:
         answer = exchange(fd, frame, opaque, deadline)
         if type(answer) is not tuple:
             return answer
+        result = self.result(answer, uniq_id)
+        return answer if result is None else result
+
+    def read_answer(self, header: Any, opaque: int, uniq_id: str) -> Any:
+        """What ``send`` makes of an answer whose JSON header (no body) is ``header``: the
+        SendResult, the decoded answer when it is not the usual one, None when it is not
+        a flat response to ``opaque`` (``send`` then returns the bytes)."""
+        answer = decode_json_answer(header) if len(header) else None
+        if answer is None or not (answer[2] & _FLAG_RESPONSE and answer[1] == opaque):
+            return None
         result = self.result(answer, uniq_id)
         return answer if result is None else result
 

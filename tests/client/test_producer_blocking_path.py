@@ -105,8 +105,17 @@ def _frames_sent(monkeypatch) -> list[bytes]:
         if not self._receiver.buffered_bytes:
             sent.append(re.sub(rb'"opaque":\d+', b'"opaque":0', bytes(frame)))
         return real_exchange(self, frame, *args)
+    real_template = BlockingConnection.send_template
+
+    def record_template(self, template, code, born, flag, properties, body, *args):
+        # the frame the template kernel writes in the same call (template.send writes it the same way)
+        frame = template.frame(0, born, flag, properties, body)
+        if frame is not None and not self._receiver.buffered_bytes:
+            sent.append(frame)
+        return real_template(self, template, code, born, flag, properties, body, *args)
     monkeypatch.setattr(BlockingConnection, "_exchange_frame", record_exchange)
     monkeypatch.setattr(BlockingConnection, "_send", record)
+    monkeypatch.setattr(BlockingConnection, "send_template", record_template)
     return sent
 
 
@@ -139,6 +148,39 @@ def test_the_one_step_frame_is_the_generic_frame_byte_for_byte(fake_cluster, clo
     assert (a.status, a.msg_id, a.message_queue, a.region_id, a.trace_on) == \
         (b.status, b.msg_id, b.message_queue, b.region_id, b.trace_on)
     assert b.queue_offset == a.queue_offset + 1
+
+
+@pytest.mark.parametrize("tags,keys", [(None, None), ("created", ["o-1", "o 2"]), ('q"uo\\te', None),
+                                       ("caf\u00e9", ["\u8ba2\u5355"]), ("ctl\x1a", None)])
+def test_the_plain_send_template_writes_the_generic_frame_byte_for_byte(fake_cluster, clock, monkeypatch, tags,
+                                                                       keys):
+    """Producer.send's plain path (the queue's SendTemplate: frame, exchange and SendResult in
+    one kernel call) writes byte for byte what the generic header/RemotingCommand encoder
+    writes for the same message on the same queue (the template forced to decline); a
+    message it declines (non-ASCII, \\x1a) goes the generic way; the results agree."""
+    from mqcore.client.message import SendResult
+    from mqcore.message import Prop
+    from mqcore.remoting.blocking import BlockingPool
+    fake_cluster.create_topic("T")
+    sent = _frames_sent(monkeypatch)
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr, clock=clock) as p:
+        assert p.send(Message("T", b"first")).ok  # checks the topic, caches its route
+        results = []
+        for fast in (True, False):
+            if not fast:
+                monkeypatch.setattr(BlockingPool, "send_template", lambda *args: None)
+            msg = Message("T", b"body\x00\x01", tags=tags, keys=keys)
+            msg.properties[Prop.UNIQ_KEY] = "7F0000010001ABCDEF0000000000000001"
+            results.append(p.send(msg))
+    fast_frame, generic_frame = sent[-2], sent[-1]
+    a, b = results
+    assert type(a) is SendResult and a.ok and b.ok
+    # round-robin moved on a queue: compare the frames with the queue id (and only it) aligned
+    qa, qb = a.message_queue.queue_id, b.message_queue.queue_id
+    assert fast_frame.replace(b'"e":"%d"' % qa, b'"e":"Q"') == generic_frame.replace(b'"e":"%d"' % qb, b'"e":"Q"')
+    assert b'"code":310' in fast_frame and b'"opaque":0' in fast_frame
+    assert (a.status, a.msg_id, a.region_id, a.trace_on) == (b.status, b.msg_id, b.region_id, b.trace_on)
+    assert a.message_queue.topic == "T" and a.message_queue in p.fetch_publish_message_queues("T")
 
 
 def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_finalized(fake_cluster, monkeypatch):
