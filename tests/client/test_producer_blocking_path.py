@@ -172,6 +172,7 @@ def test_the_plain_send_template_writes_the_generic_frame_byte_for_byte(fake_clu
             msg = Message("T", b"body\x00\x01", tags=tags, keys=keys)
             msg.properties[Prop.UNIQ_KEY] = "7F0000010001ABCDEF0000000000000001"
             results.append(p.send(msg))
+        queues = p.fetch_publish_message_queues("T")
     fast_frame, generic_frame = sent[-2], sent[-1]
     a, b = results
     assert type(a) is SendResult and a.ok and b.ok
@@ -180,7 +181,7 @@ def test_the_plain_send_template_writes_the_generic_frame_byte_for_byte(fake_clu
     assert fast_frame.replace(b'"e":"%d"' % qa, b'"e":"Q"') == generic_frame.replace(b'"e":"%d"' % qb, b'"e":"Q"')
     assert b'"code":310' in fast_frame and b'"opaque":0' in fast_frame
     assert (a.status, a.msg_id, a.region_id, a.trace_on) == (b.status, b.msg_id, b.region_id, b.trace_on)
-    assert a.message_queue.topic == "T" and a.message_queue in p.fetch_publish_message_queues("T")
+    assert a.message_queue.topic == "T" and a.message_queue in queues
 
 
 def test_the_fast_path_is_taken_for_a_plain_send_and_skipped_when_requests_are_finalized(fake_cluster, monkeypatch):
