@@ -240,3 +240,33 @@ def test_the_plain_path_retries_as_the_general_one(fake_cluster, monkeypatch):
         b.fail_next_sends = 2
         assert p.send(Message("T", b"y")).ok  # third attempt succeeds
     assert len(b.sent) == 1 + 3 + 3
+
+
+def test_latency_fault_tolerance_sees_every_plain_send_and_failure(fake_cluster2, monkeypatch):
+    """With send_latency_fault_enable the plain path records each send's latency (and a
+    failed first attempt as a failure) exactly once, as the general path does, and the
+    failing broker is then avoided."""
+    from mqcore.client.latency import MQFaultStrategy
+    fake_cluster2.create_topic("T")
+    seen: list[tuple[str, bool]] = []
+    real = MQFaultStrategy.update_fault_item
+
+    def spy(self, broker_name, latency, isolation):
+        seen.append((broker_name, isolation))
+        return real(self, broker_name, latency, isolation)
+    monkeypatch.setattr(MQFaultStrategy, "update_fault_item", spy)
+    with Producer("pg", namesrv_addr=fake_cluster2.namesrv_addr, send_latency_fault_enable=True) as p:
+        assert p.send(Message("T", b"first")).ok
+        seen.clear()
+        results = [p.send(Message("T", b"x")) for _ in range(6)]
+        assert all(r.ok for r in results)
+        assert [b for b, _ in seen] == [r.message_queue.broker_name for r in results]
+        assert not any(iso for _, iso in seen)
+        seen.clear()
+        broker = fake_cluster2.brokers[0]
+        broker.fail_next_sends = 100
+        name = broker.name
+        results = [p.send(Message("T", b"y")) for _ in range(4)]
+        assert all(r.ok and r.message_queue.broker_name != name for r in results)
+        failed = [b for b, iso in seen if iso]
+        assert failed == [name]  # banned after its first failure: not chosen again
