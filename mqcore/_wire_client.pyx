@@ -571,7 +571,7 @@ cdef bytes _wc_quote_bytes(object text):
 
 
 cdef inline bint _wc_plain_int_type(object value):
-    return type(value) is int and -9223372036854775807 <= value <= 9223372036854775807
+    return type(value) is int and -9223372036854775807 - 1 <= value <= 9223372036854775807
 
 
 def send_template(code, str language, version, producer_group, topic, default_topic, default_topic_queue_nums,

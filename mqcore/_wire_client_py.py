@@ -319,7 +319,7 @@ def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, in
 
 # --- the blocking send: one call per Producer.send ------------------------------------------
 def _int64(value: Any) -> bool:
-    return type(value) is int and -(1 << 63) < value < (1 << 63)
+    return type(value) is int and -(1 << 63) <= value < (1 << 63)
 
 
 def send_template(code: int, language: str, version: int, producer_group: str, topic: str, default_topic: str,

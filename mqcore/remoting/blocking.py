@@ -379,6 +379,10 @@ class BlockingPool:
         #: called with (addr, request) right before a request is encoded; may be set later
         self.finalize = finalize
         self._idle: dict[str, list[BlockingConnection]] = {}
+        #: the idle socket last given back per address, outside the lock: a caller sending in a
+        #: loop takes and returns it with one atomic dict operation each (``dict.pop``,
+        #: ``dict.setdefault``), not two lock round trips; it counts toward ``max_idle_per_addr``
+        self._hot: dict[str, BlockingConnection] = {}
         self._busy: set[BlockingConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -392,7 +396,7 @@ class BlockingPool:
 
     def idle_count(self, addr: str) -> int:
         with self._lock:
-            return len(self._idle.get(addr, ()))
+            return len(self._idle.get(addr, ())) + (addr in self._hot)
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return the answer (any response code), within
@@ -459,16 +463,23 @@ class BlockingPool:
             return conn.send_template(template, code, born, flag, properties, body, uniq_id, deadline,
                                       self._decode_answer)
         finally:
-            self._give_back(conn)
+            self._give_back(conn, now)
 
     def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
-        with self._lock:
-            if self._closed:
+        conn = self._hot.pop(addr, None)  # atomic: no other thread gets it
+        if conn is not None:
+            self._busy.add(conn)
+            if self._closed:  # close() ran while it was neither hot nor busy: it is ours to close
+                self._discard(conn)
                 raise ClosedError(f"{self.name} is shut down")
-            idle = self._idle.get(addr)
-            conn = idle.pop() if idle else None
-            if conn is not None:
-                self._busy.add(conn)
+        else:
+            with self._lock:
+                if self._closed:
+                    raise ClosedError(f"{self.name} is shut down")
+                idle = self._idle.get(addr)
+                conn = idle.pop() if idle else None
+                if conn is not None:
+                    self._busy.add(conn)
         if conn is not None and now - conn.idle_since >= IDLE_CHECK_S and conn.peer_closed():
             log.debug("%s: %s was closed by the peer while idle; reconnecting", self.name, conn)
             self._discard(conn)
@@ -491,21 +502,33 @@ class BlockingPool:
             self._busy.discard(conn)
         conn.close()
 
-    def _give_back(self, conn: BlockingConnection) -> None:
-        with self._lock:
-            self._busy.discard(conn)
-            if not conn.closed and not self._closed:
-                idle = self._idle.setdefault(conn.addr, [])
-                if len(idle) < self._max_idle:
-                    conn.idle_since = time.monotonic()
-                    idle.append(conn)
-                    return
+    def _give_back(self, conn: BlockingConnection, now: float | None = None) -> None:
+        """Return a taken socket: into the hot slot of its address when that is free, else
+        the idle list (``max_idle_per_addr`` in all), else closed. ``now``: when its request
+        started (its idle time then counts from there: at worst one early peer check)."""
+        self._busy.discard(conn)
+        if not conn.closed and not self._closed:
+            conn.idle_since = time.monotonic() if now is None else now
+            addr = conn.addr
+            if self._hot.setdefault(addr, conn) is conn:
+                if self._closed and self._hot.pop(addr, None) is conn:  # close() raced with us: close it
+                    conn.close()
+                return
+            with self._lock:
+                if not self._closed:
+                    idle = self._idle.setdefault(addr, [])
+                    if len(idle) < self._max_idle - 1:  # the hot slot holds one
+                        idle.append(conn)
+                        return
         conn.close()
 
     def close_addr(self, addr: str) -> None:
         """Close the idle sockets to ``addr`` (e.g. after its broker went away)."""
         with self._lock:
             idle = self._idle.pop(addr, [])
+            hot = self._hot.pop(addr, None)
+            if hot is not None:
+                idle.append(hot)
         for conn in idle:
             conn.close()
 
@@ -515,6 +538,8 @@ class BlockingPool:
             self._closed = True
             idle = [c for conns in self._idle.values() for c in conns]
             self._idle.clear()
+            idle += self._hot.values()  # after _closed is set: a socket put back later is closed by its caller
+            self._hot.clear()
             busy = list(self._busy)
         for conn in idle:
             conn.close()
