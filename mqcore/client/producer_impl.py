@@ -63,6 +63,7 @@ _PLAIN_EXCLUDED = frozenset((Prop.DELAY, Prop.TRAN_MSG, Prop.RECONSUME_TIME, Pro
 #: send templates kept per producer (one per queue sent to); more means routes changed: start over
 _MAX_TEMPLATES = 4096
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_UNIQ_KEY = Prop.UNIQ_KEY
 
 
 class CommunicationMode(enum.Enum):
@@ -102,9 +103,12 @@ class ProducerImpl:
             latency_max=config.latency_max_ms, not_available_duration=config.not_available_duration_ms)
         self.publish_info: dict[str, TopicPublishInfo] = {}
         self._checked_topics: set[str] = set()
-        # send_plain_blocking: what it reads of the config per send, and its frame templates
-        self._plain_v2 = config.use_send_message_v2
-        self._plain_body_limit = min(config.compress_msg_body_over_howmuch, config.max_message_size_bytes + 1)
+        # send_plain_blocking: what it reads of the config per send (a body limit of 0 when
+        # SEND_MESSAGE_V2 is off: no message is plain), its topics and its frame templates
+        self._plain_body_limit = (min(config.compress_msg_body_over_howmuch, config.max_message_size_bytes + 1)
+                                  if config.use_send_message_v2 else 0)
+        self._send_timeout_ms = config.send_msg_timeout_ms
+        self._plain_topics: set[str] = set()
         self._templates: dict[int, SendTemplate] = {}
         self._blocking_pool = instance.api.remoting.blocking
 
@@ -278,9 +282,14 @@ class ProducerImpl:
         returns: the queue choice steps a counter, the template is looked up by the queue
         object's identity, the latency is recorded only when fault tolerance is on."""
         topic, body, props = msg.topic, msg.body, msg._properties
-        if (topic not in self._checked_topics or not body or len(body) >= self._plain_body_limit
-                or not self._plain_v2 or not _PLAIN_EXCLUDED.isdisjoint(props) or topic.startswith("%")):
+        if not body or len(body) >= self._plain_body_limit or not _PLAIN_EXCLUDED.isdisjoint(props):
             return None
+        if topic not in self._plain_topics:
+            if topic not in self._checked_topics or topic.startswith("%"):  # %RETRY%/%DLQ%: their own headers
+                return None
+            if len(self._plain_topics) >= 10_000:
+                self._plain_topics.clear()
+            self._plain_topics.add(topic)
         info = self.publish_info.get(topic)
         if info is None or not info.message_queues:
             return None
@@ -298,10 +307,10 @@ class ProducerImpl:
         addr = addrs.get(MASTER_ID) if addrs else None
         if addr is None:
             return None
-        uniq = props.get(Prop.UNIQ_KEY)
+        uniq = props.get(_UNIQ_KEY)
         if not uniq:
-            uniq = props[Prop.UNIQ_KEY] = instance.uniq_ids.next_id()
-        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+            uniq = props[_UNIQ_KEY] = instance.uniq_ids.next_id()
+        timeout = self._send_timeout_ms if timeout_ms is None else timeout_ms
         error: RemotingError | ClientError | BrokerError | None = None
         result: SendResult | None = None
         try:
