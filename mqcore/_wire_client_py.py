@@ -42,6 +42,8 @@ import select
 import time
 from typing import Any
 
+from mqcore.format.properties import format_properties
+
 __all__ = ["EXCHANGE_BUFFER_BYTES", "EXCHANGE_PEER_CLOSED", "EXCHANGE_READ_FAILED", "EXCHANGE_READ_TIMEOUT",
            "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "SendTemplate", "decode_json_answer",
            "encode_request_frame", "exchange", "send_template"]
@@ -379,14 +381,10 @@ class SendTemplate:
     def frame(self, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes) -> bytes | None:
         if not (_int64(born) and _int64(flag)) or not 0 <= opaque <= _INT32_MAX:
             return None
-        parts = []
         for k, v in properties.items():
-            if v is None:
-                continue
-            if type(k) is not str or type(v) is not str:
+            if v is not None and (type(k) is not str or type(v) is not str):
                 return None
-            parts.append(f"{k}\x01{v}")
-        props = _quote("\x02".join(parts))
+        props = _quote(format_properties(properties))
         if props is None:
             return None
         header = b"%s%d\",\"h\":\"%d\",\"i\":%s%s%d%s" % (self.head, born, flag, props[:-1].encode("ascii"),
