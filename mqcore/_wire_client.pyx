@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Client wire kernels (the extension ``mqcore._wire_client``): a JSON request frame written
-in one step, a flat JSON answer header read in one step, and one request/answer exchange
-on a non-blocking socket with the interpreter lock released while it waits (the blocking
-send path). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
+in one step, a flat JSON answer header read in one step, one request/answer exchange on a
+non-blocking socket with the interpreter lock released while it waits (the blocking send
+path), and ``SendTemplate``: a plain ``Producer.send`` in one call (frame from a per-queue
+template, exchange, the usual answer read straight into the SendResult). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
 The encoder and decoder are "exact or nothing": whatever they cannot reproduce byte for
 byte gives None, and the caller uses the generic codec of ``mqcore.remoting.command``.
 

@@ -23,6 +23,12 @@ out-of-range numbers, an unknown type, the response flag) gives None.
 floats, no nesting) into ``(code, opaque, flag, remark, ext)``; any other header
 gives None (the generic decoder then decides, and raises on malformed input).
 
+``send_template`` / ``SendTemplate`` are ``Producer.send``'s one call per message: the
+frame of one queue's plain SEND_MESSAGE_V2 built once (``head``/``mid``/``tail``), the
+message's born timestamp, flag, properties dict, opaque and body filled in by ``frame``,
+and ``send`` = ``frame`` + ``exchange`` + the SendResult of the usual answer (see the
+class). The frame is byte for byte ``encode_request_frame``'s for the same fields.
+
 ``exchange`` writes a whole request frame to a non-blocking socket and reads its answer,
 waiting in ``poll`` until ``deadline`` (``time.monotonic()`` seconds; the compiled kernel
 waits with the interpreter lock released). It returns the answer as
