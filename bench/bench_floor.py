@@ -6,6 +6,9 @@ and a client in this process that sends the same ~200-byte remoting frame and wa
 for the answer, N times:
 
 1. ``blocking``: plain sockets, ``recv``/``sendall`` on both sides, no event loop;
+   ``blocking-slow``: the same with the server spinning 50 µs before each answer, so the
+   client waits about as long as for a broker's send (on a VM a longer wait costs the
+   waiting side more CPU: its core goes idle and is woken);
 2. ``asyncio``: an asyncio ``Protocol`` echo server and client (default loop);
 3. ``uvloop``: the same code on uvloop (skipped when uvloop is not installed);
 4. ``remoting``: mqcore's ``RemotingServer`` with a processor that answers at once,
@@ -53,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mqcore.remoting import RequestCode, create_request, create_response  # noqa: E402
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
-RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
+RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
          "mqbroker", "mqbroker-stub", "mqbroker-pull"]
 #: messages per PULL in the pull rung
 PULL_BATCH = 32
@@ -80,7 +83,11 @@ def have_uvloop() -> bool:
 # ======================================================================================
 # servers (child processes)
 # ======================================================================================
-def serve_blocking(sock: socket.socket) -> None:
+#: how long the ``blocking-slow`` echo server spins before each answer: about a broker's send
+SLOW_ECHO_S = 50e-6
+
+
+def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
     conn, _ = sock.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray()
@@ -93,6 +100,10 @@ def serve_blocking(sock: socket.socket) -> None:
             length = int.from_bytes(buf[:4], "big")
             if len(buf) < 4 + length:
                 break
+            if delay_s:  # spin, not sleep: the client waits as long, the server pays no wake-up
+                end = time.perf_counter() + delay_s
+                while time.perf_counter() < end:
+                    pass
             conn.sendall(bytes(buf[:4 + length]))
             del buf[:4 + length]
 
@@ -146,6 +157,8 @@ def child_main(kind: str, port: int) -> None:
     print("READY", flush=True)
     if kind == "blocking":
         serve_blocking(sock)
+    elif kind == "blocking-slow":
+        serve_blocking(sock, SLOW_ECHO_S)
     elif kind == "asyncio":
         asyncio.run(serve_async(sock))
     elif kind == "uvloop":
@@ -295,7 +308,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
     try:
         # one connection per timed run (the blocking server serves exactly one)
         def once(count: int) -> None:
-            if rung == "blocking":
+            if rung in ("blocking", "blocking-slow"):
                 client_blocking(port, frame, count)
             elif rung in ("asyncio", "uvloop"):
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
@@ -306,7 +319,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
             else:
                 client_remoting_sync(port, count)
 
-        if rung != "blocking":
+        if rung not in ("blocking", "blocking-slow"):
             once(min(2000, n))  # warm-up (imports, first connection)
         srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
         once(n)
@@ -497,14 +510,16 @@ def main() -> None:
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
         print(f"| {rung} | {med['us_per_trip']:.0f} | {med['client_cpu_us']:.0f} | {med['server_cpu_us']:.0f} |")
-    if "blocking" in rows and rows["blocking"]:
-        # a send's client CPU past what a plain blocking echo client pays for the same round trip
-        # (its wake-ups and two system calls): the share of the client's own work
-        echo = statistics.median(r["client_cpu_us"] for r in rows["blocking"])
+    for floor in ("blocking", "blocking-slow"):
+        if not rows.get(floor):
+            continue
+        # a send's client CPU past what a plain blocking echo client pays for a round trip
+        # (its wake-up and two system calls): the share of the client's own work
+        echo = statistics.median(r["client_cpu_us"] for r in rows[floor])
         for rung, rs in rows.items():
             if rung.startswith(("mqbroker", "remoting")) and "pull" not in rung and "stub" not in rung and rs:
                 cpu = statistics.median(r["client_cpu_us"] for r in rs)
-                print(f"{rung}: client CPU {cpu:.1f} µs per send - blocking echo {echo:.1f} µs = {cpu - echo:.1f} µs")
+                print(f"{rung}: client CPU {cpu:.1f} µs per send - {floor} echo {echo:.1f} µs = {cpu - echo:.1f} µs")
     print(json.dumps({"summary": {r: statistics.median(x["us_per_trip"] for x in rs) for r, rs in rows.items()},
                       "loadavg_1m": os.getloadavg()[0], "uvloop": have_uvloop()}))
 
