@@ -270,3 +270,33 @@ def test_latency_fault_tolerance_sees_every_plain_send_and_failure(fake_cluster2
         assert all(r.ok and r.message_queue.broker_name != name for r in results)
         failed = [b for b, iso in seen if iso]
         assert failed == [name]  # banned after its first failure: not chosen again
+
+
+def test_ctrl_c_during_a_plain_send_interrupts_it_and_the_producer_goes_on(fake_cluster):
+    """A signal handler's exception (Ctrl-C: KeyboardInterrupt) ends a plain send blocked in
+    the kernel's wait; the socket it used is closed (a late answer is never read as the next
+    send's) and the next send works."""
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(*_args):
+        raise Interrupted
+    fake_cluster.create_topic("T")
+    b = fake_cluster.brokers[0]
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr, send_msg_timeout_ms=20_000) as p:
+        assert p.send(Message("T", b"first")).ok  # the next one takes the plain path
+        previous = signal.signal(signal.SIGALRM, handler)
+        b.send_delay_s = 3.0
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            t0 = time.monotonic()
+            with pytest.raises(Interrupted):
+                p.send(Message("T", b"slow"))
+            assert time.monotonic() - t0 < 2.5
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            b.send_delay_s = 0.0
+        assert p.send(Message("T", b"after")).ok
