@@ -247,7 +247,7 @@ def test_latency_fault_tolerance_sees_every_plain_send_and_failure(fake_cluster2
     failed first attempt as a failure) exactly once, as the general path does, and the
     failing broker is then avoided."""
     from mqcore.client.latency import MQFaultStrategy
-    fake_cluster2.create_topic("T")
+    fake_cluster2.create_topic("T", queues=4)  # 8 queues in all
     seen: list[tuple[str, bool]] = []
     real = MQFaultStrategy.update_fault_item
 
@@ -266,7 +266,7 @@ def test_latency_fault_tolerance_sees_every_plain_send_and_failure(fake_cluster2
         broker = fake_cluster2.brokers[0]
         broker.fail_next_sends = 100
         name = broker.name
-        results = [p.send(Message("T", b"y")) for _ in range(4)]
+        results = [p.send(Message("T", b"y")) for _ in range(8)]  # round-robin reaches each of the 8 queues
         assert all(r.ok and r.message_queue.broker_name != name for r in results)
         failed = [b for b, iso in seen if iso]
         assert failed == [name]  # banned after its first failure: not chosen again
