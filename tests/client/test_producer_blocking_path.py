@@ -300,3 +300,21 @@ def test_ctrl_c_during_a_plain_send_interrupts_it_and_the_producer_goes_on(fake_
             signal.signal(signal.SIGALRM, previous)
             b.send_delay_s = 0.0
         assert p.send(Message("T", b"after")).ok
+
+
+def test_a_plain_send_obeys_the_send_timeout(fake_cluster):
+    """The plain path's first attempt waits at most send_msg_timeout_ms, and its timeout uses
+    up the budget: SendTimeoutError, no retry goes out."""
+    from mqcore.errors import SendTimeoutError
+    fake_cluster.create_topic("T")
+    b = fake_cluster.brokers[0]
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr, send_msg_timeout_ms=300) as p:
+        assert p.send(Message("T", b"first")).ok  # the next one takes the plain path
+        sent_before = len(b.sent)
+        b.send_delay_s = 3.0
+        t0 = time.monotonic()
+        with pytest.raises(SendTimeoutError):
+            p.send(Message("T", b"x"))
+        assert time.monotonic() - t0 < 2.5
+        b.send_delay_s = 0.0
+    assert len(b.sent) - sent_before <= 1
