@@ -136,6 +136,37 @@ def start_mqbroker(tmp: str, name: str = "mq", conf: dict | None = None) -> tupl
 WORKLOADS = {"sync", "async", "batch", "consume"}
 
 
+#: client CPU of the sync rows: (system, size, µs per send), printed next to the echo floor
+SYNC_CPU: list[tuple[str, int, float]] = []
+
+
+def sync_cpu(system: str, size: int, n: int, cpu_s: float) -> None:
+    """Record (and print) a sync row's client CPU per send (this process's, all threads)."""
+    SYNC_CPU.append((system, size, cpu_s / n * 1e6))
+    print(json.dumps({"client_cpu": "sync send", "system": system, "size": size,
+                      "us_per_send": round(cpu_s / n * 1e6, 1), "round": ROUND[0],
+                      "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+
+
+def echo_floor(size: int, n: int) -> None:
+    """The floor of a sync send's client CPU, measured in the same round: a plain
+    blocking-socket client (sendall + recv, no event loop) echoing a send-like frame of
+    this body size off bench_floor.py's blocking echo server."""
+    import bench_floor
+    from mqcore.remoting import RequestCode, create_request
+    from mqcore.remoting.command import encode_frame
+    frame = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, {"a": "bench-sync", "b": "Sync", "i": "x" * 60},
+                                        body=b"x" * size, opaque=1))
+    port = bench_floor.free_port()
+    child = bench_floor.Child([sys.executable, bench_floor.__file__, "--serve", "blocking", str(port)])
+    try:
+        cpu0 = time.process_time()
+        bench_floor.client_blocking(port, frame, n)
+        sync_cpu("blocking echo (floor)", size, n, time.process_time() - cpu0)
+    finally:
+        child.stop()
+
+
 def mq_sync(ns: str, topic: str, body: bytes, n: int, *, via_loop: bool = False) -> float:
     """``Producer.send`` one at a time; ``via_loop`` waits on ``send_async`` instead, which
     crosses to the client's loop thread and back per message as ``send`` used to."""
@@ -143,10 +174,12 @@ def mq_sync(ns: str, topic: str, body: bytes, n: int, *, via_loop: bool = False)
         def send(msg: Message) -> object:
             return p.send_async(msg).result() if via_loop else p.send(msg)
         send(Message(topic, body))
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             send(Message(topic, body))
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        sync_cpu("mqcore via loop" if via_loop else "mqcore", len(body), n, time.process_time() - cpu0)
+        return seconds
 
 
 def mq_async(ns: str, topic: str, body: bytes, n: int, window: int = 1000) -> float:
@@ -219,6 +252,7 @@ class MqcoreSystem:
                 emit("sync send", "mqcore via loop", size, n,
                      mq_sync(self.ns, f"SyncL{size}r{r}", body, n, via_loop=True),
                      "send_async(msg).result(): the caller -> loop thread -> caller path send took before")
+                echo_floor(size, n)
             if "async" in WORKLOADS:
                 emit("async send, 1000 in flight", "mqcore", size, n, mq_async(self.ns, f"Auto{size}r{r}", body, n),
                      "send_async, auto-batching")
@@ -327,10 +361,11 @@ class RedisSystem:
         r, rnd = self.r, ROUND[0]
         for size in sizes:
             body = b"x" * size
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             for _ in range(n):
                 r.xadd(f"sync{size}r{rnd}", {"b": body})
             emit("sync send", "redis-streams", size, n, time.perf_counter() - t0)
+            sync_cpu("redis-streams", size, n, time.process_time() - cpu0)
             for key, name in ((f"async{size}r{rnd}", "async send, 1000 in flight"), (f"cons{size}r{rnd}", None)):
                 t0 = time.perf_counter()
                 for start in range(0, n, 1000):
@@ -503,7 +538,28 @@ def table(results: list[dict], rounds: int) -> str:
             a, b = med.get((w, ours, size)), med.get((w, theirs, size))
             if a and b:
                 lines.append(f"| {label} | {size} B | {a / b:.2f} | (no goal) |")
+    if SYNC_CPU:
+        lines += sync_cpu_table()
     return "\n".join(lines)
+
+
+def sync_cpu_table() -> list[str]:
+    """Client CPU per sync send (median over rounds) next to the blocking echo floor of
+    the same run, and the send's CPU past that floor (goal: mqcore ≤ 15 µs)."""
+    cells: dict[tuple[str, int], list[float]] = {}
+    for system, size, us in SYNC_CPU:
+        cells.setdefault((system, size), []).append(us)
+    med = {k: statistics.median(v) for k, v in cells.items()}
+    systems = list(dict.fromkeys(system for system, _size, _us in SYNC_CPU))
+    lines = ["", "| client CPU µs per sync send | size | " + " | ".join(systems) + " | mqcore − echo floor |",
+             "|---|---|" + "---:|" * (len(systems) + 1)]
+    for size in sorted({size for _system, size, _us in SYNC_CPU}):
+        row = [med.get((s, size)) for s in systems]
+        ours, floor = med.get(("mqcore", size)), med.get(("blocking echo (floor)", size))
+        marginal = f"{ours - floor:.1f}" if ours is not None and floor is not None else "-"
+        lines.append(f"| one at a time | {size} B | " + " | ".join("-" if c is None else f"{c:.1f}" for c in row)
+                     + f" | {marginal} |")
+    return lines
 
 
 def main() -> None:

@@ -6,6 +6,9 @@ and a client in this process that sends the same ~200-byte remoting frame and wa
 for the answer, N times:
 
 1. ``blocking``: plain sockets, ``recv``/``sendall`` on both sides, no event loop;
+   ``blocking-slow``: the same with the server spinning 50 µs before each answer, so the
+   client waits about as long as for a broker's send (on a VM a longer wait costs the
+   waiting side more CPU: its core goes idle and is woken);
 2. ``asyncio``: an asyncio ``Protocol`` echo server and client (default loop);
 3. ``uvloop``: the same code on uvloop (skipped when uvloop is not installed);
 4. ``remoting``: mqcore's ``RemotingServer`` with a processor that answers at once,
@@ -17,7 +20,9 @@ for the answer, N times:
 7. ``mqbroker-loop``: a real ``mqbroker`` process and ``Producer.send_async(msg).result()``
    of a 100 B message (the path through the client's loop thread ``send`` took before);
 8. ``mqbroker``: the same broker and ``Producer.send``;
-9. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
+9. ``mqbroker-stub``: ``Producer.send`` as in ``mqbroker`` with the socket stubbed after the
+   warm-up (a canned answer, no system call, no wait): the client's own CPU per send;
+10. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
 
 Pipelined rungs (one-in-flight figures are dominated by the cost of waking a process up;
@@ -70,9 +75,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mqcore.remoting import RequestCode, create_request, create_response  # noqa: E402
 from mqcore.remoting.command import encode_frame  # noqa: E402
 
-RUNGS = ["blocking", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking", "mqbroker-loop",
-         "mqbroker", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst", "mqbroker-burst", "redis-burst",
-         "mqbroker-pull-burst"]
+RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking",
+         "mqbroker-loop", "mqbroker", "mqbroker-stub", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst",
+         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -100,7 +105,11 @@ def have_uvloop() -> bool:
 # ======================================================================================
 # servers (child processes)
 # ======================================================================================
-def serve_blocking(sock: socket.socket) -> None:
+#: how long the ``blocking-slow`` echo server spins before each answer: about a broker's send
+SLOW_ECHO_S = 50e-6
+
+
+def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
     conn, _ = sock.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray()
@@ -113,6 +122,10 @@ def serve_blocking(sock: socket.socket) -> None:
             length = int.from_bytes(buf[:4], "big")
             if len(buf) < 4 + length:
                 break
+            if delay_s:  # spin, not sleep: the client waits as long, the server pays no wake-up
+                end = time.perf_counter() + delay_s
+                while time.perf_counter() < end:
+                    pass
             conn.sendall(bytes(buf[:4 + length]))
             del buf[:4 + length]
 
@@ -183,6 +196,8 @@ def child_main(kind: str, port: int) -> None:
     print("READY", flush=True)
     if kind == "blocking":
         serve_blocking(sock)
+    elif kind == "blocking-slow":
+        serve_blocking(sock, SLOW_ECHO_S)
     elif kind == "asyncio":
         asyncio.run(serve_async(sock))
     elif kind == "uvloop":
@@ -330,7 +345,7 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 
 def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
-            window: int = BURST_WINDOW) -> dict:
+            window: int = BURST_WINDOW, baseline_client: bool = False) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
@@ -339,6 +354,10 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
             row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1)
         elif name == "mqbroker-pull-burst":
             row = measure_pull_burst(n, tmp, tree, window)
+        elif name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
+            here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            client_tree = tree if (tree is not None and baseline_client) else here
+            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree)
         elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
@@ -355,7 +374,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
     try:
         # one connection per timed run (the blocking server serves exactly one)
         def once(count: int) -> None:
-            if rung == "blocking":
+            if rung in ("blocking", "blocking-slow"):
                 client_blocking(port, frame, count)
             elif rung in ("asyncio", "uvloop"):
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
@@ -366,7 +385,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
             else:
                 client_remoting_sync(port, count)
 
-        if rung != "blocking":
+        if rung not in ("blocking", "blocking-slow"):
             once(min(2000, n))  # warm-up (imports, first connection)
         srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
         once(n)
@@ -652,6 +671,72 @@ def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None)
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
+#: the timed part of the ``mqbroker`` / ``mqbroker-stub`` rungs, run in a child on another checkout's
+#: client with ``--baseline-client`` (and then on ours too, so both sides are measured the same way).
+#: ``stub``: the socket is stubbed after the warm-up: each send still runs every Python step and the
+#: client's encode and answer-decode kernels, but no system call and no wait (a canned answer), so
+#: the figure is the client's own CPU per send. A tree with send templates (``_templates``) is
+#: stubbed at the template's ``send``; an older one at its connection's ``exchange`` kernel.
+CLIENT_CHILD = r"""
+import json, sys, time
+from mqcore.client import Message, Producer
+from mqcore import _compat
+namesrv, n, stub = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "stub"
+K = _compat.default_wire_client_kernels()
+ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
+          b'"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
+          b'"serializeTypeCurrentRPC":"JSON","version":399}')
+class StubTemplate:
+    def __init__(self, t):
+        self.t, self.mq = t, t.mq
+    def frame(self, *args):
+        return self.t.frame(*args)
+    def send(self, fd, opaque, born, flag, props, body, deadline, uniq):
+        t = self.t
+        t.frame(opaque, born, flag, props, body)
+        return t.read_answer(ANSWER % (t.queue_id, opaque), opaque, uniq)
+def stub_exchange(fd, frame, opaque, deadline):
+    return K.decode_json_answer(ANSWER % (1, opaque))
+body = b"x" * 100
+with Producer("floor", namesrv_addr=namesrv) as p:
+    for _ in range(min(2000, n)):
+        p.send(Message("FloorTopic", body))
+    if stub:
+        templates = getattr(p._impl, "_templates", None)
+        if templates is not None:
+            for k, t in list(templates.items()):
+                templates[k] = StubTemplate(t)
+            p._impl._send_template = lambda mq, make=p._impl._send_template: StubTemplate(make(mq))
+        else:
+            for conns in p._instance.api.remoting.blocking._idle.values():
+                for c in conns:
+                    c._kernel_exchange = stub_exchange
+    cli0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        p.send(Message("FloorTopic", body))
+    print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - cli0}), flush=True)
+"""
+
+
+def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str) -> dict:
+    """The ``mqbroker`` rung (``stub``: ``mqbroker-stub``) with the client of ``client_tree``
+    in a child process (CLIENT_CHILD); the broker of ``tree`` (None: ours)."""
+    child = start_broker(tmp, tree)
+    try:
+        fields = dict(part.split("=", 1) for part in child.line.split()[1:])
+        cwd = os.path.abspath(client_tree)
+        srv0 = cpu_of(child.proc.pid)
+        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real"],
+                             cwd=cwd, env={**os.environ, "PYTHONPATH": cwd}, capture_output=True, text=True,
+                             timeout=600, check=True)
+        srv = cpu_of(child.proc.pid) - srv0  # includes the child's warm-up: read only the real rung's client side
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        child.stop()
+    return {"rung": "mqbroker-stub" if stub else "mqbroker", "n": n, "us_per_trip": round(got["wall"] / n * 1e6, 1),
+            "client_cpu_us": round(got["cpu"] / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="round trips per rung and round")
@@ -659,10 +744,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--only", default="", help="comma-separated rungs")
     ap.add_argument("--burst-n", type=int, default=200_000, help="requests per burst rung and round")
-    ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
                     help="also run the mqbroker rungs against the broker of this checkout (before/after)")
+    ap.add_argument("--baseline-client", action="store_true",
+                    help="with --baseline-tree: the baseline send rungs also use that checkout's client (run in a "
+                         "child process, as ours then is): a before/after of the client")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -683,7 +770,7 @@ def main() -> None:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
-                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window)
+                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
@@ -696,6 +783,17 @@ def main() -> None:
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
         print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} |")
+    for floor in ("blocking", "blocking-slow"):
+        if not rows.get(floor):
+            continue
+        # a send's client CPU past what a plain blocking echo client pays for a round trip
+        # (its wake-up and two system calls): the share of the client's own work
+        echo = statistics.median(r["client_cpu_us"] for r in rows[floor])
+        for rung, rs in rows.items():
+            if rung.removesuffix("-baseline") in ("mqbroker", "mqbroker-loop", "remoting", "remoting-sync",
+                                                  "remoting-blocking") and rs:
+                cpu = statistics.median(r["client_cpu_us"] for r in rs)
+                print(f"{rung}: client CPU {cpu:.1f} µs per send - {floor} echo {echo:.1f} µs = {cpu - echo:.1f} µs")
     print(json.dumps({"summary": {r: statistics.median(x["us_per_trip"] for x in rs) for r, rs in rows.items()},
                       "loadavg_1m": os.getloadavg()[0], "uvloop": have_uvloop()}))
 

@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Client wire kernels (the extension ``mqcore._wire_client``): a JSON request frame written
-in one step, a flat JSON answer header read in one step, and one request/answer exchange
-on a non-blocking socket with the interpreter lock released while it waits (the blocking
-send path). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
+in one step, a flat JSON answer header read in one step, one request/answer exchange on a
+non-blocking socket with the interpreter lock released while it waits (the blocking send
+path), and ``SendTemplate``: a plain ``Producer.send`` in one call (frame from a per-queue
+template, exchange, the usual answer read straight into the SendResult). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
 The encoder and decoder are "exact or nothing": whatever they cannot reproduce byte for
 byte gives None, and the caller uses the generic codec of ``mqcore.remoting.command``.
 
@@ -94,11 +95,17 @@ cdef Py_ssize_t _wc_quoted_len(object text):
 
 
 cdef char* _wc_put_quoted(char* out, object text):
+    out[0] = b'"'
+    out = _wc_put_escaped(out + 1, text)
+    out[0] = b'"'
+    return out + 1
+
+
+cdef char* _wc_put_escaped(char* out, object text):
+    """``text`` escaped as inside a JSON string (``_wc_quoted_len`` accepted it)."""
     cdef const unsigned char* s = <const unsigned char*>PyUnicode_DATA(text)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
     cdef unsigned char c, e
-    out[0] = b'"'
-    out += 1
     for i in range(n):
         c = s[i]
         e = _WC_ESC_LEN[c]
@@ -128,8 +135,7 @@ cdef char* _wc_put_quoted(char* out, object text):
             out[4] = <char>(0x30 + (c >> 4))
             out[5] = <char>(0x30 + (c & 0xF))
             out += 6
-    out[0] = b'"'
-    return out + 1
+    return out
 
 
 cdef inline char* _wc_put(char* out, const char* s, Py_ssize_t n):
@@ -438,83 +444,473 @@ cdef inline int _wc_wait_ms(double deadline) noexcept nogil:
     return whole + 1 if whole < ms else whole
 
 
-def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double deadline):
-    cdef Py_ssize_t total = frame.shape[0], done = 0, got = 0, need = -1, hlen
+cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, double deadline,
+                      unsigned char* buf, Py_ssize_t* got_out, Py_ssize_t* need_out,
+                      int* err_out) except -1 nogil:
+    """Write ``src[:total]`` and read into ``buf`` (``_XBUF`` bytes) until one whole answer
+    frame (or one too long for ``buf``) is there: 0, or the failure kind (errno in
+    ``err_out``); -1 when a signal handler raised (Ctrl-C)."""
+    cdef Py_ssize_t done = 0, got = 0, need = -1
     cdef ssize_t n
     cdef int wait, rc, kind = 0, err = 0
     cdef pollfd pfd
-    cdef unsigned char buf[_XBUF]
-    cdef const unsigned char* src = &frame[0] if total else NULL
-    cdef uint32_t length, word
+    cdef uint32_t length
     pfd.fd = fd
-    with nogil:
-        while done < total:  # the request, all of it
-            n = send(fd, src + done, total - done, MSG_NOSIGNAL)
-            if n >= 0:
-                done += n
-                continue
-            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
-                with gil:
-                    PyErr_CheckSignals()
-                continue
-            if errno != EAGAIN:
-                kind = _X_WRITE_FAILED
-                err = errno
-                break
-            wait = _wc_wait_ms(deadline)
-            if wait < 0:
-                kind = _X_WRITE_TIMEOUT
-                break
-            pfd.events = POLLOUT | POLLERR | POLLHUP
-            rc = poll(&pfd, 1, wait)
-            if rc < 0 and errno == EINTR:
-                with gil:
-                    PyErr_CheckSignals()
-            elif rc < 0:
-                kind = _X_WRITE_FAILED
-                err = errno
-                break
-        while kind == 0:  # the answer: one frame, as long as it fits in buf
-            n = recv(fd, buf + got, _XBUF - got, 0)
-            if n > 0:
-                got += n
-                if need < 0 and got >= 4:
-                    length = (<uint32_t>buf[0] << 24) | (<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3]
-                    need = 4 + <Py_ssize_t>length
-                if need >= 0 and (got >= need or need > _XBUF):
-                    break  # a whole frame (or more), or one too long for buf: decided below
-                continue
-            if n == 0:
-                kind = _X_PEER_CLOSED
-                break
-            if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
-                with gil:
-                    PyErr_CheckSignals()
-                continue
-            if errno != EAGAIN:
-                kind = _X_READ_FAILED
-                err = errno
-                break
+    while done < total:  # the request, all of it
+        n = send(fd, src + done, total - done, MSG_NOSIGNAL)
+        if n >= 0:
+            done += n
+            continue
+        if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+            with gil:
+                PyErr_CheckSignals()
+            continue
+        if errno != EAGAIN:
+            kind = _X_WRITE_FAILED
+            err = errno
+            break
+        wait = _wc_wait_ms(deadline)
+        if wait < 0:
+            kind = _X_WRITE_TIMEOUT
+            break
+        pfd.events = POLLOUT | POLLERR | POLLHUP
+        rc = poll(&pfd, 1, wait)
+        if rc < 0 and errno == EINTR:
+            with gil:
+                PyErr_CheckSignals()
+        elif rc < 0:
+            kind = _X_WRITE_FAILED
+            err = errno
+            break
+    cdef bint readable = False  # the answer cannot be there yet: wait first (a read would fail, EAGAIN)
+    while kind == 0:  # the answer: one frame, as long as it fits in buf
+        if not readable:
             wait = _wc_wait_ms(deadline)
             if wait < 0:
                 kind = _X_READ_TIMEOUT
                 break
             pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
             rc = poll(&pfd, 1, wait)
-            if rc < 0 and errno == EINTR:
+            if rc > 0:
+                readable = True
+            elif rc < 0 and errno == EINTR:
                 with gil:
                     PyErr_CheckSignals()
             elif rc < 0:
                 kind = _X_READ_FAILED
                 err = errno
                 break
-    if kind:
-        return kind | (err << 8)
+            continue
+        n = recv(fd, buf + got, _XBUF - got, 0)
+        if n > 0:
+            got += n
+            if need < 0 and got >= 4:
+                length = (<uint32_t>buf[0] << 24) | (<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3]
+                need = 4 + <Py_ssize_t>length
+            if need >= 0 and (got >= need or need > _XBUF):
+                break  # a whole frame (or more), or one too long for buf: decided by the caller
+            continue
+        if n == 0:
+            kind = _X_PEER_CLOSED
+            break
+        if errno == EINTR:  # a signal: run its Python handler (Ctrl-C raises here), then go on
+            with gil:
+                PyErr_CheckSignals()
+            continue
+        if errno != EAGAIN:
+            kind = _X_READ_FAILED
+            err = errno
+            break
+        readable = False  # woken without (all the) data: wait again
+    got_out[0] = got
+    need_out[0] = need
+    err_out[0] = err
+    return kind
+
+
+cdef object _wc_answer_of(const unsigned char* buf, Py_ssize_t got, Py_ssize_t need, int64_t opaque):
+    """The decoded answer when ``buf`` holds exactly one flat JSON response to ``opaque``
+    with no body, else None."""
+    cdef uint32_t word
+    cdef Py_ssize_t hlen
     if got == need and need >= 8:
         word = (<uint32_t>buf[4] << 24) | (<uint32_t>buf[5] << 16) | (<uint32_t>buf[6] << 8) | buf[7]
         hlen = word & 0xFFFFFF
-        if word >> 24 == 0 and 8 + hlen == need:  # JSON, header up to the end (no body)
-            answer = _wc_decode_answer(buf + 8, hlen) if hlen else None
+        if word >> 24 == 0 and 8 + hlen == need and hlen:  # JSON, header up to the end (no body)
+            answer = _wc_decode_answer(buf + 8, hlen)
             if answer is not None and (<tuple>answer)[2] & 1 and (<tuple>answer)[1] == opaque:
                 return answer
+    return None
+
+
+def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double deadline):
+    cdef Py_ssize_t total = frame.shape[0], got = 0, need = -1
+    cdef int kind, err = 0
+    cdef unsigned char buf[_XBUF]
+    cdef const unsigned char* src = &frame[0] if total else NULL
+    with nogil:
+        kind = _wc_roundtrip(fd, src, total, deadline, buf, &got, &need, &err)
+    if kind:
+        return kind | (err << 8)
+    answer = _wc_answer_of(buf, got, need, opaque)
+    if answer is not None:
+        return answer
     return PyBytes_FromStringAndSize(<char*>buf, got)
+
+
+# --- the blocking send: one call per Producer.send ------------------------------------------
+cdef bytes _wc_quote_bytes(object text):
+    """``text`` as a quoted JSON string (bytes), None when not handled."""
+    if type(text) is not str:
+        return None
+    cdef Py_ssize_t n = _wc_quoted_len(text)
+    if n < 0:
+        return None
+    out = PyBytes_FromStringAndSize(NULL, n)
+    _wc_put_quoted(PyBytes_AS_STRING(out), text)
+    return out
+
+
+cdef inline bint _wc_plain_int_type(object value):
+    return type(value) is int and -9223372036854775807 - 1 <= value <= 9223372036854775807
+
+
+def send_template(code, str language, version, producer_group, topic, default_topic, default_topic_queue_nums,
+                  queue_id, broker_name, mq, result_type, send_ok):
+    if not (_wc_int32(code) and _wc_int32(version) and type(default_topic_queue_nums) is int
+            and _wc_int32(queue_id)):
+        return None
+    lang, group, t, dt, broker = (_wc_quote_bytes(language), _wc_quote_bytes(producer_group), _wc_quote_bytes(topic),
+                                  _wc_quote_bytes(default_topic), _wc_quote_bytes(broker_name))
+    if lang is None or group is None or t is None or dt is None or broker is None:
+        return None
+    head = (b'{"code":' + str(code).encode() + b',"extFields":{"a":' + group + b',"b":' + t + b',"c":' + dt
+            + b',"d":"' + str(default_topic_queue_nums).encode() + b'","e":"' + str(queue_id).encode()
+            + b'","f":"0","g":"')
+    mid = b'","j":"0","k":"false","m":"false","n":' + broker + b'},"flag":0,"language":' + lang + b',"opaque":'
+    tail = b',"serializeTypeCurrentRPC":"JSON","version":' + str(version).encode() + b'}'
+    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok)
+
+
+cdef inline int64_t _wc_plain_int(object text, Py_ssize_t max_digits):
+    """What ``headers._plain_int`` reads (1..max_digits ASCII digits), -1 for anything else."""
+    if type(text) is not str or not PyUnicode_IS_ASCII(text):
+        return -1
+    cdef const unsigned char* s = <const unsigned char*>PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
+    if n == 0 or n > max_digits:
+        return -1
+    cdef int64_t v = 0
+    for i in range(n):
+        if not (0x30 <= s[i] <= 0x39):
+            return -1
+        v = v * 10 + (s[i] - 0x30)
+    return v
+
+
+cdef class SendTemplate:
+    """The constant parts of one queue's SEND_MESSAGE_V2 frame (see the twin)."""
+    cdef readonly bytes head, mid, tail
+    cdef readonly object mq, result_type, send_ok
+    cdef readonly int64_t queue_id
+
+    def __init__(self, bytes head, bytes mid, bytes tail, mq, int64_t queue_id, result_type, send_ok):
+        self.head, self.mid, self.tail = head, mid, tail
+        self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
+
+    def frame(self, int64_t opaque, born, flag, dict properties, bytes body):
+        return self._frame(opaque, born, flag, properties, body)
+
+    cdef object _frame(self, int64_t opaque, object born, object flag, dict properties, bytes body):
+        if not (_wc_plain_int_type(born) and _wc_plain_int_type(flag)) or opaque < 0 or opaque > _WC_INT32_MAX:
+            return None
+        # the properties string (messageProperties2String) as JSON would quote it, measured first
+        cdef Py_ssize_t props_len = 0, n, pairs = 0
+        cdef object k, v
+        for k, v in properties.items():
+            if v is None:
+                continue
+            if type(k) is not str or type(v) is not str:
+                return None
+            n = _wc_quoted_len(k)
+            if n < 0:
+                return None
+            props_len += n - 2 + 6  # name, \u0001
+            n = _wc_quoted_len(v)
+            if n < 0:
+                return None
+            props_len += n - 2
+            pairs += 1
+        if pairs > 1:
+            props_len += 6 * (pairs - 1)  # \u0002 between pairs
+        cdef char nums[3][24]
+        cdef int nlen[3]
+        nlen[0] = snprintf(nums[0], 24, b"%lld", <long long>born)
+        nlen[1] = snprintf(nums[1], 24, b"%lld", <long long>flag)
+        nlen[2] = snprintf(nums[2], 24, b"%lld", <long long>opaque)
+        cdef Py_ssize_t head_n = len(self.head), mid_n = len(self.mid), tail_n = len(self.tail)
+        cdef Py_ssize_t body_len = len(body)
+        cdef Py_ssize_t header_len = head_n + nlen[0] + 7 + nlen[1] + 7 + props_len + mid_n + nlen[2] + tail_n
+        if header_len > 0xFFFFFF or 4 + header_len + body_len > _WC_INT32_MAX:
+            return None
+        frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
+        cdef char* start = PyBytes_AS_STRING(frame)
+        cdef char* out = start
+        cdef uint32_t length = <uint32_t>(4 + header_len + body_len)
+        cdef uint32_t word = <uint32_t>header_len
+        out[0] = <char>(length >> 24); out[1] = <char>(length >> 16); out[2] = <char>(length >> 8); out[3] = <char>length
+        out[4] = <char>(word >> 24); out[5] = <char>(word >> 16); out[6] = <char>(word >> 8); out[7] = <char>word
+        out = _wc_put(out + 8, PyBytes_AS_STRING(self.head), head_n)
+        out = _wc_put(out, nums[0], nlen[0])
+        out = _wc_put(out, b'","h":"', 7)
+        out = _wc_put(out, nums[1], nlen[1])
+        out = _wc_put(out, b'","i":"', 7)
+        n = 0
+        for k, v in properties.items():
+            if v is None:
+                continue
+            if n:
+                out = _wc_put(out, b'\\u0002', 6)
+            out = _wc_put_escaped(out, k)
+            out = _wc_put(out, b'\\u0001', 6)
+            out = _wc_put_escaped(out, v)
+            n += 1
+        out = _wc_put(out, PyBytes_AS_STRING(self.mid), mid_n)
+        out = _wc_put(out, nums[2], nlen[2])
+        out = _wc_put(out, PyBytes_AS_STRING(self.tail), tail_n)
+        if body_len:
+            out = _wc_put(out, PyBytes_AS_STRING(body), body_len)
+        if out - start != 8 + header_len + body_len:  # the size computation above is the contract
+            raise AssertionError("SendTemplate.frame: size mismatch")
+        return frame
+
+    def send(self, int fd, int64_t opaque, born, flag, dict properties, bytes body, double deadline, str uniq_id):
+        frame = self._frame(opaque, born, flag, properties, body)
+        if frame is None:
+            return None
+        cdef Py_ssize_t got = 0, need = -1
+        cdef int kind, err = 0
+        cdef unsigned char buf[_XBUF]
+        cdef const unsigned char* src = <const unsigned char*>PyBytes_AS_STRING(frame)
+        cdef Py_ssize_t total = len(<bytes>frame)
+        with nogil:
+            kind = _wc_roundtrip(fd, src, total, deadline, buf, &got, &need, &err)
+        if kind:
+            return kind | (err << 8)
+        cdef uint32_t word
+        if got == need and need > 8:  # the usual answer, read straight into the SendResult
+            word = (<uint32_t>buf[4] << 24) | (<uint32_t>buf[5] << 16) | (<uint32_t>buf[6] << 8) | buf[7]
+            if word == <uint32_t>(need - 8):  # JSON, header up to the end (no body)
+                result = _wc_send_result(self, buf + 8, need - 8, opaque, uniq_id)
+                if result is not None:
+                    return result
+        answer = _wc_answer_of(buf, got, need, opaque)
+        if answer is None:
+            return PyBytes_FromStringAndSize(<char*>buf, got)
+        result = self._result(<tuple>answer, uniq_id)
+        return answer if result is None else result
+
+    def read_answer(self, const unsigned char[::1] header, int64_t opaque, str uniq_id):
+        cdef Py_ssize_t n = header.shape[0]
+        if n == 0:
+            return None
+        result = _wc_send_result(self, &header[0], n, opaque, uniq_id)
+        if result is not None:
+            return result
+        answer = _wc_decode_answer(&header[0], n)
+        if answer is None or not ((<tuple>answer)[2] & 1 and (<tuple>answer)[1] == opaque):
+            return None
+        result = self._result(<tuple>answer, uniq_id)
+        return answer if result is None else result
+
+    def result(self, tuple answer, str uniq_id):
+        return self._result(answer, uniq_id)
+
+    cdef object _result(self, tuple answer, str uniq_id):
+        if answer[0] != 0:  # SUCCESS only: any other code is the caller's to map (or raise)
+            return None
+        cdef dict ext = answer[4]
+        msg_id = ext.get("msgId")
+        if type(msg_id) is not str or _wc_plain_int(ext.get("queueId"), 9) != self.queue_id:
+            return None
+        cdef int64_t offset = _wc_plain_int(ext.get("queueOffset"), 18)
+        if offset < 0:
+            return None
+        transaction_id = ext.get("transactionId")
+        region = ext.get("MSG_REGION")
+        trace = ext.get("TRACE_ON")
+        if trace is None or trace == "true":
+            trace_on = True
+        elif trace == "false":
+            trace_on = False
+        else:
+            return None
+        if (transaction_id is not None and type(transaction_id) is not str) or (
+                region is not None and type(region) is not str):
+            return None
+        return self.result_type(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
+                                "DefaultRegion" if region is None else region, trace_on)
+
+
+cdef enum:
+    _WS_MSG_ID = 1
+    _WS_QUEUE_ID = 2
+    _WS_QUEUE_OFFSET = 4
+    _WS_TRANSACTION_ID = 8
+    _WS_REGION = 16
+    _WS_TRACE_ON = 32
+
+
+cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n, int64_t opaque, str uniq_id):
+    """``t._result(decode_json_answer(header), uniq_id)`` for a response to ``opaque``, read
+    without the ext dict: the SendResult, or None for anything else (another code, an ext
+    field the send's answer does not carry, a value it would not read plainly); the caller
+    then takes the general way, which gives the same answer for what this reads."""
+    cdef Py_ssize_t p = 0, q, e, k, vq
+    cdef int seen = 0, bit, fields = 0, field
+    cdef int64_t ints[4]
+    cdef int64_t queue_id = -1, offset = -1
+    cdef object msg_id = None, transaction_id = None, region = None
+    cdef bint trace_on = True
+    ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
+    p = _wc_ws(s, p, n)
+    if p >= n or s[p] != 0x7b:
+        return None
+    p = _wc_ws(s, p + 1, n)
+    while True:
+        e = _wc_string_end(s, p, n)
+        if e < 0:
+            return None
+        q = p + 1
+        p = _wc_ws(s, e + 1, n)
+        if p >= n or s[p] != 0x3a:
+            return None
+        p = _wc_ws(s, p + 1, n)
+        if _wc_name_is(s, q, e, b"code", 4):
+            bit = _WC_CODE
+        elif _wc_name_is(s, q, e, b"opaque", 6):
+            bit = _WC_OPAQUE
+        elif _wc_name_is(s, q, e, b"flag", 4):
+            bit = _WC_FLAG
+        elif _wc_name_is(s, q, e, b"version", 7):
+            bit = _WC_VERSION
+        elif _wc_name_is(s, q, e, b"remark", 6):
+            bit = _WC_REMARK
+        elif _wc_name_is(s, q, e, b"extFields", 9):
+            bit = _WC_EXT
+        elif _wc_name_is(s, q, e, b"language", 8):
+            bit = _WC_LANGUAGE
+        elif _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
+            bit = _WC_SERIALIZE
+        else:
+            return None
+        if seen & bit:
+            return None
+        seen |= bit
+        if bit <= _WC_VERSION:
+            p = _wc_int32_end(s, p, n, &ints[0 if bit == _WC_CODE else 1 if bit == _WC_OPAQUE
+                                               else 2 if bit == _WC_FLAG else 3])
+            if p < 0:
+                return None
+        elif bit == _WC_EXT:
+            if p >= n or s[p] != 0x7b:
+                return None
+            p = _wc_ws(s, p + 1, n)
+            if p < n and s[p] == 0x7d:
+                p += 1
+            else:
+                while True:
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    k = p + 1
+                    if _wc_name_is(s, k, e, b"msgId", 5):
+                        field = _WS_MSG_ID
+                    elif _wc_name_is(s, k, e, b"queueId", 7):
+                        field = _WS_QUEUE_ID
+                    elif _wc_name_is(s, k, e, b"queueOffset", 11):
+                        field = _WS_QUEUE_OFFSET
+                    elif _wc_name_is(s, k, e, b"transactionId", 13):
+                        field = _WS_TRANSACTION_ID
+                    elif _wc_name_is(s, k, e, b"MSG_REGION", 10):
+                        field = _WS_REGION
+                    elif _wc_name_is(s, k, e, b"TRACE_ON", 8):
+                        field = _WS_TRACE_ON
+                    else:
+                        return None  # not a field of a send's answer: the general way reads it
+                    if fields & field:
+                        return None
+                    fields |= field
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n or s[p] != 0x3a:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+                    e = _wc_string_end(s, p, n)
+                    if e < 0:
+                        return None
+                    vq = p + 1  # the value is s[vq:e]
+                    if field == _WS_QUEUE_ID:
+                        queue_id = _wc_digits(s + vq, e - vq, 9)
+                        if queue_id < 0:
+                            return None
+                    elif field == _WS_QUEUE_OFFSET:
+                        offset = _wc_digits(s + vq, e - vq, 18)
+                        if offset < 0:
+                            return None
+                    elif field == _WS_TRACE_ON:
+                        if _wc_name_is(s, vq, e, b"true", 4):
+                            trace_on = True
+                        elif _wc_name_is(s, vq, e, b"false", 5):
+                            trace_on = False
+                        else:
+                            return None
+                    elif field == _WS_MSG_ID:
+                        msg_id = (<const char*>s)[vq:e].decode("ascii")
+                    elif field == _WS_TRANSACTION_ID:
+                        transaction_id = (<const char*>s)[vq:e].decode("ascii")
+                    else:
+                        region = (<const char*>s)[vq:e].decode("ascii")
+                    p = _wc_ws(s, e + 1, n)
+                    if p >= n:
+                        return None
+                    if s[p] == 0x7d:
+                        p += 1
+                        break
+                    if s[p] != 0x2c:
+                        return None
+                    p = _wc_ws(s, p + 1, n)
+        else:  # remark, language, serializeTypeCurrentRPC: strings (read for their shape only)
+            e = _wc_string_end(s, p, n)
+            if e < 0:
+                return None
+            p = e + 1
+        p = _wc_ws(s, p, n)
+        if p >= n:
+            return None
+        if s[p] == 0x7d:
+            p += 1
+            break
+        if s[p] != 0x2c:
+            return None
+        p = _wc_ws(s, p + 1, n)
+    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+        return None
+    # code SUCCESS, a response to this request, naming this queue
+    if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \
+            or offset < 0:
+        return None
+    return t.result_type(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
+                         "DefaultRegion" if region is None else region, trace_on)
+
+
+cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t max_digits) noexcept:
+    """1..max_digits ASCII digits as a number (``headers._plain_int``), -1 for anything else."""
+    if n == 0 or n > max_digits:
+        return -1
+    cdef int64_t v = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not (0x30 <= s[i] <= 0x39):
+            return -1
+        v = v * 10 + (s[i] - 0x30)
+    return v

@@ -23,6 +23,12 @@ out-of-range numbers, an unknown type, the response flag) gives None.
 floats, no nesting) into ``(code, opaque, flag, remark, ext)``; any other header
 gives None (the generic decoder then decides, and raises on malformed input).
 
+``send_template`` / ``SendTemplate`` are ``Producer.send``'s one call per message: the
+frame of one queue's plain SEND_MESSAGE_V2 built once (``head``/``mid``/``tail``), the
+message's born timestamp, flag, properties dict, opaque and body filled in by ``frame``,
+and ``send`` = ``frame`` + ``exchange`` + the SendResult of the usual answer (see the
+class). The frame is byte for byte ``encode_request_frame``'s for the same fields.
+
 ``exchange`` writes a whole request frame to a non-blocking socket and reads its answer,
 waiting in ``poll`` until ``deadline`` (``time.monotonic()`` seconds; the compiled kernel
 waits with the interpreter lock released). It returns the answer as
@@ -42,9 +48,11 @@ import select
 import time
 from typing import Any
 
+from mqcore.format.properties import format_properties
+
 __all__ = ["EXCHANGE_BUFFER_BYTES", "EXCHANGE_PEER_CLOSED", "EXCHANGE_READ_FAILED", "EXCHANGE_READ_TIMEOUT",
-           "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "decode_json_answer", "encode_request_frame",
-           "exchange"]
+           "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "SendTemplate", "decode_json_answer",
+           "encode_request_frame", "exchange", "send_template"]
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _HEADER_LENGTH_MASK = 0xFFFFFF
@@ -315,3 +323,130 @@ def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, in
             if answer is not None and answer[2] & _FLAG_RESPONSE and answer[1] == opaque:
                 return answer
     return bytes(got)
+
+
+# --- the blocking send: one call per Producer.send ------------------------------------------
+def _int64(value: Any) -> bool:
+    return type(value) is int and -(1 << 63) <= value < (1 << 63)
+
+
+def send_template(code: int, language: str, version: int, producer_group: str, topic: str, default_topic: str,
+                  default_topic_queue_nums: int, queue_id: int, broker_name: str, mq: Any, result_type: Any,
+                  send_ok: Any) -> SendTemplate | None:
+    """The constant parts of the SEND_MESSAGE_V2 frame of one queue (``code``, the header
+    fields of ``SendMessageRequestHeader.V2_KEYS`` a plain send to it carries: ``f`` sysFlag
+    0, ``j`` 0, ``k``/``m`` false, ``l`` absent), or None when one of them is not written by
+    ``encode_request_frame`` (the caller then takes the generic path). ``mq``,
+    ``result_type`` and ``send_ok``: the queue, the SendResult class and its SEND_OK status
+    that ``SendTemplate.send`` uses for the usual answer (the kernels import no client code)."""
+    if not (_int32(code) and _int32(version) and type(default_topic_queue_nums) is int and _int32(queue_id)):
+        return None
+    quoted = [_quote(t) if type(t) is str else None
+              for t in (language, producer_group, topic, default_topic, broker_name)]
+    if None in quoted:
+        return None
+    lang, group, t, dt, broker = (q.encode("ascii") for q in quoted)  # type: ignore[union-attr]
+    head = b'{"code":%d,"extFields":{"a":%s,"b":%s,"c":%s,"d":"%d","e":"%d","f":"0","g":"' % (
+        code, group, t, dt, default_topic_queue_nums, queue_id)
+    mid = b'","j":"0","k":"false","m":"false","n":%s},"flag":0,"language":%s,"opaque":' % (broker, lang)
+    tail = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % version
+    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok)
+
+
+class SendTemplate:
+    """One queue's SEND_MESSAGE_V2 frame with the per-message fields left out (``head``
+    up to bornTimestamp's value, ``mid`` from the end of the properties to the opaque's
+    value, ``tail`` after it): what ``send_template`` builds once per queue, so a send
+    writes its frame with a few copies.
+
+    ``frame(opaque, born, flag, properties, body)``: the frame ``encode_request_frame``
+    writes for these fields (``properties`` the message's dict, rendered as
+    ``messageProperties2String`` renders it: ``name U+0001 value`` pairs joined by U+0002,
+    None values left out), byte for byte, or None when it would decline (a non-str
+    property, a character it does not handle, a number out of range).
+
+    ``send(fd, opaque, born, flag, properties, body, deadline, uniq_id)``: that frame
+    exchanged as ``exchange`` does it, in one call; the usual answer (SUCCESS, its ext
+    fields as ``SendMessageResponseHeader.from_ext`` reads them plainly, this queue's id)
+    comes back as the SendResult (``result``), any other as ``exchange`` returns it; None,
+    with nothing sent, when ``frame`` declines.
+
+    ``result(answer, uniq_id)``: the SendResult of a decoded SUCCESS answer naming this
+    queue, None for any other (the caller maps the code, or raises, as before).
+    ``read_answer(header, opaque, uniq_id)``: ``send``'s reading of one answer header (the
+    compiled kernel reads the usual answer straight into the SendResult, without the ext
+    dict, and falls back to ``decode_json_answer`` + ``result`` for anything else)."""
+
+    __slots__ = ("head", "mid", "tail", "mq", "queue_id", "result_type", "send_ok")
+
+    def __init__(self, head: bytes, mid: bytes, tail: bytes, mq: Any, queue_id: int, result_type: Any,
+                 send_ok: Any) -> None:
+        self.head, self.mid, self.tail = head, mid, tail
+        self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
+
+    def frame(self, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes) -> bytes | None:
+        if not (_int64(born) and _int64(flag)) or not 0 <= opaque <= _INT32_MAX:
+            return None
+        for k, v in properties.items():
+            if v is not None and (type(k) is not str or type(v) is not str):
+                return None
+        props = _quote(format_properties(properties))
+        if props is None:
+            return None
+        header = b"%s%d\",\"h\":\"%d\",\"i\":%s%s%d%s" % (self.head, born, flag, props[:-1].encode("ascii"),
+                                                            self.mid, opaque, self.tail)
+        length = 4 + len(header) + len(body)
+        if len(header) > _HEADER_LENGTH_MASK or length > _INT32_MAX:
+            return None
+        return length.to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + bytes(body)
+
+    def send(self, fd: int, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes,
+             deadline: float, uniq_id: str) -> Any:
+        frame = self.frame(opaque, born, flag, properties, body)
+        if frame is None:
+            return None
+        answer = exchange(fd, frame, opaque, deadline)
+        if type(answer) is not tuple:
+            return answer
+        result = self.result(answer, uniq_id)
+        return answer if result is None else result
+
+    def read_answer(self, header: Any, opaque: int, uniq_id: str) -> Any:
+        """What ``send`` makes of an answer whose JSON header (no body) is ``header``: the
+        SendResult, the decoded answer when it is not the usual one, None when it is not
+        a flat response to ``opaque`` (``send`` then returns the bytes)."""
+        answer = decode_json_answer(header) if len(header) else None
+        if answer is None or not (answer[2] & _FLAG_RESPONSE and answer[1] == opaque):
+            return None
+        result = self.result(answer, uniq_id)
+        return answer if result is None else result
+
+    def result(self, answer: tuple[int, int, int, str | None, dict[str, str]], uniq_id: str) -> Any:
+        if answer[0] != 0:
+            return None
+        ext = answer[4]
+        msg_id = ext.get("msgId")
+        if type(msg_id) is not str or _plain_int(ext.get("queueId"), 9) != self.queue_id:
+            return None
+        offset = _plain_int(ext.get("queueOffset"), 18)
+        if offset < 0:
+            return None
+        transaction_id, region, trace = ext.get("transactionId"), ext.get("MSG_REGION"), ext.get("TRACE_ON")
+        if trace is None or trace == "true":
+            trace_on = True
+        elif trace == "false":
+            trace_on = False
+        else:
+            return None
+        if (transaction_id is not None and type(transaction_id) is not str) or (
+                region is not None and type(region) is not str):
+            return None
+        return self.result_type(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
+                                "DefaultRegion" if region is None else region, trace_on)
+
+
+def _plain_int(text: Any, max_digits: int) -> int:
+    """What ``headers._plain_int`` reads (1..max_digits ASCII digits), -1 for anything else."""
+    if type(text) is not str or not (0 < len(text) <= max_digits) or not (text.isascii() and text.isdigit()):
+        return -1
+    return int(text)

@@ -280,3 +280,197 @@ def test_exchange_lets_a_signal_handler_interrupt_the_wait(k):
         signal.signal(signal.SIGALRM, previous)
         a.close()
         b.close()
+
+
+# --- SendTemplate: the plain blocking send in one call ----------------------------------------
+def _template(k, *, group="ProducerGroup", topic="BenchTopic", default_topic="TBW102", nums=4, queue_id=3,
+              broker="broker-a", language="PYTHON", version=399):
+    from mqcore.client.message import SendResult, SendStatus
+    from mqcore.remoting.bodies import MessageQueue
+    mq = MessageQueue(topic, broker, queue_id) if type(queue_id) is int else None
+    return k.send_template(int(RequestCode.SEND_MESSAGE_V2), language, version, group, topic, default_topic, nums,
+                           queue_id, broker, mq, SendResult, SendStatus.SEND_OK)
+
+
+def _template_values(group, topic, default_topic, nums, queue_id, broker, born, flag, props):
+    """The header fields a plain send carries, in V2_KEYS order (what send_plain_blocking sent before)."""
+    from mqcore.message import properties_to_string
+    return (group, topic, default_topic, nums, queue_id, 0, born, flag, properties_to_string(props), 0, False, None,
+            False, broker)
+
+
+def test_the_usual_send_is_written_from_its_template_byte_for_byte():
+    props = {"WAIT": "true", "UNIQ_KEY": "7F0000010001ABCDEF0000000000000001", "TAGS": 'a"b\\c'}
+    body = b"x" * 100
+    values = _template_values("ProducerGroup", "BenchTopic", "TBW102", 4, 3, "broker-a", 1_700_000_000_000, 0, props)
+    generic = _generic(RequestCode.SEND_MESSAGE_V2, LanguageCode.PYTHON, 399, 17, 0, V2_KEYS, values, body)
+    for k in BOTH:
+        assert _template(k).frame(17, 1_700_000_000_000, 0, props, body) == generic
+
+
+PROP_TEXT = st.one_of(USUAL, ANY_TEXT)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(group=PROP_TEXT, topic=PROP_TEXT, broker=PROP_TEXT, nums=st.integers(-5, 2**40), queue_id=I32,
+       born=st.integers(-2**63, 2**63 - 1), flag=st.integers(-2**40, 2**40), opaque=st.integers(0, 2**31 - 1),
+       props=st.dictionaries(PROP_TEXT, st.one_of(st.none(), PROP_TEXT), max_size=5), body=st.binary(max_size=64))
+def test_template_frames_are_the_generic_frame_or_decline(group, topic, broker, nums, queue_id, born, flag, opaque,
+                                                          props, body):
+    """Cython and twin write the same bytes (or both decline); what they write is the
+    frame encode_request_frame and the generic codec write for the same fields; they
+    decline only what encode_request_frame declines."""
+    frames = []
+    for k in BOTH:
+        t = _template(k, group=group, topic=topic, broker=broker, nums=nums, queue_id=queue_id)
+        frames.append(None if t is None else t.frame(opaque, born, flag, props, body))
+    assert frames[0] == frames[1]
+    values = _template_values(group, topic, "TBW102", nums, queue_id, broker, born, flag, props)
+    expected = _wire_client.encode_request_frame(int(RequestCode.SEND_MESSAGE_V2), "PYTHON", 399, opaque, 0, V2_KEYS,
+                                                 values, body)
+    assert frames[0] == expected  # exactly the one-step encoder's frame, or a decline where it declines
+    if expected is not None:
+        assert expected == _generic(RequestCode.SEND_MESSAGE_V2, LanguageCode.PYTHON, 399, opaque, 0, V2_KEYS,
+                                    values, body)
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_template_declines_what_it_does_not_write(k):
+    t = _template(k)
+    assert t.frame(1, 0, 0, {"K": 1}, b"x") is None  # a non-str property value
+    assert t.frame(1, 0, 0, {"K": "caf\u00e9"}, b"x") is None  # non-ASCII: the generic encoder writes it
+    assert t.frame(1, 2**63, 0, {}, b"x") is None and t.frame(-1, 0, 0, {}, b"x") is None
+    assert _template(k, topic="T\u00e9") is None and _template(k, queue_id=2**31) is None
+
+
+SEND_EXT_KEYS = st.sampled_from(["msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON",
+                                 "other"])
+SEND_EXT_VALUES = st.one_of(st.sampled_from(["", "0", "3", "03", "7", "123456789", "1234567890",
+                                             "123456789012345678", "1234567890123456789", "-1", "true", "false",
+                                             "True", "DefaultRegion", "7F00000100002A9F0000000000001234"]), USUAL)
+
+
+def _api_result(header: bytes, opaque: int, mq):
+    """What the general path makes of this answer: decode_frame + MQClientAPI.send_result."""
+    from mqcore.client.api import MQClientAPI
+    from mqcore.errors import BrokerError
+    cmd = decode_frame(len(header).to_bytes(4, "big") + header)
+    if not (cmd.flag & 1 and cmd.opaque == opaque):
+        return "not the answer"
+    try:
+        return MQClientAPI.send_result("addr", mq.broker_name, mq.topic, "UNIQ", cmd.code, cmd.remark, cmd.ext_fields,
+                                       mq)
+    except (BrokerError, ProtocolError, ValueError) as e:
+        return type(e)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(code=st.sampled_from([0, 0, 0, 10, 1, 17]), answer_opaque=st.sampled_from([5, 5, 6]),
+       flag=st.sampled_from([1, 1, 0, 3]), remark=st.one_of(st.none(), USUAL),
+       ext=st.dictionaries(SEND_EXT_KEYS, SEND_EXT_VALUES, max_size=7))
+def test_template_answers_are_what_the_general_path_reads(code, answer_opaque, flag, remark, ext):
+    """read_answer (the compiled one reads the usual answer without the ext dict): the same
+    in Cython and twin, and the SendResult it gives is the one MQClientAPI.send_result gives;
+    what it leaves as a decoded answer, the general path reads to the same outcome."""
+    from mqcore.client.message import SendResult
+    resp = create_response(create_request(310, opaque=answer_opaque), code, remark, ext)
+    resp.flag = flag
+    header = _header_of(encode_frame(resp))
+    results = [_template(k).read_answer(header, 5, "UNIQ") for k in BOTH]
+    assert results[0] == results[1]
+    got = results[0]
+    t = _template(_wire_client)
+    expected = _api_result(header, 5, t.mq)
+    if type(got) is SendResult:
+        assert got == expected and got.message_queue is t.mq
+    elif got is None:
+        assert expected == "not the answer" or _wire_client.decode_json_answer(header) is None
+    else:  # left to the caller: a decoded answer that is not a plain SUCCESS for this queue
+        assert got == _wire_client.decode_json_answer(header)
+        assert type(expected) is not SendResult or expected.message_queue != t.mq or any(
+            k not in ("msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON") for k in ext) \
+            or code != 0 or ext.get("TRACE_ON", "true") not in ("true", "false")
+
+
+def test_the_usual_answer_is_read_straight_into_a_send_result():
+    from mqcore.client.message import SendResult, SendStatus
+    header = _header_of(_answer_frame(5).replace(b'"queueId":"1"', b'"queueId":"3"'))
+    for k in BOTH:
+        t = _template(k)
+        r = t.read_answer(header, 5, "UNIQ")
+        assert type(r) is SendResult and r.message_queue is t.mq
+        assert (r.status, r.msg_id, r.queue_offset, r.offset_msg_id, r.region_id, r.trace_on) == (
+            SendStatus.SEND_OK, "UNIQ", 7, "ABC", "DefaultRegion", True)
+
+
+def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
+    """``SendTemplate.send`` on one end of a socket pair whose other end reads the request
+    and answers ``peer_sends``; (result, request bytes seen, the frame expected)."""
+    import socket
+    import threading
+    import time
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    seen = bytearray()
+    t = _template(k)
+    props = {"WAIT": "true", "UNIQ_KEY": "U1"}
+    request = t.frame(5, 1_700_000_000_000, 0, props, b"body")
+
+    def peer():
+        while len(seen) < len(request):
+            seen.extend(b.recv(65536))
+        if peer_sends:
+            b.sendall(peer_sends)
+    th = threading.Thread(target=peer)
+    th.start()
+    try:
+        result = t.send(a.fileno(), 5, 1_700_000_000_000, 0, props, b"body", time.monotonic() + timeout_s, "U1")
+    finally:
+        th.join(10)
+        a.close()
+        b.close()
+    assert bytes(seen) == request
+    return result
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_template_send_exchanges_in_one_call(k):
+    from mqcore.client.message import SendResult
+    usual = _answer_frame(5).replace(b'"queueId":"1"', b'"queueId":"3"')
+    got = _template_send_with(k, usual)
+    assert type(got) is SendResult and got.queue_offset == 7 and got.msg_id == "U1"
+    other_queue = _template_send_with(k, _answer_frame(5))  # names queue 1: the caller builds the result
+    assert type(other_queue) is tuple and other_queue[4]["queueId"] == "1"
+    refused = _template_send_with(k, _answer_frame(5, code=int(ResponseCode.SYSTEM_BUSY)))
+    assert type(refused) is tuple and refused[0] == ResponseCode.SYSTEM_BUSY
+    with_body = _answer_frame(5, body=b"xyz")
+    assert _template_send_with(k, with_body) == with_body  # bytes: the frame reader's
+    assert _template_send_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_template_send_lets_a_signal_handler_interrupt_the_wait(k):
+    """Ctrl-C during a blocking Producer.send: the handler's exception ends the call."""
+    import signal
+    import socket
+    import time
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(*_args):
+        raise Interrupted
+    previous = signal.signal(signal.SIGALRM, handler)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            _template(k).send(a.fileno(), 1, 0, 0, {}, b"x", time.monotonic() + 10, "U")
+        assert time.monotonic() - t0 < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        a.close()
+        b.close()

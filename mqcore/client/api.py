@@ -34,6 +34,8 @@ from mqcore.remoting.bodies import (
     MessageQueue,
     UnlockBatchRequestBody,
 )
+from mqcore.kernel_api import SendTemplate
+from mqcore.remoting.blocking import AnswerHeader
 from mqcore.remoting.client import RemotingClient
 from mqcore.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_request
@@ -184,6 +186,27 @@ class MQClientAPI:
         if type(answer) is tuple:
             code, _opaque, _flag, remark, ext = answer
             return self.send_result(addr, broker_name, topic, uniq_id, code, remark, ext, mq)
+        return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
+
+    def send_template(self, producer_group: str, default_topic: str, default_topic_queue_nums: int,
+                      mq: MessageQueue) -> SendTemplate | None:
+        """The frame template of a plain SEND_MESSAGE_V2 to ``mq`` (see
+        ``WireClientKernels.send_template``), None when the kernel would not write it."""
+        language = self._language_name
+        if language is None:
+            return None
+        return self.remoting.blocking.kernels.send_template(
+            _SEND_V2, language, self.version, producer_group, mq.topic, default_topic, default_topic_queue_nums,
+            mq.queue_id, mq.broker_name, mq, SendResult, SendStatus.SEND_OK)
+
+    def send_answer(self, addr: str, broker_name: str, topic: str, uniq_id: str,
+                    answer: AnswerHeader | RemotingCommand, mq: MessageQueue | None = None) -> SendResult:
+        """The SendResult (or BrokerError) of a send's answer that the kernel did not turn
+        into a SendResult itself: a decoded header, or a command from the generic decoder."""
+        if type(answer) is tuple:
+            code, _opaque, _flag, remark, ext = answer
+            return self.send_result(addr, broker_name, topic, uniq_id, code, remark, ext, mq)
+        assert isinstance(answer, RemotingCommand)
         return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
 
     async def send_message_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> None:

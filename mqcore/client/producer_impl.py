@@ -44,9 +44,10 @@ from mqcore.errors import (
     SendTimeoutError,
 )
 from mqcore.format import layout as L
+from mqcore.kernel_api import SendTemplate
 from mqcore.message import Prop, is_retry_topic, properties_to_string
 from mqcore.remoting.bodies import MessageQueue
-from mqcore.remoting.codes import ResponseCode
+from mqcore.remoting.codes import RequestCode, ResponseCode
 from mqcore.remoting.headers import SendMessageRequestHeader
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,10 @@ __all__ = ["CommunicationMode", "PreparedSend", "ProducerImpl"]
 
 #: properties that take a message off ``send_plain_blocking`` (delay, transaction, retry headers)
 _PLAIN_EXCLUDED = frozenset((Prop.DELAY, Prop.TRAN_MSG, Prop.RECONSUME_TIME, Prop.MAX_RECONSUME_TIMES))
+#: send templates kept per producer (one per queue sent to); more means routes changed: start over
+_MAX_TEMPLATES = 4096
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_UNIQ_KEY = Prop.UNIQ_KEY
 
 
 class CommunicationMode(enum.Enum):
@@ -98,6 +103,14 @@ class ProducerImpl:
             latency_max=config.latency_max_ms, not_available_duration=config.not_available_duration_ms)
         self.publish_info: dict[str, TopicPublishInfo] = {}
         self._checked_topics: set[str] = set()
+        # send_plain_blocking: what it reads of the config per send (a body limit of 0 when
+        # SEND_MESSAGE_V2 is off: no message is plain), its topics and its frame templates
+        self._plain_body_limit = (min(config.compress_msg_body_over_howmuch, config.max_message_size_bytes + 1)
+                                  if config.use_send_message_v2 else 0)
+        self._send_timeout_ms = config.send_msg_timeout_ms
+        self._plain_topics: set[str] = set()
+        self._templates: dict[int, SendTemplate] = {}
+        self._blocking_pool = instance.api.remoting.blocking
 
     # --- ProducerHook -------------------------------------------------------------------------
     def publish_topics(self) -> Iterable[str]:
@@ -258,52 +271,68 @@ class ProducerImpl:
     def send_plain_blocking(self, msg: Message, timeout_ms: float | None) -> SendResult | None:
         """``send_blocking(prepare(msg))`` in few steps for the usual message: a topic already
         checked and routed, a body under the compression threshold, no delay, transaction or
-        retry properties, SEND_MESSAGE_V2. The first attempt is made here (the frame written
-        and the answer read by the wire kernels, the queue's own ``MessageQueue`` reused for
-        the result); a failed or not-stored first attempt continues in the general retry loop,
-        with the same accounting as if it had started there. None, with nothing sent, when
-        the message is not such a message (the caller takes the general path)."""
-        cfg = self.config
+        retry properties, SEND_MESSAGE_V2. The first attempt is made here, in one kernel call
+        (the queue's cached :class:`SendTemplate` writes the frame, exchanges it and builds the
+        SendResult of the usual answer, reusing the queue's own ``MessageQueue``); a failed or
+        not-stored first attempt continues in the general retry loop, with the same
+        accounting as if it had started there. None, with nothing sent, when the message is
+        not such a message (the caller takes the general path).
+
+        The common case allocates nothing in Python beyond the UNIQ_KEY and what the kernel
+        returns: the queue choice steps a counter, the template is looked up by the queue
+        object's identity, the latency is recorded only when fault tolerance is on."""
         topic, body, props = msg.topic, msg.body, msg._properties
-        if (topic not in self._checked_topics or not body or len(body) >= cfg.compress_msg_body_over_howmuch
-                or len(body) > cfg.max_message_size_bytes or not cfg.use_send_message_v2 or _PLAIN_EXCLUDED.intersection(props) or topic.startswith("%")):
+        if not body or len(body) >= self._plain_body_limit or not _PLAIN_EXCLUDED.isdisjoint(props):
             return None
+        if topic not in self._plain_topics:
+            if topic not in self._checked_topics or topic.startswith("%"):  # %RETRY%/%DLQ%: their own headers
+                return None
+            if len(self._plain_topics) >= 10_000:
+                self._plain_topics.clear()
+            self._plain_topics.add(topic)
         info = self.publish_info.get(topic)
-        if info is None or not info.ok:
+        if info is None or not info.message_queues:
             return None
         instance = self.instance
-        clock = instance.clock
-        begin = clock()
-        mq = self.fault_strategy.select_one_message_queue(info, None)
+        begin = instance.clock()
+        fault = self.fault_strategy
+        mq = fault.select_one_message_queue(info, None) if fault.enabled else info.select_one_message_queue(None)
+        template = self._templates.get(id(mq))
+        if template is None or template.mq is not mq:  # a new queue object (route change) or a reused id
+            template = self._send_template(mq)
+            if template is None:
+                return None
         broker_name = mq.broker_name
         addrs = instance.broker_addr_table.get(broker_name)
         addr = addrs.get(MASTER_ID) if addrs else None
         if addr is None:
             return None
-        uniq = props.get(Prop.UNIQ_KEY)
+        uniq = props.get(_UNIQ_KEY)
         if not uniq:
-            uniq = props[Prop.UNIQ_KEY] = instance.uniq_ids.next_id()
-        timeout = cfg.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        properties = properties_to_string(props)
-        api = instance.api
-        # the fields of _header() in SendMessageRequestHeader.V2_KEYS order
-        values = (self.group, topic, cfg.create_topic_key, cfg.default_topic_queue_nums, mq.queue_id, 0, begin,
-                  msg.flag, properties, 0, False, None, False, broker_name)
+            uniq = props[_UNIQ_KEY] = instance.uniq_ids.next_id()
+        timeout = self._send_timeout_ms if timeout_ms is None else timeout_ms
         error: RemotingError | ClientError | BrokerError | None = None
         result: SendResult | None = None
         try:
-            result = api.send_message_v2_blocking(addr, broker_name, topic, uniq, values, body, timeout, mq=mq)
+            answer = self._blocking_pool.send_template(addr, template, _SEND_V2, begin, msg.flag, props, body, uniq,
+                                                       timeout)
+            if type(answer) is SendResult:
+                if fault.enabled:
+                    fault.update_fault_item(broker_name, instance.clock() - begin, False)
+                return answer
+            if answer is None:
+                return None  # declined before anything was sent
+            result = instance.api.send_answer(addr, broker_name, topic, uniq, answer, mq)
         except (RemotingError, ClientError, BrokerError) as e:
             error = e
-        if result is not None:
-            if result.status is SendStatus.SEND_OK:
-                if self.fault_strategy.enabled:
-                    self.fault_strategy.update_fault_item(broker_name, clock() - begin, False)
-                return result
-        elif error is None:
-            return None  # declined before anything was sent
+        if result is not None and result.status is SendStatus.SEND_OK:
+            if fault.enabled:
+                fault.update_fault_item(broker_name, instance.clock() - begin, False)
+            return result
         # the first attempt failed or was not stored: the general loop takes over from here
-        prepared = PreparedSend(topic, body, 0, msg.flag, properties, uniq, tags=msg.tags, original_size=len(body))
+        cfg = self.config
+        prepared = PreparedSend(topic, body, 0, msg.flag, properties_to_string(props), uniq, tags=msg.tags,
+                                original_size=len(body))
         attempts = _Attempts(self, prepared, info, 1 + cfg.retry_times_when_send_failed, begin, timeout)
         attempts.made(mq, begin)
         if error is not None:
@@ -312,6 +341,17 @@ class ProducerImpl:
             assert result is not None
             return result
         return self._attempts_blocking(prepared, attempts, begin, timeout)
+
+    def _send_template(self, mq: MessageQueue) -> SendTemplate | None:
+        """The frame template of ``mq`` for ``send_plain_blocking``, cached by the queue
+        object's identity (the publish info's queues live until the route changes)."""
+        cfg = self.config
+        template = self.instance.api.send_template(self.group, cfg.create_topic_key, cfg.default_topic_queue_nums, mq)
+        if template is not None:
+            if len(self._templates) >= _MAX_TEMPLATES:  # queues of routes that changed: start over
+                self._templates.clear()
+            self._templates[id(mq)] = template
+        return template
 
     def _on_loop(self, coro: Coroutine[Any, Any, T], begin: int, timeout: float) -> T:
         """Run a (rare) route lookup on the loop thread and wait for it, within the send's deadline."""

@@ -172,12 +172,14 @@ class TopicPublishInfo:
 
     def select_one_message_queue(self, last_broker_name: str | None = None) -> MessageQueue:
         queues = self.message_queues
+        if last_broker_name is None:  # every send's first attempt: the counter stepped in place
+            self._counter += 1
+            return queues[self._counter % len(queues)]
         n = len(queues)
-        if last_broker_name is not None:
-            for _ in range(n):
-                mq = queues[self.next_index() % n]
-                if mq.broker_name != last_broker_name:
-                    return mq
+        for _ in range(n):
+            mq = queues[self.next_index() % n]
+            if mq.broker_name != last_broker_name:
+                return mq
         return queues[self.next_index() % n]
 
     def write_queue_nums(self, broker_name: str) -> int:

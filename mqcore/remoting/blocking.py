@@ -9,7 +9,9 @@ frames until its answer arrives, and puts the socket back.
 
 * One socket serves one caller at a time, so a thread never reads another's answer; a
   single caller thread reuses one connection, ``max_idle_per_addr`` threads keep one
-  each, more threads open extra sockets that are closed when they are returned.
+  each, more threads open extra sockets that are closed when they are returned. The
+  socket returned last per address waits in a "hot" slot taken and returned with one
+  atomic dict operation (no lock): a thread sending in a loop pays no lock round trips.
 * Frames are split by the same :class:`~mqcore.remoting.framing.FrameReceiver` as the
   loop's channels (same frame limit, same decoder), so the wire format and the
   handling of malformed or oversized answers do not depend on the path.
@@ -62,7 +64,7 @@ from mqcore.netaddr import parse_host_port
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import Body, RemotingCommand, encode
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameDecoder, FrameReceiver
-from mqcore.kernel_api import WireClientKernels
+from mqcore.kernel_api import SendTemplate, WireClientKernels
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,32 @@ class BlockingConnection:
             return None
         return self._exchange_frame(frame, code, opaque, deadline, decode)
 
+    def send_template(self, template: SendTemplate, code: int, born: int, flag: int, properties: dict[str, str],
+                      body: bytes, uniq_id: str, deadline: float, decode: FrameDecoder) -> Any:
+        """``call`` for a send written from a :class:`SendTemplate` (the frame of one
+        queue with the message's fields filled in): the SendResult of the usual answer
+        (the template's ``send`` builds it), else an :data:`AnswerHeader` or a
+        RemotingCommand as ``call`` gives; None, with nothing sent, when the template
+        declines the message. Same errors as ``invoke``."""
+        self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        if self._receiver.buffered_bytes:  # bytes of an earlier answer still wait: read in order
+            frame = template.frame(opaque, born, flag, properties, body)
+            if frame is None:
+                return None
+            return self._exchange(frame, b"", code, opaque, deadline, decode)
+        try:
+            answer = template.send(self._fd, opaque, born, flag, properties, body, deadline, uniq_id)
+        except BaseException:
+            self.close()
+            raise
+        kind = type(answer)
+        if kind is bytes:
+            return self._carry_on(answer, code, opaque, deadline, decode)
+        if kind is int:
+            self.close()
+            raise self._exchange_error(answer, code, opaque)
+        return answer  # the SendResult, an answer the template left to the caller, or None
+
     def _exchange_frame(self, frame: bytes, code: int, opaque: int, deadline: float,
                         decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
         """Write ``frame`` and read its answer: the ``exchange`` kernel does both in one call
@@ -193,7 +221,12 @@ class BlockingConnection:
         if type(answer) is int:
             self.close()
             raise self._exchange_error(answer, code, opaque)
-        try:  # bytes: hand them to the frame reader (its ring is larger than the kernel's buffer) and go on there
+        return self._carry_on(answer, code, opaque, deadline, decode)
+
+    def _carry_on(self, answer: bytes, code: int, opaque: int, deadline: float,
+                  decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
+        """The bytes a kernel read but left undecoded go to the frame reader, which reads on."""
+        try:  # (its ring is larger than the kernel's buffer)
             room = self._receiver.get_buffer()
             if len(room) < len(answer):  # the ring is sized for this (see __init__)
                 raise ProtocolError(f"{len(answer)} bytes from the exchange kernel do not fit the "
@@ -348,6 +381,10 @@ class BlockingPool:
         #: called with (addr, request) right before a request is encoded; may be set later
         self.finalize = finalize
         self._idle: dict[str, list[BlockingConnection]] = {}
+        #: the idle socket last given back per address, outside the lock: a caller sending in a
+        #: loop takes and returns it with one atomic dict operation each (``dict.pop``,
+        #: ``dict.setdefault``), not two lock round trips; it counts toward ``max_idle_per_addr``
+        self._hot: dict[str, BlockingConnection] = {}
         self._busy: set[BlockingConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -361,7 +398,7 @@ class BlockingPool:
 
     def idle_count(self, addr: str) -> int:
         with self._lock:
-            return len(self._idle.get(addr, ()))
+            return len(self._idle.get(addr, ())) + (addr in self._hot)
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return the answer (any response code), within
@@ -413,14 +450,38 @@ class BlockingPool:
             self._give_back(conn)
         return answer
 
+    def send_template(self, addr: str, template: SendTemplate, code: int, born: int, flag: int,
+                      properties: dict[str, str], body: bytes, uniq_id: str, timeout_ms: float) -> Any:
+        """``call`` for a send written from a :class:`SendTemplate` (see
+        :meth:`BlockingConnection.send_template`): the send path's one call per request,
+        with the usual answer already a SendResult. None, with nothing sent, when the
+        template declines or a ``finalize`` hook is set."""
+        if self.finalize is not None:
+            return None
+        now = time.monotonic()
+        deadline = now + timeout_ms / 1000.0
+        conn = self._take(addr, deadline, timeout_ms, now)
+        try:
+            return conn.send_template(template, code, born, flag, properties, body, uniq_id, deadline,
+                                      self._decode_answer)
+        finally:
+            self._give_back(conn, now)
+
     def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
-        with self._lock:
-            if self._closed:
+        conn = self._hot.pop(addr, None)  # atomic: no other thread gets it
+        if conn is not None:
+            self._busy.add(conn)
+            if self._closed:  # close() ran while it was neither hot nor busy: it is ours to close
+                self._discard(conn)
                 raise ClosedError(f"{self.name} is shut down")
-            idle = self._idle.get(addr)
-            conn = idle.pop() if idle else None
-            if conn is not None:
-                self._busy.add(conn)
+        else:
+            with self._lock:
+                if self._closed:
+                    raise ClosedError(f"{self.name} is shut down")
+                idle = self._idle.get(addr)
+                conn = idle.pop() if idle else None
+                if conn is not None:
+                    self._busy.add(conn)
         if conn is not None and now - conn.idle_since >= IDLE_CHECK_S and conn.peer_closed():
             log.debug("%s: %s was closed by the peer while idle; reconnecting", self.name, conn)
             self._discard(conn)
@@ -443,21 +504,33 @@ class BlockingPool:
             self._busy.discard(conn)
         conn.close()
 
-    def _give_back(self, conn: BlockingConnection) -> None:
-        with self._lock:
-            self._busy.discard(conn)
-            if not conn.closed and not self._closed:
-                idle = self._idle.setdefault(conn.addr, [])
-                if len(idle) < self._max_idle:
-                    conn.idle_since = time.monotonic()
-                    idle.append(conn)
-                    return
+    def _give_back(self, conn: BlockingConnection, now: float | None = None) -> None:
+        """Return a taken socket: into the hot slot of its address when that is free, else
+        the idle list (``max_idle_per_addr`` in all), else closed. ``now``: when its request
+        started (its idle time then counts from there: at worst one early peer check)."""
+        self._busy.discard(conn)
+        if not conn.closed and not self._closed:
+            conn.idle_since = time.monotonic() if now is None else now
+            addr = conn.addr
+            if self._hot.setdefault(addr, conn) is conn:
+                if self._closed and self._hot.pop(addr, None) is conn:  # close() raced with us: close it
+                    conn.close()
+                return
+            with self._lock:
+                if not self._closed:
+                    idle = self._idle.setdefault(addr, [])
+                    if len(idle) < self._max_idle - 1:  # the hot slot holds one
+                        idle.append(conn)
+                        return
         conn.close()
 
     def close_addr(self, addr: str) -> None:
         """Close the idle sockets to ``addr`` (e.g. after its broker went away)."""
         with self._lock:
             idle = self._idle.pop(addr, [])
+            hot = self._hot.pop(addr, None)
+            if hot is not None:
+                idle.append(hot)
         for conn in idle:
             conn.close()
 
@@ -467,6 +540,8 @@ class BlockingPool:
             self._closed = True
             idle = [c for conns in self._idle.values() for c in conns]
             self._idle.clear()
+            idle += self._hot.values()  # after _closed is set: a socket put back later is closed by its caller
+            self._hot.clear()
             busy = list(self._busy)
         for conn in idle:
             conn.close()

@@ -144,7 +144,7 @@ def test_a_socket_the_peer_closed_while_idle_is_replaced() -> None:
                 time.sleep(0.01)  # wait for the server to close it
             assert not server.channels
             # the server forgets the channel before its loop closes the socket: wait for the close
-            assert wait_for(lambda: pool._idle[addr][0].peer_closed(), timeout=5)
+            assert wait_for(lambda: pool._hot[addr].peer_closed(), timeout=5)  # the one given back last
             assert pool.idle_count(addr) == 1  # still in the pool, closed by the peer
             assert pool.invoke(addr, create_request(ECHO), 2000).remark == "echo"  # no error: reconnected
         finally:
@@ -176,7 +176,7 @@ def test_only_a_socket_idle_for_a_while_is_polled_and_a_stale_one_fails_loudly(m
             deadline = time.monotonic() + 5
             while server.channels and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert wait_for(lambda: real(pool._idle[addr][0]), timeout=5)  # the peer's close has landed
+            assert wait_for(lambda: real(pool._hot[addr]), timeout=5)  # the peer's close has landed
             assert not polls  # never polled: every reuse was "recent"
             with pytest.raises(RemotingError):
                 pool.invoke(addr, create_request(ECHO), 2000)
