@@ -16,3 +16,57 @@ def encode_request_frame(code: int, language: str, version: int, opaque: int, fl
 def decode_json_answer(header: Buffer) -> tuple[int, int, int, str | None, dict[str, str]] | None: ...
 def exchange(fd: int, frame: Buffer, opaque: int,
              deadline: float) -> tuple[int, int, int, str | None, dict[str, str]] | bytes | int: ...
+
+# --- auto-batching (the twin's AutoBatcher / PendingBatch have the contract) ---
+JOIN_CHECK: int
+JOIN_WAIT: int
+BATCH_LAUNCH: int
+BATCH_LEAVE_SOON: int
+BATCH_ARM_TIMER: int
+
+class PendingBatch:
+    key: Any
+    topic: str
+    queue: Any
+    tags: str | None
+    wait: bool
+    body: bytearray
+    uniq_ids: list[str]
+    open: bool
+    timer: Any
+    launched: bool
+    window_slots: int
+    externals: list[tuple[int, Any]] | None
+    condition: Any
+    state: str
+    result: Any
+    error: BaseException | None
+    watchers: list[Any] | None
+    def __init__(self, key: Any, topic: str, queue: Any, tags: str | None, wait: bool, condition: Any,
+                 result_type: Any) -> None: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def track(self, future: Any) -> None: ...
+    def result_for(self, index: int) -> Any: ...
+
+class AutoBatcher:
+    lock: Any
+    pending: dict[Any, Any]
+    inflight_per_key: dict[Any, int]
+    held_bytes: int
+    closed: bool
+    batch_max_bytes: int
+    total_batch_max_bytes: int
+    max_inflight_batches: int
+    max_message_bytes: int
+    condition: Any
+    def __init__(self, *, lock: Any, batch_max_bytes: int, total_batch_max_bytes: int, max_inflight_batches: int,
+                 max_message_bytes: int, checked_topics: Any, ids: Any, system_clock: bool, future_type: Any,
+                 condition: Any, result_type: Any, on_batch: Any, window: Any = None) -> None: ...
+    def add(self, msg: Any, queue: Any = None, future: Any = None, window_slot: int = 0,
+            checked: bool = False) -> Any: ...
+    def detach(self, batch: Any) -> Any: ...
+
+def gc_track(obj: Any) -> None: ...

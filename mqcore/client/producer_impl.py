@@ -44,6 +44,7 @@ from mqcore.errors import (
     SendTimeoutError,
 )
 from mqcore.format import layout as L
+from mqcore.kernel_api import PendingBatchApi
 from mqcore.message import Prop, is_retry_topic, properties_to_string
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import ResponseCode
@@ -170,6 +171,16 @@ class ProducerImpl:
         wait = "true" if msgs[0].wait_store_msg_ok else "false"
         return PreparedSend(msgs[0].topic, body, 0, 0, properties_to_string({Prop.WAIT: wait}), ",".join(ids),
                             batch=True, count=len(msgs))
+
+    def prepare_joined(self, batch: PendingBatchApi) -> PreparedSend:
+        """An auto-batch (SEND_BATCH_MESSAGE) whose items the batcher kernel encoded as its
+        messages joined (each stamped with its UNIQ_KEY, its topic checked)."""
+        body = bytes(batch.body)
+        if len(body) > self.config.max_message_size_bytes:
+            raise IllegalArgumentError(
+                f"the batch encodes to {len(body)} bytes, over max_message_size_bytes={self.config.max_message_size_bytes}")
+        return PreparedSend(batch.topic, body, 0, 0, properties_to_string({Prop.WAIT: "true" if batch.wait else "false"}),
+                            ",".join(batch.uniq_ids), batch=True, count=batch.count)
 
     # --- publish info (loop thread) ------------------------------------------------------------------
     async def find_publish_info(self, topic: str) -> TopicPublishInfo:
