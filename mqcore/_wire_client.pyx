@@ -680,8 +680,13 @@ cdef class PendingBatch:
             if len(ids) < len(self.uniq_ids):  # a broker that listed fewer ids: the rest get the batch's
                 ids.extend([r.offset_msg_id] * (len(self.uniq_ids) - len(ids)))
             self._offset_ids = ids
-        return self._result_type(r.status, self.uniq_ids[index], r.message_queue, r.queue_offset + index,
-                                 ids[index], r.transaction_id, r.region_id, r.trace_on)
+        one = self._result_type(r.status, self.uniq_ids[index], r.message_queue, r.queue_offset + index,
+                                ids[index], r.transaction_id, r.region_id, r.trace_on)
+        # its fields are strs, ints, an enum and the batch's queue: it cannot close a cycle, so the
+        # collector need not walk the thousands a pipelining caller keeps (as CPython untracks a
+        # tuple or dict of atomic values)
+        PyObject_GC_UnTrack(<PyObject*>one)
+        return one
 
 
 cdef class AutoBatcher:

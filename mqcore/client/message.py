@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _BODY_REPR_BYTES = 48
+_WAIT = Prop.WAIT
 
 #: property names a user may not set with ``put_user_property`` (``MessageConst.STRING_HASH_SET``)
 SYSTEM_PROPERTIES = frozenset({
@@ -105,9 +106,11 @@ class Message:
         properties: dict[str, str] | None = None,
         wait_store_msg_ok: bool = True,
     ) -> None:
+        # (the usual bytes body and int flag skip the conversions: a pipelining producer
+        # makes one Message per send)
         self.topic = topic
-        self.body = _as_body(body)
-        self.flag = int(flag)
+        self.body = body if type(body) is bytes else _as_body(body)
+        self.flag = flag if type(flag) is int else int(flag)
         self._properties: dict[str, str] = dict(properties) if properties else {}
         self.transaction_id: str | None = None
         if tags is not None:
@@ -116,8 +119,8 @@ class Message:
             self.keys = keys  # type: ignore[assignment]
         if delay_level:
             self.delay_level = delay_level
-        if Prop.WAIT not in self._properties:
-            self._properties[Prop.WAIT] = "true" if wait_store_msg_ok else "false"
+        if _WAIT not in self._properties:
+            self._properties[_WAIT] = "true" if wait_store_msg_ok else "false"
 
     # --- properties --------------------------------------------------------------------
     @property
