@@ -294,41 +294,23 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None) -> list[MessageExt]:
-    """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
-    out: list[MessageExt] = []
+                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None,
+                    props_suffix: bytes = b"") -> list[MessageExt]:
+    """PULL (or QUERY/VIEW) response body -> messages, decompressed. The store kernels
+    write each record straight into a ``MessageExt`` (properties parsed when first read);
+    ``props_suffix`` (encoded properties) is appended to every message's properties."""
     if not body:
-        return out
+        return []
     try:
-        decoded = (kernels or default_kernels()).decode_records(body, 0, len(body), max_count)
+        out, compressed = (kernels or default_kernels()).decode_message_objects(
+            body, 0, len(body), max_count, MessageExt, broker_name, props_suffix)
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
-    compressed = L.SYSFLAG_COMPRESSED
-    new = object.__new__
-    for r in decoded:
-        # the consume hot path: every slot written once, without MessageExt.__init__'s defaults
-        sys_flag = r.sys_flag
-        m = new(MessageExt)
-        m.topic = r.topic
-        m.body = decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body
-        m.flag = r.flag
-        m._properties = None
-        m._props_raw = r.properties
-        m.transaction_id = None
-        m.broker_name = broker_name
-        m.queue_id = r.queue_id
-        m.queue_offset = r.queue_offset
-        m.commitlog_offset = r.phy_offset
-        m.store_size = r.store_size
-        m.body_crc = r.body_crc
-        m.sys_flag = sys_flag
-        m.born_timestamp = r.born_timestamp
-        m.born_host = r.born_host
-        m.store_timestamp = r.store_timestamp
-        m.store_host = r.store_host
-        m.reconsume_times = r.reconsume_times
-        m.prepared_transaction_offset = r.prepared_offset
-        out.append(m)
+    if compressed:
+        flag = L.SYSFLAG_COMPRESSED
+        for m in out:
+            if m.sys_flag & flag:
+                m.body = decompress_body(m.body, m.sys_flag)
     return out
 
 
