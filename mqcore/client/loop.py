@@ -633,15 +633,43 @@ def settle_batch(batch: Any, result: Any = None, error: BaseException | None = N
                 callback(future)
             except Exception:  # as the base class: a callback's failure is logged, not raised
                 log.exception("exception calling callback for %r", future)
-    for index, future in batch.externals or ():
-        if future.done():
-            continue
+    externals = batch.externals
+    if not externals:
+        return
+    running = asyncio.events._get_running_loop()
+    elsewhere: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any]]] = {}
+    for index, future in externals:
+        outcome: Any = _CANCEL if cancelled else error if error is not None else batch.result_for(index)
+        get_loop = getattr(future, "get_loop", None)  # an asyncio future: settled on its own loop
+        loop = get_loop() if get_loop is not None else None
+        if loop is None or loop is running:
+            _settle_one(future, outcome)
+        else:
+            elsewhere.setdefault(loop, []).append((future, outcome))
+    for loop, items in elsewhere.items():  # one wake-up per loop for the whole batch (asend)
         try:
-            if cancelled:
-                future.cancel()
-            elif error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(batch.result_for(index))
-        except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
-            log.debug("a batched send's future was cancelled before its result arrived")
+            loop.call_soon_threadsafe(_settle_many, items)
+        except RuntimeError:  # that loop is closed: nobody waits there any more
+            log.debug("a batched asend's loop closed before its result arrived")
+
+
+_CANCEL = object()
+
+
+def _settle_one(future: Any, outcome: Any) -> None:
+    if future.done():
+        return
+    try:
+        if outcome is _CANCEL:
+            future.cancel()
+        elif isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        log.debug("a batched send's future was cancelled before its result arrived")
+
+
+def _settle_many(items: list[tuple[Any, Any]]) -> None:
+    for future, outcome in items:
+        _settle_one(future, outcome)

@@ -252,11 +252,42 @@ class Producer:
     async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
         under back-pressure it waits without blocking the caller's loop."""
+        batcher = self._batcher
+        if (batcher is not None and type(msg) is Message and self._state is _State.RUNNING
+                and not kwargs.keys() - {"queue"}):
+            future = await self._join_batch_async(batcher, msg, kwargs.get("queue"))
+            if future is not None:
+                return await future  # type: ignore[no-any-return]
         if not self._async_slots.acquire(blocking=False):
             await asyncio.get_running_loop().run_in_executor(None, self._wait_for_slot)
         else:
             self._async_slots.release()
         return await asyncio.wrap_future(self.send_async(msg, **kwargs))
+
+    async def _join_batch_async(self, batcher: Any, msg: Message,
+                                queue: MessageQueue | None) -> asyncio.Future[SendResult] | None:
+        """``asend``'s auto-batched step: the same kernel call as ``send_async`` with an
+        asyncio future of the caller's loop, which the batch settles with one wake-up of that
+        loop per batch (``settle_batch``); a full window is waited for on an executor thread.
+        None, with nothing taken, when the message cannot join a batch."""
+        acc = self._accumulator
+        assert acc is not None
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SendResult] = loop.create_future()
+        answer = batcher.add(msg, queue, future, 1)
+        if answer == acc.JOIN_CHECK:
+            self._impl.check(msg)
+            answer = batcher.add(msg, queue, future, 1, True)
+        if answer == acc.JOIN_WAIT:
+            await loop.run_in_executor(None, self._wait_for_async_slot, None)
+            try:
+                answer = batcher.add(msg, queue, future, 2, True)
+            except BaseException:
+                self._async_slots.release()
+                raise
+            if answer is None:
+                self._async_slots.release()
+        return future if answer is future else None
 
     def _wait_for_slot(self) -> None:
         if self._async_slots.acquire(timeout=self._loop_timeout(None)):
