@@ -353,20 +353,24 @@ def encode_batch_messages(items):
             raise ValueError(f"batch item {i}: properties encode to {plen} bytes, over 32767")
         parts.append((flag, b, props, plen))
         total += BATCH_ITEM_FIXED + b.shape[0] + 2 + plen
-    out = bytearray(total)
-    cdef unsigned char[::1] o = out
+    # written in place into the bytes it returns: a bytearray copied out at the end cost a
+    # second (page-faulting) allocation of the whole batch, ~1 ms for 1000 x 1 KiB
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char *o = <unsigned char *>PyBytes_AS_STRING(out)  # not shared yet: ours to fill
     for flag, b, props, plen in parts:
         blen = b.shape[0]
         if p + BATCH_ITEM_FIXED + blen + 2 + plen > total:
             raise RuntimeError("a message changed while the batch was being encoded")
-        p += _batch_item_head(&o[p], flag, &b[0] if blen else NULL, blen, plen)
+        p += _batch_item_head(o + p, flag, &b[0] if blen else NULL, blen, plen)
         if type(props) is dict:
-            _dict_props_write(<dict>props, &o[p], plen)
+            _dict_props_write(<dict>props, o + p, plen)
         elif plen:
             pr = props
-            memcpy(&o[p], &pr[0], plen)
+            memcpy(o + p, &pr[0], plen)
         p += plen
-    return bytes(out)
+    if p != total:
+        raise RuntimeError("a message changed while the batch was being encoded")
+    return out
 
 
 def encode_batch_message(int32_t flag, body, props):

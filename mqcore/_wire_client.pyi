@@ -24,6 +24,11 @@ BATCH_LAUNCH: int
 BATCH_LEAVE_SOON: int
 BATCH_ARM_TIMER: int
 
+class UniqIdWriter:
+    def __init__(self, ids: Any, system_clock: bool) -> None: ...
+    def next_id(self) -> str: ...
+    def stamp_all(self, msgs: Any) -> list[str]: ...
+
 class PendingBatch:
     key: Any
     topic: str

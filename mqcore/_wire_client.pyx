@@ -614,6 +614,71 @@ cdef int _wc_props_write(dict props, char* o, Py_ssize_t cap) except -1:
     return 0
 
 
+cdef class UniqIdWriter:
+    """``UniqIdGenerator.next_id()`` written in C, sharing the generator's counter and month
+    base (see the twin)."""
+    cdef object ids
+    cdef object counter
+    cdef bytes fixed_hex
+    cdef object clock
+    cdef bint system_clock
+    cdef int64_t start_ms
+    cdef int64_t next_start_ms
+
+    def __init__(self, ids, bint system_clock):
+        self.ids = ids
+        self.counter = ids._counter
+        self.fixed_hex = ids.fixed_hex.encode("ascii")
+        self.clock = ids.clock
+        self.system_clock = system_clock
+        self.start_ms = ids._start_ms
+        self.next_start_ms = ids._next_start_ms
+
+    cdef str _next(self):
+        cdef int64_t now
+        cdef timespec ts
+        if self.system_clock:
+            clock_gettime(CLOCK_REALTIME, &ts)
+            now = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+        else:
+            now = self.clock()
+        if now >= self.next_start_ms:
+            self.ids._rebase(now)
+            self.start_ms = self.ids._start_ms
+            self.next_start_ms = self.ids._next_start_ms
+        cdef uint32_t diff = <uint32_t>((now - self.start_ms) & 0xFFFFFFFF)
+        cdef uint32_t count = <uint32_t>(<int64_t>next(self.counter) & 0xFFFF)
+        cdef Py_ssize_t fixed = len(self.fixed_hex), i
+        out = PyUnicode_New(fixed + 12, 127)
+        cdef char* o = <char*>PyUnicode_DATA(out)
+        memcpy(o, PyBytes_AS_STRING(self.fixed_hex), fixed)
+        o += fixed
+        for i in range(8):
+            o[i] = _HEX[(diff >> (28 - 4 * i)) & 0xF]
+        for i in range(4):
+            o[8 + i] = _HEX[(count >> (12 - 4 * i)) & 0xF]
+        return out
+
+    def next_id(self):
+        return self._next()
+
+    def stamp_all(self, msgs):
+        """Every message's ``UNIQ_KEY``, in order; a message without one gets a new one."""
+        cdef list out = []
+        cdef PyObject* v
+        cdef dict props
+        for msg in msgs:
+            props = msg._properties
+            v = PyDict_GetItem(props, _K_UNIQ)
+            if v == NULL or not <object>v:
+                uniq = self._next()
+                props[_K_UNIQ] = uniq
+                out.append(uniq)
+            else:
+                out.append(<object>v)
+        return out
+
+
 cdef class PendingBatch:
     """One batch of an aggregation key: filled on callers' threads, then sent by the loop; also
     the shared state of its messages' futures (see the twin)."""
@@ -701,13 +766,7 @@ cdef class AutoBatcher:
     cdef readonly Py_ssize_t max_inflight_batches
     cdef readonly Py_ssize_t max_message_bytes
     cdef object checked_topics
-    cdef object ids
-    cdef object counter
-    cdef bytes fixed_hex
-    cdef object clock
-    cdef bint system_clock
-    cdef int64_t start_ms
-    cdef int64_t next_start_ms
+    cdef UniqIdWriter ids
     cdef object future_type
     cdef readonly object condition
     cdef object result_type
@@ -728,45 +787,13 @@ cdef class AutoBatcher:
         self.max_inflight_batches = max_inflight_batches
         self.max_message_bytes = max_message_bytes
         self.checked_topics = checked_topics
-        self.ids = ids
-        self.counter = ids._counter
-        self.fixed_hex = ids.fixed_hex.encode("ascii")
-        self.clock = ids._clock
-        self.system_clock = system_clock
-        self.start_ms = ids._start_ms
-        self.next_start_ms = ids._next_start_ms
+        self.ids = UniqIdWriter(ids, system_clock)
         self.future_type = future_type
         self.condition = condition
         self.result_type = result_type
         self.on_batch = on_batch
         self.window = window
         self.last = None
-
-    cdef str _next_uniq_id(self):
-        """``UniqIdGenerator.next_id()`` of ``ids``, the same string, written here."""
-        cdef int64_t now
-        cdef timespec ts
-        if self.system_clock:
-            clock_gettime(CLOCK_REALTIME, &ts)
-            now = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-        else:
-            now = self.clock()
-        if now >= self.next_start_ms:
-            self.ids._rebase(now)
-            self.start_ms = self.ids._start_ms
-            self.next_start_ms = self.ids._next_start_ms
-        cdef uint32_t diff = <uint32_t>((now - self.start_ms) & 0xFFFFFFFF)
-        cdef uint32_t count = <uint32_t>(<int64_t>next(self.counter) & 0xFFFF)
-        cdef Py_ssize_t fixed = len(self.fixed_hex), i
-        out = PyUnicode_New(fixed + 12, 127)
-        cdef char* o = <char*>PyUnicode_DATA(out)
-        memcpy(o, PyBytes_AS_STRING(self.fixed_hex), fixed)
-        o += fixed
-        for i in range(8):
-            o[i] = _HEX[(diff >> (28 - 4 * i)) & 0xF]
-        for i in range(4):
-            o[8 + i] = _HEX[(count >> (12 - 4 * i)) & 0xF]
-        return out
 
     def add(self, msg, queue=None, future=None, int window_slot=0, bint checked=False):
         cdef object topic = msg.topic
@@ -788,7 +815,7 @@ cdef class AutoBatcher:
             return JOIN_CHECK
         v = PyDict_GetItem(p, _K_UNIQ)
         if v == NULL or not <object>v:
-            p[_K_UNIQ] = self._next_uniq_id()
+            p[_K_UNIQ] = self.ids._next()
         cdef int32_t flag = msg.flag
         cdef Py_ssize_t plen = _wc_props_len(p)
         if plen < 0 or plen > _MAX_PROPERTIES:

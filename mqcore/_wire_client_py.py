@@ -321,7 +321,7 @@ def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, in
 
 # --- auto-batching: a send_async's per-message work in one call -----------------------------------
 __all__ += ["AutoBatcher", "BATCH_ARM_TIMER", "BATCH_LAUNCH", "BATCH_LEAVE_SOON", "JOIN_CHECK", "JOIN_WAIT",
-            "PendingBatch", "gc_track"]
+            "PendingBatch", "UniqIdWriter", "gc_track"]
 #: ``AutoBatcher.add`` answers besides a future and None
 JOIN_CHECK = 1  # the topic was not checked yet (or the body is empty or too large): check, then add(checked=True)
 JOIN_WAIT = 2  # window_slot=1 and the window is full: wait for a slot, then add(window_slot=2)
@@ -345,6 +345,29 @@ def _props_len(props: dict[Any, Any]) -> int:
         n += len(k.encode("utf-8")) + 1 + len(v.encode("utf-8"))
         count += 1
     return n + count - 1 if count else 0
+
+
+class UniqIdWriter:
+    """``ids.next_id()`` (a ``UniqIdGenerator``), which the compiled kernel writes in C, sharing
+    the generator's counter and month base (``system_clock``: the generator reads the system
+    clock, which the compiled kernel then reads itself). ``stamp_all(msgs)``: every message's
+    ``UNIQ_KEY`` in order, a message without one stamped with a new one (an explicit batch)."""
+
+    def __init__(self, ids: Any, system_clock: bool) -> None:
+        self._ids = ids
+
+    def next_id(self) -> str:
+        return self._ids.next_id()  # type: ignore[no-any-return]
+
+    def stamp_all(self, msgs: Any) -> list[str]:
+        out = []
+        for msg in msgs:
+            props = msg._properties
+            uniq = props.get("UNIQ_KEY")
+            if not uniq:
+                uniq = props["UNIQ_KEY"] = self._ids.next_id()
+            out.append(uniq)
+        return out
 
 
 class PendingBatch:

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
+from mqcore._compat import default_wire_client_kernels
 from mqcore.client.config import ProducerConfig
 from mqcore.client.instance import ClientInstance
 from mqcore.client.latency import MQFaultStrategy
@@ -43,6 +44,7 @@ from mqcore.errors import (
     RemotingError,
     SendTimeoutError,
 )
+from mqcore.clock import system_clock_ms
 from mqcore.format import layout as L
 from mqcore.kernel_api import PendingBatchApi
 from mqcore.message import Prop, is_retry_topic, properties_to_string
@@ -99,6 +101,8 @@ class ProducerImpl:
             latency_max=config.latency_max_ms, not_available_duration=config.not_available_duration_ms)
         self.publish_info: dict[str, TopicPublishInfo] = {}
         self._checked_topics: set[str] = set()
+        ids = instance.uniq_ids
+        self._id_writer = default_wire_client_kernels().UniqIdWriter(ids, ids.clock is system_clock_ms)
 
     # --- ProducerHook -------------------------------------------------------------------------
     def publish_topics(self) -> Iterable[str]:
@@ -156,12 +160,7 @@ class ProducerImpl:
         msgs = list(msgs)
         if not validated:
             check_batch(msgs, self.config.max_message_size_bytes)
-        ids = []
-        for m in msgs:
-            uniq = m.properties.get(Prop.UNIQ_KEY)
-            if not uniq:
-                uniq = m.properties[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
-            ids.append(uniq)
+        ids = self._id_writer.stamp_all(msgs)  # the UNIQ_KEYs, written by the wire kernels
         if body is None:
             body = encode_batch_body(msgs)
         if len(body) > self.config.max_message_size_bytes:

@@ -220,3 +220,16 @@ def test_compiled_futures_cost_the_collector_nothing_until_they_could_close_a_cy
     assert plain.result().queue_offset == 40 and not gc.is_tracked(plain)
     with pytest.raises(RuntimeError, match="own"):
         failed.result()
+
+
+def test_explicit_batches_are_stamped_with_the_generators_ids():
+    got = []
+    for kernels in (_wire_client, _wire_client_py):
+        clock = ManualClock(1_700_000_123_456)
+        writer = kernels.UniqIdWriter(UniqIdGenerator("10.1.2.3", pid=77, loader_hash=5, clock=clock), False)
+        msgs = [Message("T", b"x") for _ in range(3)]
+        msgs[1].properties["UNIQ_KEY"] = "KEEP"  # a message that has one keeps it
+        got.append((writer.stamp_all(msgs), [m.uniq_key for m in msgs], writer.next_id()))
+    reference = UniqIdGenerator("10.1.2.3", pid=77, loader_hash=5, clock=ManualClock(1_700_000_123_456))
+    first, third, after = (reference.next_id() for _ in range(3))
+    assert got[0] == got[1] == ([first, "KEEP", third], [first, "KEEP", third], after)
