@@ -120,8 +120,10 @@ class ConsumeMessageConcurrentlyService:
         pending = self._pending
         if len(msgs) <= n:
             pending.append((msgs, pq, mq))
+        elif n == 1:  # RocketMQ's default listener batch: one list per message, no slicing
+            pending.extend([([msg], pq, mq) for msg in msgs])
         else:
-            pending.extend((msgs[i:i + n], pq, mq) for i in range(0, len(msgs), n))
+            pending.extend([(msgs[i:i + n], pq, mq) for i in range(0, len(msgs), n)])
         self._start_drainer(only_if_idle=True)
 
     def _start_drainer(self, *, only_if_idle: bool) -> None:
