@@ -49,7 +49,8 @@ from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
 from mqcore.clock import Clock
-from mqcore.format.properties import PROPERTY_SEPARATOR, format_pair
+from mqcore.format.layout import PROPERTY_SEPARATOR
+from mqcore.format.properties import format_pair
 from mqcore.message import Prop, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
