@@ -525,6 +525,7 @@ def exchange(int fd, const unsigned char[::1] frame, int64_t opaque, double dead
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t
 
@@ -679,6 +680,77 @@ cdef class UniqIdWriter:
         return out
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    ctypedef struct PyTypeObject:
+        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t)
+        void* tp_new
+    PyTypeObject PyMemberDescr_Type
+    PyTypeObject PyBaseObject_Type
+
+DEF _T_OBJECT_EX = 16
+DEF _READONLY = 1
+#: ``SendResult``'s fields in its constructor's order (what ``result_for`` passes)
+_RESULT_FIELDS = ("status", "msg_id", "message_queue", "queue_offset", "offset_msg_id", "transaction_id",
+                  "region_id", "trace_on")
+
+
+cdef class _ResultMaker:
+    """Makes ``result_type(*fields)`` objects. When the type is a plain ``__slots__`` class
+    (``SendResult``: a slotted dataclass, no ``__post_init__``), its slots are written
+    directly (what its generated ``__init__`` does, without running Python code: that was
+    most of a batched future's ``result()``); otherwise the type is called."""
+    cdef object cls
+    cdef bint direct
+    cdef Py_ssize_t off[8]
+
+    def __init__(self, cls):
+        self.cls = cls
+        self.direct = False
+        cdef PyMemberDef* m
+        # a dataclass's generated __init__ only assigns its fields, in this order
+        if (not isinstance(cls, type) or "__dataclass_fields__" not in cls.__dict__ or hasattr(cls, "__post_init__")
+                or tuple(cls.__dataclass_fields__) != _RESULT_FIELDS):
+            return
+        if (<PyTypeObject*><PyObject*>cls).tp_new != PyBaseObject_Type.tp_new:
+            return
+        for i, name in enumerate(_RESULT_FIELDS):
+            d = getattr(cls, name, None)
+            if type(d) is not <object><PyObject*>&PyMemberDescr_Type:
+                return
+            m = (<PyMemberDescrObject*><PyObject*>d).d_member
+            if m.type != _T_OBJECT_EX or m.flags & _READONLY:
+                return
+            self.off[i] = m.offset
+        self.direct = True
+
+    cdef object make(self, status, msg_id, mq, queue_offset, offset_id, tx, region, trace):
+        if not self.direct:
+            return self.cls(status, msg_id, mq, queue_offset, offset_id, tx, region, trace)
+        one = self.cls.__new__(self.cls)
+        _wc_fill(one, self.off[0], status)
+        _wc_fill(one, self.off[1], msg_id)
+        _wc_fill(one, self.off[2], mq)
+        _wc_fill(one, self.off[3], queue_offset)
+        _wc_fill(one, self.off[4], offset_id)
+        _wc_fill(one, self.off[5], tx)
+        _wc_fill(one, self.off[6], region)
+        _wc_fill(one, self.off[7], trace)
+        return one
+
+
+cdef inline void _wc_fill(object obj, Py_ssize_t offset, object value) noexcept:
+    """A slot of a new object (still NULL): what ``setattr`` does, without the lookup."""
+    Py_INCREF(value)
+    (<PyObject**>(<char*><PyObject*>obj + offset))[0] = <PyObject*>value
+
+
 cdef class PendingBatch:
     """One batch of an aggregation key: filled on callers' threads, then sent by the loop; also
     the shared state of its messages' futures (see the twin)."""
@@ -699,8 +771,9 @@ cdef class PendingBatch:
     cdef public object result
     cdef public object error
     cdef public list watchers
-    cdef object _result_type
+    cdef _ResultMaker _results
     cdef list _offset_ids
+    cdef tuple _common
 
     def __init__(self, key, str topic, queue, tags, bint wait, condition, result_type):
         self.key = key
@@ -720,7 +793,7 @@ cdef class PendingBatch:
         self.result = None
         self.error = None
         self.watchers = None
-        self._result_type = result_type
+        self._results = result_type if type(result_type) is _ResultMaker else _ResultMaker(result_type)
         self._offset_ids = None
 
     @property
@@ -731,6 +804,11 @@ cdef class PendingBatch:
     def size(self):
         return PyByteArray_GET_SIZE(self.body)
 
+    def drop_body(self):
+        """The batch was answered: its futures (which keep it alive as long as the caller keeps
+        them) need only the ids and the answer, not the encoded messages."""
+        self.body = bytearray()
+
     def track(self, future):
         """Have the cyclic collector track ``future`` (one of this batch's, untracked by ``add``)
         again: it is about to hold something that could close a reference cycle."""
@@ -738,15 +816,19 @@ cdef class PendingBatch:
 
     def result_for(self, Py_ssize_t index):
         """Message ``index``'s own ``SendResult`` out of the batch's (``split_batch_results``)."""
-        r = self.result
         cdef list ids = self._offset_ids
+        cdef tuple common
         if ids is None:
+            r = self.result
             ids = list(r.offset_msg_ids)
             if len(ids) < len(self.uniq_ids):  # a broker that listed fewer ids: the rest get the batch's
                 ids.extend([r.offset_msg_id] * (len(self.uniq_ids) - len(ids)))
+            # what every message's result shares, read once per batch
+            self._common = (r.status, r.message_queue, r.queue_offset, r.transaction_id, r.region_id, r.trace_on)
             self._offset_ids = ids
-        one = self._result_type(r.status, self.uniq_ids[index], r.message_queue, r.queue_offset + index,
-                                ids[index], r.transaction_id, r.region_id, r.trace_on)
+        common = self._common
+        one = self._results.make(common[0], self.uniq_ids[index], common[1], common[2] + index, ids[index],
+                                 common[3], common[4], common[5])
         # its fields are strs, ints, an enum and the batch's queue: it cannot close a cycle, so the
         # collector need not walk the thousands a pipelining caller keeps (as CPython untracks a
         # tuple or dict of atomic values)
@@ -790,7 +872,7 @@ cdef class AutoBatcher:
         self.ids = UniqIdWriter(ids, system_clock)
         self.future_type = future_type
         self.condition = condition
-        self.result_type = result_type
+        self.result_type = _ResultMaker(result_type)
         self.on_batch = on_batch
         self.window = window
         self.last = None

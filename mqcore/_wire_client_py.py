@@ -417,6 +417,11 @@ class PendingBatch:
     def size(self) -> int:
         return len(self.body)
 
+    def drop_body(self) -> None:
+        """The batch was answered: its futures (which keep it alive as long as the caller keeps
+        them) need only the ids and the answer, not the encoded messages."""
+        self.body = bytearray()
+
     def track(self, future: Any) -> None:
         """The compiled batch has the cyclic collector track an untracked future of its own
         again (see ``gc_track``); the twin never untracks one."""

@@ -212,6 +212,7 @@ class ProduceAccumulator:
             return
         finally:
             self._acknowledged(batch)
+            batch.drop_body()  # its futures may live long: they keep the ids, not the bytes
         self.batches_sent += 1
         self.messages_batched += batch.count
         settle_batch(batch, result)  # one lock round and one wake-up for the batch

@@ -27,11 +27,13 @@ def sent_messages(batch) -> list[Message]:
 class Recorder:
     def __init__(self, fail: BaseException | None = None) -> None:
         self.batches: list[tuple[list[Message], MessageQueue | None]] = []
+        self.sent: list = []
         self.fail = fail
 
     async def __call__(self, batch) -> SendResult:
         msgs, queue = sent_messages(batch), batch.queue
         self.batches.append((msgs, queue))
+        self.sent.append(batch)
         if self.fail is not None:
             raise self.fail
         q = queue or MessageQueue(msgs[0].topic, "b", 0)
@@ -59,6 +61,7 @@ def test_batches_by_delay_and_splits_results():
         for i, r in enumerate(results):
             assert r.msg_id == f"U{i}" and r.offset_msg_id == f"OFF{i}" and r.queue_offset == 100 + i
         assert acc.held_bytes == 0 and acc.batches_sent == 1 and acc.messages_batched == 5
+        assert [len(b.body) for b in rec.sent] == [0]  # answered: the futures keep ids, not the bytes
     run(main())
 
 

@@ -233,3 +233,30 @@ def test_explicit_batches_are_stamped_with_the_generators_ids():
     reference = UniqIdGenerator("10.1.2.3", pid=77, loader_hash=5, clock=ManualClock(1_700_000_123_456))
     first, third, after = (reference.next_id() for _ in range(3))
     assert got[0] == got[1] == ([first, "KEEP", third], [first, "KEEP", third], after)
+
+
+def test_each_messages_result_is_the_same_object_whoever_makes_it():
+    """``result_for`` writes ``SendResult``'s slots directly in the compiled kernel: the same
+    values as the twin's constructor call, equal and of the same type; a result type the
+    kernel cannot fill that way (one with a ``__post_init__``) is called instead."""
+    import dataclasses
+
+    made = []
+
+    @dataclasses.dataclass(slots=True)
+    class Checked(SendResult):  # type: ignore[misc]
+        def __post_init__(self) -> None:
+            made.append(self.msg_id)
+
+    for result_type in (SendResult, Checked):
+        results = []
+        for kernels in (_wire_client, _wire_client_py):
+            batch = kernels.PendingBatch(("T", None, None, True), "T", None, None, True, threading.Condition(),
+                                         result_type)
+            batch.uniq_ids.extend(["U0", "U1"])
+            batch.result = SendResult(SendStatus.FLUSH_DISK_TIMEOUT, "U0,U1", MessageQueue("T", "b", 2), 7, "O0",
+                                      "tx", "region", False)
+            results.append([batch.result_for(i) for i in range(2)])
+        assert results[0] == results[1] and all(type(r) is result_type for r in results[0])
+        assert [(r.msg_id, r.queue_offset, r.offset_msg_id) for r in results[0]] == [("U0", 7, "O0"), ("U1", 8, "O0")]
+    assert made == ["U0", "U1", "U0", "U1"]  # both kernels ran its __post_init__
