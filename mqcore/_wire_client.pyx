@@ -950,6 +950,8 @@ cdef class AutoBatcher:
                     _wc_props_write(p, o + _ITEM_OVERHEAD + blen, plen)
                 except BaseException:
                     PyByteArray_Resize(batch.body, at)
+                    if batch is fresh:  # announced to nobody yet: it must not stay pending
+                        self._forget(batch)
                     raise
                 index = len(batch.uniq_ids)
                 batch.uniq_ids.append(p[_K_UNIQ])
@@ -988,6 +990,15 @@ cdef class AutoBatcher:
         batch.open = False
         self.inflight_per_key[batch.key] = self.inflight_per_key.get(batch.key, 0) + 1
         return batch
+
+    cdef int _forget(self, PendingBatch batch) except -1:
+        """An empty batch that never got a message (its first one failed to encode)."""
+        if self.pending.get(batch.key) is batch:
+            del self.pending[batch.key]
+        batch.open = False
+        if self.last is batch:
+            self.last = None
+        return 0
 
     def detach(self, PendingBatch batch):
         """Take ``batch`` out of the pending table and count it in flight (the lock held)."""

@@ -531,6 +531,9 @@ class AutoBatcher:
                                                                      self._result_type)
                 item = encode_batch_message(msg.flag, body, props)
                 if len(item) != size:
+                    if batch is fresh:  # announced to nobody yet: it must not stay pending
+                        del self.pending[key]
+                        batch.open = False
                     raise RuntimeError("a message's properties changed while it was being batched")
                 batch.body += item
                 index = len(batch.uniq_ids)
