@@ -512,6 +512,8 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     @_result.setter
     def _result(self, value: Any) -> None:
+        if value is not None:  # set_result() by hand: any object, it could close a cycle
+            self._cell.track(self)
         self._own_result = value
 
     @property  # type: ignore[override]

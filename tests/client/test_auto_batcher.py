@@ -209,7 +209,9 @@ def test_a_failed_batch_fails_every_future_and_external(kernels):
 
 def test_compiled_futures_cost_the_collector_nothing_until_they_could_close_a_cycle():
     t = Batcher(_wire_client)
-    plain, watched, failed = (t.b.add(Message("T", b"x")) for _ in range(3))
+    plain, watched, failed, by_hand = (t.b.add(Message("T", b"x")) for _ in range(4))
+    by_hand.set_result(by_hand)  # a result that refers to its own future: a cycle the collector must see
+    assert gc.is_tracked(by_hand)
     assert not gc.is_tracked(plain) and not gc.is_tracked(watched)
     watched.add_done_callback(lambda f: None)  # a callback may refer to the future
     assert gc.is_tracked(watched)
