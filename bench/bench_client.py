@@ -20,6 +20,10 @@ Workloads, for 100 B and 1 KiB bodies, N messages each (default 50,000):
 
 Redis runs as a user would for durable data: ``appendonly yes``, ``appendfsync everysec``.
 
+Each row also has the client's CPU per message (``client_cpu_us``: this process's CPU time,
+every thread of it, over the timed section; the servers run in their own processes), printed
+as a second table.
+
 Servers start once on free loopback ports with throw-away data directories; then each
 round runs every system in turn (interleaved, so background load hits all of them
 alike) and the table shows medians over rounds, the ratio rows of issue 10 and the
@@ -55,10 +59,23 @@ RESULTS: list[dict] = []
 ROUND = [0]
 
 
-def emit(workload: str, system: str, size: int, n: int, seconds: float, note: str = "") -> None:
+class Clock:
+    """Wall time and this process's CPU time (every thread: the client's caller, loop and
+    callback threads; the servers run in other processes) since it was made."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def read(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def emit(workload: str, system: str, size: int, n: int, timing: tuple[float, float], note: str = "") -> None:
+    """One result row; ``timing`` is ``Clock.read()``: seconds and the client's CPU seconds."""
+    seconds, cpu = timing
     row = {"workload": workload, "system": system, "size": size, "messages": n, "seconds": round(seconds, 3),
-           "msgs_per_s": int(n / seconds) if seconds > 0 else 0, "round": ROUND[0],
-           "loadavg_1m": round(os.getloadavg()[0], 2)}
+           "msgs_per_s": int(n / seconds) if seconds > 0 else 0, "client_cpu_us": round(cpu / n * 1e6, 2),
+           "round": ROUND[0], "loadavg_1m": round(os.getloadavg()[0], 2)}
     if note:
         row["note"] = note
     RESULTS.append(row)
@@ -167,42 +184,42 @@ def echo_floor(size: int, n: int) -> None:
         child.stop()
 
 
-def mq_sync(ns: str, topic: str, body: bytes, n: int, *, via_loop: bool = False) -> float:
+def mq_sync(ns: str, topic: str, body: bytes, n: int, *, via_loop: bool = False) -> tuple[float, float]:
     """``Producer.send`` one at a time; ``via_loop`` waits on ``send_async`` instead, which
     crosses to the client's loop thread and back per message as ``send`` used to."""
     with Producer("bench-sync", namesrv_addr=ns) as p:
         def send(msg: Message) -> object:
             return p.send_async(msg).result() if via_loop else p.send(msg)
         send(Message(topic, body))
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        clock = Clock()
         for _ in range(n):
             send(Message(topic, body))
-        seconds = time.perf_counter() - t0
-        sync_cpu("mqcore via loop" if via_loop else "mqcore", len(body), n, time.process_time() - cpu0)
-        return seconds
+        timing = clock.read()
+        sync_cpu("mqcore via loop" if via_loop else "mqcore", len(body), n, timing[1])
+        return timing
 
 
-def mq_async(ns: str, topic: str, body: bytes, n: int, window: int = 1000) -> float:
+def mq_async(ns: str, topic: str, body: bytes, n: int, window: int = 1000) -> tuple[float, float]:
     """Single-message sends, auto-batched, at most ``window`` unacknowledged: the
     producer's own back-pressure (``max_async_inflight``) holds the window, and every
     send gets its own future (its own ``SendResult``), as a user would write it. Every
     other setting is the producer's default (issue 22: what a user who changes nothing gets)."""
     with Producer("bench-async", namesrv_addr=ns, auto_batch=True, max_async_inflight=window) as p:
         p.send(Message(topic, body))
-        t0 = time.perf_counter()
+        clock = Clock()
         futures = [p.send_async(Message(topic, body)) for _ in range(n)]
         for f in futures:
             f.result(60)
-        return time.perf_counter() - t0
+        return clock.read()
 
 
-def mq_batch(ns: str, topic: str, body: bytes, n: int, batch: int = 1000) -> float:
+def mq_batch(ns: str, topic: str, body: bytes, n: int, batch: int = 1000) -> tuple[float, float]:
     with Producer("bench-batch", namesrv_addr=ns, send_msg_timeout_ms=30_000) as p:
         p.send(Message(topic, body))
-        t0 = time.perf_counter()
+        clock = Clock()
         for start in range(0, n, batch):
             p.send_batch([Message(topic, body) for _ in range(min(batch, n - start))])
-        return time.perf_counter() - t0
+        return clock.read()
 
 
 def mq_fill(ns: str, topic: str, body: bytes, n: int) -> None:
@@ -211,7 +228,7 @@ def mq_fill(ns: str, topic: str, body: bytes, n: int) -> None:
             p.send_batch([Message(topic, body) for _ in range(min(256, n - start))])
 
 
-def mq_consume(ns: str, topic: str, n: int, group: str) -> float:
+def mq_consume(ns: str, topic: str, n: int, group: str) -> tuple[float, float]:
     """A fresh group's ``PushConsumer`` with every setting at its default (only
     ``consume_from_where``: the messages are already stored), on a broker at its defaults."""
     count = [0]
@@ -227,12 +244,12 @@ def mq_consume(ns: str, topic: str, n: int, group: str) -> float:
     c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first")
     c.subscribe(topic)
     c.register_listener(listener)
-    t0 = time.perf_counter()
+    clock = Clock()
     c.start()
     if not done.wait(600):
         raise RuntimeError(f"consumed only {count[0]} of {n}")
     c.shutdown()  # includes the final synchronous offset commit
-    return time.perf_counter() - t0
+    return clock.read()
 
 
 class MqcoreSystem:
@@ -287,18 +304,18 @@ async def nats_round(port: int, sizes: list[int], n: int) -> None:
             for name in ("SYNC", "ASYNC", "CONS"):
                 await js.add_stream(name=f"{name}{size}R{r}", subjects=[f"{name.lower()}{size}r{r}"],
                                     storage=StorageType.FILE)
-            t0 = time.perf_counter()
+            clock = Clock()
             for _ in range(n):
                 await js.publish(f"sync{size}r{r}", body)
-            emit("sync send", "nats-jetstream", size, n, time.perf_counter() - t0)
+            emit("sync send", "nats-jetstream", size, n, clock.read())
             for subject, name in ((f"async{size}r{r}", "async send, 1000 in flight"), (f"cons{size}r{r}", None)):
-                t0 = time.perf_counter()
+                clock = Clock()
                 for _ in range(n):
                     await js.publish_async(subject, body)
                 await js.publish_async_completed()
                 if name:
-                    emit(name, "nats-jetstream", size, n, time.perf_counter() - t0, "publish_async")
-            t0 = time.perf_counter()
+                    emit(name, "nats-jetstream", size, n, clock.read(), "publish_async")
+            clock = Clock()
             sub = await js.pull_subscribe(f"cons{size}r{r}", durable=f"bench{size}r{r}",
                                           config=ConsumerConfig(ack_policy=AckPolicy.ALL))
             got = 0
@@ -306,8 +323,7 @@ async def nats_round(port: int, sizes: list[int], n: int) -> None:
                 msgs = await sub.fetch(batch=1000, timeout=10)
                 got += len(msgs)
                 await msgs[-1].ack_sync()
-            emit("consume + commit", "nats-jetstream", size, n, time.perf_counter() - t0,
-                 "pull consumer, fetch 1000, AckAll")
+            emit("consume + commit", "nats-jetstream", size, n, clock.read(), "pull consumer, fetch 1000, AckAll")
     finally:
         await nc.close()
 
@@ -361,21 +377,22 @@ class RedisSystem:
         r, rnd = self.r, ROUND[0]
         for size in sizes:
             body = b"x" * size
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            clock = Clock()
             for _ in range(n):
                 r.xadd(f"sync{size}r{rnd}", {"b": body})
-            emit("sync send", "redis-streams", size, n, time.perf_counter() - t0)
-            sync_cpu("redis-streams", size, n, time.process_time() - cpu0)
+            timing = clock.read()
+            emit("sync send", "redis-streams", size, n, timing)
+            sync_cpu("redis-streams", size, n, timing[1])
             for key, name in ((f"async{size}r{rnd}", "async send, 1000 in flight"), (f"cons{size}r{rnd}", None)):
-                t0 = time.perf_counter()
+                clock = Clock()
                 for start in range(0, n, 1000):
                     pipe = r.pipeline(transaction=False)
                     for _ in range(min(1000, n - start)):
                         pipe.xadd(key, {"b": body})
                     pipe.execute()
                 if name:
-                    emit(name, "redis-streams", size, n, time.perf_counter() - t0, "pipelines of 1000")
-            t0 = time.perf_counter()
+                    emit(name, "redis-streams", size, n, clock.read(), "pipelines of 1000")
+            clock = Clock()
             r.xgroup_create(f"cons{size}r{rnd}", "g", id="0")
             got = 0
             while got < n:
@@ -384,8 +401,7 @@ class RedisSystem:
                 got += len(ids)
                 if ids:
                     r.xack(f"cons{size}r{rnd}", "g", *ids)
-            emit("consume + commit", "redis-streams", size, n, time.perf_counter() - t0,
-                 "XREADGROUP COUNT 1000 + XACK")
+            emit("consume + commit", "redis-streams", size, n, clock.read(), "XREADGROUP COUNT 1000 + XACK")
             for key in (f"sync{size}r{rnd}", f"async{size}r{rnd}", f"cons{size}r{rnd}"):
                 r.delete(key)  # in memory: keep the server small across rounds
 
@@ -441,10 +457,10 @@ class RabbitSystem:
                 await p.create_stream(sync, exists_ok=True)
                 await p.create_stream(batch, exists_ok=True)
                 sn = min(n, 20_000)  # confirmed one by one it is slow; fewer keep the round short
-                t0 = time.perf_counter()
+                clock = Clock()
                 for _ in range(sn):
                     await p.send_wait(sync, body)
-                emit("sync send", "rabbitmq-streams", size, sn, time.perf_counter() - t0, "send_wait")
+                emit("sync send", "rabbitmq-streams", size, sn, clock.read(), "send_wait")
                 confirmed = [0]
                 all_confirmed = asyncio.Event()
 
@@ -453,12 +469,11 @@ class RabbitSystem:
                     if confirmed[0] == n:
                         all_confirmed.set()
 
-                t0 = time.perf_counter()
+                clock = Clock()
                 for start in range(0, n, 1000):
                     await p.send_batch(batch, [body] * min(1000, n - start), on_publish_confirm=on_confirm)
                 await asyncio.wait_for(all_confirmed.wait(), 300)
-                emit("send_batch 1000", "rabbitmq-streams", size, n, time.perf_counter() - t0,
-                     "send_batch, publish confirms")
+                emit("send_batch 1000", "rabbitmq-streams", size, n, clock.read(), "send_batch, publish confirms")
                 await p.delete_stream(sync)
                 await p.delete_stream(batch)
 
@@ -503,11 +518,11 @@ GAINS = [("send one at a time: blocking path ÷ loop hand-off", "sync send", "mq
 SYSTEMS = ["mqcore", "mqcore via loop", "mqcore SYNC_FLUSH", "redis-streams", "rabbitmq-streams", "nats-jetstream"]
 
 
-def medians(results: list[dict]) -> dict[tuple[str, str, int], int]:
-    cells: dict[tuple[str, str, int], list[int]] = {}
+def medians(results: list[dict], field: str = "msgs_per_s") -> dict[tuple[str, str, int], float]:
+    cells: dict[tuple[str, str, int], list[float]] = {}
     for r in results:
-        cells.setdefault((r["workload"], r["system"], r["size"]), []).append(r["msgs_per_s"])
-    return {k: int(statistics.median(v)) for k, v in cells.items()}
+        cells.setdefault((r["workload"], r["system"], r["size"]), []).append(r[field])
+    return {k: statistics.median(v) for k, v in cells.items()}
 
 
 def table(results: list[dict], rounds: int) -> str:
@@ -522,7 +537,15 @@ def table(results: list[dict], rounds: int) -> str:
             cells = [med.get((w, s, size)) for s in SYSTEMS]
             if not any(cells):
                 continue
-            lines.append(f"| {w} | {size} B | " + " | ".join(f"{c:,}" if c else "-" for c in cells) + " |")
+            lines.append(f"| {w} | {size} B | " + " | ".join(f"{int(c):,}" if c else "-" for c in cells) + " |")
+    cpu = medians(results, "client_cpu_us")
+    lines += ["", "client CPU µs per message (this process, every thread), median", "",
+              "| workload | size | " + " | ".join(SYSTEMS) + " |", "|---|---|" + "---:|" * len(SYSTEMS)]
+    for w in workloads:
+        for size in sizes:
+            cells = [cpu.get((w, s, size)) for s in SYSTEMS]
+            if any(c is not None for c in cells):
+                lines.append(f"| {w} | {size} B | " + " | ".join("-" if c is None else f"{c:.2f}" for c in cells) + " |")
     lines += ["", "| ratio (goal) | size | ratio | status |", "|---|---|---:|---|"]
     for label, w, ours, theirs, goal in RATIOS:
         for size in sizes:

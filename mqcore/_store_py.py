@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -318,6 +318,42 @@ def cq_write(dst, pos: int, phys, sizes, tags) -> int:
         L.CQ_UNIT.pack_into(out, i * L.CQ_UNIT_SIZE, int(phys[i]), int(sizes[i]), int(tags[i]))
     dst[pos:pos + len(out)] = out
     return len(out)
+
+
+#: the slots ``decode_message_objects`` fills, in this order
+MESSAGE_SLOTS = ("topic", "body", "flag", "_properties", "_props_raw", "transaction_id", "broker_name",
+                 "queue_id", "queue_offset", "commitlog_offset", "store_size", "body_crc", "sys_flag",
+                 "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+                 "prepared_transaction_offset")
+
+
+def decode_message_objects(buf, start: int, end: int, max_count: int, cls: type, broker_name: str | None,
+                           props_suffix: bytes) -> tuple[list[Any], bool]:
+    """Records of a pull answer straight into ``cls`` objects (the client's ``MessageExt``):
+    ``object.__new__(cls)`` with every slot of ``MESSAGE_SLOTS`` written once from the record
+    (``_properties`` None, ``transaction_id`` None, ``broker_name`` as given, ``store_size`` the
+    record size, ``_props_raw`` the stored properties with ``props_suffix`` appended after a
+    separator when both are non-empty, or whichever is). Bodies are as stored; the second
+    value says whether any record is compressed (the caller decompresses those).
+
+    Why: building a named record per message and then copying its fields into a
+    ``MessageExt`` was two thirds of a consumer's decode time; the compiled kernel writes
+    the object's slots directly."""
+    out = []
+    compressed = False
+    for r in decode_records(buf, start, end, max_count):
+        props = r.properties
+        if props_suffix:
+            props = props + L.PROPERTY_SEPARATOR + props_suffix if props else props_suffix
+        compressed = compressed or bool(r.sys_flag & L.SYSFLAG_COMPRESSED)
+        m = object.__new__(cls)
+        for name, value in zip(MESSAGE_SLOTS, (
+                r.topic, r.body, r.flag, None, props, None, broker_name, r.queue_id, r.queue_offset,
+                r.phy_offset, r.store_size, r.body_crc, r.sys_flag, r.born_timestamp, r.born_host,
+                r.store_timestamp, r.store_host, r.reconsume_times, r.prepared_offset)):
+            setattr(m, name, value)
+        out.append(m)
+    return out, compressed
 
 
 def cq_count_valid(buf, start: int, end: int) -> int:

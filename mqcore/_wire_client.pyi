@@ -32,3 +32,63 @@ class SendTemplate:
 def send_template(code: int, language: str, version: int, producer_group: str, topic: str, default_topic: str,
                   default_topic_queue_nums: int, queue_id: int, broker_name: str, mq: Any, result_type: Any,
                   send_ok: Any) -> SendTemplate | None: ...
+
+# --- auto-batching (the twin's AutoBatcher / PendingBatch have the contract) ---
+JOIN_CHECK: int
+JOIN_WAIT: int
+BATCH_LAUNCH: int
+BATCH_LEAVE_SOON: int
+BATCH_ARM_TIMER: int
+
+class UniqIdWriter:
+    def __init__(self, ids: Any, system_clock: bool) -> None: ...
+    def next_id(self) -> str: ...
+    def stamp_all(self, msgs: Any) -> list[str]: ...
+
+class PendingBatch:
+    key: Any
+    topic: str
+    queue: Any
+    tags: str | None
+    wait: bool
+    body: bytearray
+    uniq_ids: list[str]
+    open: bool
+    timer: Any
+    launched: bool
+    window_slots: int
+    externals: list[tuple[int, Any]] | None
+    condition: Any
+    state: str
+    result: Any
+    error: BaseException | None
+    watchers: list[Any] | None
+    def __init__(self, key: Any, topic: str, queue: Any, tags: str | None, wait: bool, condition: Any,
+                 result_type: Any) -> None: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def drop_body(self) -> None: ...
+    def track(self, future: Any) -> None: ...
+    def result_for(self, index: int) -> Any: ...
+
+class AutoBatcher:
+    lock: Any
+    pending: dict[Any, Any]
+    inflight_per_key: dict[Any, int]
+    held_bytes: int
+    closed: bool
+    batch_max_bytes: int
+    total_batch_max_bytes: int
+    max_inflight_batches: int
+    max_message_bytes: int
+    condition: Any
+    def __init__(self, *, lock: Any, batch_max_bytes: int, total_batch_max_bytes: int, max_inflight_batches: int,
+                 max_message_bytes: int, checked_topics: Any, ids: Any, system_clock: bool, future_type: Any,
+                 condition: Any, result_type: Any, on_batch: Any, window: Any = None) -> None: ...
+    def add(self, msg: Any, queue: Any = None, future: Any = None, window_slot: int = 0,
+            checked: bool = False) -> Any: ...
+    def detach(self, batch: Any) -> Any: ...
+
+def gc_track(obj: Any) -> None: ...

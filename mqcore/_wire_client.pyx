@@ -914,3 +914,495 @@ cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
             return -1
         v = v * 10 + (s[i] - 0x30)
     return v
+
+
+# --- auto-batching: a send_async's per-message work in one call -------------------------------
+# (the twin, with the contract: ``AutoBatcher`` / ``PendingBatch`` in mqcore/_wire_client_py.py)
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport int32_t
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
+    void PyObject_GC_Track(void* op)
+    int PyObject_GC_IsTracked(object op)
+    bint PyObject_IS_GC(object op)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+
+cdef extern from "<time.h>" nogil:
+    enum:
+        CLOCK_REALTIME
+
+#: ``AutoBatcher.add`` answers besides a future and None (see the twin)
+JOIN_CHECK = 1
+JOIN_WAIT = 2
+#: what ``on_batch(action, batch)`` is asked to do, on the loop (see the twin)
+BATCH_LAUNCH = 1
+BATCH_LEAVE_SOON = 2
+BATCH_ARM_TIMER = 3
+#: a SEND_BATCH item's fixed part: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH, then PROPERTIESLENGTH
+DEF _ITEM_FIXED = 20
+DEF _ITEM_OVERHEAD = 22
+DEF _MAX_PROPERTIES = 32767
+
+cdef str _PENDING = "PENDING"
+cdef str _K_DELAY = "DELAY"
+cdef str _K_TRAN = "TRAN_MSG"
+cdef str _K_TAGS = "TAGS"
+cdef str _K_WAIT = "WAIT"
+cdef str _K_UNIQ = "UNIQ_KEY"
+cdef str _FALSE = "false"
+cdef str _RETRY_PREFIX = "%RETRY%"
+cdef const char* _HEX = b"0123456789ABCDEF"
+
+
+cdef inline void _wc_be32(char* o, int32_t v) noexcept:
+    cdef uint32_t u = <uint32_t>v
+    o[0] = <char>(u >> 24); o[1] = <char>(u >> 16); o[2] = <char>(u >> 8); o[3] = <char>u
+
+
+cdef Py_ssize_t _wc_props_len(dict props) except -1:
+    """Bytes of ``messageProperties2String(props)`` (None values left out), -2 when a name or
+    value is not a str (the caller declines the message: the general path formats it)."""
+    cdef Py_ssize_t pos = 0, n = 0, count = 0, kl, vl
+    cdef PyObject* k
+    cdef PyObject* v
+    while PyDict_Next(props, &pos, &k, &v):
+        if <object>v is None:
+            continue
+        if type(<object>k) is not str or type(<object>v) is not str:
+            return -2
+        PyUnicode_AsUTF8AndSize(<object>k, &kl)
+        PyUnicode_AsUTF8AndSize(<object>v, &vl)
+        n += kl + 1 + vl
+        count += 1
+    return n + count - 1 if count else 0
+
+
+cdef int _wc_props_write(dict props, char* o, Py_ssize_t cap) except -1:
+    cdef Py_ssize_t pos = 0, p = 0, kl, vl
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef const char* kb
+    cdef const char* vb
+    while PyDict_Next(props, &pos, &k, &v):
+        if <object>v is None:
+            continue
+        if type(<object>k) is not str or type(<object>v) is not str:
+            raise RuntimeError("a message's properties changed while it was being batched")
+        kb = PyUnicode_AsUTF8AndSize(<object>k, &kl)
+        vb = PyUnicode_AsUTF8AndSize(<object>v, &vl)
+        if p + (1 if p else 0) + kl + 1 + vl > cap:
+            raise RuntimeError("a message's properties changed while it was being batched")
+        if p:
+            o[p] = 2  # PROPERTY_SEPARATOR
+            p += 1
+        memcpy(o + p, kb, kl)
+        p += kl
+        o[p] = 1  # NAME_VALUE_SEPARATOR
+        p += 1
+        memcpy(o + p, vb, vl)
+        p += vl
+    if p != cap:
+        raise RuntimeError("a message's properties changed while it was being batched")
+    return 0
+
+
+cdef class UniqIdWriter:
+    """``UniqIdGenerator.next_id()`` written in C, sharing the generator's counter and month
+    base (see the twin)."""
+    cdef object ids
+    cdef object counter
+    cdef bytes fixed_hex
+    cdef object clock
+    cdef bint system_clock
+    cdef int64_t start_ms
+    cdef int64_t next_start_ms
+
+    def __init__(self, ids, bint system_clock):
+        self.ids = ids
+        self.counter = ids._counter
+        self.fixed_hex = ids.fixed_hex.encode("ascii")
+        self.clock = ids.clock
+        self.system_clock = system_clock
+        self.start_ms = ids._start_ms
+        self.next_start_ms = ids._next_start_ms
+
+    cdef str _next(self):
+        cdef int64_t now
+        cdef timespec ts
+        if self.system_clock:
+            clock_gettime(CLOCK_REALTIME, &ts)
+            now = <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+        else:
+            now = self.clock()
+        if now >= self.next_start_ms:
+            self.ids._rebase(now)
+            self.start_ms = self.ids._start_ms
+            self.next_start_ms = self.ids._next_start_ms
+        cdef uint32_t diff = <uint32_t>((now - self.start_ms) & 0xFFFFFFFF)
+        cdef uint32_t count = <uint32_t>(<int64_t>next(self.counter) & 0xFFFF)
+        cdef Py_ssize_t fixed = len(self.fixed_hex), i
+        out = PyUnicode_New(fixed + 12, 127)
+        cdef char* o = <char*>PyUnicode_DATA(out)
+        memcpy(o, PyBytes_AS_STRING(self.fixed_hex), fixed)
+        o += fixed
+        for i in range(8):
+            o[i] = _HEX[(diff >> (28 - 4 * i)) & 0xF]
+        for i in range(4):
+            o[8 + i] = _HEX[(count >> (12 - 4 * i)) & 0xF]
+        return out
+
+    def next_id(self):
+        return self._next()
+
+    def stamp_all(self, msgs):
+        """Every message's ``UNIQ_KEY``, in order; a message without one gets a new one."""
+        cdef list out = []
+        cdef PyObject* v
+        cdef dict props
+        for msg in msgs:
+            props = msg._properties
+            v = PyDict_GetItem(props, _K_UNIQ)
+            if v == NULL or not <object>v:
+                uniq = self._next()
+                props[_K_UNIQ] = uniq
+                out.append(uniq)
+            else:
+                out.append(<object>v)
+        return out
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    ctypedef struct PyTypeObject:
+        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t)
+        void* tp_new
+    PyTypeObject PyMemberDescr_Type
+    PyTypeObject PyBaseObject_Type
+
+DEF _T_OBJECT_EX = 16
+DEF _READONLY = 1
+#: ``SendResult``'s fields in its constructor's order (what ``result_for`` passes)
+_RESULT_FIELDS = ("status", "msg_id", "message_queue", "queue_offset", "offset_msg_id", "transaction_id",
+                  "region_id", "trace_on")
+
+
+cdef class _ResultMaker:
+    """Makes ``result_type(*fields)`` objects. When the type is a plain ``__slots__`` class
+    (``SendResult``: a slotted dataclass, no ``__post_init__``), its slots are written
+    directly (what its generated ``__init__`` does, without running Python code: that was
+    most of a batched future's ``result()``); otherwise the type is called."""
+    cdef object cls
+    cdef bint direct
+    cdef Py_ssize_t off[8]
+
+    def __init__(self, cls):
+        self.cls = cls
+        self.direct = False
+        cdef PyMemberDef* m
+        # a dataclass's generated __init__ only assigns its fields, in this order
+        if (not isinstance(cls, type) or "__dataclass_fields__" not in cls.__dict__ or hasattr(cls, "__post_init__")
+                or tuple(cls.__dataclass_fields__) != _RESULT_FIELDS):
+            return
+        if (<PyTypeObject*><PyObject*>cls).tp_new != PyBaseObject_Type.tp_new:
+            return
+        for i, name in enumerate(_RESULT_FIELDS):
+            d = getattr(cls, name, None)
+            if type(d) is not <object><PyObject*>&PyMemberDescr_Type:
+                return
+            m = (<PyMemberDescrObject*><PyObject*>d).d_member
+            if m.type != _T_OBJECT_EX or m.flags & _READONLY:
+                return
+            self.off[i] = m.offset
+        self.direct = True
+
+    cdef object make(self, status, msg_id, mq, queue_offset, offset_id, tx, region, trace):
+        if not self.direct:
+            return self.cls(status, msg_id, mq, queue_offset, offset_id, tx, region, trace)
+        one = self.cls.__new__(self.cls)
+        _wc_fill(one, self.off[0], status)
+        _wc_fill(one, self.off[1], msg_id)
+        _wc_fill(one, self.off[2], mq)
+        _wc_fill(one, self.off[3], queue_offset)
+        _wc_fill(one, self.off[4], offset_id)
+        _wc_fill(one, self.off[5], tx)
+        _wc_fill(one, self.off[6], region)
+        _wc_fill(one, self.off[7], trace)
+        return one
+
+
+cdef inline void _wc_fill(object obj, Py_ssize_t offset, object value) noexcept:
+    """A slot of a new object (still NULL): what ``setattr`` does, without the lookup."""
+    Py_INCREF(value)
+    (<PyObject**>(<char*><PyObject*>obj + offset))[0] = <PyObject*>value
+
+
+cdef class PendingBatch:
+    """One batch of an aggregation key: filled on callers' threads, then sent by the loop; also
+    the shared state of its messages' futures (see the twin)."""
+    cdef readonly object key
+    cdef readonly str topic
+    cdef readonly object queue
+    cdef readonly object tags
+    cdef readonly bint wait
+    cdef readonly bytearray body
+    cdef readonly list uniq_ids
+    cdef readonly bint open
+    cdef public object timer
+    cdef public bint launched
+    cdef public Py_ssize_t window_slots
+    cdef public list externals
+    cdef readonly object condition
+    cdef public str state
+    cdef public object result
+    cdef public object error
+    cdef public list watchers
+    cdef _ResultMaker _results
+    cdef list _offset_ids
+    cdef tuple _common
+
+    def __init__(self, key, str topic, queue, tags, bint wait, condition, result_type):
+        self.key = key
+        self.topic = topic
+        self.queue = queue
+        self.tags = tags
+        self.wait = wait
+        self.body = bytearray()
+        self.uniq_ids = []
+        self.open = True
+        self.timer = None
+        self.launched = False
+        self.window_slots = 0
+        self.externals = None
+        self.condition = condition
+        self.state = _PENDING
+        self.result = None
+        self.error = None
+        self.watchers = None
+        self._results = result_type if type(result_type) is _ResultMaker else _ResultMaker(result_type)
+        self._offset_ids = None
+
+    @property
+    def count(self):
+        return len(self.uniq_ids)
+
+    @property
+    def size(self):
+        return PyByteArray_GET_SIZE(self.body)
+
+    def drop_body(self):
+        """The batch was answered: its futures (which keep it alive as long as the caller keeps
+        them) need only the ids and the answer, not the encoded messages."""
+        self.body = bytearray()
+
+    def track(self, future):
+        """Have the cyclic collector track ``future`` (one of this batch's, untracked by ``add``)
+        again: it is about to hold something that could close a reference cycle."""
+        gc_track(future)
+
+    def result_for(self, Py_ssize_t index):
+        """Message ``index``'s own ``SendResult`` out of the batch's (``split_batch_results``)."""
+        cdef list ids = self._offset_ids
+        cdef tuple common
+        if ids is None:
+            r = self.result
+            ids = list(r.offset_msg_ids)
+            if len(ids) < len(self.uniq_ids):  # a broker that listed fewer ids: the rest get the batch's
+                ids.extend([r.offset_msg_id] * (len(self.uniq_ids) - len(ids)))
+            # what every message's result shares, read once per batch
+            self._common = (r.status, r.message_queue, r.queue_offset, r.transaction_id, r.region_id, r.trace_on)
+            self._offset_ids = ids
+        common = self._common
+        one = self._results.make(common[0], self.uniq_ids[index], common[1], common[2] + index, ids[index],
+                                 common[3], common[4], common[5])
+        # its fields are strs, ints, an enum and the batch's queue: it cannot close a cycle, so the
+        # collector need not walk the thousands a pipelining caller keeps (as CPython untracks a
+        # tuple or dict of atomic values)
+        PyObject_GC_UnTrack(<PyObject*>one)
+        return one
+
+
+cdef class AutoBatcher:
+    """The pending batches of one producer and ``add``, the per-message step (see the twin)."""
+    cdef readonly object lock
+    cdef readonly dict pending
+    cdef readonly dict inflight_per_key
+    cdef public Py_ssize_t held_bytes
+    cdef public bint closed
+    cdef readonly Py_ssize_t batch_max_bytes
+    cdef readonly Py_ssize_t total_batch_max_bytes
+    cdef readonly Py_ssize_t max_inflight_batches
+    cdef readonly Py_ssize_t max_message_bytes
+    cdef object checked_topics
+    cdef UniqIdWriter ids
+    cdef object future_type
+    cdef readonly object condition
+    cdef object result_type
+    cdef object on_batch
+    cdef object window
+    cdef PendingBatch last
+
+    def __init__(self, *, lock, Py_ssize_t batch_max_bytes, Py_ssize_t total_batch_max_bytes,
+                 Py_ssize_t max_inflight_batches, Py_ssize_t max_message_bytes, checked_topics, ids,
+                 bint system_clock, future_type, condition, result_type, on_batch, window=None):
+        self.lock = lock
+        self.pending = {}
+        self.inflight_per_key = {}
+        self.held_bytes = 0
+        self.closed = False
+        self.batch_max_bytes = batch_max_bytes
+        self.total_batch_max_bytes = total_batch_max_bytes
+        self.max_inflight_batches = max_inflight_batches
+        self.max_message_bytes = max_message_bytes
+        self.checked_topics = checked_topics
+        self.ids = UniqIdWriter(ids, system_clock)
+        self.future_type = future_type
+        self.condition = condition
+        self.result_type = _ResultMaker(result_type)
+        self.on_batch = on_batch
+        self.window = window
+        self.last = None
+
+    def add(self, msg, queue=None, future=None, int window_slot=0, bint checked=False):
+        cdef object topic = msg.topic
+        cdef object body = msg.body
+        cdef object props = msg._properties
+        if type(topic) is not str or type(body) is not bytes or type(props) is not dict:
+            return None
+        cdef dict p = <dict>props
+        cdef PyObject* v = PyDict_GetItem(p, _K_DELAY)
+        if v != NULL and <object>v:
+            return None
+        v = PyDict_GetItem(p, _K_TRAN)
+        if v != NULL and <object>v:
+            return None
+        if (<str>topic).startswith(_RETRY_PREFIX):
+            return None
+        cdef Py_ssize_t blen = len(<bytes>body)
+        if not checked and (blen == 0 or blen > self.max_message_bytes or topic not in self.checked_topics):
+            return JOIN_CHECK
+        v = PyDict_GetItem(p, _K_UNIQ)
+        if v == NULL or not <object>v:
+            p[_K_UNIQ] = self.ids._next()
+        cdef int32_t flag = msg.flag
+        cdef Py_ssize_t plen = _wc_props_len(p)
+        if plen < 0 or plen > _MAX_PROPERTIES:
+            return None
+        cdef Py_ssize_t size = _ITEM_OVERHEAD + blen + plen
+        if size >= self.batch_max_bytes:
+            return None
+        v = PyDict_GetItem(p, _K_TAGS)
+        cdef object tags = <object>v if v != NULL else None
+        v = PyDict_GetItem(p, _K_WAIT)
+        cdef bint wait = v == NULL or not (<object>v == _FALSE)
+        if window_slot == 1:
+            if not self.window.acquire(False):
+                return JOIN_WAIT
+        cdef PendingBatch batch, full = None, fresh = None
+        cdef Py_ssize_t at, index = 0
+        cdef char* o
+        cdef bint room = False
+        self.lock.acquire()
+        try:
+            if self.closed or self.held_bytes + size > self.total_batch_max_bytes:
+                batch = None
+            else:
+                batch = self.last
+                if not (batch is not None and batch.open and batch.queue is queue and batch.wait == wait
+                        and batch.topic == topic and batch.tags == tags):
+                    key = (topic, queue, tags, wait)
+                    batch = self.pending.get(key)
+                    if batch is None:
+                        batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                        self.pending[key] = batch
+                if batch is not fresh and PyByteArray_GET_SIZE(batch.body) + size > self.batch_max_bytes:
+                    full = self._detach(batch)  # leaves now; this message starts the next one
+                    key = batch.key
+                    batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                    self.pending[key] = batch
+                self.last = batch
+                at = PyByteArray_GET_SIZE(batch.body)
+                PyByteArray_Resize(batch.body, at + size)
+                o = PyByteArray_AS_STRING(batch.body) + at
+                _wc_be32(o, <int32_t>size)
+                _wc_be32(o + 4, 0)
+                _wc_be32(o + 8, 0)
+                _wc_be32(o + 12, flag)
+                _wc_be32(o + 16, <int32_t>blen)
+                memcpy(o + _ITEM_FIXED, PyBytes_AS_STRING(body), blen)
+                o[_ITEM_FIXED + blen] = <char>(plen >> 8)
+                o[_ITEM_FIXED + blen + 1] = <char>plen
+                try:
+                    _wc_props_write(p, o + _ITEM_OVERHEAD + blen, plen)
+                except BaseException:
+                    PyByteArray_Resize(batch.body, at)
+                    if batch is fresh:  # announced to nobody yet: it must not stay pending
+                        self._forget(batch)
+                    raise
+                index = len(batch.uniq_ids)
+                batch.uniq_ids.append(p[_K_UNIQ])
+                if window_slot:
+                    batch.window_slots += 1
+                self.held_bytes += size
+                if future is not None:
+                    if batch.externals is None:
+                        batch.externals = []
+                    batch.externals.append((index, future))
+                if PyByteArray_GET_SIZE(batch.body) >= self.batch_max_bytes:
+                    full = self._detach(batch)
+                    fresh = None
+                if fresh is not None:
+                    room = self.inflight_per_key.get(fresh.key, 0) < self.max_inflight_batches
+        finally:
+            self.lock.release()
+        if batch is None:  # declined: closed, or over the memory budget
+            if window_slot == 1:
+                self.window.release()
+            return None
+        if future is None:
+            future = self.future_type.__new__(self.future_type)
+            future._cell = batch
+            future._index = index
+            PyObject_GC_UnTrack(<PyObject*>future)  # see BatchFuture: tracked again once it could be in a cycle
+        if full is not None:
+            self.on_batch(BATCH_LAUNCH, full)
+        if fresh is not None:
+            self.on_batch(BATCH_LEAVE_SOON if room else BATCH_ARM_TIMER, fresh)
+        return future
+
+    cdef PendingBatch _detach(self, PendingBatch batch):
+        if self.pending.get(batch.key) is batch:
+            del self.pending[batch.key]
+        batch.open = False
+        self.inflight_per_key[batch.key] = self.inflight_per_key.get(batch.key, 0) + 1
+        return batch
+
+    cdef int _forget(self, PendingBatch batch) except -1:
+        """An empty batch that never got a message (its first one failed to encode)."""
+        if self.pending.get(batch.key) is batch:
+            del self.pending[batch.key]
+        batch.open = False
+        if self.last is batch:
+            self.last = None
+        return 0
+
+    def detach(self, PendingBatch batch):
+        """Take ``batch`` out of the pending table and count it in flight (the lock held)."""
+        return self._detach(batch)
+
+
+def gc_track(obj):
+    """Have the cyclic garbage collector track ``obj`` again (a future the batcher untracked
+    that now holds something that could close a cycle); no-op when it is tracked."""
+    if PyObject_IS_GC(obj) and not PyObject_GC_IsTracked(obj):
+        PyObject_GC_Track(<PyObject*>obj)

@@ -73,6 +73,13 @@ class UniqIdGenerator:
             self._next_start_ms = month_start_ms(now_ms, months_back=-1)
 
     @property
+    def clock(self) -> Clock:
+        """The clock the time field is read from (an auto-batching kernel that writes these
+        ids itself reads the system clock directly when this is ``system_clock_ms``, and
+        shares ``_counter``, ``_start_ms``/``_next_start_ms`` and ``_rebase``)."""
+        return self._clock
+
+    @property
     def fixed_hex(self) -> str:
         """The per-client prefix (IP, pid, loader hash) as hex."""
         return self._fixed_hex

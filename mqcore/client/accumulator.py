@@ -18,26 +18,29 @@ If accepting a message would push the bytes held by all pending batches over
 ``total_batch_max_bytes``, ``add`` returns ``None`` and the caller sends it unbatched:
 memory stays bounded and nothing blocks.
 
-Thread model: ``add`` runs on the caller's thread (or on the loop): the pending
-batches sit behind one lock, and the loop is woken once per batch, not per message.
-Sending, the delay timers and settling the futures run on the client's event loop.
-Sync callers wait on the future ``add`` returns, async callers get their callback
-from it.
+Thread model: ``add`` (the wire kernels' ``AutoBatcher.add``) runs on the caller's
+thread (or on the loop): the pending batches sit behind one lock, and the loop is woken
+once per batch, not per message. Sending, the delay timers and settling the futures
+(once per batch) run on the client's event loop. Sync callers wait on the future ``add``
+returns, async callers get their callback from it.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 from asyncio.events import _get_running_loop
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from typing import Any
 
-from mqcore.client.loop import SiblingFuture, Slots, settle_siblings
+from mqcore._compat import default_wire_client_kernels
+from mqcore.client.loop import BatchFuture, Slots, settle_batch
 from mqcore.client.message import Message, SendResult
+from mqcore.clock import system_clock_ms
+from mqcore.kernel_api import PendingBatchApi, WireClientKernels
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
+from mqcore.uniq_id import UniqIdGenerator
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +53,9 @@ BATCH_ITEM_OVERHEAD = 22
 #: keep the connection busy (one travels or is stored while the next is on its way)
 MAX_INFLIGHT_BATCHES = 2
 
-BatchKey = tuple[str, "MessageQueue | None", "str | None", bool]
-#: ``send_batch(messages, queue)``, or ``send_batch(messages, queue, body=...)`` when every
-#: message came with its encoded item (``add(..., item=...)``): the joined SEND_BATCH body
-SendBatch = Callable[..., Awaitable[SendResult]]
+PendingBatch = PendingBatchApi
+#: ``send_batch(batch)``: sends a ``PendingBatch`` (its joined items, topic, queue, UNIQ_KEYs)
+SendBatch = Callable[[PendingBatch], Awaitable[SendResult]]
 
 
 def split_batch_results(batch: SendResult, uniq_ids: list[str]) -> list[SendResult]:
@@ -75,34 +77,28 @@ def item_size(msg: Message) -> int:
     return BATCH_ITEM_OVERHEAD + len(msg.body) + sum(map(len, props)) + sum(map(len, props.values())) + 2 * len(props)
 
 
-class _Accumulation:
-    __slots__ = ("key", "messages", "futures", "items", "size", "timer", "launched", "window_slots")
-    timer: asyncio.Handle | None
-
-    def __init__(self, key: BatchKey) -> None:
-        self.key = key
-        self.messages: list[Message] = []
-        self.futures: list[Any] = []  # asyncio or concurrent futures
-        #: each message's encoded SEND_BATCH item, while every message came with one
-        self.items: list[bytes] | None = []
-        self.size = 0
-        self.timer = None  # the delay bound (loop thread only)
-        self.launched = False  # handed to the send task (loop thread only)
-        self.window_slots = 0  # async-window slots its messages hold, freed together when it is answered
-
-
 class ProduceAccumulator:
-    """Collects messages into batches and sends them with ``send_batch``.
+    """Collects messages into batches and sends them with ``send_batch(batch)``.
 
-    ``add`` may be called on the loop or on any other thread (``loop`` given): the
-    pending batches sit behind one lock, so a caller's thread appends its message
-    itself and the loop is woken once per *batch* (to send it, or to arm its delay
-    bound), not once per message. Sending, timers and settling the futures stay on the
-    loop."""
+    The per-message step is the wire kernels' ``AutoBatcher.add`` (stamp, encode the item
+    straight into the pending batch's body, window slot, future, in one call), on the
+    caller's thread or on the loop: the pending batches sit behind one lock, and the loop
+    is woken once per *batch* (to send it, or to arm its delay bound), not once per
+    message. Sending, timers and settling the futures (one write per batch:
+    ``settle_batch``) stay on the loop.
+
+    ``send_batch(batch)`` gets the ``PendingBatch`` (``topic``, ``queue``, ``wait``,
+    ``body``: the joined SEND_BATCH items, ``uniq_ids``) and returns the batch's
+    ``SendResult``. ``ids`` stamps UNIQ_KEYs (a ``UniqIdGenerator``; a fresh one when
+    None), ``checked_topics`` are the topic names that passed ``check_message`` (``add``
+    takes no others), ``max_message_bytes`` bounds a body.
+    """
 
     def __init__(self, send_batch: SendBatch, *, batch_max_bytes: int, batch_max_delay_ms: int,
                  total_batch_max_bytes: int, loop: asyncio.AbstractEventLoop | None = None,
-                 window: Slots | None = None) -> None:
+                 window: Slots | None = None, ids: UniqIdGenerator | None = None,
+                 checked_topics: Container[str] | None = None, max_message_bytes: int = 4 * 1024 * 1024,
+                 kernels: WireClientKernels | None = None) -> None:
         self._send_batch = send_batch
         self.batch_max_bytes = batch_max_bytes
         self.batch_max_delay_ms = batch_max_delay_ms
@@ -111,18 +107,26 @@ class ProduceAccumulator:
         #: the producer's async window: ``add(..., holds_slot=True)`` messages give theirs
         #: back together once their batch is answered, not one future callback each
         self._window = window
-        self._lock = threading.Lock()  # guards _pending, _held_bytes, _inflight_per_key, _closed
-        self._pending: dict[BatchKey, _Accumulation] = {}
-        self._held_bytes = 0
+        kernels = kernels or default_wire_client_kernels()
+        ids = ids or UniqIdGenerator("127.0.0.1")
+        self._lock = threading.Lock()  # guards the batcher's pending table, held bytes, in-flight counts, closed
         self._inflight: set[asyncio.Task[None]] = set()
-        self._inflight_per_key: dict[BatchKey, int] = {}
-        self._closed = False
         self.batches_sent = 0
         self.messages_batched = 0
+        self.batcher = kernels.AutoBatcher(
+            lock=self._lock, batch_max_bytes=batch_max_bytes, total_batch_max_bytes=total_batch_max_bytes,
+            max_inflight_batches=MAX_INFLIGHT_BATCHES, max_message_bytes=max_message_bytes,
+            checked_topics=_Everything() if checked_topics is None else checked_topics, ids=ids,
+            system_clock=ids.clock is system_clock_ms, future_type=BatchFuture, condition=threading.Condition(),
+            result_type=SendResult, on_batch=self._on_batch, window=window)
+        self._actions = {kernels.BATCH_LAUNCH: self._launch, kernels.BATCH_LEAVE_SOON: self._leave_soon,
+                         kernels.BATCH_ARM_TIMER: self._arm_timer}
+        self.JOIN_CHECK = kernels.JOIN_CHECK
+        self.JOIN_WAIT = kernels.JOIN_WAIT
 
     @property
     def held_bytes(self) -> int:
-        return self._held_bytes
+        return self.batcher.held_bytes
 
     @staticmethod
     def eligible(msg: Message) -> bool:
@@ -130,27 +134,16 @@ class ProduceAccumulator:
         props = msg.properties
         return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
 
-    def add(self, msg: Message, queue: MessageQueue | None = None, *, size: int | None = None,
-            future: Any = None, eligible: bool = False, holds_slot: bool = False,
-            item: bytes | None = None) -> Any:
-        """Queue ``msg`` (with its UNIQ_KEY already set) and return the future that will
-        get its result: ``future`` if given (an asyncio or concurrent future; callers
-        on other threads must pass a ``concurrent.futures.Future``), else a new asyncio
-        future (on the loop only). None = send it unbatched.
-        ``size`` (from ``item_size``) may be computed beforehand, and ``eligible`` says the
-        caller has already checked :meth:`eligible`. ``holds_slot``: the message holds a slot
-        of the ``window`` given at construction, released when its batch has been answered
-        (settled, failed or cancelled); when ``add`` declines, the slot stays the caller's.
-        ``item``: the message's encoded SEND_BATCH item (``encode_batch_message``, made by the
-        sending thread while the message is in its cache); its length is then the size."""
+    def add(self, msg: Message, queue: MessageQueue | None = None, *, future: Any = None,
+            holds_slot: bool = False) -> Any:
+        """Queue ``msg`` (a checked message) and return the future that will get its result:
+        ``future`` if given (an asyncio or concurrent future; callers on other threads must
+        pass a ``concurrent.futures.Future``), else a new asyncio future (on the loop only).
+        None = send it unbatched. ``holds_slot``: the message holds a slot of the ``window``
+        given at construction, released when its batch has been answered (settled, failed or
+        cancelled); when ``add`` declines, the slot stays the caller's."""
         if holds_slot and self._window is None:
             raise ValueError("holds_slot needs the window given at construction")
-        if item is not None:
-            size = len(item)
-        elif size is None:
-            size = item_size(msg)
-        if size >= self.batch_max_bytes or not (eligible or self.eligible(msg)):
-            return None
         loop = self._loop
         running = _get_running_loop()
         if loop is None:
@@ -161,156 +154,102 @@ class ProduceAccumulator:
             if running is not loop:
                 raise RuntimeError("ProduceAccumulator.add from another thread needs a concurrent future")
             future = loop.create_future()
-        props = msg.properties  # the key: topic, queue, tag and wait-store-ok (Message.wait_store_msg_ok)
-        key = (msg.topic, queue, props.get(Prop.TAGS), props.get(Prop.WAIT, "true") != "false")
-        full: _Accumulation | None = None
-        fresh: _Accumulation | None = None
-        with self._lock:
-            if self._closed or self._held_bytes + size > self.total_batch_max_bytes:
-                return None
-            acc = self._pending.get(key)
-            if acc is not None and acc.size + size > self.batch_max_bytes:
-                full = self._detach_locked(acc)  # leaves now; this message starts the next one
-                acc = None
-            if acc is None:
-                acc = fresh = self._pending[key] = _Accumulation(key)
-            acc.messages.append(msg)
-            acc.futures.append(future)
-            items = acc.items
-            if items is not None:
-                if item is None:
-                    acc.items = None  # one message without: the batch is encoded when it leaves
-                else:
-                    items.append(item)
-            acc.size += size
-            if holds_slot:
-                acc.window_slots += 1
-            self._held_bytes += size
-            if acc.size >= self.batch_max_bytes:  # (a lone message is always smaller: see above)
-                full = self._detach_locked(acc)
-                fresh = None
-            room = fresh is not None and self._inflight_per_key.get(key, 0) < MAX_INFLIGHT_BATCHES
-        if full is not None:
-            self._schedule(loop, running, self._launch, full)
-        if fresh is not None:
-            # a new batch leaves on the loop's next turn when the key's pipeline has room
-            # (everything added until then travels with it); otherwise it waits for an
-            # earlier batch's answer, at the latest for the delay bound
-            self._schedule(loop, running, self._leave_soon if room else self._arm_timer, fresh)
-        return future
+        added = self.batcher.add(msg, queue, future, 2 if holds_slot else 0, True)
+        return added if added is not None and added is not self.JOIN_CHECK else None
 
-    @staticmethod
-    def _schedule(loop: asyncio.AbstractEventLoop, running: Any, fn: Callable[..., Any], arg: Any) -> None:
-        if running is loop:
-            loop.call_soon(fn, arg)
+    def _on_batch(self, action: int, batch: PendingBatch) -> None:
+        """The batcher asks for ``action`` on ``batch``: on the loop's next turn."""
+        loop = self._loop
+        assert loop is not None
+        if _get_running_loop() is loop:
+            loop.call_soon(self._actions[action], batch)
         else:
-            loop.call_soon_threadsafe(fn, arg)
-
-    def _detach_locked(self, acc: _Accumulation) -> _Accumulation:
-        """Take ``acc`` out of the pending table and count it in flight (lock held)."""
-        if self._pending.get(acc.key) is acc:
-            del self._pending[acc.key]
-        self._inflight_per_key[acc.key] = self._inflight_per_key.get(acc.key, 0) + 1
-        return acc
+            loop.call_soon_threadsafe(self._actions[action], batch)
 
     # --- loop thread ---------------------------------------------------------------------------
-    def _leave_soon(self, acc: _Accumulation) -> None:
+    def _leave_soon(self, batch: PendingBatch) -> None:
         with self._lock:
-            if self._pending.get(acc.key) is not acc:
+            if not batch.open:
                 return  # already left (full, or flushed)
-            self._detach_locked(acc)
-        self._launch(acc)
+            self.batcher.detach(batch)
+        self._launch(batch)
 
-    def _arm_timer(self, acc: _Accumulation) -> None:
-        if acc.launched or acc.timer is not None:
+    def _arm_timer(self, batch: PendingBatch) -> None:
+        if batch.launched or batch.timer is not None:
             return
         loop = self._loop
         assert loop is not None
-        acc.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._leave_soon, acc)
+        batch.timer = loop.call_later(self.batch_max_delay_ms / 1000.0, self._leave_soon, batch)
 
-    def _launch(self, acc: _Accumulation) -> None:
+    def _launch(self, batch: PendingBatch) -> None:
         """Start sending a detached batch."""
-        if acc.launched:
+        if batch.launched:
             return
-        acc.launched = True
-        if acc.timer is not None:
-            acc.timer.cancel()
-            acc.timer = None
-        task = asyncio.ensure_future(self._send(acc))
+        batch.launched = True
+        if batch.timer is not None:
+            batch.timer.cancel()
+            batch.timer = None
+        task = asyncio.ensure_future(self._send(batch))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    async def _send(self, acc: _Accumulation) -> None:
+    async def _send(self, batch: PendingBatch) -> None:
         try:
-            await self._send_and_settle(acc)
+            await self._send_and_settle(batch)
         finally:
-            if acc.window_slots:
+            if batch.window_slots:
                 assert self._window is not None
-                self._window.release_many(acc.window_slots)
+                self._window.release_many(batch.window_slots)
 
-    async def _send_and_settle(self, acc: _Accumulation) -> None:
+    async def _send_and_settle(self, batch: PendingBatch) -> None:
         try:
-            if acc.items:
-                result = await self._send_batch(acc.messages, acc.key[1], body=b"".join(acc.items))
-            else:
-                result = await self._send_batch(acc.messages, acc.key[1])
+            result = await self._send_batch(batch)
         except asyncio.CancelledError:
-            for f in acc.futures:
-                if not f.done():
-                    f.cancel()
+            settle_batch(batch, cancelled=True)
             raise
         except Exception as e:  # every waiter must hear about the failure, whatever it is
-            for f in acc.futures:
-                if not f.done():
-                    _settle(f, None, e)
+            settle_batch(batch, error=e)
             return
         finally:
-            self._acknowledged(acc)
+            self._acknowledged(batch)
+            batch.drop_body()  # its futures may live long: they keep the ids, not the bytes
         self.batches_sent += 1
-        self.messages_batched += len(acc.messages)
-        results = split_batch_results(result, [msg.properties.get(Prop.UNIQ_KEY, "") for msg in acc.messages])
-        futures = acc.futures
-        if futures and all(type(f) is SiblingFuture for f in futures):
-            settle_siblings(futures, results)  # one lock round and one wake-up for the batch
-        else:
-            for f, r in zip(futures, results, strict=True):
-                if not f.done():
-                    _settle(f, r, None)
+        self.messages_batched += batch.count
+        settle_batch(batch, result)  # one lock round and one wake-up for the batch
 
-    def _acknowledged(self, acc: _Accumulation) -> None:
+    def _acknowledged(self, batch: PendingBatch) -> None:
         """A batch got its answer: the one filling behind it leaves now."""
-        key = acc.key
+        key = batch.key
+        batcher = self.batcher
         with self._lock:
-            self._held_bytes -= acc.size
-            left = self._inflight_per_key.get(key, 1) - 1
+            batcher.held_bytes -= batch.size
+            inflight = batcher.inflight_per_key
+            left = inflight.get(key, 1) - 1
             if left > 0:
-                self._inflight_per_key[key] = left
+                inflight[key] = left
             else:
-                self._inflight_per_key.pop(key, None)
-            waiting = self._pending.get(key)
+                inflight.pop(key, None)
+            waiting = batcher.pending.get(key)
             if waiting is not None:
-                self._detach_locked(waiting)
+                batcher.detach(waiting)
         if waiting is not None:
             self._launch(waiting)
 
     async def flush_all(self, *, close: bool = False) -> None:
         """Send everything pending now and wait for the answers (shutdown: ``close``
         also refuses later ``add`` calls, which then send unbatched)."""
+        batcher = self.batcher
         with self._lock:
-            self._closed = self._closed or close
-            leaving = [self._detach_locked(acc) for acc in list(self._pending.values())]
-        for acc in leaving:
-            self._launch(acc)
+            batcher.closed = batcher.closed or close
+            leaving = [batcher.detach(b) for b in list(batcher.pending.values())]
+        for batch in leaving:
+            self._launch(batch)
         if self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
 
-def _settle(future: Any, result: SendResult | None, error: BaseException | None) -> None:
-    """Complete an asyncio or concurrent future; a caller may have cancelled it."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
-        log.debug("a batched send's future was cancelled before its result arrived")
+class _Everything:
+    """``checked_topics`` of an accumulator whose caller checks every message itself."""
+
+    def __contains__(self, _item: object) -> bool:
+        return True

@@ -26,7 +26,8 @@ from mqcore.remoting.client import new_event_loop
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots", "settle_siblings"]
+__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots", "settle_batch",
+           "settle_siblings"]
 
 T = TypeVar("T")
 
@@ -445,3 +446,232 @@ def _copy_outcome(source: asyncio.Future[Any], target: concurrent.futures.Future
             target.set_result(source.result())
     except concurrent.futures.InvalidStateError:
         log.debug("future %r was cancelled before its outcome arrived", target)
+
+
+_FINISHED = _futures.FINISHED
+
+
+class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """The future of one auto-batched ``send_async``: a ``concurrent.futures.Future``
+    whose state lives in its batch (a ``PendingBatch`` of the wire kernels, shared by
+    every message of the batch).
+
+    Why: a future of its own per message (``SiblingFuture``) cost a lock round, a notify
+    and a ``SendResult`` per message when the batch was answered, and thousands of them,
+    alive in the caller's list, were objects the cyclic garbage collector walked again and
+    again. Here the batcher kernel makes the object (no ``__init__``: two attributes,
+    ``_cell`` and ``_index``), settling the batch is one write under its condition for all
+    its messages, and the message's own ``SendResult`` is made when it is first asked for.
+
+    Everything ``concurrent.futures.Future`` offers works: ``result(timeout)``,
+    ``exception``, ``done``, ``cancel``, ``add_done_callback``, ``concurrent.futures.wait``
+    / ``as_completed`` and ``asyncio.wrap_future`` (they read ``_state``, ``_result``,
+    ``_waiters``... which are properties here, answered from the batch unless this future
+    was settled on its own, e.g. cancelled). A future that gets a waiter or a done
+    callback joins its batch's ``watchers``, which the batch settles one by one.
+
+    The compiled batcher has the collector ignore the object (it refers only to its
+    batch, which never refers back); it is tracked again as soon as it holds a callback,
+    a waiter or an exception of its own, anything that could close a cycle. Attributes a
+    user sets on it are not watched: a cycle through them would not be collected.
+    """
+
+    # the defaults of what a future settled on its own holds (the kernel sets none of these)
+    _own_state: str | None = None
+    _own_result: Any = None
+    _own_exception: BaseException | None = None
+    _waiter_list: list[Any] | None = None
+    _callback_list: list[Callable[[Any], Any]] | None = None
+
+    def __init__(self) -> None:  # pragma: no cover - made by AutoBatcher.add only
+        raise TypeError("BatchFuture objects are made by the auto-batching kernel")
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        return self._cell.condition  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def _state(self) -> str:
+        return self._own_state or self._cell.state  # type: ignore[no-any-return]
+
+    @_state.setter
+    def _state(self, value: str) -> None:
+        self._own_state = value
+
+    @property  # type: ignore[override]
+    def _result(self) -> Any:
+        if self._own_state is not None:
+            return self._own_result
+        cell = self._cell
+        if cell.state != _FINISHED or cell.error is not None:
+            return None
+        result = self._own_result
+        if result is None:
+            result = self._own_result = cell.result_for(self._index)
+        return result
+
+    @_result.setter
+    def _result(self, value: Any) -> None:
+        if value is not None:  # set_result() by hand: any object, it could close a cycle
+            self._cell.track(self)
+        self._own_result = value
+
+    @property  # type: ignore[override]
+    def _exception(self) -> BaseException | None:
+        return self._own_exception if self._own_state is not None else self._cell.error
+
+    @_exception.setter
+    def _exception(self, value: BaseException | None) -> None:
+        if value is not None:
+            self._cell.track(self)
+        self._own_exception = value
+
+    def _watched(self) -> None:
+        """About to hold its first waiter list or callback list (the condition held)."""
+        if self._waiter_list is not None or self._callback_list is not None:
+            return  # already watched
+        cell = self._cell
+        cell.track(self)
+        if self._own_state is None and cell.state == _futures.PENDING:
+            if cell.watchers is None:
+                cell.watchers = []
+            cell.watchers.append(self)
+
+    @property  # type: ignore[override]
+    def _waiters(self) -> list[Any]:
+        waiters = self._waiter_list
+        if waiters is None:
+            self._watched()
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property  # type: ignore[override]
+    def _done_callbacks(self) -> list[Callable[[Any], Any]]:
+        callbacks = self._callback_list
+        if callbacks is None:
+            self._watched()
+            callbacks = self._callback_list = []
+        return callbacks
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self._own_state is None:
+            cell = self._cell
+            if cell.state == _FINISHED and cell.error is None:  # settled: no lock needed
+                result = self._own_result
+                if result is None:
+                    result = self._own_result = cell.result_for(self._index)
+                return result
+        with self._condition:
+            _wait_done_locked(self, timeout)
+            if self._state in _CANCELLED_STATES:
+                raise concurrent.futures.CancelledError()
+            error = self._exception
+            if error is not None:
+                try:
+                    raise error
+                finally:
+                    error = None  # no reference cycle through the traceback (as the base class)
+            return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        with self._condition:
+            _wait_done_locked(self, timeout)
+            if self._state in _CANCELLED_STATES:
+                raise concurrent.futures.CancelledError()
+            return self._exception
+
+    def settled_outcome(self) -> tuple[Any, BaseException | None]:
+        """``(result, error)`` of a future that is already done (see ``SiblingFuture``)."""
+        state = self._state
+        if state in _CANCELLED_STATES:
+            return None, concurrent.futures.CancelledError()
+        if state != _FINISHED:
+            raise concurrent.futures.InvalidStateError(f"the future is {state}, not done")
+        return self._result, self._exception
+
+
+def _wait_done_locked(future: concurrent.futures.Future[Any], timeout: float | None) -> None:
+    """Wait on a condition shared with siblings until *this* future is done (a notify for a
+    sibling is a spurious wake-up here); the condition held."""
+    if future._state in _DONE_STATES:
+        return
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while future._state not in _DONE_STATES:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise concurrent.futures.TimeoutError()
+        future._condition.wait(remaining)
+
+
+def settle_batch(batch: Any, result: Any = None, error: BaseException | None = None, *,
+                 cancelled: bool = False) -> None:
+    """Settle every future of ``batch`` (a ``PendingBatch``) at once: its outcome is
+    written under its condition with one ``notify_all``; only the futures that asked to
+    be told (``watchers``: a waiter, a done callback) are visited, their callbacks run
+    outside the lock; the caller's own futures (``externals``) get their own result.
+    A future settled on its own before (cancelled by its caller) is left as it is."""
+    condition = batch.condition
+    with condition:
+        if batch.state != _futures.PENDING:
+            return
+        batch.result = result
+        batch.error = error
+        batch.state = _futures.CANCELLED_AND_NOTIFIED if cancelled else _FINISHED
+        watchers = batch.watchers
+        batch.watchers = None
+        told = [f for f in watchers if f._own_state is None] if watchers else []
+        for future in told:
+            for waiter in future._waiter_list or ():
+                if cancelled:
+                    waiter.add_cancelled(future)
+                elif error is not None:
+                    waiter.add_exception(future)
+                else:
+                    waiter.add_result(future)
+        condition.notify_all()
+    for future in told:
+        for callback in future._callback_list or ():
+            try:
+                callback(future)
+            except Exception:  # as the base class: a callback's failure is logged, not raised
+                log.exception("exception calling callback for %r", future)
+    externals = batch.externals
+    if not externals:
+        return
+    running = asyncio.events._get_running_loop()
+    elsewhere: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any]]] = {}
+    for index, future in externals:
+        outcome: Any = _CANCEL if cancelled else error if error is not None else batch.result_for(index)
+        get_loop = getattr(future, "get_loop", None)  # an asyncio future: settled on its own loop
+        loop = get_loop() if get_loop is not None else None
+        if loop is None or loop is running:
+            _settle_one(future, outcome)
+        else:
+            elsewhere.setdefault(loop, []).append((future, outcome))
+    for loop, items in elsewhere.items():  # one wake-up per loop for the whole batch (asend)
+        try:
+            loop.call_soon_threadsafe(_settle_many, items)
+        except RuntimeError:  # that loop is closed: nobody waits there any more
+            log.debug("a batched asend's loop closed before its result arrived")
+
+
+_CANCEL = object()
+
+
+def _settle_one(future: Any, outcome: Any) -> None:
+    if future.done():
+        return
+    try:
+        if outcome is _CANCEL:
+            future.cancel()
+        elif isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except (asyncio.InvalidStateError, concurrent.futures.InvalidStateError):
+        log.debug("a batched send's future was cancelled before its result arrived")
+
+
+def _settle_many(items: list[tuple[Any, Any]]) -> None:
+    for future, outcome in items:
+        _settle_one(future, outcome)

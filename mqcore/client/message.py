@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _BODY_REPR_BYTES = 48
+_WAIT = Prop.WAIT
 
 #: property names a user may not set with ``put_user_property`` (``MessageConst.STRING_HASH_SET``)
 SYSTEM_PROPERTIES = frozenset({
@@ -105,9 +106,11 @@ class Message:
         properties: dict[str, str] | None = None,
         wait_store_msg_ok: bool = True,
     ) -> None:
+        # (the usual bytes body and int flag skip the conversions: a pipelining producer
+        # makes one Message per send)
         self.topic = topic
-        self.body = _as_body(body)
-        self.flag = int(flag)
+        self.body = body if type(body) is bytes else _as_body(body)
+        self.flag = flag if type(flag) is int else int(flag)
         self._properties: dict[str, str] = dict(properties) if properties else {}
         self.transaction_id: str | None = None
         if tags is not None:
@@ -116,8 +119,8 @@ class Message:
             self.keys = keys  # type: ignore[assignment]
         if delay_level:
             self.delay_level = delay_level
-        if Prop.WAIT not in self._properties:
-            self._properties[Prop.WAIT] = "true" if wait_store_msg_ok else "false"
+        if _WAIT not in self._properties:
+            self._properties[_WAIT] = "true" if wait_store_msg_ok else "false"
 
     # --- properties --------------------------------------------------------------------
     @property
@@ -291,41 +294,23 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 # --- wire codecs ------------------------------------------------------------------------------
 def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
-                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None) -> list[MessageExt]:
-    """PULL (or QUERY/VIEW) response body -> messages, decompressed."""
-    out: list[MessageExt] = []
+                    max_count: int = 1 << 30, *, kernels: StoreKernels | None = None,
+                    props_suffix: bytes = b"") -> list[MessageExt]:
+    """PULL (or QUERY/VIEW) response body -> messages, decompressed. The store kernels
+    write each record straight into a ``MessageExt`` (properties parsed when first read);
+    ``props_suffix`` (encoded properties) is appended to every message's properties."""
     if not body:
-        return out
+        return []
     try:
-        decoded = (kernels or default_kernels()).decode_records(body, 0, len(body), max_count)
+        out, compressed = (kernels or default_kernels()).decode_message_objects(
+            body, 0, len(body), max_count, MessageExt, broker_name, props_suffix)
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
-    compressed = L.SYSFLAG_COMPRESSED
-    new = object.__new__
-    for r in decoded:
-        # the consume hot path: every slot written once, without MessageExt.__init__'s defaults
-        sys_flag = r.sys_flag
-        m = new(MessageExt)
-        m.topic = r.topic
-        m.body = decompress_body(r.body, sys_flag) if sys_flag & compressed else r.body
-        m.flag = r.flag
-        m._properties = None
-        m._props_raw = r.properties
-        m.transaction_id = None
-        m.broker_name = broker_name
-        m.queue_id = r.queue_id
-        m.queue_offset = r.queue_offset
-        m.commitlog_offset = r.phy_offset
-        m.store_size = r.store_size
-        m.body_crc = r.body_crc
-        m.sys_flag = sys_flag
-        m.born_timestamp = r.born_timestamp
-        m.born_host = r.born_host
-        m.store_timestamp = r.store_timestamp
-        m.store_host = r.store_host
-        m.reconsume_times = r.reconsume_times
-        m.prepared_transaction_offset = r.prepared_offset
-        out.append(m)
+    if compressed:
+        flag = L.SYSFLAG_COMPRESSED
+        for m in out:
+            if m.sys_flag & flag:
+                m.body = decompress_body(m.body, m.sys_flag)
     return out
 
 

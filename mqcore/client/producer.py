@@ -35,16 +35,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mqcore._compat import default_kernels
-from mqcore.client.accumulator import ProduceAccumulator, item_size
+from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BurstSubmitter, CallbackThread, SiblingFuture, Slots
+from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread, Slots
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
-from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -77,12 +76,15 @@ class Producer:
         self._async_slots = Slots(self.config.max_async_inflight)
         self._kernels = default_kernels()
         self._accumulator: ProduceAccumulator | None = None
+        self._batcher: Any = None  # the accumulator's kernel: send_async's per-message step
         if self.config.auto_batch:
             self._accumulator = ProduceAccumulator(
                 self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop,
-                window=self._async_slots)
+                window=self._async_slots, ids=self._instance.uniq_ids, checked_topics=self._impl.checked_topics,
+                max_message_bytes=self.config.max_message_size_bytes)
+            self._batcher = self._accumulator.batcher
         self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._state = _State.CREATED
@@ -187,47 +189,48 @@ class Producer:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
         runs on the callback thread; the returned future completes first. Blocks while
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
+        batcher = self._batcher
+        if (callback is None and selector is None and batcher is not None and type(msg) is Message
+                and self._state is _State.RUNNING):
+            # auto-batched: the kernel checks, stamps and encodes the message into its batch,
+            # takes its window slot and makes its future, in one call (an int: see _join_batch)
+            future = batcher.add(msg, queue, None, 1)
+            if type(future) is BatchFuture:
+                return future
+            if future is not None:
+                future = self._join_batch(batcher, msg, queue, timeout_ms, future)
+                if future is not None:
+                    return future
         if self._state is not _State.RUNNING:
             self._check_running()
-        if callback is None and selector is None and self._accumulator is not None:
-            future = self._join_batch(self._accumulator, msg, queue, timeout_ms)
-            if future is not None:
-                return future
         # one completion hook per send: frees the slot, then queues the callback
         hook = self._release_async_slot if callback is None else functools.partial(self._async_done, callback)
         return self._submit(msg, _ASYNC, queue, selector, arg, timeout_ms, hook, self._async_slots)
 
-    def _join_batch(self, acc: ProduceAccumulator, msg: Message, queue: MessageQueue | None,
-                    timeout_ms: float | None) -> SiblingFuture | None:
-        """``send_async`` of an auto-batched message without a callback, in few steps: it is
-        checked, stamped and appended to its batch on this thread, and its window slot is
-        given back with the whole batch's when the batch is answered (no per-message done
-        callback on the loop). None, with nothing taken, when the message cannot join a
-        batch: the general path handles it."""
-        if type(msg) is not Message:
-            return None  # the general path checks and reports
-        props = msg._properties
-        if props.get(Prop.DELAY) or props.get(Prop.TRAN_MSG) or msg.topic.startswith("%RETRY%"):
-            return None  # what ProduceAccumulator.eligible refuses
-        body = msg.body
-        if (Prop.DELAY in props or msg.topic not in self._impl.checked_topics or not body
-                or len(body) > self.config.max_message_size_bytes):
-            self._impl.check(msg)  # check_message (what passes below is what it lets through)
-        if not props.get(Prop.UNIQ_KEY):
-            props[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
-        item = self._kernels.encode_batch_message(msg.flag, msg.body, props)
-        slots = self._async_slots
-        if not slots.acquire(False):  # the window is full: wait (not on the loop thread)
-            self._wait_for_async_slot(timeout_ms)
+    def _join_batch(self, batcher: Any, msg: Message, queue: MessageQueue | None, timeout_ms: float | None,
+                    answer: int) -> BatchFuture | None:
+        """What ``AutoBatcher.add`` asked for: ``JOIN_CHECK``, the message is checked
+        (``check_message`` raises for a bad one) before it joins; ``JOIN_WAIT``, the window is
+        full, so this thread waits for a slot (not the loop thread). None, with nothing
+        taken, when the message cannot join a batch: the general path handles it."""
+        acc = self._accumulator
+        assert acc is not None
+        if answer == acc.JOIN_CHECK:
+            self._impl.check(msg)
+            answer = batcher.add(msg, queue, None, 1, True)
+            if answer is None or type(answer) is BatchFuture:
+                return answer  # type: ignore[no-any-return]
+        if answer != acc.JOIN_WAIT:
+            raise AssertionError(f"AutoBatcher.add answered {answer!r}")
+        self._wait_for_async_slot(timeout_ms)
         try:
-            future = SiblingFuture(self._submitter.condition)
-            if acc.add(msg, queue, future=future, eligible=True, holds_slot=True, item=item) is not None:
-                return future
+            future = batcher.add(msg, queue, None, 2, True)
         except BaseException:
-            slots.release()
+            self._async_slots.release()
             raise
-        slots.release()  # declined (too large, over the memory budget, closing): the general path
-        return None
+        if future is None:
+            self._async_slots.release()  # declined (over the memory budget, closing): the general path
+        return future  # type: ignore[no-any-return]
 
     def _wait_for_async_slot(self, timeout_ms: float | None) -> None:
         if self._instance.loop_thread.in_loop_thread():  # never block the loop itself
@@ -249,11 +252,42 @@ class Producer:
     async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
         under back-pressure it waits without blocking the caller's loop."""
+        batcher = self._batcher
+        if (batcher is not None and type(msg) is Message and self._state is _State.RUNNING
+                and not kwargs.keys() - {"queue"}):
+            future = await self._join_batch_async(batcher, msg, kwargs.get("queue"))
+            if future is not None:
+                return await future  # type: ignore[no-any-return]
         if not self._async_slots.acquire(blocking=False):
             await asyncio.get_running_loop().run_in_executor(None, self._wait_for_slot)
         else:
             self._async_slots.release()
         return await asyncio.wrap_future(self.send_async(msg, **kwargs))
+
+    async def _join_batch_async(self, batcher: Any, msg: Message,
+                                queue: MessageQueue | None) -> asyncio.Future[SendResult] | None:
+        """``asend``'s auto-batched step: the same kernel call as ``send_async`` with an
+        asyncio future of the caller's loop, which the batch settles with one wake-up of that
+        loop per batch (``settle_batch``); a full window is waited for on an executor thread.
+        None, with nothing taken, when the message cannot join a batch."""
+        acc = self._accumulator
+        assert acc is not None
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SendResult] = loop.create_future()
+        answer = batcher.add(msg, queue, future, 1)
+        if answer == acc.JOIN_CHECK:
+            self._impl.check(msg)
+            answer = batcher.add(msg, queue, future, 1, True)
+        if answer == acc.JOIN_WAIT:
+            await loop.run_in_executor(None, self._wait_for_async_slot, None)
+            try:
+                answer = batcher.add(msg, queue, future, 2, True)
+            except BaseException:
+                self._async_slots.release()
+                raise
+            if answer is None:
+                self._async_slots.release()
+        return future if answer is future else None
 
     def _wait_for_slot(self) -> None:
         if self._async_slots.acquire(timeout=self._loop_timeout(None)):
@@ -294,9 +328,6 @@ class Producer:
         batched = acc is not None and selector is None and mode is not _ONEWAY and acc.eligible(msg)
         if batched:
             self._impl.check(msg)
-            if not msg.properties.get(Prop.UNIQ_KEY):
-                msg.properties[Prop.UNIQ_KEY] = self._instance.uniq_ids.next_id()
-            size = item_size(msg)
         else:
             prepared = self._impl.prepare(msg)
         if slots is not None and not slots.acquire(False):  # the window is full: wait (not on the loop thread)
@@ -305,7 +336,7 @@ class Producer:
             future = self._submitter.new_future(hook)
             if batched:
                 assert acc is not None
-                if acc.add(msg, queue, size=size, future=future, eligible=True) is not None:
+                if acc.add(msg, queue, future=future) is not None:
                     return future
                 # declined (over the memory budget): alone, through the loop
                 prepared = self._impl.prepare(msg)
@@ -318,10 +349,9 @@ class Producer:
             raise
         return future
 
-    async def _send_accumulated(self, messages: list[Message], queue: MessageQueue | None, *,
-                                body: bytes | None = None) -> SendResult:
-        prepared = self._impl.prepare_batch(messages, validated=True, body=body)
-        result = await self._impl.send(prepared, _SYNC, queue=queue)
+    async def _send_accumulated(self, batch: PendingBatch) -> SendResult:
+        prepared = self._impl.prepare_joined(batch)
+        result = await self._impl.send(prepared, _SYNC, queue=batch.queue)
         assert result is not None
         return result
 
@@ -329,7 +359,7 @@ class Producer:
         return f"Producer(group={self.config.producer_group!r}, client_id={self.client_id!r}, {self._state.value})"
 
 
-def _run_callback(callback: SendCallback, future: SiblingFuture) -> None:
+def _run_callback(callback: SendCallback, future: Any) -> None:
     try:
         result, error = future.settled_outcome()  # done before the callback was queued
         callback(None, error) if error is not None else callback(result, None)

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
+from mqcore._compat import default_wire_client_kernels
 from mqcore.client.config import ProducerConfig
 from mqcore.client.instance import ClientInstance
 from mqcore.client.latency import MQFaultStrategy
@@ -43,8 +44,10 @@ from mqcore.errors import (
     RemotingError,
     SendTimeoutError,
 )
+from mqcore.clock import system_clock_ms
 from mqcore.format import layout as L
 from mqcore.kernel_api import SendTemplate
+from mqcore.kernel_api import PendingBatchApi
 from mqcore.message import Prop, is_retry_topic, properties_to_string
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import RequestCode, ResponseCode
@@ -111,6 +114,8 @@ class ProducerImpl:
         self._plain_topics: set[str] = set()
         self._templates: dict[int, SendTemplate] = {}
         self._blocking_pool = instance.api.remoting.blocking
+        ids = instance.uniq_ids
+        self._id_writer = default_wire_client_kernels().UniqIdWriter(ids, ids.clock is system_clock_ms)
 
     # --- ProducerHook -------------------------------------------------------------------------
     def publish_topics(self) -> Iterable[str]:
@@ -168,12 +173,7 @@ class ProducerImpl:
         msgs = list(msgs)
         if not validated:
             check_batch(msgs, self.config.max_message_size_bytes)
-        ids = []
-        for m in msgs:
-            uniq = m.properties.get(Prop.UNIQ_KEY)
-            if not uniq:
-                uniq = m.properties[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
-            ids.append(uniq)
+        ids = self._id_writer.stamp_all(msgs)  # the UNIQ_KEYs, written by the wire kernels
         if body is None:
             body = encode_batch_body(msgs)
         if len(body) > self.config.max_message_size_bytes:
@@ -183,6 +183,16 @@ class ProducerImpl:
         wait = "true" if msgs[0].wait_store_msg_ok else "false"
         return PreparedSend(msgs[0].topic, body, 0, 0, properties_to_string({Prop.WAIT: wait}), ",".join(ids),
                             batch=True, count=len(msgs))
+
+    def prepare_joined(self, batch: PendingBatchApi) -> PreparedSend:
+        """An auto-batch (SEND_BATCH_MESSAGE) whose items the batcher kernel encoded as its
+        messages joined (each stamped with its UNIQ_KEY, its topic checked)."""
+        body = bytes(batch.body)
+        if len(body) > self.config.max_message_size_bytes:
+            raise IllegalArgumentError(
+                f"the batch encodes to {len(body)} bytes, over max_message_size_bytes={self.config.max_message_size_bytes}")
+        return PreparedSend(batch.topic, body, 0, 0, properties_to_string({Prop.WAIT: "true" if batch.wait else "false"}),
+                            ",".join(batch.uniq_ids), batch=True, count=batch.count)
 
     # --- publish info (loop thread) ------------------------------------------------------------------
     async def find_publish_info(self, topic: str) -> TopicPublishInfo:

@@ -75,14 +75,17 @@ def check_batch(messages: Sequence[Message], max_message_size: int) -> None:
     if not messages:
         raise IllegalArgumentError("a batch needs at least one message")
     first = messages[0]
+    check_message(first, max_message_size)
+    topic, wait = first.topic, first.wait_store_msg_ok
+    if is_retry_topic(topic):
+        raise IllegalArgumentError("retry-topic messages cannot be sent in a batch")
     for msg in messages:
-        check_message(msg, max_message_size)
+        if not isinstance(msg, Message) or msg.topic != topic:
+            check_message(msg, max_message_size)  # says what is wrong with it, if anything
+            raise IllegalArgumentError(
+                f"all messages of a batch must have the same topic ({topic!r} != {msg.topic!r})")
+        check_message(msg, max_message_size, topic_checked=True)  # the topic's name: checked once, above
         if msg.delay_level:
             raise IllegalArgumentError("delayed messages cannot be sent in a batch")
-        if is_retry_topic(msg.topic):
-            raise IllegalArgumentError("retry-topic messages cannot be sent in a batch")
-        if msg.topic != first.topic:
-            raise IllegalArgumentError(
-                f"all messages of a batch must have the same topic ({first.topic!r} != {msg.topic!r})")
-        if msg.wait_store_msg_ok != first.wait_store_msg_ok:
+        if msg.wait_store_msg_ok != wait:
             raise IllegalArgumentError("all messages of a batch must have the same wait_store_msg_ok")

@@ -7,16 +7,33 @@ import pytest
 
 from mqcore.client.accumulator import ProduceAccumulator, item_size
 from mqcore.client.message import Message, SendResult, SendStatus
+from mqcore.format.batch import iter_batch_items
+from mqcore.format.properties import parse_properties
 from mqcore.remoting.bodies import MessageQueue
+
+
+def sent_messages(batch) -> list[Message]:
+    """The messages a batch carries, read back from its SEND_BATCH body."""
+    out = []
+    for _flag, body, props in iter_batch_items(bytes(batch.body)):
+        m = Message(batch.topic, bytes(body))
+        m.properties.clear()
+        m.properties.update(parse_properties(bytes(props).decode()))
+        out.append(m)
+    assert [m.uniq_key for m in out] == batch.uniq_ids
+    return out
 
 
 class Recorder:
     def __init__(self, fail: BaseException | None = None) -> None:
         self.batches: list[tuple[list[Message], MessageQueue | None]] = []
+        self.sent: list = []
         self.fail = fail
 
-    async def __call__(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
-        self.batches.append((list(msgs), queue))
+    async def __call__(self, batch) -> SendResult:
+        msgs, queue = sent_messages(batch), batch.queue
+        self.batches.append((msgs, queue))
+        self.sent.append(batch)
         if self.fail is not None:
             raise self.fail
         q = queue or MessageQueue(msgs[0].topic, "b", 0)
@@ -44,6 +61,7 @@ def test_batches_by_delay_and_splits_results():
         for i, r in enumerate(results):
             assert r.msg_id == f"U{i}" and r.offset_msg_id == f"OFF{i}" and r.queue_offset == 100 + i
         assert acc.held_bytes == 0 and acc.batches_sent == 1 and acc.messages_batched == 5
+        assert [len(b.body) for b in rec.sent] == [0]  # answered: the futures keep ids, not the bytes
     run(main())
 
 
@@ -120,7 +138,8 @@ class GatedRecorder(Recorder):
         super().__init__()
         self.gates: list[asyncio.Event] = []
 
-    async def __call__(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
+    async def __call__(self, batch) -> SendResult:
+        msgs, queue = sent_messages(batch), batch.queue
         gate = asyncio.Event()
         self.gates.append(gate)
         self.batches.append((list(msgs), queue))
@@ -187,7 +206,7 @@ def test_adds_from_many_threads_while_the_loop_sends() -> None:
         for i in range(per_thread):
             n = t * per_thread + i
             future = SiblingFuture(condition)
-            assert acc.add(msg(n, tags="AB"[t % 2]), size=size, future=future) is future
+            assert acc.add(msg(n, tags="AB"[t % 2]), future=future) is future
             with lock:
                 results[n] = future
 
@@ -206,7 +225,7 @@ def test_adds_from_many_threads_while_the_loop_sends() -> None:
         assert len(rec.batches) >= 4 * per_thread // 7
         assert acc.held_bytes == 0
         asyncio.run_coroutine_threadsafe(acc.flush_all(close=True), loop).result(5)
-        assert acc.add(msg(99_999), size=size, future=SiblingFuture(condition)) is None  # closed: unbatched
+        assert acc.add(msg(99_999), future=SiblingFuture(condition)) is None  # closed: unbatched
     finally:
         loop.call_soon_threadsafe(loop.stop)
         runner.join(5)

@@ -129,3 +129,45 @@ def test_batch_body_layout():
 def test_send_result_helpers():
     r = SendResult(SendStatus.SEND_OK, "A,B", MessageQueue("T", "b", 0), 5, "X,Y")
     assert r.ok and r.msg_ids == ["A", "B"] and r.offset_msg_ids == ["X", "Y"]
+
+
+@pytest.mark.parametrize("props_suffix", [b"", b"MIN_OFFSET\x010\x02MAX_OFFSET\x0199"])
+def test_decode_message_objects_compiled_twin_and_record_decoder_agree(props_suffix):
+    """The consumer's decoder writes each record straight into a MessageExt: the compiled
+    kernel, its twin and the generic record decoder give the same field values."""
+    from mqcore import _store, _store_py
+    raw = (record() + record(body=b"second", qoff=8, phy=200, reconsume=2, props={})
+           + record(topic="U2", body=zlib.compress(b"z" * 100), sys_flag=0x1, props={"TAGS": "é"}))
+    records = _store_py.decode_records(raw, 0, len(raw), 1 << 30)
+    got = {}
+    for name, k in (("compiled", _store), ("twin", _store_py)):
+        msgs, compressed = k.decode_message_objects(raw, 0, len(raw), 1 << 30, MessageExt, "b", props_suffix)
+        assert compressed and all(type(m) is MessageExt for m in msgs)
+        got[name] = [tuple(getattr(m, s) for s in _store_py.MESSAGE_SLOTS) for m in msgs]
+        two, _ = k.decode_message_objects(raw, 0, len(raw), 2, MessageExt, "b", props_suffix)
+        assert len(two) == 2  # max_count
+    assert got["compiled"] == got["twin"]
+    for r, values in zip(records, got["compiled"]):
+        fields = dict(zip(_store_py.MESSAGE_SLOTS, values))
+        joined = (r.properties + b"\x02" + props_suffix if r.properties else props_suffix) if props_suffix \
+            else r.properties
+        assert fields == {
+            "topic": r.topic, "body": r.body, "flag": r.flag, "_properties": None, "_props_raw": joined,
+            "transaction_id": None, "broker_name": "b", "queue_id": r.queue_id, "queue_offset": r.queue_offset,
+            "commitlog_offset": r.phy_offset, "store_size": r.store_size, "body_crc": r.body_crc,
+            "sys_flag": r.sys_flag, "born_timestamp": r.born_timestamp, "born_host": r.born_host,
+            "store_timestamp": r.store_timestamp, "store_host": r.store_host,
+            "reconsume_times": r.reconsume_times, "prepared_transaction_offset": r.prepared_offset}
+    m = decode_messages(raw, "b", props_suffix=props_suffix)[2]
+    assert m.body == b"z" * 100 and m.tags == "é" and m.topic == "U2"  # decompressed, parsed when read
+    if props_suffix:
+        assert m.properties["MAX_OFFSET"] == "99"
+
+
+def test_decode_message_objects_refuses_a_class_it_cannot_fill():
+    from mqcore import _store
+
+    class NoSlots:
+        pass
+    with pytest.raises(TypeError, match="slots"):
+        _store.decode_message_objects(record(), 0, len(record()), 10, NoSlots, None, b"")

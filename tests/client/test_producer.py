@@ -235,6 +235,24 @@ def test_auto_batched_sends_hold_the_async_window_until_their_batch_is_answered(
     assert sorted(m.body for m in fake_cluster.messages("T")) == sorted(f"m{i}".encode() for i in range(300))
 
 
+def test_auto_batched_asend_joins_batches_and_waits_for_the_window_on_the_callers_loop(fake_cluster):
+    """``asend`` with auto-batching goes through the same kernel as ``send_async``: every
+    caller gets its own stored message's result, through a window of 4 (a full window is
+    awaited off the caller's loop), in batches, and every slot comes back."""
+    fake_cluster.create_topic("T")
+    with producer(fake_cluster, auto_batch=True, max_async_inflight=4, send_msg_timeout_ms=5000) as p:
+        async def main():
+            return await asyncio.gather(*(p.asend(Message("T", f"a{i}")) for i in range(60)))
+        results = asyncio.run(main())
+        assert wait_for(lambda: p._async_slots.free == 4, timeout=5)
+    stored = {s.props["UNIQ_KEY"]: s for s in fake_cluster.messages("T")}
+    assert len({r.msg_id for r in results}) == 60
+    for i, r in enumerate(results):
+        s = stored[r.msg_id]
+        assert s.body == f"a{i}".encode() and (s.queue_id, s.queue_offset) == (r.message_queue.queue_id, r.queue_offset)
+    assert RequestCode.SEND_BATCH_MESSAGE in fake_cluster.brokers[0].sent
+
+
 def test_large_bodies_are_compressed_as_java_does(fake_cluster):
     fake_cluster.create_topic("T")
     with producer(fake_cluster) as p:

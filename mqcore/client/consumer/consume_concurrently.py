@@ -49,7 +49,9 @@ from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
 from mqcore.clock import Clock
-from mqcore.message import Prop
+from mqcore.format.layout import PROPERTY_SEPARATOR
+from mqcore.format.properties import format_pair
+from mqcore.message import Prop, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -111,15 +113,18 @@ class ConsumeMessageConcurrentlyService:
         self._unsettled: dict[int, list[Any]] = {}
         self._watch = threading.Condition(self._lock)
         self._watchdog: threading.Thread | None = None
-        self._stamp: tuple[int, str] = (-1, "")
+        self._stamp: tuple[int, str, bytes, bytes] = (-1, "", b"", b"")
+        self._retry_topic = retry_topic(consumer.group)
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool = True) -> None:
         n = self.batch_size
         pending = self._pending
         if len(msgs) <= n:
             pending.append((msgs, pq, mq))
+        elif n == 1:  # RocketMQ's default listener batch: one list per message, no slicing
+            pending.extend([([msg], pq, mq) for msg in msgs])
         else:
-            pending.extend((msgs[i:i + n], pq, mq) for i in range(0, len(msgs), n))
+            pending.extend([(msgs[i:i + n], pq, mq) for i in range(0, len(msgs), n)])
         self._start_drainer(only_if_idle=True)
 
     def _start_drainer(self, *, only_if_idle: bool) -> None:
@@ -237,15 +242,27 @@ class ConsumeMessageConcurrentlyService:
         if pq.dropped:
             return None
         consumer = self.consumer
-        consumer.reset_retry_topic(msgs)
+        retry = self._retry_topic
+        for msg in msgs:
+            if msg.topic == retry:
+                consumer.reset_retry_topic(msgs)
+                break
         context = ConsumeConcurrentlyContext(mq)
         ms = consumer.clock()
-        stamp = self._stamp  # one (ms, text) pair, replaced whole: drainers share it
-        if stamp[0] != ms:  # one string per millisecond, not per batch
-            stamp = self._stamp = (ms, str(ms))
-        now = stamp[1]
+        stamp = self._stamp  # one (ms, text, encoded pairs) tuple, replaced whole: drainers share it
+        if stamp[0] != ms:  # made once per millisecond, not per batch
+            pair = format_pair(Prop.CONSUME_START_TIME, ms).encode()
+            stamp = self._stamp = (ms, str(ms), pair, PROPERTY_SEPARATOR + pair)
+        _, now, pair, joined = stamp
         for msg in msgs:
-            msg.stamp_property(Prop.CONSUME_START_TIME, now)  # leaves the properties unparsed
+            # msg.stamp_property(CONSUME_START_TIME, now), inlined with the pair encoded once:
+            # the properties stay unparsed
+            props = msg._properties
+            if props is None:
+                raw = msg._props_raw
+                msg._props_raw = raw + joined if raw else pair
+            else:
+                props[Prop.CONSUME_START_TIME] = now
         try:
             status = self.listener(msgs, context)
         except Exception:  # the listener's failure means "retry later"

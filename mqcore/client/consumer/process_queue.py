@@ -1,7 +1,11 @@
 """``ProcessQueue``: the messages pulled from one queue and not yet consumed.
 
 Messages are kept ordered by queue offset (Java uses a ``TreeMap``; here a dict plus
-a min-heap of offsets with lazy deletion). The lowest offset still held is what the
+the offsets in order with lazy deletion). Pulls put each queue's offsets in ascending
+order, so the offsets are usually a sorted list read from a moving head (a batch of
+offsets appended with one ``extend``, the lowest found by stepping over consumed ones);
+only an offset put back below the highest one (an orderly consumer's rollback) turns the
+list into a min-heap until the queue is empty again. The lowest offset still held is what the
 consumer may commit: everything below it is done, whatever order the consume threads
 finish in, so the committed offset is always the lowest unconsumed one.
 
@@ -35,7 +39,11 @@ class ProcessQueue:
         self._clock = clock
         self._lock = threading.RLock()
         self._msgs: dict[int, MessageExt] = {}
+        #: the offsets held (consumed ones are skipped lazily): sorted from ``_head`` on while
+        #: ``_sorted``, else a min-heap (from index 0)
         self._heap: list[int] = []
+        self._head = 0
+        self._sorted = True
         self._consuming_msgs: dict[int, MessageExt] = {}
         self.msg_count = 0
         self.msg_size = 0
@@ -55,33 +63,73 @@ class ProcessQueue:
     # --- heap helpers (caller holds the lock) ---------------------------------------------
     def _first_key_locked(self) -> int | None:
         heap, msgs = self._heap, self._msgs
-        while heap and heap[0] not in msgs:
+        if not msgs:  # empty: start over sorted
+            heap.clear()
+            self._head = 0
+            self._sorted = True
+            return None
+        if self._sorted:
+            head = self._head
+            while heap[head] not in msgs:  # a key held is in the list: this stops
+                head += 1
+            if head > 1024 and head * 2 > len(heap):  # drop the consumed prefix now and then
+                del heap[:head]
+                head = 0
+            self._head = head
+            return heap[head]
+        while heap[0] not in msgs:
             heapq.heappop(heap)
-        return heap[0] if heap else None
+        return heap[0]
 
     def _pop_first_locked(self) -> MessageExt | None:
         key = self._first_key_locked()
         if key is None:
             return None
-        heapq.heappop(self._heap)
+        if self._sorted:
+            self._head += 1
+        else:
+            heapq.heappop(self._heap)
         return self._msgs.pop(key)
+
+    def _add_offsets_locked(self, offsets: list[int]) -> None:
+        """Offsets not held yet; ascending ones above everything held are appended."""
+        heap = self._heap
+        if self._sorted:
+            last = heap[-1] if len(heap) > self._head else None
+            if (last is None or offsets[0] > last) and (len(offsets) == 1 or sorted(set(offsets)) == offsets):
+                heap.extend(offsets)
+                return
+            del heap[:self._head]  # out of order: a heap from now on (until the queue is empty)
+            self._head = 0
+            self._sorted = False
+            heapq.heapify(heap)
+        for offset in offsets:
+            heapq.heappush(heap, offset)
 
     # --- pulling side --------------------------------------------------------------------
     def put_messages(self, msgs: Sequence[MessageExt]) -> bool:
         """Add pulled messages; True when an orderly consumer should be dispatched
         (there are messages and nobody is consuming this queue)."""
         with self._lock:
-            valid = 0
+            held = self._msgs
+            if not held:
+                self._first_key_locked()  # start over sorted
+            new: list[int] = []
+            size = 0
+            top = self.queue_offset_max
             for msg in msgs:
                 offset = msg.queue_offset
-                if offset not in self._msgs:
-                    valid += 1
-                    heapq.heappush(self._heap, offset)
-                    self.msg_size += len(msg.body)
-                self._msgs[offset] = msg
-                if offset > self.queue_offset_max:
-                    self.queue_offset_max = offset
-            self.msg_count += valid
+                if offset not in held:
+                    new.append(offset)
+                    size += len(msg.body)
+                held[offset] = msg
+                if offset > top:
+                    top = offset
+            self.queue_offset_max = top
+            if new:
+                self._add_offsets_locked(new)
+            self.msg_size += size
+            self.msg_count += len(new)
             dispatch = False
             if self._msgs and not self.consuming:
                 dispatch = True
@@ -167,11 +215,16 @@ class ProcessQueue:
 
     def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
         with self._lock:
+            if not self._msgs:
+                self._first_key_locked()  # start over sorted
+            back = []
             for msg in msgs:
                 self._consuming_msgs.pop(msg.queue_offset, None)
                 if msg.queue_offset not in self._msgs:
-                    heapq.heappush(self._heap, msg.queue_offset)
+                    back.append(msg.queue_offset)
                 self._msgs[msg.queue_offset] = msg
+            if back:
+                self._add_offsets_locked(back)
 
     def rollback(self) -> None:
         with self._lock:
@@ -184,7 +237,7 @@ class ProcessQueue:
     def clear(self) -> None:
         with self._lock:
             self._msgs.clear()
-            self._heap.clear()
+            self._first_key_locked()  # empty: start over sorted
             self._consuming_msgs.clear()
             self.msg_count = 0
             self.msg_size = 0

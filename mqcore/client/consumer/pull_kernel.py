@@ -17,7 +17,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullResult, PullStatus, decode_messages
 from mqcore.client.route import MASTER_ID
 from mqcore.errors import NoRouteError
-from mqcore.format.properties import PROPERTY_SEPARATOR, format_properties
+from mqcore.format.properties import format_properties
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import PullSysFlag
@@ -44,17 +44,9 @@ def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: boo
     return int(flag)
 
 
-def stamp_offsets(msgs: list[MessageExt], min_offset: int, max_offset: int) -> None:
-    """Add MIN_OFFSET / MAX_OFFSET without forcing the properties to be parsed."""
-    suffix = format_properties({Prop.MIN_OFFSET: str(min_offset), Prop.MAX_OFFSET: str(max_offset)}).encode()
-    for m in msgs:
-        props = m._properties
-        if props is not None:
-            props[Prop.MIN_OFFSET] = str(min_offset)
-            props[Prop.MAX_OFFSET] = str(max_offset)
-        else:
-            raw = m._props_raw
-            m._props_raw = raw + PROPERTY_SEPARATOR + suffix if raw else suffix
+def offsets_suffix(min_offset: int, max_offset: int) -> bytes:
+    """The encoded MIN_OFFSET / MAX_OFFSET properties the Java client stamps on pulled messages."""
+    return format_properties({Prop.MIN_OFFSET: str(min_offset), Prop.MAX_OFFSET: str(max_offset)}).encode()
 
 
 class PullAPIWrapper:
@@ -86,10 +78,10 @@ class PullAPIWrapper:
         self._pull_from_which_node[mq] = rh.suggest_which_broker_id
         msgs: list[MessageExt] = []
         if status is PullStatus.FOUND:
-            msgs = decode_messages(body, mq.broker_name)
+            # MIN_OFFSET / MAX_OFFSET (stamp_offsets) appended by the decoder itself
+            msgs = decode_messages(body, mq.broker_name, props_suffix=offsets_suffix(rh.min_offset, rh.max_offset))
             if not subscription.subscribes_all:
                 msgs = [m for m in msgs if subscription.matches_tags(m.tags)]
-            stamp_offsets(msgs, rh.min_offset, rh.max_offset)
         return PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, msgs,
                           rh.suggest_which_broker_id)
 

@@ -118,3 +118,45 @@ def test_thread_safety():
     for t in threads:
         t.join()
     assert pq.msg_count == 0 and pq.remove_messages([]) == -1
+
+
+def test_lowest_offset_and_orderly_take_stay_right_whatever_order_offsets_arrive_in():
+    """Offsets usually arrive ascending (kept as a sorted list), but a rollback or a
+    re-delivered offset puts lower ones back (the queue then keeps a heap): against a plain
+    model, the commit offset is always the lowest held (or one past the highest seen) and
+    ``take_messages`` always hands out the lowest offsets in order."""
+    rng = random.Random(7)
+    for _ in range(60):
+        pq = ProcessQueue(ManualClock())
+        held: dict[int, MessageExt] = {}
+        taken: dict[int, MessageExt] = {}
+        top, next_offset = -1, 0
+        for _ in range(40):
+            op = rng.random()
+            if op < 0.4:  # a pull: a run of fresh ascending offsets, sometimes with old ones again
+                run = [m(o) for o in range(next_offset, next_offset + rng.randint(1, 30))]
+                next_offset += len(run) + rng.randint(0, 3)
+                if held and rng.random() < 0.2:
+                    run.insert(0, m(rng.choice(list(held))))
+                pq.put_messages(run)
+                for msg in run:
+                    held[msg.queue_offset] = msg
+                    top = max(top, msg.queue_offset)
+            elif op < 0.65 and held:  # concurrent consumers finish some, in any order
+                done = rng.sample(list(held.values()), rng.randint(1, len(held)))
+                for msg in done:
+                    held.pop(msg.queue_offset, None)
+                expected = min(held) if held else top + 1
+                assert pq.remove_messages(done) == expected
+            elif op < 0.85:  # an orderly consumer takes the lowest ones
+                n = rng.randint(1, 10)
+                got = pq.take_messages(n)
+                lowest = sorted(held)[:n]
+                assert [x.queue_offset for x in got] == lowest
+                for o in lowest:
+                    taken[o] = held.pop(o)
+            elif taken:  # ... and rolls them back: lower offsets again
+                pq.rollback()
+                held.update(taken)
+                taken.clear()
+            assert len(pq) == len(held)
