@@ -332,7 +332,8 @@ class Broker:
                                                                     self.groups.consume_enabled))
         # the SEND pipeline's common case, straight from each connection's received bytes
         # (not installed under ACL: every request passes the ACL hook first)
-        self.server.register_frames_processor(SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes))
+        pipeline = SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes)
+        self.server.register_frames_processor(pipeline, pipeline.channel_class)
 
     def grpc_source(self) -> GrpcSource:
         """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the

@@ -100,7 +100,7 @@ def _files(root):
     return got
 
 
-def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None):
+def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, core: bool = False):
     """Run CASES against a broker; the answers (in request order), the store files, the
     counters and the bodies the pipeline stored."""
     from mqcore import _compat
@@ -118,6 +118,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
     if not pipeline:
         monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not core:  # the connections run the Python Channel and SendPipeline.__call__
+        monkeypatch.setattr(send_pipeline.SendPipeline, "use_core", False)
     random.seed(5)
     taken: list[bytes] = []
 
@@ -125,6 +127,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
                         small_config(tmp_path, max_message_size_bytes=2048), clock=lambda: 1_700_000_000_000)
         await broker.start()
+        # the C connection core (mqcore/_send_core.pxi) serves the connections exactly when asked for
+        assert (broker.server._channel_class.__name__ == "CoreChannel") == core
         broker.store_host = STORE
         broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
         broker.topics.update(TopicConfig("PlainRO", 4, 4, perm=PERM_READ))
@@ -190,16 +194,24 @@ def _answers_by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+#: "core": the compiled kernels with the C connection core (what a broker runs); "cython": the
+#: compiled kernels under the Python Channel and SendPipeline.__call__; "twin": the pure-Python twin
+PATHS = ["core", "cython", "twin"]
+
+
+def _kernels(path):
+    return _pipeline_py if path == "twin" else _pipeline
+
+
+@pytest.mark.parametrize("kernel", PATHS)
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
 def test_pipeline_gives_the_general_answers_and_files(tmp_path, monkeypatch, kernel, pipelined):
     """The same requests through the pipeline and through the general path only: the same
     answer bytes, commitlog, consume-queue and index files and counters; and the pipeline
     stored exactly the plain requests itself."""
-    if KERNELS[kernel] is None:
-        pytest.fail("the compiled mqcore._pipeline did not load")
     with monkeypatch.context() as m:
-        fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel])
+        fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=_kernels(kernel),
+                    core=kernel == "core")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -485,7 +497,7 @@ def _roll_frames():
     return frames
 
 
-def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
+def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None, core: bool = False):
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -499,10 +511,14 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
         monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
     if not pipeline:
         monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not core:  # the connections run the Python Channel and SendPipeline.__call__
+        monkeypatch.setattr(send_pipeline.SendPipeline, "use_core", False)
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
                         small_config(tmp_path), clock=lambda: 1_700_000_000_000)
         await broker.start()
+        # the C connection core (mqcore/_send_core.pxi) serves the connections exactly when asked for
+        assert (broker.server._channel_class.__name__ == "CoreChannel") == core
         broker.store_host = STORE
         broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
         answers = []
@@ -524,12 +540,10 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
     return answers, _files(tmp_path)
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("kernel", PATHS)
 def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatch, kernel):
-    if KERNELS[kernel] is None:
-        pytest.fail("the compiled mqcore._pipeline did not load")
     with monkeypatch.context() as m:
-        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=KERNELS[kernel])
+        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=_kernels(kernel), core=kernel == "core")
     with monkeypatch.context() as m:
         general = _run_rolls(tmp_path / "general", m, pipeline=False)
     assert fast[0] == general[0]
