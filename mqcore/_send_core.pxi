@@ -175,3 +175,104 @@ cdef class ChannelCore:
         elif self._partial_since is None:
             self._partial_since = now
             self._partial_rx = self._rx_bytes - buffered
+
+
+def store_plain_sends(writer, list items, bytes born_host, bytes store_host):
+    """``MessageWriter.put_plain_sends`` compiled (the writer binds it in place of its Python
+    body, which the twin kernels keep running): the same steps in the same order under one
+    hold of the put lock, so the files are the same byte for byte. The refusals every put
+    gets are read as two fields first (``refuse_reason``, ``disk_full_reason``): when either
+    is set the writer's Python body decides, as it does for everything else rare - a file
+    roll, a queue's first unit, a full index file (``_put_plain_general_locked``)."""
+    cdef list stored = []
+    if writer.wait_flushed is not None or not items:
+        return stored, None
+    if writer.refuse_reason or writer.disk_full_reason is not None:
+        return writer.put_plain_sends_py(items, born_host, store_host)
+    cdef Py_ssize_t v6_bytes, limit
+    cdef int64_t born_v6, store_v6, host_mask, host_flag = 0
+    v6_bytes, born_v6, store_v6, limit = writer.plain_consts
+    host_mask = born_v6 | store_v6
+    if len(born_host) == v6_bytes:
+        host_flag |= born_v6
+    if len(store_host) == v6_bytes:
+        host_flag |= store_v6
+    cdef Py_ssize_t max_body = writer.cfg.max_message_size_bytes
+    commitlog, dispatcher, clock = writer.commitlog, writer.dispatcher, writer.clock
+    limit = commitlog.file_size - limit
+    queues = dispatcher.queues
+    cdef dict offsets = <dict>writer.queue_offsets
+    index = dispatcher.index
+    cdef tuple no_index = (None, 0, 0)
+    cdef tuple target, item
+    cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
+    cdef Py_ssize_t size, pos
+    cdef int64_t queue_offset, phy, store_ts, sys_flag
+    cdef int32_t queue_id
+    cdef bytes body
+    lock = writer.lock
+    lock.acquire()
+    try:
+        if writer.refuse_reason or writer.disk_full_reason is not None:
+            lock.release()
+            lock = None
+            return writer.put_plain_sends_py(items, born_host, store_host)
+        plain_dispatch = dispatcher.no_new_queues_below <= 0
+        # the commitlog file and index file appends go to; fetched again after the general
+        # steps (which may roll either)
+        mf = commitlog.last_locked() if plain_dispatch else None
+        target = (index.target_locked() or no_index) if index is not None else no_index
+        try:
+            for item in items:
+                topic, queue_id, body = item[1], item[2], item[10]
+                if len(body) > max_body:
+                    break  # the general path answers the refusal
+                if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
+                    key = (topic, queue_id)
+                    topic_b = (<str>topic).encode()
+                    cq = queues.find_or_create(topic, queue_id)
+                sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
+                queue_offset = offsets.get(key, 0)
+                unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                size = 0
+                if unit_mf is not None:
+                    pos = mf.wrote_position
+                    phy = mf.file_from_offset + pos
+                    store_ts = clock()
+                    if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                        size, indexed = append_plain(
+                            mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                            item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                            unit_mf.wrote_position, item[8], target[0], target[1], target[2], item[9])
+                if size:
+                    mf.wrote_position += size  # commitlog.commit_locked
+                    cq.unit_written_locked(unit_mf, phy + size)
+                    offsets[key] = queue_offset + 1
+                    writer.last_store_timestamp = store_ts
+                    if not indexed:
+                        dispatcher.index_keys_locked(item[9], phy, store_ts)
+                        target = (index.target_locked() or no_index) if index is not None else no_index
+                    if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
+                        dispatcher.unit_written_locked(*arrived)
+                    arrived = (topic, queue_id, queue_offset + 1, store_ts)
+                else:
+                    if arrived is not None:  # the general steps notify their own unit: keep the order
+                        dispatcher.unit_written_locked(*arrived)
+                        arrived = None
+                    size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
+                    if size > limit:
+                        break  # more than one commitlog file holds: the general path refuses it
+                    phy, refusal = writer._put_plain_general_locked(item, topic_b, sys_flag, size, queue_offset,
+                                                                    born_host, store_host)
+                    if refusal is not None:
+                        return stored, refusal
+                    mf = commitlog.last_locked() if plain_dispatch else None
+                    target = (index.target_locked() or no_index) if index is not None else no_index
+                stored.append((queue_offset, phy, size))
+        finally:
+            if arrived is not None:
+                dispatcher.unit_written_locked(*arrived)
+    finally:
+        if lock is not None:
+            lock.release()
+    return stored, None
