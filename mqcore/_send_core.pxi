@@ -127,7 +127,14 @@ cdef class ChannelCore:
     cdef public bint _closed, _in_frames
 
     def get_buffer(self, Py_ssize_t sizehint):
-        return self._receiver.get_buffer()
+        receiver = self._receiver
+        # FrameReceiver.get_buffer's usual case: the ring exists, holds nothing and need not
+        # grow - all of it is offered (the same view, no slice)
+        if receiver._end == 0 and receiver._big_view is None and not receiver._grow and receiver._ring:
+            view = receiver._ring_view
+            receiver._offered = len(view)
+            return view
+        return receiver.get_buffer()
 
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef object frames = self._frames
@@ -138,15 +145,21 @@ cdef class ChannelCore:
             self._buffer_updated_py(nbytes)
             return
         receiver = self._receiver
-        receiver.received(nbytes)
+        if receiver._big_view is not None:  # a large frame under way: the Channel's own
+            self._buffer_updated_py(nbytes)
+            return
+        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes
+        # FrameReceiver.received and complete_frames, for the ring
+        receiver._end = end
+        if nbytes >= receiver._offered and 2 * nbytes >= len(receiver._ring):
+            receiver._grow = True
         self._rx_bytes += nbytes
         now = self._loop.time()
         self.last_activity = now
-        ready = receiver.complete_frames()
-        if ready is None:
+        if end - start < 8:  # not even a frame's length and header word
             self._process_frames()
         else:
-            view, start, end = <tuple>ready
+            view = receiver._ring_view
             self._in_frames = True
             try:
                 stop, answers = (<SendCore?>core).take(self, view, start, end)
@@ -156,14 +169,15 @@ cdef class ChannelCore:
                 self.close("internal error")
                 return
             self._in_frames = False
-            if stop != start:
-                receiver.consumed(stop)
             if stop == end:  # everything received was taken (the usual case): one write
+                receiver._start = receiver._end = 0  # FrameReceiver.consumed
                 transport = self._transport
                 if answers is not None and not self._closed and transport is not None:
                     transport.write(answers)
                 self._partial_since = None
                 return
+            if stop != start:
+                receiver.consumed(stop)
             self._process_frames(answers)  # the rest the usual way, after these answers
         # the Channel's bookkeeping of a partial frame (Channel.buffer_updated)
         if self._read_paused:
