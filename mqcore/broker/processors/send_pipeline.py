@@ -101,7 +101,8 @@ class SendPipeline:
         send_core = getattr(self.k, "SendCore", None) if self.use_core else None
         if send_core is not None:
             self.core = send_core(self, peer_host, NOT_ALLOWED_SEND_TOPICS, _VERSION)
-            self.channel_class = _core_channel_class(self.k.ChannelCore)
+            # the twin has neither (kernel_api.PipelineKernels does not list them): looked up by name
+            self.channel_class = _core_channel_class(getattr(self.k, "ChannelCore"))
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         send = self.send
