@@ -215,6 +215,7 @@ def store_plain_sends(writer, list items, bytes born_host, bytes store_host):
     commitlog, dispatcher, clock = writer.commitlog, writer.dispatcher, writer.clock
     limit = commitlog.file_size - limit
     queues = dispatcher.queues
+    cdef dict queue_map = <dict>queues.queues
     cdef dict offsets = <dict>writer.queue_offsets
     index = dispatcher.index
     cdef tuple no_index = (None, 0, 0)
@@ -244,7 +245,9 @@ def store_plain_sends(writer, list items, bytes born_host, bytes store_host):
                 if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
                     key = (topic, queue_id)
                     topic_b = (<str>topic).encode()
-                    cq = queues.find_or_create(topic, queue_id)
+                    cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
+                    if cq is None:
+                        cq = queues.find_or_create(topic, queue_id)
                 sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
                 queue_offset = offsets.get(key, 0)
                 unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
