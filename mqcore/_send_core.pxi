@@ -89,7 +89,13 @@ cdef class SendCore:
         cdef object store_host = send.store_host()
         cdef object stats = send.stats
         t0 = _perf_counter()
-        stored, _refusal = store.put_plain_sends(items, self.peer_host(channel), store_host)
+        if isinstance(channel, ChannelCore):  # the peer's address, parsed once per connection
+            born_host = (<ChannelCore>channel)._born_host
+            if born_host is None:
+                born_host = (<ChannelCore>channel)._born_host = self.peer_host(channel)
+        else:
+            born_host = self.peer_host(channel)
+        stored, _refusal = store.put_plain_sends(items, born_host, store_host)
         if not stored:
             return start, None  # the general path answers the refusal of the first one
         stats.put_latency.observe(_perf_counter() - t0)
@@ -123,6 +129,7 @@ cdef class ChannelCore:
     the Python Channel and names its ``buffer_updated`` as ``_buffer_updated_py``."""
     cdef public object _receiver, _frames, _transport, _loop, _read_paused, _cork, last_activity
     cdef public object _partial_since
+    cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
     cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
     cdef public bint _closed, _in_frames
 
