@@ -13,7 +13,10 @@ stream reader per request. A server may install a frames processor (the broker's
 pipeline) that takes the complete frames it handles straight from the receive buffer,
 before any is decoded; the channel decodes the frame it stops at the usual way. Answers
 written while one receive buffer is handled are held and leave in one transport write
-at its end, so a peer that pipelines requests is woken once per batch of answers.
+at its end, so a peer that pipelines requests is woken once per batch of answers. A server
+may create a subclass with a C connection core instead (``register_frames_processor``'s
+``channel_class``: the broker's send pipeline with the compiled kernels), which handles a
+buffer its processor takes whole in C and hands anything else to these methods.
 Memory per connection is bounded both ways:
 
 * receiving: small frames share one fixed ring; large ones are charged to the

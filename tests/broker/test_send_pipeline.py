@@ -451,6 +451,67 @@ def test_routes_follow_topic_changes(tmp_path):
     asyncio.run(scenario())
 
 
+# --- the C connection core ----------------------------------------------------------------------
+def test_connection_core_is_not_installed_under_acl():
+    """A server with a before_request hook (ACL) installs neither the frames processor nor
+    its connection core: every request reaches the hook as a command."""
+    from mqcore.remoting import RemotingServer
+    from mqcore.remoting.channel import Channel
+
+    class Marker(Channel):
+        pass
+
+    async def scenario():
+        guarded = RemotingServer(idle_timeout_s=None, before_request=lambda ch, req: None)
+        assert not guarded.register_frames_processor(lambda ch, view, start, end: start, Marker)
+        assert type(guarded._new_channel()) is Channel
+        plain = RemotingServer(idle_timeout_s=None)
+        assert plain.register_frames_processor(lambda ch, view, start, end: start, Marker)
+        assert type(plain._new_channel()) is Marker
+
+    asyncio.run(scenario())
+
+
+def test_a_failure_inside_the_core_closes_only_its_connection(tmp_path):
+    """An unexpected error while the C core handles a buffer closes that connection (as the
+    Python Channel does); the broker keeps serving the others."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="boom"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        assert broker.server._channel_class.__name__ == "CoreChannel"
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        put = broker.store.put_plain_sends
+        failing = [True]
+
+        def flaky(items, born, store_host):
+            if failing[0]:
+                failing[0] = False
+                raise RuntimeError("a bug in the store stage")
+            return put(items, born, store_host)
+        broker.store.put_plain_sends = flaky
+        frame = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(), b"boom"))
+        try:
+            r1, w1 = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            r2, w2 = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            w1.write(frame)
+            assert await asyncio.wait_for(r1.read(), 10) == b""  # closed, nothing answered
+            w2.write(frame)
+            length = int.from_bytes(await asyncio.wait_for(r2.readexactly(4), 10), "big")
+            answer = await r2.readexactly(length)
+            assert b'"code":0' in answer
+            w1.close()
+            w2.close()
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(scenario())
+
+
 # --- one write per receive buffer ----------------------------------------------------------------
 def test_answers_to_one_receive_buffer_leave_in_one_write():
     from mqcore.remoting import RemotingServer, create_response

@@ -26,6 +26,14 @@ errors. The channel then offers the frames after it to this pipeline again. ACL-
 servers do not install the pipeline (every request passes the ACL hook as a command first).
 tests/broker/test_send_pipeline.py sends the same requests both ways and compares the
 answer bytes and the store files.
+
+With the compiled kernels the same stages run in C for a whole receive buffer: the broker's
+connections are ``CoreChannel``s (``channel_class``: the kernels' ``ChannelCore`` under the
+remoting Channel), whose ``buffer_updated`` runs ``SendCore.take`` (mqcore/_send_core.pxi) and
+writes the answers itself, and the store stage is ``_pipeline.store_plain_sends``. ``__call__``
+is that path's reference and runs with the twin kernels (and for the frames after one the
+general path took); the cross-path tests run the core, the compiled kernels under
+``__call__``, and the twin.
 """
 from __future__ import annotations
 
