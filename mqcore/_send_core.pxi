@@ -29,9 +29,15 @@ cdef class SendCore:
     cdef object peer_host
     cdef object not_allowed
     cdef int version
+    # the broker's parts that never change (the configuration is read per buffer)
+    cdef object send, store, topics, stats
+    cdef dict routes
 
     def __init__(self, pipeline, peer_host, not_allowed, int version):
         self.pipeline = pipeline
+        self.send = pipeline.send
+        self.store, self.topics, self.stats = self.send.store, self.send.topics, self.send.stats
+        self.routes = <dict>pipeline._routes
         self.peer_host = peer_host
         self.not_allowed = not_allowed
         self.version = version
@@ -40,7 +46,7 @@ cdef class SendCore:
         """``(stop, answers)``: the position after the plain sends taken from the head of
         ``view[start:end]`` and their answer frames (None when nothing was taken)."""
         cdef object p = self.pipeline
-        cdef object send = p.send
+        cdef object send = self.send
         cdef object cfg = send.cfg
         if cfg is not p._cfg:  # replaced as a whole by a run-time configuration change
             p.configure(cfg)
@@ -50,14 +56,14 @@ cdef class SendCore:
         # kernels do not write: the general path
         if send.pool is not None or not (cfg.broker_permission & _PERM_WRITE) or parts is None or cluster is None:
             return start, None
-        cdef object store = send.store
+        cdef object store = self.store
         # --- read ---
         cdef list items = <list>(_parse_plain(view, start, end, p.max_frame_bytes, cluster, store.index is not None))
         if not items:
             return start, None
         # --- route ---
-        cdef object topics = send.topics
-        cdef dict routes = <dict>p._routes
+        cdef object topics = self.topics
+        cdef dict routes = self.routes
         cdef object version = topics.version
         if version != p._routes_version:
             routes.clear()
@@ -87,7 +93,7 @@ cdef class SendCore:
             del items[routed:]
         # --- store ---
         cdef object store_host = send.store_host()
-        cdef object stats = send.stats
+        cdef object stats = self.stats
         t0 = _perf_counter()
         if isinstance(channel, ChannelCore):  # the peer's address, parsed once per connection
             born_host = (<ChannelCore>channel)._born_host
@@ -198,105 +204,122 @@ cdef class ChannelCore:
             self._partial_rx = self._rx_bytes - buffered
 
 
-def store_plain_sends(writer, list items, bytes born_host, bytes store_host):
-    """``MessageWriter.put_plain_sends`` compiled (the writer binds it in place of its Python
-    body, which the twin kernels keep running): the same steps in the same order under one
-    hold of the put lock, so the files are the same byte for byte. The refusals every put
-    gets are read as two fields first (``refuse_reason``, ``disk_full_reason``): when either
-    is set the writer's Python body decides, as it does for everything else rare - a file
-    roll, a queue's first unit, a full index file (``_put_plain_general_locked``)."""
-    cdef list stored = []
-    if writer.wait_flushed is not None or not items:
-        return stored, None
-    if writer.refuse_reason or writer.disk_full_reason is not None:
-        return writer.put_plain_sends_py(items, born_host, store_host)
+cdef class StorePlainSends:
+    """``MessageWriter.put_plain_sends`` compiled (the writer calls ``StorePlainSends(self)`` and
+    binds the result in place of its Python body, which the twin kernels keep running): the
+    same steps in the same order under one hold of the put lock, so the files are the same
+    byte for byte. The store's parts that never change (commitlog, dispatcher, queue map,
+    offsets, lock, clock, index) are held here. The refusals every put gets are read as two
+    fields first (``refuse_reason``, ``disk_full_reason``): when either is set the writer's
+    Python body decides, as it does for everything else rare - a file roll, a queue's first
+    unit, a full index file (``_put_plain_general_locked``)."""
+    cdef object writer, commitlog, dispatcher, clock, queues, index, lock
+    cdef dict queue_map, offsets
     cdef Py_ssize_t v6_bytes, limit
-    cdef int64_t born_v6, store_v6, host_mask, host_flag = 0
-    v6_bytes, born_v6, store_v6, limit = writer.plain_consts
-    host_mask = born_v6 | store_v6
-    if len(born_host) == v6_bytes:
-        host_flag |= born_v6
-    if len(store_host) == v6_bytes:
-        host_flag |= store_v6
-    cdef Py_ssize_t max_body = writer.cfg.max_message_size_bytes
-    commitlog, dispatcher, clock = writer.commitlog, writer.dispatcher, writer.clock
-    limit = commitlog.file_size - limit
-    queues = dispatcher.queues
-    cdef dict queue_map = <dict>queues.queues
-    cdef dict offsets = <dict>writer.queue_offsets
-    index = dispatcher.index
-    cdef tuple no_index = (None, 0, 0)
-    cdef tuple target, item
-    cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
-    cdef Py_ssize_t size, pos
-    cdef int64_t queue_offset, phy, store_ts, sys_flag
-    cdef int32_t queue_id
-    cdef bytes body
-    lock = writer.lock
-    lock.acquire()
-    try:
+    cdef int64_t born_v6, store_v6
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.commitlog, self.dispatcher, self.clock = writer.commitlog, writer.dispatcher, writer.clock
+        self.queues = self.dispatcher.queues
+        self.queue_map = <dict>self.queues.queues
+        self.offsets = <dict>writer.queue_offsets
+        self.index = self.dispatcher.index
+        self.lock = writer.lock
+        cdef Py_ssize_t min_blank
+        self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
+        self.limit = self.commitlog.file_size - min_blank
+
+    def __call__(self, list items, bytes born_host, bytes store_host):
+        return self.put(items, born_host, store_host)
+
+    cdef tuple put(self, list items, bytes born_host, bytes store_host):
+        cdef object writer = self.writer
+        cdef list stored = []
+        if writer.wait_flushed is not None or not items:
+            return stored, None
         if writer.refuse_reason or writer.disk_full_reason is not None:
-            lock.release()
-            lock = None
             return writer.put_plain_sends_py(items, born_host, store_host)
-        plain_dispatch = dispatcher.no_new_queues_below <= 0
-        # the commitlog file and index file appends go to; fetched again after the general
-        # steps (which may roll either)
-        mf = commitlog.last_locked() if plain_dispatch else None
-        target = (index.target_locked() or no_index) if index is not None else no_index
+        cdef int64_t host_mask = self.born_v6 | self.store_v6, host_flag = 0
+        if len(born_host) == self.v6_bytes:
+            host_flag |= self.born_v6
+        if len(store_host) == self.v6_bytes:
+            host_flag |= self.store_v6
+        cdef Py_ssize_t max_body = writer.cfg.max_message_size_bytes, limit = self.limit
+        commitlog, dispatcher, clock, queues, index = self.commitlog, self.dispatcher, self.clock, self.queues, self.index
+        cdef dict queue_map = self.queue_map, offsets = self.offsets
+        cdef tuple no_index = (None, 0, 0)
+        cdef tuple target, item
+        cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
+        cdef Py_ssize_t size, pos
+        cdef int64_t queue_offset, phy, store_ts, sys_flag
+        cdef int32_t queue_id
+        cdef bytes body
+        lock = self.lock
+        lock.acquire()
         try:
-            for item in items:
-                topic, queue_id, body = item[1], item[2], item[10]
-                if len(body) > max_body:
-                    break  # the general path answers the refusal
-                if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
-                    key = (topic, queue_id)
-                    topic_b = (<str>topic).encode()
-                    cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
-                    if cq is None:
-                        cq = queues.find_or_create(topic, queue_id)
-                sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
-                queue_offset = offsets.get(key, 0)
-                unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
-                size = 0
-                if unit_mf is not None:
-                    pos = mf.wrote_position
-                    phy = mf.file_from_offset + pos
-                    store_ts = clock()
-                    if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
-                        size, indexed = append_plain(
-                            mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
-                            item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                            unit_mf.wrote_position, item[8], target[0], target[1], target[2], item[9])
-                if size:
-                    mf.wrote_position += size  # commitlog.commit_locked
-                    cq.unit_written_locked(unit_mf, phy + size)
-                    offsets[key] = queue_offset + 1
-                    writer.last_store_timestamp = store_ts
-                    if not indexed:
-                        dispatcher.index_keys_locked(item[9], phy, store_ts)
+            if writer.refuse_reason or writer.disk_full_reason is not None:
+                lock.release()
+                lock = None
+                return writer.put_plain_sends_py(items, born_host, store_host)
+            plain_dispatch = dispatcher.no_new_queues_below <= 0
+            # the commitlog file and index file appends go to; fetched again after the general
+            # steps (which may roll either)
+            mf = commitlog.last_locked() if plain_dispatch else None
+            target = (index.target_locked() or no_index) if index is not None else no_index
+            try:
+                for item in items:
+                    topic, queue_id, body = item[1], item[2], item[10]
+                    if len(body) > max_body:
+                        break  # the general path answers the refusal
+                    if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
+                        key = (topic, queue_id)
+                        topic_b = (<str>topic).encode()
+                        cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
+                        if cq is None:
+                            cq = queues.find_or_create(topic, queue_id)
+                    sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
+                    queue_offset = offsets.get(key, 0)
+                    unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                    size = 0
+                    if unit_mf is not None:
+                        pos = mf.wrote_position
+                        phy = mf.file_from_offset + pos
+                        store_ts = clock()
+                        if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                            size, indexed = append_plain(
+                                mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                                item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                                unit_mf.wrote_position, item[8], target[0], target[1], target[2], item[9])
+                    if size:
+                        mf.wrote_position += size  # commitlog.commit_locked
+                        cq.unit_written_locked(unit_mf, phy + size)
+                        offsets[key] = queue_offset + 1
+                        writer.last_store_timestamp = store_ts
+                        if not indexed:
+                            dispatcher.index_keys_locked(item[9], phy, store_ts)
+                            target = (index.target_locked() or no_index) if index is not None else no_index
+                        if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
+                            dispatcher.unit_written_locked(*arrived)
+                        arrived = (topic, queue_id, queue_offset + 1, store_ts)
+                    else:
+                        if arrived is not None:  # the general steps notify their own unit: keep the order
+                            dispatcher.unit_written_locked(*arrived)
+                            arrived = None
+                        size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
+                        if size > limit:
+                            break  # more than one commitlog file holds: the general path refuses it
+                        phy, refusal = writer._put_plain_general_locked(item, topic_b, sys_flag, size, queue_offset,
+                                                                        born_host, store_host)
+                        if refusal is not None:
+                            return stored, refusal
+                        mf = commitlog.last_locked() if plain_dispatch else None
                         target = (index.target_locked() or no_index) if index is not None else no_index
-                    if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
-                        dispatcher.unit_written_locked(*arrived)
-                    arrived = (topic, queue_id, queue_offset + 1, store_ts)
-                else:
-                    if arrived is not None:  # the general steps notify their own unit: keep the order
-                        dispatcher.unit_written_locked(*arrived)
-                        arrived = None
-                    size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
-                    if size > limit:
-                        break  # more than one commitlog file holds: the general path refuses it
-                    phy, refusal = writer._put_plain_general_locked(item, topic_b, sys_flag, size, queue_offset,
-                                                                    born_host, store_host)
-                    if refusal is not None:
-                        return stored, refusal
-                    mf = commitlog.last_locked() if plain_dispatch else None
-                    target = (index.target_locked() or no_index) if index is not None else no_index
-                stored.append((queue_offset, phy, size))
+                    stored.append((queue_offset, phy, size))
+            finally:
+                if arrived is not None:
+                    dispatcher.unit_written_locked(*arrived)
         finally:
-            if arrived is not None:
-                dispatcher.unit_written_locked(*arrived)
-    finally:
-        if lock is not None:
-            lock.release()
-    return stored, None
+            if lock is not None:
+                lock.release()
+        return stored, None

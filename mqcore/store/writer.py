@@ -8,7 +8,6 @@ released, so concurrent puts share one fsync (group commit).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 from typing import Any, Callable, Sequence
@@ -100,14 +99,14 @@ class MessageWriter:
         self._disk_full_until_ms = 0
         #: puts refused because the disk is full (a counter for metrics)
         self.disk_full_refusals = 0
-        #: the layout numbers the compiled ``store_plain_sends`` needs (the kernel imports nothing)
+        #: the layout numbers the compiled ``StorePlainSends`` needs (the kernel imports nothing)
         self.plain_consts = (L.HOST_V6_BYTES, L.SYSFLAG_BORNHOST_V6, L.SYSFLAG_STOREHOST_V6, L.END_FILE_MIN_BLANK)
         #: ``(items, born_host, store_host) -> (stored, refusal)``: plain sends of the broker's send
         #: pipeline (see ``put_plain_sends_py``), compiled when the pipeline kernels offer it
-        compiled = getattr(self.pk, "store_plain_sends", None)
+        compiled = getattr(self.pk, "StorePlainSends", None)
         self.put_plain_sends: Callable[[Sequence[tuple], bytes, bytes], tuple[list[tuple[int, int, int]],
                                                                                 PutMessageResult | None]] = (
-            functools.partial(compiled, self) if compiled is not None else self.put_plain_sends_py)
+            compiled(self) if compiled is not None else self.put_plain_sends_py)
 
     def _refusal(self) -> PutMessageResult | None:
         """The refusal every put gets right now, if any (shutdown, cleanup's disk-full flag,
@@ -193,7 +192,7 @@ class MessageWriter:
     def put_plain_sends_py(self, items: Sequence[tuple], born_host: bytes,
                            store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
         """``put_plain_sends`` in Python (the twin kernels; with the compiled ones
-        ``_pipeline.store_plain_sends`` runs the same steps and calls this for refusals).
+        ``_pipeline.StorePlainSends`` runs the same steps and calls this for refusals).
 
         Plain single messages as the broker's send pipeline read them
         (``_pipeline.parse_plain_sends`` items), appended under one hold of the put lock:
@@ -300,7 +299,7 @@ class MessageWriter:
 
     def _put_plain_general_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
                                   born_host: bytes, store_host: bytes) -> tuple[int, PutMessageResult | None]:
-        """``_put_plain_locked`` for the compiled ``store_plain_sends``: (phy, None), or (0,
+        """``_put_plain_locked`` for the compiled ``StorePlainSends``: (phy, None), or (0,
         the refusal) when no new store file could be had."""
         try:
             return self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host, store_host), None

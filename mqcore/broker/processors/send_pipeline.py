@@ -30,7 +30,7 @@ answer bytes and the store files.
 With the compiled kernels the same stages run in C for a whole receive buffer: the broker's
 connections are ``CoreChannel``s (``channel_class``: the kernels' ``ChannelCore`` under the
 remoting Channel), whose ``buffer_updated`` runs ``SendCore.take`` (mqcore/_send_core.pxi) and
-writes the answers itself, and the store stage is ``_pipeline.store_plain_sends``. ``__call__``
+writes the answers itself, and the store stage is ``_pipeline.StorePlainSends``. ``__call__``
 is that path's reference and runs with the twin kernels (and for the frames after one the
 general path took); the cross-path tests run the core, the compiled kernels under
 ``__call__``, and the twin.
