@@ -121,7 +121,7 @@ async def main() -> None:
               "| µs per request | Python calls per request |")
         print("|---|---:|---:|")
         for name in paths:
-            print(f"| {name} | {best[name] * 1e6:.2f} | {calls[name]:.0f} |")
+            print(f"| {name} ({type(paths[name][1]).__name__}) | {best[name] * 1e6:.2f} | {calls[name]:.0f} |")
     finally:
         for broker, _c, _t in paths.values():
             await broker.shutdown()
