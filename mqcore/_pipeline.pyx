@@ -656,6 +656,10 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
     return out[:n] if n != room * count else out
 
 
+# --- the connection core: a receive buffer of plain sends without the Channel's Python ---
+include "_send_core.pxi"
+
+
 # --- the store stage: one plain send into the commitlog, its consume queue and the index ---
 from mqcore._store cimport (_record_size, _write_record, _index_entry, CQ_UNIT_SIZE, CQ_PHYOFFSET, CQ_SIZE,
                             CQ_TAGSCODE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, INDEX_ENTRY_SIZE,

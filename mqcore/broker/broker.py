@@ -334,10 +334,13 @@ class Broker:
                                                                     self.groups.consume_enabled))
         # the SEND pipeline's common case, straight from each connection's received bytes
         # (not installed under ACL: every request passes the ACL hook first)
-        # and the PULL pipeline's, offered the frames the send pipeline does not take
+        # and the PULL pipeline's, offered the frames the send pipeline does not take; with the
+        # compiled kernels the connections are the send pipeline's C-based channel class
+        send_pipeline = SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes)
         self.server.register_frames_processor(RequestPipelines(
-            SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes),
-            PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)))
+            send_pipeline,
+            PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)),
+            send_pipeline.channel_class)
 
     def grpc_source(self) -> GrpcSource:
         """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the

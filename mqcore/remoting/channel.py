@@ -13,7 +13,10 @@ stream reader per request. A server may install a frames processor (the broker's
 pipeline) that takes the complete frames it handles straight from the receive buffer,
 before any is decoded; the channel decodes the frame it stops at the usual way. Answers
 written while one receive buffer is handled are held and leave in one transport write
-at its end, so a peer that pipelines requests is woken once per batch of answers.
+at its end, so a peer that pipelines requests is woken once per batch of answers. A server
+may create a subclass with a C connection core instead (``register_frames_processor``'s
+``channel_class``: the broker's send pipeline with the compiled kernels), which handles a
+buffer its processor takes whole in C and hands anything else to these methods.
 Memory per connection is bounded both ways:
 
 * receiving: small frames share one fixed ring; large ones are charged to the
@@ -259,13 +262,15 @@ class Channel(asyncio.BufferedProtocol):
         self._resume_reading(_PAUSE_WRITE)
 
     # --- reading ------------------------------------------------------------------------
-    def _process_frames(self) -> None:
+    def _process_frames(self, held: bytes | None = None) -> None:
         """Decode and dispatch every complete frame, unless reading is paused. Never
-        raises: network input cannot crash the process, it only closes this channel."""
+        raises: network input cannot crash the process, it only closes this channel.
+        ``held``: answers already produced for this receive buffer (a C connection core
+        took its first frames), written ahead of the rest."""
         if self._in_frames:
             return  # a processor answered inline and the transport resumed us: the outer loop continues
         self._in_frames = True
-        self._cork = []
+        self._cork = [] if held is None else [held]
         try:
             receiver, sink, frames = self._receiver, self._sink, self._frames
             while not self._read_paused and not self._closed:

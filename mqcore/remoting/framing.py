@@ -115,6 +115,10 @@ class FrameReceiver:
     :class:`ProtocolError` on malformed input; the connection is then to be closed.
     ``release()`` frees everything and returns the budget (idempotent). ``trim()`` gives
     the ring back while it holds nothing (the owner calls it on a quiet connection).
+
+    The broker's C connection core (``mqcore/_send_core.pxi``, ``ChannelCore``) runs the
+    usual case of ``get_buffer``, ``received``, ``complete_frames`` and ``consumed`` on these
+    attributes itself: a change to the ring's bookkeeping changes it there too.
     """
 
     def __init__(self, max_frame_bytes: int, budget: FrameBudget | None = None, *,

@@ -74,6 +74,7 @@ class RemotingServer(ProcessorRegistry):
         self.name = name
         self._before_request = before_request
         self._frames: FramesProcessor | None = None
+        self._channel_class: Callable[..., Channel] = Channel
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
         if min_frame_bytes_per_s < 0 or slow_frame_grace_s <= 0:
@@ -117,15 +118,20 @@ class RemotingServer(ProcessorRegistry):
         """The largest frame a connection accepts (larger ones close it)."""
         return self._max_frame_bytes
 
-    def register_frames_processor(self, processor: FramesProcessor) -> bool:
+    def register_frames_processor(self, processor: FramesProcessor,
+                                  channel_class: Callable[..., Channel] | None = None) -> bool:
         """``processor`` reads complete frames straight from each connection's receive
         buffer before they are decoded (see :data:`~mqcore.remoting.channel.FramesProcessor`;
         the broker's send pipeline). Not installed when a ``before_request`` hook is set:
         every request must then pass the hook (ACL) as a decoded command, before anything
-        of it is stored. Returns whether it was installed; connections accepted later use it."""
+        of it is stored. ``channel_class``: a Channel subclass with the processor's
+        connection core in C (the send pipeline's, with the compiled kernels). Returns
+        whether it was installed; connections accepted later use it."""
         if self._before_request is not None:
             return False
         self._frames = processor
+        if channel_class is not None:
+            self._channel_class = channel_class
         return True
 
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
@@ -202,7 +208,7 @@ class RemotingServer(ProcessorRegistry):
 
     # --- connections ----------------------------------------------------------------------
     def _new_channel(self) -> Channel:
-        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
+        return self._channel_class(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
                        write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn,
                        frames=self._frames)
 

@@ -73,6 +73,11 @@ class MessageStore:
             gc, timeout = self.group_commit, config.sync_flush_timeout_ms
             wait = lambda offset: gc.wait_flushed(offset, timeout)  # noqa: E731
         self.writer = MessageWriter(config, self.commitlog, self.dispatcher, self.k, clock, wait)
+        #: ``(items, born_host, store_host) -> (stored, refusal)``: plain single messages read by the
+        #: broker's send pipeline, under one hold of the put lock (``MessageWriter.put_plain_sends_py``
+        #: says what the caller guarantees and gets back); the writer's own callable, so the send
+        #: pipeline reaches the compiled store stage without a frame in between
+        self.put_plain_sends = self.writer.put_plain_sends
         self.reader = MessageReader(config, self.commitlog, self.queues, self.index, self.k)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushService | None = None
@@ -176,13 +181,6 @@ class MessageStore:
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Append one message (``DefaultMessageStore.putMessage``)."""
         return self.writer.put_message(msg)
-
-    def put_plain_sends(self, items: Sequence[tuple], born_host: bytes,
-                        store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
-        """Plain single messages read by the broker's send pipeline, under one hold of the
-        put lock; see :meth:`MessageWriter.put_plain_sends` for what the caller guarantees
-        and gets back."""
-        return self.writer.put_plain_sends(items, born_host, store_host)
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
         """Append several single messages under one hold of the put lock."""

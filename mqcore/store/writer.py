@@ -99,6 +99,14 @@ class MessageWriter:
         self._disk_full_until_ms = 0
         #: puts refused because the disk is full (a counter for metrics)
         self.disk_full_refusals = 0
+        #: the layout numbers the compiled ``StorePlainSends`` needs (the kernel imports nothing)
+        self.plain_consts = (L.HOST_V6_BYTES, L.SYSFLAG_BORNHOST_V6, L.SYSFLAG_STOREHOST_V6, L.END_FILE_MIN_BLANK)
+        #: ``(items, born_host, store_host) -> (stored, refusal)``: plain sends of the broker's send
+        #: pipeline (see ``put_plain_sends_py``), compiled when the pipeline kernels offer it
+        compiled = getattr(self.pk, "StorePlainSends", None)
+        self.put_plain_sends: Callable[[Sequence[tuple], bytes, bytes], tuple[list[tuple[int, int, int]],
+                                                                                PutMessageResult | None]] = (
+            compiled(self) if compiled is not None else self.put_plain_sends_py)
 
     def _refusal(self) -> PutMessageResult | None:
         """The refusal every put gets right now, if any (shutdown, cleanup's disk-full flag,
@@ -181,9 +189,12 @@ class MessageWriter:
                 self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
-    def put_plain_sends(self, items: Sequence[tuple], born_host: bytes,
-                        store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
-        """Plain single messages as the broker's send pipeline read them
+    def put_plain_sends_py(self, items: Sequence[tuple], born_host: bytes,
+                           store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
+        """``put_plain_sends`` in Python (the twin kernels; with the compiled ones
+        ``_pipeline.StorePlainSends`` runs the same steps and calls this for refusals).
+
+        Plain single messages as the broker's send pipeline read them
         (``_pipeline.parse_plain_sends`` items), appended under one hold of the put lock:
         each gets the record, consume-queue unit and index entries ``put_message`` gives for
         the same message (tests/broker/test_send_pipeline.py compares the files). In the
@@ -285,6 +296,15 @@ class MessageWriter:
 
     def record_size_plain(self, body: bytes, topic_b: bytes, props_b: bytes, sys_flag: int) -> int:
         return self.k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
+
+    def _put_plain_general_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
+                                  born_host: bytes, store_host: bytes) -> tuple[int, PutMessageResult | None]:
+        """``_put_plain_locked`` for the compiled ``StorePlainSends``: (phy, None), or (0,
+        the refusal) when no new store file could be had."""
+        try:
+            return self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host, store_host), None
+        except DiskFullError as e:
+            return 0, self._disk_full_locked(e)
 
     def _put_plain_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
                           born_host: bytes, store_host: bytes) -> int:

@@ -100,7 +100,7 @@ def _files(root):
     return got
 
 
-def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None):
+def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, core: bool = False):
     """Run CASES against a broker; the answers (in request order), the store files, the
     counters and the bodies the pipeline stored."""
     from mqcore import _compat
@@ -118,6 +118,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
     if not pipeline:
         monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not core:  # the connections run the Python Channel and SendPipeline.__call__
+        monkeypatch.setattr(send_pipeline.SendPipeline, "use_core", False)
     random.seed(5)
     taken: list[bytes] = []
 
@@ -125,6 +127,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
                         small_config(tmp_path, max_message_size_bytes=2048), clock=lambda: 1_700_000_000_000)
         await broker.start()
+        # the C connection core (mqcore/_send_core.pxi) serves the connections exactly when asked for
+        assert (broker.server._channel_class.__name__ == "CoreChannel") == core
         broker.store_host = STORE
         broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
         broker.topics.update(TopicConfig("PlainRO", 4, 4, perm=PERM_READ))
@@ -190,16 +194,24 @@ def _answers_by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+#: "core": the compiled kernels with the C connection core (what a broker runs); "cython": the
+#: compiled kernels under the Python Channel and SendPipeline.__call__; "twin": the pure-Python twin
+PATHS = ["core", "cython", "twin"]
+
+
+def _kernels(path):
+    return _pipeline_py if path == "twin" else _pipeline
+
+
+@pytest.mark.parametrize("kernel", PATHS)
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
 def test_pipeline_gives_the_general_answers_and_files(tmp_path, monkeypatch, kernel, pipelined):
     """The same requests through the pipeline and through the general path only: the same
     answer bytes, commitlog, consume-queue and index files and counters; and the pipeline
     stored exactly the plain requests itself."""
-    if KERNELS[kernel] is None:
-        pytest.fail("the compiled mqcore._pipeline did not load")
     with monkeypatch.context() as m:
-        fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel])
+        fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=_kernels(kernel),
+                    core=kernel == "core")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -439,6 +451,67 @@ def test_routes_follow_topic_changes(tmp_path):
     asyncio.run(scenario())
 
 
+# --- the C connection core ----------------------------------------------------------------------
+def test_connection_core_is_not_installed_under_acl():
+    """A server with a before_request hook (ACL) installs neither the frames processor nor
+    its connection core: every request reaches the hook as a command."""
+    from mqcore.remoting import RemotingServer
+    from mqcore.remoting.channel import Channel
+
+    class Marker(Channel):
+        pass
+
+    async def scenario():
+        guarded = RemotingServer(idle_timeout_s=None, before_request=lambda ch, req: None)
+        assert not guarded.register_frames_processor(lambda ch, view, start, end: start, Marker)
+        assert type(guarded._new_channel()) is Channel
+        plain = RemotingServer(idle_timeout_s=None)
+        assert plain.register_frames_processor(lambda ch, view, start, end: start, Marker)
+        assert type(plain._new_channel()) is Marker
+
+    asyncio.run(scenario())
+
+
+def test_a_failure_inside_the_core_closes_only_its_connection(tmp_path):
+    """An unexpected error while the C core handles a buffer closes that connection (as the
+    Python Channel does); the broker keeps serving the others."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="boom"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        assert broker.server._channel_class.__name__ == "CoreChannel"
+        broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        put = broker.store.put_plain_sends
+        failing = [True]
+
+        def flaky(items, born, store_host):
+            if failing[0]:
+                failing[0] = False
+                raise RuntimeError("a bug in the store stage")
+            return put(items, born, store_host)
+        broker.store.put_plain_sends = flaky
+        frame = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(), b"boom"))
+        try:
+            r1, w1 = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            r2, w2 = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            w1.write(frame)
+            assert await asyncio.wait_for(r1.read(), 10) == b""  # closed, nothing answered
+            w2.write(frame)
+            length = int.from_bytes(await asyncio.wait_for(r2.readexactly(4), 10), "big")
+            answer = await r2.readexactly(length)
+            assert b'"code":0' in answer
+            w1.close()
+            w2.close()
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(scenario())
+
+
 # --- one write per receive buffer ----------------------------------------------------------------
 def test_answers_to_one_receive_buffer_leave_in_one_write():
     from mqcore.remoting import RemotingServer, create_response
@@ -485,7 +558,7 @@ def _roll_frames():
     return frames
 
 
-def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
+def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None, core: bool = False):
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -499,10 +572,14 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
         monkeypatch.setattr(_compat, "pipeline_kernels", kernels)
     if not pipeline:
         monkeypatch.setattr(send_pipeline.SendPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not core:  # the connections run the Python Channel and SendPipeline.__call__
+        monkeypatch.setattr(send_pipeline.SendPipeline, "use_core", False)
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="plain"),
                         small_config(tmp_path), clock=lambda: 1_700_000_000_000)
         await broker.start()
+        # the C connection core (mqcore/_send_core.pxi) serves the connections exactly when asked for
+        assert (broker.server._channel_class.__name__ == "CoreChannel") == core
         broker.store_host = STORE
         broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
         answers = []
@@ -524,12 +601,10 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None):
     return answers, _files(tmp_path)
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("kernel", PATHS)
 def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatch, kernel):
-    if KERNELS[kernel] is None:
-        pytest.fail("the compiled mqcore._pipeline did not load")
     with monkeypatch.context() as m:
-        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=KERNELS[kernel])
+        fast = _run_rolls(tmp_path / "fast", m, pipeline=True, kernels=_kernels(kernel), core=kernel == "core")
     with monkeypatch.context() as m:
         general = _run_rolls(tmp_path / "general", m, pipeline=False)
     assert fast[0] == general[0]

@@ -7,7 +7,7 @@ reads only frames of its own kind and returns where it stopped.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mqcore.remoting.channel import Channel, FramesProcessor
@@ -20,6 +20,13 @@ class RequestPipelines:
 
     def __init__(self, *pipelines: FramesProcessor) -> None:
         self.pipelines = pipelines
+
+    @property
+    def core(self) -> Any:
+        """The C connection core's fast path (``ChannelCore`` reads it per receive buffer):
+        the first pipeline's, the SEND pipeline's ``SendCore`` with the compiled kernels. A
+        buffer it does not take whole comes back through ``__call__``, every pipeline in turn."""
+        return getattr(self.pipelines[0], "core", None)
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         pos = start

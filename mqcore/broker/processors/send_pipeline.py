@@ -26,12 +26,21 @@ errors. The channel then offers the frames after it to this pipeline again. ACL-
 servers do not install the pipeline (every request passes the ACL hook as a command first).
 tests/broker/test_send_pipeline.py sends the same requests both ways and compares the
 answer bytes and the store files.
+
+With the compiled kernels the same stages run in C for a whole receive buffer: the broker's
+connections are ``CoreChannel``s (``channel_class``: the kernels' ``ChannelCore`` under the
+remoting Channel), whose ``buffer_updated`` runs ``SendCore.take`` (mqcore/_send_core.pxi) and
+writes the answers itself, and the store stage is ``_pipeline.StorePlainSends``. ``__call__``
+is that path's reference and runs with the twin kernels (and for the frames after one the
+general path took); the cross-path tests run the core, the compiled kernels under
+``__call__``, and the twin.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.processors.send import SendProcessor, peer_host
@@ -41,11 +50,11 @@ from mqcore.kernel_api import PipelineKernels
 from mqcore.message import RETRY_GROUP_TOPIC_PREFIX
 from mqcore.permissions import PERM_WRITE
 from mqcore.remoting import CURRENT_VERSION
+from mqcore.remoting.channel import Channel
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
     from mqcore.broker.config import BrokerConfig
-    from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +66,22 @@ _SEPARATORS = frozenset("\x01\x02")
 _MAX_ROUTES = 4096
 
 
+@functools.cache
+def _core_channel_class(channel_core: type) -> type[Channel]:
+    """The remoting Channel on the C connection core (``_send_core.pxi``): the core's
+    ``buffer_updated`` hands what it does not take to the Channel's own."""
+    return type("CoreChannel", (channel_core, Channel), {"_buffer_updated_py": Channel.buffer_updated})
+
+
 class SendPipeline:
     """The remoting server's frames processor for sends (``register_frames_processor``).
 
     Reads ``send``'s configuration, topics and store per call, so a run-time configuration
     change applies to both paths alike. Runs on the event loop (ASYNC_FLUSH only: under
     SYNC_FLUSH a put waits for its fsync, so every send takes the general path's pool)."""
+
+    #: False: connections run ``__call__`` even with the compiled kernels (tests)
+    use_core = True
 
     def __init__(self, send: SendProcessor, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  kernels: PipelineKernels | None = None) -> None:
@@ -82,14 +101,22 @@ class SendPipeline:
         #: ``topics.version`` is ``_routes_version``
         self._routes: dict[str, int] = {}
         self._routes_version = -1
+        #: with the compiled kernels: the common case of a receive buffer in C (``SendCore``),
+        #: run by the connections of ``channel_class`` straight from the event loop's
+        #: ``buffer_updated``; with the twin: None, and ``__call__`` runs the same stages
+        self.core: Any = None
+        self.channel_class: type[Channel] | None = None
+        send_core = getattr(self.k, "SendCore", None) if self.use_core else None
+        if send_core is not None:
+            self.core = send_core(self, peer_host, NOT_ALLOWED_SEND_TOPICS, _VERSION)
+            # the twin has neither (kernel_api.PipelineKernels does not list them): looked up by name
+            self.channel_class = _core_channel_class(getattr(self.k, "ChannelCore"))
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         send = self.send
         cfg = send.cfg
         if cfg is not self._cfg:  # replaced as a whole by a run-time configuration change
-            self._cfg = cfg
-            self._parts(cfg)
-            self._cluster_bytes(cfg.broker_cluster_name)
+            self.configure(cfg)
         parts, cluster = self._answer_parts, self._cluster
         # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
         # kernels do not write: the general path
@@ -149,6 +176,12 @@ class SendPipeline:
         except RemotingError as e:
             log.debug("%s: %d send answers dropped: %s", channel, len(stored), e)
         return items[len(stored) - 1][11]
+
+    def configure(self, cfg: BrokerConfig) -> None:
+        """Read what the answers and records take from a (new) configuration."""
+        self._cfg = cfg
+        self._parts(cfg)
+        self._cluster_bytes(cfg.broker_cluster_name)
 
     def _parts(self, cfg: BrokerConfig) -> tuple[bytes, bytes] | None:
         key = (cfg.trace_on, cfg.region_id)

@@ -1,0 +1,325 @@
+# The connection core of a broker with a send pipeline (included by _pipeline.pyx).
+#
+# ``ChannelCore`` is the C base of the remoting Channel a broker's server creates when the
+# compiled kernels are in use (``SendPipeline.channel_class``): the event loop calls its
+# ``get_buffer``/``buffer_updated`` without a Python frame, and when every frame of a receive
+# buffer is a plain send the pipeline takes (the usual case of a client with one request in
+# flight) ``SendCore.take`` runs the pipeline's stages - read, route, store, answer - and the
+# answers leave in one ``transport.write``, all without the Channel's Python methods. Anything
+# else - a frame the pipeline does not take, a partial or large frame, a paused or closed
+# channel, a re-entrant call - goes to the Channel's Python methods exactly as before, so the
+# pure-Python Channel (with the twin kernels) stays the reference: SendPipeline.__call__ and
+# this file run the same stages, and tests/broker/test_send_pipeline.py compares the answers
+# and store files of both against the general path.
+
+import logging as _logging
+from time import perf_counter as _perf_counter
+
+cdef object _chan_log = _logging.getLogger("mqcore.remoting.channel")
+cdef str _RETRY_PREFIX = "%RETRY%"
+cdef int _PERM_WRITE = 2
+cdef Py_ssize_t _MAX_ROUTES = 4096
+cdef Py_ssize_t _STOP_AT = 11  # item field: the position after the frame
+
+
+cdef class SendCore:
+    """The send pipeline's common case in C for one receive buffer; state stays on the
+    Python ``SendPipeline`` (configuration-derived parts, remembered routes), read here."""
+    cdef readonly object pipeline
+    cdef object peer_host
+    cdef object not_allowed
+    cdef int version
+    # the broker's parts that never change (the configuration is read per buffer)
+    cdef object send, store, topics, stats
+    cdef dict routes
+
+    def __init__(self, pipeline, peer_host, not_allowed, int version):
+        self.pipeline = pipeline
+        self.send = pipeline.send
+        self.store, self.topics, self.stats = self.send.store, self.send.topics, self.send.stats
+        self.routes = <dict>pipeline._routes
+        self.peer_host = peer_host
+        self.not_allowed = not_allowed
+        self.version = version
+
+    cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
+        """``(stop, answers)``: the position after the plain sends taken from the head of
+        ``view[start:end]`` and their answer frames (None when nothing was taken)."""
+        cdef object p = self.pipeline
+        cdef object send = self.send
+        cdef object cfg = send.cfg
+        if cfg is not p._cfg:  # replaced as a whole by a run-time configuration change
+            p.configure(cfg)
+        cdef object parts = p._answer_parts
+        cdef object cluster = p._cluster
+        # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
+        # kernels do not write: the general path
+        if send.pool is not None or not (cfg.broker_permission & _PERM_WRITE) or parts is None or cluster is None:
+            return start, None
+        cdef object store = self.store
+        # --- read ---
+        cdef list items = <list>(_parse_plain(view, start, end, p.max_frame_bytes, cluster, store.index is not None))
+        if not items:
+            return start, None
+        # --- route ---
+        cdef object topics = self.topics
+        cdef dict routes = self.routes
+        cdef object version = topics.version
+        if version != p._routes_version:
+            routes.clear()
+            p._routes_version = version
+        cdef Py_ssize_t routed = 0, n = len(items)
+        cdef tuple item
+        cdef object queues, tc
+        cdef str topic
+        for item in items:
+            topic = <str>item[1]
+            queues = routes.get(topic)
+            if queues is None:
+                tc = topics.get(topic)
+                if tc is None or not (tc.perm & _PERM_WRITE) or topic.startswith(_RETRY_PREFIX) \
+                        or topic in self.not_allowed:
+                    break  # auto-creation, retry/DLQ, refusals: the general path's stages
+                if len(routes) >= _MAX_ROUTES:
+                    routes.clear()
+                queues = max(tc.read_queue_nums, tc.write_queue_nums)
+                routes[topic] = queues
+            if item[2] >= queues:
+                break  # the general path answers the queue id
+            routed += 1
+        if not routed:
+            return start, None
+        if routed < n:
+            del items[routed:]
+        # --- store ---
+        cdef object store_host = send.store_host()
+        cdef object stats = self.stats
+        t0 = _perf_counter()
+        if isinstance(channel, ChannelCore):  # the peer's address, parsed once per connection
+            born_host = (<ChannelCore>channel)._born_host
+            if born_host is None:
+                born_host = (<ChannelCore>channel)._born_host = self.peer_host(channel)
+        else:
+            born_host = self.peer_host(channel)
+        stored, _refusal = store.put_plain_sends(items, born_host, store_host)
+        if not stored:
+            return start, None  # the general path answers the refusal of the first one
+        stats.put_latency.observe(_perf_counter() - t0)
+        # --- answer --- (counters per run of a topic)
+        on_put = stats.on_put_many
+        cdef list done = <list>stored
+        cdef Py_ssize_t i, taken = len(done), run_count = 0, run_bytes = 0
+        cdef str run_topic = <str>(<tuple>items[0])[1]
+        for i in range(taken):
+            item = <tuple>items[i]
+            if <str>item[1] != run_topic:
+                on_put(run_topic, run_count, run_bytes)
+                run_topic, run_count, run_bytes = <str>item[1], 0, 0
+            run_count += 1
+            run_bytes += <Py_ssize_t>(<tuple>done[i])[2]
+        on_put(run_topic, run_count, run_bytes)
+        if store_host != p._host_key:
+            p._hex(store_host)
+        answers = send_answers(parts[0], parts[1], p._host_hex, items, done, self.version)
+        return (<tuple>items[taken - 1])[_STOP_AT], answers
+
+
+cdef object _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, object cluster,
+                         bint indexed):
+    return parse_plain_sends(view, start, end, max_frame_bytes, cluster, indexed)[0]
+
+
+cdef class ChannelCore:
+    """C base of a server Channel (see the top of this file). The attributes are the
+    Channel's own (its Python methods use them as before); a subclass also derives from
+    the Python Channel and names its ``buffer_updated`` as ``_buffer_updated_py``."""
+    cdef public object _receiver, _frames, _transport, _loop, _read_paused, _cork, last_activity
+    cdef public object _partial_since
+    cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
+    cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
+    cdef public bint _closed, _in_frames
+
+    def get_buffer(self, Py_ssize_t sizehint):
+        receiver = self._receiver
+        # FrameReceiver.get_buffer's usual case: the ring exists, holds nothing and need not
+        # grow - all of it is offered (the same view, no slice)
+        if receiver._end == 0 and receiver._big_view is None and not receiver._grow and receiver._ring:
+            view = receiver._ring_view
+            receiver._offered = len(view)
+            return view
+        return receiver.get_buffer()
+
+    def buffer_updated(self, Py_ssize_t nbytes):
+        cdef object frames = self._frames
+        cdef object core = None
+        if frames is not None and not self._in_frames and not self._closed and not self._read_paused:
+            core = getattr(frames, "core", None)
+        if core is None:
+            self._buffer_updated_py(nbytes)
+            return
+        receiver = self._receiver
+        if receiver._big_view is not None:  # a large frame under way: the Channel's own
+            self._buffer_updated_py(nbytes)
+            return
+        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes
+        # FrameReceiver.received and complete_frames, for the ring
+        receiver._end = end
+        if nbytes >= receiver._offered and 2 * nbytes >= len(receiver._ring):
+            receiver._grow = True
+        self._rx_bytes += nbytes
+        now = self._loop.time()
+        self.last_activity = now
+        if end - start < 8:  # not even a frame's length and header word
+            self._process_frames()
+        else:
+            view = receiver._ring_view
+            self._in_frames = True
+            try:
+                stop, answers = (<SendCore?>core).take(self, view, start, end)
+            except Exception:  # a bug must not kill the server (as _process_frames does)
+                self._in_frames = False
+                _chan_log.exception("closing %s after an unexpected error while reading", self)
+                self.close("internal error")
+                return
+            self._in_frames = False
+            if stop == end:  # everything received was taken (the usual case): one write
+                receiver._start = receiver._end = 0  # FrameReceiver.consumed
+                transport = self._transport
+                if answers is not None and not self._closed and transport is not None:
+                    transport.write(answers)
+                self._partial_since = None
+                return
+            if stop != start:
+                receiver.consumed(stop)
+            self._process_frames(answers)  # the rest the usual way, after these answers
+        # the Channel's bookkeeping of a partial frame (Channel.buffer_updated)
+        if self._read_paused:
+            self._partial_since = None
+            return
+        buffered = receiver.buffered_bytes
+        if not buffered:
+            self._partial_since = None
+        elif self._partial_since is None:
+            self._partial_since = now
+            self._partial_rx = self._rx_bytes - buffered
+
+
+cdef class StorePlainSends:
+    """``MessageWriter.put_plain_sends`` compiled (the writer calls ``StorePlainSends(self)`` and
+    binds the result in place of its Python body, which the twin kernels keep running): the
+    same steps in the same order under one hold of the put lock, so the files are the same
+    byte for byte. The store's parts that never change (commitlog, dispatcher, queue map,
+    offsets, lock, clock, index) are held here. The refusals every put gets are read as two
+    fields first (``refuse_reason``, ``disk_full_reason``): when either is set the writer's
+    Python body decides, as it does for everything else rare - a file roll, a queue's first
+    unit, a full index file (``_put_plain_general_locked``)."""
+    cdef object writer, commitlog, dispatcher, clock, queues, index, lock
+    cdef dict queue_map, offsets
+    cdef Py_ssize_t v6_bytes, limit
+    cdef int64_t born_v6, store_v6
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.commitlog, self.dispatcher, self.clock = writer.commitlog, writer.dispatcher, writer.clock
+        self.queues = self.dispatcher.queues
+        self.queue_map = <dict>self.queues.queues
+        self.offsets = <dict>writer.queue_offsets
+        self.index = self.dispatcher.index
+        self.lock = writer.lock
+        cdef Py_ssize_t min_blank
+        self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
+        self.limit = self.commitlog.file_size - min_blank
+
+    def __call__(self, list items, bytes born_host, bytes store_host):
+        return self.put(items, born_host, store_host)
+
+    cdef tuple put(self, list items, bytes born_host, bytes store_host):
+        cdef object writer = self.writer
+        cdef list stored = []
+        if writer.wait_flushed is not None or not items:
+            return stored, None
+        if writer.refuse_reason or writer.disk_full_reason is not None:
+            return writer.put_plain_sends_py(items, born_host, store_host)
+        cdef int64_t host_mask = self.born_v6 | self.store_v6, host_flag = 0
+        if len(born_host) == self.v6_bytes:
+            host_flag |= self.born_v6
+        if len(store_host) == self.v6_bytes:
+            host_flag |= self.store_v6
+        cdef Py_ssize_t max_body = writer.cfg.max_message_size_bytes, limit = self.limit
+        commitlog, dispatcher, clock, queues, index = self.commitlog, self.dispatcher, self.clock, self.queues, self.index
+        cdef dict queue_map = self.queue_map, offsets = self.offsets
+        cdef tuple no_index = (None, 0, 0)
+        cdef tuple target, item
+        cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
+        cdef Py_ssize_t size, pos
+        cdef int64_t queue_offset, phy, store_ts, sys_flag
+        cdef int32_t queue_id
+        cdef bytes body
+        lock = self.lock
+        lock.acquire()
+        try:
+            if writer.refuse_reason or writer.disk_full_reason is not None:
+                lock.release()
+                lock = None
+                return writer.put_plain_sends_py(items, born_host, store_host)
+            plain_dispatch = dispatcher.no_new_queues_below <= 0
+            # the commitlog file and index file appends go to; fetched again after the general
+            # steps (which may roll either)
+            mf = commitlog.last_locked() if plain_dispatch else None
+            target = (index.target_locked() or no_index) if index is not None else no_index
+            try:
+                for item in items:
+                    topic, queue_id, body = item[1], item[2], item[10]
+                    if len(body) > max_body:
+                        break  # the general path answers the refusal
+                    if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
+                        key = (topic, queue_id)
+                        topic_b = (<str>topic).encode()
+                        cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
+                        if cq is None:
+                            cq = queues.find_or_create(topic, queue_id)
+                    sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
+                    queue_offset = offsets.get(key, 0)
+                    unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                    size = 0
+                    if unit_mf is not None:
+                        pos = mf.wrote_position
+                        phy = mf.file_from_offset + pos
+                        store_ts = clock()
+                        if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                            size, indexed = append_plain(
+                                mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                                item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
+                                unit_mf.wrote_position, item[8], target[0], target[1], target[2], item[9])
+                    if size:
+                        mf.wrote_position += size  # commitlog.commit_locked
+                        cq.unit_written_locked(unit_mf, phy + size)
+                        offsets[key] = queue_offset + 1
+                        writer.last_store_timestamp = store_ts
+                        if not indexed:
+                            dispatcher.index_keys_locked(item[9], phy, store_ts)
+                            target = (index.target_locked() or no_index) if index is not None else no_index
+                        if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
+                            dispatcher.unit_written_locked(*arrived)
+                        arrived = (topic, queue_id, queue_offset + 1, store_ts)
+                    else:
+                        if arrived is not None:  # the general steps notify their own unit: keep the order
+                            dispatcher.unit_written_locked(*arrived)
+                            arrived = None
+                        size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
+                        if size > limit:
+                            break  # more than one commitlog file holds: the general path refuses it
+                        phy, refusal = writer._put_plain_general_locked(item, topic_b, sys_flag, size, queue_offset,
+                                                                        born_host, store_host)
+                        if refusal is not None:
+                            return stored, refusal
+                        mf = commitlog.last_locked() if plain_dispatch else None
+                        target = (index.target_locked() or no_index) if index is not None else no_index
+                    stored.append((queue_offset, phy, size))
+            finally:
+                if arrived is not None:
+                    dispatcher.unit_written_locked(*arrived)
+        finally:
+            if lock is not None:
+                lock.release()
+        return stored, None
