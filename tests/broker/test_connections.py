@@ -41,11 +41,7 @@ def _round(addr: tuple[str, int], proc: psutil.Process, base_fds: int) -> tuple[
     socks = []
     try:
         for _ in range(IDLE):
-            s = socket.create_connection(addr, timeout=10)
-            # closed with a reset, so 10,000 ports do not sit in TIME_WAIT for a minute after
-            # the test (a later test looking for a free block of ports would find none)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            socks.append(s)
+            socks.append(socket.create_connection(addr, timeout=10))
         assert wait_for(lambda: proc.num_fds() >= base_fds + IDLE, timeout=60), proc.num_fds() - base_fds
         # the last accepts' channels are set up once RSS stops growing
         held = settled(lambda: proc.memory_info().rss, slack=256 << 10)

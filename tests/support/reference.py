@@ -14,6 +14,7 @@ the Java client and mqadmin are 4.9.8. Missing jars fail the test with what to r
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -66,15 +67,23 @@ def client_classpath() -> str:
     return os.path.join(_lib(CLIENT_LIB_ENV), "*")
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux default 32768)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_block(width: int = 1) -> int:
     """A port p with p-2 .. p+width-1 free: the Java broker also binds listenPort-2 (VIP
-    channel) and listenPort+1 (HA)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p < 1100 or p + width > 65000:
-            continue
+    channel) and listenPort+1 (HA). Taken below the kernel's ephemeral range: nothing there
+    is handed out by bind(0) or to outgoing connections, so a test that just closed 10,000
+    client sockets (each port in TIME_WAIT for a minute, unbindable) cannot crowd it out."""
+    low = _ephemeral_low()
+    for _ in range(400):
+        p = random.randrange(max(1100, low - 12000), low - width)
         ok = True
         for q in range(p - 2, p + width):
             with socket.socket() as s:
