@@ -306,6 +306,48 @@ cdef inline bint _wc_name_is(const unsigned char* s, Py_ssize_t a, Py_ssize_t b,
     return b - a == n and memcmp(s + a, name, n) == 0
 
 
+cdef inline int _wc_top_key(const unsigned char* s, Py_ssize_t q, Py_ssize_t e) noexcept:
+    """The bit of the answer header's top-level key ``s[q:e]`` (0: not one of them)."""
+    if _wc_name_is(s, q, e, b"code", 4):
+        return _WC_CODE
+    if _wc_name_is(s, q, e, b"opaque", 6):
+        return _WC_OPAQUE
+    if _wc_name_is(s, q, e, b"flag", 4):
+        return _WC_FLAG
+    if _wc_name_is(s, q, e, b"version", 7):
+        return _WC_VERSION
+    if _wc_name_is(s, q, e, b"remark", 6):
+        return _WC_REMARK
+    if _wc_name_is(s, q, e, b"extFields", 9):
+        return _WC_EXT
+    if _wc_name_is(s, q, e, b"language", 8):
+        return _WC_LANGUAGE
+    if _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
+        return _WC_SERIALIZE
+    return 0
+
+
+cdef inline Py_ssize_t _wc_top_member(const unsigned char* s, Py_ssize_t p, Py_ssize_t n, int* bit, int seen,
+                                      int64_t* ints) noexcept:
+    """At a top-level member's name: its key's bit into ``bit`` and, for the four numbers, the
+    value into ``ints``; the position after a number or of any other value (-1: malformed,
+    unknown or repeated key)."""
+    cdef Py_ssize_t e = _wc_string_end(s, p, n), q = p + 1
+    if e < 0:
+        return -1
+    p = _wc_ws(s, e + 1, n)
+    if p >= n or s[p] != 0x3a:
+        return -1
+    p = _wc_ws(s, p + 1, n)
+    bit[0] = _wc_top_key(s, q, e)
+    if bit[0] == 0 or seen & bit[0]:
+        return -1
+    if bit[0] <= _WC_VERSION:
+        return _wc_int32_end(s, p, n, &ints[0 if bit[0] == _WC_CODE else 1 if bit[0] == _WC_OPAQUE
+                                            else 2 if bit[0] == _WC_FLAG else 3])
+    return p
+
+
 def decode_json_answer(const unsigned char[::1] header):
     if header.shape[0] == 0:
         return None
@@ -327,40 +369,12 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
     if p < n and s[p] == 0x7d:
         return None  # {}: no code
     while True:
-        e = _wc_string_end(s, p, n)
-        if e < 0:
-            return None
-        q = p + 1  # the name is s[q:e]
-        p = _wc_ws(s, e + 1, n)
-        if p >= n or s[p] != 0x3a:
-            return None
-        p = _wc_ws(s, p + 1, n)
-        if _wc_name_is(s, q, e, b"code", 4):
-            bit = _WC_CODE
-        elif _wc_name_is(s, q, e, b"opaque", 6):
-            bit = _WC_OPAQUE
-        elif _wc_name_is(s, q, e, b"flag", 4):
-            bit = _WC_FLAG
-        elif _wc_name_is(s, q, e, b"version", 7):
-            bit = _WC_VERSION
-        elif _wc_name_is(s, q, e, b"remark", 6):
-            bit = _WC_REMARK
-        elif _wc_name_is(s, q, e, b"extFields", 9):
-            bit = _WC_EXT
-        elif _wc_name_is(s, q, e, b"language", 8):
-            bit = _WC_LANGUAGE
-        elif _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
-            bit = _WC_SERIALIZE
-        else:
-            return None
-        if seen & bit:
+        p = _wc_top_member(s, p, n, &bit, seen, ints)
+        if p < 0:
             return None
         seen |= bit
         if bit <= _WC_VERSION:
-            p = _wc_int32_end(s, p, n, &ints[0 if bit == _WC_CODE else 1 if bit == _WC_OPAQUE
-                                               else 2 if bit == _WC_FLAG else 3])
-            if p < 0:
-                return None
+            pass  # the number was read by _wc_top_member
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
@@ -778,40 +792,12 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
         return None
     p = _wc_ws(s, p + 1, n)
     while True:
-        e = _wc_string_end(s, p, n)
-        if e < 0:
-            return None
-        q = p + 1
-        p = _wc_ws(s, e + 1, n)
-        if p >= n or s[p] != 0x3a:
-            return None
-        p = _wc_ws(s, p + 1, n)
-        if _wc_name_is(s, q, e, b"code", 4):
-            bit = _WC_CODE
-        elif _wc_name_is(s, q, e, b"opaque", 6):
-            bit = _WC_OPAQUE
-        elif _wc_name_is(s, q, e, b"flag", 4):
-            bit = _WC_FLAG
-        elif _wc_name_is(s, q, e, b"version", 7):
-            bit = _WC_VERSION
-        elif _wc_name_is(s, q, e, b"remark", 6):
-            bit = _WC_REMARK
-        elif _wc_name_is(s, q, e, b"extFields", 9):
-            bit = _WC_EXT
-        elif _wc_name_is(s, q, e, b"language", 8):
-            bit = _WC_LANGUAGE
-        elif _wc_name_is(s, q, e, b"serializeTypeCurrentRPC", 23):
-            bit = _WC_SERIALIZE
-        else:
-            return None
-        if seen & bit:
+        p = _wc_top_member(s, p, n, &bit, seen, ints)
+        if p < 0:
             return None
         seen |= bit
         if bit <= _WC_VERSION:
-            p = _wc_int32_end(s, p, n, &ints[0 if bit == _WC_CODE else 1 if bit == _WC_OPAQUE
-                                               else 2 if bit == _WC_FLAG else 3])
-            if p < 0:
-                return None
+            pass  # the number was read by _wc_top_member
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
