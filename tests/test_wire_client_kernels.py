@@ -376,13 +376,15 @@ def test_template_answers_are_what_the_general_path_reads(code, answer_opaque, f
     resp = create_response(create_request(310, opaque=answer_opaque), code, remark, ext)
     resp.flag = flag
     header = _header_of(encode_frame(resp))
-    results = [_template(k).read_answer(header, 5, "UNIQ") for k in BOTH]
+    templates = [_template(k) for k in BOTH]
+    results = [t.read_answer(header, 5, "UNIQ") for t in templates]
     assert results[0] == results[1]
-    got = results[0]
-    t = _template(_wire_client)
+    got, t = results[0], templates[0]
     expected = _api_result(header, 5, t.mq)
     if type(got) is SendResult:
-        assert got == expected and got.message_queue is t.mq
+        # each template's own queue object, not a copy (the results were compared above, so
+        # the same template's mq: a fresh template holds a fresh, equal MessageQueue)
+        assert got == expected and all(r.message_queue is tpl.mq for r, tpl in zip(results, templates))
     elif got is None:
         assert expected == "not the answer" or _wire_client.decode_json_answer(header) is None
     else:  # left to the caller: a decoded answer that is not a plain SUCCESS for this queue
