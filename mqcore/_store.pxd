@@ -118,7 +118,10 @@ cdef struct RecordView:
     int32_t props_len
 
 
-# --- kernels other extensions call (mqcore._pipeline: the broker's send pipeline) -------------
+# --- kernels other extensions call (mqcore._pipeline: the broker's send pipeline; mqcore._wire_client:
+# a message's properties into a batch item) -------------
+cdef Py_ssize_t _dict_props_len(dict props) except -1
+cdef Py_ssize_t _dict_props_write(dict props, unsigned char *o, Py_ssize_t cap) except -1
 cdef Py_ssize_t _record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len,
                              int32_t sys_flag) noexcept nogil
 cdef Py_ssize_t _write_record(unsigned char *d, const unsigned char *topic, Py_ssize_t topic_len,

@@ -17,6 +17,9 @@ from libc.stdint cimport int64_t, uint32_t
 from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy
 
+# the properties writer the store's batch encoder uses (one copy of messageProperties2String in C)
+from mqcore._store cimport _dict_props_len, _dict_props_write
+
 cdef extern from "<poll.h>" nogil:
     struct pollfd:
         int fd
@@ -950,53 +953,6 @@ cdef inline void _wc_be32(char* o, int32_t v) noexcept:
     o[0] = <char>(u >> 24); o[1] = <char>(u >> 16); o[2] = <char>(u >> 8); o[3] = <char>u
 
 
-cdef Py_ssize_t _wc_props_len(dict props) except -1:
-    """Bytes of ``messageProperties2String(props)`` (None values left out), -2 when a name or
-    value is not a str (the caller declines the message: the general path formats it)."""
-    cdef Py_ssize_t pos = 0, n = 0, count = 0, kl, vl
-    cdef PyObject* k
-    cdef PyObject* v
-    while PyDict_Next(props, &pos, &k, &v):
-        if <object>v is None:
-            continue
-        if type(<object>k) is not str or type(<object>v) is not str:
-            return -2
-        PyUnicode_AsUTF8AndSize(<object>k, &kl)
-        PyUnicode_AsUTF8AndSize(<object>v, &vl)
-        n += kl + 1 + vl
-        count += 1
-    return n + count - 1 if count else 0
-
-
-cdef int _wc_props_write(dict props, char* o, Py_ssize_t cap) except -1:
-    cdef Py_ssize_t pos = 0, p = 0, kl, vl
-    cdef PyObject* k
-    cdef PyObject* v
-    cdef const char* kb
-    cdef const char* vb
-    while PyDict_Next(props, &pos, &k, &v):
-        if <object>v is None:
-            continue
-        if type(<object>k) is not str or type(<object>v) is not str:
-            raise RuntimeError("a message's properties changed while it was being batched")
-        kb = PyUnicode_AsUTF8AndSize(<object>k, &kl)
-        vb = PyUnicode_AsUTF8AndSize(<object>v, &vl)
-        if p + (1 if p else 0) + kl + 1 + vl > cap:
-            raise RuntimeError("a message's properties changed while it was being batched")
-        if p:
-            o[p] = 2  # PROPERTY_SEPARATOR
-            p += 1
-        memcpy(o + p, kb, kl)
-        p += kl
-        o[p] = 1  # NAME_VALUE_SEPARATOR
-        p += 1
-        memcpy(o + p, vb, vl)
-        p += vl
-    if p != cap:
-        raise RuntimeError("a message's properties changed while it was being batched")
-    return 0
-
-
 cdef class UniqIdWriter:
     """``UniqIdGenerator.next_id()`` written in C, sharing the generator's counter and month
     base (see the twin)."""
@@ -1281,7 +1237,7 @@ cdef class AutoBatcher:
         if v == NULL or not <object>v:
             p[_K_UNIQ] = self.ids._next()
         cdef int32_t flag = msg.flag
-        cdef Py_ssize_t plen = _wc_props_len(p)
+        cdef Py_ssize_t plen = _dict_props_len(p)
         if plen < 0 or plen > _MAX_PROPERTIES:
             return None
         cdef Py_ssize_t size = _ITEM_OVERHEAD + blen + plen
@@ -1329,7 +1285,7 @@ cdef class AutoBatcher:
                 o[_ITEM_FIXED + blen] = <char>(plen >> 8)
                 o[_ITEM_FIXED + blen + 1] = <char>plen
                 try:
-                    _wc_props_write(p, o + _ITEM_OVERHEAD + blen, plen)
+                    _dict_props_write(p, <unsigned char*>(o + _ITEM_OVERHEAD + blen), plen)
                 except BaseException:
                     PyByteArray_Resize(batch.body, at)
                     if batch is fresh:  # announced to nobody yet: it must not stay pending
