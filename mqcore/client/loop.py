@@ -222,45 +222,16 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             callbacks = self._callback_list = []
         return callbacks
 
-    def _wait_done_locked(self, timeout: float | None) -> None:
-        if self._state in _DONE_STATES:
-            return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._state not in _DONE_STATES:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise concurrent.futures.TimeoutError()
-            self._condition.wait(remaining)
-
     def result(self, timeout: float | None = None) -> Any:
-        with self._condition:
-            self._wait_done_locked(timeout)
-            if self._state in _CANCELLED_STATES:
-                raise concurrent.futures.CancelledError()
-            error = self._exception
-            if error is not None:
-                try:
-                    raise error
-                finally:
-                    error = None  # no reference cycle through the traceback (as the base class)
-            return self._result
+        return _result(self, timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return _exception(self, timeout)
 
     def settled_outcome(self) -> tuple[Any, BaseException | None]:
         """``(result, error)`` of a future that is already done, without taking the lock:
         a done future never changes again. A cancelled one gives ``CancelledError``."""
-        state = self._state
-        if state in _CANCELLED_STATES:
-            return None, concurrent.futures.CancelledError()
-        if state != _futures.FINISHED:
-            raise concurrent.futures.InvalidStateError(f"the future is {state}, not done")
-        return self._result, self._exception
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        with self._condition:
-            self._wait_done_locked(timeout)
-            if self._state in _CANCELLED_STATES:
-                raise concurrent.futures.CancelledError()
-            return self._exception
+        return _settled_outcome(self)
 
 
 def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
@@ -561,33 +532,48 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 if result is None:
                     result = self._own_result = cell.result_for(self._index)
                 return result
-        with self._condition:
-            _wait_done_locked(self, timeout)
-            if self._state in _CANCELLED_STATES:
-                raise concurrent.futures.CancelledError()
-            error = self._exception
-            if error is not None:
-                try:
-                    raise error
-                finally:
-                    error = None  # no reference cycle through the traceback (as the base class)
-            return self._result
+        return _result(self, timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        with self._condition:
-            _wait_done_locked(self, timeout)
-            if self._state in _CANCELLED_STATES:
-                raise concurrent.futures.CancelledError()
-            return self._exception
+        return _exception(self, timeout)
 
     def settled_outcome(self) -> tuple[Any, BaseException | None]:
         """``(result, error)`` of a future that is already done (see ``SiblingFuture``)."""
-        state = self._state
-        if state in _CANCELLED_STATES:
-            return None, concurrent.futures.CancelledError()
-        if state != _FINISHED:
-            raise concurrent.futures.InvalidStateError(f"the future is {state}, not done")
-        return self._result, self._exception
+        return _settled_outcome(self)
+
+
+def _result(future: concurrent.futures.Future[Any], timeout: float | None) -> Any:
+    """``Future.result`` for futures that share their condition with siblings."""
+    with future._condition:
+        _wait_done_locked(future, timeout)
+        if future._state in _CANCELLED_STATES:
+            raise concurrent.futures.CancelledError()
+        error = future._exception
+        if error is not None:
+            try:
+                raise error
+            finally:
+                error = None  # no reference cycle through the traceback (as the base class)
+        return future._result
+
+
+def _exception(future: concurrent.futures.Future[Any], timeout: float | None) -> BaseException | None:
+    """``Future.exception`` for futures that share their condition with siblings."""
+    with future._condition:
+        _wait_done_locked(future, timeout)
+        if future._state in _CANCELLED_STATES:
+            raise concurrent.futures.CancelledError()
+        return future._exception
+
+
+def _settled_outcome(future: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
+    """``(result, error)`` of a future that is already done, without taking the lock."""
+    state = future._state
+    if state in _CANCELLED_STATES:
+        return None, concurrent.futures.CancelledError()
+    if state != _futures.FINISHED:
+        raise concurrent.futures.InvalidStateError(f"the future is {state}, not done")
+    return future._result, future._exception
 
 
 def _wait_done_locked(future: concurrent.futures.Future[Any], timeout: float | None) -> None:
