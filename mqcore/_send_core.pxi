@@ -13,13 +13,71 @@
 # and store files of both against the general path.
 
 import logging as _logging
-from time import perf_counter as _perf_counter
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, CLOCK_REALTIME
 
 cdef object _chan_log = _logging.getLogger("mqcore.remoting.channel")
 cdef str _RETRY_PREFIX = "%RETRY%"
 cdef int _PERM_WRITE = 2
 cdef Py_ssize_t _MAX_ROUTES = 4096
 cdef Py_ssize_t _STOP_AT = 11  # item field: the position after the frame
+
+
+# Each Python call the core makes per request costs more than its work once the code is cold
+# (after a wake-up), so the small steps below are the shell's own, compiled: each says which
+# Python method it stands for, and the tests compare the files and answers byte for byte.
+
+cdef inline double _monotonic_s() noexcept:
+    """time.perf_counter (CLOCK_MONOTONIC on Linux), for the put latency histogram."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline int64_t _realtime_ms() noexcept:
+    """mqcore.clock.system_clock_ms (time.time_ns() // 1_000_000)."""
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef inline void _observe(object histogram, double value) except *:
+    """Histogram.observe: the first bucket whose bound is >= value (bisect_left), and the sum."""
+    cdef tuple bounds = histogram.bounds
+    cdef Py_ssize_t i = 0, n = len(bounds)
+    while i < n and <double>bounds[i] < value:
+        i += 1
+    cdef list counts = histogram.counts
+    counts[i] += 1
+    histogram.sum += value
+
+
+cdef inline object _last_reserved(object queue):
+    """MappedFileQueue.last when its blocks are reserved, else None (CommitLog.last_locked)."""
+    cdef list files = queue.files
+    if not files:
+        return None
+    mf = files[len(files) - 1]
+    return mf if mf.reserved else None
+
+
+cdef inline tuple _index_target(object index, tuple no_index):
+    """IndexService.target_locked() or no_index."""
+    if index is None:
+        return no_index
+    cdef list files = index.files
+    if not files:
+        return no_index
+    mf = files[len(files) - 1].mf
+    if not mf.reserved:
+        return no_index
+    return (mf.buf, index.slots, index.entries)
+
+
+cdef inline void _units_arrived(object dispatcher, tuple arrived) except *:
+    """Dispatcher.unit_written_locked(topic, queue_id, max_offset, store_ts)."""
+    dispatcher.last_store_timestamp = arrived[3]
+    for listener in <list>dispatcher.listeners:
+        listener(arrived[0], arrived[1], arrived[2])
 
 
 cdef class SendCore:
@@ -94,7 +152,7 @@ cdef class SendCore:
         # --- store ---
         cdef object store_host = send.store_host()
         cdef object stats = self.stats
-        t0 = _perf_counter()
+        cdef double t0 = _monotonic_s()
         if isinstance(channel, ChannelCore):  # the peer's address, parsed once per connection
             born_host = (<ChannelCore>channel)._born_host
             if born_host is None:
@@ -104,24 +162,34 @@ cdef class SendCore:
         stored, _refusal = store.put_plain_sends(items, born_host, store_host)
         if not stored:
             return start, None  # the general path answers the refusal of the first one
-        stats.put_latency.observe(_perf_counter() - t0)
+        _observe(stats.put_latency, _monotonic_s() - t0)
         # --- answer --- (counters per run of a topic)
-        on_put = stats.on_put_many
+        cdef dict put_counts = stats.put
         cdef list done = <list>stored
         cdef Py_ssize_t i, taken = len(done), run_count = 0, run_bytes = 0
         cdef str run_topic = <str>(<tuple>items[0])[1]
         for i in range(taken):
             item = <tuple>items[i]
             if <str>item[1] != run_topic:
-                on_put(run_topic, run_count, run_bytes)
+                _count_puts(stats, put_counts, run_topic, run_count, run_bytes)
                 run_topic, run_count, run_bytes = <str>item[1], 0, 0
             run_count += 1
             run_bytes += <Py_ssize_t>(<tuple>done[i])[2]
-        on_put(run_topic, run_count, run_bytes)
+        _count_puts(stats, put_counts, run_topic, run_count, run_bytes)
         if store_host != p._host_key:
             p._hex(store_host)
         answers = send_answers(parts[0], parts[1], p._host_hex, items, done, self.version)
         return (<tuple>items[taken - 1])[_STOP_AT], answers
+
+
+cdef inline void _count_puts(object stats, dict put_counts, str topic, Py_ssize_t count, Py_ssize_t size) except *:
+    """BrokerStats.on_put_many, its usual case (the topic's counters exist) in place."""
+    c = put_counts.get(topic)
+    if c is None:
+        stats.on_put_many(topic, count, size)
+        return
+    c[0] += count
+    c[1] += size
 
 
 cdef object _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, object cluster,
@@ -136,6 +204,7 @@ cdef class ChannelCore:
     cdef public object _receiver, _frames, _transport, _loop, _read_paused, _cork, last_activity
     cdef public object _partial_since
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
+    cdef object _core, _core_of  # the frames processor's ``core`` (fixed when it is built), and that processor
     cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
     cdef public bint _closed, _in_frames
 
@@ -153,7 +222,9 @@ cdef class ChannelCore:
         cdef object frames = self._frames
         cdef object core = None
         if frames is not None and not self._in_frames and not self._closed and not self._read_paused:
-            core = getattr(frames, "core", None)
+            if frames is not self._core_of:
+                self._core, self._core_of = getattr(frames, "core", None), frames
+            core = self._core
         if core is None:
             self._buffer_updated_py(nbytes)
             return
@@ -217,6 +288,7 @@ cdef class StorePlainSends:
     cdef dict queue_map, offsets
     cdef Py_ssize_t v6_bytes, limit
     cdef int64_t born_v6, store_v6
+    cdef bint system_clock  # the clock is mqcore.clock.system_clock_ms: read it in C
 
     def __init__(self, writer):
         self.writer = writer
@@ -229,6 +301,8 @@ cdef class StorePlainSends:
         cdef Py_ssize_t min_blank
         self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
         self.limit = self.commitlog.file_size - min_blank
+        from mqcore.clock import system_clock_ms
+        self.system_clock = self.clock is system_clock_ms
 
     def __call__(self, list items, bytes born_host, bytes store_host):
         return self.put(items, born_host, store_host)
@@ -251,7 +325,8 @@ cdef class StorePlainSends:
         cdef tuple no_index = (None, 0, 0)
         cdef tuple target, item
         cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
-        cdef Py_ssize_t size, pos
+        cdef Py_ssize_t size, pos, upos = 0
+        cdef bint system_clock = self.system_clock
         cdef int64_t queue_offset, phy, store_ts, sys_flag
         cdef int32_t queue_id
         cdef bytes body
@@ -265,8 +340,8 @@ cdef class StorePlainSends:
             plain_dispatch = dispatcher.no_new_queues_below <= 0
             # the commitlog file and index file appends go to; fetched again after the general
             # steps (which may roll either)
-            mf = commitlog.last_locked() if plain_dispatch else None
-            target = (index.target_locked() or no_index) if index is not None else no_index
+            mf = _last_reserved(commitlog.queue) if plain_dispatch else None
+            target = _index_target(index, no_index)
             try:
                 for item in items:
                     topic, queue_id, body = item[1], item[2], item[10]
@@ -280,31 +355,38 @@ cdef class StorePlainSends:
                             cq = queues.find_or_create(topic, queue_id)
                     sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
                     queue_offset = offsets.get(key, 0)
-                    unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
+                    # ConsumeQueue.next_unit_locked: the unit goes at the end of the last file
+                    unit_mf = _last_reserved(cq.queue) if mf is not None else None
+                    if unit_mf is not None:
+                        upos = unit_mf.wrote_position
+                        if unit_mf.file_from_offset + upos != queue_offset * CQ_UNIT_SIZE \
+                                or unit_mf.file_size - upos < CQ_UNIT_SIZE:
+                            unit_mf = None
                     size = 0
                     if unit_mf is not None:
                         pos = mf.wrote_position
                         phy = mf.file_from_offset + pos
-                        store_ts = clock()
+                        store_ts = _realtime_ms() if system_clock else clock()
                         if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
                             size, indexed = append_plain(
                                 mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
                                 item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                                unit_mf.wrote_position, item[8], target[0], target[1], target[2], item[9])
+                                upos, item[8], target[0], target[1], target[2], item[9])
                     if size:
                         mf.wrote_position += size  # commitlog.commit_locked
-                        cq.unit_written_locked(unit_mf, phy + size)
+                        unit_mf.wrote_position = upos + CQ_UNIT_SIZE  # ConsumeQueue.unit_written_locked
+                        cq.max_physic_offset = phy + size
                         offsets[key] = queue_offset + 1
                         writer.last_store_timestamp = store_ts
                         if not indexed:
                             dispatcher.index_keys_locked(item[9], phy, store_ts)
-                            target = (index.target_locked() or no_index) if index is not None else no_index
+                            target = _index_target(index, no_index)
                         if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
-                            dispatcher.unit_written_locked(*arrived)
+                            _units_arrived(dispatcher, arrived)
                         arrived = (topic, queue_id, queue_offset + 1, store_ts)
                     else:
                         if arrived is not None:  # the general steps notify their own unit: keep the order
-                            dispatcher.unit_written_locked(*arrived)
+                            _units_arrived(dispatcher, arrived)
                             arrived = None
                         size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
                         if size > limit:
@@ -313,12 +395,12 @@ cdef class StorePlainSends:
                                                                         born_host, store_host)
                         if refusal is not None:
                             return stored, refusal
-                        mf = commitlog.last_locked() if plain_dispatch else None
-                        target = (index.target_locked() or no_index) if index is not None else no_index
+                        mf = _last_reserved(commitlog.queue) if plain_dispatch else None
+                        target = _index_target(index, no_index)
                     stored.append((queue_offset, phy, size))
             finally:
                 if arrived is not None:
-                    dispatcher.unit_written_locked(*arrived)
+                    _units_arrived(dispatcher, arrived)
         finally:
             if lock is not None:
                 lock.release()

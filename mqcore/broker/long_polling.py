@@ -52,6 +52,8 @@ class PullRequestHoldService:
                     del self._waiting[key]
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        if not self._waiting:  # no pull parked (a producer-only broker's every send): nothing to wake
+            return
         if threading.get_ident() == self._loop_thread:
             self._wake(topic, queue_id, max_offset)
         elif (topic, queue_id) in self._waiting:

@@ -13,6 +13,7 @@ its twin mqcore/_pipeline_py.py) gives exactly what the general send path gives.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import json
 import os
@@ -23,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqcore import _pipeline_py
+from mqcore.histogram import PUT_LATENCY_BOUNDS_S, Histogram
 from mqcore.remoting import RequestCode, create_request
 from mqcore.remoting.command import encode_frame
 from tests.support.store import BORN, STORE, small_config
@@ -402,6 +404,32 @@ def test_a_stored_batch_wakes_long_polling_once_per_run_of_a_queue(tmp_path):
         st.shutdown()
 
 
+def test_the_system_clock_stamps_plain_sends_with_the_wall_clock(tmp_path):
+    """A store on the system clock (every broker's): the compiled store stage reads the wall
+    clock itself, and stamps each record with epoch milliseconds as mqcore.clock does."""
+    import time
+
+    from mqcore.store.message_store import MessageStore
+
+    st = MessageStore(small_config(tmp_path, broker_cluster_name="DefaultCluster"))
+    st.load()
+    st.start()
+    try:
+        frames = [encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e="0"), b"c%d" % i, opaque=i))
+                  for i in range(3)]  # the first goes the general way (it creates the queue's file)
+        for frame in frames:
+            items, _ = _pipeline.parse_plain_sends(frame, 0, len(frame), 1 << 20, CLUSTER, True)
+            before_ms = time.time_ns() // 1_000_000
+            stored, refusal = st.put_plain_sends(items, BORN, STORE)
+            after_ms = time.time_ns() // 1_000_000
+            assert refusal is None and len(stored) == 1
+            stamped = st.look_message_by_offset(stored[0][1]).store_timestamp
+            assert before_ms <= stamped <= after_ms
+            assert st.writer.last_store_timestamp == stamped
+    finally:
+        st.shutdown()
+
+
 def test_routes_follow_topic_changes(tmp_path):
     """The pipeline remembers the topics that passed its route checks; a change of a topic
     (permission, queue count, deletion) reaches the very next send."""
@@ -582,6 +610,7 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None, core: boo
         assert (broker.server._channel_class.__name__ == "CoreChannel") == core
         broker.store_host = STORE
         broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+        broker.stats.put_latency = _RecordingHistogram(PUT_LATENCY_BOUNDS_S)
         answers = []
         try:
             reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
@@ -593,12 +622,46 @@ def _run_rolls(tmp_path, monkeypatch, *, pipeline: bool, kernels=None, core: boo
                     length = int.from_bytes(await reader.readexactly(4), "big")
                     answers.append(await reader.readexactly(length))
             writer.close()
+            state = (*_store_state(broker), broker.stats.put_latency)
         finally:
             await broker.shutdown()
-        return answers
+        return answers, state
 
-    answers = asyncio.run(scenario())
-    return answers, _files(tmp_path)
+    answers, state = asyncio.run(scenario())
+    return answers, _files(tmp_path), state
+
+
+def _store_state(broker):
+    """What the store keeps in memory about its files after the sends (the C core writes it
+    in place of the Python steps): per consume queue its end and the commitlog end it
+    covers, the writer's next queue offsets, the commitlog end, the last store timestamps
+    and the put counters."""
+    store = broker.store
+    queues = {key: (cq.max_offset(), cq.max_physic_offset) for key, cq in store.dispatcher.queues.queues.items()}
+    return (queues, dict(store.writer.queue_offsets), store.get_max_phy_offset(), store.writer.last_store_timestamp,
+            store.dispatcher.last_store_timestamp, {t: list(c) for t, c in broker.stats.put.items()})
+
+
+class _RecordingHistogram(Histogram):
+    """A Histogram that keeps every value observed (through the ``sum`` it adds them to), so
+    a test can say which bucket each belongs in."""
+
+    __slots__ = ("values", "_total")
+
+    def __init__(self, bounds):
+        self.values = []
+        self._total = 0.0
+        super().__init__(bounds)
+
+    @property  # type: ignore[override]
+    def sum(self):
+        return self._total
+
+    @sum.setter
+    def sum(self, total):
+        if total:
+            self.values.append(total - self._total)
+        self._total = total
 
 
 @pytest.mark.parametrize("kernel", PATHS)
@@ -615,3 +678,12 @@ def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatc
     assert fast[1].keys() == general[1].keys()
     for rel in fast[1]:
         assert fast[1][rel] == general[1][rel], rel
+    assert fast[2][:-1] == general[2][:-1]  # the store's own view of its files and the counters
+    # each put latency is counted in its bucket (Histogram.observe's bisect_left)
+    for state in (fast[2], general[2]):
+        hist = state[-1]
+        assert hist.values and len(hist.values) == sum(hist.counts)
+        want = [0] * len(hist.counts)
+        for value in hist.values:
+            want[bisect.bisect_left(hist.bounds, value)] += 1
+        assert hist.counts == want
