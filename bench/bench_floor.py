@@ -43,6 +43,16 @@ broker's one-in-flight cost with raw frames, next to its echo floor).
     flight on one connection (each window written in one ``sendall``, every answer checked:
     FOUND, its body the size of 32 records); server CPU per PULL (the goal: <= 20 µs).
 
+Placement (``--placement``): on a VM a one-in-flight round trip costs each side several
+times more CPU when the two processes run on different CPUs (every wake-up then wakes an idle
+virtual CPU) than when they share one (the woken side runs as the other goes to sleep), and
+the kernel picks one or the other per connection, by load. The burst-shaped rungs (``*-one``,
+``*-burst``, ``redis-burst``) print ``same_cpu_share``: the share of the client's context
+switches that were preemptions by the server woken on its CPU (about 1 when they share a
+CPU, about 0 when each has its own). ``--placement same`` pins the server's threads and the
+client to one CPU, ``split`` to two, so a figure can be compared with its floor in the same
+placement; ``free`` (the default) lets the kernel choose.
+
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
 against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
 ``*-baseline`` rungs interleaved with ours: a before/after in one run.
@@ -62,6 +72,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -85,6 +96,8 @@ PULL_BATCH = 32
 #: pulls per pull-burst round at most (each reads PULL_BATCH messages stored for it)
 PULL_BURST_MAX = 8000
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: ``--placement``: (the server's CPU, the client's CPU), or None to let the kernel choose
+PLACEMENTS: dict[str, tuple[int, int] | None] = {"free": None, "same": (1, 1), "split": (1, 0)}
 
 
 def sample_frame(topic: str = "BenchTopic") -> bytes:
@@ -347,13 +360,13 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 
 def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
-            window: int = BURST_WINDOW, baseline_client: bool = False) -> dict:
+            window: int = BURST_WINDOW, baseline_client: bool = False, placement: str = "free") -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
         name = rung.removesuffix("-baseline")
         if name in ("mqbroker-burst", "mqbroker-one"):
-            row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1)
+            row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1, placement)
         elif name == "mqbroker-pull-burst":
             # every pull reads 32 fresh messages: cap the fill (at 50,000 pulls it is 1.6 M messages)
             row = measure_pull_burst(min(n, PULL_BURST_MAX), tmp, tree, window)
@@ -368,9 +381,9 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         row["rung"] = rung
         return row
     if rung == "redis-burst":
-        return measure_redis_burst(n, tmp, window)
+        return measure_redis_burst(n, tmp, window, placement)
     if rung in ("uvloop-burst", "uvloop-one"):
-        return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1), "rung": rung}
+        return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1, placement), "rung": rung}
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
@@ -449,39 +462,69 @@ def _check_ok(buf: bytearray) -> None:
             raise RuntimeError(f"the broker answered {bytes(buf[8:8 + header_len])[:200]!r}")
 
 
-def timed_burst(pid: int, port: int, request: bytes, n: int, window: int, answers, check=None) -> dict:
-    burst(port, request, min(n, 2000), window, answers, check)  # warm-up (first connection, topic route)
-    srv0, cli0, t0 = cpu_of(pid), time.process_time(), time.perf_counter()
-    burst(port, request, n, window, answers, check)
-    wall = time.perf_counter() - t0
+def place(pid: int, placement: str) -> set[int] | None:
+    """Pin the server's threads (and so those it starts later) and this thread as
+    ``placement`` says; the client's CPUs before, to put back (None: nothing pinned)."""
+    cpus = PLACEMENTS[placement]
+    if cpus is None:
+        return None
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpus[0]})
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpus[1]})
+    return before
+
+
+def _switches() -> tuple[int, int]:
+    """This thread's voluntary and involuntary context switches so far."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
+
+
+def timed_burst(pid: int, port: int, request: bytes, n: int, window: int, answers, check=None,
+                placement: str = "free") -> dict:
+    before = place(pid, placement)
+    try:
+        burst(port, request, min(n, 2000), window, answers, check)  # warm-up (first connection, topic route)
+        (vol0, invol0), srv0, cli0, t0 = _switches(), cpu_of(pid), time.process_time(), time.perf_counter()
+        burst(port, request, n, window, answers, check)
+        wall = time.perf_counter() - t0
+        cli, srv = time.process_time() - cli0, cpu_of(pid) - srv0
+        vol, invol = (now - then for now, then in zip(_switches(), (vol0, invol0)))
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
     return {"n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 2),
-            "client_cpu_us": round((time.process_time() - cli0) / n * 1e6, 2),
-            "server_cpu_us": round((cpu_of(pid) - srv0) / n * 1e6, 2)}
+            "client_cpu_us": round(cli / n * 1e6, 2), "server_cpu_us": round(srv / n * 1e6, 2),
+            "same_cpu_share": round(invol / max(1, vol + invol), 2), "placement": placement}
 
 
-def measure_echo_burst(n: int, frame: bytes, window: int) -> dict:
+def measure_echo_burst(n: int, frame: bytes, window: int, placement: str = "free") -> dict:
     port = free_port()
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", "uvloop-burst", str(port)])
     try:
-        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames)
+        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames, placement=placement)
     finally:
         child.stop()
     return {"rung": "uvloop-burst", **row}
 
 
-def measure_broker_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
+def measure_broker_burst(n: int, tmp: str, tree: str | None, window: int, placement: str = "free") -> dict:
     child = start_broker(tmp, tree)
     try:
         port = int(dict(part.split("=", 1) for part in child.line.split()[1:])["broker"].rsplit(":", 1)[1])
         frame = sample_frame("FloorBurst")
         burst(port, frame, 1, 1, count_frames, _check_ok)  # the topic is created (general path)
-        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames, _check_ok)
+        row = timed_burst(child.proc.pid, port, frame, n, window, count_frames, _check_ok, placement)
     finally:
         child.stop()
     return {"rung": "mqbroker-burst", **row}
 
 
-def measure_redis_burst(n: int, tmp: str, window: int) -> dict:
+def measure_redis_burst(n: int, tmp: str, window: int, placement: str = "free") -> dict:
     """Server CPU per pipelined XADD of a 100 B field on redis-server (AOF, fsync every second)."""
     server = shutil.which("redis-server")
     assert server is not None  # main() drops the rung otherwise
@@ -517,7 +560,7 @@ def measure_redis_burst(n: int, tmp: str, window: int) -> dict:
             del buf[:cut]
             return count
 
-        row = timed_burst(proc.pid, port, request, n, window, answers)
+        row = timed_burst(proc.pid, port, request, n, window, answers, placement=placement)
     finally:
         proc.terminate()
         try:
@@ -747,6 +790,9 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=BURST_WINDOW, help="requests in flight in the burst rungs")
     ap.add_argument("--only", default="", help="comma-separated rungs")
     ap.add_argument("--burst-n", type=int, default=200_000, help="requests per burst rung and round")
+    ap.add_argument("--placement", choices=list(PLACEMENTS), default="free",
+                    help="the burst-shaped rungs: server and client on one CPU (same), on two (split), or as "
+                         "the kernel chooses (free)")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     ap.add_argument("--baseline-tree", metavar="DIR",
                     help="also run the mqbroker rungs against the broker of this checkout (before/after)")
@@ -773,19 +819,22 @@ def main() -> None:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
-                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client)
+                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client,
+                              args.placement)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
                 rows[rung].append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
-          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}) "
-          f"| µs per trip | client CPU µs | server CPU µs |")
-    print("|---|---:|---:|---:|")
+          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}, placement {args.placement}) "
+          f"| µs per trip | client CPU µs | server CPU µs | same-CPU share per round |")
+    print("|---|---:|---:|---:|---|")
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
-        print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} |")
+        shares = " ".join(f"{r['same_cpu_share']:.2f}" for r in rs if "same_cpu_share" in r)
+        print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} "
+              f"| {shares} |")
     for floor in ("blocking", "blocking-slow"):
         if not rows.get(floor):
             continue
