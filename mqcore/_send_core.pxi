@@ -90,6 +90,15 @@ cdef class SendCore:
     # the broker's parts that never change (the configuration is read per buffer)
     cdef object send, store, topics, stats
     cdef dict routes
+    # what take reads from the configuration and the pipeline, kept while ``send.cfg`` is the
+    # same object (a run-time change replaces it as a whole): one identity test per buffer
+    # instead of the configuration's and the pipeline's attributes
+    cdef object cfg_seen, parts, cluster
+    cdef bint writable, indexed
+    cdef Py_ssize_t max_frame_bytes
+    cdef object routes_version  # topics.version the shared routes were last cleared for, as seen here
+    cdef object host_key  # the store host the answer's hex was made for (SendPipeline._hex)
+    cdef bytes host_hex
 
     def __init__(self, pipeline, peer_host, not_allowed, int version):
         self.pipeline = pipeline
@@ -99,6 +108,7 @@ cdef class SendCore:
         self.peer_host = peer_host
         self.not_allowed = not_allowed
         self.version = version
+        self.routes_version = -1
 
     cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
         """``(stop, answers)``: the position after the plain sends taken from the head of
@@ -106,26 +116,36 @@ cdef class SendCore:
         cdef object p = self.pipeline
         cdef object send = self.send
         cdef object cfg = send.cfg
-        if cfg is not p._cfg:  # replaced as a whole by a run-time configuration change
-            p.configure(cfg)
-        cdef object parts = p._answer_parts
-        cdef object cluster = p._cluster
+        if cfg is not self.cfg_seen:
+            if cfg is not p._cfg:  # replaced as a whole by a run-time configuration change
+                p.configure(cfg)
+            self.parts, self.cluster = p._answer_parts, p._cluster
+            self.writable = (cfg.broker_permission & _PERM_WRITE) != 0
+            self.max_frame_bytes = p.max_frame_bytes
+            self.indexed = self.store.index is not None
+            self.cfg_seen = cfg
+        cdef object parts = self.parts
+        cdef object cluster = self.cluster
         # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
         # kernels do not write: the general path
-        if send.pool is not None or not (cfg.broker_permission & _PERM_WRITE) or parts is None or cluster is None:
+        if send.pool is not None or not self.writable or parts is None or cluster is None:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = <list>(_parse_plain(view, start, end, p.max_frame_bytes, cluster, store.index is not None))
+        cdef list items = <list>(_parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed))
         if not items:
             return start, None
         # --- route ---
         cdef object topics = self.topics
         cdef dict routes = self.routes
         cdef object version = topics.version
-        if version != p._routes_version:
-            routes.clear()
-            p._routes_version = version
+        if version != self.routes_version:
+            # the routes are shared with SendPipeline.__call__: whichever sees a new version
+            # first clears them (twice is harmless: they are only remembered checks)
+            if version != p._routes_version:
+                routes.clear()
+                p._routes_version = version
+            self.routes_version = version
         cdef Py_ssize_t routed = 0, n = len(items)
         cdef tuple item
         cdef object queues, tc
@@ -176,9 +196,9 @@ cdef class SendCore:
             run_count += 1
             run_bytes += <Py_ssize_t>(<tuple>done[i])[2]
         _count_puts(stats, put_counts, run_topic, run_count, run_bytes)
-        if store_host != p._host_key:
-            p._hex(store_host)
-        answers = send_answers(parts[0], parts[1], p._host_hex, items, done, self.version)
+        if store_host is not self.host_key:
+            self.host_hex, self.host_key = p._hex(store_host), store_host
+        answers = send_answers(parts[0], parts[1], self.host_hex, items, done, self.version)
         return (<tuple>items[taken - 1])[_STOP_AT], answers
 
 
@@ -289,6 +309,8 @@ cdef class StorePlainSends:
     cdef Py_ssize_t v6_bytes, limit
     cdef int64_t born_v6, store_v6
     cdef bint system_clock  # the clock is mqcore.clock.system_clock_ms: read it in C
+    cdef object cfg_seen  # the writer's configuration max_body was read from
+    cdef Py_ssize_t max_body
 
     def __init__(self, writer):
         self.writer = writer
@@ -319,7 +341,10 @@ cdef class StorePlainSends:
             host_flag |= self.born_v6
         if len(store_host) == self.v6_bytes:
             host_flag |= self.store_v6
-        cdef Py_ssize_t max_body = writer.cfg.max_message_size_bytes, limit = self.limit
+        cfg = writer.cfg
+        if cfg is not self.cfg_seen:  # replaced as a whole by a store configuration update
+            self.max_body, self.cfg_seen = cfg.max_message_size_bytes, cfg
+        cdef Py_ssize_t max_body = self.max_body, limit = self.limit
         commitlog, dispatcher, clock, queues, index = self.commitlog, self.dispatcher, self.clock, self.queues, self.index
         cdef dict queue_map = self.queue_map, offsets = self.offsets
         cdef tuple no_index = (None, 0, 0)
