@@ -716,6 +716,22 @@ def append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy
     (nothing is written: the caller rolls the file the general way); ``indexed`` False
     when the keys were not written (no index buffer, not all of them fit, or a header this
     kernel does not trust: the index service then puts them)."""
+    cdef bint indexed = False
+    cdef Py_ssize_t size = _append_plain(commitlog, pos, limit, phy, topic, queue_id, flag, queue_offset, sys_flag,
+                                         born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+                                         body, properties, consume_queue, unit_pos, tags_code, index, slots,
+                                         max_entries, key_hashes, &indexed)
+    return size, indexed
+
+
+cdef Py_ssize_t _append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy, bytes topic,
+                              int32_t queue_id, int32_t flag, int64_t queue_offset, int32_t sys_flag,
+                              int64_t born_timestamp, bytes born_host, int64_t store_timestamp, bytes store_host,
+                              int32_t reconsume_times, bytes body, bytes properties, object consume_queue,
+                              Py_ssize_t unit_pos, int32_t tags_code, object index, Py_ssize_t slots,
+                              Py_ssize_t max_entries, list key_hashes, bint *indexed_out) except -1:
+    """append_plain's work for C callers (the connection core): the size (0: nothing
+    written), and whether the keys were indexed in ``indexed_out``."""
     cdef Py_ssize_t topic_len = len(topic), props_len = len(properties), body_len = len(body)
     cdef Py_ssize_t born_len = len(born_host), store_len = len(store_host)
     if born_len != (HOST_V6_BYTES if sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_BYTES) or \
@@ -725,9 +741,8 @@ def append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy
         raise ValueError("topic longer than 127 bytes or properties longer than 32767 bytes")
     cdef Py_ssize_t size = _record_size(body_len, topic_len, props_len, sys_flag)
     cdef Py_buffer cl, cq, ix
-    cdef bint indexed = False
     if pos < 0 or pos + size > limit:
-        return 0, False
+        return 0
     PyObject_GetBuffer(commitlog, &cl, PyBUF_WRITABLE)
     try:
         PyObject_GetBuffer(consume_queue, &cq, PyBUF_WRITABLE)
@@ -750,13 +765,13 @@ def append_plain(object commitlog, Py_ssize_t pos, Py_ssize_t limit, int64_t phy
     if index is not None and key_hashes:
         PyObject_GetBuffer(index, &ix, PyBUF_WRITABLE)
         try:
-            indexed = _index_keys(<unsigned char *>ix.buf, ix.len, slots, max_entries, key_hashes, phy,
-                                  store_timestamp)
+            indexed_out[0] = _index_keys(<unsigned char *>ix.buf, ix.len, slots, max_entries, key_hashes, phy,
+                                         store_timestamp)
         finally:
             PyBuffer_Release(&ix)
     else:
-        indexed = not key_hashes
-    return size, indexed
+        indexed_out[0] = not key_hashes
+    return size
 
 
 include "_pipeline_pull.pxi"

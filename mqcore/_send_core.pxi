@@ -73,11 +73,12 @@ cdef inline tuple _index_target(object index, tuple no_index):
     return (mf.buf, index.slots, index.entries)
 
 
-cdef inline void _units_arrived(object dispatcher, tuple arrived) except *:
+cdef inline void _units_arrived(object dispatcher, object topic, int32_t queue_id, int64_t max_offset,
+                                int64_t store_ts) except *:
     """Dispatcher.unit_written_locked(topic, queue_id, max_offset, store_ts)."""
-    dispatcher.last_store_timestamp = arrived[3]
+    dispatcher.last_store_timestamp = store_ts
     for listener in <list>dispatcher.listeners:
-        listener(arrived[0], arrived[1], arrived[2])
+        listener(topic, queue_id, max_offset)
 
 
 cdef class SendCore:
@@ -349,8 +350,13 @@ cdef class StorePlainSends:
         cdef dict queue_map = self.queue_map, offsets = self.offsets
         cdef tuple no_index = (None, 0, 0)
         cdef tuple target, item
-        cdef object key = None, cq = None, arrived = None, mf, unit_mf, topic_b = b"", topic
+        cdef object key = None, cq = None, mf, unit_mf, topic_b = b"", topic
+        # the queue whose units arrived last and are not told yet (arrived_topic None: none)
+        cdef object arrived_topic = None
+        cdef int32_t arrived_queue = 0
+        cdef int64_t arrived_max = 0, arrived_ts = 0
         cdef Py_ssize_t size, pos, upos = 0
+        cdef bint indexed = False
         cdef bint system_clock = self.system_clock
         cdef int64_t queue_offset, phy, store_ts, sys_flag
         cdef int32_t queue_id
@@ -393,10 +399,11 @@ cdef class StorePlainSends:
                         phy = mf.file_from_offset + pos
                         store_ts = _realtime_ms() if system_clock else clock()
                         if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
-                            size, indexed = append_plain(
+                            indexed = False
+                            size = _append_plain(
                                 mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
                                 item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                                upos, item[8], target[0], target[1], target[2], item[9])
+                                upos, item[8], target[0], target[1], target[2], item[9], &indexed)
                     if size:
                         mf.wrote_position += size  # commitlog.commit_locked
                         unit_mf.wrote_position = upos + CQ_UNIT_SIZE  # ConsumeQueue.unit_written_locked
@@ -406,13 +413,13 @@ cdef class StorePlainSends:
                         if not indexed:
                             dispatcher.index_keys_locked(item[9], phy, store_ts)
                             target = _index_target(index, no_index)
-                        if arrived is not None and ((<tuple>arrived)[0] != topic or (<tuple>arrived)[1] != queue_id):
-                            _units_arrived(dispatcher, arrived)
-                        arrived = (topic, queue_id, queue_offset + 1, store_ts)
+                        if arrived_topic is not None and (arrived_topic != topic or arrived_queue != queue_id):
+                            _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
+                        arrived_topic, arrived_queue, arrived_max, arrived_ts = topic, queue_id, queue_offset + 1, store_ts
                     else:
-                        if arrived is not None:  # the general steps notify their own unit: keep the order
-                            _units_arrived(dispatcher, arrived)
-                            arrived = None
+                        if arrived_topic is not None:  # the general steps notify their own unit: keep the order
+                            _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
+                            arrived_topic = None
                         size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
                         if size > limit:
                             break  # more than one commitlog file holds: the general path refuses it
@@ -424,8 +431,8 @@ cdef class StorePlainSends:
                         target = _index_target(index, no_index)
                     stored.append((queue_offset, phy, size))
             finally:
-                if arrived is not None:
-                    _units_arrived(dispatcher, arrived)
+                if arrived_topic is not None:
+                    _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
         finally:
             if lock is not None:
                 lock.release()
