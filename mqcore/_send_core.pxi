@@ -60,8 +60,8 @@ cdef inline object _last_reserved(object queue):
     return mf if mf.reserved else None
 
 
-cdef inline tuple _index_target(object index, tuple no_index):
-    """IndexService.target_locked() or no_index."""
+cdef inline tuple _index_target(object index, object slots, object entries, tuple no_index):
+    """IndexService.target_locked() or no_index (``slots``, ``entries``: the service's, fixed)."""
     if index is None:
         return no_index
     cdef list files = index.files
@@ -70,14 +70,15 @@ cdef inline tuple _index_target(object index, tuple no_index):
     mf = files[len(files) - 1].mf
     if not mf.reserved:
         return no_index
-    return (mf.buf, index.slots, index.entries)
+    return (mf.buf, slots, entries)
 
 
-cdef inline void _units_arrived(object dispatcher, object topic, int32_t queue_id, int64_t max_offset,
-                                int64_t store_ts) except *:
-    """Dispatcher.unit_written_locked(topic, queue_id, max_offset, store_ts)."""
+cdef inline void _units_arrived(object dispatcher, list listeners, object topic, int32_t queue_id,
+                                int64_t max_offset, int64_t store_ts) except *:
+    """Dispatcher.unit_written_locked(topic, queue_id, max_offset, store_ts) (``listeners``:
+    the dispatcher's list, which listeners are added to in place)."""
     dispatcher.last_store_timestamp = store_ts
-    for listener in <list>dispatcher.listeners:
+    for listener in listeners:
         listener(topic, queue_id, max_offset)
 
 
@@ -306,6 +307,8 @@ cdef class StorePlainSends:
     Python body decides, as it does for everything else rare - a file roll, a queue's first
     unit, a full index file (``_put_plain_general_locked``)."""
     cdef object writer, commitlog, dispatcher, clock, queues, index, lock
+    cdef object commitlog_files, index_slots, index_entries  # fixed when the store is built
+    cdef list listeners
     cdef dict queue_map, offsets
     cdef Py_ssize_t v6_bytes, limit
     cdef int64_t born_v6, store_v6
@@ -320,6 +323,10 @@ cdef class StorePlainSends:
         self.queue_map = <dict>self.queues.queues
         self.offsets = <dict>writer.queue_offsets
         self.index = self.dispatcher.index
+        self.commitlog_files = self.commitlog.queue
+        self.listeners = self.dispatcher.listeners
+        if self.index is not None:
+            self.index_slots, self.index_entries = self.index.slots, self.index.entries
         self.lock = writer.lock
         cdef Py_ssize_t min_blank
         self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
@@ -350,7 +357,11 @@ cdef class StorePlainSends:
         cdef dict queue_map = self.queue_map, offsets = self.offsets
         cdef tuple no_index = (None, 0, 0)
         cdef tuple target, item
-        cdef object key = None, cq = None, mf, unit_mf, topic_b = b"", topic
+        cdef object key = None, cq = None, mf, unit_mf, topic_b = b"", topic, mf_buf = None
+        cdef int64_t mf_base = 0  # mf's file_from_offset
+        cdef object commitlog_files = self.commitlog_files, index_slots = self.index_slots
+        cdef object index_entries = self.index_entries
+        cdef list listeners = self.listeners
         # the queue whose units arrived last and are not told yet (arrived_topic None: none)
         cdef object arrived_topic = None
         cdef int32_t arrived_queue = 0
@@ -371,8 +382,10 @@ cdef class StorePlainSends:
             plain_dispatch = dispatcher.no_new_queues_below <= 0
             # the commitlog file and index file appends go to; fetched again after the general
             # steps (which may roll either)
-            mf = _last_reserved(commitlog.queue) if plain_dispatch else None
-            target = _index_target(index, no_index)
+            mf = _last_reserved(commitlog_files) if plain_dispatch else None
+            if mf is not None:
+                mf_base, mf_buf = mf.file_from_offset, mf.buf
+            target = _index_target(index, index_slots, index_entries, no_index)
             try:
                 for item in items:
                     topic, queue_id, body = item[1], item[2], item[10]
@@ -396,29 +409,29 @@ cdef class StorePlainSends:
                     size = 0
                     if unit_mf is not None:
                         pos = mf.wrote_position
-                        phy = mf.file_from_offset + pos
+                        phy = mf_base + pos
                         store_ts = _realtime_ms() if system_clock else clock()
                         if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
                             indexed = False
                             size = _append_plain(
-                                mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                                mf_buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
                                 item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
                                 upos, item[8], target[0], target[1], target[2], item[9], &indexed)
                     if size:
-                        mf.wrote_position += size  # commitlog.commit_locked
+                        mf.wrote_position = pos + size  # commitlog.commit_locked
                         unit_mf.wrote_position = upos + CQ_UNIT_SIZE  # ConsumeQueue.unit_written_locked
                         cq.max_physic_offset = phy + size
                         offsets[key] = queue_offset + 1
                         writer.last_store_timestamp = store_ts
                         if not indexed:
                             dispatcher.index_keys_locked(item[9], phy, store_ts)
-                            target = _index_target(index, no_index)
+                            target = _index_target(index, index_slots, index_entries, no_index)
                         if arrived_topic is not None and (arrived_topic != topic or arrived_queue != queue_id):
-                            _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
+                            _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
                         arrived_topic, arrived_queue, arrived_max, arrived_ts = topic, queue_id, queue_offset + 1, store_ts
                     else:
                         if arrived_topic is not None:  # the general steps notify their own unit: keep the order
-                            _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
+                            _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
                             arrived_topic = None
                         size = writer.record_size_plain(body, topic_b, item[7], sys_flag)
                         if size > limit:
@@ -427,12 +440,14 @@ cdef class StorePlainSends:
                                                                         born_host, store_host)
                         if refusal is not None:
                             return stored, refusal
-                        mf = _last_reserved(commitlog.queue) if plain_dispatch else None
-                        target = _index_target(index, no_index)
+                        mf = _last_reserved(commitlog_files) if plain_dispatch else None
+                        if mf is not None:
+                            mf_base, mf_buf = mf.file_from_offset, mf.buf
+                        target = _index_target(index, index_slots, index_entries, no_index)
                     stored.append((queue_offset, phy, size))
             finally:
                 if arrived_topic is not None:
-                    _units_arrived(dispatcher, arrived_topic, arrived_queue, arrived_max, arrived_ts)
+                    _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
         finally:
             if lock is not None:
                 lock.release()
