@@ -301,8 +301,11 @@ cdef class StorePlainSends:
     """``MessageWriter.put_plain_sends`` compiled (the writer calls ``StorePlainSends(self)`` and
     binds the result in place of its Python body, which the twin kernels keep running): the
     same steps in the same order under one hold of the put lock, so the files are the same
-    byte for byte. The store's parts that never change (commitlog, dispatcher, queue map,
-    offsets, lock, clock, index) are held here. The refusals every put gets are read as two
+    byte for byte. The store's parts that never change (commitlog and its file queue,
+    dispatcher and its listener list, queue map, offsets, lock, clock, index and its
+    geometry) are held here, and the small steps the Python body calls methods for (the
+    last file, the next consume-queue unit, the index target, the clock, the arrival
+    listeners) are done in place by the helpers at the top of this file. The refusals every put gets are read as two
     fields first (``refuse_reason``, ``disk_full_reason``): when either is set the writer's
     Python body decides, as it does for everything else rare - a file roll, a queue's first
     unit, a full index file (``_put_plain_general_locked``)."""
