@@ -249,7 +249,7 @@ def test_exchange_reports_a_timeout_and_a_peer_close(k):
 
 def test_exchange_constants_agree():
     names = ("EXCHANGE_WRITE_TIMEOUT", "EXCHANGE_READ_TIMEOUT", "EXCHANGE_PEER_CLOSED", "EXCHANGE_WRITE_FAILED",
-             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES")
+             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES", "EXCHANGE_WAIT_SLICE_MS")
     assert [getattr(_wire_client, n) for n in names] == [getattr(_wire_client_py, n) for n in names]
 
 

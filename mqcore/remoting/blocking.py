@@ -43,6 +43,7 @@ import math
 import os
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,8 @@ _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as on the loop's chann
 #: bodies up to this size go out in one send() with the prefix (as on the loop's channels)
 _JOIN_BODY_BYTES = 16 * 1024
 
+#: the connection's socket blocks (the kernels' reads wait in recv): every other call passes this
+_DONTWAIT = socket.MSG_DONTWAIT
 #: poll events that end a wait for the answer: data, or the peer hanging up or failing
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 #: called with (addr, request) right before a request is encoded
@@ -101,9 +104,17 @@ class BlockingConnection:
         self._kernels = k = kernels or default_wire_client_kernels()
         self._kernel_exchange = k.exchange
         self._encode_frame = k.encode_request_frame
-        # non-blocking for good, waiting in poll(): a socket timeout would cost an ioctl per
-        # settimeout and a poll before every send (7 system calls per round trip, now 4)
-        sock.setblocking(False)
+        # blocking, with SO_RCVTIMEO/SO_SNDTIMEO of one wait slice, set once: the kernels' read
+        # of an answer waits inside recv (one system call per answer, no poll before it) and a
+        # wait never outlasts a slice, so deadlines hold (the kernels poll for the last slice).
+        # Every other read and write here passes MSG_DONTWAIT. (Python's settimeout would
+        # cost an ioctl per call and a poll before every send.)
+        sock.setblocking(True)
+        slice_s = self._kernels.EXCHANGE_WAIT_SLICE_MS // 1000
+        slice_us = self._kernels.EXCHANGE_WAIT_SLICE_MS % 1000 * 1000
+        timeval = struct.pack("@ll", slice_s, slice_us)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
         self._poll = select.poll()
         self._poll.register(sock, _READABLE)
         # a private budget: one frame at a time on this socket, so it never waits
@@ -300,7 +311,7 @@ class BlockingConnection:
             view = memoryview(part).cast("B")
             while view:
                 try:
-                    sent = sock.send(view)
+                    sent = sock.send(view, _DONTWAIT)
                 except BlockingIOError:
                     sent = 0
                 except OSError as e:
@@ -335,7 +346,7 @@ class BlockingConnection:
             wait_ms = math.ceil(self._remaining(deadline, code, opaque) * 1000.0)
             try:
                 ready = poll.poll(wait_ms)
-                n = sock.recv_into(receiver.get_buffer()) if ready else -1
+                n = sock.recv_into(receiver.get_buffer(), 0, _DONTWAIT) if ready else -1
             except BlockingIOError:
                 continue  # woken without data: wait again
             except OSError as e:
