@@ -193,20 +193,39 @@ def _answer_frame(opaque: int, body: bytes = b"", code: int = 0) -> bytes:
                                         {"msgId": "ABC", "queueId": "1", "queueOffset": "7"}, body=body))
 
 
-def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0):
+def _blocking_like_a_connection(sock) -> None:
+    """Make ``sock`` what ``BlockingConnection`` hands the kernels: blocking, with receive and
+    send timeouts of one wait slice."""
+    import socket
+    import struct
+    sock.setblocking(True)
+    ms = _wire_client.EXCHANGE_WAIT_SLICE_MS
+    timeval = struct.pack("@ll", ms // 1000, ms % 1000 * 1000)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
+def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0, blocking: bool = False,
+                   delay_s: float = 0.0):
     """Run ``k.exchange`` on one end of a socket pair whose other end reads the request and
-    answers ``peer_sends`` (then closes when asked); returns (result, request bytes seen)."""
+    answers ``peer_sends`` (after ``delay_s``; then closes when asked); returns (result,
+    request bytes seen). ``blocking``: the caller's end as ``BlockingConnection`` sets it."""
     import socket
     import threading
     import time
     a, b = socket.socketpair()
-    a.setblocking(False)
+    if blocking:
+        _blocking_like_a_connection(a)
+    else:
+        a.setblocking(False)
     seen = bytearray()
     request = _generic(310, LanguageCode.JAVA, 399, 5, 0, ("a",), ("x" * 100,), b"body")
 
     def peer():
         while len(seen) < len(request):
             seen.extend(b.recv(65536))
+        if delay_s:
+            time.sleep(delay_s)  # the peer's own pace: what the test waits through
         if peer_sends:
             b.sendall(peer_sends)
         if close:
@@ -245,6 +264,27 @@ def test_exchange_reports_a_timeout_and_a_peer_close(k):
     assert _exchange_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
     assert _exchange_with(k, b"", close=True) == k.EXCHANGE_PEER_CLOSED
     assert _exchange_with(k, _answer_frame(5)[:10], close=True) == k.EXCHANGE_PEER_CLOSED  # half a frame
+
+
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_on_a_blocking_socket_waits_in_the_read_and_keeps_the_deadline(k):
+    """BlockingConnection's sockets block (SO_RCVTIMEO of one slice): the answer is read by a
+    read that waits itself, across slices, and a deadline between two slices still holds."""
+    import time
+    slice_s = k.EXCHANGE_WAIT_SLICE_MS / 1000
+    code, opaque, _flag, _remark, ext = _exchange_with(k, _answer_frame(5), blocking=True)
+    assert (code, opaque, ext["queueOffset"]) == (0, 5, "7")
+    late = _exchange_with(k, _answer_frame(5), blocking=True, delay_s=2.5 * slice_s)  # past two slices
+    assert type(late) is tuple and late[1] == 5
+    for timeout_s in (0.5 * slice_s, 2.5 * slice_s):
+        t0 = time.monotonic()
+        assert _exchange_with(k, b"", blocking=True, timeout_s=timeout_s) == k.EXCHANGE_READ_TIMEOUT
+        waited = time.monotonic() - t0
+        assert timeout_s <= waited < timeout_s + 0.5 * slice_s, (timeout_s, waited)
+    assert _exchange_with(k, b"", close=True, blocking=True) == k.EXCHANGE_PEER_CLOSED
+    body = _answer_frame(5, body=b"x" * 20_000)
+    got = _exchange_with(k, body, blocking=True)
+    assert type(got) is bytes and body.startswith(got) and len(got) >= 4
 
 
 def test_exchange_constants_agree():

@@ -339,3 +339,34 @@ def test_invoke_frame_sends_a_large_frame_in_pieces_and_reads_answers_both_ways(
         finally:
             pool.close()
     served(calls)
+
+
+def test_kernel_reads_wait_in_recv_on_a_blocking_socket_and_keep_the_deadline() -> None:
+    """The pool's sockets block with one wait slice as SO_RCVTIMEO/SO_SNDTIMEO (the exchange
+    kernel's read waits inside recv: no poll before it); an answer several slices late still
+    arrives, and a deadline between two slices still holds."""
+    import struct
+
+    def calls(server, addr):
+        pool = BlockingPool()
+        slice_ms = pool.kernels.EXCHANGE_WAIT_SLICE_MS
+        try:
+            def call(sleep_s: float, timeout_ms: float):
+                return pool.call(addr, SLOW, "PYTHON", 399, ("sleep",), (str(sleep_s),), b"",
+                                 timeout_ms)
+            answer = call(2.5 * slice_ms / 1000, 5000)
+            assert answer[0] == ResponseCode.SUCCESS and answer[3] == "late"
+            conn = pool._hot[addr]
+            sock = conn._sock
+            assert sock.getblocking()
+            timeval = struct.pack("@ll", slice_ms // 1000, slice_ms % 1000 * 1000)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, len(timeval)) == timeval
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, len(timeval)) == timeval
+            started = time.monotonic()
+            with pytest.raises(RemotingTimeoutError):
+                call(3, 1.5 * slice_ms)
+            assert time.monotonic() - started < 1.5 * slice_ms / 1000 + 1.0  # not the 3 s answer
+            assert pool.idle_count(addr) == 0  # a timed-out socket is not reused
+        finally:
+            pool.close()
+    served(calls)
