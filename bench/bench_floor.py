@@ -25,6 +25,19 @@ for the answer, N times:
 10. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
 
+The floors of ``Producer.send``'s client CPU (issue 22): a "canned" server answers every
+frame with a broker's usual SEND answer (SUCCESS, its opaque and queue id, a msgId and
+offset) after spinning ``--answer-delay-us`` (about the time a broker takes, so the client
+sleeps as it does on a broker; compare the rungs' µs per trip with ``mqbroker``'s):
+
+* ``template-canned``: the very kernel call ``Producer.send`` makes (``SendTemplate.send``
+  on a ``BlockingConnection``'s socket: fill the frame, write, wait in recv with the GIL
+  released, read, the SendResult), in a bare loop: the floor of the kernel path;
+* ``blocking-canned``: a plain blocking-socket client (``sendall``/``recv``) of the same
+  server: the floor of any Python client that sleeps for its answer;
+* ``mqbroker`` minus these is what ``Producer.send`` adds (Message, checks, queue choice, the
+  pool) plus the broker's own answer time difference (printed as ``us_per_trip``).
+
 Pipelined rungs (one-in-flight figures are dominated by the cost of waking a process up;
 with many requests in flight wake-ups amortize and what is left is each request's own work):
 
@@ -62,6 +75,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -77,7 +91,7 @@ from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking",
          "mqbroker-loop", "mqbroker", "mqbroker-stub", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst",
-         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst"]
+         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "template-canned", "blocking-canned"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -111,8 +125,34 @@ def have_uvloop() -> bool:
 SLOW_ECHO_S = 50e-6
 
 
-def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
-    conn, _ = sock.accept()
+#: ``--answer-delay-us``: how long the canned server spins before each answer
+ANSWER_DELAY_US = 8.0
+#: the canned server's answer: a broker's usual SEND_MESSAGE_V2 answer (fields filled per request)
+CANNED_ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d",'
+                 b'"queueOffset":"123","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,'
+                 b'"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":399}')
+_OPAQUE_RE = re.compile(rb'"opaque":(\d+)')
+_QUEUE_RE = re.compile(rb'"e":"(\d+)"')
+
+
+def canned_answer(request: bytes) -> bytes:
+    """The canned SEND answer frame to ``request`` (its opaque and queue id; 0 when absent)."""
+    header = request[8:8 + (int.from_bytes(request[4:8], "big") & 0xFFFFFF)]
+    opaque, queue = _OPAQUE_RE.search(header), _QUEUE_RE.search(header)
+    answer = CANNED_ANSWER % (int(queue.group(1)) if queue else 0, int(opaque.group(1)) if opaque else 0)
+    return (4 + len(answer)).to_bytes(4, "big") + len(answer).to_bytes(4, "big") + answer
+
+
+def serve_blocking(sock: socket.socket, delay_s: float = 0.0, answer=None) -> None:
+    """Answer each frame with itself, or with ``answer(frame)``, after spinning ``delay_s``;
+    one connection after the other."""
+    while True:
+        conn, _ = sock.accept()
+        with conn:
+            _serve_connection(conn, delay_s, answer)
+
+
+def _serve_connection(conn: socket.socket, delay_s: float, answer) -> None:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray()
     while True:
@@ -128,7 +168,8 @@ def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
                 end = time.perf_counter() + delay_s
                 while time.perf_counter() < end:
                     pass
-            conn.sendall(bytes(buf[:4 + length]))
+            request = bytes(buf[:4 + length])
+            conn.sendall(answer(request) if answer is not None else request)
             del buf[:4 + length]
 
 
@@ -200,6 +241,8 @@ def child_main(kind: str, port: int) -> None:
         serve_blocking(sock)
     elif kind == "blocking-slow":
         serve_blocking(sock, SLOW_ECHO_S)
+    elif kind.startswith("canned:"):
+        serve_blocking(sock, float(kind.split(":", 1)[1]) * 1e-6, canned_answer)
     elif kind == "asyncio":
         asyncio.run(serve_async(sock))
     elif kind == "uvloop":
@@ -281,6 +324,45 @@ def client_blocking(port: int, frame: bytes, n: int) -> None:
                 got += len(chunk)
 
 
+def client_blocking_frames(port: int, frame: bytes, n: int) -> None:
+    """``client_blocking`` reading whole answer frames of any length (the canned server's)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(n):
+            s.sendall(frame)
+            got = s.recv(65536)
+            while len(got) < 4 or len(got) < 4 + int.from_bytes(got[:4], "big"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("server closed")
+                got += chunk
+
+
+def client_template(port: int, n: int, size: int = 100) -> None:
+    """``n`` calls of the kernel ``Producer.send`` makes (``SendTemplate.send``) on a
+    ``BlockingConnection``'s socket (blocking, one wait slice as SO_RCVTIMEO), each answer
+    checked to be the SendResult; nothing else per send."""
+    from mqcore._compat import default_wire_client_kernels
+    from mqcore.client.message import SendResult, SendStatus
+    from mqcore.remoting.bodies import MessageQueue
+    from mqcore.remoting.blocking import BlockingConnection
+    k = default_wire_client_kernels()
+    mq = MessageQueue("FloorTopic", "broker-a", 1)
+    template = k.send_template(int(RequestCode.SEND_MESSAGE_V2), "PYTHON", 399, "floor", "FloorTopic", "TBW102", 4,
+                               1, "broker-a", mq, SendResult, SendStatus.SEND_OK)
+    conn = BlockingConnection.connect(f"127.0.0.1:{port}", 3.0)
+    try:
+        fd, body = conn._sock.fileno(), b"x" * size
+        props = {"WAIT": "true", "UNIQ_KEY": "7F00000166E26A7CE87182E70E4B1A80"}
+        send, monotonic = template.send, time.monotonic
+        for opaque in range(1, n + 1):
+            result = send(fd, opaque, 1_700_000_000_000, 0, props, body, monotonic() + 3.0, "U")
+            if type(result) is not SendResult:
+                raise RuntimeError(f"the canned answer came back as {result!r}")
+    finally:
+        conn.close()
+
+
 async def client_async(port: int, frame: bytes, n: int) -> None:
     loop = asyncio.get_running_loop()
     want = len(frame)
@@ -347,7 +429,8 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 
 def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
-            window: int = BURST_WINDOW, baseline_client: bool = False) -> dict:
+            window: int = BURST_WINDOW, baseline_client: bool = False,
+            answer_delay_us: float = ANSWER_DELAY_US) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
@@ -373,12 +456,18 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1), "rung": rung}
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
+    if rung.endswith("-canned"):
+        kind = f"canned:{answer_delay_us}"
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
     try:
         # one connection per timed run (the blocking server serves exactly one)
         def once(count: int) -> None:
             if rung in ("blocking", "blocking-slow"):
                 client_blocking(port, frame, count)
+            elif rung == "blocking-canned":
+                client_blocking_frames(port, frame, count)
+            elif rung == "template-canned":
+                client_template(port, count)
             elif rung in ("asyncio", "uvloop"):
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
             elif rung == "remoting":
@@ -753,6 +842,8 @@ def main() -> None:
     ap.add_argument("--baseline-client", action="store_true",
                     help="with --baseline-tree: the baseline send rungs also use that checkout's client (run in a "
                          "child process, as ours then is): a before/after of the client")
+    ap.add_argument("--answer-delay-us", type=float, default=ANSWER_DELAY_US,
+                    help="the canned server's spin before each answer (the *-canned rungs): about a broker's")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -773,7 +864,8 @@ def main() -> None:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
-                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client)
+                row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client,
+                              args.answer_delay_us)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
@@ -786,7 +878,7 @@ def main() -> None:
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
         print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} |")
-    for floor in ("blocking", "blocking-slow"):
+    for floor in ("blocking", "blocking-slow", "blocking-canned", "template-canned"):
         if not rows.get(floor):
             continue
         # a send's client CPU past what a plain blocking echo client pays for a round trip
