@@ -661,15 +661,20 @@ cdef inline int64_t _wc_plain_int(object text, Py_ssize_t max_digits):
     return v
 
 
+cdef class _ResultMaker
+
+
 cdef class SendTemplate:
     """The constant parts of one queue's SEND_MESSAGE_V2 frame (see the twin)."""
     cdef readonly bytes head, mid, tail
     cdef readonly object mq, result_type, send_ok
     cdef readonly int64_t queue_id
+    cdef _ResultMaker _results  # the SendResult's slots written directly: no Python __init__ per send
 
     def __init__(self, bytes head, bytes mid, bytes tail, mq, int64_t queue_id, result_type, send_ok):
         self.head, self.mid, self.tail = head, mid, tail
         self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
+        self._results = _ResultMaker(result_type)
 
     def frame(self, int64_t opaque, born, flag, dict properties, bytes body):
         return self._frame(opaque, born, flag, properties, body)
@@ -801,8 +806,8 @@ cdef class SendTemplate:
         if (transaction_id is not None and type(transaction_id) is not str) or (
                 region is not None and type(region) is not str):
             return None
-        return self.result_type(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
-                                "DefaultRegion" if region is None else region, trace_on)
+        return self._results.make(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
+                                  "DefaultRegion" if region is None else region, trace_on)
 
 
 cdef enum:
@@ -924,8 +929,8 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
     if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \
             or offset < 0:
         return None
-    return t.result_type(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
-                         "DefaultRegion" if region is None else region, trace_on)
+    return t._results.make(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
+                           "DefaultRegion" if region is None else region, trace_on)
 
 
 cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t max_digits) noexcept:
