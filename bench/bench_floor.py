@@ -101,12 +101,12 @@ PULL_BURST_MAX = 8000
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def sample_frame(topic: str = "BenchTopic") -> bytes:
+def sample_frame(topic: str = "BenchTopic", body_bytes: int = 100) -> bytes:
     """A send-like request: a JSON header with the usual fields and a 100 B body."""
     cmd = create_request(RequestCode.SEND_MESSAGE_V2,
                          {"a": "ProducerGroup", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
                           "g": "1700000000000", "h": "0", "i": "UNIQ_KEY\x01ABCDEF0123456789\x02", "j": "0",
-                          "k": "false", "m": "false"}, body=b"x" * 100, opaque=1)
+                          "k": "false", "m": "false"}, body=b"x" * body_bytes, opaque=1)
     return encode_frame(cmd)
 
 
@@ -430,7 +430,7 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
             window: int = BURST_WINDOW, baseline_client: bool = False,
-            answer_delay_us: float = ANSWER_DELAY_US) -> dict:
+            answer_delay_us: float = ANSWER_DELAY_US, body_bytes: int = 100) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
@@ -443,11 +443,12 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         elif name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
             here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             client_tree = tree if (tree is not None and baseline_client) else here
-            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree)
+            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree,
+                                       body_bytes=body_bytes)
         elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
-            row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
+            row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree, body_bytes=body_bytes)
         row["rung"] = rung
         return row
     if rung == "redis-burst":
@@ -465,9 +466,9 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
             if rung in ("blocking", "blocking-slow"):
                 client_blocking(port, frame, count)
             elif rung == "blocking-canned":
-                client_blocking_frames(port, frame, count)
+                client_blocking_frames(port, sample_frame(body_bytes=body_bytes), count)
             elif rung == "template-canned":
-                client_template(port, count)
+                client_template(port, count, body_bytes)
             elif rung in ("asyncio", "uvloop"):
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
             elif rung == "remoting":
@@ -740,12 +741,12 @@ def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
-def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None) -> dict:
+def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None, body_bytes: int = 100) -> dict:
     from mqcore.client import Message, Producer
     child = start_broker(tmp, tree)
     try:
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
-        body = b"x" * 100
+        body = b"x" * body_bytes
         with Producer("floor", namesrv_addr=fields["namesrv"]) as p:
             def send(msg: Message) -> object:
                 return p.send_async(msg).result() if via_loop else p.send(msg)
@@ -774,6 +775,7 @@ import json, sys, time
 from mqcore.client import Message, Producer
 from mqcore import _compat
 namesrv, n, stub = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "stub"
+size = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 K = _compat.default_wire_client_kernels()
 ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
           b'"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
@@ -789,7 +791,7 @@ class StubTemplate:
         return t.read_answer(ANSWER % (t.queue_id, opaque), opaque, uniq)
 def stub_exchange(fd, frame, opaque, deadline):
     return K.decode_json_answer(ANSWER % (1, opaque))
-body = b"x" * 100
+body = b"x" * size
 with Producer("floor", namesrv_addr=namesrv) as p:
     for _ in range(min(2000, n)):
         p.send(Message("FloorTopic", body))
@@ -810,7 +812,8 @@ with Producer("floor", namesrv_addr=namesrv) as p:
 """
 
 
-def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str) -> dict:
+def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str,
+                         body_bytes: int = 100) -> dict:
     """The ``mqbroker`` rung (``stub``: ``mqbroker-stub``) with the client of ``client_tree``
     in a child process (CLIENT_CHILD); the broker of ``tree`` (None: ours)."""
     child = start_broker(tmp, tree)
@@ -818,7 +821,8 @@ def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, clie
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         cwd = os.path.abspath(client_tree)
         srv0 = cpu_of(child.proc.pid)
-        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real"],
+        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real",
+                              str(body_bytes)],
                              cwd=cwd, env={**os.environ, "PYTHONPATH": cwd}, capture_output=True, text=True,
                              timeout=600, check=True)
         srv = cpu_of(child.proc.pid) - srv0  # includes the child's warm-up: read only the real rung's client side
@@ -844,6 +848,8 @@ def main() -> None:
                          "child process, as ours then is): a before/after of the client")
     ap.add_argument("--answer-delay-us", type=float, default=ANSWER_DELAY_US,
                     help="the canned server's spin before each answer (the *-canned rungs): about a broker's")
+    ap.add_argument("--body-bytes", type=int, default=100,
+                    help="the message body of the client rungs (mqbroker, mqbroker-stub, mqbroker-loop, *-canned)")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -865,14 +871,15 @@ def main() -> None:
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
                 row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client,
-                              args.answer_delay_us)
+                              args.answer_delay_us, args.body_bytes)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
                 rows[rung].append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
-          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}) "
+          f"{args.window} in flight, client rungs' body {args.body_bytes} B, canned answers after "
+          f"{args.answer_delay_us:g} µs, load {min(loads):.1f}-{max(loads):.1f}) "
           f"| µs per trip | client CPU µs | server CPU µs |")
     print("|---|---:|---:|---:|")
     for rung, rs in rows.items():
