@@ -12,6 +12,11 @@ frames until its answer arrives, and puts the socket back.
   each, more threads open extra sockets that are closed when they are returned. The
   socket returned last per address waits in a "hot" slot taken and returned with one
   atomic dict operation (no lock): a thread sending in a loop pays no lock round trips.
+* The sockets block, with one wait slice (``EXCHANGE_WAIT_SLICE_MS``) as SO_RCVTIMEO and
+  SO_SNDTIMEO: the kernels' read of an answer waits inside ``recv`` itself, so a send is
+  two system calls (``sendto``, ``recvfrom``), not three with a ``poll`` before the read;
+  the last slice before a deadline is waited in ``poll``, and every other read and write
+  here passes MSG_DONTWAIT, so no call outlives its deadline.
 * Frames are split by the same :class:`~mqcore.remoting.framing.FrameReceiver` as the
   loop's channels (same frame limit, same decoder), so the wire format and the
   handling of malformed or oversized answers do not depend on the path.
