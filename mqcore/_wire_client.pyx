@@ -475,6 +475,8 @@ DEF _XBUF = 8192
 #: caller sets): ``exchange`` waits there only while more than this is left (see the twin)
 EXCHANGE_WAIT_SLICE_MS = 100
 DEF _XSLICE_MS = 100
+#: ``SendTemplate.send`` writes frames up to this size on its stack (larger ones into a bytes)
+DEF _FRAME_SCRATCH = 4096
 
 
 cdef inline int _wc_wait_ms(double deadline) noexcept nogil:
@@ -679,7 +681,11 @@ cdef class SendTemplate:
     def frame(self, int64_t opaque, born, flag, dict properties, bytes body):
         return self._frame(opaque, born, flag, properties, body)
 
-    cdef object _frame(self, int64_t opaque, object born, object flag, dict properties, bytes body):
+    cdef object _frame(self, int64_t opaque, object born, object flag, dict properties, bytes body,
+                       char* scratch=NULL, Py_ssize_t cap=0, Py_ssize_t* written=NULL):
+        """The frame as bytes, None when declined; given ``scratch``, a frame of at most ``cap``
+        bytes is written there instead (its size in ``written``) and True is returned (``send``:
+        no bytes object per send)."""
         if not (_wc_plain_int_type(born) and _wc_plain_int_type(flag)) or opaque < 0 or opaque > _WC_INT32_MAX:
             return None
         # the properties string (messageProperties2String) as JSON would quote it, measured first
@@ -711,8 +717,14 @@ cdef class SendTemplate:
         cdef Py_ssize_t header_len = head_n + nlen[0] + 7 + nlen[1] + 7 + props_len + mid_n + nlen[2] + tail_n
         if header_len > 0xFFFFFF or 4 + header_len + body_len > _WC_INT32_MAX:
             return None
-        frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
-        cdef char* start = PyBytes_AS_STRING(frame)
+        cdef char* start
+        if scratch != NULL and 8 + header_len + body_len <= cap:
+            frame = True
+            start = scratch
+            written[0] = 8 + header_len + body_len
+        else:
+            frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
+            start = PyBytes_AS_STRING(frame)
         cdef char* out = start
         cdef uint32_t length = <uint32_t>(4 + header_len + body_len)
         cdef uint32_t word = <uint32_t>header_len
@@ -743,14 +755,18 @@ cdef class SendTemplate:
         return frame
 
     def send(self, int fd, int64_t opaque, born, flag, dict properties, bytes body, double deadline, str uniq_id):
-        frame = self._frame(opaque, born, flag, properties, body)
+        cdef char scratch[_FRAME_SCRATCH]  # the usual frame is written here: no bytes object per send
+        cdef Py_ssize_t total = 0
+        frame = self._frame(opaque, born, flag, properties, body, scratch, _FRAME_SCRATCH, &total)
         if frame is None:
             return None
+        cdef const unsigned char* src = <const unsigned char*>scratch
+        if frame is not True:
+            src = <const unsigned char*>PyBytes_AS_STRING(frame)
+            total = len(<bytes>frame)
         cdef Py_ssize_t got = 0, need = -1
         cdef int kind, err = 0
         cdef unsigned char buf[_XBUF]
-        cdef const unsigned char* src = <const unsigned char*>PyBytes_AS_STRING(frame)
-        cdef Py_ssize_t total = len(<bytes>frame)
         with nogil:
             kind = _wc_roundtrip(fd, src, total, deadline, buf, &got, &need, &err)
         if kind:

@@ -445,7 +445,7 @@ def test_the_usual_answer_is_read_straight_into_a_send_result():
             SendStatus.SEND_OK, "UNIQ", 7, "ABC", "DefaultRegion", True)
 
 
-def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
+def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0, body: bytes = b"body"):
     """``SendTemplate.send`` on one end of a socket pair whose other end reads the request
     and answers ``peer_sends``; (result, request bytes seen, the frame expected)."""
     import socket
@@ -456,7 +456,7 @@ def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
     seen = bytearray()
     t = _template(k)
     props = {"WAIT": "true", "UNIQ_KEY": "U1"}
-    request = t.frame(5, 1_700_000_000_000, 0, props, b"body")
+    request = t.frame(5, 1_700_000_000_000, 0, props, body)
 
     def peer():
         while len(seen) < len(request):
@@ -466,7 +466,7 @@ def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
     th = threading.Thread(target=peer)
     th.start()
     try:
-        result = t.send(a.fileno(), 5, 1_700_000_000_000, 0, props, b"body", time.monotonic() + timeout_s, "U1")
+        result = t.send(a.fileno(), 5, 1_700_000_000_000, 0, props, body, time.monotonic() + timeout_s, "U1")
     finally:
         th.join(10)
         a.close()
@@ -488,6 +488,9 @@ def test_template_send_exchanges_in_one_call(k):
     with_body = _answer_frame(5, body=b"xyz")
     assert _template_send_with(k, with_body) == with_body  # bytes: the frame reader's
     assert _template_send_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
+    for size in (3_600, 4_200, 20_000):  # frames around and over the size the kernel writes on its stack
+        got = _template_send_with(k, usual, body=b"b" * size)  # (the helper checks the bytes the peer read)
+        assert type(got) is SendResult and got.queue_offset == 7
 
 
 @pytest.mark.parametrize("k", BOTH)
