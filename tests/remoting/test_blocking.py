@@ -232,14 +232,19 @@ def test_concurrent_threads_each_get_their_own_answer() -> None:
     served(calls)
 
 
-def test_close_wakes_a_blocked_caller() -> None:
+@pytest.mark.parametrize("path", ["invoke", "kernel"])
+def test_close_wakes_a_blocked_caller(path: str) -> None:
+    """Also a caller blocked inside the exchange kernel's recv (``call``: the send path's)."""
     def calls(server, addr):
         pool = BlockingPool()
         outcome: list[BaseException] = []
 
         def caller() -> None:
             try:
-                pool.invoke(addr, create_request(SLOW, {"sleep": "10"}), 20_000)
+                if path == "invoke":
+                    pool.invoke(addr, create_request(SLOW, {"sleep": "10"}), 20_000)
+                else:
+                    pool.call(addr, SLOW, "PYTHON", 399, ("sleep",), ("10",), b"", 20_000)
             except BaseException as e:
                 outcome.append(e)
         t = threading.Thread(target=caller)
