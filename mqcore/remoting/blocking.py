@@ -476,15 +476,25 @@ class BlockingPool:
             return None
         now = time.monotonic()
         deadline = now + timeout_ms / 1000.0
-        conn = self._take(addr, deadline, timeout_ms, now)
+        conn = self._hot.pop(addr, None)  # _take's usual case without its call (one per send)
+        if conn is not None and now - conn.idle_since < IDLE_CHECK_S:
+            self._busy.add(conn)
+            if self._closed:  # as in _take
+                self._discard(conn)
+                raise ClosedError(f"{self.name} is shut down")
+        else:
+            conn = self._take(addr, deadline, timeout_ms, now, conn)
         try:
             return conn.send_template(template, code, born, flag, properties, body, uniq_id, deadline,
                                       self._decode_answer)
         finally:
             self._give_back(conn, now)
 
-    def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
-        conn = self._hot.pop(addr, None)  # atomic: no other thread gets it
+    def _take(self, addr: str, deadline: float, timeout_ms: float, now: float,
+              hot: BlockingConnection | None = None) -> BlockingConnection:
+        """A connection to ``addr``: the hot one (``hot``: already taken from the hot slot),
+        an idle one, or a new one; an idle one the peer closed is replaced."""
+        conn = hot if hot is not None else self._hot.pop(addr, None)  # atomic: no other thread gets it
         if conn is not None:
             self._busy.add(conn)
             if self._closed:  # close() ran while it was neither hot nor busy: it is ours to close
