@@ -27,8 +27,9 @@ for the answer, N times:
 
 The floors of ``Producer.send``'s client CPU (issue 22): a "canned" server answers every
 frame with a broker's usual SEND answer (SUCCESS, its opaque and queue id, a msgId and
-offset) after spinning ``--answer-delay-us`` (about the time a broker takes, so the client
-sleeps as it does on a broker; compare the rungs' µs per trip with ``mqbroker``'s):
+offset) after spinning ``--answer-delay-us``, by default fitted round by round so that the
+rung's round trip takes as long as ``mqbroker``'s (the client then sleeps as long as on the
+broker, which on a VM changes what the wake-up costs; list ``mqbroker`` first):
 
 * ``template-canned``: the very kernel call ``Producer.send`` makes (``SendTemplate.send``
   on a ``BlockingConnection``'s socket: fill the frame, write, wait in recv with the GIL
@@ -125,8 +126,37 @@ def have_uvloop() -> bool:
 SLOW_ECHO_S = 50e-6
 
 
-#: ``--answer-delay-us``: how long the canned server spins before each answer
+#: how long the canned server spins before each answer until the rounds have measured ``mqbroker``
+#: (``--answer-delay-us auto``, the default: see ``CannedDelay``)
 ANSWER_DELAY_US = 8.0
+
+
+class CannedDelay:
+    """The canned server's spin per rung, fitted round by round so that its round trip takes as
+    long as ``mqbroker``'s in the same run (how long the client sleeps changes what its wake-up
+    costs on a VM: a floor that answers sooner than the broker is not the broker's floor). Put
+    ``mqbroker`` before the ``*-canned`` rungs in ``--only``; ``fixed``: a set delay instead."""
+
+    def __init__(self, fixed: float | None) -> None:
+        self.fixed = fixed
+        self.broker_trips: list[float] = []
+        self.last: dict[str, tuple[float, float]] = {}  # rung -> (delay used, µs per trip)
+
+    def delay_for(self, rung: str) -> float:
+        if self.fixed is not None:
+            return self.fixed
+        if not self.broker_trips:
+            return ANSWER_DELAY_US
+        if rung not in self.last:
+            return round(max(0.0, ANSWER_DELAY_US + statistics.median(self.broker_trips) - 20.0), 1)
+        delay, trip = self.last[rung]  # the trip is the server's spin plus the rest, which stays
+        return round(max(0.0, delay + statistics.median(self.broker_trips) - trip), 1)
+
+    def saw(self, rung: str, row: dict) -> None:
+        if rung == "mqbroker":
+            self.broker_trips.append(row["us_per_trip"])
+        elif rung.endswith("-canned"):
+            self.last[rung] = (row["answer_delay_us"], row["us_per_trip"])
 #: the canned server's answer: a broker's usual SEND_MESSAGE_V2 answer (fields filled per request)
 CANNED_ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d",'
                  b'"queueOffset":"123","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,'
@@ -457,8 +487,10 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1), "rung": rung}
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
+    extra: dict = {}
     if rung.endswith("-canned"):
         kind = f"canned:{answer_delay_us}"
+        extra = {"answer_delay_us": answer_delay_us}
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
     try:
         # one connection per timed run (the blocking server serves exactly one)
@@ -488,7 +520,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
     finally:
         child.stop()
     return {"rung": rung, "n": n, "us_per_trip": round(wall / n * 1e6, 1),
-            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1), **extra}
 
 
 # --- pipelined (burst) rungs ---------------------------------------------------------
@@ -846,8 +878,9 @@ def main() -> None:
     ap.add_argument("--baseline-client", action="store_true",
                     help="with --baseline-tree: the baseline send rungs also use that checkout's client (run in a "
                          "child process, as ours then is): a before/after of the client")
-    ap.add_argument("--answer-delay-us", type=float, default=ANSWER_DELAY_US,
-                    help="the canned server's spin before each answer (the *-canned rungs): about a broker's")
+    ap.add_argument("--answer-delay-us", default="auto",
+                    help="the canned server's spin before each answer (the *-canned rungs), µs; 'auto': fitted so "
+                         "their round trip takes as long as mqbroker's (list mqbroker first)")
     ap.add_argument("--body-bytes", type=int, default=100,
                     help="the message body of the client rungs (mqbroker, mqbroker-stub, mqbroker-loop, *-canned)")
     args = ap.parse_args()
@@ -866,12 +899,14 @@ def main() -> None:
     frame = sample_frame()
     rows: dict[str, list[dict]] = {r: [] for r in rungs}
     loads = []
+    delays = CannedDelay(None if args.answer_delay_us == "auto" else float(args.answer_delay_us))
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
                 row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client,
-                              args.answer_delay_us, args.body_bytes)
+                              delays.delay_for(rung), args.body_bytes)
+                delays.saw(rung, row)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
@@ -879,12 +914,15 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
           f"{args.window} in flight, client rungs' body {args.body_bytes} B, canned answers after "
-          f"{args.answer_delay_us:g} µs, load {min(loads):.1f}-{max(loads):.1f}) "
+          f"{args.answer_delay_us} µs, load {min(loads):.1f}-{max(loads):.1f}) "
           f"| µs per trip | client CPU µs | server CPU µs |")
     print("|---|---:|---:|---:|")
     for rung, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("us_per_trip", "client_cpu_us", "server_cpu_us")}
         print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} |")
+    for rung, rs in rows.items():
+        if rung.endswith("-canned") and rs:
+            print(f"{rung}: the server spun {[r['answer_delay_us'] for r in rs]} µs per answer, round by round")
     for floor in ("blocking", "blocking-slow", "blocking-canned", "template-canned"):
         if not rows.get(floor):
             continue
