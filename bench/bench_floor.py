@@ -25,6 +25,20 @@ for the answer, N times:
 10. ``mqbroker-pull``: the same broker answering ``PullConsumer.pull`` of 32 stored 100 B
    messages per request (the queue filled before timing); server CPU per pull.
 
+The floors of ``Producer.send``'s client CPU (issue 22): a "canned" server answers every
+frame with a broker's usual SEND answer (SUCCESS, its opaque and queue id, a msgId and
+offset) after spinning ``--answer-delay-us``, by default fitted round by round so that the
+rung's round trip takes as long as ``mqbroker``'s (the client then sleeps as long as on the
+broker, which on a VM changes what the wake-up costs; list ``mqbroker`` first):
+
+* ``template-canned``: the very kernel call ``Producer.send`` makes (``SendTemplate.send``
+  on a ``BlockingConnection``'s socket: fill the frame, write, wait in recv with the GIL
+  released, read, the SendResult), in a bare loop: the floor of the kernel path;
+* ``blocking-canned``: a plain blocking-socket client (``sendall``/``recv``) of the same
+  server: the floor of any Python client that sleeps for its answer;
+* ``mqbroker`` minus these is what ``Producer.send`` adds (Message, checks, queue choice, the
+  pool) plus the broker's own answer time difference (printed as ``us_per_trip``).
+
 Pipelined rungs (one-in-flight figures are dominated by the cost of waking a process up;
 with many requests in flight wake-ups amortize and what is left is each request's own work):
 
@@ -72,6 +86,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -88,7 +103,7 @@ from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking",
          "mqbroker-loop", "mqbroker", "mqbroker-stub", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst",
-         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst"]
+         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "template-canned", "blocking-canned"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -100,12 +115,12 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 PLACEMENTS: dict[str, tuple[int, int] | None] = {"free": None, "same": (1, 1), "split": (1, 0)}
 
 
-def sample_frame(topic: str = "BenchTopic") -> bytes:
+def sample_frame(topic: str = "BenchTopic", body_bytes: int = 100) -> bytes:
     """A send-like request: a JSON header with the usual fields and a 100 B body."""
     cmd = create_request(RequestCode.SEND_MESSAGE_V2,
                          {"a": "ProducerGroup", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
                           "g": "1700000000000", "h": "0", "i": "UNIQ_KEY\x01ABCDEF0123456789\x02", "j": "0",
-                          "k": "false", "m": "false"}, body=b"x" * 100, opaque=1)
+                          "k": "false", "m": "false"}, body=b"x" * body_bytes, opaque=1)
     return encode_frame(cmd)
 
 
@@ -124,8 +139,63 @@ def have_uvloop() -> bool:
 SLOW_ECHO_S = 50e-6
 
 
-def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
-    conn, _ = sock.accept()
+#: how long the canned server spins before each answer until the rounds have measured ``mqbroker``
+#: (``--answer-delay-us auto``, the default: see ``CannedDelay``)
+ANSWER_DELAY_US = 8.0
+
+
+class CannedDelay:
+    """The canned server's spin per rung, fitted round by round so that its round trip takes as
+    long as ``mqbroker``'s in the same run (how long the client sleeps changes what its wake-up
+    costs on a VM: a floor that answers sooner than the broker is not the broker's floor). Put
+    ``mqbroker`` before the ``*-canned`` rungs in ``--only``; ``fixed``: a set delay instead."""
+
+    def __init__(self, fixed: float | None) -> None:
+        self.fixed = fixed
+        self.broker_trips: list[float] = []
+        self.last: dict[str, tuple[float, float]] = {}  # rung -> (delay used, µs per trip)
+
+    def delay_for(self, rung: str) -> float:
+        if self.fixed is not None:
+            return self.fixed
+        if not self.broker_trips:
+            return ANSWER_DELAY_US
+        if rung not in self.last:
+            return round(max(0.0, ANSWER_DELAY_US + statistics.median(self.broker_trips) - 20.0), 1)
+        delay, trip = self.last[rung]  # the trip is the server's spin plus the rest, which stays
+        return round(max(0.0, delay + statistics.median(self.broker_trips) - trip), 1)
+
+    def saw(self, rung: str, row: dict) -> None:
+        if rung == "mqbroker":
+            self.broker_trips.append(row["us_per_trip"])
+        elif rung.endswith("-canned"):
+            self.last[rung] = (row["answer_delay_us"], row["us_per_trip"])
+#: the canned server's answer: a broker's usual SEND_MESSAGE_V2 answer (fields filled per request)
+CANNED_ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d",'
+                 b'"queueOffset":"123","MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,'
+                 b'"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":399}')
+_OPAQUE_RE = re.compile(rb'"opaque":(\d+)')
+_QUEUE_RE = re.compile(rb'"e":"(\d+)"')
+
+
+def canned_answer(request: bytes) -> bytes:
+    """The canned SEND answer frame to ``request`` (its opaque and queue id; 0 when absent)."""
+    header = request[8:8 + (int.from_bytes(request[4:8], "big") & 0xFFFFFF)]
+    opaque, queue = _OPAQUE_RE.search(header), _QUEUE_RE.search(header)
+    answer = CANNED_ANSWER % (int(queue.group(1)) if queue else 0, int(opaque.group(1)) if opaque else 0)
+    return (4 + len(answer)).to_bytes(4, "big") + len(answer).to_bytes(4, "big") + answer
+
+
+def serve_blocking(sock: socket.socket, delay_s: float = 0.0, answer=None) -> None:
+    """Answer each frame with itself, or with ``answer(frame)``, after spinning ``delay_s``;
+    one connection after the other."""
+    while True:
+        conn, _ = sock.accept()
+        with conn:
+            _serve_connection(conn, delay_s, answer)
+
+
+def _serve_connection(conn: socket.socket, delay_s: float, answer) -> None:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray()
     while True:
@@ -141,7 +211,8 @@ def serve_blocking(sock: socket.socket, delay_s: float = 0.0) -> None:
                 end = time.perf_counter() + delay_s
                 while time.perf_counter() < end:
                     pass
-            conn.sendall(bytes(buf[:4 + length]))
+            request = bytes(buf[:4 + length])
+            conn.sendall(answer(request) if answer is not None else request)
             del buf[:4 + length]
 
 
@@ -213,6 +284,8 @@ def child_main(kind: str, port: int) -> None:
         serve_blocking(sock)
     elif kind == "blocking-slow":
         serve_blocking(sock, SLOW_ECHO_S)
+    elif kind.startswith("canned:"):
+        serve_blocking(sock, float(kind.split(":", 1)[1]) * 1e-6, canned_answer)
     elif kind == "asyncio":
         asyncio.run(serve_async(sock))
     elif kind == "uvloop":
@@ -294,6 +367,45 @@ def client_blocking(port: int, frame: bytes, n: int) -> None:
                 got += len(chunk)
 
 
+def client_blocking_frames(port: int, frame: bytes, n: int) -> None:
+    """``client_blocking`` reading whole answer frames of any length (the canned server's)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(n):
+            s.sendall(frame)
+            got = s.recv(65536)
+            while len(got) < 4 or len(got) < 4 + int.from_bytes(got[:4], "big"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("server closed")
+                got += chunk
+
+
+def client_template(port: int, n: int, size: int = 100) -> None:
+    """``n`` calls of the kernel ``Producer.send`` makes (``SendTemplate.send``) on a
+    ``BlockingConnection``'s socket (blocking, one wait slice as SO_RCVTIMEO), each answer
+    checked to be the SendResult; nothing else per send."""
+    from mqcore._compat import default_wire_client_kernels
+    from mqcore.client.message import SendResult, SendStatus
+    from mqcore.remoting.bodies import MessageQueue
+    from mqcore.remoting.blocking import BlockingConnection
+    k = default_wire_client_kernels()
+    mq = MessageQueue("FloorTopic", "broker-a", 1)
+    template = k.send_template(int(RequestCode.SEND_MESSAGE_V2), "PYTHON", 399, "floor", "FloorTopic", "TBW102", 4,
+                               1, "broker-a", mq, SendResult, SendStatus.SEND_OK)
+    conn = BlockingConnection.connect(f"127.0.0.1:{port}", 3.0)
+    try:
+        fd, body = conn._sock.fileno(), b"x" * size
+        props = {"WAIT": "true", "UNIQ_KEY": "7F00000166E26A7CE87182E70E4B1A80"}
+        send, monotonic = template.send, time.monotonic
+        for opaque in range(1, n + 1):
+            result = send(fd, opaque, 1_700_000_000_000, 0, props, body, monotonic() + 3.0, "U")
+            if type(result) is not SendResult:
+                raise RuntimeError(f"the canned answer came back as {result!r}")
+    finally:
+        conn.close()
+
+
 async def client_async(port: int, frame: bytes, n: int) -> None:
     loop = asyncio.get_running_loop()
     want = len(frame)
@@ -360,7 +472,8 @@ def run_loop(coro_fn, use_uvloop: bool):
 
 
 def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None = None,
-            window: int = BURST_WINDOW, baseline_client: bool = False, placement: str = "free") -> dict:
+            window: int = BURST_WINDOW, baseline_client: bool = False, placement: str = "free",
+            answer_delay_us: float = ANSWER_DELAY_US, body_bytes: int = 100) -> dict:
     """One rung: start its server, warm up, time n round trips; µs and CPU µs per trip."""
     if rung.startswith("mqbroker"):
         tree = baseline_tree if rung.endswith("-baseline") else None
@@ -373,11 +486,12 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         elif name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
             here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             client_tree = tree if (tree is not None and baseline_client) else here
-            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree)
+            row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree,
+                                       body_bytes=body_bytes)
         elif name == "mqbroker-pull":
             row = measure_pull(max(1, n // 4), tmp, tree)
         else:
-            row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree)
+            row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree, body_bytes=body_bytes)
         row["rung"] = rung
         return row
     if rung == "redis-burst":
@@ -386,12 +500,20 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         return {**measure_echo_burst(n, frame, window if rung == "uvloop-burst" else 1, placement), "rung": rung}
     port = free_port()
     kind = "remoting" if rung.startswith("remoting") else rung
+    extra: dict = {}
+    if rung.endswith("-canned"):
+        kind = f"canned:{answer_delay_us}"
+        extra = {"answer_delay_us": answer_delay_us}
     child = Child([sys.executable, os.path.abspath(__file__), "--serve", kind, str(port)])
     try:
         # one connection per timed run (the blocking server serves exactly one)
         def once(count: int) -> None:
             if rung in ("blocking", "blocking-slow"):
                 client_blocking(port, frame, count)
+            elif rung == "blocking-canned":
+                client_blocking_frames(port, sample_frame(body_bytes=body_bytes), count)
+            elif rung == "template-canned":
+                client_template(port, count, body_bytes)
             elif rung in ("asyncio", "uvloop"):
                 run_loop(lambda: client_async(port, frame, count), rung == "uvloop")
             elif rung == "remoting":
@@ -411,7 +533,7 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
     finally:
         child.stop()
     return {"rung": rung, "n": n, "us_per_trip": round(wall / n * 1e6, 1),
-            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1), **extra}
 
 
 # --- pipelined (burst) rungs ---------------------------------------------------------
@@ -694,12 +816,12 @@ def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
 
 
-def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None) -> dict:
+def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None, body_bytes: int = 100) -> dict:
     from mqcore.client import Message, Producer
     child = start_broker(tmp, tree)
     try:
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
-        body = b"x" * 100
+        body = b"x" * body_bytes
         with Producer("floor", namesrv_addr=fields["namesrv"]) as p:
             def send(msg: Message) -> object:
                 return p.send_async(msg).result() if via_loop else p.send(msg)
@@ -728,6 +850,7 @@ import json, sys, time
 from mqcore.client import Message, Producer
 from mqcore import _compat
 namesrv, n, stub = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "stub"
+size = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 K = _compat.default_wire_client_kernels()
 ANSWER = (b'{"code":0,"extFields":{"msgId":"7F00000100002A9F0000000000000000","queueId":"%d","queueOffset":"123",'
           b'"MSG_REGION":"DefaultRegion","TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
@@ -743,7 +866,7 @@ class StubTemplate:
         return t.read_answer(ANSWER % (t.queue_id, opaque), opaque, uniq)
 def stub_exchange(fd, frame, opaque, deadline):
     return K.decode_json_answer(ANSWER % (1, opaque))
-body = b"x" * 100
+body = b"x" * size
 with Producer("floor", namesrv_addr=namesrv) as p:
     for _ in range(min(2000, n)):
         p.send(Message("FloorTopic", body))
@@ -764,7 +887,8 @@ with Producer("floor", namesrv_addr=namesrv) as p:
 """
 
 
-def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str) -> dict:
+def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, client_tree: str,
+                         body_bytes: int = 100) -> dict:
     """The ``mqbroker`` rung (``stub``: ``mqbroker-stub``) with the client of ``client_tree``
     in a child process (CLIENT_CHILD); the broker of ``tree`` (None: ours)."""
     child = start_broker(tmp, tree)
@@ -772,7 +896,8 @@ def measure_broker_child(n: int, tmp: str, *, stub: bool, tree: str | None, clie
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         cwd = os.path.abspath(client_tree)
         srv0 = cpu_of(child.proc.pid)
-        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real"],
+        out = subprocess.run([sys.executable, "-c", CLIENT_CHILD, fields["namesrv"], str(n), "stub" if stub else "real",
+                              str(body_bytes)],
                              cwd=cwd, env={**os.environ, "PYTHONPATH": cwd}, capture_output=True, text=True,
                              timeout=600, check=True)
         srv = cpu_of(child.proc.pid) - srv0  # includes the child's warm-up: read only the real rung's client side
@@ -799,6 +924,11 @@ def main() -> None:
     ap.add_argument("--baseline-client", action="store_true",
                     help="with --baseline-tree: the baseline send rungs also use that checkout's client (run in a "
                          "child process, as ours then is): a before/after of the client")
+    ap.add_argument("--answer-delay-us", default="auto",
+                    help="the canned server's spin before each answer (the *-canned rungs), µs; 'auto': fitted so "
+                         "their round trip takes as long as mqbroker's (list mqbroker first)")
+    ap.add_argument("--body-bytes", type=int, default=100,
+                    help="the message body of the client rungs (mqbroker, mqbroker-stub, mqbroker-loop, *-canned)")
     args = ap.parse_args()
     if args.serve:
         child_main(args.serve[0], int(args.serve[1]))
@@ -815,19 +945,22 @@ def main() -> None:
     frame = sample_frame()
     rows: dict[str, list[dict]] = {r: [] for r in rungs}
     loads = []
+    delays = CannedDelay(None if args.answer_delay_us == "auto" else float(args.answer_delay_us))
     with tempfile.TemporaryDirectory(prefix="mqfloor") as tmp:
         for rnd in range(args.rounds):
             for rung in rungs:  # interleaved: every rung sees the same background load
                 n = args.burst_n if rung.endswith(("-burst", "-burst-baseline")) else args.n
                 row = measure(rung, n, frame, tmp, args.baseline_tree, args.window, args.baseline_client,
-                              args.placement)
+                              args.placement, delays.delay_for(rung), args.body_bytes)
+                delays.saw(rung, row)
                 row["round"] = rnd
                 row["loadavg_1m"] = os.getloadavg()[0]
                 loads.append(row["loadavg_1m"])
                 rows[rung].append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n| floor (median of {args.rounds}, {args.n} round trips, bursts {args.burst_n} requests "
-          f"{args.window} in flight, load {min(loads):.1f}-{max(loads):.1f}, placement {args.placement}) "
+          f"{args.window} in flight, client rungs' body {args.body_bytes} B, canned answers after "
+          f"{args.answer_delay_us} µs, load {min(loads):.1f}-{max(loads):.1f}, placement {args.placement}) "
           f"| µs per trip | client CPU µs | server CPU µs | same-CPU share per round |")
     print("|---|---:|---:|---:|---|")
     for rung, rs in rows.items():
@@ -835,7 +968,10 @@ def main() -> None:
         shares = " ".join(f"{r['same_cpu_share']:.2f}" for r in rs if "same_cpu_share" in r)
         print(f"| {rung} | {med['us_per_trip']:.1f} | {med['client_cpu_us']:.1f} | {med['server_cpu_us']:.1f} "
               f"| {shares} |")
-    for floor in ("blocking", "blocking-slow"):
+    for rung, rs in rows.items():
+        if rung.endswith("-canned") and rs:
+            print(f"{rung}: the server spun {[r['answer_delay_us'] for r in rs]} µs per answer, round by round")
+    for floor in ("blocking", "blocking-slow", "blocking-canned", "template-canned"):
         if not rows.get(floor):
             continue
         # a send's client CPU past what a plain blocking echo client pays for a round trip

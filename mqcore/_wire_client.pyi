@@ -10,6 +10,7 @@ EXCHANGE_PEER_CLOSED: int
 EXCHANGE_WRITE_FAILED: int
 EXCHANGE_READ_FAILED: int
 EXCHANGE_BUFFER_BYTES: int
+EXCHANGE_WAIT_SLICE_MS: int
 
 def encode_request_frame(code: int, language: str, version: int, opaque: int, flag: int,
                          keys: tuple[str, ...], values: tuple[Any, ...], body: Buffer) -> bytes | None: ...

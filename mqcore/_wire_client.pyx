@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Client wire kernels (the extension ``mqcore._wire_client``): a JSON request frame written
 in one step, a flat JSON answer header read in one step, one request/answer exchange on a
-non-blocking socket with the interpreter lock released while it waits (the blocking send
+socket with the interpreter lock released while it waits (the blocking send
 path), and ``SendTemplate``: a plain ``Producer.send`` in one call (frame from a per-queue
 template, exchange, the usual answer read straight into the SendResult). Their readable twin, with the full contract, is ``mqcore/_wire_client_py.py``.
 The encoder and decoder are "exact or nothing": whatever they cannot reproduce byte for
@@ -13,8 +13,7 @@ rebuild the store.
 """
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.errno cimport errno, EAGAIN, EINTR
-from libc.stdint cimport int64_t, uint32_t
-from libc.stdio cimport snprintf
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 # the properties writer the store's batch encoder uses (one copy of messageProperties2String in C)
@@ -38,6 +37,7 @@ cdef extern from "<sys/socket.h>" nogil:
     ssize_t recv(int fd, void* buf, size_t n, int flags)
     enum:
         MSG_NOSIGNAL
+        MSG_DONTWAIT
 
 cdef extern from "<time.h>" nogil:
     struct timespec:
@@ -141,6 +141,31 @@ cdef char* _wc_put_escaped(char* out, object text):
     return out
 
 
+cdef int _wc_itoa(char* dst, int64_t value) noexcept nogil:
+    """``value`` in decimal into ``dst`` (24 bytes), its length: what ``%lld`` writes, without
+    printf's format parsing (three numbers per send frame)."""
+    cdef char tmp[24]
+    cdef int n = 0, i
+    cdef uint64_t u = <uint64_t>value
+    if value < 0:
+        u = <uint64_t>0 - u
+    while True:
+        tmp[n] = <char>(0x30 + u % 10)
+        n += 1
+        u //= 10
+        if u == 0:
+            break
+    i = 0
+    if value < 0:
+        dst[0] = 0x2d
+        i = 1
+    while n:
+        n -= 1
+        dst[i] = tmp[n]
+        i += 1
+    return i
+
+
 cdef inline char* _wc_put(char* out, const char* s, Py_ssize_t n):
     memcpy(out, s, n)
     return out + n
@@ -189,10 +214,10 @@ def encode_request_frame(code, str language, version, opaque, flag, tuple keys, 
         members += 1
     cdef char nums[4][24]
     cdef int nlen[4]
-    nlen[0] = snprintf(nums[0], 24, b"%lld", <long long>code)
-    nlen[1] = snprintf(nums[1], 24, b"%lld", <long long>flag)
-    nlen[2] = snprintf(nums[2], 24, b"%lld", <long long>opaque)
-    nlen[3] = snprintf(nums[3], 24, b"%lld", <long long>version)
+    nlen[0] = _wc_itoa(nums[0], <int64_t>code)
+    nlen[1] = _wc_itoa(nums[1], <int64_t>flag)
+    nlen[2] = _wc_itoa(nums[2], <int64_t>opaque)
+    nlen[3] = _wc_itoa(nums[3], <int64_t>version)
     # {"code":N,"extFields":{...},"flag":N,"language":"X","opaque":N,"serializeTypeCurrentRPC":"JSON","version":N}
     header_len = (8 + nlen[0] + 8 + nlen[1] + 12 + lang_len + 10 + nlen[2]
                   + 33 + 11 + nlen[3] + 1)
@@ -446,6 +471,12 @@ EXCHANGE_READ_FAILED = _X_READ_FAILED
 #: the answer bytes ``exchange`` reads itself; a longer answer goes to the caller's frame reader
 EXCHANGE_BUFFER_BYTES = 8192
 DEF _XBUF = 8192
+#: the longest a read may wait inside ``recv`` on a blocking socket (its SO_RCVTIMEO, which the
+#: caller sets): ``exchange`` waits there only while more than this is left (see the twin)
+EXCHANGE_WAIT_SLICE_MS = 100
+DEF _XSLICE_MS = 100
+#: ``SendTemplate.send`` writes frames up to this size on its stack (larger ones into a bytes)
+DEF _FRAME_SCRATCH = 4096
 
 
 cdef inline int _wc_wait_ms(double deadline) noexcept nogil:
@@ -474,7 +505,7 @@ cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, doubl
     cdef uint32_t length
     pfd.fd = fd
     while done < total:  # the request, all of it
-        n = send(fd, src + done, total - done, MSG_NOSIGNAL)
+        n = send(fd, src + done, total - done, MSG_NOSIGNAL | MSG_DONTWAIT)
         if n >= 0:
             done += n
             continue
@@ -499,26 +530,33 @@ cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, doubl
             kind = _X_WRITE_FAILED
             err = errno
             break
-    cdef bint readable = False  # the answer cannot be there yet: wait first (a read would fail, EAGAIN)
-    while kind == 0:  # the answer: one frame, as long as it fits in buf
+    # the answer. On a blocking socket with SO_RCVTIMEO (BlockingConnection's) the read itself
+    # waits: one system call per answer instead of poll + recv. It waits there only while more
+    # than a slice (its SO_RCVTIMEO at most) is left; near the deadline, and for good once a
+    # read found nothing (the slice ran out, or the socket is non-blocking), poll waits exactly.
+    cdef bint readable = False  # poll said so: the read returns at once
+    cdef bint wait_in_recv = True
+    while kind == 0:  # one frame, as long as it fits in buf
         if not readable:
             wait = _wc_wait_ms(deadline)
             if wait < 0:
                 kind = _X_READ_TIMEOUT
                 break
-            pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
-            rc = poll(&pfd, 1, wait)
-            if rc > 0:
-                readable = True
-            elif rc < 0 and errno == EINTR:
-                with gil:
-                    PyErr_CheckSignals()
-            elif rc < 0:
-                kind = _X_READ_FAILED
-                err = errno
-                break
-            continue
-        n = recv(fd, buf + got, _XBUF - got, 0)
+            if not wait_in_recv or wait <= _XSLICE_MS:
+                pfd.events = POLLIN | POLLPRI | POLLERR | POLLHUP
+                rc = poll(&pfd, 1, wait)
+                if rc > 0:
+                    readable = True
+                elif rc < 0 and errno == EINTR:
+                    with gil:
+                        PyErr_CheckSignals()
+                elif rc < 0:
+                    kind = _X_READ_FAILED
+                    err = errno
+                    break
+                continue
+        n = recv(fd, buf + got, _XBUF - got, MSG_DONTWAIT if readable else 0)
+        readable = False
         if n > 0:
             got += n
             if need < 0 and got >= 4:
@@ -538,7 +576,7 @@ cdef int _wc_roundtrip(int fd, const unsigned char* src, Py_ssize_t total, doubl
             kind = _X_READ_FAILED
             err = errno
             break
-        readable = False  # woken without (all the) data: wait again
+        wait_in_recv = False  # nothing came (woken without data, a slice ran out): poll from now on
     got_out[0] = got
     need_out[0] = need
     err_out[0] = err
@@ -625,20 +663,29 @@ cdef inline int64_t _wc_plain_int(object text, Py_ssize_t max_digits):
     return v
 
 
+cdef class _ResultMaker
+
+
 cdef class SendTemplate:
     """The constant parts of one queue's SEND_MESSAGE_V2 frame (see the twin)."""
     cdef readonly bytes head, mid, tail
     cdef readonly object mq, result_type, send_ok
     cdef readonly int64_t queue_id
+    cdef _ResultMaker _results  # the SendResult's slots written directly: no Python __init__ per send
 
     def __init__(self, bytes head, bytes mid, bytes tail, mq, int64_t queue_id, result_type, send_ok):
         self.head, self.mid, self.tail = head, mid, tail
         self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
+        self._results = _ResultMaker(result_type)
 
     def frame(self, int64_t opaque, born, flag, dict properties, bytes body):
         return self._frame(opaque, born, flag, properties, body)
 
-    cdef object _frame(self, int64_t opaque, object born, object flag, dict properties, bytes body):
+    cdef object _frame(self, int64_t opaque, object born, object flag, dict properties, bytes body,
+                       char* scratch=NULL, Py_ssize_t cap=0, Py_ssize_t* written=NULL):
+        """The frame as bytes, None when declined; given ``scratch``, a frame of at most ``cap``
+        bytes is written there instead (its size in ``written``) and True is returned (``send``:
+        no bytes object per send)."""
         if not (_wc_plain_int_type(born) and _wc_plain_int_type(flag)) or opaque < 0 or opaque > _WC_INT32_MAX:
             return None
         # the properties string (messageProperties2String) as JSON would quote it, measured first
@@ -662,16 +709,22 @@ cdef class SendTemplate:
             props_len += 6 * (pairs - 1)  # \u0002 between pairs
         cdef char nums[3][24]
         cdef int nlen[3]
-        nlen[0] = snprintf(nums[0], 24, b"%lld", <long long>born)
-        nlen[1] = snprintf(nums[1], 24, b"%lld", <long long>flag)
-        nlen[2] = snprintf(nums[2], 24, b"%lld", <long long>opaque)
+        nlen[0] = _wc_itoa(nums[0], <int64_t>born)
+        nlen[1] = _wc_itoa(nums[1], <int64_t>flag)
+        nlen[2] = _wc_itoa(nums[2], <int64_t>opaque)
         cdef Py_ssize_t head_n = len(self.head), mid_n = len(self.mid), tail_n = len(self.tail)
         cdef Py_ssize_t body_len = len(body)
         cdef Py_ssize_t header_len = head_n + nlen[0] + 7 + nlen[1] + 7 + props_len + mid_n + nlen[2] + tail_n
         if header_len > 0xFFFFFF or 4 + header_len + body_len > _WC_INT32_MAX:
             return None
-        frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
-        cdef char* start = PyBytes_AS_STRING(frame)
+        cdef char* start
+        if scratch != NULL and 8 + header_len + body_len <= cap:
+            frame = True
+            start = scratch
+            written[0] = 8 + header_len + body_len
+        else:
+            frame = PyBytes_FromStringAndSize(NULL, 8 + header_len + body_len)
+            start = PyBytes_AS_STRING(frame)
         cdef char* out = start
         cdef uint32_t length = <uint32_t>(4 + header_len + body_len)
         cdef uint32_t word = <uint32_t>header_len
@@ -702,14 +755,18 @@ cdef class SendTemplate:
         return frame
 
     def send(self, int fd, int64_t opaque, born, flag, dict properties, bytes body, double deadline, str uniq_id):
-        frame = self._frame(opaque, born, flag, properties, body)
+        cdef char scratch[_FRAME_SCRATCH]  # the usual frame is written here: no bytes object per send
+        cdef Py_ssize_t total = 0
+        frame = self._frame(opaque, born, flag, properties, body, scratch, _FRAME_SCRATCH, &total)
         if frame is None:
             return None
+        cdef const unsigned char* src = <const unsigned char*>scratch
+        if frame is not True:
+            src = <const unsigned char*>PyBytes_AS_STRING(frame)
+            total = len(<bytes>frame)
         cdef Py_ssize_t got = 0, need = -1
         cdef int kind, err = 0
         cdef unsigned char buf[_XBUF]
-        cdef const unsigned char* src = <const unsigned char*>PyBytes_AS_STRING(frame)
-        cdef Py_ssize_t total = len(<bytes>frame)
         with nogil:
             kind = _wc_roundtrip(fd, src, total, deadline, buf, &got, &need, &err)
         if kind:
@@ -765,8 +822,8 @@ cdef class SendTemplate:
         if (transaction_id is not None and type(transaction_id) is not str) or (
                 region is not None and type(region) is not str):
             return None
-        return self.result_type(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
-                                "DefaultRegion" if region is None else region, trace_on)
+        return self._results.make(self.send_ok, uniq_id, self.mq, offset, msg_id, transaction_id,
+                                  "DefaultRegion" if region is None else region, trace_on)
 
 
 cdef enum:
@@ -888,8 +945,8 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
     if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \
             or offset < 0:
         return None
-    return t.result_type(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
-                         "DefaultRegion" if region is None else region, trace_on)
+    return t._results.make(t.send_ok, uniq_id, t.mq, offset, msg_id, transaction_id,
+                           "DefaultRegion" if region is None else region, trace_on)
 
 
 cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t max_digits) noexcept:

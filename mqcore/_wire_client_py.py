@@ -29,9 +29,14 @@ message's born timestamp, flag, properties dict, opaque and body filled in by ``
 and ``send`` = ``frame`` + ``exchange`` + the SendResult of the usual answer (see the
 class). The frame is byte for byte ``encode_request_frame``'s for the same fields.
 
-``exchange`` writes a whole request frame to a non-blocking socket and reads its answer,
-waiting in ``poll`` until ``deadline`` (``time.monotonic()`` seconds; the compiled kernel
-waits with the interpreter lock released). It returns the answer as
+``exchange`` writes a whole request frame to a socket without blocking and reads its answer
+until ``deadline`` (``time.monotonic()`` seconds; the compiled kernel waits with the
+interpreter lock released). The socket is non-blocking, or blocking with SO_RCVTIMEO and
+SO_SNDTIMEO of at most ``EXCHANGE_WAIT_SLICE_MS`` (``BlockingConnection``'s): then the read
+waits in the read system call itself while more than a slice is left (one system call per
+answer, not poll + read), and in ``poll`` for the last slice, so the deadline holds either
+way. (The twin's ``os.write`` may block for one SO_SNDTIMEO on a full blocking socket; the
+kernel writes with MSG_DONTWAIT.) It returns the answer as
 ``decode_json_answer`` reads it when exactly one frame arrived, fit in
 ``EXCHANGE_BUFFER_BYTES``, carries a flat JSON header and no body, is a response and
 has the request's opaque (a send's usual answer); otherwise the bytes it has read (at
@@ -52,7 +57,7 @@ from mqcore.format.properties import format_properties
 from mqcore.format.batch import encode_batch_message  # the generic item encoder: the batcher twin's reference
 
 __all__ = ["EXCHANGE_BUFFER_BYTES", "EXCHANGE_PEER_CLOSED", "EXCHANGE_READ_FAILED", "EXCHANGE_READ_TIMEOUT",
-           "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "SendTemplate", "decode_json_answer",
+           "EXCHANGE_WAIT_SLICE_MS", "EXCHANGE_WRITE_FAILED", "EXCHANGE_WRITE_TIMEOUT", "SendTemplate", "decode_json_answer",
            "encode_request_frame", "exchange", "send_template"]
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -251,6 +256,10 @@ EXCHANGE_WRITE_FAILED = 4
 EXCHANGE_READ_FAILED = 5
 #: the answer bytes ``exchange`` reads itself; a longer answer goes to the caller's frame reader
 EXCHANGE_BUFFER_BYTES = 8192
+#: the longest a read may wait inside the read itself on a blocking socket: the caller sets the
+#: socket's SO_RCVTIMEO (and SO_SNDTIMEO) to at most this; ``exchange`` waits there only while
+#: more than this is left, else (and once a read found nothing) in ``poll``, to the deadline
+EXCHANGE_WAIT_SLICE_MS = 100
 
 
 def _wait_ms(deadline: float) -> int:
@@ -263,7 +272,7 @@ def _wait_ms(deadline: float) -> int:
 
 
 def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, int, int, str | None, dict[str, str]] | bytes | int:
-    """Send ``frame`` on the non-blocking socket ``fd`` and read the answer; see the module docstring."""
+    """Send ``frame`` on the socket ``fd`` and read the answer; see the module docstring."""
     view = memoryview(frame).cast("B")
     poller = select.poll()
     poller.register(fd, select.POLLOUT | select.POLLERR | select.POLLHUP)
@@ -289,33 +298,39 @@ def exchange(fd: int, frame: Any, opaque: int, deadline: float) -> tuple[int, in
     poller.modify(fd, select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
     got = bytearray()
     need = -1
+    # on a blocking socket (SO_RCVTIMEO at most a slice) the read waits itself: one system call
+    # per answer; near the deadline, and once a read found nothing, poll waits exactly
+    readable, wait_in_read = False, True
     while True:
+        if not readable:
+            wait = _wait_ms(deadline)
+            if wait < 0:
+                return EXCHANGE_READ_TIMEOUT
+            if not wait_in_read or wait <= EXCHANGE_WAIT_SLICE_MS:
+                try:
+                    readable = bool(poller.poll(wait))
+                except InterruptedError:
+                    pass
+                except OSError as e:
+                    return EXCHANGE_READ_FAILED | (e.errno or 0) << 8
+                continue
+        readable = False
         try:
             chunk = os.read(fd, EXCHANGE_BUFFER_BYTES - len(got))
         except InterruptedError:
             continue
         except BlockingIOError:
-            chunk = None
-        except OSError as e:
-            return EXCHANGE_READ_FAILED | (e.errno or 0) << 8
-        if chunk is not None:
-            if not chunk:
-                return EXCHANGE_PEER_CLOSED
-            got += chunk
-            if need < 0 and len(got) >= 4:
-                need = 4 + int.from_bytes(got[:4], "big")
-            if need >= 0 and (len(got) >= need or need > EXCHANGE_BUFFER_BYTES):
-                break
+            wait_in_read = False  # nothing came (a slice ran out, or a non-blocking socket): poll from now on
             continue
-        wait = _wait_ms(deadline)
-        if wait < 0:
-            return EXCHANGE_READ_TIMEOUT
-        try:
-            poller.poll(wait)
-        except InterruptedError:
-            pass
         except OSError as e:
             return EXCHANGE_READ_FAILED | (e.errno or 0) << 8
+        if not chunk:
+            return EXCHANGE_PEER_CLOSED
+        got += chunk
+        if need < 0 and len(got) >= 4:
+            need = 4 + int.from_bytes(got[:4], "big")
+        if need >= 0 and (len(got) >= need or need > EXCHANGE_BUFFER_BYTES):
+            break
     if len(got) == need and need >= 8:
         word = int.from_bytes(got[4:8], "big")
         header_len = word & 0xFFFFFF

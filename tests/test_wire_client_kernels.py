@@ -193,20 +193,39 @@ def _answer_frame(opaque: int, body: bytes = b"", code: int = 0) -> bytes:
                                         {"msgId": "ABC", "queueId": "1", "queueOffset": "7"}, body=body))
 
 
-def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0):
+def _blocking_like_a_connection(sock) -> None:
+    """Make ``sock`` what ``BlockingConnection`` hands the kernels: blocking, with receive and
+    send timeouts of one wait slice."""
+    import socket
+    import struct
+    sock.setblocking(True)
+    ms = _wire_client.EXCHANGE_WAIT_SLICE_MS
+    timeval = struct.pack("@ll", ms // 1000, ms % 1000 * 1000)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
+def _exchange_with(k, peer_sends: bytes, *, close: bool = False, timeout_s: float = 5.0, blocking: bool = False,
+                   delay_s: float = 0.0):
     """Run ``k.exchange`` on one end of a socket pair whose other end reads the request and
-    answers ``peer_sends`` (then closes when asked); returns (result, request bytes seen)."""
+    answers ``peer_sends`` (after ``delay_s``; then closes when asked); returns (result,
+    request bytes seen). ``blocking``: the caller's end as ``BlockingConnection`` sets it."""
     import socket
     import threading
     import time
     a, b = socket.socketpair()
-    a.setblocking(False)
+    if blocking:
+        _blocking_like_a_connection(a)
+    else:
+        a.setblocking(False)
     seen = bytearray()
     request = _generic(310, LanguageCode.JAVA, 399, 5, 0, ("a",), ("x" * 100,), b"body")
 
     def peer():
         while len(seen) < len(request):
             seen.extend(b.recv(65536))
+        if delay_s:
+            time.sleep(delay_s)  # the peer's own pace: what the test waits through
         if peer_sends:
             b.sendall(peer_sends)
         if close:
@@ -247,9 +266,30 @@ def test_exchange_reports_a_timeout_and_a_peer_close(k):
     assert _exchange_with(k, _answer_frame(5)[:10], close=True) == k.EXCHANGE_PEER_CLOSED  # half a frame
 
 
+@pytest.mark.parametrize("k", BOTH)
+def test_exchange_on_a_blocking_socket_waits_in_the_read_and_keeps_the_deadline(k):
+    """BlockingConnection's sockets block (SO_RCVTIMEO of one slice): the answer is read by a
+    read that waits itself, across slices, and a deadline between two slices still holds."""
+    import time
+    slice_s = k.EXCHANGE_WAIT_SLICE_MS / 1000
+    code, opaque, _flag, _remark, ext = _exchange_with(k, _answer_frame(5), blocking=True)
+    assert (code, opaque, ext["queueOffset"]) == (0, 5, "7")
+    late = _exchange_with(k, _answer_frame(5), blocking=True, delay_s=2.5 * slice_s)  # past two slices
+    assert type(late) is tuple and late[1] == 5
+    for timeout_s in (0.5 * slice_s, 2.5 * slice_s):
+        t0 = time.monotonic()
+        assert _exchange_with(k, b"", blocking=True, timeout_s=timeout_s) == k.EXCHANGE_READ_TIMEOUT
+        waited = time.monotonic() - t0
+        assert timeout_s <= waited < timeout_s + 0.5 * slice_s, (timeout_s, waited)
+    assert _exchange_with(k, b"", close=True, blocking=True) == k.EXCHANGE_PEER_CLOSED
+    body = _answer_frame(5, body=b"x" * 20_000)
+    got = _exchange_with(k, body, blocking=True)
+    assert type(got) is bytes and body.startswith(got) and len(got) >= 4
+
+
 def test_exchange_constants_agree():
     names = ("EXCHANGE_WRITE_TIMEOUT", "EXCHANGE_READ_TIMEOUT", "EXCHANGE_PEER_CLOSED", "EXCHANGE_WRITE_FAILED",
-             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES")
+             "EXCHANGE_READ_FAILED", "EXCHANGE_BUFFER_BYTES", "EXCHANGE_WAIT_SLICE_MS")
     assert [getattr(_wire_client, n) for n in names] == [getattr(_wire_client_py, n) for n in names]
 
 
@@ -405,7 +445,7 @@ def test_the_usual_answer_is_read_straight_into_a_send_result():
             SendStatus.SEND_OK, "UNIQ", 7, "ABC", "DefaultRegion", True)
 
 
-def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
+def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0, body: bytes = b"body"):
     """``SendTemplate.send`` on one end of a socket pair whose other end reads the request
     and answers ``peer_sends``; (result, request bytes seen, the frame expected)."""
     import socket
@@ -416,7 +456,7 @@ def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
     seen = bytearray()
     t = _template(k)
     props = {"WAIT": "true", "UNIQ_KEY": "U1"}
-    request = t.frame(5, 1_700_000_000_000, 0, props, b"body")
+    request = t.frame(5, 1_700_000_000_000, 0, props, body)
 
     def peer():
         while len(seen) < len(request):
@@ -426,7 +466,7 @@ def _template_send_with(k, peer_sends: bytes, *, timeout_s: float = 5.0):
     th = threading.Thread(target=peer)
     th.start()
     try:
-        result = t.send(a.fileno(), 5, 1_700_000_000_000, 0, props, b"body", time.monotonic() + timeout_s, "U1")
+        result = t.send(a.fileno(), 5, 1_700_000_000_000, 0, props, body, time.monotonic() + timeout_s, "U1")
     finally:
         th.join(10)
         a.close()
@@ -448,6 +488,9 @@ def test_template_send_exchanges_in_one_call(k):
     with_body = _answer_frame(5, body=b"xyz")
     assert _template_send_with(k, with_body) == with_body  # bytes: the frame reader's
     assert _template_send_with(k, b"", timeout_s=0.2) == k.EXCHANGE_READ_TIMEOUT
+    for size in (3_600, 4_200, 20_000):  # frames around and over the size the kernel writes on its stack
+        got = _template_send_with(k, usual, body=b"b" * size)  # (the helper checks the bytes the peer read)
+        assert type(got) is SendResult and got.queue_offset == 7
 
 
 @pytest.mark.parametrize("k", BOTH)

@@ -62,6 +62,11 @@ class _State(enum.Enum):
     SHUTDOWN = "shutdown"
 
 
+#: ``_State.RUNNING`` read once: an enum member read through its class costs ~80 ns (Python
+#: 3.11), paid by every ``send``
+_SEND_RUNNING = _State.RUNNING
+
+
 class Producer:
     """Sends messages; see the module docstring. Settings are ``ProducerConfig``
     fields given as keyword arguments (``send_msg_timeout_ms=5000``) or as ``config``."""
@@ -166,7 +171,7 @@ class Producer:
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
-        if (queue is None and selector is None and self._accumulator is None and self._state is _State.RUNNING
+        if (queue is None and selector is None and self._accumulator is None and self._state is _SEND_RUNNING
                 and type(msg) is Message and not self._instance.loop_thread.in_loop_thread()):
             # the usual message in few steps (validated topic, cached route): see send_plain_blocking
             result = self._impl.send_plain_blocking(msg, timeout_ms)

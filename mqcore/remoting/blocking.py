@@ -12,6 +12,11 @@ frames until its answer arrives, and puts the socket back.
   each, more threads open extra sockets that are closed when they are returned. The
   socket returned last per address waits in a "hot" slot taken and returned with one
   atomic dict operation (no lock): a thread sending in a loop pays no lock round trips.
+* The sockets block, with one wait slice (``EXCHANGE_WAIT_SLICE_MS``) as SO_RCVTIMEO and
+  SO_SNDTIMEO: the kernels' read of an answer waits inside ``recv`` itself, so a send is
+  two system calls (``sendto``, ``recvfrom``), not three with a ``poll`` before the read;
+  the last slice before a deadline is waited in ``poll``, and every other read and write
+  here passes MSG_DONTWAIT, so no call outlives its deadline.
 * Frames are split by the same :class:`~mqcore.remoting.framing.FrameReceiver` as the
   loop's channels (same frame limit, same decoder), so the wire format and the
   handling of malformed or oversized answers do not depend on the path.
@@ -43,6 +48,7 @@ import math
 import os
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +84,8 @@ _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as on the loop's chann
 #: bodies up to this size go out in one send() with the prefix (as on the loop's channels)
 _JOIN_BODY_BYTES = 16 * 1024
 
+#: the connection's socket blocks (the kernels' reads wait in recv): every other call passes this
+_DONTWAIT = socket.MSG_DONTWAIT
 #: poll events that end a wait for the answer: data, or the peer hanging up or failing
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 #: called with (addr, request) right before a request is encoded
@@ -101,9 +109,17 @@ class BlockingConnection:
         self._kernels = k = kernels or default_wire_client_kernels()
         self._kernel_exchange = k.exchange
         self._encode_frame = k.encode_request_frame
-        # non-blocking for good, waiting in poll(): a socket timeout would cost an ioctl per
-        # settimeout and a poll before every send (7 system calls per round trip, now 4)
-        sock.setblocking(False)
+        # blocking, with SO_RCVTIMEO/SO_SNDTIMEO of one wait slice, set once: the kernels' read
+        # of an answer waits inside recv (one system call per answer, no poll before it) and a
+        # wait never outlasts a slice, so deadlines hold (the kernels poll for the last slice).
+        # Every other read and write here passes MSG_DONTWAIT. (Python's settimeout would
+        # cost an ioctl per call and a poll before every send.)
+        sock.setblocking(True)
+        slice_s = self._kernels.EXCHANGE_WAIT_SLICE_MS // 1000
+        slice_us = self._kernels.EXCHANGE_WAIT_SLICE_MS % 1000 * 1000
+        timeval = struct.pack("@ll", slice_s, slice_us)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
         self._poll = select.poll()
         self._poll.register(sock, _READABLE)
         # a private budget: one frame at a time on this socket, so it never waits
@@ -300,7 +316,7 @@ class BlockingConnection:
             view = memoryview(part).cast("B")
             while view:
                 try:
-                    sent = sock.send(view)
+                    sent = sock.send(view, _DONTWAIT)
                 except BlockingIOError:
                     sent = 0
                 except OSError as e:
@@ -335,7 +351,7 @@ class BlockingConnection:
             wait_ms = math.ceil(self._remaining(deadline, code, opaque) * 1000.0)
             try:
                 ready = poll.poll(wait_ms)
-                n = sock.recv_into(receiver.get_buffer()) if ready else -1
+                n = sock.recv_into(receiver.get_buffer(), 0, _DONTWAIT) if ready else -1
             except BlockingIOError:
                 continue  # woken without data: wait again
             except OSError as e:
@@ -460,15 +476,25 @@ class BlockingPool:
             return None
         now = time.monotonic()
         deadline = now + timeout_ms / 1000.0
-        conn = self._take(addr, deadline, timeout_ms, now)
+        conn = self._hot.pop(addr, None)  # _take's usual case without its call (one per send)
+        if conn is not None and now - conn.idle_since < IDLE_CHECK_S:
+            self._busy.add(conn)
+            if self._closed:  # as in _take
+                self._discard(conn)
+                raise ClosedError(f"{self.name} is shut down")
+        else:
+            conn = self._take(addr, deadline, timeout_ms, now, conn)
         try:
             return conn.send_template(template, code, born, flag, properties, body, uniq_id, deadline,
                                       self._decode_answer)
         finally:
             self._give_back(conn, now)
 
-    def _take(self, addr: str, deadline: float, timeout_ms: float, now: float) -> BlockingConnection:
-        conn = self._hot.pop(addr, None)  # atomic: no other thread gets it
+    def _take(self, addr: str, deadline: float, timeout_ms: float, now: float,
+              hot: BlockingConnection | None = None) -> BlockingConnection:
+        """A connection to ``addr``: the hot one (``hot``: already taken from the hot slot),
+        an idle one, or a new one; an idle one the peer closed is replaced."""
+        conn = hot if hot is not None else self._hot.pop(addr, None)  # atomic: no other thread gets it
         if conn is not None:
             self._busy.add(conn)
             if self._closed:  # close() ran while it was neither hot nor busy: it is ours to close

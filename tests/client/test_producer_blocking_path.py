@@ -318,3 +318,20 @@ def test_a_plain_send_obeys_the_send_timeout(fake_cluster):
         assert time.monotonic() - t0 < 2.5
         b.send_delay_s = 0.0
     assert len(b.sent) - sent_before <= 1
+
+
+def test_a_plain_send_replaces_a_hot_socket_the_peer_closed_while_idle(fake_cluster):
+    """The pool's one-call take of the hot socket checks a socket idle for IDLE_CHECK_S or more
+    as ``_take`` does: one the peer closed is closed here and replaced, the send goes through."""
+    import socket
+    fake_cluster.create_topic("T")
+    with Producer("pg", namesrv_addr=fake_cluster.namesrv_addr) as p:
+        assert p.send(Message("T", b"first")).ok
+        pool = p.instance.remoting.blocking
+        addr = fake_cluster.brokers[0].addr
+        old = pool._hot[addr]
+        old._sock.shutdown(socket.SHUT_RDWR)  # reads as a peer close (poll: readable, hung up)
+        old.idle_since = 0.0  # idle long enough to be checked
+        assert p.send(Message("T", b"second")).ok
+        assert old.closed and pool._hot[addr] is not old
+    assert sorted(m.body for m in fake_cluster.messages("T")) == [b"first", b"second"]

@@ -232,14 +232,19 @@ def test_concurrent_threads_each_get_their_own_answer() -> None:
     served(calls)
 
 
-def test_close_wakes_a_blocked_caller() -> None:
+@pytest.mark.parametrize("path", ["invoke", "kernel"])
+def test_close_wakes_a_blocked_caller(path: str) -> None:
+    """Also a caller blocked inside the exchange kernel's recv (``call``: the send path's)."""
     def calls(server, addr):
         pool = BlockingPool()
         outcome: list[BaseException] = []
 
         def caller() -> None:
             try:
-                pool.invoke(addr, create_request(SLOW, {"sleep": "10"}), 20_000)
+                if path == "invoke":
+                    pool.invoke(addr, create_request(SLOW, {"sleep": "10"}), 20_000)
+                else:
+                    pool.call(addr, SLOW, "PYTHON", 399, ("sleep",), ("10",), b"", 20_000)
             except BaseException as e:
                 outcome.append(e)
         t = threading.Thread(target=caller)
@@ -336,6 +341,37 @@ def test_invoke_frame_sends_a_large_frame_in_pieces_and_reads_answers_both_ways(
             assert type(small) is tuple and small[3] == "late" and small[2] & 1
             assert pool.invoke_frame(addr, ECHO, lambda opaque: None, 2000) is None
             assert pool.idle_count(addr) == 1  # the same socket throughout
+        finally:
+            pool.close()
+    served(calls)
+
+
+def test_kernel_reads_wait_in_recv_on_a_blocking_socket_and_keep_the_deadline() -> None:
+    """The pool's sockets block with one wait slice as SO_RCVTIMEO/SO_SNDTIMEO (the exchange
+    kernel's read waits inside recv: no poll before it); an answer several slices late still
+    arrives, and a deadline between two slices still holds."""
+    import struct
+
+    def calls(server, addr):
+        pool = BlockingPool()
+        slice_ms = pool.kernels.EXCHANGE_WAIT_SLICE_MS
+        try:
+            def call(sleep_s: float, timeout_ms: float):
+                return pool.call(addr, SLOW, "PYTHON", 399, ("sleep",), (str(sleep_s),), b"",
+                                 timeout_ms)
+            answer = call(2.5 * slice_ms / 1000, 5000)
+            assert answer[0] == ResponseCode.SUCCESS and answer[3] == "late"
+            conn = pool._hot[addr]
+            sock = conn._sock
+            assert sock.getblocking()
+            timeval = struct.pack("@ll", slice_ms // 1000, slice_ms % 1000 * 1000)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, len(timeval)) == timeval
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, len(timeval)) == timeval
+            started = time.monotonic()
+            with pytest.raises(RemotingTimeoutError):
+                call(3, 1.5 * slice_ms)
+            assert time.monotonic() - started < 1.5 * slice_ms / 1000 + 1.0  # not the 3 s answer
+            assert pool.idle_count(addr) == 0  # a timed-out socket is not reused
         finally:
             pool.close()
     served(calls)
