@@ -1,14 +1,21 @@
 """Concurrent consumption (``ConsumeMessageConcurrentlyService``).
 
-Pulled messages are cut into batches of ``consume_message_batch_max_size`` and run on
-the consume thread pool in any order. The batches wait in one queue drained by as few
-pool threads as keep up: one thread takes batch after batch (no thread hand-off, future
-or wake-up per batch: with RocketMQ's listener batch of one message those were most of
-a message's cost). While batches wait, a listener call slower than ``SLOW_LISTENER_S``
-(e.g. one waiting on I/O) starts another drainer, up to ``consume_thread_max``, so slow
-listeners still run in parallel: its drainer does so when the call returns, and a
-watchdog thread (awake only while drainers run) when the call is still running. After
-the listener returns:
+The messages of one pull answer become one *run* (``ConsumeRun``); the listener is still
+called with batches of ``consume_message_batch_max_size`` messages (RocketMQ's default:
+one message per call, ``listener([msg], context)``, its status for that message alone).
+The runs wait in one queue drained by as few pool threads as keep up: a thread takes
+batch after batch of the oldest run in one kernel call (``ListenerRunner.run``: claim,
+stamp, call, check, collect, with no thread hand-off, future, lock or Python loop per
+batch; with a listener batch of one message those were most of a message's cost). While
+batches wait, a listener call slower than ``SLOW_LISTENER_S`` (e.g. one waiting on I/O)
+starts another drainer, up to ``consume_thread_max``, which takes the next batches of the
+same run, so slow listeners still run in parallel: its drainer does so when the call
+returns, and a watchdog thread (awake only while drainers run) when the call is still
+running. What a user can observe: with a fast listener, the messages of a pull answer are
+consumed one after the other on one pool thread (Java hands each batch to the pool, so
+consecutive messages usually run on different threads); with a slow one, up to
+``consume_thread_max`` threads share them, as in Java. Batches are still not consumed in
+queue order across threads (use an orderly consumer for that). After the listener returns:
 
 * success: the messages leave the process queue; the queue's commit offset becomes
   the lowest offset still held (never moving backwards);
@@ -23,7 +30,10 @@ the listener returns:
 A drainer gives back the successful batches of one queue together (one process-queue
 round and one offset update per run of batches, at most ``SETTLE_EVERY`` messages),
 always after their listener calls returned: an offset never passes a message whose
-listener has not finished.
+listener has not finished (the lowest message still held by the process queue, consumed
+or not, bounds the committed offset). Only outcomes other than a plain success
+(``RECONSUME_LATER``, an exception, a partial ``ack_index``, a dropped queue) leave the
+kernel, one call at a time, and are handled here as before.
 
 ``clean_expired_messages`` sends back messages stuck in a listener longer than
 ``consume_timeout_min`` (run periodically on a consume thread).
