@@ -83,6 +83,7 @@ cdef class ListenerRunner:
     """A concurrent listener's calls over runs (see the twin)."""
     cdef public object listener, context_type, success, reset_retry, clock
     cdef public str retry_topic, stamp_key
+    cdef public bytes stamp_prefix, property_separator
     cdef public Py_ssize_t batch_size, settle_every
     cdef public bint system_clock, stopped
     cdef public double slow_s
@@ -91,7 +92,8 @@ cdef class ListenerRunner:
     cdef object _now, _pair, _joined
 
     def __init__(self, listener, context_type, success, Py_ssize_t batch_size, str retry_topic, reset_retry,
-                 clock, bint system_clock, str stamp_key, double slow_s, Py_ssize_t settle_every):
+                 clock, bint system_clock, str stamp_key, bytes stamp_prefix, bytes property_separator,
+                 double slow_s, Py_ssize_t settle_every):
         self.listener = listener
         self.context_type = context_type
         self.success = success
@@ -101,6 +103,8 @@ cdef class ListenerRunner:
         self.clock = clock
         self.system_clock = system_clock
         self.stamp_key = stamp_key
+        self.stamp_prefix = stamp_prefix
+        self.property_separator = property_separator
         self.slow_s = slow_s
         self.settle_every = settle_every
         self.stopped = False
@@ -117,9 +121,9 @@ cdef class ListenerRunner:
             ms = self.clock()
         if ms != self._stamp_ms:
             now = str(ms)
-            pair = (self.stamp_key + "\x01" + now).encode()
+            pair = self.stamp_prefix + now.encode()
             self._pair = pair
-            self._joined = b"\x02" + pair
+            self._joined = self.property_separator + pair
             self._now = now
             self._stamp_ms = ms
         return 0

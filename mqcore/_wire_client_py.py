@@ -725,8 +725,8 @@ def gc_track(obj: Any) -> None:
 # ``ListenerRunner.run(run, state)`` per batch, in this order: the batch is claimed (none
 # left, or the process queue dropped: ``RUN_EXHAUSTED``); messages still on the group's retry
 # topic get their original topic back (``reset_retry(batch)``, for the whole batch as soon as
-# one is); each message is stamped ``CONSUME_START_TIME`` (the clock's ms; the properties stay
-# unparsed when nobody read them); ``state.began`` is set (perf-counter seconds, 0.0 again
+# one is); each message is stamped ``stamp_key`` (``CONSUME_START_TIME``: the clock's ms, the pair
+# ``stamp_prefix + ms`` appended after ``property_separator`` while the properties are unparsed); ``state.began`` is set (perf-counter seconds, 0.0 again
 # after the call: the consumer's watchdog reads it); the listener is called with a list of
 # the batch and a fresh ``context_type(mq)``; then
 #   * it returned None or ``success`` with ``context.ack_index`` covering the batch, and the
@@ -815,8 +815,8 @@ class ListenerRunner:
     """A concurrent listener's calls over runs (see above)."""
 
     def __init__(self, listener: Any, context_type: Any, success: Any, batch_size: int, retry_topic: str,
-                 reset_retry: Any, clock: Any, system_clock: bool, stamp_key: str, slow_s: float,
-                 settle_every: int) -> None:
+                 reset_retry: Any, clock: Any, system_clock: bool, stamp_key: str, stamp_prefix: bytes,
+                 property_separator: bytes, slow_s: float, settle_every: int) -> None:
         self.listener = listener
         self.context_type = context_type
         self.success = success
@@ -826,6 +826,8 @@ class ListenerRunner:
         self.clock = clock
         self.system_clock = system_clock  # the compiled kernel reads the wall clock itself
         self.stamp_key = stamp_key
+        self.stamp_prefix = stamp_prefix  # the encoded name and the name/value separator
+        self.property_separator = property_separator
         self.slow_s = slow_s
         self.settle_every = settle_every
         self.stopped = False
@@ -835,8 +837,8 @@ class ListenerRunner:
     def _stamp_for(self, ms: int) -> tuple[int, str, bytes, bytes]:
         stamp = self._stamp
         if stamp[0] != ms:
-            pair = f"{self.stamp_key}\x01{ms}".encode()
-            stamp = self._stamp = (ms, str(ms), pair, b"\x02" + pair)
+            pair = self.stamp_prefix + str(ms).encode()
+            stamp = self._stamp = (ms, str(ms), pair, self.property_separator + pair)
         return stamp
 
     def run(self, run: ConsumeRun, state: DrainerState) -> int:

@@ -60,6 +60,7 @@ from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
 from mqcore.clock import Clock, system_clock_ms
+from mqcore.format.layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqcore.kernel_api import WireClientKernels
 from mqcore.message import Prop, retry_topic
 from mqcore.remoting.bodies import MessageQueue
@@ -126,7 +127,8 @@ class ConsumeMessageConcurrentlyService:
         self._runner = k.ListenerRunner(
             listener, ConsumeConcurrentlyContext, _SUCCESS, self.batch_size, self._retry_topic,
             consumer.reset_retry_topic, consumer.clock, consumer.clock is system_clock_ms,
-            Prop.CONSUME_START_TIME, SLOW_LISTENER_S, SETTLE_EVERY)
+            Prop.CONSUME_START_TIME, Prop.CONSUME_START_TIME.encode() + NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+            SLOW_LISTENER_S, SETTLE_EVERY)
 
     @property
     def consumed_ok(self) -> int:

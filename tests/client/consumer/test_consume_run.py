@@ -231,7 +231,8 @@ def test_a_run_is_shared_by_the_threads_that_take_its_messages(kernels):
     pq = ProcessQueue()
     run = kernels.ConsumeRun(msgs, pq, MessageQueue("T", "b", 0))
     runner = kernels.ListenerRunner(lambda m, c: None, ConsumeConcurrentlyContext, SUCCESS, 7, "%RETRY%g",
-                                    lambda m: None, ManualClock(1), False, Prop.CONSUME_START_TIME, 1.0, 30)
+                                    lambda m: None, ManualClock(1), False, Prop.CONSUME_START_TIME,
+                                    Prop.CONSUME_START_TIME.encode() + b"\1", b"\2", 1.0, 30)
     states = [kernels.DrainerState(), kernels.DrainerState()]
     taken: list[MessageExt] = []
     turn = 0
