@@ -213,10 +213,12 @@ class ConsumeMessageConcurrentlyService:
         me = threading.get_ident()
         state = kernels.DrainerState()
         self._states[me] = state
+        counted_out = False
         try:
             while True:
                 run = self._next_run()
                 if run is None:
+                    counted_out = True  # by _next_run, under the lock
                     break
                 pq, mq = run.pq, run.mq
                 if pq is not state.pq:
@@ -237,7 +239,13 @@ class ConsumeMessageConcurrentlyService:
                 elif code == kernels.RUN_SLOW:
                     if any(r.remaining for r in self._pending):
                         self._start_drainer(only_if_idle=False)
+        except Exception:  # the pool would keep it in a future nobody reads
+            log.exception("a consume thread of group %s failed", self.consumer.group)
+            raise
         finally:
+            if not counted_out:  # a bug below the listener (which cannot raise here): keep the count right
+                with self._lock:
+                    self._drainers -= 1
             self._states.pop(me, None)
             done, pq, mq = state.take_done()
             if done:
