@@ -257,7 +257,10 @@ class PushConsumerImpl(RouteAwareConsumer):
         room = loop.create_future()
 
         def made_room() -> None:  # on a consume thread
-            loop.call_soon_threadsafe(_resolve, room)
+            try:
+                loop.call_soon_threadsafe(_resolve, room)
+            except RuntimeError:  # the loop closed meanwhile (shutdown): nobody waits any more
+                pass
 
         if not pq.notify_when_room(count, size, made_room):
             return
