@@ -675,6 +675,7 @@ cdef extern from "Python.h":
         PyMemberDef *d_member
     PyTypeObject PyMemberDescr_Type
     PyTypeObject PyBaseObject_Type
+    void PyObject_GC_UnTrack(void *op)
 
 #: the slots ``decode_message_objects`` fills, in this order (its twin names them too)
 MESSAGE_SLOTS = ("topic", "body", "flag", "_properties", "_props_raw", "transaction_id", "broker_name",
@@ -783,6 +784,10 @@ def decode_message_objects(const unsigned char[::1] buf, Py_ssize_t start, Py_ss
         _fill(m, off[16], store)
         _fill(m, off[17], mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + v.born_extra + v.store_extra))
         _fill(m, off[18], mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + v.born_extra + v.store_extra))
+        # out of the cyclic collector's sight: its slots hold strings, bytes, ints and at most
+        # a dict of strings, never a way back to itself, and a pull answer's thousand messages
+        # living in the process queue made every collection on the loop thread walk them
+        PyObject_GC_UnTrack(<PyObject *>m)
         out.append(m)
         pos += v.size
     return out, compressed

@@ -93,3 +93,53 @@ class AutoBatcher:
     def detach(self, batch: Any) -> Any: ...
 
 def gc_track(obj: Any) -> None: ...
+
+# --- concurrent consumption: a run of listener calls in one step (mqcore/_consume_run.pxi) ---
+RUN_EXHAUSTED: int
+RUN_SETTLE: int
+RUN_SLOW: int
+RUN_OUTCOME: int
+RUN_STOPPED: int
+
+class ConsumeRun:
+    msgs: list[Any]
+    pos: int
+    pq: Any
+    mq: Any
+    def __init__(self, msgs: list[Any], pq: Any, mq: Any) -> None: ...
+    @property
+    def remaining(self) -> int: ...
+    def claim(self, n: int) -> list[Any] | None: ...
+    def close(self) -> None: ...
+
+class DrainerState:
+    done: list[Any]
+    pq: Any
+    mq: Any
+    outcome: Any
+    began: float
+    def __init__(self) -> None: ...
+    def take_done(self) -> tuple[list[Any], Any, Any]: ...
+    def set_queue(self, pq: Any, mq: Any) -> None: ...
+    def add_done(self, msgs: list[Any]) -> None: ...
+
+class ListenerRunner:
+    listener: Any
+    context_type: Any
+    success: Any
+    reset_retry: Any
+    clock: Any
+    retry_topic: str
+    stamp_key: str
+    stamp_prefix: bytes
+    property_separator: bytes
+    batch_size: int
+    settle_every: int
+    system_clock: bool
+    stopped: bool
+    slow_s: float
+    consumed_ok: int
+    def __init__(self, listener: Any, context_type: Any, success: Any, batch_size: int, retry_topic: str,
+                 reset_retry: Any, clock: Any, system_clock: bool, stamp_key: str, stamp_prefix: bytes,
+                 property_separator: bytes, slow_s: float, settle_every: int) -> None: ...
+    def run(self, run: ConsumeRun, state: DrainerState) -> int: ...

@@ -1405,3 +1405,7 @@ def gc_track(obj):
     that now holds something that could close a cycle); no-op when it is tracked."""
     if PyObject_IS_GC(obj) and not PyObject_GC_IsTracked(obj):
         PyObject_GC_Track(<PyObject*>obj)
+
+
+# --- concurrent consumption: a run of listener calls in one step ---------------------------------
+include "_consume_run.pxi"

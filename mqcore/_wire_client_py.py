@@ -467,6 +467,8 @@ def _plain_int(text: Any, max_digits: int) -> int:
         return -1
     return int(text)
 # --- auto-batching: a send_async's per-message work in one call -----------------------------------
+__all__ += ["ConsumeRun", "DrainerState", "ListenerRunner", "RUN_EXHAUSTED", "RUN_OUTCOME", "RUN_SETTLE",
+            "RUN_SLOW", "RUN_STOPPED"]
 __all__ += ["AutoBatcher", "BATCH_ARM_TIMER", "BATCH_LAUNCH", "BATCH_LEAVE_SOON", "JOIN_CHECK", "JOIN_WAIT",
             "PendingBatch", "UniqIdWriter", "gc_track"]
 #: ``AutoBatcher.add`` answers besides a future and None
@@ -723,3 +725,177 @@ class AutoBatcher:
 def gc_track(obj: Any) -> None:
     """The compiled kernel has the cyclic collector track again a future it untracked; the
     twin never untracks anything."""
+
+
+# --- concurrent consumption: a run of listener calls in one step -------------------------------
+# (the compiled twin: ``mqcore/_consume_run.pxi``, included by ``mqcore/_wire_client.pyx``)
+#
+# A push consumer hands the messages of one pull answer to its consume threads as one
+# ``ConsumeRun``; each thread's ``DrainerState`` and the service's ``ListenerRunner`` then
+# call the listener once per listener batch (``batch_size`` messages, RocketMQ's default 1:
+# ``listener([msg], context)``) until the run is used up, with no Python-level loop, lock or
+# allocation per message on the fast path. Several threads may take batches from the same run
+# (a thread started because a listener call was slow takes the next ones): ``claim`` is atomic.
+#
+# ``ListenerRunner.run(run, state)`` per batch, in this order: the batch is claimed (none
+# left, or the process queue dropped: ``RUN_EXHAUSTED``); messages still on the group's retry
+# topic get their original topic back (``reset_retry(batch)``, for the whole batch as soon as
+# one is); each message is stamped ``stamp_key`` (``CONSUME_START_TIME``: the clock's ms, the pair
+# ``stamp_prefix + ms`` appended after ``property_separator`` while the properties are unparsed); ``state.began`` is set (perf-counter seconds, 0.0 again
+# after the call: the consumer's watchdog reads it); the listener is called with a list of
+# the batch and a fresh ``context_type(mq)``; then
+#   * it returned None or ``success`` with ``context.ack_index`` covering the batch, and the
+#     queue was not dropped meanwhile: the batch goes to ``state.done`` (``consumed_ok``
+#     counts it);
+#   * anything else (another status, an exception, a dropped queue, an ack_index inside the
+#     batch): ``state.outcome = (batch, status, context, exception)`` and ``RUN_OUTCOME``:
+#     the caller decides (send back, retry locally, log) exactly as for a single call.
+# It returns ``RUN_SETTLE`` once ``state.done`` holds ``settle_every`` messages, ``RUN_SLOW``
+# after a call slower than ``slow_s`` when the run has batches left (the caller may start
+# another thread), ``RUN_STOPPED`` when ``stopped`` was set. A list or a context the listener
+# did not keep (nothing but the runner refers to it after the call) may be used again for the
+# next call (the compiled kernel does; nobody can tell).
+# ``DrainerState.take_done()`` swaps ``done`` out atomically with its queue, so the watchdog
+# can settle what a thread stuck in a slow call consumed before it.
+
+RUN_EXHAUSTED = 0
+RUN_SETTLE = 1
+RUN_SLOW = 2
+RUN_OUTCOME = 3
+RUN_STOPPED = 4
+
+
+class ConsumeRun:
+    """Messages of one queue, consumed in order of ``pos`` by any number of threads."""
+
+    __slots__ = ("msgs", "pos", "pq", "mq", "_lock")
+
+    def __init__(self, msgs: list, pq: Any, mq: Any) -> None:
+        import threading
+        self.msgs = msgs
+        self.pos = 0
+        self.pq = pq
+        self.mq = mq
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        return max(0, len(self.msgs) - self.pos)
+
+    def claim(self, n: int) -> list | None:
+        """The next ``n`` (or fewer) messages, or None when none is left."""
+        with self._lock:
+            i = self.pos
+            if i >= len(self.msgs):
+                return None
+            self.pos = i + n
+            return self.msgs[i:i + n]
+
+    def close(self) -> None:
+        """No more batches from this run (its queue was dropped)."""
+        with self._lock:
+            self.pos = len(self.msgs)
+
+
+class DrainerState:
+    """One consume thread's messages consumed and not yet settled, and its running call."""
+
+    __slots__ = ("done", "pq", "mq", "began", "outcome", "_lock")
+
+    def __init__(self) -> None:
+        import threading
+        self.done: list = []
+        self.pq: Any = None
+        self.mq: Any = None
+        self.began = 0.0
+        self.outcome: tuple | None = None
+        self._lock = threading.Lock()
+
+    def take_done(self) -> tuple[list, Any, Any]:
+        with self._lock:
+            done, self.done = self.done, []
+            return done, self.pq, self.mq
+
+    def set_queue(self, pq: Any, mq: Any) -> None:
+        """The queue of the messages added to ``done`` from now on (``done`` is empty)."""
+        with self._lock:
+            self.pq, self.mq = pq, mq
+
+    def add_done(self, msgs: list) -> None:
+        with self._lock:
+            self.done.extend(msgs)
+
+
+class ListenerRunner:
+    """A concurrent listener's calls over runs (see above)."""
+
+    def __init__(self, listener: Any, context_type: Any, success: Any, batch_size: int, retry_topic: str,
+                 reset_retry: Any, clock: Any, system_clock: bool, stamp_key: str, stamp_prefix: bytes,
+                 property_separator: bytes, slow_s: float, settle_every: int) -> None:
+        self.listener = listener
+        self.context_type = context_type
+        self.success = success
+        self.batch_size = max(1, batch_size)
+        self.retry_topic = retry_topic
+        self.reset_retry = reset_retry
+        self.clock = clock
+        self.system_clock = system_clock  # the compiled kernel reads the wall clock itself
+        self.stamp_key = stamp_key
+        self.stamp_prefix = stamp_prefix  # the encoded name and the name/value separator
+        self.property_separator = property_separator
+        self.slow_s = slow_s
+        self.settle_every = settle_every
+        self.stopped = False
+        self.consumed_ok = 0
+        self._stamp: tuple[int, str, bytes, bytes] = (-1, "", b"", b"")
+
+    def _stamp_for(self, ms: int) -> tuple[int, str, bytes, bytes]:
+        stamp = self._stamp
+        if stamp[0] != ms:
+            pair = self.stamp_prefix + str(ms).encode()
+            stamp = self._stamp = (ms, str(ms), pair, self.property_separator + pair)
+        return stamp
+
+    def run(self, run: ConsumeRun, state: DrainerState) -> int:
+        pq, mq, retry = run.pq, run.mq, self.retry_topic
+        while True:
+            if self.stopped:
+                return RUN_STOPPED
+            if pq.dropped:
+                run.close()
+                return RUN_EXHAUSTED
+            batch = run.claim(self.batch_size)
+            if batch is None:
+                return RUN_EXHAUSTED
+            for msg in batch:
+                if msg.topic == retry:
+                    self.reset_retry(batch)
+                    break
+            _, now, pair, joined = self._stamp_for(self.clock())
+            for msg in batch:
+                props = msg._properties
+                if props is None:
+                    raw = msg._props_raw
+                    msg._props_raw = raw + joined if raw else pair
+                else:
+                    props[self.stamp_key] = now
+            context = self.context_type(mq)
+            state.began = began = time.perf_counter()
+            exc = None
+            try:
+                status = self.listener(list(batch), context)
+            except Exception as e:  # the caller logs it and retries the batch
+                status, exc = None, e
+            ended = time.perf_counter()
+            state.began = 0.0
+            if (exc is None and (status is None or status is self.success)
+                    and context.ack_index >= len(batch) - 1 and not pq.dropped):
+                self.consumed_ok += len(batch)
+                state.add_done(batch)
+                if len(state.done) >= self.settle_every:
+                    return RUN_SETTLE
+                if ended - began > self.slow_s and run.remaining:
+                    return RUN_SLOW
+                continue
+            state.outcome = (batch, status, context, exc)
+            return RUN_OUTCOME

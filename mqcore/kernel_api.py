@@ -261,6 +261,29 @@ class AutoBatchKernels(Protocol):
     def gc_track(self, obj: Any) -> None: ...
 
 
+class ConsumeRunKernels(Protocol):
+    """The concurrent push consumer's part of the client's wire kernels: a run of listener
+    calls in one step (``ConsumeRun``, ``DrainerState``, ``ListenerRunner`` and the ``RUN_*``
+    answers of ``ListenerRunner.run``; ``mqcore/_wire_client_py.py`` has the contract)."""
+
+    @property
+    def RUN_EXHAUSTED(self) -> int: ...
+    @property
+    def RUN_SETTLE(self) -> int: ...
+    @property
+    def RUN_SLOW(self) -> int: ...
+    @property
+    def RUN_OUTCOME(self) -> int: ...
+    @property
+    def RUN_STOPPED(self) -> int: ...
+    @property
+    def ConsumeRun(self) -> Callable[..., Any]: ...
+    @property
+    def DrainerState(self) -> Callable[..., Any]: ...
+    @property
+    def ListenerRunner(self) -> Callable[..., Any]: ...
+
+
 #: ``(code, opaque, flag, remark, ext_fields)`` of an answer header read in one step
 AnswerTuple = tuple[int, int, int, "str | None", dict[str, str]]
 
@@ -281,7 +304,7 @@ class SendTemplate(Protocol):
     def result(self, answer: AnswerTuple, uniq_id: str) -> Any: ...
 
 
-class WireClientKernels(AutoBatchKernels, Protocol):
+class WireClientKernels(AutoBatchKernels, ConsumeRunKernels, Protocol):
     """The client's wire kernels (the blocking send path; auto-batching in ``AutoBatchKernels``):
     ``mqcore/_wire_client_py.py`` has the contract."""
 

@@ -206,6 +206,8 @@ class PushConsumerConfig(_ConsumerCommon):
     consume_thread_min: int = 20
     consume_thread_max: int = 20
     consume_concurrently_max_span: int = 2000
+    #: flow control: no pull while a queue holds more; a pull held back resumes as soon as
+    #: consumption brings the queue under the limits (Java: after a fixed 50 ms), at most 50 ms later
     pull_threshold_for_queue: int = 1000
     pull_threshold_size_for_queue_mib: int = 100
     pull_threshold_for_topic: int = -1

@@ -110,11 +110,12 @@ class Channel(asyncio.BufferedProtocol):
         on_made: Callable[[Channel], None] | None = None,
         warnings: RateLimitedLog | None = None,
         frames: FramesProcessor | None = None,
+        keep_large_buffer: bool = False,
     ) -> None:
         self._sink = sink
         self._max_frame_bytes = max_frame_bytes
         self._budget = budget if budget is not None else FrameBudget()
-        self._receiver = FrameReceiver(max_frame_bytes, self._budget)
+        self._receiver = FrameReceiver(max_frame_bytes, self._budget, keep_large_buffer=keep_large_buffer)
         self._write_high_water = write_high_water
         self._on_made = on_made
         self._warn = warnings if warnings is not None else RateLimitedLog(log)

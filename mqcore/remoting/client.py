@@ -143,7 +143,9 @@ class RemotingClient(ProcessorRegistry):
         return channel
 
     def _new_channel(self) -> Channel:
-        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget)
+        # a client's large frames (pull answers) come one after the other: reuse their buffer
+        return Channel(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
+                       keep_large_buffer=True)
 
     def _on_channel_closed(self, addr: str, channel: Channel) -> None:
         if self._channels.get(addr) is channel:

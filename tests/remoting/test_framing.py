@@ -46,12 +46,13 @@ commands = st.builds(
 )
 
 
+@pytest.mark.parametrize("keep_large_buffer", [False, True], ids=["fresh", "kept"])
 @settings(max_examples=150, deadline=None)
 @given(st.lists(commands, min_size=1, max_size=12), st.lists(st.integers(1, 2500), min_size=1, max_size=8))
-def test_frames_split_from_any_chunking_equal_the_single_frame_decoder(cmds, chunks):
+def test_frames_split_from_any_chunking_equal_the_single_frame_decoder(keep_large_buffer, cmds, chunks):
     frames = [encode_frame(c) for c in cmds]
     budget = FrameBudget(1 << 30)
-    receiver = FrameReceiver(1 << 20, budget, ring_bytes=RING)
+    receiver = FrameReceiver(1 << 20, budget, ring_bytes=RING, keep_large_buffer=keep_large_buffer)
     got = feed(receiver, b"".join(frames), chunks)
     assert got == [decode_frame(f[4:]) for f in frames]
     assert receiver.buffered_bytes == 0
@@ -131,3 +132,22 @@ def test_the_ring_grows_with_need_and_is_given_back_when_empty():
     assert r.trim() == 0  # a partial frame keeps its ring
     r.release()
     assert r.ring_bytes == 0 and r.buffered_bytes == 0
+
+
+def test_a_kept_large_buffer_serves_the_next_large_frames_and_goes_on_trim():
+    """A client's receiver keeps the last large frame's buffer for the next one: each frame,
+    smaller or larger than the one before, still decodes to its own bytes."""
+    sizes = [MMAP_FRAME_BYTES + 10, 5000, 3000, MMAP_FRAME_BYTES + 5000, 2000]
+    frames = [encode_frame(create_request(RequestCode.PULL_MESSAGE, {"n": str(i)}, bytes([65 + i]) * n))
+              for i, n in enumerate(sizes)]
+    budget = FrameBudget(64 << 20)
+    r = FrameReceiver(16 << 20, budget, ring_bytes=RING, keep_large_buffer=True)
+    got = feed(r, b"".join(frames), [700, 1 << 20, 333])
+    assert [bytes(c.body) for c in got] == [bytes([65 + i]) * n for i, n in enumerate(sizes)]
+    assert budget.used_bytes == 0  # the kept buffer is not charged: no frame is under way
+    assert r._kept is not None and len(r._kept) == len(frames[3])  # the largest one so far
+    assert r.trim() >= len(frames[3]) and r._kept is None
+    r.release()
+    no_keep = FrameReceiver(16 << 20, budget, ring_bytes=RING)
+    feed(no_keep, frames[0], [1 << 20])
+    assert no_keep._kept is None

@@ -1,14 +1,21 @@
 """Concurrent consumption (``ConsumeMessageConcurrentlyService``).
 
-Pulled messages are cut into batches of ``consume_message_batch_max_size`` and run on
-the consume thread pool in any order. The batches wait in one queue drained by as few
-pool threads as keep up: one thread takes batch after batch (no thread hand-off, future
-or wake-up per batch: with RocketMQ's listener batch of one message those were most of
-a message's cost). While batches wait, a listener call slower than ``SLOW_LISTENER_S``
-(e.g. one waiting on I/O) starts another drainer, up to ``consume_thread_max``, so slow
-listeners still run in parallel: its drainer does so when the call returns, and a
-watchdog thread (awake only while drainers run) when the call is still running. After
-the listener returns:
+The messages of one pull answer become one *run* (``ConsumeRun``); the listener is still
+called with batches of ``consume_message_batch_max_size`` messages (RocketMQ's default:
+one message per call, ``listener([msg], context)``, its status for that message alone).
+The runs wait in one queue drained by as few pool threads as keep up: a thread takes
+batch after batch of the oldest run in one kernel call (``ListenerRunner.run``: claim,
+stamp, call, check, collect, with no thread hand-off, future, lock or Python loop per
+batch; with a listener batch of one message those were most of a message's cost). While
+batches wait, a listener call slower than ``SLOW_LISTENER_S`` (e.g. one waiting on I/O)
+starts another drainer, up to ``consume_thread_max``, which takes the next batches of the
+same run, so slow listeners still run in parallel: its drainer does so when the call
+returns, and a watchdog thread (awake only while drainers run) when the call is still
+running. What a user can observe: with a fast listener, the messages of a pull answer are
+consumed one after the other on one pool thread (Java hands each batch to the pool, so
+consecutive messages usually run on different threads); with a slow one, up to
+``consume_thread_max`` threads share them, as in Java. Batches are still not consumed in
+queue order across threads (use an orderly consumer for that). After the listener returns:
 
 * success: the messages leave the process queue; the queue's commit offset becomes
   the lowest offset still held (never moving backwards);
@@ -23,7 +30,10 @@ the listener returns:
 A drainer gives back the successful batches of one queue together (one process-queue
 round and one offset update per run of batches, at most ``SETTLE_EVERY`` messages),
 always after their listener calls returned: an offset never passes a message whose
-listener has not finished.
+listener has not finished (the lowest message still held by the process queue, consumed
+or not, bounds the committed offset). Only outcomes other than a plain success
+(``RECONSUME_LATER``, an exception, a partial ``ack_index``, a dropped queue) leave the
+kernel, one call at a time, and are handled here as before.
 
 ``clean_expired_messages`` sends back messages stuck in a listener longer than
 ``consume_timeout_min`` (run periodically on a consume thread).
@@ -39,6 +49,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from mqcore._compat import default_wire_client_kernels
 from mqcore.client.config import MessageModel, PushConsumerConfig
 from mqcore.client.consumer.listener import (
     ConcurrentListener,
@@ -48,9 +59,9 @@ from mqcore.client.consumer.listener import (
 from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt
-from mqcore.clock import Clock
-from mqcore.format.layout import PROPERTY_SEPARATOR
-from mqcore.format.properties import format_pair
+from mqcore.clock import Clock, system_clock_ms
+from mqcore.format.layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from mqcore.kernel_api import WireClientKernels
 from mqcore.message import Prop, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
@@ -94,38 +105,41 @@ class ConsumerOps(Protocol):
 
 class ConsumeMessageConcurrentlyService:
     def __init__(self, consumer: ConsumerOps, listener: ConcurrentListener,
-                 executor: concurrent.futures.ThreadPoolExecutor) -> None:
+                 executor: concurrent.futures.ThreadPoolExecutor, *, kernels: WireClientKernels | None = None) -> None:
         self.consumer = consumer
         self.listener = listener
         self.executor = executor
+        self.kernels = k = kernels or default_wire_client_kernels()
         self.batch_size = consumer.config.consume_message_batch_max_size
         self.max_drainers = max(1, consumer.config.consume_thread_max)
-        self.consumed_ok = 0
         self.consumed_failed = 0
-        #: listener batches waiting for a drainer: (messages, process queue, queue)
-        self._pending: collections.deque[tuple[list[MessageExt], ProcessQueue, MessageQueue]] = collections.deque()
+        self._consumed_ok_here = 0  # partial successes (_process_result); the runner counts the rest
+        #: runs of messages waiting for (or being taken by) drainers, oldest first
+        self._pending: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
         self._drainers = 0
         self._stopped = False
-        #: drainer id -> when its running listener call began (0.0: not in a call)
-        self._calls: dict[int, float] = {}
-        #: drainer id -> its consumed messages not yet settled (see _drain)
-        self._unsettled: dict[int, list[Any]] = {}
+        #: drainer id -> its DrainerState (its unsettled messages and its running call)
+        self._states: dict[int, Any] = {}
         self._watch = threading.Condition(self._lock)
         self._watchdog: threading.Thread | None = None
-        self._stamp: tuple[int, str, bytes, bytes] = (-1, "", b"", b"")
         self._retry_topic = retry_topic(consumer.group)
+        self._runner = k.ListenerRunner(
+            listener, ConsumeConcurrentlyContext, _SUCCESS, self.batch_size, self._retry_topic,
+            consumer.reset_retry_topic, consumer.clock, consumer.clock is system_clock_ms,
+            Prop.CONSUME_START_TIME, Prop.CONSUME_START_TIME.encode() + NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+            SLOW_LISTENER_S, SETTLE_EVERY)
+
+    @property
+    def consumed_ok(self) -> int:
+        return int(self._runner.consumed_ok) + self._consumed_ok_here
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch: bool = True) -> None:
-        n = self.batch_size
-        pending = self._pending
-        if len(msgs) <= n:
-            pending.append((msgs, pq, mq))
-        elif n == 1:  # RocketMQ's default listener batch: one list per message, no slicing
-            pending.extend([([msg], pq, mq) for msg in msgs])
-        else:
-            pending.extend([(msgs[i:i + n], pq, mq) for i in range(0, len(msgs), n)])
-        self._start_drainer(only_if_idle=True)
+        """One pull answer's messages become one run (the listener still gets batches of
+        ``consume_message_batch_max_size``); its drainers are started as needed."""
+        if msgs:
+            self._pending.append(self.kernels.ConsumeRun(msgs, pq, mq))
+            self._start_drainer(only_if_idle=True)
 
     def _start_drainer(self, *, only_if_idle: bool) -> None:
         with self._lock:
@@ -150,6 +164,7 @@ class ConsumeMessageConcurrentlyService:
         so they come again), running listeners finish."""
         with self._lock:
             self._stopped = True
+            self._runner.stopped = True
             self._pending.clear()
             self._watch.notify()
 
@@ -166,70 +181,75 @@ class ConsumeMessageConcurrentlyService:
                 if self._stopped:
                     return
                 now = time.perf_counter()
-                slow = [me for me, began in self._calls.items() if began and now - began > SLOW_LISTENER_S]
-                flush = []
-                for me in slow:  # what a stuck drainer consumed before its slow call is settled now
-                    state = self._unsettled.get(me)
-                    if state is not None and state[0]:
-                        flush.append((state[0], state[1], state[2]))
-                        state[0] = []
-                more = bool(slow) and bool(self._pending)
-            for done, pq, mq in flush:
-                self._settle(done, pq, mq)
+                slow = [state for state in self._states.values()
+                        if state.began and now - state.began > SLOW_LISTENER_S]
+                more = bool(slow) and any(run.remaining for run in self._pending)
+            for state in slow:  # what a stuck drainer consumed before its slow call is settled now
+                done, pq, mq = state.take_done()
+                if done:
+                    self._settle(done, pq, mq)
             if more:
                 self._start_drainer(only_if_idle=False)
 
     def _submit_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         self.consumer.schedule(self.consumer.config.local_retry_delay_ms, self.submit, msgs, pq, mq, True)
 
+    def _next_run(self) -> Any:
+        """The oldest run with batches left (used-up ones leave the queue), or None: then this
+        drainer stops (counted out under the lock, so a run submitted meanwhile starts another)."""
+        pending = self._pending
+        with self._lock:
+            while pending and not self._stopped:
+                run = pending[0]
+                if run.remaining:
+                    return run
+                pending.popleft()
+            self._drainers -= 1
+            return None
+
     def _drain(self) -> None:
-        """Consume waiting batches until none is left; see the module docstring."""
-        pending, clock, calls, lock = self._pending, time.perf_counter, self._calls, self._lock
+        """Consume waiting runs until none is left; see the module docstring."""
+        runner, kernels = self._runner, self.kernels
         me = threading.get_ident()
-        # [consumed messages not yet settled, their process queue, their queue]; the watchdog may
-        # settle them (under the lock) while this drainer is in a slow listener call
-        state: list[Any] = [[], None, None]
-        self._unsettled[me] = state
+        state = kernels.DrainerState()
+        self._states[me] = state
+        counted_out = False
         try:
-            while not self._stopped:
-                try:
-                    msgs, pq, mq = pending.popleft()
-                except IndexError:
-                    with lock:  # nothing left: stop, unless a batch arrived meanwhile
-                        if not pending or self._stopped:
-                            self._drainers -= 1
-                            break
-                    continue
-                done = state[0]
-                if done and (pq is not state[1] or len(done) >= SETTLE_EVERY):
-                    state[0] = []
-                    self._settle(done, state[1], state[2])
-                calls[me] = began = clock()
-                ok = self._consume(msgs, pq, mq)
-                with lock:
-                    calls[me] = 0.0
+            while True:
+                run = self._next_run()
+                if run is None:
+                    counted_out = True  # by _next_run, under the lock
+                    break
+                pq, mq = run.pq, run.mq
+                if pq is not state.pq:
+                    done, old_pq, old_mq = state.take_done()
+                    if done:
+                        self._settle(done, old_pq, old_mq)
+                    state.set_queue(pq, mq)
+                code = runner.run(run, state)
+                if code == kernels.RUN_OUTCOME:
+                    batch, status, context, exc = state.outcome
+                    state.outcome = None
+                    ok = self._finish(batch, status, context, exc, pq, mq)
                     if ok:
-                        if state[0] and pq is not state[1]:
-                            flush = (state[0], state[1], state[2])
-                            state[0] = []
-                        else:
-                            flush = None
-                        state[0].extend(ok)
-                        state[1], state[2] = pq, mq
-                if ok and flush is not None:
-                    self._settle(*flush)
-                if clock() - began > SLOW_LISTENER_S and pending:
-                    self._start_drainer(only_if_idle=False)
-            else:
-                with lock:
-                    self._drainers -= 1
+                        state.add_done(ok)
+                elif code == kernels.RUN_SETTLE:
+                    done, pq, mq = state.take_done()
+                    self._settle(done, pq, mq)
+                elif code == kernels.RUN_SLOW:
+                    if any(r.remaining for r in self._pending):
+                        self._start_drainer(only_if_idle=False)
+        except Exception:  # the pool would keep it in a future nobody reads
+            log.exception("a consume thread of group %s failed", self.consumer.group)
+            raise
         finally:
-            with lock:
-                calls.pop(me, None)
-                self._unsettled.pop(me, None)
-                done, state[0] = state[0], []
+            if not counted_out:  # a bug below the listener (which cannot raise here): keep the count right
+                with self._lock:
+                    self._drainers -= 1
+            self._states.pop(me, None)
+            done, pq, mq = state.take_done()
             if done:
-                self._settle(done, state[1], state[2])
+                self._settle(done, pq, mq)
 
     def _settle(self, done: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         """Consumed messages leave their process queue; its commit offset moves."""
@@ -237,37 +257,14 @@ class ConsumeMessageConcurrentlyService:
         if offset >= 0 and not pq.dropped:
             self.consumer.offset_store.update_offset(mq, offset, increase_only=True)
 
-    def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> list[MessageExt] | None:
-        """Run the listener on one batch; the messages to give back as consumed (None: none)."""
-        if pq.dropped:
-            return None
+    def _finish(self, msgs: list[MessageExt], status: Any, context: ConsumeConcurrentlyContext,
+                exc: BaseException | None, pq: ProcessQueue, mq: MessageQueue) -> list[MessageExt] | None:
+        """A listener call the runner did not settle itself (anything but a plain success):
+        the messages to give back as consumed (None: none)."""
         consumer = self.consumer
-        retry = self._retry_topic
-        for msg in msgs:
-            if msg.topic == retry:
-                consumer.reset_retry_topic(msgs)
-                break
-        context = ConsumeConcurrentlyContext(mq)
-        ms = consumer.clock()
-        stamp = self._stamp  # one (ms, text, encoded pairs) tuple, replaced whole: drainers share it
-        if stamp[0] != ms:  # made once per millisecond, not per batch
-            pair = format_pair(Prop.CONSUME_START_TIME, ms).encode()
-            stamp = self._stamp = (ms, str(ms), pair, PROPERTY_SEPARATOR + pair)
-        _, now, pair, joined = stamp
-        for msg in msgs:
-            # msg.stamp_property(CONSUME_START_TIME, now), inlined with the pair encoded once:
-            # the properties stay unparsed
-            props = msg._properties
-            if props is None:
-                raw = msg._props_raw
-                msg._props_raw = raw + joined if raw else pair
-            else:
-                props[Prop.CONSUME_START_TIME] = now
-        try:
-            status = self.listener(msgs, context)
-        except Exception:  # the listener's failure means "retry later"
+        if exc is not None:  # the listener's failure means "retry later"
             log.warning("listener of group %s raised on %d message(s) of %s; they will be retried",
-                        consumer.group, len(msgs), mq, exc_info=True)
+                        consumer.group, len(msgs), mq, exc_info=exc)
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         if status is None:
             status = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -277,9 +274,6 @@ class ConsumeMessageConcurrentlyService:
         if pq.dropped:
             log.info("queue %s was dropped while consuming; its %d message(s) may come again", mq, len(msgs))
             return None
-        if status is _SUCCESS and context.ack_index >= len(msgs) - 1:  # all consumed: _process_result's first case
-            self.consumed_ok += len(msgs)
-            return msgs
         return self._process_result(status, context, msgs, pq, mq)
 
     def _process_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
@@ -289,7 +283,7 @@ class ConsumeMessageConcurrentlyService:
         consumer = self.consumer
         if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             ack_index = min(context.ack_index, len(msgs) - 1)
-            self.consumed_ok += ack_index + 1
+            self._consumed_ok_here += ack_index + 1
             self.consumed_failed += len(msgs) - ack_index - 1
         else:
             ack_index = -1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from mqcore.client.message import MessageExt
 from mqcore.clock import Clock, system_clock_ms
@@ -59,6 +59,9 @@ class ProcessQueue:
         self.consume_lock = threading.Lock()
         self.lock_max_live_time_ms = lock_max_live_time_ms
         self.pull_max_idle_time_ms = pull_max_idle_time_ms
+        #: (count, size, callback): a flow-controlled pull waiting for the queue to hold at most
+        #: ``count`` messages and ``size`` bytes (see ``notify_when_room``)
+        self._room_waiter: tuple[int, int, Callable[[], None]] | None = None
 
     # --- heap helpers (caller holds the lock) ---------------------------------------------
     def _first_key_locked(self) -> int | None:
@@ -169,7 +172,32 @@ class ProcessQueue:
             first = self._first_key_locked()
             if first is not None:
                 result = first
-            return result
+            wake = self._room_made_locked()
+        if wake is not None:
+            wake()
+        return result
+
+    # --- flow control ------------------------------------------------------------------------------
+    def notify_when_room(self, count: int, size: int, callback: Callable[[], None]) -> bool:
+        """Have ``callback`` called once (on the thread that frees the room, without the lock)
+        when the queue holds at most ``count`` messages and ``size`` bytes; False (and no call)
+        when it already does. A second call replaces the first one's callback."""
+        with self._lock:
+            if self.msg_count <= count and self.msg_size <= size:
+                return False
+            self._room_waiter = (count, size, callback)
+            return True
+
+    def cancel_room_notification(self) -> None:
+        with self._lock:
+            self._room_waiter = None
+
+    def _room_made_locked(self) -> Callable[[], None] | None:
+        waiter = self._room_waiter
+        if waiter is not None and self.msg_count <= waiter[0] and self.msg_size <= waiter[1]:
+            self._room_waiter = None
+            return waiter[2]
+        return None
 
     def first_message(self) -> MessageExt | None:
         with self._lock:
@@ -211,7 +239,10 @@ class ProcessQueue:
             self.msg_count -= len(self._consuming_msgs)
             self.msg_size -= sum(len(m.body) for m in self._consuming_msgs.values())
             self._consuming_msgs.clear()
-            return offset + 1
+            wake = self._room_made_locked()
+        if wake is not None:
+            wake()
+        return offset + 1
 
     def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
         with self._lock:

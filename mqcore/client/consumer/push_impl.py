@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 __all__ = ["PushConsumerImpl"]
 
 _MIB = 1024 * 1024
+#: longest wait of a pull held back by flow control (RocketMQ's fixed delay). The wait ends
+#: as soon as consumption brings the queue back under its count and size limits: with the
+#: pull batch of 1000 and the per-queue limit of 1000, a fixed 50 ms sleep left a fast
+#: listener idle for most of it
 PULL_DELAY_WHEN_FLOW_CONTROL_MS = 50
 PULL_DELAY_WHEN_SUSPENDED_MS = 1000
 OFFSET_MOVED_FIX_DELAY_MS = 10_000
@@ -63,6 +67,11 @@ ORDERLY_MAX_RECONSUME_TIMES = 2**31 - 1
 #: SUBSCRIPTION_NOT_EXIST, SUBSCRIPTION_NOT_LATEST, SUBSCRIPTION_GROUP_NOT_EXIST: re-send the heartbeat
 _RESUBSCRIBE_CODES = frozenset({24, 25, 26})
 MAX_DELAY_LEVEL = 18
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class PushConsumerImpl(RouteAwareConsumer):
@@ -238,10 +247,37 @@ class PushConsumerImpl(RouteAwareConsumer):
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         return 0
 
+    async def _wait_for_room(self, pr: PullRequest) -> None:
+        """A pull held back by flow control: wait until consumption brings the queue under its
+        count and size limits (then pull again at once), at most
+        ``PULL_DELAY_WHEN_FLOW_CONTROL_MS`` (the span limit is only checked again then)."""
+        pq = pr.process_queue
+        count, size = self._thresholds.get(pr.message_queue.topic, self._default_thresholds)
+        loop = asyncio.get_running_loop()
+        room = loop.create_future()
+
+        def made_room() -> None:  # on a consume thread
+            try:
+                loop.call_soon_threadsafe(_resolve, room)
+            except RuntimeError:  # the loop closed meanwhile (shutdown): nobody waits any more
+                pass
+
+        if not pq.notify_when_room(count, size, made_room):
+            return
+        try:
+            await asyncio.wait_for(room, PULL_DELAY_WHEN_FLOW_CONTROL_MS / 1000.0)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            pq.cancel_room_notification()
+
     async def _pull_once(self, pr: PullRequest) -> float:
         pq, mq, cfg = pr.process_queue, pr.message_queue, self.config
         pq.touch_pull()
         delay = self._flow_control_delay(pr)
+        if delay == PULL_DELAY_WHEN_FLOW_CONTROL_MS:
+            await self._wait_for_room(pr)
+            return 0
         if delay:
             return delay
         if self.orderly and self.message_model is MessageModel.CLUSTERING:

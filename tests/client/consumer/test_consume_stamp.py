@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import pytest
+
+from mqcore import _wire_client, _wire_client_py
 from mqcore._compat import default_kernels
 from mqcore.client.config import MessageModel, PushConsumerConfig
 from mqcore.client.consumer.common import reset_retry_topic
@@ -44,7 +47,8 @@ class Consumer:
         reset_retry_topic(msgs, self.group)
 
 
-def test_messages_get_their_consume_start_time_and_original_topic():
+@pytest.mark.parametrize("kernels", [_wire_client, _wire_client_py], ids=["kernel", "twin"])
+def test_messages_get_their_consume_start_time_and_original_topic(kernels):
     msgs = decode_messages(records(("T", {"TAGS": "A"}), ("T", {}), ("%RETRY%g", {Prop.RETRY_TOPIC: "T", "K": "v"}),
                                    ("T", {"TAGS": "B"})), "b")
     assert msgs[3].properties["TAGS"] == "B"  # parsed before: stamped in the dict
@@ -54,11 +58,13 @@ def test_messages_get_their_consume_start_time_and_original_topic():
         seen.extend((m.topic, dict(m.properties)) for m in batch)
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        service = ConsumeMessageConcurrentlyService(Consumer(), listener, pool)
+        service = ConsumeMessageConcurrentlyService(Consumer(), listener, pool, kernels=kernels)
         mq = MessageQueue("T", "b", 0)
         pq = ProcessQueue()
         pq.put_messages(msgs)
-        assert service._consume(msgs, pq, mq) == msgs
+        state = kernels.DrainerState()
+        assert service._runner.run(kernels.ConsumeRun(msgs, pq, mq), state) == kernels.RUN_EXHAUSTED
+        assert state.done == msgs
     start = {Prop.CONSUME_START_TIME: "1700000000123"}
     assert seen == [("T", {"TAGS": "A", **start}), ("T", start), ("T", {Prop.RETRY_TOPIC: "T", "K": "v", **start}),
                     ("T", {"TAGS": "B", **start})]

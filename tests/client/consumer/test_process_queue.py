@@ -160,3 +160,38 @@ def test_lowest_offset_and_orderly_take_stay_right_whatever_order_offsets_arrive
                 held.update(taken)
                 taken.clear()
             assert len(pq) == len(held)
+
+
+def test_a_flow_controlled_pull_is_told_once_when_there_is_room_again():
+    pq = ProcessQueue(ManualClock())
+    msgs = [m(i) for i in range(10)]  # 2 bytes each
+    pq.put_messages(msgs)
+    calls = []
+    assert pq.notify_when_room(10, 100, lambda: calls.append("count")) is False  # room already
+    assert pq.notify_when_room(5, 100, lambda: calls.append("count")) is True
+    pq.remove_messages(msgs[:4])
+    assert calls == []  # 6 held: still over
+    pq.remove_messages(msgs[4:6])
+    assert calls == ["count"]
+    pq.remove_messages(msgs[6:7])
+    assert calls == ["count"]  # once
+    assert pq.notify_when_room(1, 4, lambda: calls.append("size")) is True  # 3 held, 6 bytes
+    pq.remove_messages(msgs[7:8])
+    assert calls == ["count"]  # 2 held, but 4 bytes only now: the count limit is not met yet
+    pq.remove_messages(msgs[8:9])
+    assert calls == ["count", "size"]
+    assert pq.notify_when_room(0, 0, lambda: calls.append("cancelled")) is True
+    pq.cancel_room_notification()
+    pq.remove_messages(msgs[9:])
+    assert calls == ["count", "size"]
+
+
+def test_an_orderly_commit_makes_room_too():
+    pq = ProcessQueue(ManualClock())
+    pq.put_messages([m(i) for i in range(4)])
+    calls = []
+    assert pq.notify_when_room(1, 100, lambda: calls.append(True))
+    pq.take_messages(3)
+    assert calls == []  # taken, not committed: still held
+    pq.commit()
+    assert calls == [True]

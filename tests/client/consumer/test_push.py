@@ -359,6 +359,28 @@ def test_flow_control_caps_cached_messages_per_queue(cluster):
         assert wait_for(lambda: len(consumed) == 200)
 
 
+def test_a_flow_controlled_pull_resumes_as_soon_as_the_queue_has_room(cluster, monkeypatch):
+    """The pull held back by flow control waits for consumption to make room, not for a fixed
+    delay: with the delay made 60 s, 200 messages through a 20-message limit still arrive."""
+    from mqcore.client.consumer import push_impl
+    monkeypatch.setattr(push_impl, "PULL_DELAY_WHEN_FLOW_CONTROL_MS", 60_000)
+    t = cluster.create_topic(1)
+    produce(cluster, t, 200)
+    consumed = []
+    c = consumer(cluster, pull_threshold_for_queue=20, pull_batch_size=16)
+
+    def listener(msgs, ctx):
+        if not consumed:  # hold the first message until the puller is held back
+            assert wait_for(lambda: c._impl.flow_control_times >= 1, timeout=10, step=0.005)
+        consumed.extend(msgs)
+
+    c.subscribe(t)
+    c.register_listener(listener)
+    with c:
+        assert wait_for(lambda: len(consumed) == 200, timeout=30)
+        assert c._impl.flow_control_times >= 1
+
+
 def test_consume_from_timestamp_when_the_group_has_no_offset(fake_cluster):
     # the fake: it answers QUERY_NOT_FOUND for a group with no offset. A real broker does that only
     # once the queue's first message is gone from the store (until then it answers 0, and the
