@@ -151,10 +151,11 @@ cdef class ChannelCore:
 
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef object frames = self._frames
-        cdef object core = None
+        cdef object core = None, pull_core = None
         if frames is not None and not self._in_frames and not self._closed and not self._read_paused:
             core = getattr(frames, "core", None)
-        if core is None:
+            pull_core = getattr(frames, "pull_core", None)  # PullCore (_pipeline_pull.pxi)
+        if core is None and pull_core is None:
             self._buffer_updated_py(nbytes)
             return
         receiver = self._receiver
@@ -175,7 +176,14 @@ cdef class ChannelCore:
             view = receiver._ring_view
             self._in_frames = True
             try:
-                stop, answers = (<SendCore?>core).take(self, view, start, end)
+                # by the first frame's request code: its pipeline's core (answers: a list of
+                # buffers from the pull core, one bytes object from the send core)
+                if pull_core is not None and _first_is_pull(view, start, end):
+                    stop, answers = (<PullCore?>pull_core).take(self, view, start, end)
+                elif core is not None:
+                    stop, answers = (<SendCore?>core).take(self, view, start, end)
+                else:
+                    stop, answers = start, None
             except Exception:  # a bug must not kill the server (as _process_frames does)
                 self._in_frames = False
                 _chan_log.exception("closing %s after an unexpected error while reading", self)
@@ -186,7 +194,10 @@ cdef class ChannelCore:
                 receiver._start = receiver._end = 0  # FrameReceiver.consumed
                 transport = self._transport
                 if answers is not None and not self._closed and transport is not None:
-                    transport.write(answers)
+                    if type(answers) is list:
+                        transport.writelines(answers)
+                    else:
+                        transport.write(answers)
                 self._partial_since = None
                 return
             if stop != start:

@@ -77,6 +77,7 @@ CASES = [
     ("a missing field", _pull(subVersion=None), False),
     ("a malformed number", _pull(maxMsgNums="3x"), False),
     ("int out of range", _pull(queueId="2147483648"), False),
+    ("found after refusals (pipelined: the Python Channel's pipeline)", _pull(queueOffset="500"), True),
     ("disable consuming", "disable", False),
     ("group may not consume", _pull(), False),
     ("enable consuming", "enable", False),
@@ -85,11 +86,26 @@ CASES = [
 
 
 class _Recorder:
-    """The pipeline kernels, noting the opaque of every answer the pipeline writes."""
+    """The pipeline kernels, noting the opaque of every pull the pipeline answers: through
+    ``PullPipeline.__call__`` (``opaques``: the answers it writes) or the C connection core
+    (``core_opaques``: the frames ``PullCore.take`` took, read again from the buffer)."""
 
     def __init__(self, kernels):
         self.k = kernels
         self.opaques: list[int] = []
+        self.core_opaques: list[int] = []
+        if hasattr(kernels, "PullCore"):
+            recorder = self
+
+            class RecordingCore(kernels.PullCore):
+                def take(self, channel, view, start, end):
+                    stop, answers = super().take(channel, view, start, end)
+                    taken, at = kernels.parse_pulls(view, start, stop, 1 << 30)
+                    assert at == stop
+                    recorder.core_opaques.extend(item[0] for item in taken)
+                    return stop, answers
+
+            self.PullCore = RecordingCore
 
     def __getattr__(self, name):
         return getattr(self.k, name)
@@ -108,9 +124,11 @@ def _fill(broker):
     assert broker.store.commitlog.queue.files[-1].file_from_offset >= 2 * 64 * 1024  # three files at least
 
 
-def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None):
+def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None,
+         core: bool = True):
     """Run CASES against a broker: the answers, the committed offsets, the opaques the
-    pipeline answered."""
+    pipeline answered through its Python ``__call__`` and through the C connection core
+    (``core=False``: the core leaves pulls to the Python Channel)."""
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -122,6 +140,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(_compat, "kernels", store_kernels)
     if not pipeline:
         monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not pipeline or not core:
+        monkeypatch.setattr(pull_pipeline.PullPipeline, "use_core", False)
 
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="pulls"),
@@ -160,7 +180,7 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         return answers, offsets
 
     answers, offsets = asyncio.run(scenario())
-    return answers, offsets, recorder.opaques
+    return answers, offsets, recorder.opaques, recorder.core_opaques
 
 
 async def _wait_dispatched(broker, timeout_s=10.0):
@@ -179,12 +199,15 @@ def _by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("path", ["core", "cython", "twin"])
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
-def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, kernel, pipelined):
+def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelined):
+    """The C connection core (``core``), the compiled kernels under the Python Channel
+    (``cython``) and the twins (``twin``) answer as the general path, byte for byte."""
+    kernel = "twin" if path == "twin" else "cython"
     with monkeypatch.context() as m:
         fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel],
-                    store_kernels=STORE_KERNELS[kernel])
+                    store_kernels=STORE_KERNELS[kernel], core=path == "core")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -194,8 +217,12 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, kernel, pipel
     for opaque, answer in fast_by.items():
         assert answer == general_by[opaque], CASES[opaque - 100][0]
     assert fast[1] == general[1] == 20  # the last commit (the suspended pull's)
-    assert sorted(fast[2]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
-    assert general[2] == []
+    assert sorted(fast[2] + fast[3]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
+    assert general[2] == general[3] == []
+    if path == "core":  # one pull per buffer: the core takes all it takes; pipelined: the head of each
+        assert fast[3] and (fast[2] if pipelined else fast[2] == [])  # buffer, the Python Channel the rest
+    else:
+        assert fast[3] == []
     # what the cases are about really happened
     found = [_header(fast_by[i + 100]) for i, c in enumerate(CASES) if c[0].startswith("found")]
     assert all(h["code"] == 0 and h["remark"] == "FOUND" for h in found)
@@ -385,8 +412,11 @@ def test_a_pull_never_exposes_a_record_past_the_committed_end(tmp_path, monkeypa
             mf.wrote_position = end - mf.file_from_offset
             reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
             got = {}
-            for label, taken in (("pipeline", True), ("general", False)):
-                if not taken:
+            frames = broker.server._frames
+            for label in ("core", "pipeline", "general"):
+                if label == "pipeline":  # the C connection core leaves pulls to the Python Channel
+                    monkeypatch.setattr(frames, "pull_core", None)
+                if label == "general":
                     monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, v, s, e: s)
                 writer.write(encode_frame(create_request(RequestCode.PULL_MESSAGE,
                                                          _pull(queueId="1", queueOffset="20"), opaque=1)))
@@ -398,7 +428,7 @@ def test_a_pull_never_exposes_a_record_past_the_committed_end(tmp_path, monkeypa
             await broker.shutdown()
 
     got, results, end = asyncio.run(scenario())
-    assert got["pipeline"] == got["general"]
+    assert got["core"] == got["pipeline"] == got["general"]
     answer = got["pipeline"]
     header_len = int.from_bytes(answer[:4], "big") & 0xFFFFFF
     assert _header(answer)["code"] == ResponseCode.SUCCESS
@@ -514,7 +544,7 @@ def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, mo
                 assert loop.time() < deadline, "the broker never stopped reading"
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.2)
-            answered_while_paused = len(recorder.opaques)
+            answered_while_paused = len(recorder.opaques) + len(recorder.core_opaques)
             got = 0
             while got < pulls:
                 length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 20), "big")
@@ -529,7 +559,8 @@ def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, mo
     answered_while_paused = asyncio.run(scenario())
     # the high-water mark (4 MiB) and the socket buffers hold a few hundred answers, not all
     assert 0 < answered_while_paused < pulls * 2 // 3, answered_while_paused
-    assert len(recorder.opaques) == pulls
+    assert len(recorder.opaques) + len(recorder.core_opaques) == pulls
+    assert recorder.core_opaques  # the C connection core took (and paused) some
 
 
 def test_the_pipeline_stops_within_a_receive_buffer_once_reading_pauses(tmp_path):

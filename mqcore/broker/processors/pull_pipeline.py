@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.filtering import is_tag_type
-from mqcore.broker.processors.pull import _PULL_KIND, PullProcessor
+from mqcore.broker.processors.pull import _CODE_BY_NAME, _PULL_KIND, PullProcessor
 from mqcore.broker.validate import pull_names_pass
 from mqcore.errors import RemotingError
 from mqcore.kernel_api import PipelineKernels
 from mqcore.remoting import CURRENT_VERSION, PullSysFlag, ResponseCode
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+from mqcore.store.reader import MAX_FILTER_UNITS
 
 if TYPE_CHECKING:
     from mqcore.remoting.channel import Channel
@@ -54,6 +55,7 @@ __all__ = ["PullPipeline"]
 _VERSION = int(CURRENT_VERSION)
 _SUCCESS = int(ResponseCode.SUCCESS)
 _NOT_FOUND = int(ResponseCode.PULL_NOT_FOUND)
+_OFFSET_MOVED = int(ResponseCode.PULL_OFFSET_MOVED)
 _COMMIT = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _FROM_REQUEST = int(PullSysFlag.SUBSCRIPTION)
@@ -68,6 +70,9 @@ class PullPipeline:
     Reads the processor's managers and settings per call, so a run-time change applies to
     both paths alike."""
 
+    #: False: the C connection core does not take pulls (tests compare both paths)
+    use_core = True
+
     def __init__(self, pull: PullProcessor, *, consume_enabled: Callable[[str], bool] | None = None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, kernels: PipelineKernels | None = None) -> None:
         self.pull = pull
@@ -80,6 +85,16 @@ class PullPipeline:
         #: subscription (by identity: a changed subscription is a new object; the entry
         #: holds it, so its id is not reused while remembered)
         self._filters: dict[Any, tuple[Any, bool, frozenset[int] | None]] = {}
+        #: with the compiled kernels: this pipeline's stages in C for a receive buffer whose
+        #: first frame is a pull (``PullCore``, run by the send pipeline's ``channel_class``
+        #: connections straight from the event loop's ``buffer_updated``); None with the twin,
+        #: whose ``__call__`` runs the same stages
+        self.pull_core: Any = None
+        pull_core = getattr(self.k, "PullCore", None) if self.use_core else None
+        store = pull.store
+        if pull_core is not None and hasattr(store, "reader") and hasattr(getattr(store, "k", None), "pull_lookup"):
+            self.pull_core = pull_core(self, pull_names_pass, {n: int(c) for n, c in _CODE_BY_NAME.items()},
+                                       _PULL_KIND, (_SUCCESS, _NOT_FOUND, _OFFSET_MOVED), MAX_FILTER_UNITS, _VERSION)
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         # --- read ---
