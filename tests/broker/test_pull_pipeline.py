@@ -603,3 +603,206 @@ def test_the_pipeline_stops_within_a_receive_buffer_once_reading_pauses(tmp_path
 
     stop, frame_len, answers = asyncio.run(scenario())
     assert answers == 2 and stop == 2 * frame_len
+
+
+# --- the lookup kernel on a store's own files ----------------------------------------------------
+def _lookup_store(tmp_path, kernels):
+    from mqcore.store.message_store import MessageStore
+
+    store = MessageStore(small_config(tmp_path, max_transfer_bytes_on_message_in_memory=MAX_TRANSFER_BYTES),
+                         kernels=kernels, clock=lambda: 1_700_000_000_000)
+    store.load()
+    store.start()
+    results = [store.put_message(msg(TOPIC, body=b"r%03d" % i * 40, qid=0, TAGS="TagA" if i % 3 else "TagB"))
+               for i in range(STORED)]
+    assert len(store.commitlog.queue.files) >= 3 and len(store.queues.get(TOPIC, 0).queue.files) >= 10
+    return store, results
+
+
+def _lookups(store, offsets, kernels_list):
+    """Every kernel's ``pull_lookup`` and the reader's ``get_message`` for a spread of pulls."""
+    from mqcore.broker.clients import subscription_codes
+    from mqcore.store.reader import MAX_FILTER_UNITS
+
+    cq, commitlog = store.queues.get(TOPIC, 0), store.commitlog
+    out = []
+    for offset in offsets:
+        for max_nums, cap_count, cap_bytes in ((32, 1024, 1 << 22), (200, 150, MAX_TRANSFER_BYTES), (0, 8, 1),
+                                               (5000, 1024, 1 << 22)):
+            for codes in (None, subscription_codes("TagA"), subscription_codes("TagB || TagC"),
+                          subscription_codes("Nope")):
+                got = [k.pull_lookup(cq, commitlog, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
+                       for k in kernels_list]
+                as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], g[5], g[6]) for g in got]
+                assert all(b == as_bytes[0] for b in as_bytes), (offset, max_nums, codes)
+                r = store.get_message(TOPIC, 0, offset, max_nums, cap_bytes, tag_codes=codes) \
+                    if cap_count == store.config.max_transfer_count_on_message_in_memory else None
+                out.append((offset, max_nums, cap_count, cap_bytes, codes, as_bytes[0], r))
+    return out
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel):
+    """``pull_lookup`` (C, reading the mapped files' fields) and its twin (through the store's
+    methods) answer the same for every kind of pull - file crossings in the consume queue and
+    the commitlog, caps by count and bytes, tag filters, offsets below, at and past the end -
+    and as the reader's ``get_message``; a record past the committed end is never in a view."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        offsets = [-5, 0, 1, 31, 49, 50, 99, 190, 200, 248, 449, 450, STORED - 1, STORED, STORED + 9]
+        seen = set()
+        for offset, max_nums, cap_count, cap_bytes, codes, got, r in _lookups(store, offsets,
+                                                                              [_store, _store_py]):
+            assert got is not None
+            name, next_begin, lo, hi, views, n, total = got
+            seen.add(name)
+            assert sum(map(len, views)) == total and (n > 0) == (name == "FOUND")
+            if r is not None:  # the reader's answer is the kernel's
+                assert (r.status.name, r.next_begin_offset, r.min_offset, r.max_offset, r.message_count,
+                        r.buffer_total_size) == (name, next_begin, lo, hi, n, total)
+                assert [bytes(v) for v in r.buffers] == views
+            if n:
+                records = [rec for v in views for rec in _store.decode_records(v, 0, len(v), 5000, True)]
+                assert len(records) == n and all(rec.queue_offset >= offset for rec in records)
+                assert len(records) <= max(1, min(max_nums, cap_count))
+        assert seen >= {"FOUND", "NO_MATCHED_MESSAGE", "OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE",
+                        "OFFSET_OVERFLOW_BADLY"}
+        # a run across a commitlog file end is two views
+        first_in_next = next(i for i in range(1, STORED) if results[i].phy_offset // (64 * 1024) !=
+                             results[i - 1].phy_offset // (64 * 1024))
+        at = max(first_in_next - 3, first_in_next // 50 * 50)  # in the same consume-queue file
+        crossing = _store.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, at, 5, 1024, 1 << 22, None, 800)
+        assert first_in_next % 50 and crossing[5] == 5 and len(crossing[4]) == 2
+
+        # the committed end moved back into record c + 5: the run holding it is not one view, so
+        # the kernels hand the pull to the reader, which gives records c..c+4 and no byte more
+        c = STORED - 15
+        mf = store.commitlog.queue.files[-1]
+        assert results[c].phy_offset >= mf.file_from_offset
+        wrote = mf.wrote_position
+        mf.wrote_position = results[c + 5].phy_offset + 7 - mf.file_from_offset
+        cut = results[c + 5].phy_offset - results[c].phy_offset
+        try:
+            for k in (_store, _store_py):
+                assert k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 32, 1024, 1 << 22, None,
+                                     800) is None
+                # a pull ending before it is still the kernels' own
+                short = k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 5, 1024, 1 << 22, None, 800)
+                assert short[5] == 5 and short[6] == cut
+            r = store.get_message(TOPIC, 0, c, 32)
+            assert r.message_count == 5 and r.buffer_total_size == cut and sum(map(len, r.buffers)) == cut
+        finally:
+            mf.wrote_position = wrote
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_lookup_checks_what_it_reads_from_a_damaged_consume_queue(tmp_path, kernel):
+    """Units with an offset or size no record has (past the commitlog's end, negative, a
+    filler's, inside another file) never become a view: kernel and twin agree, and the
+    reader answers without an exception."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        cq = store.queues.get(TOPIC, 0)
+        mf = cq.queue.find_by_offset(100 * L.CQ_UNIT_SIZE)
+        at = 100 * L.CQ_UNIT_SIZE - mf.file_from_offset
+        end = store.commitlog.max_offset
+        damage = [(end + 10, 100, 0), (results[101].phy_offset, -40, 0), (0, L.CQ_FILLER_SIZE, 0),
+                  (results[102].phy_offset, 1 << 30, 0), (-8, 64, 0), (results[104].phy_offset, 1, 0)]
+        for i, unit in enumerate(damage):
+            L.CQ_UNIT.pack_into(mf.buf, at + i * L.CQ_UNIT_SIZE, *unit)
+        for offset in range(98, 108):
+            for max_nums in (1, 3, 32):
+                got = [k.pull_lookup(cq, store.commitlog, offset, max_nums, 1024, 1 << 22, None, 800)
+                       for k in (_store, _store_py)]
+                assert [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got] == \
+                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 2
+                r = store.get_message(TOPIC, 0, offset, max_nums)
+                for v in r.buffers:  # whatever it hands out lies below the committed end
+                    assert v.obj is not None and len(v) <= r.buffer_total_size
+    finally:
+        store.shutdown()
+
+
+# --- the connection core against bad input and long polling --------------------------------------
+def test_a_malformed_pull_frame_closes_only_its_own_connection(tmp_path):
+    """A frame that opens like a pull but is broken (its header longer than the frame) goes
+    from the C core to the Channel's reader, which closes that connection; another
+    connection's pulls are answered by the core before and after."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="bad"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            assert broker.server._frames.pull_core is not None
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for i in range(10):
+                broker.store.put_message(msg(TOPIC, body=b"z%d" % i, qid=1))
+            good = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=5))
+            host, port = broker.addr.rsplit(":", 1)
+            r1, w1 = await asyncio.open_connection(host, port)
+            r2, w2 = await asyncio.open_connection(host, port)
+
+            async def pull_ok(reader, writer):
+                writer.write(good)
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                return _header(await reader.readexactly(length))
+
+            assert (await pull_ok(r1, w1))["code"] == 0
+            header = good[8:]
+            bad = (len(header) + 4).to_bytes(4, "big") + (len(header) + 50).to_bytes(4, "big") + header
+            assert bad[8:19] == b'{"code":11,'
+            w2.write(good + bad)
+            length = int.from_bytes(await asyncio.wait_for(r2.readexactly(4), 10), "big")
+            assert _header(await r2.readexactly(length))["code"] == 0  # the good pull before it
+            assert await asyncio.wait_for(r2.read(), 10) == b""  # then closed
+            assert (await pull_ok(r1, w1))["code"] == 0
+            w1.close()
+            return len(broker.server.channels)
+        finally:
+            await broker.shutdown()
+
+    assert asyncio.run(scenario()) >= 1
+
+
+def test_a_long_poll_pull_through_the_core_channel_is_parked_and_woken(tmp_path):
+    """A pull with SUSPEND that finds nothing is left by the C core to the general path,
+    which parks it; a message arriving wakes it and it is answered FOUND, while the core
+    keeps answering the connection's other pulls."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="poll"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            broker.store.put_message(msg(TOPIC, body=b"first", qid=1))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            parked = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(
+                queueId="2", queueOffset="0", sysFlag="2", suspendTimeoutMillis="15000"), opaque=1))
+            plain = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=2))
+            writer.write(parked)
+            writer.write(plain)
+            length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            first = _header(await reader.readexactly(length))
+            assert first["opaque"] == 2 and first["code"] == 0
+            broker.store.put_message(msg(TOPIC, body=b"wakes", qid=2))
+            length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            answer = await reader.readexactly(length)
+            writer.close()
+            return answer
+        finally:
+            await broker.shutdown()
+
+    answer = asyncio.run(scenario())
+    header = _header(answer)
+    assert header["opaque"] == 1 and header["code"] == 0 and header["remark"] == "FOUND"
+    assert b"wakes" in answer
