@@ -347,6 +347,9 @@ cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next
 
 cdef int _PULL_COMMIT = 1
 cdef int _PULL_SUSPEND = 2
+cdef int _PULL_SUBSCRIPTION = 4
+cdef int _PERM_READ = 4
+cdef Py_ssize_t _MAX_PASSED = 4096  # check verdicts remembered (new names only empty the memory)
 cdef Py_ssize_t _PULL_CORK_BYTES = 256 * 1024  # the Channel's _CORK_BYTES: answers flushed early above it
 cdef str _NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 cdef bytes _PULL_OPENING = b'{"code":11,'
@@ -369,8 +372,14 @@ cdef class PullCore:
     """The pull pipeline's common case in C for one receive buffer; the state (remarks, filter
     verdicts) stays on the Python ``PullPipeline``, read here."""
     cdef readonly object pipeline
-    cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup
-    cdef dict queue_map, code_by_name, kinds, remarks
+    cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, ensure
+    cdef object passed_version
+    cdef dict queue_map, code_by_name, kinds, remarks, filters, consumers
+    #: (topic, group, subscription when the request carries one) -> the topic's read queue count:
+    #: the pulls whose names passed the request checks and whose topic is readable, valid while
+    #: ``topics.version`` is ``passed_version`` (the verdicts that change otherwise - the group
+    #: may consume, the group exists - are asked per pull)
+    cdef dict passed
     cdef int32_t success, not_found, offset_moved
     cdef int64_t filter_units
     cdef int32_t version
@@ -389,6 +398,11 @@ cdef class PullCore:
         self.names_pass = names_pass
         self.code_by_name, self.kinds = code_by_name, kinds
         self.remarks = <dict>pipeline._remarks
+        self.filters = <dict>pipeline._filters
+        self.topics, self.ensure = pull.topics, pull.groups.ensure
+        self.consumers = <dict>pull.clients.consumers
+        self.passed = {}
+        self.passed_version = None
         self.success, self.not_found, self.offset_moved = codes
         self.filter_units = filter_units
         self.version = version
@@ -403,8 +417,13 @@ cdef class PullCore:
         _parse_pulls(view, start, end, p.max_frame_bytes, items)
         if not items:
             return start, None
-        cdef object pull = self.pull, clients = self.clients, names_pass = self.names_pass
+        cdef object pull = self.pull, names_pass = self.names_pass
         cdef object consume_enabled = p.consume_enabled, filter_ = p._filter, lookup = self.lookup
+        cdef dict passed = self.passed, filters = self.filters
+        cdef object version = self.topics.version
+        if version != self.passed_version:
+            passed.clear()
+            self.passed_version = version
         cdef object commitlog = self.commitlog
         cdef dict queue_map = self.queue_map, remarks = self.remarks
         cdef object cfg = self.reader.cfg
@@ -423,15 +442,38 @@ cdef class PullCore:
             #  suspend_timeout_millis, subscription, expression_type, frame_end)
             group, topic, queue_id = item[1], item[2], item[3]
             sys_flag = item[6]
-            # --- check --- / --- route ---
-            if not names_pass(topic, group, sys_flag, item[9], consume_enabled) \
-                    or pull.route(topic, queue_id, group) is not None:
-                break  # the general path answers the refusal
-            # --- filter ---
-            got = filter_(sys_flag, item[9], item[10], clients.subscription(group, topic))
-            if not got[0]:
-                break  # SQL92 (or its refusal): the general path's filter stage
-            codes = got[1]
+            # --- check --- / --- route --- (validate.pull_names_pass, PullProcessor.route: any
+            # refusal is the general path's to answer)
+            key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
+            queues = passed.get(key)
+            if queues is None:
+                if not names_pass(topic, group, sys_flag, item[9], None):
+                    break
+                tc = self.topics.get(topic)
+                if tc is None or not (tc.perm & _PERM_READ):
+                    break
+                queues = tc.read_queue_nums
+                if len(passed) >= _MAX_PASSED:
+                    passed.clear()
+                passed[key] = queues
+            if consume_enabled is not None and not consume_enabled(group):
+                break
+            if queue_id < 0 or queue_id >= queues or not self.ensure(group):
+                break
+            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss)
+            g = self.consumers.get(group)
+            sub = (<dict>g.subscriptions).get(topic) if g is not None else None
+            fkey = (item[9], item[10]) if sys_flag & _PULL_SUBSCRIPTION or sub is None else id(sub)
+            got = filters.get(fkey)
+            if got is None or (got[0] is not sub and type(fkey) is not tuple):
+                got = filter_(sys_flag, item[9], item[10], sub)
+                if not got[0]:
+                    break  # SQL92 (or its refusal): the general path's filter stage
+                codes = got[1]
+            else:
+                if not got[1]:
+                    break
+                codes = got[2]
             # --- lookup ---
             cq = queue_map.get((topic, queue_id))
             looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units) \

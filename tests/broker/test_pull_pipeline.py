@@ -806,3 +806,43 @@ def test_a_long_poll_pull_through_the_core_channel_is_parked_and_woken(tmp_path)
     header = _header(answer)
     assert header["opaque"] == 1 and header["code"] == 0 and header["remark"] == "FOUND"
     assert b"wakes" in answer
+
+
+def test_the_core_asks_again_after_a_topic_or_group_change(tmp_path):
+    """The core remembers the check and route verdicts of a pull only while no topic changes,
+    and asks whether the group may consume on every pull: after a topic turns write-only,
+    loses queues, or the group is disabled, the general path answers the refusal."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.permissions import PERM_READ, PERM_WRITE
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="changes"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for qid in (0, 3):
+                broker.store.put_message(msg(TOPIC, body=b"c", qid=qid))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+
+            async def pull(qid):
+                writer.write(encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId=str(qid)), opaque=9)))
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                return _header(await reader.readexactly(length))["code"]
+
+            codes = [await pull(3)]
+            broker.topics.update(TopicConfig(TOPIC, 4, 4, PERM_WRITE))
+            codes.append(await pull(3))
+            broker.topics.update(TopicConfig(TOPIC, 2, 4, PERM_READ | PERM_WRITE))
+            codes += [await pull(0), await pull(3)]
+            broker.groups.update_from_json(json.dumps({"groupName": GROUP, "consumeEnable": False}).encode())
+            codes.append(await pull(0))
+            writer.close()
+            return codes
+        finally:
+            await broker.shutdown()
+
+    assert asyncio.run(scenario()) == [ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION, ResponseCode.SUCCESS,
+                                       ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION]
