@@ -11,11 +11,11 @@ runs their common case for all the plain pulls of a receive buffer at once:
    **route** stage (topic exists and is readable, queue in range, group exists);
 3. **filter**: a TAG subscription's hash codes (``PullProcessor.tag_codes``), from the
    request or the group's heartbeat;
-4. **lookup** (``PullProcessor.lookup``, the store's ``get_message``: one ``cq_runs`` kernel
-   step picks the units for the offset, applies the tag codes and the transfer caps -
-   ``maxTransferCountOnMessageInMemory`` / ``...BytesOnMessageInMemory`` - and joins the
-   records into runs; each run is one view of a mapped commitlog file, never past its
-   committed end);
+4. **lookup** (``PullProcessor.lookup``, the store's ``get_message``: one ``pull_lookup``
+   kernel call finds the consume-queue file, checks the offset's bounds, picks the units
+   (``cq_runs``: the tag codes and the transfer caps - ``maxTransferCountOnMessageInMemory`` /
+   ``...BytesOnMessageInMemory``), joins the records into runs and maps each run to one view
+   of a mapped commitlog file, never past its committed end);
 5. **commit**: the consumer's offset when the COMMIT_OFFSET flag asks for it;
 6. **answer** (kernel ``pull_answer``): the answer's prefix and header, handed to the channel
    with the store's views behind it uncopied (``write_buffers_nowait``): every answer of
@@ -28,6 +28,16 @@ long-polling suspend (nothing found, a suspend timeout: the pull is parked in th
 service), SQL92 and class filters, refusals and errors. The channel then offers the frames
 after it to the pipelines again. ACL-enabled servers do not install the pipeline.
 tests/broker/test_pull_pipeline.py pulls the same way both ways and compares the answers.
+
+With the compiled kernels the same stages run in C for a receive buffer whose first frame is
+a pull: the broker's connections are the send pipeline's ``CoreChannel``s, whose
+``buffer_updated`` runs ``PullCore.take`` (mqcore/_pipeline_pull.pxi) and hands the answers -
+prefixes and the commitlog's views - to one ``transport.writelines``. The core remembers the
+check and route verdicts per (topic, group, subscription) while no topic changes, asks the
+group's consume switch and existence per pull, and looks up with the store kernel
+``pull_lookup`` (no result object). ``__call__`` is that path's reference, runs with the twin
+kernels and for the frames after one the general path took; the cross-path tests run the
+core, the compiled kernels under ``__call__`` (``use_core = False``) and the twin.
 """
 from __future__ import annotations
 
