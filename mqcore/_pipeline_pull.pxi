@@ -372,14 +372,17 @@ cdef class PullCore:
     """The pull pipeline's common case in C for one receive buffer; the state (remarks, filter
     verdicts) stays on the Python ``PullPipeline``, read here."""
     cdef readonly object pipeline
-    cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, ensure
-    cdef object passed_version
+    cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, groups, ensure
+    cdef object passed_topics, passed_groups
     cdef dict queue_map, code_by_name, kinds, remarks, filters, consumers
     #: (topic, group, subscription when the request carries one) -> the topic's read queue count:
-    #: the pulls whose names passed the request checks and whose topic is readable, valid while
-    #: ``topics.version`` is ``passed_version`` (the verdicts that change otherwise - the group
-    #: may consume, the group exists - are asked per pull)
+    #: the pulls whose names passed the request checks, whose topic is readable and whose group
+    #: exists and may consume, valid while ``topics.version`` and ``groups.version`` are
+    #: ``passed_topics`` and ``passed_groups``
     cdef dict passed
+    #: the pipeline asks the groups' own consume switch (whose changes move ``groups.version``);
+    #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
+    cdef bint remember
     cdef int32_t success, not_found, offset_moved
     cdef int64_t filter_units
     cdef int32_t version
@@ -399,10 +402,11 @@ cdef class PullCore:
         self.code_by_name, self.kinds = code_by_name, kinds
         self.remarks = <dict>pipeline._remarks
         self.filters = <dict>pipeline._filters
-        self.topics, self.ensure = pull.topics, pull.groups.ensure
+        self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
         self.consumers = <dict>pull.clients.consumers
         self.passed = {}
-        self.passed_version = None
+        self.passed_topics = self.passed_groups = None
+        self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
         self.success, self.not_found, self.offset_moved = codes
         self.filter_units = filter_units
         self.version = version
@@ -420,10 +424,10 @@ cdef class PullCore:
         cdef object pull = self.pull, names_pass = self.names_pass
         cdef object consume_enabled = p.consume_enabled, filter_ = p._filter, lookup = self.lookup
         cdef dict passed = self.passed, filters = self.filters
-        cdef object version = self.topics.version
-        if version != self.passed_version:
+        cdef object topics_version = self.topics.version, groups_version = self.groups.version
+        if topics_version != self.passed_topics or groups_version != self.passed_groups:
             passed.clear()
-            self.passed_version = version
+            self.passed_topics, self.passed_groups = topics_version, groups_version
         cdef object commitlog = self.commitlog
         cdef dict queue_map = self.queue_map, remarks = self.remarks
         cdef object cfg = self.reader.cfg
@@ -446,19 +450,20 @@ cdef class PullCore:
             # refusal is the general path's to answer)
             key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
             queues = passed.get(key)
-            if queues is None:
-                if not names_pass(topic, group, sys_flag, item[9], None):
+            if queues is None:  # in the general path's order: the group is made (auto-creation) last
+                if not names_pass(topic, group, sys_flag, item[9], consume_enabled):
                     break
                 tc = self.topics.get(topic)
                 if tc is None or not (tc.perm & _PERM_READ):
                     break
                 queues = tc.read_queue_nums
-                if len(passed) >= _MAX_PASSED:
-                    passed.clear()
-                passed[key] = queues
-            if consume_enabled is not None and not consume_enabled(group):
-                break
-            if queue_id < 0 or queue_id >= queues or not self.ensure(group):
+                if queue_id < 0 or queue_id >= queues or not self.ensure(group):
+                    break
+                if self.remember:
+                    if len(passed) >= _MAX_PASSED:
+                        passed.clear()
+                    passed[key] = queues
+            elif queue_id < 0 or queue_id >= queues:
                 break
             # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss)
             g = self.consumers.get(group)
