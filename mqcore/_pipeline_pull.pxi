@@ -245,8 +245,13 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
     reading stopped: ``(items, stop)``. An item is ``(opaque, group, topic, queue_id,
     queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis,
     subscription, expression_type, frame_end)`` (the last two None when absent)."""
-    cdef Py_buffer view
     cdef list items = []
+    return items, _parse_pulls(buf, start, end, max_frame_bytes, items)
+
+
+cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+                             list items) except -1:
+    cdef Py_buffer view
     cdef const unsigned char *b
     cdef Py_ssize_t pos = start, length, total, hlen
     cdef int32_t word
@@ -273,7 +278,7 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
                 break
             items.append(item)
             pos += total
-        return items, pos
+        return pos
     finally:
         PyBuffer_Release(&view)
 
@@ -292,6 +297,11 @@ def pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_o
     """A pull answer's length prefix, header word and JSON header: the bytes
     ``PullProcessor``'s response and the generic encoder give, for a body of ``body_len``
     bytes sent after it. ``remark`` (the store status) is plain ASCII."""
+    return _pull_answer(code, opaque, remark, next_begin_offset, min_offset, max_offset, body_len, version)
+
+
+cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_offset, int64_t min_offset,
+                        int64_t max_offset, int64_t body_len, int32_t version):
     cdef Py_ssize_t cap = len(remark) + 320
     cdef bytes frame = PyBytes_FromStringAndSize(NULL, cap)
     cdef char *f = PyBytes_AS_STRING(frame)
@@ -323,3 +333,193 @@ def pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_o
     f[0] = <char>(length >> 24); f[1] = <char>(length >> 16); f[2] = <char>(length >> 8); f[3] = <char>length
     f[4] = 0; f[5] = <char>(hlen >> 16); f[6] = <char>(hlen >> 8); f[7] = <char>hlen
     return frame[:8 + hlen]
+
+
+# --- the pull pipeline's connection core ---------------------------------------------------------
+# ``PullCore.take`` is ``PullPipeline.__call__`` compiled, for a receive buffer whose first frame
+# is a pull (``ChannelCore.buffer_updated`` peeks at the header with ``_first_is_pull``): the same
+# stages in the same order - read, check, route, filter, lookup, commit, answer - with the store's
+# lookup done by the ``pull_lookup`` kernel (no result object) and the answers collected into
+# one list the channel core hands to ``transport.writelines`` (the bodies are the commitlog's
+# views, not copied). It stops where ``__call__`` stops (a refusal, SQL92, a pull to park for
+# long polling, a frame it cannot read) and the Python Channel goes on from there; the
+# cross-path tests (tests/broker/test_pull_pipeline.py) compare both with the general path.
+
+cdef int _PULL_COMMIT = 1
+cdef int _PULL_SUSPEND = 2
+cdef int _PULL_SUBSCRIPTION = 4
+cdef int _PERM_READ = 4
+cdef Py_ssize_t _MAX_PASSED = 4096  # check verdicts remembered (new names only empty the memory)
+cdef Py_ssize_t _PULL_CORK_BYTES = 256 * 1024  # the Channel's _CORK_BYTES: answers flushed early above it
+cdef str _NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+cdef bytes _PULL_OPENING = b'{"code":11,'
+
+
+cdef bint _first_is_pull(object view, Py_ssize_t start, Py_ssize_t end) except -1:
+    """The first frame of ``view[start:end]`` opens its JSON header with code 11 (PULL_MESSAGE),
+    as every 4.x client writes it: the pull core is tried first, else the send core."""
+    cdef Py_buffer b
+    cdef bint yes
+    if end - start < 8 + 11:
+        return False
+    PyObject_GetBuffer(view, &b, PyBUF_SIMPLE)
+    yes = end <= b.len and memcmp(<const char *>b.buf + start + 8, PyBytes_AS_STRING(_PULL_OPENING), 11) == 0
+    PyBuffer_Release(&b)
+    return yes
+
+
+cdef class PullCore:
+    """The pull pipeline's common case in C for one receive buffer; the state (remarks, filter
+    verdicts) stays on the Python ``PullPipeline``, read here."""
+    cdef readonly object pipeline
+    cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, groups, ensure
+    cdef object passed_topics, passed_groups
+    cdef dict queue_map, code_by_name, kinds, remarks, filters, consumers
+    #: (topic, group, subscription when the request carries one) -> the topic's read queue count:
+    #: the pulls whose names passed the request checks, whose topic is readable and whose group
+    #: exists and may consume, valid while ``topics.version`` and ``groups.version`` are
+    #: ``passed_topics`` and ``passed_groups``
+    cdef dict passed
+    #: the pipeline asks the groups' own consume switch (whose changes move ``groups.version``);
+    #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
+    cdef bint remember
+    cdef int32_t success, not_found, offset_moved
+    cdef int64_t filter_units
+    cdef int32_t version
+
+    def __init__(self, pipeline, names_pass, dict code_by_name, dict kinds, tuple codes, int64_t filter_units,
+                 int32_t version):
+        """``code_by_name``: store status name -> answer code; ``kinds``: answer code -> the pull
+        counter's label; ``codes``: (SUCCESS, PULL_NOT_FOUND, PULL_OFFSET_MOVED)."""
+        self.pipeline = pipeline
+        pull = pipeline.pull
+        self.pull, self.clients, self.stats, self.offsets = pull, pull.clients, pull.stats, pull.offsets
+        store = pull.store
+        self.reader, self.commitlog = store.reader, store.commitlog
+        self.queue_map = <dict>store.queues.queues
+        self.lookup = store.k.pull_lookup
+        self.names_pass = names_pass
+        self.code_by_name, self.kinds = code_by_name, kinds
+        self.remarks = <dict>pipeline._remarks
+        self.filters = <dict>pipeline._filters
+        self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
+        self.consumers = <dict>pull.clients.consumers
+        self.passed = {}
+        self.passed_topics = self.passed_groups = None
+        self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
+        self.success, self.not_found, self.offset_moved = codes
+        self.filter_units = filter_units
+        self.version = version
+
+    cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
+        """``(stop, answers)``: the position after the pulls taken from the head of
+        ``view[start:end]`` and their answers as a list of buffers (None when nothing was
+        taken). Answers above 256 KiB are written on the way (as the Channel's cork does);
+        taking stops once the channel stops reading (its peer is behind)."""
+        cdef object p = self.pipeline
+        cdef list items = []
+        _parse_pulls(view, start, end, p.max_frame_bytes, items)
+        if not items:
+            return start, None
+        cdef object pull = self.pull, names_pass = self.names_pass
+        cdef object consume_enabled = p.consume_enabled, filter_ = p._filter, lookup = self.lookup
+        cdef dict passed = self.passed, filters = self.filters
+        cdef object topics_version = self.topics.version, groups_version = self.groups.version
+        if topics_version != self.passed_topics or groups_version != self.passed_groups:
+            passed.clear()
+            self.passed_topics, self.passed_groups = topics_version, groups_version
+        cdef object commitlog = self.commitlog
+        cdef dict queue_map = self.queue_map, remarks = self.remarks
+        cdef object cfg = self.reader.cfg
+        cdef object cap_count = cfg.max_transfer_count_on_message_in_memory
+        cdef object cap_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        cdef list answers = []
+        cdef Py_ssize_t pos = start, nbytes = 0
+        cdef tuple item, got
+        cdef int sys_flag
+        cdef int32_t code
+        cdef int64_t total, body_len
+        cdef object buffers
+        cdef bytes remark, prefix
+        for item in items:
+            # (opaque, group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset,
+            #  suspend_timeout_millis, subscription, expression_type, frame_end)
+            group, topic, queue_id = item[1], item[2], item[3]
+            sys_flag = item[6]
+            # --- check --- / --- route --- (validate.pull_names_pass, PullProcessor.route: any
+            # refusal is the general path's to answer)
+            key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
+            queues = passed.get(key)
+            if queues is None:  # in the general path's order: the group is made (auto-creation) last
+                if not names_pass(topic, group, sys_flag, item[9], consume_enabled):
+                    break
+                tc = self.topics.get(topic)
+                if tc is None or not (tc.perm & _PERM_READ):
+                    break
+                queues = tc.read_queue_nums
+                if queue_id < 0 or queue_id >= queues or not self.ensure(group):
+                    break
+                if self.remember:
+                    if len(passed) >= _MAX_PASSED:
+                        passed.clear()
+                    passed[key] = queues
+            elif queue_id < 0 or queue_id >= queues:
+                break
+            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss)
+            g = self.consumers.get(group)
+            sub = (<dict>g.subscriptions).get(topic) if g is not None else None
+            fkey = (item[9], item[10]) if sys_flag & _PULL_SUBSCRIPTION or sub is None else id(sub)
+            got = filters.get(fkey)
+            if got is None or (got[0] is not sub and type(fkey) is not tuple):
+                got = filter_(sys_flag, item[9], item[10], sub)
+                if not got[0]:
+                    break  # SQL92 (or its refusal): the general path's filter stage
+                codes = got[1]
+            else:
+                if not got[1]:
+                    break
+                codes = got[2]
+            # --- lookup ---
+            cq = queue_map.get((topic, queue_id))
+            looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units) \
+                if cq is not None else None
+            if looked is None:  # no such queue, or a run not readable as one view: the store's reader
+                result, code_obj = pull.lookup(topic, queue_id, item[4], item[5], codes)
+                name = result.status._name_
+                code = code_obj
+                got = (name, result.next_begin_offset, result.min_offset, result.max_offset, result.buffers,
+                       result.message_count, result.buffer_total_size)
+            else:
+                got = <tuple>looked
+                name = got[0]
+                if name == _NO_MESSAGE_IN_QUEUE:  # PullProcessor.lookup's answer for an empty queue
+                    code = self.offset_moved if item[4] != 0 else self.not_found
+                else:
+                    code = self.code_by_name[name]
+            if code == self.not_found and sys_flag & _PULL_SUSPEND and item[8] > 0:
+                break  # nothing yet: the general path parks it (long polling)
+            # --- commit ---
+            if sys_flag & _PULL_COMMIT and item[7] >= 0:
+                self.offsets.commit(group, topic, queue_id, item[7])
+            total = got[6]
+            self.stats.on_pulled(group, topic, self.kinds.get(code, "other"), got[5], total)
+            # --- answer ---
+            remark = remarks.get(name)
+            if remark is None:
+                remark = remarks[name] = (<str>name).encode("ascii")
+            body_len = total if code == self.success else 0
+            prefix = _pull_answer(code, item[0], remark, got[1], got[2], got[3], body_len, self.version)
+            answers.append(prefix)
+            if body_len:
+                answers.extend(<list>got[4])
+            nbytes += len(prefix) + body_len
+            pos = item[11]
+            if nbytes > _PULL_CORK_BYTES:
+                channel._transport.writelines(answers)
+                answers = []
+                nbytes = 0
+                if channel._read_paused or channel._closed:
+                    break  # the peer is behind on its answers: the rest waits (memory bound per connection)
+        if pos == start:
+            return start, None
+        return pos, answers

@@ -226,7 +226,7 @@ cdef class ChannelCore:
     cdef public object _receiver, _frames, _transport, _loop, _read_paused, _cork, last_activity
     cdef public object _partial_since
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
-    cdef object _core, _core_of  # the frames processor's ``core`` (fixed when it is built), and that processor
+    cdef object _core, _pull_core, _core_of  # the frames processor's ``core``/``pull_core`` (fixed when it is built), and that processor
     cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
     cdef public bint _closed, _in_frames
 
@@ -242,12 +242,14 @@ cdef class ChannelCore:
 
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef object frames = self._frames
-        cdef object core = None
+        cdef object core = None, pull_core = None
         if frames is not None and not self._in_frames and not self._closed and not self._read_paused:
-            if frames is not self._core_of:
-                self._core, self._core_of = getattr(frames, "core", None), frames
-            core = self._core
-        if core is None:
+            if frames is not self._core_of:  # the frames processor's cores, read once per processor
+                self._core = getattr(frames, "core", None)
+                self._pull_core = getattr(frames, "pull_core", None)  # PullCore (_pipeline_pull.pxi)
+                self._core_of = frames
+            core, pull_core = self._core, self._pull_core
+        if core is None and pull_core is None:
             self._buffer_updated_py(nbytes)
             return
         receiver = self._receiver
@@ -268,7 +270,14 @@ cdef class ChannelCore:
             view = receiver._ring_view
             self._in_frames = True
             try:
-                stop, answers = (<SendCore?>core).take(self, view, start, end)
+                # by the first frame's request code: its pipeline's core (answers: a list of
+                # buffers from the pull core, one bytes object from the send core)
+                if pull_core is not None and _first_is_pull(view, start, end):
+                    stop, answers = (<PullCore?>pull_core).take(self, view, start, end)
+                elif core is not None:
+                    stop, answers = (<SendCore?>core).take(self, view, start, end)
+                else:
+                    stop, answers = start, None
             except Exception:  # a bug must not kill the server (as _process_frames does)
                 self._in_frames = False
                 _chan_log.exception("closing %s after an unexpected error while reading", self)
@@ -279,7 +288,10 @@ cdef class ChannelCore:
                 receiver._start = receiver._end = 0  # FrameReceiver.consumed
                 transport = self._transport
                 if answers is not None and not self._closed and transport is not None:
-                    transport.write(answers)
+                    if type(answers) is list:
+                        transport.writelines(answers)
+                    else:
+                        transport.write(answers)
                 self._partial_since = None
                 return
             if stop != start:

@@ -976,6 +976,126 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
     return scanned, runs, removed
 
 
+# --- a pull's lookup over the mapped files (MessageReader.get_message's usual case) -------------
+# Not a byte kernel like the rest of this file: it reads the store's own objects - a consume
+# queue's and the commitlog's file lists, each MappedFile's positions and buffer - the way
+# ConsumeQueue.units_at, MappedFileQueue.find_by_offset, CommitLog.view and MappedFile.view do
+# (slices under the file's view lock, so a file closed by cleanup is never sliced), so that a
+# pull's lookup makes no Python call. The twin (_store_py.pull_lookup) calls those methods.
+cdef str _ST_FOUND = "FOUND"
+cdef str _ST_NO_MATCHED = "NO_MATCHED_MESSAGE"
+cdef str _ST_REMOVING = "MESSAGE_WAS_REMOVING"
+cdef str _ST_FOUND_NULL = "OFFSET_FOUND_NULL"
+cdef str _ST_BADLY = "OFFSET_OVERFLOW_BADLY"
+cdef str _ST_ONE = "OFFSET_OVERFLOW_ONE"
+cdef str _ST_TOO_SMALL = "OFFSET_TOO_SMALL"
+cdef str _ST_NO_MESSAGE = "NO_MESSAGE_IN_QUEUE"
+
+
+cdef object _file_at(list files, int64_t offset, int64_t file_size):
+    """``MappedFileQueue.find_by_offset`` over the queue's list of files."""
+    cdef Py_ssize_t n = len(files)
+    cdef int64_t first, at
+    if n == 0:
+        return None
+    first = files[0].file_from_offset
+    if offset >= first and file_size > 0 and (offset - first) // file_size < n:
+        mf = files[(offset - first) // file_size]
+        at = mf.file_from_offset
+        if at <= offset < at + <int64_t>mf.file_size:
+            return mf
+    for mf in files:  # holes after a non-contiguous load
+        at = mf.file_from_offset
+        if at <= offset < at + <int64_t>mf.file_size:
+            return mf
+    return None
+
+
+cdef object _committed_view(list files, int64_t file_size, int64_t phy, int64_t size):
+    """``CommitLog.view``: ``size`` bytes at ``phy`` when all of them are below the file's
+    committed end (``wrote_position``), else None. ``phy`` and ``size`` come from a consume
+    queue file: checked here before anything is sliced."""
+    mf = _file_at(files, phy, file_size)
+    if mf is None:
+        return None
+    cdef int64_t pos = phy - <int64_t>mf.file_from_offset
+    if size <= 0 or pos < 0 or pos + size > <int64_t>mf.wrote_position or pos + size > <int64_t>mf.file_size:
+        return None
+    lock = mf._view_lock
+    lock.acquire()
+    try:
+        if mf._closed:
+            return None
+        return mf.buf[pos:pos + size]
+    finally:
+        lock.release()
+
+
+def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_nums, int64_t cap_count,
+                int64_t cap_bytes, codes, int64_t filter_units):
+    """A pull's lookup in one call; see the twin for the contract."""
+    cdef int64_t unit = CQ_UNIT_SIZE
+    cdef int64_t max_count = max(1, min(max_msg_nums, cap_count))
+    cdef object queue = cq.queue
+    cdef list files = queue.files
+    cdef Py_ssize_t nf = len(files)
+    cdef int64_t lo_bytes = files[0].file_from_offset if nf else 0
+    cdef int64_t lo = max(<int64_t>cq.min_logic_offset, lo_bytes) // unit, hi = 0
+    if nf:
+        last = files[nf - 1]
+        hi = (<int64_t>last.file_from_offset + <int64_t>last.wrote_position) // unit
+    if hi == 0:
+        return _ST_NO_MESSAGE, 0, lo, hi, [], 0, 0
+    if offset < lo:
+        return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
+    if offset == hi:
+        return _ST_ONE, offset, lo, hi, [], 0, 0
+    if offset > hi:
+        return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+    cdef int64_t window = max_count if codes is None else max(filter_units, max_count)
+    cdef int64_t pos = 0, count = 0, per_file
+    cdef list cl_files = commitlog.queue.files
+    cdef int64_t min_phy = cl_files[0].file_from_offset if len(cl_files) else 0
+    cdef Py_buffer view
+    cdef tuple got = None
+    mf = _file_at(files, offset * unit, queue.file_size)  # ConsumeQueue.units_at
+    if mf is not None:
+        pos = offset * unit - <int64_t>mf.file_from_offset
+        count = <int64_t>mf.wrote_position - pos
+        count = min(window, count // unit) if count >= unit else 0
+    if count > 0:
+        lock = mf._view_lock
+        lock.acquire()
+        try:
+            if not mf._closed:
+                PyObject_GetBuffer(mf.buf, &view, PyBUF_SIMPLE)
+                try:
+                    if pos < 0 or pos + count * unit > view.len:
+                        raise ValueError("consume-queue read outside the buffer")
+                    got = _cq_runs(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes, min_phy,
+                                   commitlog.file_size)
+                finally:
+                    PyBuffer_Release(&view)
+        finally:
+            lock.release()
+    if got is None:
+        per_file = <int64_t>cq.file_size // unit  # ConsumeQueue.next_file_offset
+        return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
+    cdef Py_ssize_t scanned = got[0]
+    cdef list buffers = []
+    cdef int64_t n = 0, total = 0, cl_file_size = commitlog.queue.file_size
+    cdef tuple run
+    for run in <list>got[1]:
+        v = _committed_view(cl_files, cl_file_size, run[0], run[1])
+        if v is None:
+            return None  # part of the run is not readable: the reader takes its records one by one
+        buffers.append(v)
+        n += <int64_t>run[2]
+        total += <int64_t>run[1]
+    status = _ST_FOUND if n else (_ST_REMOVING if got[2] else _ST_NO_MATCHED)
+    return status, offset + scanned, lo, hi, buffers, n, total
+
+
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
                    store_time_of):
     """Unit index in [lo, hi) whose store time is closest to ``timestamp``; see the twin."""

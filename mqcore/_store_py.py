@@ -455,6 +455,50 @@ def cq_runs(buf, start: int, count: int, codes, max_count: int, max_bytes: int, 
     return scanned, runs, removed
 
 
+def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_count: int, cap_bytes: int,
+                codes: Any, filter_units: int) -> tuple[str, int, int, int, list[memoryview], int, int] | None:
+    """A pull's lookup in one call: ``MessageReader.get_message``'s usual case over a consume
+    queue ``cq`` and the ``commitlog`` (duck-typed store objects: this twin calls their
+    methods, the compiled kernel reads the same fields of their mapped files).
+
+    Up to ``max(1, min(max_msg_nums, cap_count))`` records from queue offset ``offset``, at
+    most ``cap_bytes`` of them (the first always), filtered by the tag ``codes`` (None: all;
+    then up to ``filter_units`` units are examined). Returns ``(status name, next begin
+    offset, min offset, max offset, views, message count, their bytes)``, the views being
+    whole runs of records below the commitlog's committed end; or None when a run is not
+    readable as one view (a file gone, or part of it past the committed end): the caller
+    then reads record by record.
+    """
+    max_count = max(1, min(max_msg_nums, cap_count))
+    lo, hi = cq.min_offset(), cq.max_offset()
+    if hi == 0:
+        return "NO_MESSAGE_IN_QUEUE", 0, lo, hi, [], 0, 0
+    if offset < lo:
+        return "OFFSET_TOO_SMALL", lo, lo, hi, [], 0, 0
+    if offset == hi:
+        return "OFFSET_OVERFLOW_ONE", offset, lo, hi, [], 0, 0
+    if offset > hi:
+        return "OFFSET_OVERFLOW_BADLY", lo if lo == 0 else hi, lo, hi, [], 0, 0
+    window = max_count if codes is None else max(filter_units, max_count)
+    got = cq.units_at(offset, window)
+    if got is None:
+        return "OFFSET_FOUND_NULL", cq.next_file_offset(offset), lo, hi, [], 0, 0
+    buf, pos, count = got
+    scanned, runs, removed = cq_runs(buf, pos, count, codes, max_count, cap_bytes, commitlog.min_offset,
+                                     commitlog.file_size)
+    buffers = []
+    n = total = 0
+    for start, length, records in runs:
+        view = commitlog.view(start, length)
+        if view is None:
+            return None
+        buffers.append(view)
+        n += records
+        total += length
+    status = "FOUND" if n else ("MESSAGE_WAS_REMOVING" if removed else "NO_MATCHED_MESSAGE")
+    return status, offset + scanned, lo, hi, buffers, n, total
+
+
 def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
     """Unit index in [lo, hi) whose store time is closest to ``timestamp``.
 

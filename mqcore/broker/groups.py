@@ -26,11 +26,15 @@ class SubscriptionGroupManager:
         self._known: set[str] = set()
         #: groups with consumeEnable=false, kept apart so the pull path asks a set, not the table
         self._disabled: set[str] = set()
+        #: bumped by every change of what ``ensure`` and ``consume_enabled`` answer: a reader that
+        #: remembers their verdicts (the pull pipeline's C core) asks again when it moves
+        self.version = 0
 
     def load(self) -> None:
         self.table.load()
         self._known = set(self.table.names())
         self._disabled = {g for g, c in self.table.snapshot().items() if not c.consume_enable}
+        self.version += 1
 
     def ensure(self, group: str) -> bool:
         """The group exists (created on first use when auto-creation is on)."""
@@ -42,6 +46,7 @@ class SubscriptionGroupManager:
             self.table.put(SubscriptionGroupConfig(group))
             log.info("subscription group %s created", group)
         self._known.add(group)
+        self.version += 1
         return True
 
     def consume_enabled(self, group: str) -> bool:
@@ -65,11 +70,13 @@ class SubscriptionGroupManager:
         self.table.put(cfg)
         self._known.add(cfg.group_name)
         (self._disabled.discard if cfg.consume_enable else self._disabled.add)(cfg.group_name)
+        self.version += 1
         self.table.persist()
 
     def delete(self, group: str) -> bool:
         """Forget a group's config (deleteSubGroup); a later heartbeat may auto-create it again."""
         self._known.discard(group)
+        self.version += 1
         removed = self.table.remove(group)
         self.table.persist()
         return removed

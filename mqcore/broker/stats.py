@@ -55,16 +55,24 @@ class BrokerStats:
         c[1] += size
 
     def on_pull(self, group: str, topic: str, result, kind: str, held: bool) -> None:
-        self.pull_requests[kind] = self.pull_requests.get(kind, 0) + 1
         if held:
             self.long_polls += 1
-        if result is not None and result.message_count:
+        if result is None:
+            self.on_pulled(group, topic, kind, 0, 0)
+        else:
+            self.on_pulled(group, topic, kind, result.message_count, result.buffer_total_size)
+
+    def on_pulled(self, group: str, topic: str, kind: str, messages: int, nbytes: int) -> None:
+        """One pull answered at once, of ``kind``, delivering ``messages`` records of ``nbytes``
+        (the pull pipeline's C core counts this way: it builds no result object)."""
+        self.pull_requests[kind] = self.pull_requests.get(kind, 0) + 1
+        if messages:
             key = (group, topic)
             c = self.pulled.get(key)
             if c is None:
                 c = self.pulled[key] = [0, 0]
-            c[0] += result.message_count
-            c[1] += result.buffer_total_size
+            c[0] += messages
+            c[1] += nbytes
 
     def on_delivered(self, group: str, topic: str, messages: int, nbytes: int) -> None:
         """Messages handed out other than by a pull (a 5.x receive), with their record bytes."""

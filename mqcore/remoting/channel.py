@@ -263,15 +263,20 @@ class Channel(asyncio.BufferedProtocol):
         self._resume_reading(_PAUSE_WRITE)
 
     # --- reading ------------------------------------------------------------------------
-    def _process_frames(self, held: bytes | None = None) -> None:
+    def _process_frames(self, held: bytes | list[bytes | memoryview] | None = None) -> None:
         """Decode and dispatch every complete frame, unless reading is paused. Never
         raises: network input cannot crash the process, it only closes this channel.
         ``held``: answers already produced for this receive buffer (a C connection core
-        took its first frames), written ahead of the rest."""
+        took its first frames), written ahead of the rest: one bytes object, or a list of
+        buffers (pull answers with the store's views, written with ``writelines``)."""
         if self._in_frames:
             return  # a processor answered inline and the transport resumed us: the outer loop continues
         self._in_frames = True
-        self._cork = [] if held is None else [held]
+        if type(held) is list:
+            self._cork = held
+            self._cork_vectored = True
+        else:
+            self._cork = [] if held is None else [held]
         try:
             receiver, sink, frames = self._receiver, self._sink, self._frames
             while not self._read_paused and not self._closed:

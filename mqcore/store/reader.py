@@ -17,6 +17,8 @@ from mqcore.store.results import GetMessageResult, GetMessageStatus, QueryMessag
 
 #: units examined per pull when filtering (RocketMQ: max(16000 bytes, maxMsgNums * 20))
 MAX_FILTER_UNITS = 16000 // L.CQ_UNIT_SIZE
+#: a status by its name (the lookup kernel answers names: an enum lookup by value runs in Python)
+STATUS_BY_NAME = {status.name: status for status in GetMessageStatus}
 
 
 class MessageReader:
@@ -35,11 +37,19 @@ class MessageReader:
 
         ``tag_codes``: Java hash codes of subscribed tags, or None for ``*``.
         """
-        max_count = max(1, min(max_count, self.cfg.max_transfer_count_on_message_in_memory))
-        max_bytes = max_bytes or self.cfg.max_transfer_bytes_on_message_in_memory
+        cfg = self.cfg
+        max_bytes = max_bytes or cfg.max_transfer_bytes_on_message_in_memory
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        # the usual case in one kernel call (bounds, units, tag filter, caps, views of runs)
+        got = self.k.pull_lookup(cq, self.commitlog, offset, max_count, cfg.max_transfer_count_on_message_in_memory,
+                                 max_bytes, tag_codes, MAX_FILTER_UNITS)
+        if got is not None:
+            name, next_begin, lo, hi, buffers, n, total = got
+            return GetMessageResult(STATUS_BY_NAME[name], next_begin, lo, hi, buffers, n, total)
+        # a run not readable as one view: the same steps, its records one by one
+        max_count = max(1, min(max_count, cfg.max_transfer_count_on_message_in_memory))
         lo, hi = cq.min_offset(), cq.max_offset()
         if hi == 0:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)

@@ -77,6 +77,7 @@ CASES = [
     ("a missing field", _pull(subVersion=None), False),
     ("a malformed number", _pull(maxMsgNums="3x"), False),
     ("int out of range", _pull(queueId="2147483648"), False),
+    ("found after refusals (pipelined: the Python Channel's pipeline)", _pull(queueOffset="500"), True),
     ("disable consuming", "disable", False),
     ("group may not consume", _pull(), False),
     ("enable consuming", "enable", False),
@@ -85,11 +86,26 @@ CASES = [
 
 
 class _Recorder:
-    """The pipeline kernels, noting the opaque of every answer the pipeline writes."""
+    """The pipeline kernels, noting the opaque of every pull the pipeline answers: through
+    ``PullPipeline.__call__`` (``opaques``: the answers it writes) or the C connection core
+    (``core_opaques``: the frames ``PullCore.take`` took, read again from the buffer)."""
 
     def __init__(self, kernels):
         self.k = kernels
         self.opaques: list[int] = []
+        self.core_opaques: list[int] = []
+        if hasattr(kernels, "PullCore"):
+            recorder = self
+
+            class RecordingCore(kernels.PullCore):
+                def take(self, channel, view, start, end):
+                    stop, answers = super().take(channel, view, start, end)
+                    taken, at = kernels.parse_pulls(view, start, stop, 1 << 30)
+                    assert at == stop
+                    recorder.core_opaques.extend(item[0] for item in taken)
+                    return stop, answers
+
+            self.PullCore = RecordingCore
 
     def __getattr__(self, name):
         return getattr(self.k, name)
@@ -108,9 +124,11 @@ def _fill(broker):
     assert broker.store.commitlog.queue.files[-1].file_from_offset >= 2 * 64 * 1024  # three files at least
 
 
-def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None):
+def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None,
+         core: bool = True):
     """Run CASES against a broker: the answers, the committed offsets, the opaques the
-    pipeline answered."""
+    pipeline answered through its Python ``__call__`` and through the C connection core
+    (``core=False``: the core leaves pulls to the Python Channel)."""
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -122,6 +140,8 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(_compat, "kernels", store_kernels)
     if not pipeline:
         monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, view, start, end: start)
+    if not pipeline or not core:
+        monkeypatch.setattr(pull_pipeline.PullPipeline, "use_core", False)
 
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="pulls"),
@@ -160,7 +180,7 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         return answers, offsets
 
     answers, offsets = asyncio.run(scenario())
-    return answers, offsets, recorder.opaques
+    return answers, offsets, recorder.opaques, recorder.core_opaques
 
 
 async def _wait_dispatched(broker, timeout_s=10.0):
@@ -179,12 +199,15 @@ def _by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("kernel", ["cython", "twin"])
+@pytest.mark.parametrize("path", ["core", "cython", "twin"])
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
-def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, kernel, pipelined):
+def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelined):
+    """The C connection core (``core``), the compiled kernels under the Python Channel
+    (``cython``) and the twins (``twin``) answer as the general path, byte for byte."""
+    kernel = "twin" if path == "twin" else "cython"
     with monkeypatch.context() as m:
         fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel],
-                    store_kernels=STORE_KERNELS[kernel])
+                    store_kernels=STORE_KERNELS[kernel], core=path == "core")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -194,8 +217,12 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, kernel, pipel
     for opaque, answer in fast_by.items():
         assert answer == general_by[opaque], CASES[opaque - 100][0]
     assert fast[1] == general[1] == 20  # the last commit (the suspended pull's)
-    assert sorted(fast[2]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
-    assert general[2] == []
+    assert sorted(fast[2] + fast[3]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
+    assert general[2] == general[3] == []
+    if path == "core":  # one pull per buffer: the core takes all it takes; pipelined: the head of each
+        assert fast[3] and (fast[2] if pipelined else fast[2] == [])  # buffer, the Python Channel the rest
+    else:
+        assert fast[3] == []
     # what the cases are about really happened
     found = [_header(fast_by[i + 100]) for i, c in enumerate(CASES) if c[0].startswith("found")]
     assert all(h["code"] == 0 and h["remark"] == "FOUND" for h in found)
@@ -385,8 +412,11 @@ def test_a_pull_never_exposes_a_record_past_the_committed_end(tmp_path, monkeypa
             mf.wrote_position = end - mf.file_from_offset
             reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
             got = {}
-            for label, taken in (("pipeline", True), ("general", False)):
-                if not taken:
+            frames = broker.server._frames
+            for label in ("core", "pipeline", "general"):
+                if label == "pipeline":  # the C connection core leaves pulls to the Python Channel
+                    monkeypatch.setattr(frames, "pull_core", None)
+                if label == "general":
                     monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, v, s, e: s)
                 writer.write(encode_frame(create_request(RequestCode.PULL_MESSAGE,
                                                          _pull(queueId="1", queueOffset="20"), opaque=1)))
@@ -398,7 +428,7 @@ def test_a_pull_never_exposes_a_record_past_the_committed_end(tmp_path, monkeypa
             await broker.shutdown()
 
     got, results, end = asyncio.run(scenario())
-    assert got["pipeline"] == got["general"]
+    assert got["core"] == got["pipeline"] == got["general"]
     answer = got["pipeline"]
     header_len = int.from_bytes(answer[:4], "big") & 0xFFFFFF
     assert _header(answer)["code"] == ResponseCode.SUCCESS
@@ -514,7 +544,7 @@ def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, mo
                 assert loop.time() < deadline, "the broker never stopped reading"
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.2)
-            answered_while_paused = len(recorder.opaques)
+            answered_while_paused = len(recorder.opaques) + len(recorder.core_opaques)
             got = 0
             while got < pulls:
                 length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 20), "big")
@@ -529,7 +559,8 @@ def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, mo
     answered_while_paused = asyncio.run(scenario())
     # the high-water mark (4 MiB) and the socket buffers hold a few hundred answers, not all
     assert 0 < answered_while_paused < pulls * 2 // 3, answered_while_paused
-    assert len(recorder.opaques) == pulls
+    assert len(recorder.opaques) + len(recorder.core_opaques) == pulls
+    assert recorder.core_opaques  # the C connection core took (and paused) some
 
 
 def test_the_pipeline_stops_within_a_receive_buffer_once_reading_pauses(tmp_path):
@@ -572,3 +603,246 @@ def test_the_pipeline_stops_within_a_receive_buffer_once_reading_pauses(tmp_path
 
     stop, frame_len, answers = asyncio.run(scenario())
     assert answers == 2 and stop == 2 * frame_len
+
+
+# --- the lookup kernel on a store's own files ----------------------------------------------------
+def _lookup_store(tmp_path, kernels):
+    from mqcore.store.message_store import MessageStore
+
+    store = MessageStore(small_config(tmp_path, max_transfer_bytes_on_message_in_memory=MAX_TRANSFER_BYTES),
+                         kernels=kernels, clock=lambda: 1_700_000_000_000)
+    store.load()
+    store.start()
+    results = [store.put_message(msg(TOPIC, body=b"r%03d" % i * 40, qid=0, TAGS="TagA" if i % 3 else "TagB"))
+               for i in range(STORED)]
+    assert len(store.commitlog.queue.files) >= 3 and len(store.queues.get(TOPIC, 0).queue.files) >= 10
+    return store, results
+
+
+def _lookups(store, offsets, kernels_list):
+    """Every kernel's ``pull_lookup`` and the reader's ``get_message`` for a spread of pulls."""
+    from mqcore.broker.clients import subscription_codes
+    from mqcore.store.reader import MAX_FILTER_UNITS
+
+    cq, commitlog = store.queues.get(TOPIC, 0), store.commitlog
+    out = []
+    for offset in offsets:
+        for max_nums, cap_count, cap_bytes in ((32, 1024, 1 << 22), (200, 150, MAX_TRANSFER_BYTES), (0, 8, 1),
+                                               (5000, 1024, 1 << 22)):
+            for codes in (None, subscription_codes("TagA"), subscription_codes("TagB || TagC"),
+                          subscription_codes("Nope")):
+                got = [k.pull_lookup(cq, commitlog, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
+                       for k in kernels_list]
+                as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], g[5], g[6]) for g in got]
+                assert all(b == as_bytes[0] for b in as_bytes), (offset, max_nums, codes)
+                r = store.get_message(TOPIC, 0, offset, max_nums, cap_bytes, tag_codes=codes) \
+                    if cap_count == store.config.max_transfer_count_on_message_in_memory else None
+                out.append((offset, max_nums, cap_count, cap_bytes, codes, as_bytes[0], r))
+    return out
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel):
+    """``pull_lookup`` (C, reading the mapped files' fields) and its twin (through the store's
+    methods) answer the same for every kind of pull - file crossings in the consume queue and
+    the commitlog, caps by count and bytes, tag filters, offsets below, at and past the end -
+    and as the reader's ``get_message``; a record past the committed end is never in a view."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        offsets = [-5, 0, 1, 31, 49, 50, 99, 190, 200, 248, 449, 450, STORED - 1, STORED, STORED + 9]
+        seen = set()
+        for offset, max_nums, cap_count, cap_bytes, codes, got, r in _lookups(store, offsets,
+                                                                              [_store, _store_py]):
+            assert got is not None
+            name, next_begin, lo, hi, views, n, total = got
+            seen.add(name)
+            assert sum(map(len, views)) == total and (n > 0) == (name == "FOUND")
+            if r is not None:  # the reader's answer is the kernel's
+                assert (r.status.name, r.next_begin_offset, r.min_offset, r.max_offset, r.message_count,
+                        r.buffer_total_size) == (name, next_begin, lo, hi, n, total)
+                assert [bytes(v) for v in r.buffers] == views
+            if n:
+                records = [rec for v in views for rec in _store.decode_records(v, 0, len(v), 5000, True)]
+                assert len(records) == n and all(rec.queue_offset >= offset for rec in records)
+                assert len(records) <= max(1, min(max_nums, cap_count))
+        assert seen >= {"FOUND", "NO_MATCHED_MESSAGE", "OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE",
+                        "OFFSET_OVERFLOW_BADLY"}
+        # a run across a commitlog file end is two views
+        first_in_next = next(i for i in range(1, STORED) if results[i].phy_offset // (64 * 1024) !=
+                             results[i - 1].phy_offset // (64 * 1024))
+        at = max(first_in_next - 3, first_in_next // 50 * 50)  # in the same consume-queue file
+        crossing = _store.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, at, 5, 1024, 1 << 22, None, 800)
+        assert first_in_next % 50 and crossing[5] == 5 and len(crossing[4]) == 2
+
+        # the committed end moved back into record c + 5: the run holding it is not one view, so
+        # the kernels hand the pull to the reader, which gives records c..c+4 and no byte more
+        c = STORED - 15
+        mf = store.commitlog.queue.files[-1]
+        assert results[c].phy_offset >= mf.file_from_offset
+        wrote = mf.wrote_position
+        mf.wrote_position = results[c + 5].phy_offset + 7 - mf.file_from_offset
+        cut = results[c + 5].phy_offset - results[c].phy_offset
+        try:
+            for k in (_store, _store_py):
+                assert k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 32, 1024, 1 << 22, None,
+                                     800) is None
+                # a pull ending before it is still the kernels' own
+                short = k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 5, 1024, 1 << 22, None, 800)
+                assert short[5] == 5 and short[6] == cut
+            r = store.get_message(TOPIC, 0, c, 32)
+            assert r.message_count == 5 and r.buffer_total_size == cut and sum(map(len, r.buffers)) == cut
+        finally:
+            mf.wrote_position = wrote
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_lookup_checks_what_it_reads_from_a_damaged_consume_queue(tmp_path, kernel):
+    """Units with an offset or size no record has (past the commitlog's end, negative, a
+    filler's, inside another file) never become a view: kernel and twin agree, and the
+    reader answers without an exception."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        cq = store.queues.get(TOPIC, 0)
+        mf = cq.queue.find_by_offset(100 * L.CQ_UNIT_SIZE)
+        at = 100 * L.CQ_UNIT_SIZE - mf.file_from_offset
+        end = store.commitlog.max_offset
+        damage = [(end + 10, 100, 0), (results[101].phy_offset, -40, 0), (0, L.CQ_FILLER_SIZE, 0),
+                  (results[102].phy_offset, 1 << 30, 0), (-8, 64, 0), (results[104].phy_offset, 1, 0)]
+        for i, unit in enumerate(damage):
+            L.CQ_UNIT.pack_into(mf.buf, at + i * L.CQ_UNIT_SIZE, *unit)
+        for offset in range(98, 108):
+            for max_nums in (1, 3, 32):
+                got = [k.pull_lookup(cq, store.commitlog, offset, max_nums, 1024, 1 << 22, None, 800)
+                       for k in (_store, _store_py)]
+                assert [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got] == \
+                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 2
+                r = store.get_message(TOPIC, 0, offset, max_nums)
+                for v in r.buffers:  # whatever it hands out lies below the committed end
+                    assert v.obj is not None and len(v) <= r.buffer_total_size
+    finally:
+        store.shutdown()
+
+
+# --- the connection core against bad input and long polling --------------------------------------
+def test_a_malformed_pull_frame_closes_only_its_own_connection(tmp_path):
+    """A frame that opens like a pull but is broken (its header longer than the frame) goes
+    from the C core to the Channel's reader, which closes that connection; another
+    connection's pulls are answered by the core before and after."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="bad"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            assert broker.server._frames.pull_core is not None
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for i in range(10):
+                broker.store.put_message(msg(TOPIC, body=b"z%d" % i, qid=1))
+            good = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=5))
+            host, port = broker.addr.rsplit(":", 1)
+            r1, w1 = await asyncio.open_connection(host, port)
+            r2, w2 = await asyncio.open_connection(host, port)
+
+            async def pull_ok(reader, writer):
+                writer.write(good)
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                return _header(await reader.readexactly(length))
+
+            assert (await pull_ok(r1, w1))["code"] == 0
+            header = good[8:]
+            bad = (len(header) + 4).to_bytes(4, "big") + (len(header) + 50).to_bytes(4, "big") + header
+            assert bad[8:19] == b'{"code":11,'
+            w2.write(good + bad)
+            length = int.from_bytes(await asyncio.wait_for(r2.readexactly(4), 10), "big")
+            assert _header(await r2.readexactly(length))["code"] == 0  # the good pull before it
+            assert await asyncio.wait_for(r2.read(), 10) == b""  # then closed
+            assert (await pull_ok(r1, w1))["code"] == 0
+            w1.close()
+            return len(broker.server.channels)
+        finally:
+            await broker.shutdown()
+
+    assert asyncio.run(scenario()) >= 1
+
+
+def test_a_long_poll_pull_through_the_core_channel_is_parked_and_woken(tmp_path):
+    """A pull with SUSPEND that finds nothing is left by the C core to the general path,
+    which parks it; a message arriving wakes it and it is answered FOUND, while the core
+    keeps answering the connection's other pulls."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="poll"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            broker.store.put_message(msg(TOPIC, body=b"first", qid=1))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            parked = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(
+                queueId="2", queueOffset="0", sysFlag="2", suspendTimeoutMillis="15000"), opaque=1))
+            plain = encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=2))
+            writer.write(parked)
+            writer.write(plain)
+            length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            first = _header(await reader.readexactly(length))
+            assert first["opaque"] == 2 and first["code"] == 0
+            broker.store.put_message(msg(TOPIC, body=b"wakes", qid=2))
+            length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            answer = await reader.readexactly(length)
+            writer.close()
+            return answer
+        finally:
+            await broker.shutdown()
+
+    answer = asyncio.run(scenario())
+    header = _header(answer)
+    assert header["opaque"] == 1 and header["code"] == 0 and header["remark"] == "FOUND"
+    assert b"wakes" in answer
+
+
+def test_the_core_asks_again_after_a_topic_or_group_change(tmp_path):
+    """The core remembers the check and route verdicts of a pull only while no topic changes,
+    and asks whether the group may consume on every pull: after a topic turns write-only,
+    loses queues, or the group is disabled, the general path answers the refusal."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.permissions import PERM_READ, PERM_WRITE
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="changes"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for qid in (0, 3):
+                broker.store.put_message(msg(TOPIC, body=b"c", qid=qid))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+
+            async def pull(qid):
+                writer.write(encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId=str(qid)), opaque=9)))
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                return _header(await reader.readexactly(length))["code"]
+
+            codes = [await pull(3)]
+            broker.topics.update(TopicConfig(TOPIC, 4, 4, PERM_WRITE))
+            codes.append(await pull(3))
+            broker.topics.update(TopicConfig(TOPIC, 2, 4, PERM_READ | PERM_WRITE))
+            codes += [await pull(0), await pull(3)]
+            broker.groups.update_from_json(json.dumps({"groupName": GROUP, "consumeEnable": False}).encode())
+            codes.append(await pull(0))
+            writer.close()
+            return codes
+        finally:
+            await broker.shutdown()
+
+    assert asyncio.run(scenario()) == [ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION, ResponseCode.SUCCESS,
+                                       ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION]

@@ -20,13 +20,15 @@ class RequestPipelines:
 
     def __init__(self, *pipelines: FramesProcessor) -> None:
         self.pipelines = pipelines
-
-    @property
-    def core(self) -> Any:
-        """The C connection core's fast path (``ChannelCore`` reads it per receive buffer):
-        the first pipeline's, the SEND pipeline's ``SendCore`` with the compiled kernels. A
-        buffer it does not take whole comes back through ``__call__``, every pipeline in turn."""
-        return getattr(self.pipelines[0], "core", None)
+        #: the C connection core's fast paths (``ChannelCore`` reads them per receive buffer,
+        #: plain attributes: a property would cost a Python call each time): the first
+        #: pipeline's ``core``, the SEND pipeline's ``SendCore``, and the first ``pull_core``,
+        #: the PULL pipeline's ``PullCore``, with the compiled kernels; the channel core picks
+        #: one by the request code of the buffer's first frame. A buffer a core does not take
+        #: whole comes back through ``__call__``, every pipeline in turn.
+        self.core: Any = getattr(pipelines[0], "core", None) if pipelines else None
+        self.pull_core: Any = next((c for c in (getattr(p, "pull_core", None) for p in pipelines) if c is not None),
+                                   None)
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         pos = start

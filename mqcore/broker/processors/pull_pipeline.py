@@ -11,11 +11,11 @@ runs their common case for all the plain pulls of a receive buffer at once:
    **route** stage (topic exists and is readable, queue in range, group exists);
 3. **filter**: a TAG subscription's hash codes (``PullProcessor.tag_codes``), from the
    request or the group's heartbeat;
-4. **lookup** (``PullProcessor.lookup``, the store's ``get_message``: one ``cq_runs`` kernel
-   step picks the units for the offset, applies the tag codes and the transfer caps -
-   ``maxTransferCountOnMessageInMemory`` / ``...BytesOnMessageInMemory`` - and joins the
-   records into runs; each run is one view of a mapped commitlog file, never past its
-   committed end);
+4. **lookup** (``PullProcessor.lookup``, the store's ``get_message``: one ``pull_lookup``
+   kernel call finds the consume-queue file, checks the offset's bounds, picks the units
+   (``cq_runs``: the tag codes and the transfer caps - ``maxTransferCountOnMessageInMemory`` /
+   ``...BytesOnMessageInMemory``), joins the records into runs and maps each run to one view
+   of a mapped commitlog file, never past its committed end);
 5. **commit**: the consumer's offset when the COMMIT_OFFSET flag asks for it;
 6. **answer** (kernel ``pull_answer``): the answer's prefix and header, handed to the channel
    with the store's views behind it uncopied (``write_buffers_nowait``): every answer of
@@ -28,6 +28,16 @@ long-polling suspend (nothing found, a suspend timeout: the pull is parked in th
 service), SQL92 and class filters, refusals and errors. The channel then offers the frames
 after it to the pipelines again. ACL-enabled servers do not install the pipeline.
 tests/broker/test_pull_pipeline.py pulls the same way both ways and compares the answers.
+
+With the compiled kernels the same stages run in C for a receive buffer whose first frame is
+a pull: the broker's connections are the send pipeline's ``CoreChannel``s, whose
+``buffer_updated`` runs ``PullCore.take`` (mqcore/_pipeline_pull.pxi) and hands the answers -
+prefixes and the commitlog's views - to one ``transport.writelines``. The core remembers the
+check and route verdicts per (topic, group, subscription) while no topic changes, asks the
+group's consume switch and existence per pull, and looks up with the store kernel
+``pull_lookup`` (no result object). ``__call__`` is that path's reference, runs with the twin
+kernels and for the frames after one the general path took; the cross-path tests run the
+core, the compiled kernels under ``__call__`` (``use_core = False``) and the twin.
 """
 from __future__ import annotations
 
@@ -37,12 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.filtering import is_tag_type
-from mqcore.broker.processors.pull import _PULL_KIND, PullProcessor
+from mqcore.broker.processors.pull import _CODE_BY_NAME, _PULL_KIND, PullProcessor
 from mqcore.broker.validate import pull_names_pass
 from mqcore.errors import RemotingError
 from mqcore.kernel_api import PipelineKernels
 from mqcore.remoting import CURRENT_VERSION, PullSysFlag, ResponseCode
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
+from mqcore.store.reader import MAX_FILTER_UNITS
 
 if TYPE_CHECKING:
     from mqcore.remoting.channel import Channel
@@ -54,6 +65,7 @@ __all__ = ["PullPipeline"]
 _VERSION = int(CURRENT_VERSION)
 _SUCCESS = int(ResponseCode.SUCCESS)
 _NOT_FOUND = int(ResponseCode.PULL_NOT_FOUND)
+_OFFSET_MOVED = int(ResponseCode.PULL_OFFSET_MOVED)
 _COMMIT = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _FROM_REQUEST = int(PullSysFlag.SUBSCRIPTION)
@@ -68,6 +80,9 @@ class PullPipeline:
     Reads the processor's managers and settings per call, so a run-time change applies to
     both paths alike."""
 
+    #: False: the C connection core does not take pulls (tests compare both paths)
+    use_core = True
+
     def __init__(self, pull: PullProcessor, *, consume_enabled: Callable[[str], bool] | None = None,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, kernels: PipelineKernels | None = None) -> None:
         self.pull = pull
@@ -80,6 +95,16 @@ class PullPipeline:
         #: subscription (by identity: a changed subscription is a new object; the entry
         #: holds it, so its id is not reused while remembered)
         self._filters: dict[Any, tuple[Any, bool, frozenset[int] | None]] = {}
+        #: with the compiled kernels: this pipeline's stages in C for a receive buffer whose
+        #: first frame is a pull (``PullCore``, run by the send pipeline's ``channel_class``
+        #: connections straight from the event loop's ``buffer_updated``); None with the twin,
+        #: whose ``__call__`` runs the same stages
+        self.pull_core: Any = None
+        pull_core = getattr(self.k, "PullCore", None) if self.use_core else None
+        store = pull.store
+        if pull_core is not None and hasattr(store, "reader") and hasattr(getattr(store, "k", None), "pull_lookup"):
+            self.pull_core = pull_core(self, pull_names_pass, {n: int(c) for n, c in _CODE_BY_NAME.items()},
+                                       _PULL_KIND, (_SUCCESS, _NOT_FOUND, _OFFSET_MOVED), MAX_FILTER_UNITS, _VERSION)
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
         # --- read ---
