@@ -51,7 +51,6 @@ class PendingBatch:
     queue: Any
     tags: str | None
     wait: bool
-    body: bytearray
     uniq_ids: list[str]
     open: bool
     timer: Any
@@ -69,6 +68,10 @@ class PendingBatch:
     def count(self) -> int: ...
     @property
     def size(self) -> int: ...
+    @property
+    def body(self) -> memoryview: ...
+    @property
+    def capacity(self) -> int: ...
     def drop_body(self) -> None: ...
     def track(self, future: Any) -> None: ...
     def result_for(self, index: int) -> Any: ...
@@ -84,6 +87,8 @@ class AutoBatcher:
     max_inflight_batches: int
     max_message_bytes: int
     condition: Any
+    recent_batch_bytes: int
+    spares: list[bytearray]
     def __init__(self, *, lock: Any, batch_max_bytes: int, total_batch_max_bytes: int, max_inflight_batches: int,
                  max_message_bytes: int, checked_topics: Any, ids: Any, system_clock: bool, future_type: Any,
                  condition: Any, result_type: Any, on_batch: Any, window: Any = None) -> None: ...

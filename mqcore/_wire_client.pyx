@@ -907,7 +907,7 @@ cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
 
 # --- auto-batching: a send_async's per-message work in one call -------------------------------
 # (the twin, with the contract: ``AutoBatcher`` / ``PendingBatch`` in mqcore/_wire_client_py.py)
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -936,6 +936,15 @@ BATCH_ARM_TIMER = 3
 DEF _ITEM_FIXED = 20
 DEF _ITEM_OVERHEAD = 22
 DEF _MAX_PROPERTIES = 32767
+#: the smallest buffer a batch reserves (a batch of a few small messages)
+DEF _MIN_RESERVE = 4096
+#: answered batches' buffers a batcher keeps for the next batches (each at most batch_max_bytes)
+DEF _MAX_SPARES = 2
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_exports
+cdef bytearray _EMPTY_BUF = bytearray()
 
 cdef str _PENDING = "PENDING"
 cdef str _K_DELAY = "DELAY"
@@ -1097,7 +1106,9 @@ cdef class PendingBatch:
     cdef readonly object queue
     cdef readonly object tags
     cdef readonly bint wait
-    cdef readonly bytearray body
+    cdef bytearray _buf  # the items so far in its first ``_used`` bytes; never resized in place
+    cdef Py_ssize_t _used
+    cdef list _spares  # its batcher's spare buffers (None: a batch made on its own)
     cdef readonly list uniq_ids
     cdef readonly bint open
     cdef public object timer
@@ -1119,7 +1130,9 @@ cdef class PendingBatch:
         self.queue = queue
         self.tags = tags
         self.wait = wait
-        self.body = bytearray()
+        self._buf = _EMPTY_BUF
+        self._used = 0
+        self._spares = None
         self.uniq_ids = []
         self.open = True
         self.timer = None
@@ -1140,12 +1153,54 @@ cdef class PendingBatch:
 
     @property
     def size(self):
-        return PyByteArray_GET_SIZE(self.body)
+        return self._used
+
+    @property
+    def body(self):
+        """The items so far, as a view (no copy: the loop hands it to the transport as it is)."""
+        return memoryview(self._buf)[:self._used]
+
+    @property
+    def capacity(self):
+        return PyByteArray_GET_SIZE(self._buf)
 
     def drop_body(self):
         """The batch was answered: its futures (which keep it alive as long as the caller keeps
-        them) need only the ids and the answer, not the encoded messages."""
-        self.body = bytearray()
+        them) need only the ids and the answer, not the encoded messages. Its buffer becomes
+        one of the batcher's spares unless a view of it is still alive (the transport's, an
+        error's traceback...): reusing it then could change bytes someone may still read."""
+        cdef bytearray buf = self._buf
+        self._buf = _EMPTY_BUF
+        self._used = 0
+        if (self._spares is not None and buf is not _EMPTY_BUF and (<PyByteArrayObject*>buf).ob_exports == 0
+                and len(self._spares) < _MAX_SPARES):
+            self._spares.append(buf)
+
+    cdef char* _room(self, Py_ssize_t size, Py_ssize_t hint, Py_ssize_t limit) except NULL:
+        """Where the next ``size`` bytes go. A batch's buffer is a spare of its batcher (one an
+        answered batch gave back) when one is large enough, else a new one reserved at ``hint``
+        (the size the last batch reached), else doubling, up to ``limit``: in the steady state
+        no batch allocates, page-faults or copies its items more than once. Growing takes a
+        new buffer, never a resize, so a view of the old one stays valid."""
+        cdef Py_ssize_t need = self._used + size, cap = PyByteArray_GET_SIZE(self._buf), i
+        cdef bytearray bigger = None
+        if need > cap:
+            cap = max(hint, 2 * cap, _MIN_RESERVE)
+            if cap > limit:
+                cap = limit
+            if cap < need:
+                cap = need
+            if self._spares:
+                for i in range(len(self._spares) - 1, -1, -1):
+                    if PyByteArray_GET_SIZE(self._spares[i]) >= need:
+                        bigger = self._spares.pop(i)
+                        break
+            if bigger is None:
+                bigger = PyByteArray_FromStringAndSize(NULL, cap)
+            if self._used:
+                memcpy(PyByteArray_AS_STRING(bigger), PyByteArray_AS_STRING(self._buf), self._used)
+            self._buf = bigger
+        return PyByteArray_AS_STRING(self._buf) + self._used
 
     def track(self, future):
         """Have the cyclic collector track ``future`` (one of this batch's, untracked by ``add``)
@@ -1193,6 +1248,10 @@ cdef class AutoBatcher:
     cdef object on_batch
     cdef object window
     cdef PendingBatch last
+    #: the size the last batch to leave reached: what a new batch reserves
+    cdef readonly Py_ssize_t recent_batch_bytes
+    #: buffers of answered batches, for the next ones (``PendingBatch.drop_body``)
+    cdef readonly list spares
 
     def __init__(self, *, lock, Py_ssize_t batch_max_bytes, Py_ssize_t total_batch_max_bytes,
                  Py_ssize_t max_inflight_batches, Py_ssize_t max_message_bytes, checked_topics, ids,
@@ -1214,6 +1273,8 @@ cdef class AutoBatcher:
         self.on_batch = on_batch
         self.window = window
         self.last = None
+        self.recent_batch_bytes = 0
+        self.spares = []
 
     def add(self, msg, queue=None, future=None, int window_slot=0, bint checked=False):
         cdef object topic = msg.topic
@@ -1251,7 +1312,7 @@ cdef class AutoBatcher:
             if not self.window.acquire(False):
                 return JOIN_WAIT
         cdef PendingBatch batch, full = None, fresh = None
-        cdef Py_ssize_t at, index = 0
+        cdef Py_ssize_t index = 0
         cdef char* o
         cdef bint room = False
         self.lock.acquire()
@@ -1266,16 +1327,16 @@ cdef class AutoBatcher:
                     batch = self.pending.get(key)
                     if batch is None:
                         batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                        fresh._spares = self.spares
                         self.pending[key] = batch
-                if batch is not fresh and PyByteArray_GET_SIZE(batch.body) + size > self.batch_max_bytes:
+                if batch is not fresh and batch._used + size > self.batch_max_bytes:
                     full = self._detach(batch)  # leaves now; this message starts the next one
                     key = batch.key
                     batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                    fresh._spares = self.spares
                     self.pending[key] = batch
                 self.last = batch
-                at = PyByteArray_GET_SIZE(batch.body)
-                PyByteArray_Resize(batch.body, at + size)
-                o = PyByteArray_AS_STRING(batch.body) + at
+                o = batch._room(size, self.recent_batch_bytes, self.batch_max_bytes)
                 _wc_be32(o, <int32_t>size)
                 _wc_be32(o + 4, 0)
                 _wc_be32(o + 8, 0)
@@ -1287,10 +1348,10 @@ cdef class AutoBatcher:
                 try:
                     _dict_props_write(p, <unsigned char*>(o + _ITEM_OVERHEAD + blen), plen)
                 except BaseException:
-                    PyByteArray_Resize(batch.body, at)
                     if batch is fresh:  # announced to nobody yet: it must not stay pending
                         self._forget(batch)
                     raise
+                batch._used += size
                 index = len(batch.uniq_ids)
                 batch.uniq_ids.append(p[_K_UNIQ])
                 if window_slot:
@@ -1300,7 +1361,7 @@ cdef class AutoBatcher:
                     if batch.externals is None:
                         batch.externals = []
                     batch.externals.append((index, future))
-                if PyByteArray_GET_SIZE(batch.body) >= self.batch_max_bytes:
+                if batch._used >= self.batch_max_bytes:
                     full = self._detach(batch)
                     fresh = None
                 if fresh is not None:
@@ -1326,6 +1387,7 @@ cdef class AutoBatcher:
         if self.pending.get(batch.key) is batch:
             del self.pending[batch.key]
         batch.open = False
+        self.recent_batch_bytes = batch._used
         self.inflight_per_key[batch.key] = self.inflight_per_key.get(batch.key, 0) + 1
         return batch
 
