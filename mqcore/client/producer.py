@@ -62,6 +62,11 @@ class _State(enum.Enum):
     SHUTDOWN = "shutdown"
 
 
+#: read once: ``_State.RUNNING`` looks the member up through the enum class, ~140 ns in
+#: CPython 3.11, more than a tenth of an auto-batched ``send_async``
+_RUNNING = _State.RUNNING
+
+
 class Producer:
     """Sends messages; see the module docstring. Settings are ``ProducerConfig``
     fields given as keyword arguments (``send_msg_timeout_ms=5000``) or as ``config``."""
@@ -79,7 +84,9 @@ class Producer:
         self._batcher: Any = None  # the accumulator's kernel: send_async's per-message step
         if self.config.auto_batch:
             self._accumulator = ProduceAccumulator(
-                self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
+                # a batch is one message to the broker: never larger than the producer lets one be
+                self._send_accumulated,
+                batch_max_bytes=min(self.config.batch_max_bytes, self.config.max_message_size_bytes),
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop,
                 window=self._async_slots, ids=self._instance.uniq_ids, checked_topics=self._impl.checked_topics,
@@ -191,7 +198,7 @@ class Producer:
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         batcher = self._batcher
         if (callback is None and selector is None and batcher is not None and type(msg) is Message
-                and self._state is _State.RUNNING):
+                and self._state is _RUNNING):
             # auto-batched: the kernel checks, stamps and encodes the message into its batch,
             # takes its window slot and makes its future, in one call (an int: see _join_batch)
             future = batcher.add(msg, queue, None, 1)
@@ -253,7 +260,7 @@ class Producer:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
         under back-pressure it waits without blocking the caller's loop."""
         batcher = self._batcher
-        if (batcher is not None and type(msg) is Message and self._state is _State.RUNNING
+        if (batcher is not None and type(msg) is Message and self._state is _RUNNING
                 and not kwargs.keys() - {"queue"}):
             future = await self._join_batch_async(batcher, msg, kwargs.get("queue"))
             if future is not None:

@@ -262,3 +262,75 @@ def test_each_messages_result_is_the_same_object_whoever_makes_it():
         assert results[0] == results[1] and all(type(r) is result_type for r in results[0])
         assert [(r.msg_id, r.queue_offset, r.offset_msg_id) for r in results[0]] == [("U0", 7, "O0"), ("U1", 8, "O0")]
     assert made == ["U0", "U1", "U0", "U1"]  # both kernels ran its __post_init__
+
+
+def _fill(t: Batcher, n: int, size: int) -> list:
+    """``n`` messages of a ``size``-byte body added; the batches that were announced."""
+    for _ in range(n):
+        t.b.add(Message("T", b"y" * size))
+    return [batch for _, batch in t.actions]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_batch_buffer_is_reserved_once_and_its_body_is_a_view(kernels):
+    t = Batcher(kernels, batch_max_bytes=64 * 1024)
+    [first] = _fill(t, 10, 100)
+    # a first batch starts small and doubles: its body is a view of the items, never a copy
+    assert first.capacity == 4096 and isinstance(first.body, memoryview) and len(first.body) == first.size
+    old = first.body
+    before = bytes(old)
+    _fill(t, 40, 100)  # grows: a new buffer, the view of the old one still reads what it did
+    doubled = 4096
+    while doubled < first.size:
+        doubled *= 2
+    assert first.capacity == doubled > 4096
+    assert bytes(old) == before and bytes(first.body[:len(before)]) == before
+    del old
+    with t.b.lock:
+        t.b.detach(first)
+    assert t.b.recent_batch_bytes == first.size
+    # the next batch reserves what the last one reached (one allocation in the steady state)
+    t.b.add(Message("T", b"z"))
+    second = t.actions[-1][1]
+    assert second is not first and second.capacity == first.size
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_an_answered_batch_gives_its_buffer_to_the_next_unless_a_view_is_alive(kernels):
+    t = Batcher(kernels, batch_max_bytes=64 * 1024)
+    batches = _fill(t, 200, 500)  # the first leaves full, its successor opens
+    a = batches[0]
+    assert len(batches) == 3 and not a.open and t.actions[1][0] == kernels.BATCH_LAUNCH
+    cap = a.capacity
+    view = a.body
+    a.drop_body()  # the transport still holds a view: not reused
+    assert t.b.spares == [] and bytes(view)  # the bytes stay readable
+    del view
+    b = batches[2]
+    with t.b.lock:
+        t.b.detach(b)
+    b.drop_body()  # no view alive: kept for the next batch
+    assert len(t.b.spares) == 1 and a.size == 0 and b.size == 0
+    spare = t.b.spares[0]
+    t.b.add(Message("T", b"w" * 10))
+    c = t.actions[-1][1]
+    assert t.b.spares == [] and c.capacity == len(spare) and bytes(c.body) == bytes(spare[:c.size])
+    assert cap >= c.size
+
+
+def test_compiled_and_twin_reserve_the_same_buffers():
+    caps = []
+    for kernels in (_wire_client, _wire_client_py):
+        t = Batcher(kernels, batch_max_bytes=32 * 1024)
+        seen = []
+        for size, n in ((10, 100), (300, 40), (3000, 9), (7000, 7), (1, 3), (20000, 3)):
+            for batch in _fill(t, n, size):
+                seen.append(batch.capacity)
+            t.actions.clear()
+        for batch in list(t.b.pending.values()):
+            with t.b.lock:
+                t.b.detach(batch)
+            batch.drop_body()
+        seen.append([len(s) for s in t.b.spares])
+        caps.append(seen)
+    assert caps[0] == caps[1]
