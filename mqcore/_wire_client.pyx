@@ -907,6 +907,9 @@ cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
 
 # --- auto-batching: a send_async's per-message work in one call -------------------------------
 # (the twin, with the contract: ``AutoBatcher`` / ``PendingBatch`` in mqcore/_wire_client_py.py)
+import threading as _threading
+import time as _time
+
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject
@@ -1229,6 +1232,68 @@ cdef class PendingBatch:
         return one
 
 
+cdef class WindowSlots:
+    """The async-send window of a producer (``max_async_inflight``), a counting semaphore whose
+    uncontended take and give are C, not a Python lock round (see the twin). The count is
+    changed only with the GIL held and no Python code in between, so it needs no lock of its
+    own; a waiter sleeps on ``freed`` (a ``threading.Condition``), counted in ``_waiting``
+    before it looks at the count, so a give that sees no waiter happened before that look."""
+    cdef Py_ssize_t _free
+    cdef readonly Py_ssize_t _waiting
+    cdef object _freed
+
+    def __init__(self, Py_ssize_t count):
+        if count < 0:
+            raise ValueError("WindowSlots count must be >= 0")
+        self._free = count
+        self._waiting = 0
+        self._freed = _threading.Condition(_threading.Lock())
+
+    cdef inline bint _take(self) noexcept:
+        if self._free > 0:
+            self._free -= 1
+            return True
+        return False
+
+    def acquire(self, bint blocking=True, timeout=None):
+        if self._free > 0:
+            self._free -= 1
+            return True
+        if not blocking:
+            return False
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        with self._freed:
+            self._waiting += 1
+            try:
+                while self._free <= 0:
+                    remaining = None if deadline is None else deadline - _time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._freed.wait(remaining)
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self):
+        self._give(1)
+
+    def release_many(self, Py_ssize_t count):
+        if count > 0:
+            self._give(count)
+
+    cdef int _give(self, Py_ssize_t count) except -1:
+        self._free += count
+        if self._waiting:
+            with self._freed:
+                self._freed.notify(count)
+        return 0
+
+    @property
+    def free(self):
+        return self._free
+
+
 cdef class AutoBatcher:
     """The pending batches of one producer and ``add``, the per-message step (see the twin)."""
     cdef readonly object lock
@@ -1309,7 +1374,8 @@ cdef class AutoBatcher:
         v = PyDict_GetItem(p, _K_WAIT)
         cdef bint wait = v == NULL or not (<object>v == _FALSE)
         if window_slot == 1:
-            if not self.window.acquire(False):
+            if not ((<WindowSlots>self.window)._take() if type(self.window) is WindowSlots
+                    else self.window.acquire(False)):
                 return JOIN_WAIT
         cdef PendingBatch batch, full = None, fresh = None
         cdef Py_ssize_t index = 0

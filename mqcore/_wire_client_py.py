@@ -45,6 +45,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import threading
 import time
 from typing import Any
 
@@ -453,7 +454,7 @@ def _plain_int(text: Any, max_digits: int) -> int:
     return int(text)
 # --- auto-batching: a send_async's per-message work in one call -----------------------------------
 __all__ += ["AutoBatcher", "BATCH_ARM_TIMER", "BATCH_LAUNCH", "BATCH_LEAVE_SOON", "JOIN_CHECK", "JOIN_WAIT",
-            "PendingBatch", "UniqIdWriter", "gc_track"]
+            "PendingBatch", "UniqIdWriter", "WindowSlots", "gc_track"]
 #: ``AutoBatcher.add`` answers besides a future and None
 JOIN_CHECK = 1  # the topic was not checked yet (or the body is empty or too large): check, then add(checked=True)
 JOIN_WAIT = 2  # window_slot=1 and the window is full: wait for a slot, then add(window_slot=2)
@@ -622,6 +623,63 @@ class PendingBatch:
             self._offset_ids = ids
         return self._result_type(r.status, self.uniq_ids[index], r.message_queue, r.queue_offset + index,
                                  ids[index], r.transaction_id, r.region_id, r.trace_on)
+
+
+class WindowSlots:
+    """The async-send window of a producer (``max_async_inflight``): a counting semaphore with
+    ``threading.Semaphore``'s ``acquire(blocking, timeout)`` and ``release()``, plus
+    ``release_many(n)`` (a batch's messages answered together: one lock round) and ``free``.
+
+    Why: the window is taken once per ``send_async``. The compiled one takes and gives a slot
+    without a lock round (the GIL orders its count) and ``AutoBatcher.add`` takes it in C;
+    this twin is one C-level lock round (``threading.Semaphore`` goes through a pure-Python
+    ``Condition``). Waiters are counted so a release wakes someone only when someone waits.
+    """
+
+    __slots__ = ("_free", "_lock", "_freed", "_waiting")
+
+    def __init__(self, count: int) -> None:
+        if count < 0:
+            raise ValueError("WindowSlots count must be >= 0")
+        self._free = count
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        with self._lock:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            if not blocking:
+                return False
+            deadline = None if timeout is None else time.monotonic() + timeout
+            self._waiting += 1
+            try:
+                while self._free <= 0:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._freed.wait(remaining)
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        self.release_many(1)
+
+    def release_many(self, count: int) -> None:
+        if count <= 0:
+            return
+        with self._lock:
+            self._free += count
+            if self._waiting:
+                self._freed.notify(count)
+
+    @property
+    def free(self) -> int:
+        return self._free
 
 
 class AutoBatcher:

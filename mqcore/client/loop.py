@@ -26,7 +26,7 @@ from mqcore.remoting.client import new_event_loop
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots", "settle_batch",
+__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "settle_batch",
            "settle_siblings"]
 
 T = TypeVar("T")
@@ -265,66 +265,6 @@ def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
                 callback(future)
             except Exception:  # as the base class: a callback's failure is logged, not raised
                 log.exception("exception calling callback for %r", future)
-
-
-class Slots:
-    """A counting semaphore for the async-send window (``max_async_inflight``).
-
-    Same contract as ``threading.Semaphore`` for ``acquire(blocking, timeout)`` and
-    ``release()``; the uncontended path is one C-level lock round instead of the pure-
-    Python ``Condition`` the standard class goes through (1.9 -> ~0.6 µs per
-    acquire/release pair, paid once per ``send_async``). Waiters are counted so a
-    release wakes someone only when someone waits.
-    """
-
-    __slots__ = ("_free", "_lock", "_freed", "_waiting")
-
-    def __init__(self, count: int) -> None:
-        if count < 0:
-            raise ValueError("Slots count must be >= 0")
-        self._free = count
-        self._lock = threading.Lock()
-        self._freed = threading.Condition(self._lock)
-        self._waiting = 0
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        with self._lock:
-            if self._free > 0:
-                self._free -= 1
-                return True
-            if not blocking:
-                return False
-            deadline = None if timeout is None else time.monotonic() + timeout
-            self._waiting += 1
-            try:
-                while self._free <= 0:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._freed.wait(remaining)
-            finally:
-                self._waiting -= 1
-            self._free -= 1
-            return True
-
-    def release(self) -> None:
-        with self._lock:
-            self._free += 1
-            if self._waiting:
-                self._freed.notify()
-
-    def release_many(self, count: int) -> None:
-        """``count`` releases in one lock round (a batch's messages answered together)."""
-        if count <= 0:
-            return
-        with self._lock:
-            self._free += count
-            if self._waiting:
-                self._freed.notify(count)
-
-    @property
-    def free(self) -> int:
-        return self._free
 
 
 #: runs on the loop with the caller's future; returns an awaitable whose outcome is

@@ -34,16 +34,17 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_kernels, default_wire_client_kernels
 from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread, Slots
+from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
+from mqcore.kernel_api import WindowSlotsApi
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,9 @@ class Producer:
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
         self._instance = ClientInstance(self.config, clock=clock)
         self._impl = ProducerImpl(self.config, self._instance)
-        self._async_slots = Slots(self.config.max_async_inflight)
+        # the kernels' window: the auto-batching kernel takes its slots in C (same family as
+        # the accumulator's batcher, default_wire_client_kernels())
+        self._async_slots = default_wire_client_kernels().WindowSlots(self.config.max_async_inflight)
         self._kernels = default_kernels()
         self._accumulator: ProduceAccumulator | None = None
         self._batcher: Any = None  # the accumulator's kernel: send_async's per-message step
@@ -326,7 +329,7 @@ class Producer:
     # --- internals -----------------------------------------------------------------------------------
     def _submit(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
                 selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None,
-                hook: Callable[[Any], Any] | None, slots: Slots | None = None) -> concurrent.futures.Future[Any]:
+                hook: Callable[[Any], Any] | None, slots: WindowSlotsApi | None = None) -> concurrent.futures.Future[Any]:
         """Validate and prepare ``msg`` on the caller's thread, take a window slot
         (``slots``), and start the send: an auto-batched message joins its batch right
         here (the loop is woken once per batch, not per message); any other send is

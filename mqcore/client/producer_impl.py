@@ -380,13 +380,14 @@ class ProducerImpl:
         if addr is None:
             raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
         cfg = self.config
-        if cfg.use_send_message_v2 and not prepared.batch:
+        body = prepared.body
+        if cfg.use_send_message_v2 and not prepared.batch and type(body) is bytes:  # (a batch's is a view)
             # the fields of _header() in SendMessageRequestHeader.V2_KEYS order, written by a kernel
             values = (self.group, prepared.topic, cfg.create_topic_key, cfg.default_topic_queue_nums, mq.queue_id,
                       prepared.sys_flag, instance.clock(), prepared.flag, prepared.properties,
                       prepared.reconsume_times or 0, False, prepared.max_reconsume_times, False, mq.broker_name)
             result = instance.api.send_message_v2_blocking(addr, mq.broker_name, mq.topic, prepared.uniq_id, values,
-                                                           prepared.body, timeout_ms)
+                                                           body, timeout_ms)
             if result is not None:
                 return result
         cmd = instance.api.build_send_request(self._header(prepared, mq), prepared.body, batch=prepared.batch,

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from mqcore import _wire_client, _wire_client_py
-from mqcore.client.loop import BatchFuture, Slots, settle_batch
+from mqcore.client.loop import BatchFuture, settle_batch
 from mqcore.client.message import Message, SendResult, SendStatus
 from mqcore.clock import ManualClock, system_clock_ms
 from mqcore.format.batch import encode_batch_messages
@@ -118,7 +118,7 @@ def test_declines_what_a_batch_cannot_carry(kernels):
 
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_window_slots_and_the_memory_budget(kernels):
-    window = Slots(2)
+    window = kernels.WindowSlots(2)
     size = 22 + 1 + len("WAIT\x01true\x02UNIQ_KEY\x01") + 32
     t = Batcher(kernels, window=window, total=3 * size)
     assert type(t.b.add(Message("T", b"x"), None, None, 1)) is BatchFuture
