@@ -950,6 +950,7 @@ cdef extern from "Python.h":
 cdef bytearray _EMPTY_BUF = bytearray()
 
 cdef str _PENDING = "PENDING"
+cdef str _FINISHED = "FINISHED"  # concurrent.futures' state names
 cdef str _K_DELAY = "DELAY"
 cdef str _K_TRAN = "TRAN_MSG"
 cdef str _K_TAGS = "TAGS"
@@ -1126,6 +1127,7 @@ cdef class PendingBatch:
     cdef _ResultMaker _results
     cdef list _offset_ids
     cdef tuple _common
+    cdef list _made  # settled_result's results, by index (made when first asked for)
 
     def __init__(self, key, str topic, queue, tags, bint wait, condition, result_type):
         self.key = key
@@ -1149,6 +1151,7 @@ cdef class PendingBatch:
         self.watchers = None
         self._results = result_type if type(result_type) is _ResultMaker else _ResultMaker(result_type)
         self._offset_ids = None
+        self._made = None
 
     @property
     def count(self):
@@ -1209,6 +1212,20 @@ cdef class PendingBatch:
         """Have the cyclic collector track ``future`` (one of this batch's, untracked by ``add``)
         again: it is about to hold something that could close a reference cycle."""
         gc_track(future)
+
+    def settled_result(self, Py_ssize_t index):
+        """Message ``index``'s ``SendResult`` once the batch is settled with a result (None
+        before, or when it failed or was cancelled), made on first use and then the same object
+        for every caller: a ``BatchFuture``'s ``result()`` in one call."""
+        if self.error is not None or self.state != _FINISHED:
+            return None
+        cdef list made = self._made
+        if made is None:
+            made = self._made = [None] * len(self.uniq_ids)
+        one = made[index]
+        if one is None:
+            one = made[index] = self.result_for(index)
+        return one
 
     def result_for(self, Py_ssize_t index):
         """Message ``index``'s own ``SendResult`` out of the batch's (``split_batch_results``)."""

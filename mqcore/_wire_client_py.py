@@ -561,6 +561,7 @@ class PendingBatch:
         self.watchers: list[Any] | None = None
         self._result_type = result_type
         self._offset_ids: list[str] | None = None
+        self._made: list[Any] | None = None
 
     @property
     def count(self) -> int:
@@ -612,6 +613,20 @@ class PendingBatch:
     def track(self, future: Any) -> None:
         """The compiled batch has the cyclic collector track an untracked future of its own
         again (see ``gc_track``); the twin never untracks one."""
+
+    def settled_result(self, index: int) -> Any:
+        """Message ``index``'s ``SendResult`` once the batch is settled with a result (None
+        before, or when it failed or was cancelled), made on first use and then the same object
+        for every caller: a ``BatchFuture``'s ``result()`` in one call."""
+        if self.error is not None or self.state != "FINISHED":
+            return None
+        made = self._made
+        if made is None:
+            made = self._made = [None] * len(self.uniq_ids)
+        one = made[index]
+        if one is None:
+            one = made[index] = self.result_for(index)
+        return one
 
     def result_for(self, index: int) -> Any:
         r = self.result

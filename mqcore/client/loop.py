@@ -372,7 +372,9 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     alive in the caller's list, were objects the cyclic garbage collector walked again and
     again. Here the batcher kernel makes the object (no ``__init__``: two attributes,
     ``_cell`` and ``_index``), settling the batch is one write under its condition for all
-    its messages, and the message's own ``SendResult`` is made when it is first asked for.
+    its messages, and the message's own ``SendResult`` is made when it is first asked for
+    (``PendingBatch.settled_result``: kept by the batch, so ``result()`` of a settled future
+    is one kernel call and writes nothing on the future).
 
     Everything ``concurrent.futures.Future`` offers works: ``result(timeout)``,
     ``exception``, ``done``, ``cancel``, ``add_done_callback``, ``concurrent.futures.wait``
@@ -413,13 +415,7 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     def _result(self) -> Any:
         if self._own_state is not None:
             return self._own_result
-        cell = self._cell
-        if cell.state != _FINISHED or cell.error is not None:
-            return None
-        result = self._own_result
-        if result is None:
-            result = self._own_result = cell.result_for(self._index)
-        return result
+        return self._cell.settled_result(self._index)
 
     @_result.setter
     def _result(self, value: Any) -> None:
@@ -466,11 +462,8 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     def result(self, timeout: float | None = None) -> Any:
         if self._own_state is None:
-            cell = self._cell
-            if cell.state == _FINISHED and cell.error is None:  # settled: no lock needed
-                result = self._own_result
-                if result is None:
-                    result = self._own_result = cell.result_for(self._index)
+            result = self._cell.settled_result(self._index)  # settled: no lock needed
+            if result is not None:
                 return result
         return _result(self, timeout)
 

@@ -334,3 +334,29 @@ def test_compiled_and_twin_reserve_the_same_buffers():
         seen.append([len(s) for s in t.b.spares])
         caps.append(seen)
     assert caps[0] == caps[1]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_settled_result_is_made_once_and_only_for_a_result(kernels):
+    """``settled_result`` (what a settled ``BatchFuture.result()`` returns): None while the
+    batch is pending and when it failed or was cancelled; once it has a result, message
+    ``i``'s own ``SendResult``, the same object on every call and for every future."""
+    results = {}
+    for outcome in ("ok", "error", "cancel"):
+        t = Batcher(kernels)
+        futures = [t.b.add(Message("T", b"m%d" % i)) for i in range(3)]
+        [(_, batch)] = t.actions
+        assert [batch.settled_result(i) for i in range(3)] == [None] * 3  # pending
+        if outcome == "ok":
+            settle_batch(batch, SendResult(SendStatus.SEND_OK, "x", MessageQueue("T", "b", 1), 40, "O0,O1,O2"))
+        elif outcome == "error":
+            settle_batch(batch, error=RuntimeError("no"))
+        else:
+            settle_batch(batch, cancelled=True)
+        results[outcome] = [batch.settled_result(i) for i in range(3)]
+        if outcome == "ok":
+            assert [f.result() for f in futures] == results["ok"]
+            assert all(f.result() is r is batch.settled_result(i) for i, (f, r) in enumerate(zip(futures, results["ok"])))
+            assert [(r.msg_id, r.queue_offset, r.offset_msg_id) for r in results["ok"]] == \
+                [(m, 40 + i, f"O{i}") for i, m in enumerate(batch.uniq_ids)]
+    assert results["error"] == results["cancel"] == [None] * 3
