@@ -159,15 +159,16 @@ def test_a_release_racing_a_waiter_always_wakes_it(Slots) -> None:
     waiter: a waiter that has just found the window empty must never miss that release (it
     would sleep until its timeout)."""
     slots = Slots(0)
-    results: list[bool] = []
-    for _ in range(300):
-        waiter = threading.Thread(target=lambda: results.append(slots.acquire(timeout=10)))
+    for i in range(200):
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(slots.acquire(timeout=30)), daemon=True)
         waiter.start()
-        if len(results) % 2:
+        if i % 2:
             _until(lambda: slots._waiting == 1)  # half the time: released while it sleeps
         slots.release()
-        waiter.join(15)
-    assert results == [True] * 300 and slots.free == 0 and slots._waiting == 0
+        waiter.join(5)
+        assert got == [True], f"round {i}: the waiter missed the release (still asleep after 5 s)"
+    assert slots.free == 0 and slots._waiting == 0
 
 
 def test_settled_outcome_reads_a_done_future_and_refuses_a_pending_one() -> None:
