@@ -5,7 +5,7 @@ One class per role (``ClientConfig`` shared settings, ``ProducerConfig``,
 the Java names in snake case with a unit suffix (``sendMsgTimeout`` ->
 ``send_msg_timeout_ms``); every default is RocketMQ 4.9.8's (5.x's for auto-batching) except
 the push consumer's ``pull_batch_size`` (1000, not 32) and auto-batching's ``batch_max_bytes``
-(1 MiB, not 32 KiB): see their comments; ``mqcore/client/README.md`` lists the settings. The public classes (``Producer``...) accept the same
+(2 MiB, not 32 KiB): see their comments; ``mqcore/client/README.md`` lists the settings. The public classes (``Producer``...) accept the same
 names as keyword arguments and build these objects, so most users never touch them.
 
 Library code never reads environment variables; ``instance_name="DEFAULT"`` is turned

@@ -187,7 +187,7 @@ class ProducerImpl:
     def prepare_joined(self, batch: PendingBatchApi) -> PreparedSend:
         """An auto-batch (SEND_BATCH_MESSAGE) whose items the batcher kernel encoded as its
         messages joined (each stamped with its UNIQ_KEY, its topic checked). The body is the
-        batch's own buffer (a view, not a copy: it is 1 MiB at the defaults); nothing writes
+        batch's own buffer (a view, not a copy: up to 2 MiB at the defaults); nothing writes
         to it once the batch has left."""
         body = batch.body
         if len(body) > self.config.max_message_size_bytes:
