@@ -964,7 +964,10 @@ cdef inline int64_t _wc_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
 
 # --- auto-batching: a send_async's per-message work in one call -------------------------------
 # (the twin, with the contract: ``AutoBatcher`` / ``PendingBatch`` in mqcore/_wire_client_py.py)
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+import threading as _threading
+import time as _time
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -993,8 +996,18 @@ BATCH_ARM_TIMER = 3
 DEF _ITEM_FIXED = 20
 DEF _ITEM_OVERHEAD = 22
 DEF _MAX_PROPERTIES = 32767
+#: the smallest buffer a batch reserves (a batch of a few small messages)
+DEF _MIN_RESERVE = 4096
+#: answered batches' buffers a batcher keeps for the next batches (each at most batch_max_bytes)
+DEF _MAX_SPARES = 2
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_exports
+cdef bytearray _EMPTY_BUF = bytearray()
 
 cdef str _PENDING = "PENDING"
+cdef str _FINISHED = "FINISHED"  # concurrent.futures' state names
 cdef str _K_DELAY = "DELAY"
 cdef str _K_TRAN = "TRAN_MSG"
 cdef str _K_TAGS = "TAGS"
@@ -1154,7 +1167,9 @@ cdef class PendingBatch:
     cdef readonly object queue
     cdef readonly object tags
     cdef readonly bint wait
-    cdef readonly bytearray body
+    cdef bytearray _buf  # the items so far in its first ``_used`` bytes; never resized in place
+    cdef Py_ssize_t _used
+    cdef list _spares  # its batcher's spare buffers (None: a batch made on its own)
     cdef readonly list uniq_ids
     cdef readonly bint open
     cdef public object timer
@@ -1169,6 +1184,7 @@ cdef class PendingBatch:
     cdef _ResultMaker _results
     cdef list _offset_ids
     cdef tuple _common
+    cdef list _made  # settled_result's results, by index (made when first asked for)
 
     def __init__(self, key, str topic, queue, tags, bint wait, condition, result_type):
         self.key = key
@@ -1176,7 +1192,9 @@ cdef class PendingBatch:
         self.queue = queue
         self.tags = tags
         self.wait = wait
-        self.body = bytearray()
+        self._buf = _EMPTY_BUF
+        self._used = 0
+        self._spares = None
         self.uniq_ids = []
         self.open = True
         self.timer = None
@@ -1190,6 +1208,7 @@ cdef class PendingBatch:
         self.watchers = None
         self._results = result_type if type(result_type) is _ResultMaker else _ResultMaker(result_type)
         self._offset_ids = None
+        self._made = None
 
     @property
     def count(self):
@@ -1197,17 +1216,73 @@ cdef class PendingBatch:
 
     @property
     def size(self):
-        return PyByteArray_GET_SIZE(self.body)
+        return self._used
+
+    @property
+    def body(self):
+        """The items so far, as a view (no copy: the loop hands it to the transport as it is)."""
+        return memoryview(self._buf)[:self._used]
+
+    @property
+    def capacity(self):
+        return PyByteArray_GET_SIZE(self._buf)
 
     def drop_body(self):
         """The batch was answered: its futures (which keep it alive as long as the caller keeps
-        them) need only the ids and the answer, not the encoded messages."""
-        self.body = bytearray()
+        them) need only the ids and the answer, not the encoded messages. Its buffer becomes
+        one of the batcher's spares unless a view of it is still alive (the transport's, an
+        error's traceback...): reusing it then could change bytes someone may still read."""
+        cdef bytearray buf = self._buf
+        self._buf = _EMPTY_BUF
+        self._used = 0
+        if (self._spares is not None and buf is not _EMPTY_BUF and (<PyByteArrayObject*>buf).ob_exports == 0
+                and len(self._spares) < _MAX_SPARES):
+            self._spares.append(buf)
+
+    cdef char* _room(self, Py_ssize_t size, Py_ssize_t hint, Py_ssize_t limit) except NULL:
+        """Where the next ``size`` bytes go. A batch's buffer is a spare of its batcher (one an
+        answered batch gave back) when one is large enough, else a new one reserved at ``hint``
+        (the size the last batch reached), else doubling, up to ``limit``: in the steady state
+        no batch allocates, page-faults or copies its items more than once. Growing takes a
+        new buffer, never a resize, so a view of the old one stays valid."""
+        cdef Py_ssize_t need = self._used + size, cap = PyByteArray_GET_SIZE(self._buf), i
+        cdef bytearray bigger = None
+        if need > cap:
+            cap = max(hint, 2 * cap, _MIN_RESERVE)
+            if cap > limit:
+                cap = limit
+            if cap < need:
+                cap = need
+            if self._spares:
+                for i in range(len(self._spares) - 1, -1, -1):
+                    if PyByteArray_GET_SIZE(self._spares[i]) >= need:
+                        bigger = self._spares.pop(i)
+                        break
+            if bigger is None:
+                bigger = PyByteArray_FromStringAndSize(NULL, cap)
+            if self._used:
+                memcpy(PyByteArray_AS_STRING(bigger), PyByteArray_AS_STRING(self._buf), self._used)
+            self._buf = bigger
+        return PyByteArray_AS_STRING(self._buf) + self._used
 
     def track(self, future):
         """Have the cyclic collector track ``future`` (one of this batch's, untracked by ``add``)
         again: it is about to hold something that could close a reference cycle."""
         gc_track(future)
+
+    def settled_result(self, Py_ssize_t index):
+        """Message ``index``'s ``SendResult`` once the batch is settled with a result (None
+        before, or when it failed or was cancelled), made on first use and then the same object
+        for every caller: a ``BatchFuture``'s ``result()`` in one call."""
+        if self.error is not None or self.state != _FINISHED:
+            return None
+        cdef list made = self._made
+        if made is None:
+            made = self._made = [None] * len(self.uniq_ids)
+        one = made[index]
+        if one is None:
+            one = made[index] = self.result_for(index)
+        return one
 
     def result_for(self, Py_ssize_t index):
         """Message ``index``'s own ``SendResult`` out of the batch's (``split_batch_results``)."""
@@ -1231,6 +1306,68 @@ cdef class PendingBatch:
         return one
 
 
+cdef class WindowSlots:
+    """The async-send window of a producer (``max_async_inflight``), a counting semaphore whose
+    uncontended take and give are C, not a Python lock round (see the twin). The count is
+    changed only with the GIL held and no Python code in between, so it needs no lock of its
+    own; a waiter sleeps on ``freed`` (a ``threading.Condition``), counted in ``_waiting``
+    before it looks at the count, so a give that sees no waiter happened before that look."""
+    cdef Py_ssize_t _free
+    cdef readonly Py_ssize_t _waiting
+    cdef object _freed
+
+    def __init__(self, Py_ssize_t count):
+        if count < 0:
+            raise ValueError("WindowSlots count must be >= 0")
+        self._free = count
+        self._waiting = 0
+        self._freed = _threading.Condition(_threading.Lock())
+
+    cdef inline bint _take(self) noexcept:
+        if self._free > 0:
+            self._free -= 1
+            return True
+        return False
+
+    def acquire(self, bint blocking=True, timeout=None):
+        if self._free > 0:
+            self._free -= 1
+            return True
+        if not blocking:
+            return False
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        with self._freed:
+            self._waiting += 1
+            try:
+                while self._free <= 0:
+                    remaining = None if deadline is None else deadline - _time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._freed.wait(remaining)
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self):
+        self._give(1)
+
+    def release_many(self, Py_ssize_t count):
+        if count > 0:
+            self._give(count)
+
+    cdef int _give(self, Py_ssize_t count) except -1:
+        self._free += count
+        if self._waiting:
+            with self._freed:
+                self._freed.notify(count)
+        return 0
+
+    @property
+    def free(self):
+        return self._free
+
+
 cdef class AutoBatcher:
     """The pending batches of one producer and ``add``, the per-message step (see the twin)."""
     cdef readonly object lock
@@ -1250,6 +1387,10 @@ cdef class AutoBatcher:
     cdef object on_batch
     cdef object window
     cdef PendingBatch last
+    #: the size the last batch to leave reached: what a new batch reserves
+    cdef readonly Py_ssize_t recent_batch_bytes
+    #: buffers of answered batches, for the next ones (``PendingBatch.drop_body``)
+    cdef readonly list spares
 
     def __init__(self, *, lock, Py_ssize_t batch_max_bytes, Py_ssize_t total_batch_max_bytes,
                  Py_ssize_t max_inflight_batches, Py_ssize_t max_message_bytes, checked_topics, ids,
@@ -1271,6 +1412,8 @@ cdef class AutoBatcher:
         self.on_batch = on_batch
         self.window = window
         self.last = None
+        self.recent_batch_bytes = 0
+        self.spares = []
 
     def add(self, msg, queue=None, future=None, int window_slot=0, bint checked=False):
         cdef object topic = msg.topic
@@ -1305,10 +1448,11 @@ cdef class AutoBatcher:
         v = PyDict_GetItem(p, _K_WAIT)
         cdef bint wait = v == NULL or not (<object>v == _FALSE)
         if window_slot == 1:
-            if not self.window.acquire(False):
+            if not ((<WindowSlots>self.window)._take() if type(self.window) is WindowSlots
+                    else self.window.acquire(False)):
                 return JOIN_WAIT
         cdef PendingBatch batch, full = None, fresh = None
-        cdef Py_ssize_t at, index = 0
+        cdef Py_ssize_t index = 0
         cdef char* o
         cdef bint room = False
         self.lock.acquire()
@@ -1323,16 +1467,16 @@ cdef class AutoBatcher:
                     batch = self.pending.get(key)
                     if batch is None:
                         batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                        fresh._spares = self.spares
                         self.pending[key] = batch
-                if batch is not fresh and PyByteArray_GET_SIZE(batch.body) + size > self.batch_max_bytes:
+                if batch is not fresh and batch._used + size > self.batch_max_bytes:
                     full = self._detach(batch)  # leaves now; this message starts the next one
                     key = batch.key
                     batch = fresh = PendingBatch(key, topic, queue, tags, wait, self.condition, self.result_type)
+                    fresh._spares = self.spares
                     self.pending[key] = batch
                 self.last = batch
-                at = PyByteArray_GET_SIZE(batch.body)
-                PyByteArray_Resize(batch.body, at + size)
-                o = PyByteArray_AS_STRING(batch.body) + at
+                o = batch._room(size, self.recent_batch_bytes, self.batch_max_bytes)
                 _wc_be32(o, <int32_t>size)
                 _wc_be32(o + 4, 0)
                 _wc_be32(o + 8, 0)
@@ -1344,10 +1488,10 @@ cdef class AutoBatcher:
                 try:
                     _dict_props_write(p, <unsigned char*>(o + _ITEM_OVERHEAD + blen), plen)
                 except BaseException:
-                    PyByteArray_Resize(batch.body, at)
                     if batch is fresh:  # announced to nobody yet: it must not stay pending
                         self._forget(batch)
                     raise
+                batch._used += size
                 index = len(batch.uniq_ids)
                 batch.uniq_ids.append(p[_K_UNIQ])
                 if window_slot:
@@ -1357,7 +1501,7 @@ cdef class AutoBatcher:
                     if batch.externals is None:
                         batch.externals = []
                     batch.externals.append((index, future))
-                if PyByteArray_GET_SIZE(batch.body) >= self.batch_max_bytes:
+                if batch._used >= self.batch_max_bytes:
                     full = self._detach(batch)
                     fresh = None
                 if fresh is not None:
@@ -1383,6 +1527,7 @@ cdef class AutoBatcher:
         if self.pending.get(batch.key) is batch:
             del self.pending[batch.key]
         batch.open = False
+        self.recent_batch_bytes = batch._used
         self.inflight_per_key[batch.key] = self.inflight_per_key.get(batch.key, 0) + 1
         return batch
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import threading
 import time
 from typing import Any
 
@@ -470,7 +471,7 @@ def _plain_int(text: Any, max_digits: int) -> int:
 __all__ += ["ConsumeRun", "DrainerState", "ListenerRunner", "RUN_EXHAUSTED", "RUN_OUTCOME", "RUN_SETTLE",
             "RUN_SLOW", "RUN_STOPPED"]
 __all__ += ["AutoBatcher", "BATCH_ARM_TIMER", "BATCH_LAUNCH", "BATCH_LEAVE_SOON", "JOIN_CHECK", "JOIN_WAIT",
-            "PendingBatch", "UniqIdWriter", "gc_track"]
+            "PendingBatch", "UniqIdWriter", "WindowSlots", "gc_track"]
 #: ``AutoBatcher.add`` answers besides a future and None
 JOIN_CHECK = 1  # the topic was not checked yet (or the body is empty or too large): check, then add(checked=True)
 JOIN_WAIT = 2  # window_slot=1 and the window is full: wait for a slot, then add(window_slot=2)
@@ -480,6 +481,20 @@ BATCH_LEAVE_SOON = 2  # new, and the key's pipeline has room: send it on the loo
 BATCH_ARM_TIMER = 3  # new, the pipeline is full: it leaves on an earlier batch's answer or the delay bound
 _ITEM_OVERHEAD = 22  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH (int32 each) + PROPERTIESLENGTH (int16)
 _MAX_PROPERTIES = 32767
+#: the smallest buffer a batch reserves (a batch of a few small messages)
+_MIN_RESERVE = 4096
+#: answered batches' buffers a batcher keeps for the next batches (each at most batch_max_bytes)
+_MAX_SPARES = 2
+
+
+def _unexported(buf: bytearray) -> bool:
+    """No view of ``buf`` is alive (a bytearray with one refuses to change size)."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
 
 
 def _props_len(props: dict[Any, Any]) -> int:
@@ -523,7 +538,11 @@ class PendingBatch:
     """One batch of an aggregation key (topic, queue, tags, wait-store-ok).
 
     Filled on the callers' threads by :meth:`AutoBatcher.add` (under the batcher's lock):
-    ``body`` is the SEND_BATCH body so far, every message's item encoded straight into it;
+    ``body`` is a view of the SEND_BATCH body so far (every message's item encoded straight
+    into it; the loop hands the view to the transport, no copy), held in a buffer that is
+    reserved once (``capacity``: the size the previous batch reached, or doubling, up to
+    ``batch_max_bytes``) and replaced, never resized, when it must grow, so a view of it
+    (the transport's) stays valid;
     ``uniq_ids`` its messages' UNIQ_KEYs in order. ``open`` is True while it is in the
     pending table (messages may join). The loop then sends it (``timer``, ``launched``,
     ``window_slots`` are the producer's bookkeeping).
@@ -543,7 +562,9 @@ class PendingBatch:
         self.queue = queue
         self.tags = tags
         self.wait = wait
-        self.body = bytearray()
+        self._buf = bytearray()
+        self._used = 0
+        self._spares: list[bytearray] | None = None  # its batcher's spare buffers (None: made on its own)
         self.uniq_ids: list[str] = []
         self.open = True
         self.timer: Any = None
@@ -557,6 +578,7 @@ class PendingBatch:
         self.watchers: list[Any] | None = None
         self._result_type = result_type
         self._offset_ids: list[str] | None = None
+        self._made: list[Any] | None = None
 
     @property
     def count(self) -> int:
@@ -564,16 +586,64 @@ class PendingBatch:
 
     @property
     def size(self) -> int:
-        return len(self.body)
+        return self._used
+
+    @property
+    def body(self) -> memoryview:
+        return memoryview(self._buf)[:self._used]
+
+    @property
+    def capacity(self) -> int:
+        return len(self._buf)
 
     def drop_body(self) -> None:
         """The batch was answered: its futures (which keep it alive as long as the caller keeps
-        them) need only the ids and the answer, not the encoded messages."""
-        self.body = bytearray()
+        them) need only the ids and the answer, not the encoded messages. Its buffer becomes
+        one of the batcher's ``spares`` (at most two) unless a view of it is still alive (the
+        transport's, an error's traceback...): reusing it then could change bytes someone may
+        still read."""
+        buf, spares = self._buf, self._spares
+        self._buf = bytearray()
+        self._used = 0
+        if spares is not None and buf and len(spares) < _MAX_SPARES and _unexported(buf):
+            spares.append(buf)
+
+    def _append(self, item: bytes, hint: int, limit: int) -> None:
+        """Append an encoded item. A new buffer is a spare of the batcher large enough (the
+        last such one), else one reserved at ``hint`` (what the last batch reached), else
+        doubling, up to ``limit``; growing takes a new buffer (see the class)."""
+        need = self._used + len(item)
+        if need > len(self._buf):
+            bigger = None
+            spares = self._spares
+            for i in range(len(spares) - 1 if spares else -1, -1, -1):
+                if len(spares[i]) >= need:  # type: ignore[index]
+                    bigger = spares.pop(i)  # type: ignore[union-attr]
+                    break
+            if bigger is None:
+                bigger = bytearray(max(need, min(limit, max(hint, 2 * len(self._buf), _MIN_RESERVE))))
+            bigger[:self._used] = memoryview(self._buf)[:self._used]
+            self._buf = bigger
+        self._buf[self._used:need] = item
+        self._used = need
 
     def track(self, future: Any) -> None:
         """The compiled batch has the cyclic collector track an untracked future of its own
         again (see ``gc_track``); the twin never untracks one."""
+
+    def settled_result(self, index: int) -> Any:
+        """Message ``index``'s ``SendResult`` once the batch is settled with a result (None
+        before, or when it failed or was cancelled), made on first use and then the same object
+        for every caller: a ``BatchFuture``'s ``result()`` in one call."""
+        if self.error is not None or self.state != "FINISHED":
+            return None
+        made = self._made
+        if made is None:
+            made = self._made = [None] * len(self.uniq_ids)
+        one = made[index]
+        if one is None:
+            one = made[index] = self.result_for(index)
+        return one
 
     def result_for(self, index: int) -> Any:
         r = self.result
@@ -585,6 +655,63 @@ class PendingBatch:
             self._offset_ids = ids
         return self._result_type(r.status, self.uniq_ids[index], r.message_queue, r.queue_offset + index,
                                  ids[index], r.transaction_id, r.region_id, r.trace_on)
+
+
+class WindowSlots:
+    """The async-send window of a producer (``max_async_inflight``): a counting semaphore with
+    ``threading.Semaphore``'s ``acquire(blocking, timeout)`` and ``release()``, plus
+    ``release_many(n)`` (a batch's messages answered together: one lock round) and ``free``.
+
+    Why: the window is taken once per ``send_async``. The compiled one takes and gives a slot
+    without a lock round (the GIL orders its count) and ``AutoBatcher.add`` takes it in C;
+    this twin is one C-level lock round (``threading.Semaphore`` goes through a pure-Python
+    ``Condition``). Waiters are counted so a release wakes someone only when someone waits.
+    """
+
+    __slots__ = ("_free", "_lock", "_freed", "_waiting")
+
+    def __init__(self, count: int) -> None:
+        if count < 0:
+            raise ValueError("WindowSlots count must be >= 0")
+        self._free = count
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._waiting = 0
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        with self._lock:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            if not blocking:
+                return False
+            deadline = None if timeout is None else time.monotonic() + timeout
+            self._waiting += 1
+            try:
+                while self._free <= 0:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._freed.wait(remaining)
+            finally:
+                self._waiting -= 1
+            self._free -= 1
+            return True
+
+    def release(self) -> None:
+        self.release_many(1)
+
+    def release_many(self, count: int) -> None:
+        if count <= 0:
+            return
+        with self._lock:
+            self._free += count
+            if self._waiting:
+                self._freed.notify(count)
+
+    @property
+    def free(self) -> int:
+        return self._free
 
 
 class AutoBatcher:
@@ -641,6 +768,10 @@ class AutoBatcher:
         self._result_type = result_type
         self._on_batch = on_batch
         self._window = window
+        #: the size the last batch to leave reached: what a new batch reserves
+        self.recent_batch_bytes = 0
+        #: buffers of answered batches, for the next ones (``PendingBatch.drop_body``)
+        self.spares: list[bytearray] = []
 
     def add(self, msg: Any, queue: Any = None, future: Any = None, window_slot: int = 0,
             checked: bool = False) -> Any:
@@ -674,17 +805,19 @@ class AutoBatcher:
                 if batch is None:
                     batch = fresh = self.pending[key] = PendingBatch(key, topic, queue, tags, wait, self.condition,
                                                                      self._result_type)
-                if batch is not fresh and len(batch.body) + size > self.batch_max_bytes:
+                    fresh._spares = self.spares
+                if batch is not fresh and batch.size + size > self.batch_max_bytes:
                     full = self.detach(batch)  # leaves now; this message starts the next one
                     batch = fresh = self.pending[key] = PendingBatch(key, topic, queue, tags, wait, self.condition,
                                                                      self._result_type)
+                    fresh._spares = self.spares
                 item = encode_batch_message(msg.flag, body, props)
                 if len(item) != size:
                     if batch is fresh:  # announced to nobody yet: it must not stay pending
                         del self.pending[key]
                         batch.open = False
                     raise RuntimeError("a message's properties changed while it was being batched")
-                batch.body += item
+                batch._append(item, self.recent_batch_bytes, self.batch_max_bytes)
                 index = len(batch.uniq_ids)
                 batch.uniq_ids.append(props["UNIQ_KEY"])
                 if window_slot:
@@ -694,7 +827,7 @@ class AutoBatcher:
                     if batch.externals is None:
                         batch.externals = []
                     batch.externals.append((index, future))
-                if len(batch.body) >= self.batch_max_bytes:
+                if batch.size >= self.batch_max_bytes:
                     full = self.detach(batch)
                     fresh = None
                 if fresh is not None:
@@ -718,6 +851,7 @@ class AutoBatcher:
         if self.pending.get(batch.key) is batch:
             del self.pending[batch.key]
         batch.open = False
+        self.recent_batch_bytes = batch.size
         self.inflight_per_key[batch.key] = self.inflight_per_key.get(batch.key, 0) + 1
         return batch
 

@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable, Container
 from typing import Any
 
 from mqcore._compat import default_wire_client_kernels
-from mqcore.client.loop import BatchFuture, Slots, settle_batch
+from mqcore.client.loop import BatchFuture, settle_batch
 from mqcore.client.message import Message, SendResult
 from mqcore.clock import system_clock_ms
-from mqcore.kernel_api import PendingBatchApi, WireClientKernels
+from mqcore.kernel_api import PendingBatchApi, WindowSlotsApi, WireClientKernels
 from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.uniq_id import UniqIdGenerator
@@ -96,7 +96,7 @@ class ProduceAccumulator:
 
     def __init__(self, send_batch: SendBatch, *, batch_max_bytes: int, batch_max_delay_ms: int,
                  total_batch_max_bytes: int, loop: asyncio.AbstractEventLoop | None = None,
-                 window: Slots | None = None, ids: UniqIdGenerator | None = None,
+                 window: WindowSlotsApi | None = None, ids: UniqIdGenerator | None = None,
                  checked_topics: Container[str] | None = None, max_message_bytes: int = 4 * 1024 * 1024,
                  kernels: WireClientKernels | None = None) -> None:
         self._send_batch = send_batch

@@ -109,7 +109,7 @@ class MQClientAPI:
         # the JSON header names the language; a code LanguageCode does not know takes the generic path
         self._language_name: str | None = _language_name(language)
 
-    def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
+    def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes | memoryview = b"") -> RemotingCommand:
         return create_request(code, ext, body, language=self.language, version=self.version)
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
@@ -146,7 +146,7 @@ class MQClientAPI:
         return TopicRouteData.decode(bytes(resp.body))
 
     # --- sending -----------------------------------------------------------------------------
-    def build_send_request(self, header: SendMessageRequestHeader, body: bytes, *, batch: bool,
+    def build_send_request(self, header: SendMessageRequestHeader, body: bytes | memoryview, *, batch: bool,
                            use_v2: bool) -> RemotingCommand:
         if batch:
             code = RequestCode.SEND_BATCH_MESSAGE

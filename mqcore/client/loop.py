@@ -26,7 +26,7 @@ from mqcore.remoting.client import new_event_loop
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "Slots", "settle_batch",
+__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "settle_batch",
            "settle_siblings"]
 
 T = TypeVar("T")
@@ -267,66 +267,6 @@ def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
                 log.exception("exception calling callback for %r", future)
 
 
-class Slots:
-    """A counting semaphore for the async-send window (``max_async_inflight``).
-
-    Same contract as ``threading.Semaphore`` for ``acquire(blocking, timeout)`` and
-    ``release()``; the uncontended path is one C-level lock round instead of the pure-
-    Python ``Condition`` the standard class goes through (1.9 -> ~0.6 µs per
-    acquire/release pair, paid once per ``send_async``). Waiters are counted so a
-    release wakes someone only when someone waits.
-    """
-
-    __slots__ = ("_free", "_lock", "_freed", "_waiting")
-
-    def __init__(self, count: int) -> None:
-        if count < 0:
-            raise ValueError("Slots count must be >= 0")
-        self._free = count
-        self._lock = threading.Lock()
-        self._freed = threading.Condition(self._lock)
-        self._waiting = 0
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        with self._lock:
-            if self._free > 0:
-                self._free -= 1
-                return True
-            if not blocking:
-                return False
-            deadline = None if timeout is None else time.monotonic() + timeout
-            self._waiting += 1
-            try:
-                while self._free <= 0:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._freed.wait(remaining)
-            finally:
-                self._waiting -= 1
-            self._free -= 1
-            return True
-
-    def release(self) -> None:
-        with self._lock:
-            self._free += 1
-            if self._waiting:
-                self._freed.notify()
-
-    def release_many(self, count: int) -> None:
-        """``count`` releases in one lock round (a batch's messages answered together)."""
-        if count <= 0:
-            return
-        with self._lock:
-            self._free += count
-            if self._waiting:
-                self._freed.notify(count)
-
-    @property
-    def free(self) -> int:
-        return self._free
-
-
 #: runs on the loop with the caller's future; returns an awaitable whose outcome is
 #: copied into that future, or None when it completes the future itself
 Starter = Callable[[concurrent.futures.Future[Any]], Any]
@@ -432,7 +372,9 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     alive in the caller's list, were objects the cyclic garbage collector walked again and
     again. Here the batcher kernel makes the object (no ``__init__``: two attributes,
     ``_cell`` and ``_index``), settling the batch is one write under its condition for all
-    its messages, and the message's own ``SendResult`` is made when it is first asked for.
+    its messages, and the message's own ``SendResult`` is made when it is first asked for
+    (``PendingBatch.settled_result``: kept by the batch, so ``result()`` of a settled future
+    is one kernel call and writes nothing on the future).
 
     Everything ``concurrent.futures.Future`` offers works: ``result(timeout)``,
     ``exception``, ``done``, ``cancel``, ``add_done_callback``, ``concurrent.futures.wait``
@@ -473,13 +415,7 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     def _result(self) -> Any:
         if self._own_state is not None:
             return self._own_result
-        cell = self._cell
-        if cell.state != _FINISHED or cell.error is not None:
-            return None
-        result = self._own_result
-        if result is None:
-            result = self._own_result = cell.result_for(self._index)
-        return result
+        return self._cell.settled_result(self._index)
 
     @_result.setter
     def _result(self, value: Any) -> None:
@@ -526,11 +462,8 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     def result(self, timeout: float | None = None) -> Any:
         if self._own_state is None:
-            cell = self._cell
-            if cell.state == _FINISHED and cell.error is None:  # settled: no lock needed
-                result = self._own_result
-                if result is None:
-                    result = self._own_result = cell.result_for(self._index)
+            result = self._cell.settled_result(self._index)  # settled: no lock needed
+            if result is not None:
                 return result
         return _result(self, timeout)
 

@@ -34,16 +34,17 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mqcore._compat import default_kernels
+from mqcore._compat import default_kernels, default_wire_client_kernels
 from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
-from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread, Slots
+from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
+from mqcore.kernel_api import WindowSlotsApi
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -78,13 +79,17 @@ class Producer:
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
         self._instance = ClientInstance(self.config, clock=clock)
         self._impl = ProducerImpl(self.config, self._instance)
-        self._async_slots = Slots(self.config.max_async_inflight)
+        # the kernels' window: the auto-batching kernel takes its slots in C (same family as
+        # the accumulator's batcher, default_wire_client_kernels())
+        self._async_slots = default_wire_client_kernels().WindowSlots(self.config.max_async_inflight)
         self._kernels = default_kernels()
         self._accumulator: ProduceAccumulator | None = None
         self._batcher: Any = None  # the accumulator's kernel: send_async's per-message step
         if self.config.auto_batch:
             self._accumulator = ProduceAccumulator(
-                self._send_accumulated, batch_max_bytes=self.config.batch_max_bytes,
+                # a batch is one message to the broker: never larger than the producer lets one be
+                self._send_accumulated,
+                batch_max_bytes=min(self.config.batch_max_bytes, self.config.max_message_size_bytes),
                 batch_max_delay_ms=self.config.batch_max_delay_ms,
                 total_batch_max_bytes=self.config.total_batch_max_bytes, loop=self._instance.loop_thread.loop,
                 window=self._async_slots, ids=self._instance.uniq_ids, checked_topics=self._impl.checked_topics,
@@ -196,7 +201,7 @@ class Producer:
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
         batcher = self._batcher
         if (callback is None and selector is None and batcher is not None and type(msg) is Message
-                and self._state is _State.RUNNING):
+                and self._state is _SEND_RUNNING):
             # auto-batched: the kernel checks, stamps and encodes the message into its batch,
             # takes its window slot and makes its future, in one call (an int: see _join_batch)
             future = batcher.add(msg, queue, None, 1)
@@ -258,7 +263,7 @@ class Producer:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
         under back-pressure it waits without blocking the caller's loop."""
         batcher = self._batcher
-        if (batcher is not None and type(msg) is Message and self._state is _State.RUNNING
+        if (batcher is not None and type(msg) is Message and self._state is _SEND_RUNNING
                 and not kwargs.keys() - {"queue"}):
             future = await self._join_batch_async(batcher, msg, kwargs.get("queue"))
             if future is not None:
@@ -324,7 +329,7 @@ class Producer:
     # --- internals -----------------------------------------------------------------------------------
     def _submit(self, msg: Message, mode: CommunicationMode, queue: MessageQueue | None,
                 selector: MessageQueueSelector | None, arg: Any, timeout_ms: float | None,
-                hook: Callable[[Any], Any] | None, slots: Slots | None = None) -> concurrent.futures.Future[Any]:
+                hook: Callable[[Any], Any] | None, slots: WindowSlotsApi | None = None) -> concurrent.futures.Future[Any]:
         """Validate and prepare ``msg`` on the caller's thread, take a window slot
         (``slots``), and start the send: an auto-batched message joins its batch right
         here (the loop is woken once per batch, not per message); any other send is

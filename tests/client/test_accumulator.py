@@ -248,11 +248,11 @@ def test_split_batch_results_gives_each_message_its_own_ids_and_offset():
 def test_window_slots_come_back_with_their_batch(outcome):
     """Messages added with ``holds_slot`` give their async-window slots back when their batch
     is answered, failed, or its futures were cancelled: none is leaked, none freed early."""
-    from mqcore.client.loop import Slots
+    from mqcore._compat import default_wire_client_kernels
 
     async def main():
         rec = GatedRecorder() if outcome != "error" else Recorder(fail=RuntimeError("boom"))
-        window = Slots(5)
+        window = default_wire_client_kernels().WindowSlots(5)
         acc = ProduceAccumulator(rec, batch_max_bytes=10_000, batch_max_delay_ms=60_000,
                                  total_batch_max_bytes=100_000, window=window)
         futures = []

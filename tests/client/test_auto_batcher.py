@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from mqcore import _wire_client, _wire_client_py
-from mqcore.client.loop import BatchFuture, Slots, settle_batch
+from mqcore.client.loop import BatchFuture, settle_batch
 from mqcore.client.message import Message, SendResult, SendStatus
 from mqcore.clock import ManualClock, system_clock_ms
 from mqcore.format.batch import encode_batch_messages
@@ -118,7 +118,7 @@ def test_declines_what_a_batch_cannot_carry(kernels):
 
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_window_slots_and_the_memory_budget(kernels):
-    window = Slots(2)
+    window = kernels.WindowSlots(2)
     size = 22 + 1 + len("WAIT\x01true\x02UNIQ_KEY\x01") + 32
     t = Batcher(kernels, window=window, total=3 * size)
     assert type(t.b.add(Message("T", b"x"), None, None, 1)) is BatchFuture
@@ -262,3 +262,101 @@ def test_each_messages_result_is_the_same_object_whoever_makes_it():
         assert results[0] == results[1] and all(type(r) is result_type for r in results[0])
         assert [(r.msg_id, r.queue_offset, r.offset_msg_id) for r in results[0]] == [("U0", 7, "O0"), ("U1", 8, "O0")]
     assert made == ["U0", "U1", "U0", "U1"]  # both kernels ran its __post_init__
+
+
+def _fill(t: Batcher, n: int, size: int) -> list:
+    """``n`` messages of a ``size``-byte body added; the batches that were announced."""
+    for _ in range(n):
+        t.b.add(Message("T", b"y" * size))
+    return [batch for _, batch in t.actions]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_batch_buffer_is_reserved_once_and_its_body_is_a_view(kernels):
+    t = Batcher(kernels, batch_max_bytes=64 * 1024)
+    [first] = _fill(t, 10, 100)
+    # a first batch starts small and doubles: its body is a view of the items, never a copy
+    assert first.capacity == 4096 and isinstance(first.body, memoryview) and len(first.body) == first.size
+    old = first.body
+    before = bytes(old)
+    _fill(t, 40, 100)  # grows: a new buffer, the view of the old one still reads what it did
+    doubled = 4096
+    while doubled < first.size:
+        doubled *= 2
+    assert first.capacity == doubled > 4096
+    assert bytes(old) == before and bytes(first.body[:len(before)]) == before
+    del old
+    with t.b.lock:
+        t.b.detach(first)
+    assert t.b.recent_batch_bytes == first.size
+    # the next batch reserves what the last one reached (one allocation in the steady state)
+    t.b.add(Message("T", b"z"))
+    second = t.actions[-1][1]
+    assert second is not first and second.capacity == first.size
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_an_answered_batch_gives_its_buffer_to_the_next_unless_a_view_is_alive(kernels):
+    t = Batcher(kernels, batch_max_bytes=64 * 1024)
+    batches = _fill(t, 200, 500)  # the first leaves full, its successor opens
+    a = batches[0]
+    assert len(batches) == 3 and not a.open and t.actions[1][0] == kernels.BATCH_LAUNCH
+    cap = a.capacity
+    view = a.body
+    a.drop_body()  # the transport still holds a view: not reused
+    assert t.b.spares == [] and bytes(view)  # the bytes stay readable
+    del view
+    b = batches[2]
+    with t.b.lock:
+        t.b.detach(b)
+    b.drop_body()  # no view alive: kept for the next batch
+    assert len(t.b.spares) == 1 and a.size == 0 and b.size == 0
+    spare = t.b.spares[0]
+    t.b.add(Message("T", b"w" * 10))
+    c = t.actions[-1][1]
+    assert t.b.spares == [] and c.capacity == len(spare) and bytes(c.body) == bytes(spare[:c.size])
+    assert cap >= c.size
+
+
+def test_compiled_and_twin_reserve_the_same_buffers():
+    caps = []
+    for kernels in (_wire_client, _wire_client_py):
+        t = Batcher(kernels, batch_max_bytes=32 * 1024)
+        seen = []
+        for size, n in ((10, 100), (300, 40), (3000, 9), (7000, 7), (1, 3), (20000, 3)):
+            for batch in _fill(t, n, size):
+                seen.append(batch.capacity)
+            t.actions.clear()
+        for batch in list(t.b.pending.values()):
+            with t.b.lock:
+                t.b.detach(batch)
+            batch.drop_body()
+        seen.append([len(s) for s in t.b.spares])
+        caps.append(seen)
+    assert caps[0] == caps[1]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_settled_result_is_made_once_and_only_for_a_result(kernels):
+    """``settled_result`` (what a settled ``BatchFuture.result()`` returns): None while the
+    batch is pending and when it failed or was cancelled; once it has a result, message
+    ``i``'s own ``SendResult``, the same object on every call and for every future."""
+    results = {}
+    for outcome in ("ok", "error", "cancel"):
+        t = Batcher(kernels)
+        futures = [t.b.add(Message("T", b"m%d" % i)) for i in range(3)]
+        [(_, batch)] = t.actions
+        assert [batch.settled_result(i) for i in range(3)] == [None] * 3  # pending
+        if outcome == "ok":
+            settle_batch(batch, SendResult(SendStatus.SEND_OK, "x", MessageQueue("T", "b", 1), 40, "O0,O1,O2"))
+        elif outcome == "error":
+            settle_batch(batch, error=RuntimeError("no"))
+        else:
+            settle_batch(batch, cancelled=True)
+        results[outcome] = [batch.settled_result(i) for i in range(3)]
+        if outcome == "ok":
+            assert [f.result() for f in futures] == results["ok"]
+            assert all(f.result() is r is batch.settled_result(i) for i, (f, r) in enumerate(zip(futures, results["ok"])))
+            assert [(r.msg_id, r.queue_offset, r.offset_msg_id) for r in results["ok"]] == \
+                [(m, 40 + i, f"O{i}") for i, m in enumerate(batch.uniq_ids)]
+    assert results["error"] == results["cancel"] == [None] * 3

@@ -1,4 +1,4 @@
-"""SiblingFuture and Slots: the cheap future and semaphore behind ``Producer.send_async``.
+"""SiblingFuture and WindowSlots (the wire kernels', compiled and twin): the cheap future and semaphore behind ``Producer.send_async``.
 
 Both replace standard-library classes on the pipelined send path, so these tests pin the
 contract users rely on: a ``concurrent.futures.Future`` that works with ``result``,
@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from mqcore.client.loop import SiblingFuture, Slots, settle_siblings
+from mqcore import _wire_client, _wire_client_py
+from mqcore.client.loop import SiblingFuture, settle_siblings
 from tests.support.waiting import wait_for
 
 
@@ -101,7 +102,11 @@ def test_works_with_wait_as_completed_and_wrap_future() -> None:
     assert asyncio.run(main()) == "ok"
 
 
-def test_slots_count_block_time_out_and_wake() -> None:
+WINDOWS = [pytest.param(_wire_client.WindowSlots, id="compiled"), pytest.param(_wire_client_py.WindowSlots, id="twin")]
+
+
+@pytest.mark.parametrize("Slots", WINDOWS)
+def test_slots_count_block_time_out_and_wake(Slots) -> None:
     slots = Slots(2)
     assert slots.acquire(False) and slots.acquire(False)
     assert not slots.acquire(False)
@@ -122,7 +127,8 @@ def test_slots_count_block_time_out_and_wake() -> None:
         Slots(-1)
 
 
-def test_slots_under_contention_never_hand_out_more_than_they_hold() -> None:
+@pytest.mark.parametrize("Slots", WINDOWS)
+def test_slots_under_contention_never_hand_out_more_than_they_hold(Slots) -> None:
     slots = Slots(3)
     held = 0
     peak = 0
@@ -145,6 +151,24 @@ def test_slots_under_contention_never_hand_out_more_than_they_hold() -> None:
     for t in threads:
         t.join(30)
     assert peak <= 3 and slots.free == 3
+
+
+@pytest.mark.parametrize("Slots", WINDOWS)
+def test_a_release_racing_a_waiter_always_wakes_it(Slots) -> None:
+    """The compiled window gives a slot back without a lock and notifies only when it sees a
+    waiter: a waiter that has just found the window empty must never miss that release (it
+    would sleep until its timeout)."""
+    slots = Slots(0)
+    for i in range(200):
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(slots.acquire(timeout=30)), daemon=True)
+        waiter.start()
+        if i % 2:
+            _until(lambda: slots._waiting == 1)  # half the time: released while it sleeps
+        slots.release()
+        waiter.join(5)
+        assert got == [True], f"round {i}: the waiter missed the release (still asleep after 5 s)"
+    assert slots.free == 0 and slots._waiting == 0
 
 
 def test_settled_outcome_reads_a_done_future_and_refuses_a_pending_one() -> None:

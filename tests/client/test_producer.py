@@ -235,6 +235,20 @@ def test_auto_batched_sends_hold_the_async_window_until_their_batch_is_answered(
     assert sorted(m.body for m in fake_cluster.messages("T")) == sorted(f"m{i}".encode() for i in range(300))
 
 
+def test_an_auto_batch_is_never_larger_than_the_producer_lets_a_message_be(fake_cluster):
+    """A batch is one message to the broker: with ``max_message_size_bytes`` under
+    ``batch_max_bytes`` batches leave at the message limit (they used to be refused with an
+    IllegalArgumentError once they outgrew it), each one's body a view of the batch's buffer,
+    and every message arrives."""
+    fake_cluster.create_topic("T")
+    with producer(fake_cluster, auto_batch=True, max_message_size_bytes=8 * 1024, send_msg_timeout_ms=5000) as p:
+        assert p._accumulator is not None and p._accumulator.batch_max_bytes == 8 * 1024
+        futures = [p.send_async(Message("T", b"%04d" % i + b"b" * 996)) for i in range(100)]
+        assert all(f.result(10).ok for f in futures)
+        assert p._accumulator.batches_sent >= 13  # 100 items of ~1,070 bytes, at most 7 per batch
+    assert sorted(m.body[:4] for m in fake_cluster.messages("T")) == [b"%04d" % i for i in range(100)]
+
+
 def test_auto_batched_asend_joins_batches_and_waits_for_the_window_on_the_callers_loop(fake_cluster):
     """``asend`` with auto-batching goes through the same kernel as ``send_async``: every
     caller gets its own stored message's result, through a window of 4 (a full window is
