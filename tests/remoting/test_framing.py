@@ -145,7 +145,8 @@ def test_a_kept_large_buffer_serves_the_next_large_frames_and_goes_on_trim():
     got = feed(r, b"".join(frames), [700, 1 << 20, 333])
     assert [bytes(c.body) for c in got] == [bytes([65 + i]) * n for i, n in enumerate(sizes)]
     assert budget.used_bytes == 0  # the kept buffer is not charged: no frame is under way
-    assert r._kept is not None and len(r._kept) == len(frames[3])  # the largest one so far
+    # the largest one so far, with headroom for a next answer a few bytes longer
+    assert r._kept is not None and len(frames[3]) + len(frames[3]) // 16 <= len(r._kept) <= len(frames[3]) + 200_000
     assert r.trim() >= len(frames[3]) and r._kept is None
     r.release()
     no_keep = FrameReceiver(16 << 20, budget, ring_bytes=RING)
