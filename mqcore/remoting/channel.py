@@ -57,11 +57,10 @@ from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import RemotingCommand, encode
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
-
-T = TypeVar("T")
 from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: bodies up to this size are copied into the prefix's write (cheaper than a second send())
 _JOIN_BODY_BYTES = 16 * 1024
