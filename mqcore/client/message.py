@@ -293,17 +293,21 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
 
 
 # --- wire codecs ------------------------------------------------------------------------------
-def decode_messages(body: bytes | memoryview, broker_name: str | None = None,
+def decode_messages(body: bytes | bytearray | memoryview, broker_name: str | None = None,
                     max_count: int = 1 << 30, *, kernels: StoreKernels | None = None,
-                    props_suffix: bytes = b"") -> list[MessageExt]:
+                    props_suffix: bytes = b"", start: int = 0, end: int | None = None) -> list[MessageExt]:
     """PULL (or QUERY/VIEW) response body -> messages, decompressed. The store kernels
     write each record straight into a ``MessageExt`` (properties parsed when first read);
-    ``props_suffix`` (encoded properties) is appended to every message's properties."""
-    if not body:
+    ``props_suffix`` (encoded properties) is appended to every message's properties.
+    ``body[start:end]`` (default: all of it) holds the records; every message gets its own
+    copies (a view of a receive buffer may be reused once this returns)."""
+    if end is None:
+        end = len(body)
+    if start >= end:
         return []
     try:
         out, compressed = (kernels or default_kernels()).decode_message_objects(
-            body, 0, len(body), max_count, MessageExt, broker_name, props_suffix)
+            body, start, end, max_count, MessageExt, broker_name, props_suffix)
     except (ValueError, RecordDecodeError) as e:
         raise MessageDecodeError(f"malformed message records from {broker_name}: {e}") from e
     if compressed:

@@ -13,7 +13,10 @@ stream reader per request. A server may install a frames processor (the broker's
 pipeline) that takes the complete frames it handles straight from the receive buffer,
 before any is decoded; the channel decodes the frame it stops at the usual way. Answers
 written while one receive buffer is handled are held and leave in one transport write
-at its end, so a peer that pipelines requests is woken once per batch of answers. A server
+at its end, so a peer that pipelines requests is woken once per batch of answers. A request
+sent with an answer decoder (``invoke_decoded``: a consumer's PULL_MESSAGE) has its answer's
+body read straight from the receive buffer by that decoder, in the same callback and before
+the buffer is reused, instead of being copied into the command's ``bytes`` body first. A server
 may create a subclass with a C connection core instead (``register_frames_processor``'s
 ``channel_class``: the broker's send pipeline with the compiled kernels), which handles a
 buffer its processor takes whole in C and hands anything else to these methods.
@@ -38,8 +41,9 @@ import asyncio
 import inspect
 import logging
 import socket
+import traceback
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mqcore.errors import (
     FrameTooLargeError,
@@ -56,13 +60,15 @@ from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
 from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: bodies up to this size are copied into the prefix's write (cheaper than a second send())
 _JOIN_BODY_BYTES = 16 * 1024
 #: unsent bytes above which a connection stops reading requests (see the module docstring)
 DEFAULT_WRITE_HIGH_WATER = 4 * 1024 * 1024
 
-__all__ = ["Channel", "FramesProcessor", "RequestSink", "format_addr", "parse_addr", "DEFAULT_WRITE_HIGH_WATER"]
+__all__ = ["AnswerDecoder", "Channel", "FramesProcessor", "RequestSink", "format_addr", "parse_addr",
+           "DEFAULT_WRITE_HIGH_WATER"]
 
 #: answers written while the frames of one receive buffer are handled are joined into one
 #: transport write (one wake-up for a pipelining peer); past this many bytes they go at once
@@ -73,6 +79,15 @@ _CORK_BYTES = 256 * 1024
 #: returns the position it stopped at; the channel decodes and dispatches the frame there
 #: the usual way, then offers the rest to the processor again.
 FramesProcessor = Callable[["Channel", memoryview, int, int], int]
+
+#: ``decode(answer, view, start, end) -> value``: the answer to one request of ours, its header
+#: decoded into ``answer`` (body left empty) and its body ``view[start:end]`` still in the
+#: receive buffer. It runs on the loop inside the channel's read callback and must copy what
+#: it keeps: the view is reused for the next frames as soon as it returns. Its value (or the
+#: exception it raises) is what the request's future gets.
+AnswerDecoder = Callable[[RemotingCommand, memoryview, int, int], Any]
+#: what the channel's frame decoder returns for an answer it already handed to its future
+_SETTLED = object()
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay positive int32, as Java's counter does for 2^31 requests
 _PAUSE_WRITE = "write"  # reasons reading is paused
@@ -125,7 +140,9 @@ class Channel(asyncio.BufferedProtocol):
         self.local_addr: str = "?"
         self.attributes: dict[str, Any] = {}
         self.last_activity: float = self._loop.time()
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        #: opaque -> the decoder of its answer's body (``invoke_decoded``), popped with the answer
+        self._answer_decoders: dict[int, AnswerDecoder] = {}
         self._timers: dict[int, asyncio.TimerHandle] = {}  # opaque -> its timeout
         self._next_opaque = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -290,7 +307,12 @@ class Channel(asyncio.BufferedProtocol):
                             if stop == end:
                                 return  # everything received was taken (the usual case)
                             continue
-                cmd = receiver.next_frame()
+                if self._answer_decoders:  # an answer may be read from the buffer by its decoder
+                    cmd = receiver.next_frame(self._decode_frame, copies=True)
+                    if cmd is _SETTLED:
+                        continue
+                else:
+                    cmd = receiver.next_frame()
                 if cmd is None:
                     return
                 if cmd is RECV_WAIT:
@@ -377,14 +399,44 @@ class Channel(asyncio.BufferedProtocol):
             self._transport.resume_reading()
 
     def _on_response(self, cmd: RemotingCommand) -> None:
-        timer = self._timers.pop(cmd.opaque, None)
+        future = self._answered(cmd.opaque)
+        if future is not None:
+            future.set_result(cmd)
+
+    def _answered(self, opaque: int) -> asyncio.Future[Any] | None:
+        """The future of our request ``opaque`` whose answer arrived (its timer stopped), or
+        None when nobody waits for it any more."""
+        timer = self._timers.pop(opaque, None)
         if timer is not None:
             timer.cancel()
-        future = self._pending.pop(cmd.opaque, None)
+        future = self._pending.pop(opaque, None)
         if future is None or future.done():
-            log.debug("%s: response for unknown opaque %d (timed out?) dropped", self, cmd.opaque)
-            return
-        future.set_result(cmd)
+            log.debug("%s: response for unknown opaque %d (timed out?) dropped", self, opaque)
+            return None
+        return future
+
+    def _decode_frame(self, view: memoryview, start: int, end: int) -> Any:
+        """The receiver's decoder while answers with a decoder are awaited: such an answer is
+        decoded from ``view`` by its decoder and settled here (``_SETTLED``); any other frame
+        becomes a command with a copied body, as the receiver's default decoder does."""
+        cmd, body_start = FrameReceiver.decode_head(view, start, end)
+        decode = self._answer_decoders.pop(cmd.opaque, None) if cmd.is_response else None
+        if decode is None:
+            cmd.body = bytes(view[body_start:end]) if body_start < end else b""
+            return cmd
+        future = self._answered(cmd.opaque)
+        if future is None:
+            return _SETTLED
+        try:
+            value = decode(cmd, view, body_start, end)
+        except Exception as e:  # the request's failure (a broker error, malformed records), not the connection's
+            tb = e.__traceback__
+            e.__traceback__ = tb.tb_next if tb is not None else None  # from the decoder down: not this frame
+            _forget_views(e)
+            future.set_exception(e)
+        else:
+            future.set_result(value)
+        return _SETTLED
 
     # --- writing ------------------------------------------------------------------------
     def write_nowait(self, cmd: RemotingCommand) -> None:
@@ -473,17 +525,22 @@ class Channel(asyncio.BufferedProtocol):
             if self._next_opaque not in self._pending:
                 return self._next_opaque
 
-    def invoke_future(self, cmd: RemotingCommand, timeout_ms: float) -> asyncio.Future[RemotingCommand]:
+    def invoke_future(self, cmd: RemotingCommand, timeout_ms: float,
+                      decode: AnswerDecoder | None = None) -> asyncio.Future[Any]:
         """Send a request now and return the future of its response (no coroutine, no
         task: the cheapest way to have many requests in flight). The future fails with
-        RemotingTimeoutError, or RemotingError when the connection closes first."""
+        RemotingTimeoutError, or RemotingError when the connection closes first. With
+        ``decode`` (see :data:`AnswerDecoder`) the future gets what it returns for the answer,
+        read straight from the receive buffer, instead of the answer with a copied body."""
         if self._closed:
             raise RemotingSendRequestError(f"{self} is closed")
         opaque = self._new_opaque()
         cmd.opaque = opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        future: asyncio.Future[Any] = self._loop.create_future()
         self._pending[opaque] = future
+        if decode is not None:
+            self._answer_decoders[opaque] = decode
         # a timer instead of asyncio.wait_for: wait_for wraps every call in a new task,
         # which costs more than the rest of a request's round trip on loopback
         self._timers[opaque] = self._loop.call_later(timeout_ms / 1000.0, self._expire, opaque, cmd, timeout_ms)
@@ -497,6 +554,7 @@ class Channel(asyncio.BufferedProtocol):
     def _forget(self, opaque: int) -> None:
         """Drop a request of ours that will not be answered (cancelled, failed to write)."""
         future = self._pending.pop(opaque, None)
+        self._answer_decoders.pop(opaque, None)
         timer = self._timers.pop(opaque, None)
         if timer is not None:
             timer.cancel()
@@ -511,13 +569,27 @@ class Channel(asyncio.BufferedProtocol):
         """
         future = self.invoke_future(cmd, timeout_ms)
         try:
-            return await future
+            answer: RemotingCommand = await future
+            return answer
+        finally:
+            if not future.done():
+                self._forget(cmd.opaque)  # the caller was cancelled
+
+    async def invoke_decoded(self, cmd: RemotingCommand, timeout_ms: float, decode: Callable[..., T]) -> T:
+        """``invoke``, the answer read by ``decode(answer, view, start, end)`` (an
+        :data:`AnswerDecoder`) straight from the receive buffer; returns what it returns and
+        raises what it raises (plus ``invoke``'s errors)."""
+        future = self.invoke_future(cmd, timeout_ms, decode)
+        try:
+            value: T = await future
+            return value
         finally:
             if not future.done():
                 self._forget(cmd.opaque)  # the caller was cancelled
 
     def _expire(self, opaque: int, cmd: RemotingCommand, timeout_ms: float) -> None:
         self._timers.pop(opaque, None)
+        self._answer_decoders.pop(opaque, None)
         future = self._pending.pop(opaque, None)
         if future is not None and not future.done():
             future.set_exception(RemotingTimeoutError(
@@ -575,6 +647,7 @@ class Channel(asyncio.BufferedProtocol):
         self._budget.cancel(id(self))
         error = RemotingError(f"connection to {self.remote_addr} closed ({reason})")
         pending, self._pending = self._pending, {}
+        self._answer_decoders = {}
         timers, self._timers = self._timers, {}
         for timer in timers.values():
             timer.cancel()
@@ -609,3 +682,16 @@ class Channel(asyncio.BufferedProtocol):
             await asyncio.wait_for(asyncio.shield(self._lost_future), timeout_s)
         except asyncio.TimeoutError:
             self._transport.abort()  # a peer that never reads the rest
+
+
+def _forget_views(error: BaseException) -> None:
+    """Drop the frames' locals from ``error``'s tracebacks (its cause and context too): an
+    answer decoder's frames hold views of the receive buffer, which the next frames overwrite
+    (and a view of a large-frame mmap would keep it mapped while the error lives)."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+        e = e.__cause__ or e.__context__

@@ -183,6 +183,25 @@ class RemotingClient(ProcessorRegistry):
             raise RemotingTimeoutError(f"connecting to {addr} used up the {timeout_ms} ms timeout")
         return await channel.invoke(cmd, remaining_ms)
 
+    async def invoke_decoded(self, addr: str, cmd: RemotingCommand, timeout_ms: float,
+                             decode: Callable[..., T]) -> T:
+        """``invoke``, the answer read by ``decode(answer, view, start, end)`` straight from the
+        connection's receive buffer (see ``Channel.invoke_decoded``: ``answer`` is its decoded
+        header, ``view[start:end]`` its body, valid only during the call); returns what
+        ``decode`` returns and raises what it raises, plus ``invoke``'s errors."""
+        if self.before_request is not None:
+            self.before_request(cmd)
+        channel = self._channels.get(addr)
+        if channel is not None and channel.is_active:
+            return await channel.invoke_decoded(cmd, timeout_ms, decode)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000.0
+        channel = await self.get_channel(addr, timeout_ms)
+        remaining_ms = (deadline - loop.time()) * 1000.0
+        if remaining_ms <= 0:
+            raise RemotingTimeoutError(f"connecting to {addr} used up the {timeout_ms} ms timeout")
+        return await channel.invoke_decoded(cmd, remaining_ms, decode)
+
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout_ms: float = 3000) -> None:
         """Send ``cmd`` flagged oneway; returns once written."""
         if self.before_request is not None:

@@ -18,10 +18,12 @@ loop's ``BufferedProtocol`` the buffer to ``recv_into``:
   idle connections holding partial frames used to leave hundreds of MB behind);
 * a receiver made with ``keep_large_buffer=True`` (a client's connections: a push
   consumer's pull answers of 1000 messages are large frames, one after the other) keeps
-  the last large-frame buffer, up to ``KEPT_LARGE_BUFFER_BYTES``, for the next large frame
+  the last large-frame buffer, up to ``KEPT_LARGE_BUFFER_BYTES`` (allocated with a little
+  headroom, as the next answer is often a few bytes longer), for the next large frame
   of the connection: a fresh buffer's first writes fault every page in, which cost more
   than the rest of receiving and decoding a 1 MiB answer (~0.5 ms per MiB on a VM). Only
-  frames read by the default decoder (which copies what it keeps) reuse it;
+  frames read by a decoder that copies what it keeps (the default one, or one passed with
+  ``copies=True``) reuse it;
 * every large-frame buffer is charged to a :class:`FrameBudget` shared by all the
   connections of a server. When the budget is spent, the connection stops reading
   (``RECV_WAIT``) until another connection's large frame completes or closes, so
@@ -55,6 +57,11 @@ DEFAULT_INITIAL_RING_BYTES = 4 * 1024
 MMAP_FRAME_BYTES = 1024 * 1024
 #: the largest large-frame buffer a ``keep_large_buffer`` receiver keeps for the next frame
 KEPT_LARGE_BUFFER_BYTES = 8 * 1024 * 1024
+#: a buffer meant to be kept is allocated this much larger than its frame, rounded up to
+#: ``_KEPT_GRAIN``: a consumer's next answers are a few bytes longer (the offsets in their
+#: header gain digits), and each one that did not fit cost a fresh buffer's page faults
+_KEPT_HEADROOM_DIVISOR = 16
+_KEPT_GRAIN = 64 * 1024
 #: total large-frame buffering a server allows across its connections
 DEFAULT_BUDGET_BYTES = 256 * 1024 * 1024
 _PREFIX_SIZE = FRAME_LENGTH_SIZE + HEADER_WORD_SIZE
@@ -230,10 +237,13 @@ class FrameReceiver:
         return self._big_charge
 
     # --- frames ---------------------------------------------------------------------------
-    def next_frame(self, decode: FrameDecoder | None = None) -> Any:
+    def next_frame(self, decode: FrameDecoder | None = None, *, copies: bool = False) -> Any:
         """The next complete frame, decoded by ``decode(view, start, end)`` (default: into a
-        :class:`RemotingCommand`; a caller expecting one kind of answer may read it in one step)."""
-        copying = decode is None  # the default decoder keeps no view of the buffer
+        :class:`RemotingCommand`; a caller expecting one kind of answer may read it in one step).
+        The view is only valid during the call: ``copies=True`` says ``decode`` keeps nothing
+        of it (it copies what it keeps, as the default decoder does), so the large-frame buffer
+        may be kept and overwritten by the next large frame."""
+        copying = copies or decode is None
         if decode is None:
             decode = self.decode_command
         if self._big_view is not None:
@@ -274,8 +284,12 @@ class FrameReceiver:
         if big is not None and len(big) >= total:
             big_view = memoryview(big)[:total]
         else:
-            big = mmap.mmap(-1, total) if total > MMAP_FRAME_BYTES else bytearray(total)
-            big_view = memoryview(big)
+            size = total
+            if self._keep_large and total <= KEPT_LARGE_BUFFER_BYTES:
+                size = -(-(total + total // _KEPT_HEADROOM_DIVISOR) // _KEPT_GRAIN) * _KEPT_GRAIN
+                size = max(total, min(size, KEPT_LARGE_BUFFER_BYTES))
+            big = mmap.mmap(-1, size) if size > MMAP_FRAME_BYTES else bytearray(size)
+            big_view = memoryview(big)[:total] if size != total else memoryview(big)
         big_view[:avail] = view[start:end]
         self._big, self._big_view, self._big_filled, self._big_charge = big, big_view, avail, total
         self._start = self._end = 0
@@ -303,13 +317,19 @@ class FrameReceiver:
     @staticmethod
     def decode_command(view: memoryview, start: int, end: int) -> RemotingCommand:
         """Decode the frame ``view[start:end]`` (length prefix included); body copied."""
+        cmd, body_start = FrameReceiver.decode_head(view, start, end)
+        cmd.body = bytes(view[body_start:end]) if body_start < end else b""
+        return cmd
+
+    @staticmethod
+    def decode_head(view: memoryview, start: int, end: int) -> tuple[RemotingCommand, int]:
+        """The header of the frame ``view[start:end]`` (length prefix included) as a command
+        with an empty body, and where the body starts in ``view`` (``end``: none)."""
         length = end - start - FRAME_LENGTH_SIZE
         word = int.from_bytes(view[start + FRAME_LENGTH_SIZE:start + _PREFIX_SIZE], "big")
         serialize_type, header_len = parse_header_word(word, length)
         header_end = start + _PREFIX_SIZE + header_len
-        cmd = decode_header(serialize_type, view[start + _PREFIX_SIZE:header_end])
-        cmd.body = bytes(view[header_end:end]) if header_end < end else b""
-        return cmd
+        return decode_header(serialize_type, view[start + _PREFIX_SIZE:header_end]), header_end
 
     def _drop_big(self, keep: bool = False) -> None:
         charge = self._big_charge

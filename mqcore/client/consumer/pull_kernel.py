@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import logging
 
+from mqcore.client.api import offsets_suffix
 from mqcore.client.consumer.subscription import SubscriptionData
 from mqcore.client.instance import ClientInstance
-from mqcore.client.message import MessageExt, PullResult, PullStatus, decode_messages
+from mqcore.client.message import PullResult
 from mqcore.client.route import MASTER_ID
 from mqcore.errors import NoRouteError
-from mqcore.format.properties import format_properties
-from mqcore.message import Prop
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.codes import PullSysFlag
 from mqcore.remoting.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PullAPIWrapper", "build_pull_sys_flag"]
+__all__ = ["PullAPIWrapper", "build_pull_sys_flag", "offsets_suffix"]
 
 
 def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: bool,
@@ -44,17 +43,15 @@ def build_pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: boo
     return int(flag)
 
 
-def offsets_suffix(min_offset: int, max_offset: int) -> bytes:
-    """The encoded MIN_OFFSET / MAX_OFFSET properties the Java client stamps on pulled messages."""
-    return format_properties({Prop.MIN_OFFSET: str(min_offset), Prop.MAX_OFFSET: str(max_offset)}).encode()
-
-
 class PullAPIWrapper:
     """Pulls for one consumer group."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
+        #: answers decoded straight from the receive buffer (False: the generic path, bodies
+        #: copied into the answer first; the same messages)
+        self.from_buffer = True
         self._pull_from_which_node: dict[MessageQueue, int] = {}
 
     async def pull(self, mq: MessageQueue, subscription: SubscriptionData, *, offset: int, max_nums: int,
@@ -74,14 +71,13 @@ class PullAPIWrapper:
             max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
             suspend_timeout_millis=suspend_timeout_ms, sub_version=subscription.sub_version,
             subscription=expression, expression_type=subscription.expression_type, broker_name=mq.broker_name)
-        status, rh, body = await self.instance.api.pull_message(addr, header, timeout_ms)
+        # decoded straight from the receive buffer, MIN_OFFSET / MAX_OFFSET (stamp_offsets)
+        # appended by the decoder itself
+        status, rh, msgs = await self.instance.api.pull_message(addr, header, mq.broker_name, timeout_ms,
+                                                                from_buffer=self.from_buffer)
         self._pull_from_which_node[mq] = rh.suggest_which_broker_id
-        msgs: list[MessageExt] = []
-        if status is PullStatus.FOUND:
-            # MIN_OFFSET / MAX_OFFSET (stamp_offsets) appended by the decoder itself
-            msgs = decode_messages(body, mq.broker_name, props_suffix=offsets_suffix(rh.min_offset, rh.max_offset))
-            if not subscription.subscribes_all:
-                msgs = [m for m in msgs if subscription.matches_tags(m.tags)]
+        if msgs and not subscription.subscribes_all:
+            msgs = [m for m in msgs if subscription.matches_tags(m.tags)]
         return PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, msgs,
                           rh.suggest_which_broker_id)
 
