@@ -373,13 +373,23 @@ cdef class PullCore:
     verdicts) stays on the Python ``PullPipeline``, read here."""
     cdef readonly object pipeline
     cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, groups, ensure
-    cdef object passed_topics, passed_groups
+    cdef object passed_topics, passed_groups, filter_
     cdef dict queue_map, code_by_name, kinds, remarks, filters, consumers
-    #: (topic, group, subscription when the request carries one) -> the topic's read queue count:
-    #: the pulls whose names passed the request checks, whose topic is readable and whose group
-    #: exists and may consume, valid while ``topics.version`` and ``groups.version`` are
-    #: ``passed_topics`` and ``passed_groups``
+    #: (topic, group, subscription when the request carries one) -> (the topic's read queue
+    #: count, the offset table's key of (group, topic), the pull counters' key): the pulls whose
+    #: names passed the request checks, whose topic is readable and whose group exists and may
+    #: consume, valid while ``topics.version`` and ``groups.version`` are ``passed_topics`` and
+    #: ``passed_groups``
     cdef dict passed
+    # the commit and count stages done in place (ConsumerOffsetTable.commit and
+    # BrokerStats.on_pulled, when the broker's are those methods: ``pipeline.in_place``):
+    # the offset table's lock (fixed), the counters' dicts (fixed)
+    cdef bint commit_in_place, count_in_place
+    cdef object offsets_lock
+    cdef dict pull_requests, pulled
+    # the reader's transfer caps, read again when its configuration object is replaced
+    cdef object cfg_seen
+    cdef object cap_count, cap_bytes
     #: the pipeline asks the groups' own consume switch (whose changes move ``groups.version``);
     #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
     cdef bint remember
@@ -407,6 +417,12 @@ cdef class PullCore:
         self.passed = {}
         self.passed_topics = self.passed_groups = None
         self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
+        self.filter_ = pipeline._filter
+        self.commit_in_place, self.count_in_place = pipeline.in_place
+        if self.commit_in_place:
+            self.offsets_lock = self.offsets._lock
+        if self.count_in_place:
+            self.pull_requests, self.pulled = <dict>self.stats.pull_requests, <dict>self.stats.pulled
         self.success, self.not_found, self.offset_moved = codes
         self.filter_units = filter_units
         self.version = version
@@ -422,7 +438,7 @@ cdef class PullCore:
         if not items:
             return start, None
         cdef object pull = self.pull, names_pass = self.names_pass
-        cdef object consume_enabled = p.consume_enabled, filter_ = p._filter, lookup = self.lookup
+        cdef object consume_enabled = p.consume_enabled, filter_ = self.filter_, lookup = self.lookup
         cdef dict passed = self.passed, filters = self.filters
         cdef object topics_version = self.topics.version, groups_version = self.groups.version
         if topics_version != self.passed_topics or groups_version != self.passed_groups:
@@ -431,8 +447,13 @@ cdef class PullCore:
         cdef object commitlog = self.commitlog
         cdef dict queue_map = self.queue_map, remarks = self.remarks
         cdef object cfg = self.reader.cfg
-        cdef object cap_count = cfg.max_transfer_count_on_message_in_memory
-        cdef object cap_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        if cfg is not self.cfg_seen:  # replaced as a whole by a store configuration update
+            self.cap_count = cfg.max_transfer_count_on_message_in_memory
+            self.cap_bytes = cfg.max_transfer_bytes_on_message_in_memory
+            self.cfg_seen = cfg
+        cdef object cap_count = self.cap_count, cap_bytes = self.cap_bytes
+        cdef dict pull_requests = self.pull_requests, pulled = self.pulled, table
+        cdef tuple memo
         cdef list answers = []
         cdef Py_ssize_t pos = start, nbytes = 0
         cdef tuple item, got
@@ -449,8 +470,8 @@ cdef class PullCore:
             # --- check --- / --- route --- (validate.pull_names_pass, PullProcessor.route: any
             # refusal is the general path's to answer)
             key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
-            queues = passed.get(key)
-            if queues is None:  # in the general path's order: the group is made (auto-creation) last
+            memo = passed.get(key)
+            if memo is None:  # in the general path's order: the group is made (auto-creation) last
                 if not names_pass(topic, group, sys_flag, item[9], consume_enabled):
                     break
                 tc = self.topics.get(topic)
@@ -459,18 +480,29 @@ cdef class PullCore:
                 queues = tc.read_queue_nums
                 if queue_id < 0 or queue_id >= queues or not self.ensure(group):
                     break
+                memo = (queues, self.offsets.key(group, topic) if self.commit_in_place else None, (group, topic))
                 if self.remember:
                     if len(passed) >= _MAX_PASSED:
                         passed.clear()
-                    passed[key] = queues
-            elif queue_id < 0 or queue_id >= queues:
+                    passed[key] = memo
+            elif queue_id < 0 or queue_id >= memo[0]:
                 break
-            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss)
-            g = self.consumers.get(group)
-            sub = (<dict>g.subscriptions).get(topic) if g is not None else None
-            fkey = (item[9], item[10]) if sys_flag & _PULL_SUBSCRIPTION or sub is None else id(sub)
-            got = filters.get(fkey)
+            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss).
+            # A request's own subscription is the verdict's key: the group's heartbeat
+            # subscription is then read only on a miss (the method is given it as the general path is)
+            if sys_flag & _PULL_SUBSCRIPTION:
+                sub = None
+                fkey = (item[9], item[10])
+                got = filters.get(fkey)
+            else:
+                g = self.consumers.get(group)
+                sub = (<dict>g.subscriptions).get(topic) if g is not None else None
+                fkey = (item[9], item[10]) if sub is None else id(sub)
+                got = filters.get(fkey)
             if got is None or (got[0] is not sub and type(fkey) is not tuple):
+                if sys_flag & _PULL_SUBSCRIPTION:
+                    g = self.consumers.get(group)
+                    sub = (<dict>g.subscriptions).get(topic) if g is not None else None
                 got = filter_(sys_flag, item[9], item[10], sub)
                 if not got[0]:
                     break  # SQL92 (or its refusal): the general path's filter stage
@@ -500,9 +532,31 @@ cdef class PullCore:
                 break  # nothing yet: the general path parks it (long polling)
             # --- commit ---
             if sys_flag & _PULL_COMMIT and item[7] >= 0:
-                self.offsets.commit(group, topic, queue_id, item[7])
+                if self.commit_in_place:  # ConsumerOffsetTable.commit
+                    lock = self.offsets_lock
+                    lock.acquire()
+                    try:
+                        table = <dict>self.offsets._table  # replaced as a whole when the file is loaded
+                        queues_of = table.get(memo[1])
+                        if queues_of is None:
+                            queues_of = table[memo[1]] = {}
+                        queues_of[queue_id] = item[7]
+                    finally:
+                        lock.release()
+                else:
+                    self.offsets.commit(group, topic, queue_id, item[7])
             total = got[6]
-            self.stats.on_pulled(group, topic, self.kinds.get(code, "other"), got[5], total)
+            kind = self.kinds.get(code, "other")
+            if self.count_in_place:  # BrokerStats.on_pulled
+                pull_requests[kind] = pull_requests.get(kind, 0) + 1
+                if got[5]:
+                    counters = pulled.get(memo[2])
+                    if counters is None:
+                        counters = pulled[memo[2]] = [0, 0]
+                    (<list>counters)[0] += got[5]
+                    (<list>counters)[1] += total
+            else:
+                self.stats.on_pulled(group, topic, kind, got[5], total)
             # --- answer ---
             remark = remarks.get(name)
             if remark is None:

@@ -58,6 +58,8 @@ CASES = [
     ("no tag matches", _pull(subscription="Nope", sysFlag="4"), True),
     ("tag in the request, no heartbeat, no flag", _pull(queueOffset="40", subscription="TagB"), True),
     ("commit offset", _pull(queueOffset="64", sysFlag="1", commitOffset="17"), True),
+    ("commit offset, another group and queue", _pull(consumerGroup="PullG2", queueId="1", sysFlag="1",
+                                                     commitOffset="5"), True),
     ("offset overflow one", _pull(queueOffset=str(STORED)), True),
     ("offset overflow badly", _pull(queueOffset=str(STORED + 50)), True),
     ("offset too small", _pull(queueOffset="-3"), True),
@@ -175,12 +177,16 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
             await flush()
             writer.close()
             offsets = broker.offsets.query(GROUP, TOPIC, 0)
+            # the state a pull leaves: every committed offset, the pull counters, the long polls
+            state = {"offsets": broker.offsets.snapshot(), "pull_requests": dict(broker.stats.pull_requests),
+                     "pulled": {k: list(v) for k, v in broker.stats.pulled.items()},
+                     "long_polls": broker.stats.long_polls, "waiting": broker.hold.waiting_count}
         finally:
             await broker.shutdown()
-        return answers, offsets
+        return answers, offsets, state
 
-    answers, offsets = asyncio.run(scenario())
-    return answers, offsets, recorder.opaques, recorder.core_opaques
+    answers, offsets, state = asyncio.run(scenario())
+    return answers, offsets, recorder.opaques, recorder.core_opaques, state
 
 
 async def _wait_dispatched(broker, timeout_s=10.0):
@@ -217,6 +223,8 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelin
     for opaque, answer in fast_by.items():
         assert answer == general_by[opaque], CASES[opaque - 100][0]
     assert fast[1] == general[1] == 20  # the last commit (the suspended pull's)
+    assert fast[4] == general[4]  # offsets, counters and long polls: the same state after the pulls
+    assert fast[4]["offsets"][f"{TOPIC}@PullG2"] == {1: 5} and fast[4]["pulled"][(GROUP, TOPIC)][0] > 0
     assert sorted(fast[2] + fast[3]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
     assert general[2] == general[3] == []
     if path == "core":  # one pull per buffer: the core takes all it takes; pipelined: the head of each
