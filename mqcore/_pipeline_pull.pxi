@@ -385,6 +385,8 @@ cdef class PullCore:
     # BrokerStats.on_pulled, when the broker's are those methods: ``pipeline.in_place``):
     # the offset table's lock (fixed), the counters' dicts (fixed)
     cdef bint commit_in_place, count_in_place
+    #: the store kernels' ``PullReader(commitlog).lookup`` (``lookup``), else ``pull_lookup``
+    cdef bint reader_lookup
     cdef object offsets_lock
     cdef dict pull_requests, pulled
     # the reader's transfer caps, read again when its configuration object is replaced
@@ -407,7 +409,9 @@ cdef class PullCore:
         store = pull.store
         self.reader, self.commitlog = store.reader, store.commitlog
         self.queue_map = <dict>store.queues.queues
-        self.lookup = store.k.pull_lookup
+        reader_class = getattr(store.k, "PullReader", None)
+        self.reader_lookup = reader_class is not None
+        self.lookup = reader_class(store.commitlog).lookup if self.reader_lookup else store.k.pull_lookup
         self.names_pass = names_pass
         self.code_by_name, self.kinds = code_by_name, kinds
         self.remarks = <dict>pipeline._remarks
@@ -513,8 +517,12 @@ cdef class PullCore:
                 codes = got[2]
             # --- lookup ---
             cq = queue_map.get((topic, queue_id))
-            looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units) \
-                if cq is not None else None
+            if cq is None:
+                looked = None
+            elif self.reader_lookup:
+                looked = lookup(cq, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
+            else:
+                looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
             if looked is None:  # no such queue, or a run not readable as one view: the store's reader
                 result, code_obj = pull.lookup(topic, queue_id, item[4], item[5], codes)
                 name = result.status._name_

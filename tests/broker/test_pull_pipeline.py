@@ -627,8 +627,9 @@ def _lookup_store(tmp_path, kernels):
     return store, results
 
 
-def _lookups(store, offsets, kernels_list):
-    """Every kernel's ``pull_lookup`` and the reader's ``get_message`` for a spread of pulls."""
+def _lookups(store, offsets, kernels_list, readers=()):
+    """Every kernel's ``pull_lookup``, the ``readers`` (``PullReader``s kept from pull to pull)
+    and the reader's ``get_message`` for a spread of pulls."""
     from mqcore.broker.clients import subscription_codes
     from mqcore.store.reader import MAX_FILTER_UNITS
 
@@ -641,6 +642,8 @@ def _lookups(store, offsets, kernels_list):
                           subscription_codes("Nope")):
                 got = [k.pull_lookup(cq, commitlog, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
                        for k in kernels_list]
+                got += [reader.lookup(cq, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
+                        for reader in readers]
                 as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], g[5], g[6]) for g in got]
                 assert all(b == as_bytes[0] for b in as_bytes), (offset, max_nums, codes)
                 r = store.get_message(TOPIC, 0, offset, max_nums, cap_bytes, tag_codes=codes) \
@@ -659,8 +662,9 @@ def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel)
     try:
         offsets = [-5, 0, 1, 31, 49, 50, 99, 190, 200, 248, 449, 450, STORED - 1, STORED, STORED + 9]
         seen = set()
+        readers = [_store.PullReader(store.commitlog), _store_py.PullReader(store.commitlog)]
         for offset, max_nums, cap_count, cap_bytes, codes, got, r in _lookups(store, offsets,
-                                                                              [_store, _store_py]):
+                                                                              [_store, _store_py], readers):
             assert got is not None
             name, next_begin, lo, hi, views, n, total = got
             seen.add(name)
@@ -697,6 +701,10 @@ def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel)
                 # a pull ending before it is still the kernels' own
                 short = k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 5, 1024, 1 << 22, None, 800)
                 assert short[5] == 5 and short[6] == cut
+            for reader in readers:  # the readers, warm, read the committed end again
+                assert reader.lookup(store.queues.get(TOPIC, 0), c, 32, 1024, 1 << 22, None, 800) is None
+                short = reader.lookup(store.queues.get(TOPIC, 0), c, 5, 1024, 1 << 22, None, 800)
+                assert short[5] == 5 and short[6] == cut
             r = store.get_message(TOPIC, 0, c, 32)
             assert r.message_count == 5 and r.buffer_total_size == cut and sum(map(len, r.buffers)) == cut
         finally:
@@ -720,15 +728,63 @@ def test_pull_lookup_checks_what_it_reads_from_a_damaged_consume_queue(tmp_path,
                   (results[102].phy_offset, 1 << 30, 0), (-8, 64, 0), (results[104].phy_offset, 1, 0)]
         for i, unit in enumerate(damage):
             L.CQ_UNIT.pack_into(mf.buf, at + i * L.CQ_UNIT_SIZE, *unit)
+        reader = _store.PullReader(store.commitlog)
         for offset in range(98, 108):
             for max_nums in (1, 3, 32):
                 got = [k.pull_lookup(cq, store.commitlog, offset, max_nums, 1024, 1 << 22, None, 800)
                        for k in (_store, _store_py)]
+                got.append(reader.lookup(cq, offset, max_nums, 1024, 1 << 22, None, 800))
                 assert [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got] == \
-                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 2
+                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 3
                 r = store.get_message(TOPIC, 0, offset, max_nums)
                 for v in r.buffers:  # whatever it hands out lies below the committed end
                     assert v.obj is not None and len(v) <= r.buffer_total_size
+    finally:
+        store.shutdown()
+
+
+def _same(got):
+    as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got]
+    assert all(b == as_bytes[-1] for b in as_bytes), as_bytes
+    return as_bytes[-1]
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_reader_follows_the_files_as_they_change(tmp_path, kernel):
+    """A ``PullReader`` kept from pull to pull (it holds each file's fixed parts and the file
+    lists as last seen) answers as ``pull_lookup`` and its twin while the files change: new
+    files rolled in, the first ones deleted by cleanup, a file closed while still listed."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        reader = _store.PullReader(store.commitlog)
+
+        def check(offsets, max_nums=32):
+            cq = store.queues.get(TOPIC, 0)
+            return [_same([k.pull_lookup(cq, store.commitlog, o, max_nums, 1024, 1 << 22, None, 800)
+                           for k in (_store, _store_py)] + [reader.lookup(cq, o, max_nums, 1024, 1 << 22, None, 800)])
+                    for o in offsets]
+
+        check([0, 40, 200, 450, STORED - 40, STORED - 1, STORED])  # the reader warm on every file
+        for i in range(400):  # both the consume queue and the commitlog roll to new files
+            store.put_message(msg(TOPIC, body=b"n%03d" % i * 40, qid=0, TAGS="TagA"))
+        cq = store.queues.get(TOPIC, 0)
+        assert len(store.commitlog.queue.files) >= 5
+        got = check([STORED - 1, STORED, STORED + 5, STORED + 150, STORED + 399, STORED + 400])
+        assert got[1][0] == "FOUND" and got[1][5] == 32 and got[-2][5] == 1 and got[-1][0] == "OFFSET_OVERFLOW_ONE"
+        # cleanup deletes the first files (each list replaced, the files closed)
+        store.commitlog.queue.delete_first(2)
+        cq.queue.delete_first(3)
+        cq.min_logic_offset = cq.queue.files[0].file_from_offset
+        got = check([0, 60, 160, 400, STORED + 10])
+        assert got[0][0] == "OFFSET_TOO_SMALL" and got[-1][0] == "FOUND"
+        assert {g[0] for g in check([200, 300])} <= {"FOUND", "MESSAGE_WAS_REMOVING", "OFFSET_TOO_SMALL"}
+        # a file closed while still in the list (the reader holds its fixed parts): never read
+        last = cq.queue.files[-1]
+        at = last.file_from_offset // L.CQ_UNIT_SIZE
+        check([at, at + 1])
+        assert last.close()
+        got = check([at, at + 1])
+        assert all(g[0] == "OFFSET_FOUND_NULL" and g[4] == [] for g in got)
     finally:
         store.shutdown()
 
