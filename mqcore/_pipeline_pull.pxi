@@ -302,9 +302,9 @@ def pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_o
 
 cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_offset, int64_t min_offset,
                         int64_t max_offset, int64_t body_len, int32_t version):
-    cdef Py_ssize_t cap = len(remark) + 320
-    cdef bytes frame = PyBytes_FromStringAndSize(NULL, cap)
-    cdef char *f = PyBytes_AS_STRING(frame)
+    # written on the stack and copied once into the answer's bytes (its longest: 8 + the
+    # fixed text, five numbers of up to 20 characters and a remark of up to 64)
+    cdef char f[448]
     cdef char *o = f + 8
     cdef Py_ssize_t n = 0, hlen
     cdef int64_t length
@@ -332,7 +332,7 @@ cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next
         raise ValueError(f"a pull answer of {length} bytes exceeds the int32 length field")
     f[0] = <char>(length >> 24); f[1] = <char>(length >> 16); f[2] = <char>(length >> 8); f[3] = <char>length
     f[4] = 0; f[5] = <char>(hlen >> 16); f[6] = <char>(hlen >> 8); f[7] = <char>hlen
-    return frame[:8 + hlen]
+    return PyBytes_FromStringAndSize(f, 8 + hlen)
 
 
 # --- the pull pipeline's connection core ---------------------------------------------------------
