@@ -56,6 +56,9 @@ broker's one-in-flight cost with raw frames, next to its echo floor).
 13. ``mqbroker-pull-burst``: ``--window`` PULL_MESSAGE requests of 32 stored messages each in
     flight on one connection (each window written in one ``sendall``, every answer checked:
     FOUND, its body the size of 32 records); server CPU per PULL (the goal: <= 20 µs).
+    ``mqbroker-pull-one``: the same raw frames one in flight (the broker's one-in-flight PULL
+    without ``PullConsumer``'s ~120 µs of client work between pulls, which leaves the
+    broker's caches colder: next to ``uvloop-one``).
 
 Placement (``--placement``): on a VM a one-in-flight round trip costs each side several
 times more CPU when the two processes run on different CPUs (every wake-up then wakes an idle
@@ -105,7 +108,8 @@ from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking",
          "mqbroker-loop", "mqbroker", "mqbroker-stub", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst",
-         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "template-canned", "blocking-canned"]
+         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "mqbroker-pull-one", "template-canned",
+         "blocking-canned"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -482,9 +486,10 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         name = rung.removesuffix("-baseline")
         if name in ("mqbroker-burst", "mqbroker-one"):
             row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1, placement)
-        elif name == "mqbroker-pull-burst":
+        elif name in ("mqbroker-pull-burst", "mqbroker-pull-one"):
             # every pull reads 32 fresh messages: cap the fill (at 50,000 pulls it is 1.6 M messages)
-            row = measure_pull_burst(min(n, PULL_BURST_MAX), tmp, tree, window, placement)
+            row = measure_pull_burst(min(n, PULL_BURST_MAX), tmp, tree,
+                                     window if name == "mqbroker-pull-burst" else 1, placement)
         elif name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
             here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             client_tree = tree if (tree is not None and baseline_client) else here
@@ -616,12 +621,16 @@ def place_all(pid: int, placement: str) -> dict[int, set[int]] | None:
     cpus = PLACEMENTS[placement]
     if cpus is None:
         return None
-    place(pid, placement)
     before = {}
-    for tid in os.listdir("/proc/self/task"):
+    for tid in os.listdir("/proc/self/task"):  # read before anything is pinned
         try:
             before[int(tid)] = os.sched_getaffinity(int(tid))
-            os.sched_setaffinity(int(tid), {cpus[1]})
+        except ProcessLookupError:
+            continue
+    place(pid, placement)
+    for tid in before:
+        try:
+            os.sched_setaffinity(tid, {cpus[1]})
         except ProcessLookupError:
             continue
     return before
@@ -762,7 +771,7 @@ def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int, placemen
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         port = int(fields["broker"].rsplit(":", 1)[1])
         body = b"x" * 100
-        warm = 2 * window
+        warm = max(2 * window, 200)
         with Producer("floor-fill", namesrv_addr=fields["namesrv"]) as p:
             r = p.send(Message("FloorPullBurst", body))
             mq, first = r.message_queue, r.queue_offset + 1
