@@ -209,7 +209,37 @@ cdef bint _canonical(const unsigned char *b, Span *s, int64_t lo, int64_t hi, in
     return lo <= out[0] <= hi
 
 
-cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t frame_end):
+cdef class _PullNames:
+    """The str objects of the names the last pulls carried (group, topic, subscription,
+    expression type), each given again while its bytes are the same: a connection's pulls
+    carry the same few names, and a str made once keeps its hash (the core's memories are
+    dicts keyed by these names). Values, not identities, are the contract: the twin makes
+    new ones."""
+    cdef list raw, text  # per slot (0 group, 1 topic, 2 subscription, 3 expression type)
+
+    def __cinit__(self):
+        self.raw = [b"", b"", b"", b""]
+        self.text = ["", "", "", ""]
+
+    cdef str get(self, const unsigned char *b, Span *s, int slot):
+        cdef Py_ssize_t n = s.end - s.at
+        cdef bytes raw = <bytes>self.raw[slot]
+        if len(raw) == n and memcmp(PyBytes_AS_STRING(raw), b + s.at, n) == 0:
+            return <str>self.text[slot]
+        text = PyUnicode_DecodeASCII(<const char *>b + s.at, n, NULL)
+        self.raw[slot] = PyBytes_FromStringAndSize(<const char *>b + s.at, n)
+        self.text[slot] = text
+        return text
+
+
+cdef inline object _ascii(const unsigned char *b, Span *s, _PullNames names, int slot):
+    if names is None:
+        return PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
+    return names.get(b, s, slot)
+
+
+cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t frame_end,
+                        _PullNames names):
     cdef PullHeader h
     cdef int64_t n[9]
     cdef int i
@@ -226,16 +256,11 @@ cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
                 return None
         elif not _canonical(b, &h.ext[i], -9223372036854775807 - 1, 9223372036854775807, &n[i]):
             return None
-    s = &h.ext[P_SUBSCRIPTION]
-    subscription = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL) \
-        if h.seen_ext & (1 << P_SUBSCRIPTION) else None
-    s = &h.ext[P_EXPRESSION_TYPE]
-    expression_type = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL) \
+    subscription = _ascii(b, &h.ext[P_SUBSCRIPTION], names, 2) if h.seen_ext & (1 << P_SUBSCRIPTION) else None
+    expression_type = _ascii(b, &h.ext[P_EXPRESSION_TYPE], names, 3) \
         if h.seen_ext & (1 << P_EXPRESSION_TYPE) else None
-    s = &h.ext[P_GROUP]
-    group = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
-    s = &h.ext[P_TOPIC]
-    topic = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
+    group = _ascii(b, &h.ext[P_GROUP], names, 0)
+    topic = _ascii(b, &h.ext[P_TOPIC], names, 1)
     return (h.opaque, group, topic, n[P_QUEUE_ID], n[P_QUEUE_OFFSET], n[P_MAX_MSG_NUMS], n[P_SYS_FLAG],
             n[P_COMMIT_OFFSET], n[P_SUSPEND], subscription, expression_type, frame_end)
 
@@ -246,11 +271,11 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
     queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis,
     subscription, expression_type, frame_end)`` (the last two None when absent)."""
     cdef list items = []
-    return items, _parse_pulls(buf, start, end, max_frame_bytes, items)
+    return items, _parse_pulls(buf, start, end, max_frame_bytes, items, None)
 
 
 cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                             list items) except -1:
+                             list items, _PullNames names) except -1:
     cdef Py_buffer view
     cdef const unsigned char *b
     cdef Py_ssize_t pos = start, length, total, hlen
@@ -273,7 +298,7 @@ cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ss
             hlen = word & 0xFFFFFF
             if hlen > length - HEADER_WORD_SIZE:
                 break
-            item = _plain_pull(b, pos + 8, pos + 8 + hlen, pos + total)
+            item = _plain_pull(b, pos + 8, pos + 8 + hlen, pos + total, names)
             if item is None:
                 break
             items.append(item)
@@ -387,6 +412,7 @@ cdef class PullCore:
     cdef bint commit_in_place, count_in_place
     #: the store kernels' ``PullReader(commitlog).lookup`` (``lookup``), else ``pull_lookup``
     cdef bint reader_lookup
+    cdef _PullNames names  # the names of the last pulls read, as str
     cdef object offsets_lock
     cdef dict pull_requests, pulled
     # the reader's transfer caps, read again when its configuration object is replaced
@@ -419,6 +445,7 @@ cdef class PullCore:
         self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
         self.consumers = <dict>pull.clients.consumers
         self.passed = {}
+        self.names = _PullNames()
         self.passed_topics = self.passed_groups = None
         self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
         self.filter_ = pipeline._filter
@@ -438,7 +465,7 @@ cdef class PullCore:
         taking stops once the channel stops reading (its peer is behind)."""
         cdef object p = self.pipeline
         cdef list items = []
-        _parse_pulls(view, start, end, p.max_frame_bytes, items)
+        _parse_pulls(view, start, end, p.max_frame_bytes, items, self.names)
         if not items:
             return start, None
         cdef object pull = self.pull, names_pass = self.names_pass
