@@ -364,7 +364,9 @@ cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next
 # ``PullCore.take`` is ``PullPipeline.__call__`` compiled, for a receive buffer whose first frame
 # is a pull (``ChannelCore.buffer_updated`` peeks at the header with ``_first_is_pull``): the same
 # stages in the same order - read, check, route, filter, lookup, commit, answer - with the store's
-# lookup done by the ``pull_lookup`` kernel (no result object) and the answers collected into
+# lookup done by the store kernels' ``PullReader`` (``pull_lookup`` holding each mapped file's
+# fixed parts; no result object), the commit and the pull counters done in place (the methods
+# are called when the broker's offsets or stats are another class's), and the answers collected into
 # one list the channel core hands to ``transport.writelines`` (the bodies are the commitlog's
 # views, not copied). It stops where ``__call__`` stops (a refusal, SQL92, a pull to park for
 # long polling, a frame it cannot read) and the Python Channel goes on from there; the

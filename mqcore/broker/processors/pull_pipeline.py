@@ -34,8 +34,9 @@ a pull: the broker's connections are the send pipeline's ``CoreChannel``s, whose
 ``buffer_updated`` runs ``PullCore.take`` (mqcore/_pipeline_pull.pxi) and hands the answers -
 prefixes and the commitlog's views - to one ``transport.writelines``. The core remembers the
 check and route verdicts per (topic, group, subscription) while no topic changes, asks the
-group's consume switch and existence per pull, and looks up with the store kernel
-``pull_lookup`` (no result object). ``__call__`` is that path's reference, runs with the twin
+group's consume switch and existence per pull, looks up with the store kernels' ``PullReader``
+(``pull_lookup`` with each mapped file's fixed parts read once; no result object), and commits
+offsets and counts pulls in place (``in_place``). ``__call__`` is that path's reference, runs with the twin
 kernels and for the frames after one the general path took; the cross-path tests run the
 core, the compiled kernels under ``__call__`` (``use_core = False``) and the twin.
 """
