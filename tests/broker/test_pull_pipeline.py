@@ -127,10 +127,11 @@ def _fill(broker):
 
 
 def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None,
-         core: bool = True):
+         core: bool = True, in_place: bool = True):
     """Run CASES against a broker: the answers, the committed offsets, the opaques the
     pipeline answered through its Python ``__call__`` and through the C connection core
-    (``core=False``: the core leaves pulls to the Python Channel)."""
+    (``core=False``: the core leaves pulls to the Python Channel; ``in_place=False``: the core
+    calls the offsets' ``commit`` and the stats' ``on_pulled`` as for classes of their own)."""
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -144,6 +145,9 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, view, start, end: start)
     if not pipeline or not core:
         monkeypatch.setattr(pull_pipeline.PullPipeline, "use_core", False)
+    if not in_place:
+        monkeypatch.setattr(pull_pipeline, "ConsumerOffsetTable", type("OtherOffsets", (), {}))
+        monkeypatch.setattr(pull_pipeline, "BrokerStats", type("OtherStats", (), {}))
 
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="pulls"),
@@ -205,15 +209,18 @@ def _by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("path", ["core", "cython", "twin"])
+@pytest.mark.parametrize("path", ["core", "core-calls", "cython", "twin"])
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
 def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelined):
-    """The C connection core (``core``), the compiled kernels under the Python Channel
-    (``cython``) and the twins (``twin``) answer as the general path, byte for byte."""
+    """The C connection core (``core``; ``core-calls``: calling the commit and count methods
+    instead of doing them in place), the compiled kernels under the Python Channel
+    (``cython``) and the twins (``twin``) answer as the general path, byte for byte, and
+    leave the same offsets, counters and long polls."""
     kernel = "twin" if path == "twin" else "cython"
     with monkeypatch.context() as m:
         fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel],
-                    store_kernels=STORE_KERNELS[kernel], core=path == "core")
+                    store_kernels=STORE_KERNELS[kernel], core=path.startswith("core"),
+                    in_place=path != "core-calls")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -227,7 +234,7 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelin
     assert fast[4]["offsets"][f"{TOPIC}@PullG2"] == {1: 5} and fast[4]["pulled"][(GROUP, TOPIC)][0] > 0
     assert sorted(fast[2] + fast[3]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
     assert general[2] == general[3] == []
-    if path == "core":  # one pull per buffer: the core takes all it takes; pipelined: the head of each
+    if path.startswith("core"):  # one pull per buffer: the core takes all it takes; pipelined: the head of each
         assert fast[3] and (fast[2] if pipelined else fast[2] == [])  # buffer, the Python Channel the rest
     else:
         assert fast[3] == []
