@@ -56,16 +56,21 @@ broker's one-in-flight cost with raw frames, next to its echo floor).
 13. ``mqbroker-pull-burst``: ``--window`` PULL_MESSAGE requests of 32 stored messages each in
     flight on one connection (each window written in one ``sendall``, every answer checked:
     FOUND, its body the size of 32 records); server CPU per PULL (the goal: <= 20 µs).
+    ``mqbroker-pull-one``: the same raw frames one in flight (the broker's one-in-flight PULL
+    without ``PullConsumer``'s ~120 µs of client work between pulls, which leaves the
+    broker's caches colder: next to ``uvloop-one``).
 
 Placement (``--placement``): on a VM a one-in-flight round trip costs each side several
 times more CPU when the two processes run on different CPUs (every wake-up then wakes an idle
 virtual CPU) than when they share one (the woken side runs as the other goes to sleep), and
 the kernel picks one or the other per connection, by load. The burst-shaped rungs (``*-one``,
-``*-burst``, ``redis-burst``) print ``same_cpu_share``: the share of the client's context
+``*-burst``, ``redis-burst``) and the pull rungs print ``same_cpu_share``: the share of the client's context
 switches that were preemptions by the server woken on its CPU (about 1 when they share a
 CPU, about 0 when each has its own). ``--placement same`` pins the server's threads and the
 client to one CPU, ``split`` to two, so a figure can be compared with its floor in the same
-placement; ``free`` (the default) lets the kernel choose.
+placement; ``free`` (the default) lets the kernel choose. ``mqbroker-pull``'s client has a loop
+thread of its own (``PullConsumer``): every thread of the client process is pinned, and its
+share counts the whole process's switches.
 
 With ``--baseline-tree DIR`` the two ``mqbroker`` send rungs and the pull rung are also run
 against the broker of another checkout (``DIR`` on PYTHONPATH, its extensions built), as
@@ -103,7 +108,8 @@ from mqcore.remoting.command import encode_frame  # noqa: E402
 
 RUNGS = ["blocking", "blocking-slow", "asyncio", "uvloop", "remoting", "remoting-sync", "remoting-blocking",
          "mqbroker-loop", "mqbroker", "mqbroker-stub", "mqbroker-pull", "uvloop-one", "mqbroker-one", "uvloop-burst",
-         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "template-canned", "blocking-canned"]
+         "mqbroker-burst", "redis-burst", "mqbroker-pull-burst", "mqbroker-pull-one", "template-canned",
+         "blocking-canned"]
 #: requests in flight in the burst rungs (``--window``)
 BURST_WINDOW = 256
 #: messages per PULL in the pull rung
@@ -480,16 +486,17 @@ def measure(rung: str, n: int, frame: bytes, tmp: str, baseline_tree: str | None
         name = rung.removesuffix("-baseline")
         if name in ("mqbroker-burst", "mqbroker-one"):
             row = measure_broker_burst(n, tmp, tree, window if name == "mqbroker-burst" else 1, placement)
-        elif name == "mqbroker-pull-burst":
+        elif name in ("mqbroker-pull-burst", "mqbroker-pull-one"):
             # every pull reads 32 fresh messages: cap the fill (at 50,000 pulls it is 1.6 M messages)
-            row = measure_pull_burst(min(n, PULL_BURST_MAX), tmp, tree, window)
+            row = measure_pull_burst(min(n, PULL_BURST_MAX), tmp, tree,
+                                     window if name == "mqbroker-pull-burst" else 1, placement)
         elif name in ("mqbroker", "mqbroker-stub") and (baseline_client or name == "mqbroker-stub"):
             here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             client_tree = tree if (tree is not None and baseline_client) else here
             row = measure_broker_child(n, tmp, stub=name == "mqbroker-stub", tree=tree, client_tree=client_tree,
                                        body_bytes=body_bytes)
         elif name == "mqbroker-pull":
-            row = measure_pull(max(1, n // 4), tmp, tree)
+            row = measure_pull(max(1, n // 4), tmp, tree, placement)
         else:
             row = measure_broker(n, tmp, via_loop=name == "mqbroker-loop", tree=tree, body_bytes=body_bytes)
         row["rung"] = rung
@@ -600,10 +607,47 @@ def place(pid: int, placement: str) -> set[int] | None:
     return before
 
 
-def _switches() -> tuple[int, int]:
-    """This thread's voluntary and involuntary context switches so far."""
-    usage = resource.getrusage(resource.RUSAGE_THREAD)
+def _switches(who: int = resource.RUSAGE_THREAD) -> tuple[int, int]:
+    """This thread's (or process's: ``RUSAGE_SELF``) voluntary and involuntary context
+    switches so far."""
+    usage = resource.getrusage(who)
     return usage.ru_nvcsw, usage.ru_nivcsw
+
+
+def place_all(pid: int, placement: str) -> dict[int, set[int]] | None:
+    """``place`` for a client with threads of its own (a ``PullConsumer``'s loop thread): the
+    server's threads and every thread of this process pinned; their CPUs before, to put back
+    with ``unplace_all`` (None: nothing pinned)."""
+    cpus = PLACEMENTS[placement]
+    if cpus is None:
+        return None
+    before = {}
+    for tid in os.listdir("/proc/self/task"):  # read before anything is pinned
+        try:
+            before[int(tid)] = os.sched_getaffinity(int(tid))
+        except ProcessLookupError:
+            continue
+    place(pid, placement)
+    for tid in before:
+        try:
+            os.sched_setaffinity(tid, {cpus[1]})
+        except ProcessLookupError:
+            continue
+    return before
+
+
+def unplace_all(before: dict[int, set[int]] | None) -> None:
+    for tid, cpus in (before or {}).items():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            continue
+
+
+def _share(switches0: tuple[int, int], who: int) -> float:
+    """The share of involuntary context switches since ``switches0`` (see ``timed_burst``)."""
+    vol, invol = (now - then for now, then in zip(_switches(who), switches0))
+    return round(invol / max(1, vol + invol), 2)
 
 
 def timed_burst(pid: int, port: int, request: bytes, n: int, window: int, answers, check=None,
@@ -717,7 +761,7 @@ def client_burst(port: int, frame_of, n: int, window: int, check=None) -> None:
                 got += 1
 
 
-def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
+def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int, placement: str = "free") -> dict:
     """Server CPU per PULL_MESSAGE of PULL_BATCH stored messages, ``window`` pulls in flight
     on one connection (each pull at its own offset, every answer checked)."""
     from mqcore.client import Message, Producer
@@ -727,7 +771,7 @@ def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
         fields = dict(part.split("=", 1) for part in child.line.split()[1:])
         port = int(fields["broker"].rsplit(":", 1)[1])
         body = b"x" * 100
-        warm = 2 * window
+        warm = max(2 * window, 200)
         with Producer("floor-fill", namesrv_addr=fields["namesrv"]) as p:
             r = p.send(Message("FloorPullBurst", body))
             mq, first = r.message_queue, r.queue_offset + 1
@@ -752,18 +796,24 @@ def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int) -> dict:
             sizes.add(len(answer) - 8 - hlen)
 
         frames = [frame_of(i) for i in range(n + warm)]
-        client_burst(port, lambda i: frames[n + i], warm, window, check)  # warm-up: the last offsets
-        srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
-        client_burst(port, frames.__getitem__, n, window, check)
-        wall = time.perf_counter() - t0
-        cli = time.process_time() - cli0
-        srv = cpu_of(child.proc.pid) - srv0
+        before = place_all(child.proc.pid, placement)
+        try:
+            client_burst(port, lambda i: frames[n + i], warm, window, check)  # warm-up: the last offsets
+            sw0, srv0, cli0, t0 = _switches(), cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
+            client_burst(port, frames.__getitem__, n, window, check)
+            wall = time.perf_counter() - t0
+            cli = time.process_time() - cli0
+            srv = cpu_of(child.proc.pid) - srv0
+            share = _share(sw0, resource.RUSAGE_THREAD)
+        finally:
+            unplace_all(before)
         if len(sizes) != 1:
             raise RuntimeError(f"pull answers of different body sizes: {sorted(sizes)}")
     finally:
         child.stop()
     return {"rung": "mqbroker-pull-burst", "n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 1),
-            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1),
+            "same_cpu_share": share, "placement": placement}
 
 
 def start_broker(tmp: str, tree: str | None) -> Child:
@@ -780,7 +830,7 @@ def start_broker(tmp: str, tree: str | None) -> Child:
     return child
 
 
-def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
+def measure_pull(n: int, tmp: str, tree: str | None, placement: str = "free") -> dict:
     """Server CPU per PULL answering PULL_BATCH stored messages, one pull in flight."""
     from mqcore.client import Message, Producer
     from mqcore.client.consumer.pull import PullConsumer
@@ -795,10 +845,13 @@ def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
             for start in range(0, total, 256):
                 p.send_batch([Message("FloorPull", body) for _ in range(min(256, total - start))], queue=mq)
         c = PullConsumer("floor-pull", namesrv_addr=fields["namesrv"]).start()
+        before = place_all(child.proc.pid, placement)  # the consumer's own threads too
         try:
             offset = first
             for _ in range(200):  # warm-up
                 offset = c.pull(mq, "*", offset, PULL_BATCH).next_begin_offset
+            # the whole client process's switches: the consumer may answer on a thread of its own
+            sw0 = _switches(resource.RUSAGE_SELF)
             srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
             for _ in range(n):
                 r = c.pull(mq, "*", offset, PULL_BATCH)
@@ -808,12 +861,15 @@ def measure_pull(n: int, tmp: str, tree: str | None) -> dict:
             wall = time.perf_counter() - t0
             cli = time.process_time() - cli0
             srv = cpu_of(child.proc.pid) - srv0
+            share = _share(sw0, resource.RUSAGE_SELF)
         finally:
+            unplace_all(before)
             c.shutdown()
     finally:
         child.stop()
     return {"rung": "mqbroker-pull", "n": n, "us_per_trip": round(wall / n * 1e6, 1),
-            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1)}
+            "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1),
+            "same_cpu_share": share, "placement": placement}
 
 
 def measure_broker(n: int, tmp: str, *, via_loop: bool, tree: str | None = None, body_bytes: int = 100) -> dict:

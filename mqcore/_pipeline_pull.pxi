@@ -209,7 +209,37 @@ cdef bint _canonical(const unsigned char *b, Span *s, int64_t lo, int64_t hi, in
     return lo <= out[0] <= hi
 
 
-cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t frame_end):
+cdef class _PullNames:
+    """The str objects of the names the last pulls carried (group, topic, subscription,
+    expression type), each given again while its bytes are the same: a connection's pulls
+    carry the same few names, and a str made once keeps its hash (the core's memories are
+    dicts keyed by these names). Values, not identities, are the contract: the twin makes
+    new ones."""
+    cdef list raw, text  # per slot (0 group, 1 topic, 2 subscription, 3 expression type)
+
+    def __cinit__(self):
+        self.raw = [b"", b"", b"", b""]
+        self.text = ["", "", "", ""]
+
+    cdef str get(self, const unsigned char *b, Span *s, int slot):
+        cdef Py_ssize_t n = s.end - s.at
+        cdef bytes raw = <bytes>self.raw[slot]
+        if len(raw) == n and memcmp(PyBytes_AS_STRING(raw), b + s.at, n) == 0:
+            return <str>self.text[slot]
+        text = PyUnicode_DecodeASCII(<const char *>b + s.at, n, NULL)
+        self.raw[slot] = PyBytes_FromStringAndSize(<const char *>b + s.at, n)
+        self.text[slot] = text
+        return text
+
+
+cdef inline object _ascii(const unsigned char *b, Span *s, _PullNames names, int slot):
+    if names is None:
+        return PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
+    return names.get(b, s, slot)
+
+
+cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t frame_end,
+                        _PullNames names):
     cdef PullHeader h
     cdef int64_t n[9]
     cdef int i
@@ -226,16 +256,11 @@ cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
                 return None
         elif not _canonical(b, &h.ext[i], -9223372036854775807 - 1, 9223372036854775807, &n[i]):
             return None
-    s = &h.ext[P_SUBSCRIPTION]
-    subscription = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL) \
-        if h.seen_ext & (1 << P_SUBSCRIPTION) else None
-    s = &h.ext[P_EXPRESSION_TYPE]
-    expression_type = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL) \
+    subscription = _ascii(b, &h.ext[P_SUBSCRIPTION], names, 2) if h.seen_ext & (1 << P_SUBSCRIPTION) else None
+    expression_type = _ascii(b, &h.ext[P_EXPRESSION_TYPE], names, 3) \
         if h.seen_ext & (1 << P_EXPRESSION_TYPE) else None
-    s = &h.ext[P_GROUP]
-    group = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
-    s = &h.ext[P_TOPIC]
-    topic = PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
+    group = _ascii(b, &h.ext[P_GROUP], names, 0)
+    topic = _ascii(b, &h.ext[P_TOPIC], names, 1)
     return (h.opaque, group, topic, n[P_QUEUE_ID], n[P_QUEUE_OFFSET], n[P_MAX_MSG_NUMS], n[P_SYS_FLAG],
             n[P_COMMIT_OFFSET], n[P_SUSPEND], subscription, expression_type, frame_end)
 
@@ -246,11 +271,11 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
     queue_offset, max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis,
     subscription, expression_type, frame_end)`` (the last two None when absent)."""
     cdef list items = []
-    return items, _parse_pulls(buf, start, end, max_frame_bytes, items)
+    return items, _parse_pulls(buf, start, end, max_frame_bytes, items, None)
 
 
 cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                             list items) except -1:
+                             list items, _PullNames names) except -1:
     cdef Py_buffer view
     cdef const unsigned char *b
     cdef Py_ssize_t pos = start, length, total, hlen
@@ -273,7 +298,7 @@ cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ss
             hlen = word & 0xFFFFFF
             if hlen > length - HEADER_WORD_SIZE:
                 break
-            item = _plain_pull(b, pos + 8, pos + 8 + hlen, pos + total)
+            item = _plain_pull(b, pos + 8, pos + 8 + hlen, pos + total, names)
             if item is None:
                 break
             items.append(item)
@@ -302,9 +327,9 @@ def pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_o
 
 cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next_begin_offset, int64_t min_offset,
                         int64_t max_offset, int64_t body_len, int32_t version):
-    cdef Py_ssize_t cap = len(remark) + 320
-    cdef bytes frame = PyBytes_FromStringAndSize(NULL, cap)
-    cdef char *f = PyBytes_AS_STRING(frame)
+    # written on the stack and copied once into the answer's bytes (its longest: 8 + the
+    # fixed text, five numbers of up to 20 characters and a remark of up to 64)
+    cdef char f[448]
     cdef char *o = f + 8
     cdef Py_ssize_t n = 0, hlen
     cdef int64_t length
@@ -332,14 +357,16 @@ cdef bytes _pull_answer(int32_t code, int32_t opaque, bytes remark, int64_t next
         raise ValueError(f"a pull answer of {length} bytes exceeds the int32 length field")
     f[0] = <char>(length >> 24); f[1] = <char>(length >> 16); f[2] = <char>(length >> 8); f[3] = <char>length
     f[4] = 0; f[5] = <char>(hlen >> 16); f[6] = <char>(hlen >> 8); f[7] = <char>hlen
-    return frame[:8 + hlen]
+    return PyBytes_FromStringAndSize(f, 8 + hlen)
 
 
 # --- the pull pipeline's connection core ---------------------------------------------------------
 # ``PullCore.take`` is ``PullPipeline.__call__`` compiled, for a receive buffer whose first frame
 # is a pull (``ChannelCore.buffer_updated`` peeks at the header with ``_first_is_pull``): the same
 # stages in the same order - read, check, route, filter, lookup, commit, answer - with the store's
-# lookup done by the ``pull_lookup`` kernel (no result object) and the answers collected into
+# lookup done by the store kernels' ``PullReader`` (``pull_lookup`` holding each mapped file's
+# fixed parts; no result object), the commit and the pull counters done in place (the methods
+# are called when the broker's offsets or stats are another class's), and the answers collected into
 # one list the channel core hands to ``transport.writelines`` (the bodies are the commitlog's
 # views, not copied). It stops where ``__call__`` stops (a refusal, SQL92, a pull to park for
 # long polling, a frame it cannot read) and the Python Channel goes on from there; the
@@ -373,13 +400,26 @@ cdef class PullCore:
     verdicts) stays on the Python ``PullPipeline``, read here."""
     cdef readonly object pipeline
     cdef object pull, clients, stats, offsets, reader, commitlog, names_pass, lookup, topics, groups, ensure
-    cdef object passed_topics, passed_groups
+    cdef object passed_topics, passed_groups, filter_
     cdef dict queue_map, code_by_name, kinds, remarks, filters, consumers
-    #: (topic, group, subscription when the request carries one) -> the topic's read queue count:
-    #: the pulls whose names passed the request checks, whose topic is readable and whose group
-    #: exists and may consume, valid while ``topics.version`` and ``groups.version`` are
-    #: ``passed_topics`` and ``passed_groups``
+    #: (topic, group, subscription when the request carries one) -> (the topic's read queue
+    #: count, the offset table's key of (group, topic), the pull counters' key): the pulls whose
+    #: names passed the request checks, whose topic is readable and whose group exists and may
+    #: consume, valid while ``topics.version`` and ``groups.version`` are ``passed_topics`` and
+    #: ``passed_groups``
     cdef dict passed
+    # the commit and count stages done in place (ConsumerOffsetTable.commit and
+    # BrokerStats.on_pulled, when the broker's are those methods: ``pipeline.in_place``):
+    # the offset table's lock (fixed), the counters' dicts (fixed)
+    cdef bint commit_in_place, count_in_place
+    #: the store kernels' ``PullReader(commitlog).lookup`` (``lookup``), else ``pull_lookup``
+    cdef bint reader_lookup
+    cdef _PullNames names  # the names of the last pulls read, as str
+    cdef object offsets_lock
+    cdef dict pull_requests, pulled
+    # the reader's transfer caps, read again when its configuration object is replaced
+    cdef object cfg_seen
+    cdef object cap_count, cap_bytes
     #: the pipeline asks the groups' own consume switch (whose changes move ``groups.version``);
     #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
     cdef bint remember
@@ -397,7 +437,9 @@ cdef class PullCore:
         store = pull.store
         self.reader, self.commitlog = store.reader, store.commitlog
         self.queue_map = <dict>store.queues.queues
-        self.lookup = store.k.pull_lookup
+        reader_class = getattr(store.k, "PullReader", None)
+        self.reader_lookup = reader_class is not None
+        self.lookup = reader_class(store.commitlog).lookup if self.reader_lookup else store.k.pull_lookup
         self.names_pass = names_pass
         self.code_by_name, self.kinds = code_by_name, kinds
         self.remarks = <dict>pipeline._remarks
@@ -405,8 +447,15 @@ cdef class PullCore:
         self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
         self.consumers = <dict>pull.clients.consumers
         self.passed = {}
+        self.names = _PullNames()
         self.passed_topics = self.passed_groups = None
         self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
+        self.filter_ = pipeline._filter
+        self.commit_in_place, self.count_in_place = pipeline.in_place
+        if self.commit_in_place:
+            self.offsets_lock = self.offsets._lock
+        if self.count_in_place:
+            self.pull_requests, self.pulled = <dict>self.stats.pull_requests, <dict>self.stats.pulled
         self.success, self.not_found, self.offset_moved = codes
         self.filter_units = filter_units
         self.version = version
@@ -418,11 +467,11 @@ cdef class PullCore:
         taking stops once the channel stops reading (its peer is behind)."""
         cdef object p = self.pipeline
         cdef list items = []
-        _parse_pulls(view, start, end, p.max_frame_bytes, items)
+        _parse_pulls(view, start, end, p.max_frame_bytes, items, self.names)
         if not items:
             return start, None
         cdef object pull = self.pull, names_pass = self.names_pass
-        cdef object consume_enabled = p.consume_enabled, filter_ = p._filter, lookup = self.lookup
+        cdef object consume_enabled = p.consume_enabled, filter_ = self.filter_, lookup = self.lookup
         cdef dict passed = self.passed, filters = self.filters
         cdef object topics_version = self.topics.version, groups_version = self.groups.version
         if topics_version != self.passed_topics or groups_version != self.passed_groups:
@@ -431,8 +480,13 @@ cdef class PullCore:
         cdef object commitlog = self.commitlog
         cdef dict queue_map = self.queue_map, remarks = self.remarks
         cdef object cfg = self.reader.cfg
-        cdef object cap_count = cfg.max_transfer_count_on_message_in_memory
-        cdef object cap_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        if cfg is not self.cfg_seen:  # replaced as a whole by a store configuration update
+            self.cap_count = cfg.max_transfer_count_on_message_in_memory
+            self.cap_bytes = cfg.max_transfer_bytes_on_message_in_memory
+            self.cfg_seen = cfg
+        cdef object cap_count = self.cap_count, cap_bytes = self.cap_bytes
+        cdef dict pull_requests = self.pull_requests, pulled = self.pulled, table
+        cdef tuple memo
         cdef list answers = []
         cdef Py_ssize_t pos = start, nbytes = 0
         cdef tuple item, got
@@ -449,8 +503,8 @@ cdef class PullCore:
             # --- check --- / --- route --- (validate.pull_names_pass, PullProcessor.route: any
             # refusal is the general path's to answer)
             key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
-            queues = passed.get(key)
-            if queues is None:  # in the general path's order: the group is made (auto-creation) last
+            memo = passed.get(key)
+            if memo is None:  # in the general path's order: the group is made (auto-creation) last
                 if not names_pass(topic, group, sys_flag, item[9], consume_enabled):
                     break
                 tc = self.topics.get(topic)
@@ -459,18 +513,29 @@ cdef class PullCore:
                 queues = tc.read_queue_nums
                 if queue_id < 0 or queue_id >= queues or not self.ensure(group):
                     break
+                memo = (queues, self.offsets.key(group, topic) if self.commit_in_place else None, (group, topic))
                 if self.remember:
                     if len(passed) >= _MAX_PASSED:
                         passed.clear()
-                    passed[key] = queues
-            elif queue_id < 0 or queue_id >= queues:
+                    passed[key] = memo
+            elif queue_id < 0 or queue_id >= memo[0]:
                 break
-            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss)
-            g = self.consumers.get(group)
-            sub = (<dict>g.subscriptions).get(topic) if g is not None else None
-            fkey = (item[9], item[10]) if sys_flag & _PULL_SUBSCRIPTION or sub is None else id(sub)
-            got = filters.get(fkey)
+            # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss).
+            # A request's own subscription is the verdict's key: the group's heartbeat
+            # subscription is then read only on a miss (the method is given it as the general path is)
+            if sys_flag & _PULL_SUBSCRIPTION:
+                sub = None
+                fkey = (item[9], item[10])
+                got = filters.get(fkey)
+            else:
+                g = self.consumers.get(group)
+                sub = (<dict>g.subscriptions).get(topic) if g is not None else None
+                fkey = (item[9], item[10]) if sub is None else id(sub)
+                got = filters.get(fkey)
             if got is None or (got[0] is not sub and type(fkey) is not tuple):
+                if sys_flag & _PULL_SUBSCRIPTION:
+                    g = self.consumers.get(group)
+                    sub = (<dict>g.subscriptions).get(topic) if g is not None else None
                 got = filter_(sys_flag, item[9], item[10], sub)
                 if not got[0]:
                     break  # SQL92 (or its refusal): the general path's filter stage
@@ -481,8 +546,12 @@ cdef class PullCore:
                 codes = got[2]
             # --- lookup ---
             cq = queue_map.get((topic, queue_id))
-            looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units) \
-                if cq is not None else None
+            if cq is None:
+                looked = None
+            elif self.reader_lookup:
+                looked = lookup(cq, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
+            else:
+                looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
             if looked is None:  # no such queue, or a run not readable as one view: the store's reader
                 result, code_obj = pull.lookup(topic, queue_id, item[4], item[5], codes)
                 name = result.status._name_
@@ -500,9 +569,31 @@ cdef class PullCore:
                 break  # nothing yet: the general path parks it (long polling)
             # --- commit ---
             if sys_flag & _PULL_COMMIT and item[7] >= 0:
-                self.offsets.commit(group, topic, queue_id, item[7])
+                if self.commit_in_place:  # ConsumerOffsetTable.commit
+                    lock = self.offsets_lock
+                    lock.acquire()
+                    try:
+                        table = <dict>self.offsets._table  # replaced as a whole when the file is loaded
+                        queues_of = table.get(memo[1])
+                        if queues_of is None:
+                            queues_of = table[memo[1]] = {}
+                        queues_of[queue_id] = item[7]
+                    finally:
+                        lock.release()
+                else:
+                    self.offsets.commit(group, topic, queue_id, item[7])
             total = got[6]
-            self.stats.on_pulled(group, topic, self.kinds.get(code, "other"), got[5], total)
+            kind = self.kinds.get(code, "other")
+            if self.count_in_place:  # BrokerStats.on_pulled
+                pull_requests[kind] = pull_requests.get(kind, 0) + 1
+                if got[5]:
+                    counters = pulled.get(memo[2])
+                    if counters is None:
+                        counters = pulled[memo[2]] = [0, 0]
+                    (<list>counters)[0] += got[5]
+                    (<list>counters)[1] += total
+            else:
+                self.stats.on_pulled(group, topic, kind, got[5], total)
             # --- answer ---
             remark = remarks.get(name)
             if remark is None:

@@ -3,6 +3,8 @@
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 import numpy as np
 
 from mqcore.format.record import DecodedRecord
@@ -55,6 +57,11 @@ def cq_runs(buf: Buffer, start: int, count: int, codes: Any, max_count: int, max
             min_phy: int, file_size: int) -> tuple[int, list[tuple[int, int, int]], bool]: ...
 def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_count: int, cap_bytes: int,
                 codes: Any, filter_units: int) -> tuple[str, int, int, int, list[memoryview], int, int] | None: ...
+@disjoint_base  # a cdef class (a C layout of its own)
+class PullReader:
+    def __init__(self, commitlog: Any) -> None: ...
+    def lookup(self, cq: Any, offset: int, max_msg_nums: int, cap_count: int, cap_bytes: int, codes: Any,
+               filter_units: int) -> tuple[str, int, int, int, list[memoryview], int, int] | None: ...
 def cq_search_time(buf: Buffer, lo: int, hi: int, timestamp: int,
                    store_time_of: Callable[[int, int], int]) -> int: ...
 

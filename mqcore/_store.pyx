@@ -1096,6 +1096,183 @@ def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_num
     return status, offset + scanned, lo, hi, buffers, n, total
 
 
+# --- the same lookup for one store, holding what does not change between pulls ------------------
+# ``pull_lookup`` reads some thirty attributes of the store's Python objects per pull (file
+# lists, each file's base offset, size and lock, the queues' sizes): each a dict lookup, run
+# cache-cold after every wake-up of a one-in-flight connection. ``PullReader`` reads a mapped
+# file's fixed parts (``file_from_offset``, ``file_size``, ``_view_lock``: set when the file is
+# made) once, and per pull only what moves: a file list (is it still the one seen?), the
+# queue's ``min_logic_offset``, a file's ``wrote_position`` and, under its view lock,
+# ``_closed`` and ``buf``. Every offset and size read from a file is checked as before.
+
+cdef class _MappedRef:
+    """A mapped file with its fixed parts read once."""
+    cdef object mf, lock
+    cdef int64_t base, size
+
+    def __cinit__(self, mf):
+        self.mf = mf
+        self.base = mf.file_from_offset
+        self.size = mf.file_size
+        self.lock = mf._view_lock
+
+
+cdef class _FileList:
+    """A ``MappedFileQueue``'s files as last seen. The list is still the one seen while it is
+    the same object of the same length: a roll appends to it, a gap fill inserts into it,
+    cleanup and truncation replace it. The list seen is kept (its identity is not reused)."""
+    cdef object queue
+    cdef list files
+    cdef Py_ssize_t n
+    cdef int64_t first, file_size
+    cdef _MappedRef last, at  # the last file; the file last read
+    cdef bint contiguous  # each file starts where the one before ends (else: no shortcut in find)
+
+    def __cinit__(self, queue, int64_t file_size):
+        self.queue = queue
+        self.file_size = file_size
+        self.n = -1
+
+    cdef list current(self):
+        cdef list files = self.queue.files
+        if files is not self.files or len(files) != self.n:
+            self.files, self.n = files, len(files)
+            self.first = files[0].file_from_offset if self.n else 0
+            self.last = _MappedRef(files[self.n - 1]) if self.n else None
+            self.at = None
+            self.contiguous = self._contiguous(files)
+        return files
+
+    cdef bint _contiguous(self, list files) except -1:
+        cdef int64_t at = self.first
+        for mf in files:
+            if <int64_t>mf.file_from_offset != at or <int64_t>mf.file_size != self.file_size:
+                return False
+            at += self.file_size
+        return True
+
+    cdef _MappedRef find(self, list files, int64_t offset):
+        """``_file_at`` (``MappedFileQueue.find_by_offset``) of the list ``current`` returned:
+        the files do not overlap, so the file last read or the last file holding ``offset``
+        is the one it finds."""
+        cdef _MappedRef r = self.at
+        if self.contiguous and r is not None and r.base <= offset < r.base + r.size:
+            return r
+        r = self.last
+        if not self.contiguous or r is None or not (r.base <= offset < r.base + r.size):
+            mf = _file_at(files, offset, self.file_size)
+            if mf is None:
+                return None
+            r = _MappedRef(mf)
+        self.at = r
+        return r
+
+
+cdef object _ref_view(_MappedRef r, int64_t pos, int64_t size):
+    """``MappedFile.view``: under the view lock, None once the file is closed."""
+    lock = r.lock
+    lock.acquire()
+    try:
+        if r.mf._closed:
+            return None
+        return r.mf.buf[pos:pos + size]
+    finally:
+        lock.release()
+
+
+cdef Py_ssize_t _MAX_QUEUES = 4096  # consume queues remembered (more only empties the memory)
+
+
+cdef class PullReader:
+    """``pull_lookup(cq, commitlog, ...)`` for one store's ``commitlog``; see the twin."""
+    cdef object commitlog
+    cdef int64_t cl_file_size  # CommitLog.file_size (the runs' file boundary)
+    cdef _FileList cl
+    cdef dict queues  # consume queue -> its _FileList
+
+    def __init__(self, commitlog):
+        self.commitlog = commitlog
+        self.cl_file_size = commitlog.file_size
+        self.cl = _FileList(commitlog.queue, commitlog.queue.file_size)
+        self.queues = {}
+
+    def lookup(self, object cq, int64_t offset, int64_t max_msg_nums, int64_t cap_count, int64_t cap_bytes, codes,
+               int64_t filter_units):
+        """``pull_lookup(cq, commitlog, offset, ...)``: the same answer."""
+        cdef _FileList q = self.queues.get(cq)
+        if q is None:
+            if len(self.queues) >= _MAX_QUEUES:
+                self.queues.clear()
+            q = _FileList(cq.queue, cq.queue.file_size)
+            self.queues[cq] = q
+        cdef int64_t unit = CQ_UNIT_SIZE
+        cdef int64_t max_count = max(1, min(max_msg_nums, cap_count))
+        cdef list files = q.current()
+        cdef int64_t lo = max(<int64_t>cq.min_logic_offset, q.first) // unit, hi = 0, last_wrote = 0
+        if q.n:
+            last_wrote = q.last.mf.wrote_position
+            hi = (q.last.base + last_wrote) // unit
+        if hi == 0:
+            return _ST_NO_MESSAGE, 0, lo, hi, [], 0, 0
+        if offset < lo:
+            return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
+        if offset == hi:
+            return _ST_ONE, offset, lo, hi, [], 0, 0
+        if offset > hi:
+            return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+        cdef int64_t window = max_count if codes is None else max(filter_units, max_count)
+        cdef int64_t pos = 0, count = 0, per_file
+        cdef list cl_files = self.cl.current()
+        cdef Py_buffer view
+        cdef tuple got = None
+        cdef _MappedRef r = q.find(files, offset * unit)  # ConsumeQueue.units_at
+        if r is not None:
+            pos = offset * unit - r.base
+            # the last file's position as read for ``hi`` (a unit written since is not offered yet)
+            count = (last_wrote if r is q.last else <int64_t>r.mf.wrote_position) - pos
+            count = min(window, count // unit) if count >= unit else 0
+        if count > 0:
+            lock = r.lock
+            lock.acquire()
+            try:
+                if not r.mf._closed:
+                    PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
+                    try:
+                        if pos < 0 or pos + count * unit > view.len:
+                            raise ValueError("consume-queue read outside the buffer")
+                        got = _cq_runs(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes,
+                                       self.cl.first, self.cl_file_size)
+                    finally:
+                        PyBuffer_Release(&view)
+            finally:
+                lock.release()
+        if got is None:
+            per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
+            return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
+        cdef Py_ssize_t scanned = got[0]
+        cdef list buffers = []
+        cdef int64_t n = 0, total = 0, phy, size, at
+        cdef tuple run
+        for run in <list>got[1]:
+            # CommitLog.view: all of the run below its file's committed end (phy and size come
+            # from a consume-queue file: checked before anything is sliced)
+            phy, size = run[0], run[1]
+            r = self.cl.find(cl_files, phy)
+            if r is None:
+                return None  # part of the run is not readable: the reader takes its records one by one
+            at = phy - r.base
+            if size <= 0 or at < 0 or at + size > <int64_t>r.mf.wrote_position or at + size > r.size:
+                return None
+            v = _ref_view(r, at, size)
+            if v is None:
+                return None
+            buffers.append(v)
+            n += <int64_t>run[2]
+            total += size
+        status = _ST_FOUND if n else (_ST_REMOVING if got[2] else _ST_NO_MATCHED)
+        return status, offset + scanned, lo, hi, buffers, n, total
+
+
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
                    store_time_of):
     """Unit index in [lo, hi) whose store time is closest to ``timestamp``; see the twin."""

@@ -499,6 +499,20 @@ def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_cou
     return status, offset + scanned, lo, hi, buffers, n, total
 
 
+class PullReader:
+    """``pull_lookup`` for one store's ``commitlog``: ``lookup(cq, offset, ...)`` answers as
+    ``pull_lookup(cq, commitlog, offset, ...)``. The compiled kernel keeps between pulls what
+    does not change - each mapped file's base offset, size and view lock, the file lists as
+    last seen (checked to be the live ones per pull) - and reads per pull only what moves."""
+
+    def __init__(self, commitlog: Any) -> None:
+        self.commitlog = commitlog
+
+    def lookup(self, cq: Any, offset: int, max_msg_nums: int, cap_count: int, cap_bytes: int, codes: Any,
+               filter_units: int) -> tuple[str, int, int, int, list[memoryview], int, int] | None:
+        return pull_lookup(cq, self.commitlog, offset, max_msg_nums, cap_count, cap_bytes, codes, filter_units)
+
+
 def cq_search_time(buf, lo: int, hi: int, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
     """Unit index in [lo, hi) whose store time is closest to ``timestamp``.
 

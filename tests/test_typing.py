@@ -19,7 +19,7 @@ import mqcore
 ROOT = os.path.dirname(os.path.dirname(mqcore.__file__))
 #: Cython adds these to every compiled module; no stub declares them
 STUBTEST_ALLOW = ("mqcore\\._(store|columns)\\.__test__",
-                  "mqcore\\._(store|columns)\\.__(reduce|setstate)_cython__",
+                  "mqcore\\._(store|columns)\\.(\\w+\\.)?__(reduce|setstate)_cython__",
                   # Cython's table of the cdef functions _store.pxd exports (cimported by mqcore._pipeline):
                   # a C-level capsule dict, not a Python API, so the stub does not declare it
                   "mqcore\\._store\\.__pyx_capi__")

@@ -58,6 +58,8 @@ CASES = [
     ("no tag matches", _pull(subscription="Nope", sysFlag="4"), True),
     ("tag in the request, no heartbeat, no flag", _pull(queueOffset="40", subscription="TagB"), True),
     ("commit offset", _pull(queueOffset="64", sysFlag="1", commitOffset="17"), True),
+    ("commit offset, another group and queue", _pull(consumerGroup="PullG2", queueId="1", sysFlag="1",
+                                                     commitOffset="5"), True),
     ("offset overflow one", _pull(queueOffset=str(STORED)), True),
     ("offset overflow badly", _pull(queueOffset=str(STORED + 50)), True),
     ("offset too small", _pull(queueOffset="-3"), True),
@@ -125,10 +127,11 @@ def _fill(broker):
 
 
 def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None, store_kernels=None,
-         core: bool = True):
+         core: bool = True, in_place: bool = True):
     """Run CASES against a broker: the answers, the committed offsets, the opaques the
     pipeline answered through its Python ``__call__`` and through the C connection core
-    (``core=False``: the core leaves pulls to the Python Channel)."""
+    (``core=False``: the core leaves pulls to the Python Channel; ``in_place=False``: the core
+    calls the offsets' ``commit`` and the stats' ``on_pulled`` as for classes of their own)."""
     from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
@@ -142,6 +145,9 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
         monkeypatch.setattr(pull_pipeline.PullPipeline, "__call__", lambda self, ch, view, start, end: start)
     if not pipeline or not core:
         monkeypatch.setattr(pull_pipeline.PullPipeline, "use_core", False)
+    if not in_place:
+        monkeypatch.setattr(pull_pipeline, "ConsumerOffsetTable", type("OtherOffsets", (), {}))
+        monkeypatch.setattr(pull_pipeline, "BrokerStats", type("OtherStats", (), {}))
 
     async def scenario():
         broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="pulls"),
@@ -175,12 +181,16 @@ def _run(tmp_path, monkeypatch, *, pipeline: bool, pipelined: bool, kernels=None
             await flush()
             writer.close()
             offsets = broker.offsets.query(GROUP, TOPIC, 0)
+            # the state a pull leaves: every committed offset, the pull counters, the long polls
+            state = {"offsets": broker.offsets.snapshot(), "pull_requests": dict(broker.stats.pull_requests),
+                     "pulled": {k: list(v) for k, v in broker.stats.pulled.items()},
+                     "long_polls": broker.stats.long_polls, "waiting": broker.hold.waiting_count}
         finally:
             await broker.shutdown()
-        return answers, offsets
+        return answers, offsets, state
 
-    answers, offsets = asyncio.run(scenario())
-    return answers, offsets, recorder.opaques, recorder.core_opaques
+    answers, offsets, state = asyncio.run(scenario())
+    return answers, offsets, recorder.opaques, recorder.core_opaques, state
 
 
 async def _wait_dispatched(broker, timeout_s=10.0):
@@ -199,15 +209,18 @@ def _by_opaque(answers):
     return out
 
 
-@pytest.mark.parametrize("path", ["core", "cython", "twin"])
+@pytest.mark.parametrize("path", ["core", "core-calls", "cython", "twin"])
 @pytest.mark.parametrize("pipelined", [False, True], ids=["one-per-write", "pipelined"])
 def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelined):
-    """The C connection core (``core``), the compiled kernels under the Python Channel
-    (``cython``) and the twins (``twin``) answer as the general path, byte for byte."""
+    """The C connection core (``core``; ``core-calls``: calling the commit and count methods
+    instead of doing them in place), the compiled kernels under the Python Channel
+    (``cython``) and the twins (``twin``) answer as the general path, byte for byte, and
+    leave the same offsets, counters and long polls."""
     kernel = "twin" if path == "twin" else "cython"
     with monkeypatch.context() as m:
         fast = _run(tmp_path / "fast", m, pipeline=True, pipelined=pipelined, kernels=KERNELS[kernel],
-                    store_kernels=STORE_KERNELS[kernel], core=path == "core")
+                    store_kernels=STORE_KERNELS[kernel], core=path.startswith("core"),
+                    in_place=path != "core-calls")
     with monkeypatch.context() as m:
         general = _run(tmp_path / "general", m, pipeline=False, pipelined=pipelined)
     requests = [c for c in CASES if isinstance(c[1], dict)]
@@ -217,9 +230,11 @@ def test_pipeline_gives_the_general_answers(tmp_path, monkeypatch, path, pipelin
     for opaque, answer in fast_by.items():
         assert answer == general_by[opaque], CASES[opaque - 100][0]
     assert fast[1] == general[1] == 20  # the last commit (the suspended pull's)
+    assert fast[4] == general[4]  # offsets, counters and long polls: the same state after the pulls
+    assert fast[4]["offsets"][f"{TOPIC}@PullG2"] == {1: 5} and fast[4]["pulled"][(GROUP, TOPIC)][0] > 0
     assert sorted(fast[2] + fast[3]) == [i + 100 for i, (_, ext, taken) in enumerate(CASES) if taken]
     assert general[2] == general[3] == []
-    if path == "core":  # one pull per buffer: the core takes all it takes; pipelined: the head of each
+    if path.startswith("core"):  # one pull per buffer: the core takes all it takes; pipelined: the head of each
         assert fast[3] and (fast[2] if pipelined else fast[2] == [])  # buffer, the Python Channel the rest
     else:
         assert fast[3] == []
@@ -619,8 +634,9 @@ def _lookup_store(tmp_path, kernels):
     return store, results
 
 
-def _lookups(store, offsets, kernels_list):
-    """Every kernel's ``pull_lookup`` and the reader's ``get_message`` for a spread of pulls."""
+def _lookups(store, offsets, kernels_list, readers=()):
+    """Every kernel's ``pull_lookup``, the ``readers`` (``PullReader``s kept from pull to pull)
+    and the reader's ``get_message`` for a spread of pulls."""
     from mqcore.broker.clients import subscription_codes
     from mqcore.store.reader import MAX_FILTER_UNITS
 
@@ -633,6 +649,8 @@ def _lookups(store, offsets, kernels_list):
                           subscription_codes("Nope")):
                 got = [k.pull_lookup(cq, commitlog, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
                        for k in kernels_list]
+                got += [reader.lookup(cq, offset, max_nums, cap_count, cap_bytes, codes, MAX_FILTER_UNITS)
+                        for reader in readers]
                 as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], g[5], g[6]) for g in got]
                 assert all(b == as_bytes[0] for b in as_bytes), (offset, max_nums, codes)
                 r = store.get_message(TOPIC, 0, offset, max_nums, cap_bytes, tag_codes=codes) \
@@ -651,8 +669,9 @@ def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel)
     try:
         offsets = [-5, 0, 1, 31, 49, 50, 99, 190, 200, 248, 449, 450, STORED - 1, STORED, STORED + 9]
         seen = set()
+        readers = [_store.PullReader(store.commitlog), _store_py.PullReader(store.commitlog)]
         for offset, max_nums, cap_count, cap_bytes, codes, got, r in _lookups(store, offsets,
-                                                                              [_store, _store_py]):
+                                                                              [_store, _store_py], readers):
             assert got is not None
             name, next_begin, lo, hi, views, n, total = got
             seen.add(name)
@@ -689,6 +708,10 @@ def test_pull_lookup_kernel_and_twin_read_a_store_the_same_way(tmp_path, kernel)
                 # a pull ending before it is still the kernels' own
                 short = k.pull_lookup(store.queues.get(TOPIC, 0), store.commitlog, c, 5, 1024, 1 << 22, None, 800)
                 assert short[5] == 5 and short[6] == cut
+            for reader in readers:  # the readers, warm, read the committed end again
+                assert reader.lookup(store.queues.get(TOPIC, 0), c, 32, 1024, 1 << 22, None, 800) is None
+                short = reader.lookup(store.queues.get(TOPIC, 0), c, 5, 1024, 1 << 22, None, 800)
+                assert short[5] == 5 and short[6] == cut
             r = store.get_message(TOPIC, 0, c, 32)
             assert r.message_count == 5 and r.buffer_total_size == cut and sum(map(len, r.buffers)) == cut
         finally:
@@ -712,15 +735,63 @@ def test_pull_lookup_checks_what_it_reads_from_a_damaged_consume_queue(tmp_path,
                   (results[102].phy_offset, 1 << 30, 0), (-8, 64, 0), (results[104].phy_offset, 1, 0)]
         for i, unit in enumerate(damage):
             L.CQ_UNIT.pack_into(mf.buf, at + i * L.CQ_UNIT_SIZE, *unit)
+        reader = _store.PullReader(store.commitlog)
         for offset in range(98, 108):
             for max_nums in (1, 3, 32):
                 got = [k.pull_lookup(cq, store.commitlog, offset, max_nums, 1024, 1 << 22, None, 800)
                        for k in (_store, _store_py)]
+                got.append(reader.lookup(cq, offset, max_nums, 1024, 1 << 22, None, 800))
                 assert [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got] == \
-                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 2
+                    [None if got[1] is None else (*got[1][:4], [bytes(v) for v in got[1][4]], *got[1][5:])] * 3
                 r = store.get_message(TOPIC, 0, offset, max_nums)
                 for v in r.buffers:  # whatever it hands out lies below the committed end
                     assert v.obj is not None and len(v) <= r.buffer_total_size
+    finally:
+        store.shutdown()
+
+
+def _same(got):
+    as_bytes = [None if g is None else (*g[:4], [bytes(v) for v in g[4]], *g[5:]) for g in got]
+    assert all(b == as_bytes[-1] for b in as_bytes), as_bytes
+    return as_bytes[-1]
+
+
+@pytest.mark.parametrize("kernel", ["cython", "twin"])
+def test_pull_reader_follows_the_files_as_they_change(tmp_path, kernel):
+    """A ``PullReader`` kept from pull to pull (it holds each file's fixed parts and the file
+    lists as last seen) answers as ``pull_lookup`` and its twin while the files change: new
+    files rolled in, the first ones deleted by cleanup, a file closed while still listed."""
+    store, results = _lookup_store(tmp_path, STORE_KERNELS[kernel])
+    try:
+        reader = _store.PullReader(store.commitlog)
+
+        def check(offsets, max_nums=32):
+            cq = store.queues.get(TOPIC, 0)
+            return [_same([k.pull_lookup(cq, store.commitlog, o, max_nums, 1024, 1 << 22, None, 800)
+                           for k in (_store, _store_py)] + [reader.lookup(cq, o, max_nums, 1024, 1 << 22, None, 800)])
+                    for o in offsets]
+
+        check([0, 40, 200, 450, STORED - 40, STORED - 1, STORED])  # the reader warm on every file
+        for i in range(400):  # both the consume queue and the commitlog roll to new files
+            store.put_message(msg(TOPIC, body=b"n%03d" % i * 40, qid=0, TAGS="TagA"))
+        cq = store.queues.get(TOPIC, 0)
+        assert len(store.commitlog.queue.files) >= 5
+        got = check([STORED - 1, STORED, STORED + 5, STORED + 150, STORED + 399, STORED + 400])
+        assert got[1][0] == "FOUND" and got[1][5] == 32 and got[-2][5] == 1 and got[-1][0] == "OFFSET_OVERFLOW_ONE"
+        # cleanup deletes the first files (each list replaced, the files closed)
+        store.commitlog.queue.delete_first(2)
+        cq.queue.delete_first(3)
+        cq.min_logic_offset = cq.queue.files[0].file_from_offset
+        got = check([0, 60, 160, 400, STORED + 10])
+        assert got[0][0] == "OFFSET_TOO_SMALL" and got[-1][0] == "FOUND"
+        assert {g[0] for g in check([200, 300])} <= {"FOUND", "MESSAGE_WAS_REMOVING", "OFFSET_TOO_SMALL"}
+        # a file closed while still in the list (the reader holds its fixed parts): never read
+        last = cq.queue.files[-1]
+        at = last.file_from_offset // L.CQ_UNIT_SIZE
+        check([at, at + 1])
+        assert last.close()
+        got = check([at, at + 1])
+        assert all(g[0] == "OFFSET_FOUND_NULL" and g[4] == [] for g in got)
     finally:
         store.shutdown()
 

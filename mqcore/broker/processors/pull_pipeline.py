@@ -34,8 +34,9 @@ a pull: the broker's connections are the send pipeline's ``CoreChannel``s, whose
 ``buffer_updated`` runs ``PullCore.take`` (mqcore/_pipeline_pull.pxi) and hands the answers -
 prefixes and the commitlog's views - to one ``transport.writelines``. The core remembers the
 check and route verdicts per (topic, group, subscription) while no topic changes, asks the
-group's consume switch and existence per pull, and looks up with the store kernel
-``pull_lookup`` (no result object). ``__call__`` is that path's reference, runs with the twin
+group's consume switch and existence per pull, looks up with the store kernels' ``PullReader``
+(``pull_lookup`` with each mapped file's fixed parts read once; no result object), and commits
+offsets and counts pulls in place (``in_place``). ``__call__`` is that path's reference, runs with the twin
 kernels and for the frames after one the general path took; the cross-path tests run the
 core, the compiled kernels under ``__call__`` (``use_core = False``) and the twin.
 """
@@ -47,7 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.filtering import is_tag_type
+from mqcore.broker.metadata import ConsumerOffsetTable
 from mqcore.broker.processors.pull import _CODE_BY_NAME, _PULL_KIND, PullProcessor
+from mqcore.broker.stats import BrokerStats
 from mqcore.broker.validate import pull_names_pass
 from mqcore.errors import RemotingError
 from mqcore.kernel_api import PipelineKernels
@@ -100,6 +103,13 @@ class PullPipeline:
         #: connections straight from the event loop's ``buffer_updated``); None with the twin,
         #: whose ``__call__`` runs the same stages
         self.pull_core: Any = None
+        #: (commit, count): the C core commits offsets and counts pulls in place, as
+        #: ``ConsumerOffsetTable.commit`` and ``BrokerStats.on_pulled`` do, when the broker's
+        #: offsets and counters are those classes' methods (else it calls them)
+        self.in_place = (isinstance(pull.offsets, ConsumerOffsetTable)
+                         and type(pull.offsets).commit is ConsumerOffsetTable.commit
+                         and type(pull.offsets).key is ConsumerOffsetTable.key,
+                         isinstance(pull.stats, BrokerStats) and type(pull.stats).on_pulled is BrokerStats.on_pulled)
         pull_core = getattr(self.k, "PullCore", None) if self.use_core else None
         store = pull.store
         if pull_core is not None and hasattr(store, "reader") and hasattr(getattr(store, "k", None), "pull_lookup"):
