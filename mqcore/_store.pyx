@@ -1031,6 +1031,20 @@ cdef object _committed_view(list files, int64_t file_size, int64_t phy, int64_t 
         lock.release()
 
 
+cdef inline tuple _pull_outside(int64_t offset, int64_t lo, int64_t hi):
+    """A pull's answer when ``offset`` is not inside the queue's units ``[lo, hi)`` (the
+    reader's status, next offset, min, max, no views), else None."""
+    if hi == 0:
+        return _ST_NO_MESSAGE, 0, lo, hi, [], 0, 0
+    if offset < lo:
+        return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
+    if offset == hi:
+        return _ST_ONE, offset, lo, hi, [], 0, 0
+    if offset > hi:
+        return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+    return None
+
+
 def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_nums, int64_t cap_count,
                 int64_t cap_bytes, codes, int64_t filter_units):
     """A pull's lookup in one call; see the twin for the contract."""
@@ -1044,14 +1058,9 @@ def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_num
     if nf:
         last = files[nf - 1]
         hi = (<int64_t>last.file_from_offset + <int64_t>last.wrote_position) // unit
-    if hi == 0:
-        return _ST_NO_MESSAGE, 0, lo, hi, [], 0, 0
-    if offset < lo:
-        return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
-    if offset == hi:
-        return _ST_ONE, offset, lo, hi, [], 0, 0
-    if offset > hi:
-        return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+    cdef tuple outside = _pull_outside(offset, lo, hi)
+    if outside is not None:
+        return outside
     cdef int64_t window = max_count if codes is None else max(filter_units, max_count)
     cdef int64_t pos = 0, count = 0, per_file
     cdef list cl_files = commitlog.queue.files
@@ -1212,14 +1221,9 @@ cdef class PullReader:
         if q.n:
             last_wrote = q.last.mf.wrote_position
             hi = (q.last.base + last_wrote) // unit
-        if hi == 0:
-            return _ST_NO_MESSAGE, 0, lo, hi, [], 0, 0
-        if offset < lo:
-            return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
-        if offset == hi:
-            return _ST_ONE, offset, lo, hi, [], 0, 0
-        if offset > hi:
-            return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+        cdef tuple outside = _pull_outside(offset, lo, hi)
+        if outside is not None:
+            return outside
         cdef int64_t window = max_count if codes is None else max(filter_units, max_count)
         cdef int64_t pos = 0, count = 0, per_file
         cdef list cl_files = self.cl.current()
