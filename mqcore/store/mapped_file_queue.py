@@ -34,6 +34,9 @@ class MappedFileQueue:
         self._lock = threading.RLock()
         #: files unlinked while a reader still had a view; closed later
         self._pending_close: list[MappedFile] = []
+        #: called with a file appends may now go to (created, or a loaded one just reserved):
+        #: the commitlog's PrefaultService starts on it at once instead of at its next look
+        self.on_file_ready: Callable[[MappedFile], None] | None = None
 
     def load(self) -> list[str]:
         """Map the existing files; returns notes about files that were skipped or fixed."""
@@ -131,7 +134,9 @@ class MappedFileQueue:
         with self._lock:
             last = self.last
             if last is not None and not last.is_full():
-                last.reserve()  # a file loaded from disk may be sparse
+                if not last.reserved:  # a file loaded from disk may be sparse
+                    last.reserve()
+                    self._file_ready(last)
                 return last
             if last is None:
                 base = start_offset - start_offset % self.file_size
@@ -148,7 +153,12 @@ class MappedFileQueue:
             mf = MappedFile.create(self.directory, base, self.file_size)
             self.files.append(mf)
             log.info("created %s", mf.path)
+            self._file_ready(mf)
             return mf
+
+    def _file_ready(self, mf: MappedFile) -> None:
+        if self.on_file_ready is not None:
+            self.on_file_ready(mf)
 
     # --- flushing and truncation -------------------------------------------------------------
     def flush(self, least_pages: int = 0) -> int:

@@ -131,6 +131,7 @@ class MessageStore:
             self.group_commit.start()
         if cfg.prefault_window_bytes > 0:
             self.prefault_service = PrefaultService(self.commitlog, self.k, cfg.prefault_window_bytes)
+            self.commitlog.queue.on_file_ready = self.prefault_service.file_ready
             self.prefault_service.start()
         with open(self.config.abort_path, "a"):
             pass

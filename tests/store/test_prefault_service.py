@@ -64,3 +64,22 @@ def test_a_fast_writer_gets_the_shortest_wait(store):
         store.put_message(msg(body=b"x" * 200))
     clock.now += 0.001  # about 12 KB in a millisecond: the window's rest is used up in under 5 ms
     assert service.idle_wait_s() == IDLE_MIN_S
+
+
+def test_a_new_commitlog_file_wakes_the_service(store):
+    service = PrefaultService(store.commitlog, default_kernels(), WINDOW, clock=Clock())  # not started
+    store.commitlog.queue.on_file_ready = service.file_ready
+    assert not service._wakeup.is_set()
+    store.put_message(msg(body=b"x" * 100))  # creates the first file
+    assert service._wakeup.is_set()
+    service._wakeup.clear()
+    store.put_message(msg(body=b"x" * 100))  # the same file: no wake-up
+    assert not service._wakeup.is_set()
+    while store.commitlog.queue.last.file_from_offset == 0:  # fill the 64 KiB file until it rolls
+        store.put_message(msg(body=b"x" * 4000))
+    assert service._wakeup.is_set()
+
+
+def test_the_store_wires_its_prefault_service_to_the_commitlog(tmp_path):
+    with MessageStore(small_config(tmp_path / "store", prefault_window_bytes=WINDOW)) as s:
+        assert s.commitlog.queue.on_file_ready == s.prefault_service.file_ready
