@@ -55,7 +55,7 @@ def time_is_monotonic(loop: asyncio.AbstractEventLoop) -> bool:
     and uvloop's (libuv's monotonic clock in milliseconds, read once per loop iteration). A
     C connection core then reads that clock itself; any other loop (a subclass with its own
     ``time``) is asked."""
-    time_fn = type(loop).time
+    time_fn: object = type(loop).time
     if time_fn is asyncio.BaseEventLoop.time:
         return True
     try:
