@@ -11,7 +11,7 @@
 # behind a type lookup) cost a cache miss or several, per field, per request.
 #
 # Under MQCORE_PURE_PYTHON=1 there is no ChannelCore and the plain FrameReceiver is used (the
-# twin: same fields, in its instance dict); tests/remoting/test_receiver_core.py feeds both the
+# twin: same fields, in its instance dict); tests/broker/test_receiver_core.py feeds both the
 # same bytes in the same random receive splits and compares the fields after every buffer.
 
 from cpython.bytearray cimport PyByteArray_GET_SIZE
