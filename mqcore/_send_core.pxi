@@ -33,6 +33,19 @@ cdef inline double _monotonic_s() noexcept:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+cdef extern from "<time.h>" nogil:
+    enum: CLOCK_MONOTONIC_COARSE
+
+
+cdef inline double _activity_time_s() noexcept:
+    """The loop's time() for a connection's activity stamps: CLOCK_MONOTONIC (the clock of
+    asyncio's and uvloop's loop.time()) at the kernel's tick (a few ms, as fine as an idle or
+    slow-frame verdict needs; read without the clock source: a quarter of the cost)."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
 cdef inline int64_t _realtime_ms() noexcept:
     """mqcore.clock.system_clock_ms (time.time_ns() // 1_000_000)."""
     cdef timespec ts
@@ -226,7 +239,8 @@ cdef class ChannelCore:
     receiver is a FrameReceiver on ``ReceiverCore`` (``_receiver_core``, which the Channel
     builds it on), held typed: the ring's fields are read here as struct fields."""
     cdef public ReceiverCore _receiver
-    cdef public object _frames, _transport, _loop, _read_paused, _cork
+    cdef public object _frames, _transport, _loop, _cork
+    cdef public set _read_paused  # the reasons reading is paused (empty: reading)
     cdef public object _partial_since
     # the loop's time of the last traffic (a C double: no float object per receive buffer)
     cdef public double last_activity
@@ -235,6 +249,9 @@ cdef class ChannelCore:
     cdef public bint _monotonic_loop
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
     cdef object _core, _pull_core, _core_of  # the frames processor's ``core``/``pull_core`` (fixed when it is built), and that processor
+    # the transport's bound write and writelines, and that transport: a bound method is called
+    # without looking the method up on the transport's type per receive buffer
+    cdef object _write, _writelines, _write_of
     cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
     cdef public bint _closed, _in_frames
 
@@ -267,13 +284,13 @@ cdef class ChannelCore:
         if receiver._big_view is not None:  # a large frame under way: the Channel's own
             self._buffer_updated_py(nbytes)
             return
-        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes
+        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes, stop
         # FrameReceiver.received and complete_frames, for the ring
         receiver._end = end
         if nbytes >= receiver._offered and 2 * nbytes >= _ring_size(receiver):
             receiver._grow = True
         self._rx_bytes += nbytes
-        cdef double now = _monotonic_s() if self._monotonic_loop else self._loop.time()
+        cdef double now = _activity_time_s() if self._monotonic_loop else self._loop.time()
         self.last_activity = now
         if end - start < 8:  # not even a frame's length and header word
             self._process_frames()
@@ -299,10 +316,13 @@ cdef class ChannelCore:
                 receiver._start = receiver._end = 0  # FrameReceiver.consumed
                 transport = self._transport
                 if answers is not None and not self._closed and transport is not None:
+                    if transport is not self._write_of:  # the transport's methods, bound once
+                        self._write, self._writelines = transport.write, transport.writelines
+                        self._write_of = transport
                     if type(answers) is list:
-                        transport.writelines(answers)
+                        self._writelines(answers)
                     else:
-                        transport.write(answers)
+                        self._write(answers)
                 self._partial_since = None
                 return
             if stop != start:

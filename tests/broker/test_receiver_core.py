@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from mqcore.remoting import RequestCode, create_request
 from mqcore.remoting.command import decode_frame, encode_frame
 from mqcore.remoting.framing import DEFAULT_RING_BYTES, FrameBudget, FrameReceiver, receiver_class
-from tests.support.store import small_config
+from tests.support.store import msg, small_config
+from tests.support.waiting import wait_for
 
 from mqcore import _pipeline  # the compiled kernel: a missing build fails here, never skips
 
@@ -127,6 +128,10 @@ def broker_loop(tmp_path_factory):
                     clock=lambda: 1_700_000_000_000)
     loop.run_until_complete(broker.start())
     broker.topics.update(TopicConfig(TOPIC, 4, 4))
+    # a message in queue 0 before any pull: both channels' pulls find messages, whichever
+    # channel's sends were stored first
+    broker.store.put_message(msg(TOPIC, body=b"first", qid=0))
+    assert wait_for(lambda: broker.store.get_max_offset_in_queue(TOPIC, 0) >= 1, timeout=10)
     try:
         yield broker, loop
     finally:
