@@ -47,8 +47,8 @@ from mqcore.remoting.command import (
     parse_header_word,
 )
 
-__all__ = ["FrameBudget", "FrameReceiver", "receiver_class", "RECV_WAIT", "DEFAULT_RING_BYTES", "DEFAULT_INITIAL_RING_BYTES",
-           "DEFAULT_BUDGET_BYTES", "MMAP_FRAME_BYTES"]
+__all__ = ["FrameBudget", "FrameReceiver", "receiver_class", "RECV_WAIT", "DEFAULT_RING_BYTES",
+           "DEFAULT_INITIAL_RING_BYTES", "DEFAULT_BUDGET_BYTES", "MMAP_FRAME_BYTES"]
 
 #: the largest ring a connection receives small frames into (one ``recv`` fills at most this)
 DEFAULT_RING_BYTES = 128 * 1024
