@@ -116,17 +116,22 @@ TOO_LARGE = struct.pack(">ii", 0x7FFFFFF0, 0x0000_0010)
 
 @pytest.fixture(scope="module")
 def broker_loop(tmp_path_factory):
-    """A broker (real store in a temp dir) on its own event loop, for the whole module."""
+    """A broker (real store in a temp dir) on its own event loop, for the whole module, with
+    the compiled pipeline kernels (whose connection core is under test) in either mode: under
+    MQCORE_PURE_PYTHON=1 its store runs the twin store kernels."""
+    from mqcore import _compat
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
     from mqcore.broker.metadata import TopicConfig
     from mqcore.remoting.eventloop import new_event_loop
 
     loop = new_event_loop()
-    broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="ring"),
-                    small_config(tmp_path_factory.mktemp("ring"), commitlog_file_size_bytes=1 << 20),
-                    clock=lambda: 1_700_000_000_000)
-    loop.run_until_complete(broker.start())
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_compat, "pipeline_kernels", _pipeline)  # read when the broker builds its parts
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="ring"),
+                        small_config(tmp_path_factory.mktemp("ring"), commitlog_file_size_bytes=1 << 20),
+                        clock=lambda: 1_700_000_000_000)
+        loop.run_until_complete(broker.start())
     broker.topics.update(TopicConfig(TOPIC, 4, 4))
     # a message in queue 0 before any pull: both channels' pulls find messages, whichever
     # channel's sends were stored first
