@@ -30,7 +30,20 @@ class SendCore:
     def __init__(self, pipeline: Any, peer_host: Any, not_allowed: Any, version: int) -> None: ...
     def take(self, channel: Any, view: Any, start: int, end: int) -> tuple[int, bytes | None]: ...
 
+class ReceiverCore:
+    # the C base of a C core's FrameReceiver (mqcore/_receiver_core.pxi): the ring's fields
+    _ring: bytearray
+    _ring_view: memoryview
+    _start: int
+    _end: int
+    _offered: int
+    _big_filled: int
+    _grow: bool
+    _big_view: memoryview | None
+
 class ChannelCore:
+    _receiver_core: type[ReceiverCore]
+    last_activity: float
     def get_buffer(self, sizehint: int) -> memoryview: ...
     def buffer_updated(self, nbytes: int) -> None: ...
 

@@ -657,6 +657,7 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
 
 
 # --- the connection core: a receive buffer of plain sends without the Channel's Python ---
+include "_receiver_core.pxi"
 include "_send_core.pxi"
 
 

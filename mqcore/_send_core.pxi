@@ -33,6 +33,19 @@ cdef inline double _monotonic_s() noexcept:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+cdef extern from "<time.h>" nogil:
+    enum: CLOCK_MONOTONIC_COARSE
+
+
+cdef inline double _activity_time_s() noexcept:
+    """The loop's time() for a connection's activity stamps: CLOCK_MONOTONIC (the clock of
+    asyncio's and uvloop's loop.time()) at the kernel's tick (a few ms, as fine as an idle or
+    slow-frame verdict needs; read without the clock source: a quarter of the cost)."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
 cdef inline int64_t _realtime_ms() noexcept:
     """mqcore.clock.system_clock_ms (time.time_ns() // 1_000_000)."""
     cdef timespec ts
@@ -222,22 +235,37 @@ cdef object _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize
 cdef class ChannelCore:
     """C base of a server Channel (see the top of this file). The attributes are the
     Channel's own (its Python methods use them as before); a subclass also derives from
-    the Python Channel and names its ``buffer_updated`` as ``_buffer_updated_py``."""
-    cdef public object _receiver, _frames, _transport, _loop, _read_paused, _cork, last_activity
+    the Python Channel and names its ``buffer_updated`` as ``_buffer_updated_py``. Its
+    receiver is a FrameReceiver on ``ReceiverCore`` (``_receiver_core``, which the Channel
+    builds it on), held typed: the ring's fields are read here as struct fields."""
+    cdef public ReceiverCore _receiver
+    cdef public object _frames, _transport, _loop, _cork
+    cdef public set _read_paused  # the reasons reading is paused (empty: reading)
     cdef public object _partial_since
+    # the loop's time of the last traffic (a C double: no float object per receive buffer)
+    cdef public double last_activity
+    # the loop's time() is CLOCK_MONOTONIC in seconds (Channel.__init__: asyncio's and uvloop's
+    # loops): read here in C, without calling loop.time() per receive buffer
+    cdef public bint _monotonic_loop
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
     cdef object _core, _pull_core, _core_of  # the frames processor's ``core``/``pull_core`` (fixed when it is built), and that processor
+    # the transport's bound write and writelines, and that transport: a bound method is called
+    # without looking the method up on the transport's type per receive buffer
+    cdef object _write, _writelines, _write_of
     cdef public Py_ssize_t _rx_bytes, _partial_rx, _cork_bytes
     cdef public bint _closed, _in_frames
 
+    #: the C base of this channel's FrameReceiver (Channel.__init__ reads it)
+    _receiver_core = ReceiverCore
+
     def get_buffer(self, Py_ssize_t sizehint):
-        receiver = self._receiver
+        cdef ReceiverCore receiver = self._receiver
+        cdef Py_ssize_t size = _ring_size(receiver)
         # FrameReceiver.get_buffer's usual case: the ring exists, holds nothing and need not
         # grow - all of it is offered (the same view, no slice)
-        if receiver._end == 0 and receiver._big_view is None and not receiver._grow and receiver._ring:
-            view = receiver._ring_view
-            receiver._offered = len(view)
-            return view
+        if receiver._end == 0 and size and not receiver._grow and receiver._big_view is None:
+            receiver._offered = size
+            return receiver._ring_view
         return receiver.get_buffer()
 
     def buffer_updated(self, Py_ssize_t nbytes):
@@ -252,17 +280,17 @@ cdef class ChannelCore:
         if core is None and pull_core is None:
             self._buffer_updated_py(nbytes)
             return
-        receiver = self._receiver
+        cdef ReceiverCore receiver = self._receiver
         if receiver._big_view is not None:  # a large frame under way: the Channel's own
             self._buffer_updated_py(nbytes)
             return
-        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes
+        cdef Py_ssize_t start = receiver._start, end = receiver._end + nbytes, stop
         # FrameReceiver.received and complete_frames, for the ring
         receiver._end = end
-        if nbytes >= receiver._offered and 2 * nbytes >= len(receiver._ring):
+        if nbytes >= receiver._offered and 2 * nbytes >= _ring_size(receiver):
             receiver._grow = True
         self._rx_bytes += nbytes
-        now = self._loop.time()
+        cdef double now = _activity_time_s() if self._monotonic_loop else self._loop.time()
         self.last_activity = now
         if end - start < 8:  # not even a frame's length and header word
             self._process_frames()
@@ -288,10 +316,13 @@ cdef class ChannelCore:
                 receiver._start = receiver._end = 0  # FrameReceiver.consumed
                 transport = self._transport
                 if answers is not None and not self._closed and transport is not None:
+                    if transport is not self._write_of:  # the transport's methods, bound once
+                        self._write, self._writelines = transport.write, transport.writelines
+                        self._write_of = transport
                     if type(answers) is list:
-                        transport.writelines(answers)
+                        self._writelines(answers)
                     else:
-                        transport.write(answers)
+                        self._write(answers)
                 self._partial_since = None
                 return
             if stop != start:
@@ -301,7 +332,7 @@ cdef class ChannelCore:
         if self._read_paused:
             self._partial_since = None
             return
-        buffered = receiver.buffered_bytes
+        cdef Py_ssize_t buffered = receiver._end - receiver._start + receiver._big_filled  # buffered_bytes
         if not buffered:
             self._partial_since = None
         elif self._partial_since is None:

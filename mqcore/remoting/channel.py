@@ -56,7 +56,8 @@ from mqcore.netaddr import format_sockaddr as format_addr
 from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from mqcore.remoting.command import RemotingCommand, encode
-from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver
+from mqcore.remoting.eventloop import time_is_monotonic
+from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver, receiver_class
 from mqcore.remoting.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,10 @@ class Channel(asyncio.BufferedProtocol):
     once the transport is attached.
     """
 
+    #: the C base of the channel's FrameReceiver (a C connection core's ``ReceiverCore``,
+    #: which reads the ring's fields as C fields); None: the Python FrameReceiver alone
+    _receiver_core: type | None = None
+
     def __init__(
         self,
         sink: RequestSink,
@@ -130,7 +135,8 @@ class Channel(asyncio.BufferedProtocol):
         self._sink = sink
         self._max_frame_bytes = max_frame_bytes
         self._budget = budget if budget is not None else FrameBudget()
-        self._receiver = FrameReceiver(max_frame_bytes, self._budget, keep_large_buffer=keep_large_buffer)
+        self._receiver = receiver_class(self._receiver_core)(max_frame_bytes, self._budget,
+                                                             keep_large_buffer=keep_large_buffer)
         self._write_high_water = write_high_water
         self._on_made = on_made
         self._warn = warnings if warnings is not None else RateLimitedLog(log)
@@ -140,6 +146,9 @@ class Channel(asyncio.BufferedProtocol):
         self.local_addr: str = "?"
         self.attributes: dict[str, Any] = {}
         self.last_activity: float = self._loop.time()
+        #: the loop's ``time()`` is CLOCK_MONOTONIC (asyncio's and uvloop's): a C connection core
+        #: reads that clock itself per receive buffer instead of calling ``loop.time()``
+        self._monotonic_loop = time_is_monotonic(self._loop)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         #: opaque -> the decoder of its answer's body (``invoke_decoded``), popped with the answer
         self._answer_decoders: dict[int, AnswerDecoder] = {}

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from mqcore.errors import ConfigError
 
-__all__ = ["new_event_loop", "run", "loop_kind"]
+__all__ = ["new_event_loop", "run", "loop_kind", "time_is_monotonic"]
 
 T = TypeVar("T")
 _ENV = "MQCORE_EVENT_LOOP"
@@ -48,3 +48,18 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a loop from :func:`new_event_loop`."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(coro)
+
+
+def time_is_monotonic(loop: asyncio.AbstractEventLoop) -> bool:
+    """``loop.time()`` is CLOCK_MONOTONIC in seconds: asyncio's own loops (``time.monotonic()``)
+    and uvloop's (libuv's monotonic clock in milliseconds, read once per loop iteration). A
+    C connection core then reads that clock itself; any other loop (a subclass with its own
+    ``time``) is asked."""
+    time_fn: object = type(loop).time
+    if time_fn is asyncio.BaseEventLoop.time:
+        return True
+    try:
+        import uvloop
+    except ImportError:
+        return False
+    return time_fn is uvloop.Loop.time

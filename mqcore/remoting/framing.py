@@ -33,6 +33,7 @@ Frame layout and header codecs are those of :mod:`mqcore.remoting.command`.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 from collections.abc import Callable
 from typing import Any
@@ -46,8 +47,8 @@ from mqcore.remoting.command import (
     parse_header_word,
 )
 
-__all__ = ["FrameBudget", "FrameReceiver", "RECV_WAIT", "DEFAULT_RING_BYTES", "DEFAULT_INITIAL_RING_BYTES",
-           "DEFAULT_BUDGET_BYTES", "MMAP_FRAME_BYTES"]
+__all__ = ["FrameBudget", "FrameReceiver", "receiver_class", "RECV_WAIT", "DEFAULT_RING_BYTES",
+           "DEFAULT_INITIAL_RING_BYTES", "DEFAULT_BUDGET_BYTES", "MMAP_FRAME_BYTES"]
 
 #: the largest ring a connection receives small frames into (one ``recv`` fills at most this)
 DEFAULT_RING_BYTES = 128 * 1024
@@ -133,7 +134,9 @@ class FrameReceiver:
 
     The broker's C connection core (``mqcore/_send_core.pxi``, ``ChannelCore``) runs the
     usual case of ``get_buffer``, ``received``, ``complete_frames`` and ``consumed`` on these
-    attributes itself: a change to the ring's bookkeeping changes it there too.
+    attributes itself: a change to the ring's bookkeeping changes it there too. Its
+    connections' receivers are this class on a C base declaring the ring's per-buffer fields
+    (:func:`receiver_class`), which the core reads as struct fields.
     """
 
     def __init__(self, max_frame_bytes: int, budget: FrameBudget | None = None, *,
@@ -349,3 +352,15 @@ class FrameReceiver:
         self._kept = None
         self._start = self._end = 0
         self.trim()  # a late callback after close gets a small ring from get_buffer
+
+
+@functools.cache
+def receiver_class(core: type | None) -> type[FrameReceiver]:
+    """:class:`FrameReceiver`, on the C base ``core`` when one is given (a C connection core's
+    ``ReceiverCore``, mqcore/_receiver_core.pxi: the ring's per-buffer fields - ``_ring``,
+    ``_ring_view``, ``_start``, ``_end``, ``_offered``, ``_grow``, ``_big_view``, ``_big_filled`` -
+    as C fields, which FrameReceiver's methods read and write through the base's descriptors
+    exactly as they do in the instance dict). One class per base."""
+    if core is None:
+        return FrameReceiver
+    return type("CoreFrameReceiver", (core, FrameReceiver), {"__doc__": FrameReceiver.__doc__})
