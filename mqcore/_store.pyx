@@ -977,6 +977,34 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
 
 
 # --- a pull's lookup over the mapped files (MessageReader.get_message's usual case) -------------
+# --- the store's hot state ---------------------------------------------------------------------
+# C bases of the store's Python classes (declared in _store.pxd; mqcore/store/hot_state.py
+# derives MappedFile, MappedFileQueue, ConsumeQueue, MessageWriter and Dispatcher from them when
+# these are the store's kernels). They hold, as struct fields, what the send pipeline's
+# StorePlainSends and PullReader read per request, which every read of a Python attribute
+# would otherwise look up in a dict, cache-cold after a wake-up; the Python code reads and
+# writes the same names as before. No behaviour: the twins are __slots__ in _store_py.py.
+
+cdef class MappedFileCore:
+    """``MappedFile``'s positions, buffer and flags."""
+
+
+cdef class MappedFileQueueCore:
+    """``MappedFileQueue.files``."""
+
+
+cdef class ConsumeQueueCore:
+    """``ConsumeQueue``'s file queue and its two offsets."""
+
+
+cdef class MessageWriterCore:
+    """``MessageWriter``'s configuration, flush wait, refusals and last store time."""
+
+
+cdef class DispatcherCore:
+    """``Dispatcher``'s recovery bound and last store time."""
+
+
 # Not a byte kernel like the rest of this file: it reads the store's own objects - a consume
 # queue's and the commitlog's file lists, each MappedFile's positions and buffer - the way
 # ConsumeQueue.units_at, MappedFileQueue.find_by_offset, CommitLog.view and MappedFile.view do
@@ -1115,11 +1143,12 @@ def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_num
 # ``_closed`` and ``buf``. Every offset and size read from a file is checked as before.
 
 cdef class _MappedRef:
-    """A mapped file with its fixed parts read once."""
-    cdef object mf, lock
+    """A mapped file (on its C base) with its fixed parts read once."""
+    cdef MappedFileCore mf
+    cdef object lock
     cdef int64_t base, size
 
-    def __cinit__(self, mf):
+    def __cinit__(self, MappedFileCore mf):
         self.mf = mf
         self.base = mf.file_from_offset
         self.size = mf.file_size
@@ -1130,14 +1159,14 @@ cdef class _FileList:
     """A ``MappedFileQueue``'s files as last seen. The list is still the one seen while it is
     the same object of the same length: a roll appends to it, a gap fill inserts into it,
     cleanup and truncation replace it. The list seen is kept (its identity is not reused)."""
-    cdef object queue
+    cdef MappedFileQueueCore queue
     cdef list files
     cdef Py_ssize_t n
     cdef int64_t first, file_size
     cdef _MappedRef last, at  # the last file; the file last read
     cdef bint contiguous  # each file starts where the one before ends (else: no shortcut in find)
 
-    def __cinit__(self, queue, int64_t file_size):
+    def __cinit__(self, MappedFileQueueCore queue, int64_t file_size):
         self.queue = queue
         self.file_size = file_size
         self.n = -1
@@ -1146,7 +1175,7 @@ cdef class _FileList:
         cdef list files = self.queue.files
         if files is not self.files or len(files) != self.n:
             self.files, self.n = files, len(files)
-            self.first = files[0].file_from_offset if self.n else 0
+            self.first = (<MappedFileCore?>files[0]).file_from_offset if self.n else 0
             self.last = _MappedRef(files[self.n - 1]) if self.n else None
             self.at = None
             self.contiguous = self._contiguous(files)
@@ -1154,8 +1183,10 @@ cdef class _FileList:
 
     cdef bint _contiguous(self, list files) except -1:
         cdef int64_t at = self.first
-        for mf in files:
-            if <int64_t>mf.file_from_offset != at or <int64_t>mf.file_size != self.file_size:
+        cdef MappedFileCore mf
+        for f in files:
+            mf = <MappedFileCore?>f
+            if mf.file_from_offset != at or mf.file_size != self.file_size:
                 return False
             at += self.file_size
         return True
@@ -1193,31 +1224,37 @@ cdef Py_ssize_t _MAX_QUEUES = 4096  # consume queues remembered (more only empti
 
 
 cdef class PullReader:
-    """``pull_lookup(cq, commitlog, ...)`` for one store's ``commitlog``; see the twin."""
+    """``pull_lookup(cq, commitlog, ...)`` for one store's ``commitlog``; see the twin. It reads
+    the store's objects as their C bases (``ConsumeQueueCore``, ``MappedFileQueueCore``,
+    ``MappedFileCore``); a store built on other kernels' bases is read by ``pull_lookup``."""
     cdef object commitlog
     cdef int64_t cl_file_size  # CommitLog.file_size (the runs' file boundary)
-    cdef _FileList cl
+    cdef _FileList cl  # None: the commitlog's files are not on the C bases
     cdef dict queues  # consume queue -> its _FileList
 
     def __init__(self, commitlog):
         self.commitlog = commitlog
         self.cl_file_size = commitlog.file_size
-        self.cl = _FileList(commitlog.queue, commitlog.queue.file_size)
+        queue = commitlog.queue
+        self.cl = _FileList(queue, queue.file_size) if isinstance(queue, MappedFileQueueCore) else None
         self.queues = {}
 
     def lookup(self, object cq, int64_t offset, int64_t max_msg_nums, int64_t cap_count, int64_t cap_bytes, codes,
                int64_t filter_units):
         """``pull_lookup(cq, commitlog, offset, ...)``: the same answer."""
+        if self.cl is None or not isinstance(cq, ConsumeQueueCore):
+            return pull_lookup(cq, self.commitlog, offset, max_msg_nums, cap_count, cap_bytes, codes, filter_units)
+        cdef ConsumeQueueCore c = <ConsumeQueueCore>cq
         cdef _FileList q = self.queues.get(cq)
         if q is None:
             if len(self.queues) >= _MAX_QUEUES:
                 self.queues.clear()
-            q = _FileList(cq.queue, cq.queue.file_size)
+            q = _FileList(c.queue, c.queue.file_size)
             self.queues[cq] = q
         cdef int64_t unit = CQ_UNIT_SIZE
         cdef int64_t max_count = max(1, min(max_msg_nums, cap_count))
         cdef list files = q.current()
-        cdef int64_t lo = max(<int64_t>cq.min_logic_offset, q.first) // unit, hi = 0, last_wrote = 0
+        cdef int64_t lo = max(c.min_logic_offset, q.first) // unit, hi = 0, last_wrote = 0
         if q.n:
             last_wrote = q.last.mf.wrote_position
             hi = (q.last.base + last_wrote) // unit
@@ -1233,7 +1270,7 @@ cdef class PullReader:
         if r is not None:
             pos = offset * unit - r.base
             # the last file's position as read for ``hi`` (a unit written since is not offered yet)
-            count = (last_wrote if r is q.last else <int64_t>r.mf.wrote_position) - pos
+            count = (last_wrote if r is q.last else r.mf.wrote_position) - pos
             count = min(window, count // unit) if count >= unit else 0
         if count > 0:
             lock = r.lock
@@ -1265,7 +1302,7 @@ cdef class PullReader:
             if r is None:
                 return None  # part of the run is not readable: the reader takes its records one by one
             at = phy - r.base
-            if size <= 0 or at < 0 or at + size > <int64_t>r.mf.wrote_position or at + size > r.size:
+            if size <= 0 or at < 0 or at + size > r.mf.wrote_position or at + size > r.size:
                 return None
             v = _ref_view(r, at, size)
             if v is None:
