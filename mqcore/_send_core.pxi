@@ -54,7 +54,8 @@ cdef inline void _observe(object histogram, double value) except *:
 # The store's objects on their C bases (mqcore/store/hot_state.py): StorePlainSends reads what
 # a put reads of them as struct fields (the store built on the twin kernels takes the writer's
 # Python body instead).
-from mqcore._store cimport MappedFileCore, MappedFileQueueCore, ConsumeQueueCore, MessageWriterCore, DispatcherCore
+from mqcore._store cimport (MappedFileCore, MappedFileQueueCore, ConsumeQueueCore, MessageWriterCore, DispatcherCore,
+                            IndexServiceCore, IndexFileCore)
 
 
 cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue):
@@ -66,7 +67,7 @@ cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue):
     return mf if mf.reserved else None
 
 
-cdef inline MappedFileCore _index_target(object index):
+cdef inline MappedFileCore _index_target(IndexServiceCore index):
     """The file of IndexService.target_locked(), or None (its slots and entries are the
     service's, fixed)."""
     if index is None:
@@ -74,7 +75,7 @@ cdef inline MappedFileCore _index_target(object index):
     cdef list files = index.files
     if not files:
         return None
-    cdef MappedFileCore mf = <MappedFileCore?>files[len(files) - 1].mf
+    cdef MappedFileCore mf = <MappedFileCore?>(<IndexFileCore?>files[len(files) - 1]).mf
     return mf if mf.reserved else None
 
 
@@ -330,10 +331,14 @@ cdef class StorePlainSends:
     gets are read as two fields first (``refuse_reason``, ``disk_full_reason``): when either
     is set the writer's Python body decides, as it does for everything else rare - a file
     roll, a queue's first unit, a full index file (``_put_plain_general_locked``)."""
-    cdef object writer, commitlog, dispatcher, clock, queues, index, lock
+    cdef object writer, commitlog, dispatcher, clock, queues
+    cdef object acquire, release  # the put lock's methods, bound once
     cdef MessageWriterCore w  # the writer on its C base; None: the Python body puts
     cdef DispatcherCore d
     cdef MappedFileQueueCore commitlog_files
+    cdef IndexServiceCore index
+    cdef str topic_seen  # the topic last put, and its UTF-8 (most puts are to the topic before)
+    cdef bytes topic_b_seen
     cdef Py_ssize_t index_slots, index_entries  # fixed when the store is built
     cdef list listeners
     cdef dict queue_map, offsets
@@ -349,15 +354,15 @@ cdef class StorePlainSends:
         self.queues = self.dispatcher.queues
         self.queue_map = <dict>self.queues.queues
         self.offsets = <dict>writer.queue_offsets
-        self.index = self.dispatcher.index
+        index = self.dispatcher.index
         cl_files = self.commitlog.queue
         if isinstance(writer, MessageWriterCore) and isinstance(self.dispatcher, DispatcherCore) \
-                and isinstance(cl_files, MappedFileQueueCore):
-            self.w, self.d, self.commitlog_files = writer, self.dispatcher, cl_files
+                and isinstance(cl_files, MappedFileQueueCore) and (index is None or isinstance(index, IndexServiceCore)):
+            self.w, self.d, self.commitlog_files, self.index = writer, self.dispatcher, cl_files, index
         self.listeners = self.dispatcher.listeners
-        if self.index is not None:
-            self.index_slots, self.index_entries = self.index.slots, self.index.entries
-        self.lock = writer.lock
+        if index is not None:
+            self.index_slots, self.index_entries = index.slots, index.entries
+        self.acquire, self.release = writer.lock.acquire, writer.lock.release
         cdef Py_ssize_t min_blank
         self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
         self.limit = self.commitlog.file_size - min_blank
@@ -386,7 +391,8 @@ cdef class StorePlainSends:
         if cfg is not self.cfg_seen:  # replaced as a whole by a store configuration update
             self.max_body, self.cfg_seen = cfg.max_message_size_bytes, cfg
         cdef Py_ssize_t max_body = self.max_body, limit = self.limit
-        dispatcher, clock, queues, index = self.dispatcher, self.clock, self.queues, self.index
+        dispatcher, clock, queues = self.dispatcher, self.clock, self.queues
+        cdef IndexServiceCore index = self.index
         cdef dict queue_map = self.queue_map, offsets = self.offsets
         cdef tuple item
         cdef object key = None, cq = None, topic_b = b"", topic, ix_buf = None
@@ -405,12 +411,12 @@ cdef class StorePlainSends:
         cdef int64_t queue_offset, phy, store_ts, sys_flag
         cdef int32_t queue_id
         cdef bytes body
-        lock = self.lock
-        lock.acquire()
+        cdef object release = self.release
+        self.acquire()
         try:
             if w.refuse_reason or w.disk_full_reason is not None:
-                lock.release()
-                lock = None
+                release()
+                release = None
                 return writer.put_plain_sends_py(items, born_host, store_host)
             plain_dispatch = self.d.no_new_queues_below <= 0
             # the commitlog file and index file appends go to; fetched again after the general
@@ -425,7 +431,9 @@ cdef class StorePlainSends:
                         break  # the general path answers the refusal
                     if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
                         key = (topic, queue_id)
-                        topic_b = (<str>topic).encode()
+                        if topic != self.topic_seen:
+                            self.topic_b_seen, self.topic_seen = (<str>topic).encode(), topic
+                        topic_b = self.topic_b_seen
                         cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
                         if cq is None:
                             cq = queues.find_or_create(topic, queue_id)
@@ -483,6 +491,6 @@ cdef class StorePlainSends:
                 if arrived_topic is not None:
                     _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
         finally:
-            if lock is not None:
-                lock.release()
+            if release is not None:
+                release()
         return stored, None

@@ -161,3 +161,9 @@ cdef class MessageWriterCore:
 
 cdef class DispatcherCore:
     cdef public int64_t no_new_queues_below, last_store_timestamp
+
+cdef class IndexServiceCore:
+    cdef public list files
+
+cdef class IndexFileCore:
+    cdef public object mf

@@ -87,6 +87,12 @@ class MessageWriterCore:
 class DispatcherCore:
     no_new_queues_below: int
     last_store_timestamp: int
+@disjoint_base
+class IndexServiceCore:
+    files: list[Any]
+@disjoint_base
+class IndexFileCore:
+    mf: Any
 
 @disjoint_base  # a cdef class (a C layout of its own)
 class PullReader:

@@ -1005,6 +1005,14 @@ cdef class DispatcherCore:
     """``Dispatcher``'s recovery bound and last store time."""
 
 
+cdef class IndexServiceCore:
+    """``IndexService.files``."""
+
+
+cdef class IndexFileCore:
+    """``IndexFile.mf``."""
+
+
 # Not a byte kernel like the rest of this file: it reads the store's own objects - a consume
 # queue's and the commitlog's file lists, each MappedFile's positions and buffer - the way
 # ConsumeQueue.units_at, MappedFileQueue.find_by_offset, CommitLog.view and MappedFile.view do
@@ -1143,16 +1151,17 @@ def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_num
 # ``_closed`` and ``buf``. Every offset and size read from a file is checked as before.
 
 cdef class _MappedRef:
-    """A mapped file (on its C base) with its fixed parts read once."""
+    """A mapped file (on its C base) with its fixed parts read once (its view lock's methods
+    bound: no method lookup per pull)."""
     cdef MappedFileCore mf
-    cdef object lock
+    cdef object acquire, release
     cdef int64_t base, size
 
     def __cinit__(self, MappedFileCore mf):
         self.mf = mf
         self.base = mf.file_from_offset
         self.size = mf.file_size
-        self.lock = mf._view_lock
+        self.acquire, self.release = mf._view_lock.acquire, mf._view_lock.release
 
 
 cdef class _FileList:
@@ -1210,14 +1219,13 @@ cdef class _FileList:
 
 cdef object _ref_view(_MappedRef r, int64_t pos, int64_t size):
     """``MappedFile.view``: under the view lock, None once the file is closed."""
-    lock = r.lock
-    lock.acquire()
+    r.acquire()
     try:
         if r.mf._closed:
             return None
         return r.mf.buf[pos:pos + size]
     finally:
-        lock.release()
+        r.release()
 
 
 cdef Py_ssize_t _MAX_QUEUES = 4096  # consume queues remembered (more only empties the memory)
@@ -1273,8 +1281,7 @@ cdef class PullReader:
             count = (last_wrote if r is q.last else r.mf.wrote_position) - pos
             count = min(window, count // unit) if count >= unit else 0
         if count > 0:
-            lock = r.lock
-            lock.acquire()
+            r.acquire()
             try:
                 if not r.mf._closed:
                     PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
@@ -1286,7 +1293,7 @@ cdef class PullReader:
                     finally:
                         PyBuffer_Release(&view)
             finally:
-                lock.release()
+                r.release()
         if got is None:
             per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
             return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0

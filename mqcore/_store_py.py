@@ -535,6 +535,18 @@ class DispatcherCore:
     __slots__ = ("no_new_queues_below", "last_store_timestamp")
 
 
+class IndexServiceCore:
+    """``IndexService.files``."""
+
+    __slots__ = ("files",)
+
+
+class IndexFileCore:
+    """``IndexFile.mf``."""
+
+    __slots__ = ("mf",)
+
+
 class PullReader:
     """``pull_lookup`` for one store's ``commitlog``: ``lookup(cq, offset, ...)`` answers as
     ``pull_lookup(cq, commitlog, offset, ...)``. The compiled kernel keeps between pulls what

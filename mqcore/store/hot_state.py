@@ -4,7 +4,7 @@ A one-in-flight put or pull starts cache-cold after a wake-up, and each Python a
 send pipeline's ``StorePlainSends`` or the pull's ``PullReader`` reads of the store's objects
 is a dict lookup there. The store kernels offer a base per class holding those fields
 (``MappedFileCore``, ``MappedFileQueueCore``, ``ConsumeQueueCore``, ``MessageWriterCore``,
-``DispatcherCore``): in the compiled kernels struct fields the C readers read typed, in the
+``DispatcherCore``, ``IndexServiceCore``, ``IndexFileCore``): in the compiled kernels struct fields the C readers read typed, in the
 twin ``__slots__`` of the same names. A store builds each of these classes on its own
 kernels' base (``on_kernels``), so Python code reads and writes the same attribute names
 either way, and a store built on the twin is never read as C structs (the C readers check

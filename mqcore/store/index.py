@@ -127,6 +127,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         #: ``MappedFile`` on the kernels' base (``hot_state``): the send pipeline reads the target's fields
         self._file_class = on_kernels(MappedFile, kernels)
+        self._index_file_class = on_kernels(IndexFile, kernels)
         self._lock = threading.Lock()
 
     def load(self, abnormal: bool, checkpoint_index_ts: int) -> list[str]:
@@ -150,7 +151,7 @@ class IndexService:
                 notes.append(f"deleted {path}: size does not match index settings; it will be rebuilt")
                 os.unlink(path)
                 continue
-            f = IndexFile(path, self.slots, self.entries, file_class=self._file_class)
+            f = self._index_file_class(path, self.slots, self.entries, file_class=self._file_class)
             problem = f.header_problem()
             if problem is not None:
                 f.close()
@@ -205,8 +206,8 @@ class IndexService:
             now += 1
             name = index_file_name(now)
         os.makedirs(self.directory, exist_ok=True)
-        f = IndexFile(os.path.join(self.directory, name), self.slots, self.entries, create=True,
-                      file_class=self._file_class)
+        f = self._index_file_class(os.path.join(self.directory, name), self.slots, self.entries, create=True,
+                                   file_class=self._file_class)
         if self.files:
             prev = self.files[-1]
             _, end_ts, _, end_phy, _, _ = prev.header()

@@ -64,7 +64,8 @@ class MessageStore:
                                    self.space_guard)
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k,
                                         self.space_guard)
-        self.index = (IndexService(config.index_dir, config.index_slots, config.index_entries, self.k, clock)
+        self.index = (on_kernels(IndexService, self.k)(config.index_dir, config.index_slots, config.index_entries,
+                                                       self.k, clock)
                       if config.message_index_enable else None)
         # the writer and dispatcher on the kernels' bases (``hot_state``): a put reads their fields in C
         self.dispatcher = on_kernels(Dispatcher, self.k)(self.queues, self.index, self.k)
