@@ -17,6 +17,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
 
+#: the bases the store kernels offer, by the name of the class each is for (+ "Core")
+CORES = ("MappedFileCore", "MappedFileQueueCore", "ConsumeQueueCore", "MessageWriterCore", "DispatcherCore",
+         "IndexServiceCore", "IndexFileCore")
+
 
 @functools.cache
 def _on_core(cls: type, core: type) -> type:
