@@ -922,6 +922,12 @@ def cq_runs(object buf, Py_ssize_t start, Py_ssize_t count, codes,
         PyBuffer_Release(&view)
 
 
+cdef inline int64_t _floor_div(int64_t a, int64_t b) noexcept nogil:
+    """Python's ``a // b`` for ``b > 0`` (C division truncates towards zero)."""
+    cdef int64_t q = a / b
+    return q - 1 if (a % b) < 0 else q
+
+
 cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
                     int64_t min_phy, int64_t file_size):
     cdef int64_t small[16]
@@ -940,6 +946,9 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
         nc = len(codes)
     cdef Py_ssize_t i, n = 0, scanned = 0
     cdef int64_t total = 0, code, phy, run_start = -1, run_end = -1
+    # the run's file [run_file, run_file + file_size): ``phy // file_size == run_start //
+    # file_size`` (floor division, as the twin) as two comparisons, one division per run
+    cdef int64_t run_file = 0
     cdef int32_t size
     cdef int run_n = 0
     cdef bint hit, removed = False
@@ -964,19 +973,19 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
         if phy < min_phy:
             removed = True
             continue
-        if run_n and phy == run_end and phy // file_size == run_start // file_size:
+        if run_n and phy == run_end and run_file <= phy and phy - run_file < file_size:
             run_end = phy + size
             run_n += 1
             continue
         if run_n:
             runs.append((run_start, run_end - run_start, run_n))
         run_start, run_end, run_n = phy, phy + size, 1
+        run_file = _floor_div(phy, file_size) * file_size
     if run_n:
         runs.append((run_start, run_end - run_start, run_n))
     return scanned, runs, removed
 
 
-# --- a pull's lookup over the mapped files (MessageReader.get_message's usual case) -------------
 # --- the store's hot state ---------------------------------------------------------------------
 # C bases of the store's Python classes (declared in _store.pxd; mqcore/store/hot_state.py
 # derives MappedFile, MappedFileQueue, ConsumeQueue, MessageWriter and Dispatcher from them when
@@ -1013,6 +1022,7 @@ cdef class IndexFileCore:
     """``IndexFile.mf``."""
 
 
+# --- a pull's lookup over the mapped files (MessageReader.get_message's usual case) -------------
 # Not a byte kernel like the rest of this file: it reads the store's own objects - a consume
 # queue's and the commitlog's file lists, each MappedFile's positions and buffer - the way
 # ConsumeQueue.units_at, MappedFileQueue.find_by_offset, CommitLog.view and MappedFile.view do
