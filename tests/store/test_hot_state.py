@@ -108,11 +108,14 @@ def _files(root) -> dict[str, bytes]:
     return got
 
 
-def test_plain_sends_on_c_fields_and_on_slots_leave_the_same_files_and_state(tmp_path):
+def test_plain_sends_on_c_fields_and_on_slots_leave_the_same_files_and_state(tmp_path, monkeypatch):
     """The compiled store stage on a store of C bases (fields read and written as structs) and
     on a store of the twin's (it hands every put to the writer's Python body), with Python
     puts, refusals set and cleared by Python code, recovery bookkeeping and file rolls in
     between: the same answers, files and in-memory state after every step."""
+    from mqcore import _compat
+
+    monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)  # the compiled store stage, also under MQCORE_PURE_PYTHON
     stores = [_store_on(tmp_path / "c", _store), _store_on(tmp_path / "twin", _store_py)]
     assert isinstance(stores[0].put_plain_sends, _pipeline.StorePlainSends)
     try:
