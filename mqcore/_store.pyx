@@ -15,6 +15,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyTypeObject
 
 import numpy as np
@@ -922,6 +923,16 @@ def cq_runs(object buf, Py_ssize_t start, Py_ssize_t count, codes,
         PyBuffer_Release(&view)
 
 
+cdef enum:
+    CQ_RUNS_SMALL = 32  # runs held without an allocation (a pull's usual window is 32 units)
+
+cdef struct CqRuns:
+    int64_t *runs  # (start, size, n) per run: ``small`` or an allocation of 3 * count
+    Py_ssize_t n, scanned
+    bint removed
+    int64_t small[3 * CQ_RUNS_SMALL]
+
+
 cdef inline int64_t _floor_div(int64_t a, int64_t b) noexcept nogil:
     """Python's ``a // b`` for ``b > 0`` (C division truncates towards zero)."""
     cdef int64_t q = a / b
@@ -930,6 +941,34 @@ cdef inline int64_t _floor_div(int64_t a, int64_t b) noexcept nogil:
 
 cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
                     int64_t min_phy, int64_t file_size):
+    """``cq_runs``' answer as Python objects: ``(scanned, [(start, size, n), ...], removed)``."""
+    cdef CqRuns got
+    got.runs = got.small
+    try:
+        _cq_runs_into(b, count, codes, max_count, max_bytes, min_phy, file_size, &got)
+        return got.scanned, [(got.runs[3 * i], got.runs[3 * i + 1], got.runs[3 * i + 2]) for i in range(got.n)], \
+            got.removed
+    finally:
+        _cq_runs_free(&got)
+
+
+cdef inline void _cq_runs_free(CqRuns *got) noexcept:
+    if got.runs != got.small:
+        PyMem_Free(got.runs)
+
+
+cdef int _cq_runs_into(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
+                       int64_t min_phy, int64_t file_size, CqRuns *got) except -1:
+    """The units' runs as C triples in ``got`` (PullReader reads them without a tuple per run;
+    free them with ``_cq_runs_free``, also after an exception)."""
+    got.runs = got.small
+    got.n = got.scanned = 0
+    got.removed = False
+    if count > CQ_RUNS_SMALL:  # at most one run per unit
+        got.runs = <int64_t *>PyMem_Malloc(3 * count * sizeof(int64_t))
+        if got.runs == NULL:
+            got.runs = got.small
+            raise MemoryError()
     cdef int64_t small[16]
     cdef int64_t *c = small
     cdef Py_ssize_t nc = 0, j
@@ -944,7 +983,7 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
             for j in range(len(codes)):
                 small[j] = codes[j]
         nc = len(codes)
-    cdef Py_ssize_t i, n = 0, scanned = 0
+    cdef Py_ssize_t i, n = 0, scanned = 0, nr = 0
     cdef int64_t total = 0, code, phy, run_start = -1, run_end = -1
     # the run's file [run_file, run_file + file_size): ``phy // file_size == run_start //
     # file_size`` (floor division, as the twin) as two comparisons, one division per run
@@ -952,7 +991,7 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
     cdef int32_t size
     cdef int run_n = 0
     cdef bint hit, removed = False
-    runs = []
+    cdef int64_t *runs = got.runs
     for i in range(count):
         size = mq_rd_i32(b + i * CQ_UNIT_SIZE + CQ_SIZE)
         if n > 0 and (n >= max_count or total + size > max_bytes):
@@ -978,12 +1017,15 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
             run_n += 1
             continue
         if run_n:
-            runs.append((run_start, run_end - run_start, run_n))
+            runs[3 * nr], runs[3 * nr + 1], runs[3 * nr + 2] = run_start, run_end - run_start, run_n
+            nr += 1
         run_start, run_end, run_n = phy, phy + size, 1
         run_file = _floor_div(phy, file_size) * file_size
     if run_n:
-        runs.append((run_start, run_end - run_start, run_n))
-    return scanned, runs, removed
+        runs[3 * nr], runs[3 * nr + 1], runs[3 * nr + 2] = run_start, run_end - run_start, run_n
+        nr += 1
+    got.n, got.scanned, got.removed = nr, scanned, removed
+    return 0
 
 
 # --- the store's hot state ---------------------------------------------------------------------
@@ -1283,38 +1325,48 @@ cdef class PullReader:
         cdef int64_t pos = 0, count = 0, per_file
         cdef list cl_files = self.cl.current()
         cdef Py_buffer view
-        cdef tuple got = None
+        cdef CqRuns got
+        cdef bint found = False
         cdef _MappedRef r = q.find(files, offset * unit)  # ConsumeQueue.units_at
         if r is not None:
             pos = offset * unit - r.base
             # the last file's position as read for ``hi`` (a unit written since is not offered yet)
             count = (last_wrote if r is q.last else r.mf.wrote_position) - pos
             count = min(window, count // unit) if count >= unit else 0
-        if count > 0:
-            r.acquire()
-            try:
-                if not r.mf._closed:
-                    PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
-                    try:
-                        if pos < 0 or pos + count * unit > view.len:
-                            raise ValueError("consume-queue read outside the buffer")
-                        got = _cq_runs(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes,
-                                       self.cl.first, self.cl_file_size)
-                    finally:
-                        PyBuffer_Release(&view)
-            finally:
-                r.release()
-        if got is None:
-            per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
-            return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
-        cdef Py_ssize_t scanned = got[0]
+        got.runs = got.small  # (what _cq_runs_free looks at, whatever happens)
+        try:
+            if count > 0:
+                r.acquire()
+                try:
+                    if not r.mf._closed:
+                        PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
+                        try:
+                            if pos < 0 or pos + count * unit > view.len:
+                                raise ValueError("consume-queue read outside the buffer")
+                            _cq_runs_into(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes,
+                                          self.cl.first, self.cl_file_size, &got)
+                            found = True
+                        finally:
+                            PyBuffer_Release(&view)
+                finally:
+                    r.release()
+            if not found:
+                per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
+                return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
+            return self._views(&got, offset, lo, hi, cl_files)
+        finally:
+            _cq_runs_free(&got)
+
+    cdef tuple _views(self, CqRuns *got, int64_t offset, int64_t lo, int64_t hi, list cl_files):
+        """The lookup's answer for the runs found: one commitlog view per run, or None."""
         cdef list buffers = []
         cdef int64_t n = 0, total = 0, phy, size, at
-        cdef tuple run
-        for run in <list>got[1]:
+        cdef Py_ssize_t i
+        cdef _MappedRef r
+        for i in range(got.n):
             # CommitLog.view: all of the run below its file's committed end (phy and size come
             # from a consume-queue file: checked before anything is sliced)
-            phy, size = run[0], run[1]
+            phy, size = got.runs[3 * i], got.runs[3 * i + 1]
             r = self.cl.find(cl_files, phy)
             if r is None:
                 return None  # part of the run is not readable: the reader takes its records one by one
@@ -1325,10 +1377,10 @@ cdef class PullReader:
             if v is None:
                 return None
             buffers.append(v)
-            n += <int64_t>run[2]
+            n += got.runs[3 * i + 2]
             total += size
-        status = _ST_FOUND if n else (_ST_REMOVING if got[2] else _ST_NO_MATCHED)
-        return status, offset + scanned, lo, hi, buffers, n, total
+        status = _ST_FOUND if n else (_ST_REMOVING if got.removed else _ST_NO_MATCHED)
+        return status, offset + got.scanned, lo, hi, buffers, n, total
 
 
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,
