@@ -337,8 +337,11 @@ cdef class StorePlainSends:
     cdef DispatcherCore d
     cdef MappedFileQueueCore commitlog_files
     cdef IndexServiceCore index
-    cdef str topic_seen  # the topic last put, and its UTF-8 (most puts are to the topic before)
+    # the topic last put and its UTF-8, and the (topic, queue id) key last looked up (most
+    # puts are to the queue before): no str, bytes or tuple made for them per put
+    cdef str topic_seen
     cdef bytes topic_b_seen
+    cdef tuple key_seen
     cdef Py_ssize_t index_slots, index_entries  # fixed when the store is built
     cdef list listeners
     cdef dict queue_map, offsets
@@ -430,7 +433,9 @@ cdef class StorePlainSends:
                     if len(body) > max_body:
                         break  # the general path answers the refusal
                     if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
-                        key = (topic, queue_id)
+                        key = self.key_seen  # the queue of the last put's last item (an equal key)
+                        if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
+                            key = self.key_seen = (topic, queue_id)
                         if topic != self.topic_seen:
                             self.topic_b_seen, self.topic_seen = (<str>topic).encode(), topic
                         topic_b = self.topic_b_seen
