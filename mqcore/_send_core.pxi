@@ -58,16 +58,27 @@ from mqcore._store cimport (MappedFileCore, MappedFileQueueCore, ConsumeQueueCor
                             IndexServiceCore, IndexFileCore)
 
 
-cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue):
+# Each object is checked to be on its base before it is read as one; the store's own classes
+# (``cls``: the exact class the store makes them of) pass with one pointer comparison, without
+# the walk over the class's bases a checked cast makes (a cold type object after a wake-up).
+cdef inline MappedFileCore _as_file(object o, type cls):
+    return <MappedFileCore>o if type(o) is cls else <MappedFileCore?>o
+
+
+cdef type _on_base(object cls, type base):
+    return cls if isinstance(cls, type) and issubclass(cls, base) else None
+
+
+cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue, type file_class):
     """MappedFileQueue.last when its blocks are reserved, else None (CommitLog.last_locked)."""
     cdef list files = queue.files
     if not files:
         return None
-    cdef MappedFileCore mf = <MappedFileCore?>files[len(files) - 1]
+    cdef MappedFileCore mf = _as_file(files[len(files) - 1], file_class)
     return mf if mf.reserved else None
 
 
-cdef inline MappedFileCore _index_target(IndexServiceCore index):
+cdef inline MappedFileCore _index_target(IndexServiceCore index, type index_file_class, type file_class):
     """The file of IndexService.target_locked(), or None (its slots and entries are the
     service's, fixed)."""
     if index is None:
@@ -75,7 +86,9 @@ cdef inline MappedFileCore _index_target(IndexServiceCore index):
     cdef list files = index.files
     if not files:
         return None
-    cdef MappedFileCore mf = <MappedFileCore?>(<IndexFileCore?>files[len(files) - 1]).mf
+    f = files[len(files) - 1]
+    cdef IndexFileCore ixf = <IndexFileCore>f if type(f) is index_file_class else <IndexFileCore?>f
+    cdef MappedFileCore mf = _as_file(ixf.mf, file_class)
     return mf if mf.reserved else None
 
 
@@ -342,6 +355,8 @@ cdef class StorePlainSends:
     cdef str topic_seen
     cdef bytes topic_b_seen
     cdef tuple key_seen
+    # the exact classes of the store's files, consume queues, their file queues and index files
+    cdef type file_class, queue_class, file_queue_class, index_file_class
     cdef Py_ssize_t index_slots, index_entries  # fixed when the store is built
     cdef list listeners
     cdef dict queue_map, offsets
@@ -362,6 +377,11 @@ cdef class StorePlainSends:
         if isinstance(writer, MessageWriterCore) and isinstance(self.dispatcher, DispatcherCore) \
                 and isinstance(cl_files, MappedFileQueueCore) and (index is None or isinstance(index, IndexServiceCore)):
             self.w, self.d, self.commitlog_files, self.index = writer, self.dispatcher, cl_files, index
+            # each only when it is on its base (else None: every object takes the checked cast)
+            self.file_class = _on_base(getattr(cl_files, "file_class", None), MappedFileCore)
+            self.file_queue_class = type(cl_files)
+            self.queue_class = _on_base(getattr(self.queues, "_queue_class", None), ConsumeQueueCore)
+            self.index_file_class = _on_base(getattr(index, "_index_file_class", None), IndexFileCore)
         self.listeners = self.dispatcher.listeners
         if index is not None:
             self.index_slots, self.index_entries = index.slots, index.entries
@@ -400,6 +420,9 @@ cdef class StorePlainSends:
         cdef tuple item
         cdef object key = None, cq = None, topic_b = b"", topic, ix_buf = None
         cdef ConsumeQueueCore cqc = None
+        cdef MappedFileQueueCore cq_files_c = None
+        cdef bint plain_dispatch
+        cdef type file_class
         cdef MappedFileCore mf, unit_mf, ix_mf
         cdef MappedFileQueueCore commitlog_files = self.commitlog_files
         cdef Py_ssize_t index_slots = self.index_slots, index_entries = self.index_entries
@@ -422,10 +445,11 @@ cdef class StorePlainSends:
                 release = None
                 return writer.put_plain_sends_py(items, born_host, store_host)
             plain_dispatch = self.d.no_new_queues_below <= 0
+            file_class = self.file_class
             # the commitlog file and index file appends go to; fetched again after the general
             # steps (which may roll either)
-            mf = _last_reserved(commitlog_files) if plain_dispatch else None
-            ix_mf = _index_target(index)
+            mf = _last_reserved(commitlog_files, file_class) if plain_dispatch else None
+            ix_mf = _index_target(index, self.index_file_class, file_class)
             ix_buf = ix_mf.buf if ix_mf is not None else None
             try:
                 for item in items:
@@ -442,11 +466,14 @@ cdef class StorePlainSends:
                         cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
                         if cq is None:
                             cq = queues.find_or_create(topic, queue_id)
-                        cqc = <ConsumeQueueCore?>cq
+                        cqc = <ConsumeQueueCore>cq if type(cq) is self.queue_class else <ConsumeQueueCore?>cq
+                        cq_files = cqc.queue
+                        cq_files_c = <MappedFileQueueCore>cq_files if type(cq_files) is self.file_queue_class \
+                            else <MappedFileQueueCore?>cq_files
                     sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
                     queue_offset = offsets.get(key, 0)
                     # ConsumeQueue.next_unit_locked: the unit goes at the end of the last file
-                    unit_mf = _last_reserved(<MappedFileQueueCore?>cqc.queue) if mf is not None else None
+                    unit_mf = _last_reserved(cq_files_c, file_class) if mf is not None else None
                     if unit_mf is not None:
                         upos = unit_mf.wrote_position
                         if unit_mf.file_from_offset + upos != queue_offset * CQ_UNIT_SIZE \
@@ -472,7 +499,7 @@ cdef class StorePlainSends:
                         w.last_store_timestamp = store_ts
                         if not indexed:
                             dispatcher.index_keys_locked(item[9], phy, store_ts)
-                            ix_mf = _index_target(index)
+                            ix_mf = _index_target(index, self.index_file_class, file_class)
                             ix_buf = ix_mf.buf if ix_mf is not None else None
                         if arrived_topic is not None and (arrived_topic != topic or arrived_queue != queue_id):
                             _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
@@ -488,8 +515,8 @@ cdef class StorePlainSends:
                                                                         born_host, store_host)
                         if refusal is not None:
                             return stored, refusal
-                        mf = _last_reserved(commitlog_files) if plain_dispatch else None
-                        ix_mf = _index_target(index)
+                        mf = _last_reserved(commitlog_files, file_class) if plain_dispatch else None
+                        ix_mf = _index_target(index, self.index_file_class, file_class)
                         ix_buf = ix_mf.buf if ix_mf is not None else None
                     stored.append((queue_offset, phy, size))
             finally:

@@ -158,3 +158,35 @@ def test_plain_sends_on_c_fields_and_on_slots_leave_the_same_files_and_state(tmp
         for st in stores:
             st.shutdown()
     assert _files(tmp_path / "c") == _files(tmp_path / "twin")
+
+
+def test_the_store_stage_checks_each_object_it_reads_as_a_base(tmp_path):
+    """The compiled store stage reads the store's own classes after one pointer comparison;
+    any other object is checked: one of a subclass is read the same, one not on the base is a
+    TypeError, never a read of the wrong memory."""
+    st = _store_on(tmp_path / "s", _store)
+    ref = _store_on(tmp_path / "ref", _store)
+    try:
+        queue = st.commitlog.queue
+
+        class Later(queue.file_class):
+            """A file class the stage was not built with (still on the base)."""
+
+        queue.file_class = Later
+        for i in range(600):  # the commitlog rolls to files of Later
+            got = [s.put_plain_sends(_plain(i, i % 2, b"s%04d" % i * 30), BORN, STORE) for s in (st, ref)]
+            assert got[0] == got[1] and got[0][1] is None and len(got[0][0]) == 1
+        assert type(queue.files[-1]) is Later and len(queue.files) >= 3
+        assert _state(st) == _state(ref)
+        queue.files.append(object())  # not a mapped file at all
+        try:
+            with pytest.raises(TypeError):
+                st.put_plain_sends(_plain(600, 0, b"x"), BORN, STORE)
+        finally:
+            queue.files.pop()
+        got = [s.put_plain_sends(_plain(601, 0, b"y"), BORN, STORE) for s in (st, ref)]
+        assert got[0] == got[1] and len(got[0][0]) == 1
+    finally:
+        st.shutdown()
+        ref.shutdown()
+    assert _files(tmp_path / "s") == _files(tmp_path / "ref")
