@@ -117,7 +117,7 @@ def test_plain_sends_on_c_fields_and_on_slots_leave_the_same_files_and_state(tmp
 
     monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)  # the compiled store stage, also under MQCORE_PURE_PYTHON
     stores = [_store_on(tmp_path / "c", _store), _store_on(tmp_path / "twin", _store_py)]
-    assert isinstance(stores[0].put_plain_sends, _pipeline.StorePlainSends)
+    assert all(isinstance(st.put_plain_sends, _pipeline.StorePlainSends) for st in stores)
     try:
         for i in range(700):
             qid, body = i % 3, b"b%04d" % i * (1 + i % 37)
@@ -160,10 +160,13 @@ def test_plain_sends_on_c_fields_and_on_slots_leave_the_same_files_and_state(tmp
     assert _files(tmp_path / "c") == _files(tmp_path / "twin")
 
 
-def test_the_store_stage_checks_each_object_it_reads_as_a_base(tmp_path):
+def test_the_store_stage_checks_each_object_it_reads_as_a_base(tmp_path, monkeypatch):
     """The compiled store stage reads the store's own classes after one pointer comparison;
     any other object is checked: one of a subclass is read the same, one not on the base is a
     TypeError, never a read of the wrong memory."""
+    from mqcore import _compat
+
+    monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)  # also under MQCORE_PURE_PYTHON
     st = _store_on(tmp_path / "s", _store)
     ref = _store_on(tmp_path / "ref", _store)
     try:
