@@ -64,26 +64,45 @@ cdef inline void _observe(object histogram, double value) except *:
     histogram.sum += value
 
 
-cdef inline object _last_reserved(object queue):
+# The store's objects on their C bases (mqcore/store/hot_state.py): StorePlainSends reads what
+# a put reads of them as struct fields (the store built on the twin kernels takes the writer's
+# Python body instead).
+from mqcore._store cimport (MappedFileCore, MappedFileQueueCore, ConsumeQueueCore, MessageWriterCore, DispatcherCore,
+                            IndexServiceCore, IndexFileCore)
+
+
+# Each object is checked to be on its base before it is read as one; the store's own classes
+# (``cls``: the exact class the store makes them of) pass with one pointer comparison, without
+# the walk over the class's bases a checked cast makes (a cold type object after a wake-up).
+cdef inline MappedFileCore _as_file(object o, type cls):
+    return <MappedFileCore>o if type(o) is cls else <MappedFileCore?>o
+
+
+cdef type _on_base(object cls, type base):
+    return cls if isinstance(cls, type) and issubclass(cls, base) else None
+
+
+cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue, type file_class):
     """MappedFileQueue.last when its blocks are reserved, else None (CommitLog.last_locked)."""
     cdef list files = queue.files
     if not files:
         return None
-    mf = files[len(files) - 1]
+    cdef MappedFileCore mf = _as_file(files[len(files) - 1], file_class)
     return mf if mf.reserved else None
 
 
-cdef inline tuple _index_target(object index, object slots, object entries, tuple no_index):
-    """IndexService.target_locked() or no_index (``slots``, ``entries``: the service's, fixed)."""
+cdef inline MappedFileCore _index_target(IndexServiceCore index, type index_file_class, type file_class):
+    """The file of IndexService.target_locked(), or None (its slots and entries are the
+    service's, fixed)."""
     if index is None:
-        return no_index
+        return None
     cdef list files = index.files
     if not files:
-        return no_index
-    mf = files[len(files) - 1].mf
-    if not mf.reserved:
-        return no_index
-    return (mf.buf, slots, entries)
+        return None
+    f = files[len(files) - 1]
+    cdef IndexFileCore ixf = <IndexFileCore>f if type(f) is index_file_class else <IndexFileCore?>f
+    cdef MappedFileCore mf = _as_file(ixf.mf, file_class)
+    return mf if mf.reserved else None
 
 
 cdef inline void _units_arrived(object dispatcher, list listeners, object topic, int32_t queue_id,
@@ -348,12 +367,28 @@ cdef class StorePlainSends:
     dispatcher and its listener list, queue map, offsets, lock, clock, index and its
     geometry) are held here, and the small steps the Python body calls methods for (the
     last file, the next consume-queue unit, the index target, the clock, the arrival
-    listeners) are done in place by the helpers at the top of this file. The refusals every put gets are read as two
-    fields first (``refuse_reason``, ``disk_full_reason``): when either is set the writer's
-    Python body decides, as it does for everything else rare - a file roll, a queue's first
-    unit, a full index file (``_put_plain_general_locked``)."""
-    cdef object writer, commitlog, dispatcher, clock, queues, index, lock
-    cdef object commitlog_files, index_slots, index_entries  # fixed when the store is built
+    listeners) are done in place by the helpers at the top of this file. What moves per put
+    - the writer's refusals and configuration, the files' positions and buffers, the consume
+    queue's offsets - is read and written as the C fields of the store's objects
+    (``MessageWriterCore``, ``MappedFileCore``, ...: mqcore/store/hot_state.py); a store not
+    built on them (the twin kernels) gets the writer's Python body. The refusals every put
+    gets are read as two fields first (``refuse_reason``, ``disk_full_reason``): when either
+    is set the writer's Python body decides, as it does for everything else rare - a file
+    roll, a queue's first unit, a full index file (``_put_plain_general_locked``)."""
+    cdef object writer, commitlog, dispatcher, clock, queues
+    cdef object acquire, release  # the put lock's methods, bound once
+    cdef MessageWriterCore w  # the writer on its C base; None: the Python body puts
+    cdef DispatcherCore d
+    cdef MappedFileQueueCore commitlog_files
+    cdef IndexServiceCore index
+    # the topic last put and its UTF-8, and the (topic, queue id) key last looked up (most
+    # puts are to the queue before): no str, bytes or tuple made for them per put
+    cdef str topic_seen
+    cdef bytes topic_b_seen
+    cdef tuple key_seen
+    # the exact classes of the store's files, consume queues, their file queues and index files
+    cdef type file_class, queue_class, file_queue_class, index_file_class
+    cdef Py_ssize_t index_slots, index_entries  # fixed when the store is built
     cdef list listeners
     cdef dict queue_map, offsets
     cdef Py_ssize_t v6_bytes, limit
@@ -368,12 +403,20 @@ cdef class StorePlainSends:
         self.queues = self.dispatcher.queues
         self.queue_map = <dict>self.queues.queues
         self.offsets = <dict>writer.queue_offsets
-        self.index = self.dispatcher.index
-        self.commitlog_files = self.commitlog.queue
+        index = self.dispatcher.index
+        cl_files = self.commitlog.queue
+        if isinstance(writer, MessageWriterCore) and isinstance(self.dispatcher, DispatcherCore) \
+                and isinstance(cl_files, MappedFileQueueCore) and (index is None or isinstance(index, IndexServiceCore)):
+            self.w, self.d, self.commitlog_files, self.index = writer, self.dispatcher, cl_files, index
+            # each only when it is on its base (else None: every object takes the checked cast)
+            self.file_class = _on_base(getattr(cl_files, "file_class", None), MappedFileCore)
+            self.file_queue_class = type(cl_files)
+            self.queue_class = _on_base(getattr(self.queues, "_queue_class", None), ConsumeQueueCore)
+            self.index_file_class = _on_base(getattr(index, "_index_file_class", None), IndexFileCore)
         self.listeners = self.dispatcher.listeners
-        if self.index is not None:
-            self.index_slots, self.index_entries = self.index.slots, self.index.entries
-        self.lock = writer.lock
+        if index is not None:
+            self.index_slots, self.index_entries = index.slots, index.entries
+        self.acquire, self.release = writer.lock.acquire, writer.lock.release
         cdef Py_ssize_t min_blank
         self.v6_bytes, self.born_v6, self.store_v6, min_blank = writer.plain_consts
         self.limit = self.commitlog.file_size - min_blank
@@ -384,29 +427,36 @@ cdef class StorePlainSends:
         return self.put(items, born_host, store_host)
 
     cdef tuple put(self, list items, bytes born_host, bytes store_host):
+        cdef MessageWriterCore w = self.w
+        if w is None:  # the store's objects are the twin's
+            return self.writer.put_plain_sends_py(items, born_host, store_host)
         cdef object writer = self.writer
         cdef list stored = []
-        if writer.wait_flushed is not None or not items:
+        if w.wait_flushed is not None or not items:
             return stored, None
-        if writer.refuse_reason or writer.disk_full_reason is not None:
+        if w.refuse_reason or w.disk_full_reason is not None:
             return writer.put_plain_sends_py(items, born_host, store_host)
         cdef int64_t host_mask = self.born_v6 | self.store_v6, host_flag = 0
         if len(born_host) == self.v6_bytes:
             host_flag |= self.born_v6
         if len(store_host) == self.v6_bytes:
             host_flag |= self.store_v6
-        cfg = writer.cfg
+        cfg = w.cfg
         if cfg is not self.cfg_seen:  # replaced as a whole by a store configuration update
             self.max_body, self.cfg_seen = cfg.max_message_size_bytes, cfg
         cdef Py_ssize_t max_body = self.max_body, limit = self.limit
-        commitlog, dispatcher, clock, queues, index = self.commitlog, self.dispatcher, self.clock, self.queues, self.index
+        dispatcher, clock, queues = self.dispatcher, self.clock, self.queues
+        cdef IndexServiceCore index = self.index
         cdef dict queue_map = self.queue_map, offsets = self.offsets
-        cdef tuple no_index = (None, 0, 0)
-        cdef tuple target, item
-        cdef object key = None, cq = None, mf, unit_mf, topic_b = b"", topic, mf_buf = None
-        cdef int64_t mf_base = 0  # mf's file_from_offset
-        cdef object commitlog_files = self.commitlog_files, index_slots = self.index_slots
-        cdef object index_entries = self.index_entries
+        cdef tuple item
+        cdef object key = None, cq = None, topic_b = b"", topic, ix_buf = None
+        cdef ConsumeQueueCore cqc = None
+        cdef MappedFileQueueCore cq_files_c = None
+        cdef bint plain_dispatch
+        cdef type file_class
+        cdef MappedFileCore mf, unit_mf, ix_mf
+        cdef MappedFileQueueCore commitlog_files = self.commitlog_files
+        cdef Py_ssize_t index_slots = self.index_slots, index_entries = self.index_entries
         cdef list listeners = self.listeners
         # the queue whose units arrived last and are not told yet (arrived_topic None: none)
         cdef object arrived_topic = None
@@ -418,35 +468,43 @@ cdef class StorePlainSends:
         cdef int64_t queue_offset, phy, store_ts, sys_flag
         cdef int32_t queue_id
         cdef bytes body
-        lock = self.lock
-        lock.acquire()
+        cdef object release = self.release
+        self.acquire()
         try:
-            if writer.refuse_reason or writer.disk_full_reason is not None:
-                lock.release()
-                lock = None
+            if w.refuse_reason or w.disk_full_reason is not None:
+                release()
+                release = None
                 return writer.put_plain_sends_py(items, born_host, store_host)
-            plain_dispatch = dispatcher.no_new_queues_below <= 0
+            plain_dispatch = self.d.no_new_queues_below <= 0
+            file_class = self.file_class
             # the commitlog file and index file appends go to; fetched again after the general
             # steps (which may roll either)
-            mf = _last_reserved(commitlog_files) if plain_dispatch else None
-            if mf is not None:
-                mf_base, mf_buf = mf.file_from_offset, mf.buf
-            target = _index_target(index, index_slots, index_entries, no_index)
+            mf = _last_reserved(commitlog_files, file_class) if plain_dispatch else None
+            ix_mf = _index_target(index, self.index_file_class, file_class)
+            ix_buf = ix_mf.buf if ix_mf is not None else None
             try:
                 for item in items:
                     topic, queue_id, body = item[1], item[2], item[10]
                     if len(body) > max_body:
                         break  # the general path answers the refusal
                     if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
-                        key = (topic, queue_id)
-                        topic_b = (<str>topic).encode()
+                        key = self.key_seen  # the queue of the last put's last item (an equal key)
+                        if key is None or queue_id != (<tuple>key)[1] or topic != (<tuple>key)[0]:
+                            key = self.key_seen = (topic, queue_id)
+                        if topic != self.topic_seen:
+                            self.topic_b_seen, self.topic_seen = (<str>topic).encode(), topic
+                        topic_b = self.topic_b_seen
                         cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
                         if cq is None:
                             cq = queues.find_or_create(topic, queue_id)
+                        cqc = <ConsumeQueueCore>cq if type(cq) is self.queue_class else <ConsumeQueueCore?>cq
+                        cq_files = cqc.queue
+                        cq_files_c = <MappedFileQueueCore>cq_files if type(cq_files) is self.file_queue_class \
+                            else <MappedFileQueueCore?>cq_files
                     sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
                     queue_offset = offsets.get(key, 0)
                     # ConsumeQueue.next_unit_locked: the unit goes at the end of the last file
-                    unit_mf = _last_reserved(cq.queue) if mf is not None else None
+                    unit_mf = _last_reserved(cq_files_c, file_class) if mf is not None else None
                     if unit_mf is not None:
                         upos = unit_mf.wrote_position
                         if unit_mf.file_from_offset + upos != queue_offset * CQ_UNIT_SIZE \
@@ -455,23 +513,25 @@ cdef class StorePlainSends:
                     size = 0
                     if unit_mf is not None:
                         pos = mf.wrote_position
-                        phy = mf_base + pos
+                        phy = mf.file_from_offset + pos
                         store_ts = _realtime_ms() if system_clock else clock()
-                        if phy >= cq.max_physic_offset:  # a fresh record: put_one_locked would write its unit
+                        if phy >= cqc.max_physic_offset:  # a fresh record: put_one_locked would write its unit
                             indexed = False
                             size = _append_plain(
-                                mf_buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
+                                mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag,
                                 item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
-                                upos, item[8], target[0], target[1], target[2], item[9], &indexed)
+                                upos, item[8], ix_buf, index_slots if ix_mf is not None else 0,
+                                index_entries if ix_mf is not None else 0, item[9], &indexed)
                     if size:
                         mf.wrote_position = pos + size  # commitlog.commit_locked
                         unit_mf.wrote_position = upos + CQ_UNIT_SIZE  # ConsumeQueue.unit_written_locked
-                        cq.max_physic_offset = phy + size
+                        cqc.max_physic_offset = phy + size
                         offsets[key] = queue_offset + 1
-                        writer.last_store_timestamp = store_ts
+                        w.last_store_timestamp = store_ts
                         if not indexed:
                             dispatcher.index_keys_locked(item[9], phy, store_ts)
-                            target = _index_target(index, index_slots, index_entries, no_index)
+                            ix_mf = _index_target(index, self.index_file_class, file_class)
+                            ix_buf = ix_mf.buf if ix_mf is not None else None
                         if arrived_topic is not None and (arrived_topic != topic or arrived_queue != queue_id):
                             _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
                         arrived_topic, arrived_queue, arrived_max, arrived_ts = topic, queue_id, queue_offset + 1, store_ts
@@ -486,15 +546,14 @@ cdef class StorePlainSends:
                                                                         born_host, store_host)
                         if refusal is not None:
                             return stored, refusal
-                        mf = _last_reserved(commitlog_files) if plain_dispatch else None
-                        if mf is not None:
-                            mf_base, mf_buf = mf.file_from_offset, mf.buf
-                        target = _index_target(index, index_slots, index_entries, no_index)
+                        mf = _last_reserved(commitlog_files, file_class) if plain_dispatch else None
+                        ix_mf = _index_target(index, self.index_file_class, file_class)
+                        ix_buf = ix_mf.buf if ix_mf is not None else None
                     stored.append((queue_offset, phy, size))
             finally:
                 if arrived_topic is not None:
                     _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
         finally:
-            if lock is not None:
-                lock.release()
+            if release is not None:
+                release()
         return stored, None

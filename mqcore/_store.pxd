@@ -135,3 +135,35 @@ cdef Py_ssize_t _write_record(unsigned char *d, const unsigned char *topic, Py_s
 cdef void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at, int32_t h, int64_t phy,
                        int64_t ts, int64_t *begin_ts, int64_t *begin_phy, int32_t *slot_count,
                        int32_t *count) noexcept nogil
+
+
+# --- the store's hot state (C bases of the store's Python classes) ----------------------------
+# A put or a pull starts cache-cold after a wake-up, and each Python attribute it reads costs a
+# dict lookup there. These bases hold the fields the send pipeline's StorePlainSends and
+# PullReader read per request as struct fields; the store's classes derive from them
+# (mqcore/store/hot_state.py) and their Python code keeps using the same attribute names.
+# Twins with the same names as __slots__ in _store_py.py.
+cdef class MappedFileCore:
+    cdef public int64_t file_from_offset, file_size, wrote_position, flushed_position
+    cdef public object buf, _view_lock
+    cdef public bint reserved, _closed
+
+cdef class MappedFileQueueCore:
+    cdef public list files
+
+cdef class ConsumeQueueCore:
+    cdef public object queue  # a MappedFileQueue (on MappedFileQueueCore when the store's kernels are these)
+    cdef public int64_t max_physic_offset, min_logic_offset
+
+cdef class MessageWriterCore:
+    cdef public object cfg, wait_flushed, refuse_reason, disk_full_reason
+    cdef public int64_t last_store_timestamp
+
+cdef class DispatcherCore:
+    cdef public int64_t no_new_queues_below, last_store_timestamp
+
+cdef class IndexServiceCore:
+    cdef public list files
+
+cdef class IndexFileCore:
+    cdef public object mf

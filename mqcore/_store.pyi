@@ -57,6 +57,43 @@ def cq_runs(buf: Buffer, start: int, count: int, codes: Any, max_count: int, max
             min_phy: int, file_size: int) -> tuple[int, list[tuple[int, int, int]], bool]: ...
 def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_count: int, cap_bytes: int,
                 codes: Any, filter_units: int) -> tuple[str, int, int, int, list[memoryview], int, int] | None: ...
+# --- the store's hot state (C bases of the store's classes: mqcore/store/hot_state.py) ---------
+@disjoint_base
+class MappedFileCore:
+    file_from_offset: int
+    file_size: int
+    wrote_position: int
+    flushed_position: int
+    buf: Any
+    _view_lock: Any
+    reserved: bool
+    _closed: bool
+@disjoint_base
+class MappedFileQueueCore:
+    files: list[Any]
+@disjoint_base
+class ConsumeQueueCore:
+    queue: Any
+    max_physic_offset: int
+    min_logic_offset: int
+@disjoint_base
+class MessageWriterCore:
+    cfg: Any
+    wait_flushed: Any
+    refuse_reason: Any
+    disk_full_reason: Any
+    last_store_timestamp: int
+@disjoint_base
+class DispatcherCore:
+    no_new_queues_below: int
+    last_store_timestamp: int
+@disjoint_base
+class IndexServiceCore:
+    files: list[Any]
+@disjoint_base
+class IndexFileCore:
+    mf: Any
+
 @disjoint_base  # a cdef class (a C layout of its own)
 class PullReader:
     def __init__(self, commitlog: Any) -> None: ...

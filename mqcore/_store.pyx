@@ -15,6 +15,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.type cimport PyType_GenericAlloc
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyTypeObject
 
 import numpy as np
@@ -922,8 +923,52 @@ def cq_runs(object buf, Py_ssize_t start, Py_ssize_t count, codes,
         PyBuffer_Release(&view)
 
 
+cdef enum:
+    CQ_RUNS_SMALL = 32  # runs held without an allocation (a pull's usual window is 32 units)
+
+cdef struct CqRuns:
+    int64_t *runs  # (start, size, n) per run: ``small`` or an allocation of 3 * count
+    Py_ssize_t n, scanned
+    bint removed
+    int64_t small[3 * CQ_RUNS_SMALL]
+
+
+cdef inline int64_t _floor_div(int64_t a, int64_t b) noexcept nogil:
+    """Python's ``a // b`` for ``b > 0`` (C division truncates towards zero)."""
+    cdef int64_t q = a / b
+    return q - 1 if (a % b) < 0 else q
+
+
 cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
                     int64_t min_phy, int64_t file_size):
+    """``cq_runs``' answer as Python objects: ``(scanned, [(start, size, n), ...], removed)``."""
+    cdef CqRuns got
+    got.runs = got.small
+    try:
+        _cq_runs_into(b, count, codes, max_count, max_bytes, min_phy, file_size, &got)
+        return got.scanned, [(got.runs[3 * i], got.runs[3 * i + 1], got.runs[3 * i + 2]) for i in range(got.n)], \
+            got.removed
+    finally:
+        _cq_runs_free(&got)
+
+
+cdef inline void _cq_runs_free(CqRuns *got) noexcept:
+    if got.runs != got.small:
+        PyMem_Free(got.runs)
+
+
+cdef int _cq_runs_into(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t max_count, int64_t max_bytes,
+                       int64_t min_phy, int64_t file_size, CqRuns *got) except -1:
+    """The units' runs as C triples in ``got`` (PullReader reads them without a tuple per run;
+    free them with ``_cq_runs_free``, also after an exception)."""
+    got.runs = got.small
+    got.n = got.scanned = 0
+    got.removed = False
+    if count > CQ_RUNS_SMALL:  # at most one run per unit
+        got.runs = <int64_t *>PyMem_Malloc(3 * count * sizeof(int64_t))
+        if got.runs == NULL:
+            got.runs = got.small
+            raise MemoryError()
     cdef int64_t small[16]
     cdef int64_t *c = small
     cdef Py_ssize_t nc = 0, j
@@ -938,12 +983,15 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
             for j in range(len(codes)):
                 small[j] = codes[j]
         nc = len(codes)
-    cdef Py_ssize_t i, n = 0, scanned = 0
+    cdef Py_ssize_t i, n = 0, scanned = 0, nr = 0
     cdef int64_t total = 0, code, phy, run_start = -1, run_end = -1
+    # the run's file [run_file, run_file + file_size): ``phy // file_size == run_start //
+    # file_size`` (floor division, as the twin) as two comparisons, one division per run
+    cdef int64_t run_file = 0
     cdef int32_t size
     cdef int run_n = 0
     cdef bint hit, removed = False
-    runs = []
+    cdef int64_t *runs = got.runs
     for i in range(count):
         size = mq_rd_i32(b + i * CQ_UNIT_SIZE + CQ_SIZE)
         if n > 0 and (n >= max_count or total + size > max_bytes):
@@ -964,16 +1012,56 @@ cdef tuple _cq_runs(const unsigned char *b, Py_ssize_t count, codes, Py_ssize_t 
         if phy < min_phy:
             removed = True
             continue
-        if run_n and phy == run_end and phy // file_size == run_start // file_size:
+        if run_n and phy == run_end and run_file <= phy and phy - run_file < file_size:
             run_end = phy + size
             run_n += 1
             continue
         if run_n:
-            runs.append((run_start, run_end - run_start, run_n))
+            runs[3 * nr], runs[3 * nr + 1], runs[3 * nr + 2] = run_start, run_end - run_start, run_n
+            nr += 1
         run_start, run_end, run_n = phy, phy + size, 1
+        run_file = _floor_div(phy, file_size) * file_size
     if run_n:
-        runs.append((run_start, run_end - run_start, run_n))
-    return scanned, runs, removed
+        runs[3 * nr], runs[3 * nr + 1], runs[3 * nr + 2] = run_start, run_end - run_start, run_n
+        nr += 1
+    got.n, got.scanned, got.removed = nr, scanned, removed
+    return 0
+
+
+# --- the store's hot state ---------------------------------------------------------------------
+# C bases of the store's Python classes (declared in _store.pxd; mqcore/store/hot_state.py
+# derives MappedFile, MappedFileQueue, ConsumeQueue, MessageWriter and Dispatcher from them when
+# these are the store's kernels). They hold, as struct fields, what the send pipeline's
+# StorePlainSends and PullReader read per request, which every read of a Python attribute
+# would otherwise look up in a dict, cache-cold after a wake-up; the Python code reads and
+# writes the same names as before. No behaviour: the twins are __slots__ in _store_py.py.
+
+cdef class MappedFileCore:
+    """``MappedFile``'s positions, buffer and flags."""
+
+
+cdef class MappedFileQueueCore:
+    """``MappedFileQueue.files``."""
+
+
+cdef class ConsumeQueueCore:
+    """``ConsumeQueue``'s file queue and its two offsets."""
+
+
+cdef class MessageWriterCore:
+    """``MessageWriter``'s configuration, flush wait, refusals and last store time."""
+
+
+cdef class DispatcherCore:
+    """``Dispatcher``'s recovery bound and last store time."""
+
+
+cdef class IndexServiceCore:
+    """``IndexService.files``."""
+
+
+cdef class IndexFileCore:
+    """``IndexFile.mf``."""
 
 
 # --- a pull's lookup over the mapped files (MessageReader.get_message's usual case) -------------
@@ -1115,29 +1203,31 @@ def pull_lookup(object cq, object commitlog, int64_t offset, int64_t max_msg_num
 # ``_closed`` and ``buf``. Every offset and size read from a file is checked as before.
 
 cdef class _MappedRef:
-    """A mapped file with its fixed parts read once."""
-    cdef object mf, lock
+    """A mapped file (on its C base) with its fixed parts read once (its view lock's methods
+    bound: no method lookup per pull)."""
+    cdef MappedFileCore mf
+    cdef object acquire, release
     cdef int64_t base, size
 
-    def __cinit__(self, mf):
+    def __cinit__(self, MappedFileCore mf):
         self.mf = mf
         self.base = mf.file_from_offset
         self.size = mf.file_size
-        self.lock = mf._view_lock
+        self.acquire, self.release = mf._view_lock.acquire, mf._view_lock.release
 
 
 cdef class _FileList:
     """A ``MappedFileQueue``'s files as last seen. The list is still the one seen while it is
     the same object of the same length: a roll appends to it, a gap fill inserts into it,
     cleanup and truncation replace it. The list seen is kept (its identity is not reused)."""
-    cdef object queue
+    cdef MappedFileQueueCore queue
     cdef list files
     cdef Py_ssize_t n
     cdef int64_t first, file_size
     cdef _MappedRef last, at  # the last file; the file last read
     cdef bint contiguous  # each file starts where the one before ends (else: no shortcut in find)
 
-    def __cinit__(self, queue, int64_t file_size):
+    def __cinit__(self, MappedFileQueueCore queue, int64_t file_size):
         self.queue = queue
         self.file_size = file_size
         self.n = -1
@@ -1146,7 +1236,7 @@ cdef class _FileList:
         cdef list files = self.queue.files
         if files is not self.files or len(files) != self.n:
             self.files, self.n = files, len(files)
-            self.first = files[0].file_from_offset if self.n else 0
+            self.first = (<MappedFileCore?>files[0]).file_from_offset if self.n else 0
             self.last = _MappedRef(files[self.n - 1]) if self.n else None
             self.at = None
             self.contiguous = self._contiguous(files)
@@ -1154,8 +1244,10 @@ cdef class _FileList:
 
     cdef bint _contiguous(self, list files) except -1:
         cdef int64_t at = self.first
-        for mf in files:
-            if <int64_t>mf.file_from_offset != at or <int64_t>mf.file_size != self.file_size:
+        cdef MappedFileCore mf
+        for f in files:
+            mf = <MappedFileCore?>f
+            if mf.file_from_offset != at or mf.file_size != self.file_size:
                 return False
             at += self.file_size
         return True
@@ -1179,45 +1271,50 @@ cdef class _FileList:
 
 cdef object _ref_view(_MappedRef r, int64_t pos, int64_t size):
     """``MappedFile.view``: under the view lock, None once the file is closed."""
-    lock = r.lock
-    lock.acquire()
+    r.acquire()
     try:
         if r.mf._closed:
             return None
         return r.mf.buf[pos:pos + size]
     finally:
-        lock.release()
+        r.release()
 
 
 cdef Py_ssize_t _MAX_QUEUES = 4096  # consume queues remembered (more only empties the memory)
 
 
 cdef class PullReader:
-    """``pull_lookup(cq, commitlog, ...)`` for one store's ``commitlog``; see the twin."""
+    """``pull_lookup(cq, commitlog, ...)`` for one store's ``commitlog``; see the twin. It reads
+    the store's objects as their C bases (``ConsumeQueueCore``, ``MappedFileQueueCore``,
+    ``MappedFileCore``); a store built on other kernels' bases is read by ``pull_lookup``."""
     cdef object commitlog
     cdef int64_t cl_file_size  # CommitLog.file_size (the runs' file boundary)
-    cdef _FileList cl
+    cdef _FileList cl  # None: the commitlog's files are not on the C bases
     cdef dict queues  # consume queue -> its _FileList
 
     def __init__(self, commitlog):
         self.commitlog = commitlog
         self.cl_file_size = commitlog.file_size
-        self.cl = _FileList(commitlog.queue, commitlog.queue.file_size)
+        queue = commitlog.queue
+        self.cl = _FileList(queue, queue.file_size) if isinstance(queue, MappedFileQueueCore) else None
         self.queues = {}
 
     def lookup(self, object cq, int64_t offset, int64_t max_msg_nums, int64_t cap_count, int64_t cap_bytes, codes,
                int64_t filter_units):
         """``pull_lookup(cq, commitlog, offset, ...)``: the same answer."""
+        if self.cl is None or not isinstance(cq, ConsumeQueueCore):
+            return pull_lookup(cq, self.commitlog, offset, max_msg_nums, cap_count, cap_bytes, codes, filter_units)
+        cdef ConsumeQueueCore c = <ConsumeQueueCore>cq
         cdef _FileList q = self.queues.get(cq)
         if q is None:
             if len(self.queues) >= _MAX_QUEUES:
                 self.queues.clear()
-            q = _FileList(cq.queue, cq.queue.file_size)
+            q = _FileList(c.queue, c.queue.file_size)
             self.queues[cq] = q
         cdef int64_t unit = CQ_UNIT_SIZE
         cdef int64_t max_count = max(1, min(max_msg_nums, cap_count))
         cdef list files = q.current()
-        cdef int64_t lo = max(<int64_t>cq.min_logic_offset, q.first) // unit, hi = 0, last_wrote = 0
+        cdef int64_t lo = max(c.min_logic_offset, q.first) // unit, hi = 0, last_wrote = 0
         if q.n:
             last_wrote = q.last.mf.wrote_position
             hi = (q.last.base + last_wrote) // unit
@@ -1228,53 +1325,62 @@ cdef class PullReader:
         cdef int64_t pos = 0, count = 0, per_file
         cdef list cl_files = self.cl.current()
         cdef Py_buffer view
-        cdef tuple got = None
+        cdef CqRuns got
+        cdef bint found = False
         cdef _MappedRef r = q.find(files, offset * unit)  # ConsumeQueue.units_at
         if r is not None:
             pos = offset * unit - r.base
             # the last file's position as read for ``hi`` (a unit written since is not offered yet)
-            count = (last_wrote if r is q.last else <int64_t>r.mf.wrote_position) - pos
+            count = (last_wrote if r is q.last else r.mf.wrote_position) - pos
             count = min(window, count // unit) if count >= unit else 0
-        if count > 0:
-            lock = r.lock
-            lock.acquire()
-            try:
-                if not r.mf._closed:
-                    PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
-                    try:
-                        if pos < 0 or pos + count * unit > view.len:
-                            raise ValueError("consume-queue read outside the buffer")
-                        got = _cq_runs(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes,
-                                       self.cl.first, self.cl_file_size)
-                    finally:
-                        PyBuffer_Release(&view)
-            finally:
-                lock.release()
-        if got is None:
-            per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
-            return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
-        cdef Py_ssize_t scanned = got[0]
+        got.runs = got.small  # (what _cq_runs_free looks at, whatever happens)
+        try:
+            if count > 0:
+                r.acquire()
+                try:
+                    if not r.mf._closed:
+                        PyObject_GetBuffer(r.mf.buf, &view, PyBUF_SIMPLE)
+                        try:
+                            if pos < 0 or pos + count * unit > view.len:
+                                raise ValueError("consume-queue read outside the buffer")
+                            _cq_runs_into(<const unsigned char *>view.buf + pos, count, codes, max_count, cap_bytes,
+                                          self.cl.first, self.cl_file_size, &got)
+                            found = True
+                        finally:
+                            PyBuffer_Release(&view)
+                finally:
+                    r.release()
+            if not found:
+                per_file = q.file_size // unit  # ConsumeQueue.next_file_offset
+                return _ST_FOUND_NULL, offset + per_file - offset % per_file, lo, hi, [], 0, 0
+            return self._views(&got, offset, lo, hi, cl_files)
+        finally:
+            _cq_runs_free(&got)
+
+    cdef tuple _views(self, CqRuns *got, int64_t offset, int64_t lo, int64_t hi, list cl_files):
+        """The lookup's answer for the runs found: one commitlog view per run, or None."""
         cdef list buffers = []
         cdef int64_t n = 0, total = 0, phy, size, at
-        cdef tuple run
-        for run in <list>got[1]:
+        cdef Py_ssize_t i
+        cdef _MappedRef r
+        for i in range(got.n):
             # CommitLog.view: all of the run below its file's committed end (phy and size come
             # from a consume-queue file: checked before anything is sliced)
-            phy, size = run[0], run[1]
+            phy, size = got.runs[3 * i], got.runs[3 * i + 1]
             r = self.cl.find(cl_files, phy)
             if r is None:
                 return None  # part of the run is not readable: the reader takes its records one by one
             at = phy - r.base
-            if size <= 0 or at < 0 or at + size > <int64_t>r.mf.wrote_position or at + size > r.size:
+            if size <= 0 or at < 0 or at + size > r.mf.wrote_position or at + size > r.size:
                 return None
             v = _ref_view(r, at, size)
             if v is None:
                 return None
             buffers.append(v)
-            n += <int64_t>run[2]
+            n += got.runs[3 * i + 2]
             total += size
-        status = _ST_FOUND if n else (_ST_REMOVING if got[2] else _ST_NO_MATCHED)
-        return status, offset + scanned, lo, hi, buffers, n, total
+        status = _ST_FOUND if n else (_ST_REMOVING if got.removed else _ST_NO_MATCHED)
+        return status, offset + got.scanned, lo, hi, buffers, n, total
 
 
 def cq_search_time(const unsigned char[::1] buf, Py_ssize_t lo, Py_ssize_t hi, int64_t timestamp,

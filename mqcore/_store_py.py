@@ -499,6 +499,54 @@ def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_cou
     return status, offset + scanned, lo, hi, buffers, n, total
 
 
+# --- the store's hot state ---------------------------------------------------------------------
+# Twins of the C bases in _store.pyx (declared in _store.pxd): the same field names as slots.
+# mqcore/store/hot_state.py derives the store's classes from whichever kernels the store has;
+# with these the fields are plain slots and nothing reads them as struct fields.
+
+class MappedFileCore:
+    """``MappedFile``'s positions, buffer and flags."""
+
+    __slots__ = ("file_from_offset", "file_size", "wrote_position", "flushed_position", "buf", "_view_lock",
+                 "reserved", "_closed")
+
+
+class MappedFileQueueCore:
+    """``MappedFileQueue.files``."""
+
+    __slots__ = ("files",)
+
+
+class ConsumeQueueCore:
+    """``ConsumeQueue``'s file queue and its two offsets."""
+
+    __slots__ = ("queue", "max_physic_offset", "min_logic_offset")
+
+
+class MessageWriterCore:
+    """``MessageWriter``'s configuration, flush wait, refusals and last store time."""
+
+    __slots__ = ("cfg", "wait_flushed", "refuse_reason", "disk_full_reason", "last_store_timestamp")
+
+
+class DispatcherCore:
+    """``Dispatcher``'s recovery bound and last store time."""
+
+    __slots__ = ("no_new_queues_below", "last_store_timestamp")
+
+
+class IndexServiceCore:
+    """``IndexService.files``."""
+
+    __slots__ = ("files",)
+
+
+class IndexFileCore:
+    """``IndexFile.mf``."""
+
+    __slots__ = ("mf",)
+
+
 class PullReader:
     """``pull_lookup`` for one store's ``commitlog``: ``lookup(cq, offset, ...)`` answers as
     ``pull_lookup(cq, commitlog, offset, ...)``. The compiled kernel keeps between pulls what

@@ -14,6 +14,7 @@ from typing import Callable
 from mqcore.format import layout as L
 from mqcore.store.mapped_file import MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
+from mqcore.store.hot_state import on_kernels
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ class CommitLog:
     """Threads: appends under the put lock; reads and flushes from any thread."""
 
     def __init__(self, directory: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
-        self.queue = MappedFileQueue(directory, file_size, space_check)
+        self.queue = on_kernels(MappedFileQueue, kernels)(directory, file_size, space_check,
+                                                          on_kernels(MappedFile, kernels))
         self.file_size = file_size
         self.k = kernels
 

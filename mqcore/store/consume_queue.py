@@ -19,6 +19,7 @@ from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
+from mqcore.store.hot_state import on_kernels
 from mqcore.store.paths import under_root
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.k = kernels
-        self.queue = MappedFileQueue(under_root(root_dir, topic, str(queue_id)), file_size, space_check)
+        self.queue = on_kernels(MappedFileQueue, kernels)(under_root(root_dir, topic, str(queue_id)), file_size,
+                                                          space_check, on_kernels(MappedFile, kernels))
         #: commitlog offset one past the last message this queue points at
         self.max_physic_offset = 0
         #: byte offset of the first live unit
@@ -386,6 +388,8 @@ class ConsumeQueueTable:
         self.k = kernels
         self.space_check = space_check
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: ``ConsumeQueue`` on the kernels' base (``hot_state``)
+        self._queue_class = on_kernels(ConsumeQueue, kernels)
 
     def load(self) -> list[str]:
         notes: list[str] = []
@@ -400,7 +404,7 @@ class ConsumeQueueTable:
                     notes.append(f"ignored {os.path.join(tdir, qid)}: not a queue id")
                     continue
                 try:
-                    cq = ConsumeQueue(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
+                    cq = self._queue_class(topic, int(qid), self.root_dir, self.file_size, self.k, self.space_check)
                 except IllegalArgumentError as e:  # e.g. a symlink leading out of the store
                     notes.append(f"ignored {os.path.join(tdir, qid)}: {e}")
                     continue
@@ -414,8 +418,8 @@ class ConsumeQueueTable:
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
-            cq = self.queues[(topic, queue_id)] = ConsumeQueue(topic, queue_id, self.root_dir,
-                                                               self.file_size, self.k, self.space_check)
+            cq = self.queues[(topic, queue_id)] = self._queue_class(topic, queue_id, self.root_dir,
+                                                                    self.file_size, self.k, self.space_check)
         return cq
 
     def max_physic_offset(self) -> int:

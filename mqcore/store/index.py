@@ -20,6 +20,7 @@ from typing import Callable
 
 from mqcore.format import layout as L
 from mqcore.format.index_chains import chains_sound
+from mqcore.store.hot_state import on_kernels
 from mqcore.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,11 @@ def index_file_name(ts_ms: int) -> str:
 class IndexFile:
     """One index file: a 40-byte header, hash slots and chained entries (``IndexFile``)."""
 
-    def __init__(self, path: str, slots: int, entries: int, *, create: bool = False):
+    def __init__(self, path: str, slots: int, entries: int, *, create: bool = False,
+                 file_class: type[MappedFile] = MappedFile):
         self.slots = slots
         self.entries = entries
-        self.mf = MappedFile(path, L.index_file_size(slots, entries), create=create)
+        self.mf = file_class(path, L.index_file_size(slots, entries), create=create)
         #: a query found a chain link that does not point backwards: no longer queried, and
         #: rebuilt from the commitlog at the next start (``chain_problem`` finds it there)
         self.damaged = False
@@ -123,6 +125,9 @@ class IndexService:
         self.k = kernels
         self.clock = clock
         self.files: list[IndexFile] = []
+        #: ``MappedFile`` on the kernels' base (``hot_state``): the send pipeline reads the target's fields
+        self._file_class = on_kernels(MappedFile, kernels)
+        self._index_file_class = on_kernels(IndexFile, kernels)
         self._lock = threading.Lock()
 
     def load(self, abnormal: bool, checkpoint_index_ts: int) -> list[str]:
@@ -146,7 +151,7 @@ class IndexService:
                 notes.append(f"deleted {path}: size does not match index settings; it will be rebuilt")
                 os.unlink(path)
                 continue
-            f = IndexFile(path, self.slots, self.entries)
+            f = self._index_file_class(path, self.slots, self.entries, file_class=self._file_class)
             problem = f.header_problem()
             if problem is not None:
                 f.close()
@@ -201,7 +206,8 @@ class IndexService:
             now += 1
             name = index_file_name(now)
         os.makedirs(self.directory, exist_ok=True)
-        f = IndexFile(os.path.join(self.directory, name), self.slots, self.entries, create=True)
+        f = self._index_file_class(os.path.join(self.directory, name), self.slots, self.entries, create=True,
+                                   file_class=self._file_class)
         if self.files:
             prev = self.files[-1]
             _, end_ts, _, end_phy, _, _ = prev.header()

@@ -26,8 +26,11 @@ SpaceCheck = Callable[[str, int], None]
 class MappedFileQueue:
     """The numbered, fixed-size files of one log (commitlog or a consume queue) as one offset space."""
 
-    def __init__(self, directory: str, file_size: int, space_check: SpaceCheck | None = None):
+    def __init__(self, directory: str, file_size: int, space_check: SpaceCheck | None = None,
+                 file_class: type[MappedFile] = MappedFile):
         self.directory = directory
+        #: the class of the files (``MappedFile`` on the store kernels' base: ``hot_state``)
+        self.file_class = file_class
         self.file_size = file_size
         self.space_check = space_check
         self.files: list[MappedFile] = []
@@ -59,7 +62,7 @@ class MappedFileQueue:
                 raise CorruptFileError(
                     f"{path} is {size} bytes but this queue's files are {self.file_size} bytes; "
                     "was the store written with another file size setting?")
-            mf = MappedFile(path, self.file_size)
+            mf = self.file_class(path, self.file_size)
             if self.files and mf.file_from_offset != self.files[-1].end_offset:
                 notes.append(f"{path} does not follow {self.files[-1].path} contiguously")
             # until recovery says otherwise, a loaded file counts as full
@@ -75,7 +78,7 @@ class MappedFileQueue:
             for at in range(lo, hi, self.file_size):
                 path = os.path.join(self.directory, "%020d" % at)
                 write_file(path, self.file_size)
-                mf = MappedFile(path, self.file_size)
+                mf = self.file_class(path, self.file_size)
                 mf.set_positions(self.file_size)
                 i = next((i for i, f in enumerate(self.files) if f.file_from_offset > at), len(self.files))
                 self.files.insert(i, mf)
@@ -150,7 +153,7 @@ class MappedFileQueue:
                 raise
             if self.space_check is not None:
                 self.space_check(self.directory, self.file_size)
-            mf = MappedFile.create(self.directory, base, self.file_size)
+            mf = self.file_class.create(self.directory, base, self.file_size)
             self.files.append(mf)
             log.info("created %s", mf.path)
             self._file_ready(mf)

@@ -29,6 +29,7 @@ from mqcore.store.commitlog import CommitLog
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.dispatch import Dispatcher
 from mqcore.store.flush import FlushService, GroupCommitService
+from mqcore.store.hot_state import on_kernels
 from mqcore.store.index import IndexService
 from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
@@ -63,16 +64,18 @@ class MessageStore:
                                    self.space_guard)
         self.queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_file_size_bytes, self.k,
                                         self.space_guard)
-        self.index = (IndexService(config.index_dir, config.index_slots, config.index_entries, self.k, clock)
+        self.index = (on_kernels(IndexService, self.k)(config.index_dir, config.index_slots, config.index_entries,
+                                                       self.k, clock)
                       if config.message_index_enable else None)
-        self.dispatcher = Dispatcher(self.queues, self.index, self.k)
+        # the writer and dispatcher on the kernels' bases (``hot_state``): a put reads their fields in C
+        self.dispatcher = on_kernels(Dispatcher, self.k)(self.queues, self.index, self.k)
         self.group_commit = (GroupCommitService(self._flush_commitlog_all)
                              if config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
         wait = None
         if self.group_commit is not None:
             gc, timeout = self.group_commit, config.sync_flush_timeout_ms
             wait = lambda offset: gc.wait_flushed(offset, timeout)  # noqa: E731
-        self.writer = MessageWriter(config, self.commitlog, self.dispatcher, self.k, clock, wait)
+        self.writer = on_kernels(MessageWriter, self.k)(config, self.commitlog, self.dispatcher, self.k, clock, wait)
         #: ``(items, born_host, store_host) -> (stored, refusal)``: plain single messages read by the
         #: broker's send pipeline, under one hold of the put lock (``MessageWriter.put_plain_sends_py``
         #: says what the caller guarantees and gets back); the writer's own callable, so the send
