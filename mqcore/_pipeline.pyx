@@ -639,13 +639,24 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
     channel's one write): ``send_answer`` of ``items[i]`` (``parse_plain_sends`` items:
     opaque, queue id) stored as ``stored[i]`` (``(queue_offset, phy_offset, size)``), for
     every stored item (``stored`` may be shorter than ``items``)."""
+    return _send_answers(before_queue_id, before_msg_id, host_hex, items, stored, version)
+
+
+cdef bytes _send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, list items, list stored,
+                         int32_t version):
+    # one answer (the usual receive buffer) is written on the stack and copied once into its
+    # bytes; a batch into a bytes of its largest size, cut to the written length
+    cdef char stack[512]
     cdef Py_ssize_t count = len(stored), i, n = 0
     if count > len(items):
         raise ValueError("more stored results than items")
     cdef Py_ssize_t bq_len = len(before_queue_id), bm_len = len(before_msg_id), hh_len = len(host_hex)
     cdef Py_ssize_t room = bq_len + bm_len + hh_len + 256
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, room * count)
-    cdef char *f = PyBytes_AS_STRING(out)
+    cdef bytes out = None
+    cdef char *f = stack
+    if room * count > <Py_ssize_t>sizeof(stack):
+        out = PyBytes_FromStringAndSize(NULL, room * count)
+        f = PyBytes_AS_STRING(out)
     cdef tuple item, st
     for i in range(count):
         item = <tuple>items[i]
@@ -653,8 +664,13 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
         n += _answer(f + n, PyBytes_AS_STRING(before_queue_id), bq_len, PyBytes_AS_STRING(before_msg_id), bm_len,
                      PyBytes_AS_STRING(host_hex), hh_len, <int32_t>item[2], <int64_t>st[1], <int64_t>st[0],
                      <int32_t>item[0], version)
+    if out is None:
+        return PyBytes_FromStringAndSize(stack, n)
     return out[:n] if n != room * count else out
 
+
+# --- the latency histogram and the long-polling gate the cores update in C ---
+include "_broker_state.pxi"
 
 # --- the connection core: a receive buffer of plain sends without the Channel's Python ---
 include "_send_core.pxi"
