@@ -351,8 +351,9 @@ cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_
 
 cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t body_at,
                         Py_ssize_t frame_end, const unsigned char *cluster, Py_ssize_t cluster_len,
-                        bint indexed, unsigned char *scratch, Py_ssize_t half):
-    """The item of one frame, or None when the general path must read it."""
+                        bint indexed, unsigned char *scratch, Py_ssize_t half, _Names names):
+    """The item of one frame, or None when the general path must read it (``names``: the
+    send core's, which gives its last topic's str again)."""
     cdef Header h
     cdef Span *s
     cdef int64_t queue_id, sys_flag, born_ts, flag, reconsume
@@ -484,7 +485,10 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
                         return None
                     hashes.append(_index_hash(<int32_t>_poly(base, out + i, j - i)))
                 i = j + 1
-    topic = PyUnicode_DecodeASCII(<const char *>b + h.ext[1].at, h.ext[1].end - h.ext[1].at, NULL)
+    if names is None:
+        topic = PyUnicode_DecodeASCII(<const char *>b + h.ext[1].at, h.ext[1].end - h.ext[1].at, NULL)
+    else:
+        topic = names.get(b, &h.ext[1], 0)
     return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
             PyBytes_FromStringAndSize(<const char *>out, out_n), tags_code, hashes,
             PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end)
@@ -508,13 +512,13 @@ def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t m
     try:
         if end > view.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {view.len} bytes")
-        return _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed)
+        return _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed, None)
     finally:
         PyBuffer_Release(&view)
 
 
 cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                  const unsigned char *cl, Py_ssize_t cl_len, bint indexed):
+                  const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names):
     cdef list items = []
     cdef Py_ssize_t pos = start, length, total, hlen
     cdef int32_t word
@@ -540,14 +544,14 @@ cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_s
         if half <= STACK_SCRATCH:
             scratch = stack
             item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                               scratch, half)
+                               scratch, half, names)
         else:
             scratch = <unsigned char *>PyMem_Malloc(2 * half)
             if scratch == NULL:
                 raise MemoryError()
             try:
                 item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                                   scratch, half)
+                                   scratch, half, names)
             finally:
                 PyMem_Free(scratch)
         if item is None:

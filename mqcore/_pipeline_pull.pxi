@@ -209,13 +209,13 @@ cdef bint _canonical(const unsigned char *b, Span *s, int64_t lo, int64_t hi, in
     return lo <= out[0] <= hi
 
 
-cdef class _PullNames:
-    """The str objects of the names the last pulls carried (group, topic, subscription,
-    expression type), each given again while its bytes are the same: a connection's pulls
-    carry the same few names, and a str made once keeps its hash (the core's memories are
-    dicts keyed by these names). Values, not identities, are the contract: the twin makes
-    new ones."""
-    cdef list raw, text  # per slot (0 group, 1 topic, 2 subscription, 3 expression type)
+cdef class _Names:
+    """The str objects of the names the last requests carried (a pull's group, topic,
+    subscription, expression type; a send's topic), each given again while its bytes are the
+    same: a connection's requests carry the same few names, and a str made once keeps its
+    hash (the cores' memories are dicts keyed by these names). Values, not identities, are
+    the contract: the twin makes new ones."""
+    cdef list raw, text  # per slot (pulls: 0 group, 1 topic, 2 subscription, 3 expression type; sends: 0 topic)
 
     def __cinit__(self):
         self.raw = [b"", b"", b"", b""]
@@ -232,7 +232,7 @@ cdef class _PullNames:
         return text
 
 
-cdef inline object _ascii(const unsigned char *b, Span *s, _PullNames names, int slot):
+cdef inline object _ascii(const unsigned char *b, Span *s, _Names names, int slot):
     if names is None:
         return PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
     return names.get(b, s, slot)
@@ -257,7 +257,7 @@ cdef bint _pull_fields(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr
     return True
 
 
-cdef tuple _pull_item(const unsigned char *b, PullHeader *h, int64_t *n, Py_ssize_t frame_end, _PullNames names):
+cdef tuple _pull_item(const unsigned char *b, PullHeader *h, int64_t *n, Py_ssize_t frame_end, _Names names):
     """A ``parse_pulls`` item of the frame read by ``_pull_frame``."""
     subscription = _ascii(b, &h.ext[P_SUBSCRIPTION], names, 2) if h.seen_ext & (1 << P_SUBSCRIPTION) else None
     expression_type = _ascii(b, &h.ext[P_EXPRESSION_TYPE], names, 3) \
@@ -303,7 +303,7 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
 
 
 cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                             list items, _PullNames names) except -1:
+                             list items, _Names names) except -1:
     cdef Py_buffer view
     cdef const unsigned char *b
     cdef Py_ssize_t pos = start, nxt
@@ -431,7 +431,7 @@ cdef class PullCore:
     cdef bint commit_in_place, count_in_place
     #: the store kernels' ``PullReader(commitlog).lookup`` (``lookup``), else ``pull_lookup``
     cdef bint reader_lookup
-    cdef _PullNames names  # the names of the last pulls read, as str
+    cdef _Names names  # the names of the last pulls read, as str
     cdef object offsets_lock
     cdef dict pull_requests, pulled
     # the reader's transfer caps, read again when its configuration object is replaced
@@ -445,7 +445,7 @@ cdef class PullCore:
     cdef int32_t version
     # what stays the same from one pull to the next of a connection, kept in C so a pull
     # builds no key to look them up (each is the dict entry it stands for, checked by identity
-    # of the names ``_PullNames`` hands out again):
+    # of the names ``_Names`` hands out again):
     #: the last check/route verdict ``passed`` gave (None: none) and its key's parts
     cdef object last_topic, last_group, last_sub
     cdef tuple last_memo
@@ -481,7 +481,7 @@ cdef class PullCore:
         self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
         self.consumers = <dict>pull.clients.consumers
         self.passed = {}
-        self.names = _PullNames()
+        self.names = _Names()
         self.passed_topics = self.passed_groups = None
         self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
         self.filter_ = pipeline._filter
@@ -548,7 +548,7 @@ cdef class PullCore:
         cdef int64_t total, body_len, queue_offset
         cdef bint tag
         cdef bytes remark, prefix
-        cdef _PullNames names = self.names
+        cdef _Names names = self.names
         while nxt >= 0:
             # the frame's fields (parse_pulls' item: opaque, group, topic, queue_id, queue_offset,
             # max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription,

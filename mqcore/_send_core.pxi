@@ -104,6 +104,7 @@ cdef class SendCore:
     cdef object routes_version  # topics.version the shared routes were last cleared for, as seen here
     cdef object host_key  # the store host the answer's hex was made for (SendPipeline._hex)
     cdef bytes host_hex
+    cdef _Names names  # the topic of the last send read, as str (kept with its hash)
 
     def __init__(self, pipeline, peer_host, not_allowed, int version):
         self.pipeline = pipeline
@@ -115,6 +116,7 @@ cdef class SendCore:
         self.not_allowed = not_allowed
         self.version = version
         self.routes_version = -1
+        self.names = _Names()
 
     cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
         """``(stop, answers)``: the position after the plain sends taken from the head of
@@ -140,7 +142,7 @@ cdef class SendCore:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = <list>(_parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed))
+        cdef list items = <list>(_parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names))
         if not items:
             return start, None
         # --- route ---
@@ -229,15 +231,16 @@ cdef inline void _count_puts(object stats, dict put_counts, str topic, Py_ssize_
 
 
 cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, bytes cluster,
-                       bint indexed):
-    """parse_plain_sends(...)[0], without the Python call."""
+                       bint indexed, _Names names):
+    """parse_plain_sends(...)[0], without the Python call (and the last topic's str given again)."""
     cdef Py_buffer b
     PyObject_GetBuffer(view, &b, PyBUF_SIMPLE)
     try:
         if end > b.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {b.len} bytes")
         return <list>(<tuple>_parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
-                                    <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed))[0]
+                                    <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed,
+                                    names))[0]
     finally:
         PyBuffer_Release(&b)
 
