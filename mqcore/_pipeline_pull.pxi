@@ -441,7 +441,7 @@ cdef class PullCore:
     #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
     cdef bint remember
     cdef int32_t success, not_found, offset_moved
-    cdef int64_t filter_units
+    cdef object filter_units  # an int, boxed once (the lookup takes it per pull)
     cdef int32_t version
     # what stays the same from one pull to the next of a connection, kept in C so a pull
     # builds no key to look them up (each is the dict entry it stands for, checked by identity
