@@ -526,7 +526,9 @@ cdef class PullCore:
         cdef object consume_enabled = self.consume_enabled, filter_ = self.filter_, lookup = self.lookup
         cdef dict passed = self.passed, filters = self.filters
         cdef object topics_version = self.topics.version, groups_version = self.groups.version
-        if topics_version != self.passed_topics or groups_version != self.passed_groups:
+        # (the same objects: unchanged, without a comparison)
+        if (topics_version is not self.passed_topics or groups_version is not self.passed_groups) and \
+                (topics_version != self.passed_topics or groups_version != self.passed_groups):
             passed.clear()
             self.last_memo = None
             self.passed_topics, self.passed_groups = topics_version, groups_version

@@ -142,14 +142,14 @@ cdef class SendCore:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = <list>(_parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names))
+        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names)
         if not items:
             return start, None
         # --- route ---
         cdef object topics = self.topics
         cdef dict routes = self.routes
         cdef object version = topics.version
-        if version != self.routes_version:
+        if version is not self.routes_version and version != self.routes_version:  # (same object: unchanged)
             # the routes are shared with SendPipeline.__call__: whichever sees a new version
             # first clears them (twice is harmless: they are only remembered checks)
             if version != p._routes_version:
@@ -194,6 +194,7 @@ cdef class SendCore:
         else:
             born_host = self.peer_host(channel)
         putter = store.put_plain_sends  # the writer's StorePlainSends (tests wrap it)
+        cdef list stored
         if type(putter) is StorePlainSends:
             stored, _refusal = (<StorePlainSends>putter).put(items, born_host, store_host)
         else:
