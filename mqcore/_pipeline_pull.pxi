@@ -39,15 +39,9 @@ cdef struct PullHeader:
     Span ext[12]
 
 
-cdef bint _plain_text(const unsigned char *b, Span *s) noexcept nogil:
+cdef inline bint _plain_text(const unsigned char *b, Span *s) noexcept nogil:
     """No escape and ASCII only: the bytes are the string (Python and Java read the same)."""
-    cdef Py_ssize_t i
-    if s.escaped:
-        return False
-    for i in range(s.at, s.end):
-        if b[i] >= 128:
-            return False
-    return True
+    return not s.escaped and not s.high
 
 
 cdef int _pull_key(const unsigned char *b, Span *k) noexcept nogil:
