@@ -91,30 +91,10 @@ cdef inline Py_ssize_t _ws(const unsigned char *b, Py_ssize_t p, Py_ssize_t end)
     return p
 
 
-# what each byte is to ``_string``: one table load per byte instead of four comparisons
-cdef enum:
-    C_PLAIN = 0
-    C_QUOTE = 1
-    C_ESCAPE = 2
-    C_CONTROL = 3
-    C_HIGH = 4
-cdef unsigned char _STRING_CLASS[256]
-
-
-cdef void _init_string_class() noexcept:
-    cdef int c
-    for c in range(256):
-        _STRING_CLASS[c] = C_CONTROL if c < 32 else (C_HIGH if c >= 128 else C_PLAIN)
-    _STRING_CLASS[34] = C_QUOTE
-    _STRING_CLASS[92] = C_ESCAPE
-
-
-_init_string_class()
-
-
 cdef Py_ssize_t _string(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Span *s) noexcept nogil:
-    """A JSON string starting at its quote; its raw span (escapes kept) in ``s``."""
-    cdef unsigned char k
+    """A JSON string starting at its quote; its raw span (escapes kept) in ``s``, and whether
+    it holds a byte >= 128 (read here so the ASCII check needs no second pass)."""
+    cdef unsigned char c
     if p >= end or b[p] != 34:
         return -1
     p += 1
@@ -122,20 +102,22 @@ cdef Py_ssize_t _string(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Sp
     s.escaped = False
     s.high = False
     while p < end:
-        k = _STRING_CLASS[b[p]]
-        if k == C_PLAIN:
+        c = b[p]
+        if 35 <= c < 128 and c != 92:  # the usual byte: printable ASCII, not a quote or backslash
             p += 1
-        elif k == C_QUOTE:
+            continue
+        if c == 34:
             s.end = p
             return p + 1
-        elif k == C_ESCAPE:
+        if c == 92:
             s.escaped = True
             p += 2
-        elif k == C_HIGH:
-            s.high = True
-            p += 1
-        else:
+            continue
+        if c < 32:
             return -1  # a raw control character: not JSON, the generic reader decides
+        if c >= 128:
+            s.high = True
+        p += 1
     return -1
 
 
