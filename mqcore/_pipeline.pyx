@@ -518,17 +518,20 @@ def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t m
     # the raw buffer protocol, not a typed memoryview: acquiring one of those costs more
     # than reading a frame
     cdef Py_buffer view
+    cdef Py_ssize_t stop
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if end > view.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {view.len} bytes")
-        return _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed, None)
+        items = _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed, None, &stop)
+        return items, stop
     finally:
         PyBuffer_Release(&view)
 
 
-cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                  const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names):
+cdef list _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+                 const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names, Py_ssize_t *stop):
+    """The items of the plain sends at the head of ``b[start:end]``; where reading stopped in ``stop``."""
     cdef list items = []
     cdef Py_ssize_t pos = start, length, total, hlen
     cdef int32_t word
@@ -568,7 +571,8 @@ cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_s
             break
         items.append(item)
         pos += total
-    return items, pos
+    stop[0] = pos
+    return items
 
 
 cdef char *_HEX = b"0123456789ABCDEF"

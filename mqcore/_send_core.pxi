@@ -235,13 +235,13 @@ cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t
                        bint indexed, _Names names):
     """parse_plain_sends(...)[0], without the Python call (and the last topic's str given again)."""
     cdef Py_buffer b
+    cdef Py_ssize_t stop
     PyObject_GetBuffer(view, &b, PyBUF_SIMPLE)
     try:
         if end > b.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {b.len} bytes")
-        return <list>(<tuple>_parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
-                                    <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed,
-                                    names))[0]
+        return _parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
+                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop)
     finally:
         PyBuffer_Release(&b)
 
