@@ -72,6 +72,7 @@ cdef struct Span:
     Py_ssize_t at
     Py_ssize_t end
     bint escaped
+    bint high  # a byte >= 128 inside (not ASCII)
 
 
 cdef struct Header:
@@ -91,22 +92,31 @@ cdef inline Py_ssize_t _ws(const unsigned char *b, Py_ssize_t p, Py_ssize_t end)
 
 
 cdef Py_ssize_t _string(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Span *s) noexcept nogil:
-    """A JSON string starting at its quote; its raw span (escapes kept) in ``s``."""
+    """A JSON string starting at its quote; its raw span (escapes kept) in ``s``, and whether
+    it holds a byte >= 128 (read here so the ASCII check needs no second pass)."""
+    cdef unsigned char c
     if p >= end or b[p] != 34:
         return -1
     p += 1
     s.at = p
     s.escaped = False
+    s.high = False
     while p < end:
-        if b[p] == 34:
+        c = b[p]
+        if 35 <= c < 128 and c != 92:  # the usual byte: printable ASCII, not a quote or backslash
+            p += 1
+            continue
+        if c == 34:
             s.end = p
             return p + 1
-        if b[p] == 92:
+        if c == 92:
             s.escaped = True
             p += 2
             continue
-        if b[p] < 32:
+        if c < 32:
             return -1  # a raw control character: not JSON, the generic reader decides
+        if c >= 128:
+            s.high = True
         p += 1
     return -1
 
@@ -351,8 +361,9 @@ cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_
 
 cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t body_at,
                         Py_ssize_t frame_end, const unsigned char *cluster, Py_ssize_t cluster_len,
-                        bint indexed, unsigned char *scratch, Py_ssize_t half):
-    """The item of one frame, or None when the general path must read it."""
+                        bint indexed, unsigned char *scratch, Py_ssize_t half, _Names names):
+    """The item of one frame, or None when the general path must read it (``names``: the
+    send core's, which gives its last topic's str again)."""
     cdef Header h
     cdef Span *s
     cdef int64_t queue_id, sys_flag, born_ts, flag, reconsume
@@ -484,7 +495,10 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
                         return None
                     hashes.append(_index_hash(<int32_t>_poly(base, out + i, j - i)))
                 i = j + 1
-    topic = PyUnicode_DecodeASCII(<const char *>b + h.ext[1].at, h.ext[1].end - h.ext[1].at, NULL)
+    if names is None:
+        topic = PyUnicode_DecodeASCII(<const char *>b + h.ext[1].at, h.ext[1].end - h.ext[1].at, NULL)
+    else:
+        topic = names.get(b, &h.ext[1], 0)
     return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
             PyBytes_FromStringAndSize(<const char *>out, out_n), tags_code, hashes,
             PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end)
@@ -504,17 +518,20 @@ def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t m
     # the raw buffer protocol, not a typed memoryview: acquiring one of those costs more
     # than reading a frame
     cdef Py_buffer view
+    cdef Py_ssize_t stop
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if end > view.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {view.len} bytes")
-        return _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed)
+        items = _parse(<const unsigned char *>view.buf, start, end, max_frame_bytes, cl, cl_len, indexed, None, &stop)
+        return items, stop
     finally:
         PyBuffer_Release(&view)
 
 
-cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                  const unsigned char *cl, Py_ssize_t cl_len, bint indexed):
+cdef list _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+                 const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names, Py_ssize_t *stop):
+    """The items of the plain sends at the head of ``b[start:end]``; where reading stopped in ``stop``."""
     cdef list items = []
     cdef Py_ssize_t pos = start, length, total, hlen
     cdef int32_t word
@@ -540,21 +557,22 @@ cdef tuple _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_s
         if half <= STACK_SCRATCH:
             scratch = stack
             item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                               scratch, half)
+                               scratch, half, names)
         else:
             scratch = <unsigned char *>PyMem_Malloc(2 * half)
             if scratch == NULL:
                 raise MemoryError()
             try:
                 item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                                   scratch, half)
+                                   scratch, half, names)
             finally:
                 PyMem_Free(scratch)
         if item is None:
             break
         items.append(item)
         pos += total
-    return items, pos
+    stop[0] = pos
+    return items
 
 
 cdef char *_HEX = b"0123456789ABCDEF"
@@ -639,13 +657,24 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
     channel's one write): ``send_answer`` of ``items[i]`` (``parse_plain_sends`` items:
     opaque, queue id) stored as ``stored[i]`` (``(queue_offset, phy_offset, size)``), for
     every stored item (``stored`` may be shorter than ``items``)."""
+    return _send_answers(before_queue_id, before_msg_id, host_hex, items, stored, version)
+
+
+cdef bytes _send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, list items, list stored,
+                         int32_t version):
+    # one answer (the usual receive buffer) is written on the stack and copied once into its
+    # bytes; a batch into a bytes of its largest size, cut to the written length
+    cdef char stack[512]
     cdef Py_ssize_t count = len(stored), i, n = 0
     if count > len(items):
         raise ValueError("more stored results than items")
     cdef Py_ssize_t bq_len = len(before_queue_id), bm_len = len(before_msg_id), hh_len = len(host_hex)
     cdef Py_ssize_t room = bq_len + bm_len + hh_len + 256
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, room * count)
-    cdef char *f = PyBytes_AS_STRING(out)
+    cdef bytes out = None
+    cdef char *f = stack
+    if room * count > <Py_ssize_t>sizeof(stack):
+        out = PyBytes_FromStringAndSize(NULL, room * count)
+        f = PyBytes_AS_STRING(out)
     cdef tuple item, st
     for i in range(count):
         item = <tuple>items[i]
@@ -653,8 +682,13 @@ def send_answers(bytes before_queue_id, bytes before_msg_id, bytes host_hex, lis
         n += _answer(f + n, PyBytes_AS_STRING(before_queue_id), bq_len, PyBytes_AS_STRING(before_msg_id), bm_len,
                      PyBytes_AS_STRING(host_hex), hh_len, <int32_t>item[2], <int64_t>st[1], <int64_t>st[0],
                      <int32_t>item[0], version)
+    if out is None:
+        return PyBytes_FromStringAndSize(stack, n)
     return out[:n] if n != room * count else out
 
+
+# --- the latency histogram and the long-polling gate the cores update in C ---
+include "_broker_state.pxi"
 
 # --- the connection core: a receive buffer of plain sends without the Channel's Python ---
 include "_receiver_core.pxi"

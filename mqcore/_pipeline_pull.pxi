@@ -39,15 +39,9 @@ cdef struct PullHeader:
     Span ext[12]
 
 
-cdef bint _plain_text(const unsigned char *b, Span *s) noexcept nogil:
+cdef inline bint _plain_text(const unsigned char *b, Span *s) noexcept nogil:
     """No escape and ASCII only: the bytes are the string (Python and Java read the same)."""
-    cdef Py_ssize_t i
-    if s.escaped:
-        return False
-    for i in range(s.at, s.end):
-        if b[i] >= 128:
-            return False
-    return True
+    return not s.escaped and not s.high
 
 
 cdef int _pull_key(const unsigned char *b, Span *k) noexcept nogil:
@@ -209,13 +203,13 @@ cdef bint _canonical(const unsigned char *b, Span *s, int64_t lo, int64_t hi, in
     return lo <= out[0] <= hi
 
 
-cdef class _PullNames:
-    """The str objects of the names the last pulls carried (group, topic, subscription,
-    expression type), each given again while its bytes are the same: a connection's pulls
-    carry the same few names, and a str made once keeps its hash (the core's memories are
-    dicts keyed by these names). Values, not identities, are the contract: the twin makes
-    new ones."""
-    cdef list raw, text  # per slot (0 group, 1 topic, 2 subscription, 3 expression type)
+cdef class _Names:
+    """The str objects of the names the last requests carried (a pull's group, topic,
+    subscription, expression type; a send's topic), each given again while its bytes are the
+    same: a connection's requests carry the same few names, and a str made once keeps its
+    hash (the cores' memories are dicts keyed by these names). Values, not identities, are
+    the contract: the twin makes new ones."""
+    cdef list raw, text  # per slot (pulls: 0 group, 1 topic, 2 subscription, 3 expression type; sends: 0 topic)
 
     def __cinit__(self):
         self.raw = [b"", b"", b"", b""]
@@ -232,30 +226,33 @@ cdef class _PullNames:
         return text
 
 
-cdef inline object _ascii(const unsigned char *b, Span *s, _PullNames names, int slot):
+cdef inline object _ascii(const unsigned char *b, Span *s, _Names names, int slot):
     if names is None:
         return PyUnicode_DecodeASCII(<const char *>b + s.at, s.end - s.at, NULL)
     return names.get(b, s, slot)
 
 
-cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t frame_end,
-                        _PullNames names):
-    cdef PullHeader h
-    cdef int64_t n[9]
+cdef bint _pull_fields(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, PullHeader *h,
+                       int64_t *n) noexcept:
+    """Read a plain pull's header into ``h`` and its numbers into ``n`` (indexed by field)."""
     cdef int i
-    cdef Span *s
-    if _pull_header(b, hdr_at, hdr_end, &h) < 0:
-        return None
+    if _pull_header(b, hdr_at, hdr_end, h) < 0:
+        return False
     if not h.seen_top & T_CODE or h.code != PULL_MESSAGE or h.flag & (FLAG_RESPONSE | FLAG_ONEWAY):
-        return None
+        return False
     if h.seen_ext & P_REQUIRED != P_REQUIRED:
-        return None
+        return False
     for i in range(P_QUEUE_ID, P_SUB_VERSION + 1):
         if i == P_QUEUE_ID or i == P_MAX_MSG_NUMS or i == P_SYS_FLAG:  # int fields
             if not _canonical(b, &h.ext[i], -2147483648, 2147483647, &n[i]):
-                return None
+                return False
         elif not _canonical(b, &h.ext[i], -9223372036854775807 - 1, 9223372036854775807, &n[i]):
-            return None
+            return False
+    return True
+
+
+cdef tuple _pull_item(const unsigned char *b, PullHeader *h, int64_t *n, Py_ssize_t frame_end, _Names names):
+    """A ``parse_pulls`` item of the frame read by ``_pull_frame``."""
     subscription = _ascii(b, &h.ext[P_SUBSCRIPTION], names, 2) if h.seen_ext & (1 << P_SUBSCRIPTION) else None
     expression_type = _ascii(b, &h.ext[P_EXPRESSION_TYPE], names, 3) \
         if h.seen_ext & (1 << P_EXPRESSION_TYPE) else None
@@ -263,6 +260,31 @@ cdef object _plain_pull(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
     topic = _ascii(b, &h.ext[P_TOPIC], names, 1)
     return (h.opaque, group, topic, n[P_QUEUE_ID], n[P_QUEUE_OFFSET], n[P_MAX_MSG_NUMS], n[P_SYS_FLAG],
             n[P_COMMIT_OFFSET], n[P_SUSPEND], subscription, expression_type, frame_end)
+
+
+cdef Py_ssize_t _pull_frame(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame_bytes,
+                            PullHeader *h, int64_t *n) noexcept:
+    """The end of the plain pull frame at ``pos`` (its header in ``h``, numbers in ``n``), or
+    -1 when the frame there is incomplete or not one ``_parse_pulls`` reads."""
+    cdef Py_ssize_t length, total, hlen
+    cdef int32_t word
+    if end - pos < FRAME_LENGTH_SIZE + HEADER_WORD_SIZE:
+        return -1
+    length = <uint32_t>mq_rd_i32(b + pos)
+    if length > max_frame_bytes or length < HEADER_WORD_SIZE:
+        return -1
+    total = FRAME_LENGTH_SIZE + length
+    if total > end - pos:
+        return -1
+    word = mq_rd_i32(b + pos + FRAME_LENGTH_SIZE)
+    if (word >> 24) & 0xFF:  # not JSON
+        return -1
+    hlen = word & 0xFFFFFF
+    if hlen > length - HEADER_WORD_SIZE:
+        return -1
+    if not _pull_fields(b, pos + 8, pos + 8 + hlen, h, n):
+        return -1
+    return pos + total
 
 
 def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes):
@@ -275,34 +297,23 @@ def parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_fra
 
 
 cdef Py_ssize_t _parse_pulls(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                             list items, _PullNames names) except -1:
+                             list items, _Names names) except -1:
     cdef Py_buffer view
     cdef const unsigned char *b
-    cdef Py_ssize_t pos = start, length, total, hlen
-    cdef int32_t word
+    cdef Py_ssize_t pos = start, nxt
+    cdef PullHeader h
+    cdef int64_t n[9]
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         if end > view.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {view.len} bytes")
         b = <const unsigned char *>view.buf
-        while end - pos >= FRAME_LENGTH_SIZE + HEADER_WORD_SIZE:
-            length = <uint32_t>mq_rd_i32(b + pos)
-            if length > max_frame_bytes or length < HEADER_WORD_SIZE:
+        while True:
+            nxt = _pull_frame(b, pos, end, max_frame_bytes, &h, n)
+            if nxt < 0:
                 break
-            total = FRAME_LENGTH_SIZE + length
-            if total > end - pos:
-                break
-            word = mq_rd_i32(b + pos + FRAME_LENGTH_SIZE)
-            if (word >> 24) & 0xFF:  # not JSON
-                break
-            hlen = word & 0xFFFFFF
-            if hlen > length - HEADER_WORD_SIZE:
-                break
-            item = _plain_pull(b, pos + 8, pos + 8 + hlen, pos + total, names)
-            if item is None:
-                break
-            items.append(item)
-            pos += total
+            items.append(_pull_item(b, &h, n, nxt, names))
+            pos = nxt
         return pos
     finally:
         PyBuffer_Release(&view)
@@ -414,7 +425,7 @@ cdef class PullCore:
     cdef bint commit_in_place, count_in_place
     #: the store kernels' ``PullReader(commitlog).lookup`` (``lookup``), else ``pull_lookup``
     cdef bint reader_lookup
-    cdef _PullNames names  # the names of the last pulls read, as str
+    cdef _Names names  # the names of the last pulls read, as str
     cdef object offsets_lock
     cdef dict pull_requests, pulled
     # the reader's transfer caps, read again when its configuration object is replaced
@@ -424,8 +435,25 @@ cdef class PullCore:
     #: otherwise the pipeline's ``consume_enabled`` is asked per pull and nothing is remembered
     cdef bint remember
     cdef int32_t success, not_found, offset_moved
-    cdef int64_t filter_units
+    cdef object filter_units  # an int, boxed once (the lookup takes it per pull)
     cdef int32_t version
+    # what stays the same from one pull to the next of a connection, kept in C so a pull
+    # builds no key to look them up (each is the dict entry it stands for, checked by identity
+    # of the names ``_Names`` hands out again):
+    #: the last check/route verdict ``passed`` gave (None: none) and its key's parts
+    cdef object last_topic, last_group, last_sub
+    cdef tuple last_memo
+    #: the last filter verdict by the request's (subscription, expression type) key
+    cdef object f_sub, f_expr, f_codes
+    cdef bint f_known, f_tag
+    #: the last filter verdict by a heartbeat subscription (held: its identity is the key)
+    cdef object h_sub, h_codes
+    cdef bint h_tag
+    # the pipeline's settings, fixed when it is built
+    cdef Py_ssize_t max_frame_bytes
+    cdef object consume_enabled
+    #: the offset table lock's bound methods (commit in place)
+    cdef object lock_acquire, lock_release
 
     def __init__(self, pipeline, names_pass, dict code_by_name, dict kinds, tuple codes, int64_t filter_units,
                  int32_t version):
@@ -447,13 +475,15 @@ cdef class PullCore:
         self.topics, self.groups, self.ensure = pull.topics, pull.groups, pull.groups.ensure
         self.consumers = <dict>pull.clients.consumers
         self.passed = {}
-        self.names = _PullNames()
+        self.names = _Names()
         self.passed_topics = self.passed_groups = None
         self.remember = pipeline.consume_enabled is None or pipeline.consume_enabled == pull.groups.consume_enabled
         self.filter_ = pipeline._filter
         self.commit_in_place, self.count_in_place = pipeline.in_place
         if self.commit_in_place:
             self.offsets_lock = self.offsets._lock
+            self.lock_acquire, self.lock_release = self.offsets_lock.acquire, self.offsets_lock.release
+        self.max_frame_bytes, self.consume_enabled = pipeline.max_frame_bytes, pipeline.consume_enabled
         if self.count_in_place:
             self.pull_requests, self.pulled = <dict>self.stats.pull_requests, <dict>self.stats.pulled
         self.success, self.not_found, self.offset_moved = codes
@@ -465,17 +495,36 @@ cdef class PullCore:
         ``view[start:end]`` and their answers as a list of buffers (None when nothing was
         taken). Answers above 256 KiB are written on the way (as the Channel's cork does);
         taking stops once the channel stops reading (its peer is behind)."""
-        cdef object p = self.pipeline
-        cdef list items = []
-        _parse_pulls(view, start, end, p.max_frame_bytes, items, self.names)
-        if not items:
-            return start, None
+        cdef Py_buffer vb
+        cdef const unsigned char *b
+        cdef PullHeader h
+        cdef int64_t n[9]
+        cdef Py_ssize_t pos = start, nxt
+        PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE)
+        try:
+            if end > vb.len or start < 0 or start > end:
+                raise ValueError(f"range {start}..{end} is outside a buffer of {vb.len} bytes")
+            b = <const unsigned char *>vb.buf
+            # --- read --- (parse_pulls, one frame at a time: no item tuples)
+            nxt = _pull_frame(b, pos, end, self.max_frame_bytes, &h, n)
+            if nxt < 0:
+                return start, None
+            return self._take(channel, b, start, end, nxt, &h, n)
+        finally:
+            PyBuffer_Release(&vb)
+
+    cdef tuple _take(self, channel, const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t nxt,
+                     PullHeader *h, int64_t *n):
+        """``take`` with the buffer held and its first frame read (into ``h`` and ``n``)."""
         cdef object pull = self.pull, names_pass = self.names_pass
-        cdef object consume_enabled = p.consume_enabled, filter_ = self.filter_, lookup = self.lookup
+        cdef object consume_enabled = self.consume_enabled, filter_ = self.filter_, lookup = self.lookup
         cdef dict passed = self.passed, filters = self.filters
         cdef object topics_version = self.topics.version, groups_version = self.groups.version
-        if topics_version != self.passed_topics or groups_version != self.passed_groups:
+        # (the same objects: unchanged, without a comparison)
+        if (topics_version is not self.passed_topics or groups_version is not self.passed_groups) and \
+                (topics_version != self.passed_topics or groups_version != self.passed_groups):
             passed.clear()
+            self.last_memo = None
             self.passed_topics, self.passed_groups = topics_version, groups_version
         cdef object commitlog = self.commitlog
         cdef dict queue_map = self.queue_map, remarks = self.remarks
@@ -489,71 +538,92 @@ cdef class PullCore:
         cdef tuple memo
         cdef list answers = []
         cdef Py_ssize_t pos = start, nbytes = 0
-        cdef tuple item, got
+        cdef tuple got
         cdef int sys_flag
-        cdef int32_t code
-        cdef int64_t total, body_len
-        cdef object buffers
+        cdef int32_t code, queue_id
+        cdef int64_t total, body_len, queue_offset
+        cdef bint tag
         cdef bytes remark, prefix
-        for item in items:
-            # (opaque, group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset,
-            #  suspend_timeout_millis, subscription, expression_type, frame_end)
-            group, topic, queue_id = item[1], item[2], item[3]
-            sys_flag = item[6]
+        cdef _Names names = self.names
+        while nxt >= 0:
+            # the frame's fields (parse_pulls' item: opaque, group, topic, queue_id, queue_offset,
+            # max_msg_nums, sys_flag, commit_offset, suspend_timeout_millis, subscription,
+            # expression_type, frame_end)
+            subscription = names.get(b, &h.ext[P_SUBSCRIPTION], 2) if h.seen_ext & (1 << P_SUBSCRIPTION) else None
+            expression_type = names.get(b, &h.ext[P_EXPRESSION_TYPE], 3) \
+                if h.seen_ext & (1 << P_EXPRESSION_TYPE) else None
+            group = names.get(b, &h.ext[P_GROUP], 0)
+            topic = names.get(b, &h.ext[P_TOPIC], 1)
+            queue_id, queue_offset, sys_flag = <int32_t>n[P_QUEUE_ID], n[P_QUEUE_OFFSET], <int>n[P_SYS_FLAG]
             # --- check --- / --- route --- (validate.pull_names_pass, PullProcessor.route: any
             # refusal is the general path's to answer)
-            key = (topic, group, item[9] if sys_flag & _PULL_SUBSCRIPTION else None)
-            memo = passed.get(key)
-            if memo is None:  # in the general path's order: the group is made (auto-creation) last
-                if not names_pass(topic, group, sys_flag, item[9], consume_enabled):
-                    break
-                tc = self.topics.get(topic)
-                if tc is None or not (tc.perm & _PERM_READ):
-                    break
-                queues = tc.read_queue_nums
-                if queue_id < 0 or queue_id >= queues or not self.ensure(group):
-                    break
-                memo = (queues, self.offsets.key(group, topic) if self.commit_in_place else None, (group, topic))
-                if self.remember:
-                    if len(passed) >= _MAX_PASSED:
-                        passed.clear()
-                    passed[key] = memo
-            elif queue_id < 0 or queue_id >= memo[0]:
+            sub_key = subscription if sys_flag & _PULL_SUBSCRIPTION else None
+            memo = self.last_memo
+            if memo is None or topic is not self.last_topic or group is not self.last_group \
+                    or sub_key is not self.last_sub:
+                key = (topic, group, sub_key)
+                memo = passed.get(key)
+                if memo is None:  # in the general path's order: the group is made (auto-creation) last
+                    if not names_pass(topic, group, sys_flag, subscription, consume_enabled):
+                        break
+                    tc = self.topics.get(topic)
+                    if tc is None or not (tc.perm & _PERM_READ):
+                        break
+                    queues = tc.read_queue_nums
+                    if queue_id < 0 or queue_id >= queues or not self.ensure(group):
+                        break
+                    memo = (queues, self.offsets.key(group, topic) if self.commit_in_place else None, (group, topic))
+                    if self.remember:
+                        if len(passed) >= _MAX_PASSED:
+                            passed.clear()
+                        passed[key] = memo
+                if self.remember:  # (else nothing is remembered: last_memo stays None)
+                    self.last_topic, self.last_group, self.last_sub, self.last_memo = topic, group, sub_key, memo
+            if queue_id < 0 or queue_id >= <Py_ssize_t>memo[0]:
                 break
             # --- filter --- (PullPipeline._filter's remembered verdict, asked here; the method on a miss).
             # A request's own subscription is the verdict's key: the group's heartbeat
             # subscription is then read only on a miss (the method is given it as the general path is)
             if sys_flag & _PULL_SUBSCRIPTION:
                 sub = None
-                fkey = (item[9], item[10])
-                got = filters.get(fkey)
+                by_request = True
             else:
                 g = self.consumers.get(group)
                 sub = (<dict>g.subscriptions).get(topic) if g is not None else None
-                fkey = (item[9], item[10]) if sub is None else id(sub)
-                got = filters.get(fkey)
-            if got is None or (got[0] is not sub and type(fkey) is not tuple):
-                if sys_flag & _PULL_SUBSCRIPTION:
-                    g = self.consumers.get(group)
-                    sub = (<dict>g.subscriptions).get(topic) if g is not None else None
-                got = filter_(sys_flag, item[9], item[10], sub)
-                if not got[0]:
-                    break  # SQL92 (or its refusal): the general path's filter stage
-                codes = got[1]
+                by_request = sub is None
+            if by_request and self.f_known and subscription is self.f_sub and expression_type is self.f_expr:
+                tag, codes = self.f_tag, self.f_codes  # the last request key's verdict
+            elif not by_request and sub is self.h_sub:
+                tag, codes = self.h_tag, self.h_codes  # the last heartbeat subscription's verdict
             else:
-                if not got[1]:
-                    break
-                codes = got[2]
+                fkey = (subscription, expression_type) if by_request else id(sub)
+                got = filters.get(fkey)
+                if got is None or (got[0] is not sub and not by_request):
+                    if sys_flag & _PULL_SUBSCRIPTION:
+                        g = self.consumers.get(group)
+                        sub = (<dict>g.subscriptions).get(topic) if g is not None else None
+                    got = filter_(sys_flag, subscription, expression_type, sub)
+                    tag, codes = got[0], got[1]
+                else:
+                    tag, codes = got[1], got[2]
+                if by_request:
+                    self.f_sub, self.f_expr, self.f_tag, self.f_codes, self.f_known = \
+                        subscription, expression_type, tag, codes, True
+                else:
+                    self.h_sub, self.h_tag, self.h_codes = sub, tag, codes
+            if not tag:
+                break  # SQL92 (or its refusal): the general path's filter stage
             # --- lookup ---
             cq = queue_map.get((topic, queue_id))
             if cq is None:
                 looked = None
             elif self.reader_lookup:
-                looked = lookup(cq, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
+                looked = lookup(cq, queue_offset, n[P_MAX_MSG_NUMS], cap_count, cap_bytes, codes, self.filter_units)
             else:
-                looked = lookup(cq, commitlog, item[4], item[5], cap_count, cap_bytes, codes, self.filter_units)
+                looked = lookup(cq, commitlog, queue_offset, n[P_MAX_MSG_NUMS], cap_count, cap_bytes, codes,
+                                self.filter_units)
             if looked is None:  # no such queue, or a run not readable as one view: the store's reader
-                result, code_obj = pull.lookup(topic, queue_id, item[4], item[5], codes)
+                result, code_obj = pull.lookup(topic, queue_id, queue_offset, n[P_MAX_MSG_NUMS], codes)
                 name = result.status._name_
                 code = code_obj
                 got = (name, result.next_begin_offset, result.min_offset, result.max_offset, result.buffers,
@@ -562,26 +632,25 @@ cdef class PullCore:
                 got = <tuple>looked
                 name = got[0]
                 if name == _NO_MESSAGE_IN_QUEUE:  # PullProcessor.lookup's answer for an empty queue
-                    code = self.offset_moved if item[4] != 0 else self.not_found
+                    code = self.offset_moved if queue_offset != 0 else self.not_found
                 else:
                     code = self.code_by_name[name]
-            if code == self.not_found and sys_flag & _PULL_SUSPEND and item[8] > 0:
+            if code == self.not_found and sys_flag & _PULL_SUSPEND and n[P_SUSPEND] > 0:
                 break  # nothing yet: the general path parks it (long polling)
             # --- commit ---
-            if sys_flag & _PULL_COMMIT and item[7] >= 0:
+            if sys_flag & _PULL_COMMIT and n[P_COMMIT_OFFSET] >= 0:
                 if self.commit_in_place:  # ConsumerOffsetTable.commit
-                    lock = self.offsets_lock
-                    lock.acquire()
+                    self.lock_acquire()
                     try:
                         table = <dict>self.offsets._table  # replaced as a whole when the file is loaded
                         queues_of = table.get(memo[1])
                         if queues_of is None:
                             queues_of = table[memo[1]] = {}
-                        queues_of[queue_id] = item[7]
+                        queues_of[queue_id] = n[P_COMMIT_OFFSET]
                     finally:
-                        lock.release()
+                        self.lock_release()
                 else:
-                    self.offsets.commit(group, topic, queue_id, item[7])
+                    self.offsets.commit(group, topic, queue_id, n[P_COMMIT_OFFSET])
             total = got[6]
             kind = self.kinds.get(code, "other")
             if self.count_in_place:  # BrokerStats.on_pulled
@@ -599,18 +668,19 @@ cdef class PullCore:
             if remark is None:
                 remark = remarks[name] = (<str>name).encode("ascii")
             body_len = total if code == self.success else 0
-            prefix = _pull_answer(code, item[0], remark, got[1], got[2], got[3], body_len, self.version)
+            prefix = _pull_answer(code, h.opaque, remark, got[1], got[2], got[3], body_len, self.version)
             answers.append(prefix)
             if body_len:
                 answers.extend(<list>got[4])
             nbytes += len(prefix) + body_len
-            pos = item[11]
+            pos = nxt
             if nbytes > _PULL_CORK_BYTES:
                 channel._transport.writelines(answers)
                 answers = []
                 nbytes = 0
                 if channel._read_paused or channel._closed:
                     break  # the peer is behind on its answers: the rest waits (memory bound per connection)
+            nxt = _pull_frame(b, pos, end, self.max_frame_bytes, h, n)
         if pos == start:
             return start, None
         return pos, answers

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mqcore import _store_py
 from mqcore._store_py import index_hash, java_hash
 from mqcore.format import layout as L
 from mqcore.format.properties import NAME_VALUE_SEPARATOR_TEXT, PROPERTY_SEPARATOR_TEXT
+from mqcore.histogram import Histogram  # the compiled kernels' keeps its buckets in C; this is the reference
 
 #: an item of ``parse_plain_sends`` (``mqcore.kernel_api.PlainSend``): ``(opaque, topic, queue_id,
 #: sys_flag, born_timestamp, flag, reconsume_times, properties, tags_code, key_hashes, body, frame_end)``
@@ -309,3 +311,22 @@ def pull_answer(code: int, opaque: int, remark: bytes, next_begin_offset: int, m
 
 
 __all__ += ["parse_pulls", "pull_answer"]
+
+
+# --- the broker's small shared state (_broker_state.pxi) ---
+
+class ArrivalGate:
+    """See ``_pipeline.ArrivalGate``: an arrival listener that calls ``listener`` only while
+    ``waiting`` > 0 (the long-polling hold service counts its parked pulls here)."""
+
+    __slots__ = ("listener", "waiting")
+
+    def __init__(self, listener: Callable[[str, int, int], None]) -> None:
+        self.listener = listener
+        self.waiting = 0
+
+    def __call__(self, topic: str, queue_id: int, max_offset: int) -> None:
+        if self.waiting > 0:
+            self.listener(topic, queue_id, max_offset)
+
+__all__ += ["ArrivalGate", "Histogram"]

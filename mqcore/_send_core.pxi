@@ -54,14 +54,11 @@ cdef inline int64_t _realtime_ms() noexcept:
 
 
 cdef inline void _observe(object histogram, double value) except *:
-    """Histogram.observe: the first bucket whose bound is >= value (bisect_left), and the sum."""
-    cdef tuple bounds = histogram.bounds
-    cdef Py_ssize_t i = 0, n = len(bounds)
-    while i < n and <double>bounds[i] < value:
-        i += 1
-    cdef list counts = histogram.counts
-    counts[i] += 1
-    histogram.sum += value
+    """histogram.observe(value): in C on the compiled Histogram's buckets (_broker_state.pxi)."""
+    if type(histogram) is Histogram:
+        (<Histogram>histogram).add(value)
+    else:
+        histogram.observe(value)
 
 
 # The store's objects on their C bases (mqcore/store/hot_state.py): StorePlainSends reads what
@@ -111,6 +108,8 @@ cdef inline void _units_arrived(object dispatcher, list listeners, object topic,
     the dispatcher's list, which listeners are added to in place)."""
     dispatcher.last_store_timestamp = store_ts
     for listener in listeners:
+        if type(listener) is ArrivalGate and (<ArrivalGate>listener).waiting <= 0:
+            continue  # no pull parked (the usual case): the gate's call would return at once
         listener(topic, queue_id, max_offset)
 
 
@@ -124,25 +123,32 @@ cdef class SendCore:
     # the broker's parts that never change (the configuration is read per buffer)
     cdef object send, store, topics, stats
     cdef dict routes
+    cdef dict put_counts  # stats.put (BrokerStats' field, never replaced)
     # what take reads from the configuration and the pipeline, kept while ``send.cfg`` is the
     # same object (a run-time change replaces it as a whole): one identity test per buffer
     # instead of the configuration's and the pipeline's attributes
     cdef object cfg_seen, parts, cluster
-    cdef bint writable, indexed
+    cdef bint writable, indexed, pool_free
+    # send.store_host(): the broker's address, fixed once it listens (asked again while empty
+    # and after a configuration change) - a Python call per buffer otherwise
+    cdef bytes store_host
     cdef Py_ssize_t max_frame_bytes
     cdef object routes_version  # topics.version the shared routes were last cleared for, as seen here
     cdef object host_key  # the store host the answer's hex was made for (SendPipeline._hex)
     cdef bytes host_hex
+    cdef _Names names  # the topic of the last send read, as str (kept with its hash)
 
     def __init__(self, pipeline, peer_host, not_allowed, int version):
         self.pipeline = pipeline
         self.send = pipeline.send
         self.store, self.topics, self.stats = self.send.store, self.send.topics, self.send.stats
         self.routes = <dict>pipeline._routes
+        self.put_counts = <dict>self.stats.put
         self.peer_host = peer_host
         self.not_allowed = not_allowed
         self.version = version
         self.routes_version = -1
+        self.names = _Names()
 
     cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
         """``(stop, answers)``: the position after the plain sends taken from the head of
@@ -157,23 +163,25 @@ cdef class SendCore:
             self.writable = (cfg.broker_permission & _PERM_WRITE) != 0
             self.max_frame_bytes = p.max_frame_bytes
             self.indexed = self.store.index is not None
+            self.pool_free = send.pool is None
+            self.store_host = None
             self.cfg_seen = cfg
         cdef object parts = self.parts
         cdef object cluster = self.cluster
         # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
         # kernels do not write: the general path
-        if send.pool is not None or not self.writable or parts is None or cluster is None:
+        if not self.pool_free or not self.writable or parts is None or cluster is None:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = <list>(_parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed))
+        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names)
         if not items:
             return start, None
         # --- route ---
         cdef object topics = self.topics
         cdef dict routes = self.routes
         cdef object version = topics.version
-        if version != self.routes_version:
+        if version is not self.routes_version and version != self.routes_version:  # (same object: unchanged)
             # the routes are shared with SendPipeline.__call__: whichever sees a new version
             # first clears them (twice is harmless: they are only remembered checks)
             if version != p._routes_version:
@@ -204,7 +212,11 @@ cdef class SendCore:
         if routed < n:
             del items[routed:]
         # --- store ---
-        cdef object store_host = send.store_host()
+        cdef object store_host = self.store_host
+        if store_host is None:
+            store_host = send.store_host()
+            if store_host:
+                self.store_host = store_host
         cdef object stats = self.stats
         cdef double t0 = _monotonic_s()
         if isinstance(channel, ChannelCore):  # the peer's address, parsed once per connection
@@ -213,12 +225,17 @@ cdef class SendCore:
                 born_host = (<ChannelCore>channel)._born_host = self.peer_host(channel)
         else:
             born_host = self.peer_host(channel)
-        stored, _refusal = store.put_plain_sends(items, born_host, store_host)
+        putter = store.put_plain_sends  # the writer's StorePlainSends (tests wrap it)
+        cdef list stored
+        if type(putter) is StorePlainSends:
+            stored, _refusal = (<StorePlainSends>putter).put(items, born_host, store_host)
+        else:
+            stored, _refusal = putter(items, born_host, store_host)
         if not stored:
             return start, None  # the general path answers the refusal of the first one
         _observe(stats.put_latency, _monotonic_s() - t0)
         # --- answer --- (counters per run of a topic)
-        cdef dict put_counts = stats.put
+        cdef dict put_counts = self.put_counts
         cdef list done = <list>stored
         cdef Py_ssize_t i, taken = len(done), run_count = 0, run_bytes = 0
         cdef str run_topic = <str>(<tuple>items[0])[1]
@@ -232,7 +249,7 @@ cdef class SendCore:
         _count_puts(stats, put_counts, run_topic, run_count, run_bytes)
         if store_host is not self.host_key:
             self.host_hex, self.host_key = p._hex(store_host), store_host
-        answers = send_answers(parts[0], parts[1], self.host_hex, items, done, self.version)
+        answers = _send_answers(parts[0], parts[1], self.host_hex, items, done, self.version)
         return (<tuple>items[taken - 1])[_STOP_AT], answers
 
 
@@ -246,9 +263,19 @@ cdef inline void _count_puts(object stats, dict put_counts, str topic, Py_ssize_
     c[1] += size
 
 
-cdef object _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, object cluster,
-                         bint indexed):
-    return parse_plain_sends(view, start, end, max_frame_bytes, cluster, indexed)[0]
+cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, bytes cluster,
+                       bint indexed, _Names names):
+    """parse_plain_sends(...)[0], without the Python call (and the last topic's str given again)."""
+    cdef Py_buffer b
+    cdef Py_ssize_t stop
+    PyObject_GetBuffer(view, &b, PyBUF_SIMPLE)
+    try:
+        if end > b.len or start < 0 or start > end:
+            raise ValueError(f"range {start}..{end} is outside a buffer of {b.len} bytes")
+        return _parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
+                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop)
+    finally:
+        PyBuffer_Release(&b)
 
 
 cdef class ChannelCore:

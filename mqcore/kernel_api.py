@@ -194,6 +194,33 @@ class PipelineKernels(Protocol):
     def pull_answer(self, code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int,
                     max_offset: int, body_len: int, version: int) -> bytes: ...
 
+    # --- the broker's shared state the cores update in C ---
+    @property
+    def Histogram(self) -> Callable[[tuple[float, ...]], HistogramApi]: ...
+    @property
+    def ArrivalGate(self) -> Callable[[Callable[[str, int, int], None]], ArrivalGateApi]: ...
+
+
+class HistogramApi(Protocol):
+    """A latency histogram (``mqcore.histogram.Histogram``; the compiled one keeps its buckets in C)."""
+
+    @property
+    def bounds(self) -> tuple[float, ...]: ...
+    @property
+    def counts(self) -> list[int]: ...
+    sum: float
+    def observe(self, value: float) -> None: ...
+    def cumulative(self) -> list[tuple[str, int]]: ...
+
+
+class ArrivalGateApi(Protocol):
+    """A store arrival listener passing arrivals on while ``waiting`` > 0 (long polling)."""
+
+    @property
+    def listener(self) -> Callable[[str, int, int], None]: ...
+    waiting: int
+    def __call__(self, topic: str, queue_id: int, max_offset: int) -> None: ...
+
 
 class PendingBatchApi(Protocol):
     """One auto-batch being filled, then sent, and its futures' shared state (``PendingBatch``

@@ -196,7 +196,7 @@ class Broker:
         self.offsets.load()
         self.delay_offsets.load()
         self.hold = PullRequestHoldService(loop, self.store.get_max_offset_in_queue)
-        self.store.add_arrival_listener(self.hold.notify)
+        self.store.add_arrival_listener(self.hold.arrivals)
         if self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
         self._register_processors()

@@ -11,22 +11,31 @@ registered (the dispatcher runs on its own thread, and a parked pull only starts
 later loop turn). ``notify`` would see no waiter and the pull would sleep out its whole
 suspend time. So ``hold`` asks the queue's max offset once more after registering: a
 dispatch before that check is seen by it, one after it finds the waiter.
+
+The store is given ``arrivals`` (the pipeline kernels' ``ArrivalGate`` around ``notify``), not
+``notify``: it counts the parked pulls, so a put while none is parked (a producer-only
+broker's every send) calls no Python function - the compiled put reads the count in C.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 
+from mqcore._compat import default_pipeline_kernels
+
 
 class PullRequestHoldService:
     """Parks suspended pulls per (topic, queue id) until a message arrives, a timeout or shutdown."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset=None):
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset=None, kernels=None):
         """``max_offset(topic, queue_id)``: the queue's current max offset (the store's)."""
         self.loop = loop
         self._max_offset = max_offset
         self._loop_thread = threading.get_ident()
         self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        k = kernels if kernels is not None else default_pipeline_kernels()
+        #: the store's arrival listener: ``notify`` while a pull is parked (``waiting``: how many)
+        self.arrivals = k.ArrivalGate(self.notify)
 
     async def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int,
                    gone: asyncio.Future | None = None) -> bool:
@@ -38,13 +47,17 @@ class PullRequestHoldService:
             gone.add_done_callback(lambda _g: fut.done() or fut.set_result(False))
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append((offset, fut))
-        if self._max_offset is not None and self._max_offset(topic, queue_id) > offset:
-            fut.set_result(True)  # it landed before we were registered
+        # counted before the check below: a put that moves the max offset after the check
+        # reads the count after it, and calls notify
+        self.arrivals.waiting += 1
         try:
+            if self._max_offset is not None and self._max_offset(topic, queue_id) > offset:
+                fut.set_result(True)  # it landed before we were registered
             return await asyncio.wait_for(fut, max(timeout_ms, 0) / 1000)
         except asyncio.TimeoutError:
             return False
         finally:
+            self.arrivals.waiting -= 1
             waiters = self._waiting.get(key)
             if waiters is not None:
                 waiters[:] = [w for w in waiters if w[1] is not fut]

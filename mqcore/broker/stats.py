@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from mqcore.histogram import PUT_LATENCY_BOUNDS_S, Histogram
+from mqcore._compat import default_pipeline_kernels
+from mqcore.histogram import PUT_LATENCY_BOUNDS_S
+from mqcore.kernel_api import HistogramApi
 from mqcore.store.results import PutMessageStatus
 
 _PUT_OK = PutMessageStatus.PUT_OK
+
+
+def _put_latency() -> HistogramApi:
+    """The pipeline kernels' Histogram: the compiled one keeps its buckets in C, where the send
+    core adds a put's latency without a Python call (the twin is ``mqcore.histogram.Histogram``)."""
+    return default_pipeline_kernels().Histogram(PUT_LATENCY_BOUNDS_S)
+
 
 @dataclasses.dataclass
 class BrokerStats:
@@ -30,7 +39,7 @@ class BrokerStats:
     sent_back: dict = dataclasses.field(default_factory=dict)
     #: pulls parked by long polling
     long_polls: int = 0
-    put_latency: Histogram = dataclasses.field(default_factory=lambda: Histogram(PUT_LATENCY_BOUNDS_S))
+    put_latency: HistogramApi = dataclasses.field(default_factory=_put_latency)
 
     def on_put(self, topic: str, result) -> None:
         """One put request's outcome (a batch counts all its messages)."""

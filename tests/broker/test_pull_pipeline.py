@@ -917,3 +917,44 @@ def test_the_core_asks_again_after_a_topic_or_group_change(tmp_path):
 
     assert asyncio.run(scenario()) == [ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION, ResponseCode.SUCCESS,
                                        ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_changed_heartbeat_subscription_filters_the_next_pull(tmp_path, monkeypatch, kernel):
+    """A pull without its own subscription is filtered by the group's heartbeat subscription:
+    the core remembers the verdict of the subscription it last saw, so a heartbeat that
+    replaces it (a new object) filters the connection's next pull at once."""
+    from mqcore import _compat
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+
+    monkeypatch.setattr(_compat, "pipeline_kernels", KERNELS[kernel])
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="heartbeat"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            assert (broker.server._channel_class.__name__ == "CoreChannel") == (kernel == "cython")
+            broker.topics.update(TopicConfig(TOPIC, 4, 4))
+            for i in range(6):
+                broker.store.put_message(msg(TOPIC, body=b"body-%s%d" % (b"AB"[i % 2:i % 2 + 1], i), qid=1,
+                                             TAGS="TagA" if i % 2 == 0 else "TagB"))
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            member = object()  # the heartbeat's channel: only its identity matters here
+            bodies = []
+            for expression in ("TagA", "TagA", "TagB", "*", "TagB"):
+                broker.clients.heartbeat(member, "client-1", 0, 0, {"consumerDataSet": [
+                    {"groupName": GROUP, "subscriptionDataSet": [{"topic": TOPIC, "subString": expression}]}]})
+                writer.write(encode_frame(create_request(RequestCode.PULL_MESSAGE, _pull(queueId="1"), opaque=3)))
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                answer = await reader.readexactly(length)
+                bodies.append("".join(sorted(c for c in "AB" if b"body-" + c.encode() in answer)))
+            writer.close()
+            return bodies
+        finally:
+            await broker.shutdown()
+
+    # the same expression twice keeps its subscription object (a hit); each change is a miss
+    assert asyncio.run(scenario()) == ["A", "A", "B", "AB", "B"]

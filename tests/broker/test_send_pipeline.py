@@ -700,3 +700,45 @@ def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatc
         for value in hist.values:
             want[bisect.bisect_left(hist.bounds, value)] += 1
         assert hist.counts == want
+
+
+def test_the_core_keeps_the_store_host_and_asks_again_after_a_configuration_change(tmp_path):
+    """The C core asks ``SendProcessor.store_host`` until it knows the address (fixed once the
+    broker listens) and again only when the configuration object is replaced: the answers'
+    message ids carry the host it was given."""
+    from mqcore.broker.broker import Broker
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.metadata import TopicConfig
+    from mqcore.message import pack_host
+
+    other = pack_host("10.9.8.7", 10911)
+
+    async def scenario():
+        broker = Broker(BrokerConfig(listen_port=0, namesrv_listen_port=0, broker_name="host"),
+                        small_config(tmp_path), clock=lambda: 1_700_000_000_000)
+        await broker.start()
+        try:
+            assert broker.server._channel_class.__name__ == "CoreChannel"
+            broker.topics.update(TopicConfig(PLAIN_TOPIC, 4, 4))
+            broker.store_host = STORE
+            reader, writer = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
+            answers = []
+
+            async def send(opaque):
+                writer.write(encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(), b"h", opaque=opaque)))
+                length = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+                answers.append(await reader.readexactly(length))
+
+            await send(1)
+            broker.store_host = other  # not expected while the broker runs: the core keeps what it knew
+            await send(2)
+            broker.apply_runtime_config(dataclasses.replace(broker.cfg))  # a new configuration object
+            await send(3)
+            writer.close()
+            return answers
+        finally:
+            await broker.shutdown()
+
+    answers = asyncio.run(scenario())
+    hosts = [b'"msgId":"' + h.hex().upper().encode() for h in (STORE, STORE, other)]
+    assert [host in a for host, a in zip(hosts, answers)] == [True, True, True]

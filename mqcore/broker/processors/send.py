@@ -88,7 +88,9 @@ class SendProcessor:
     ``pool`` is None under ASYNC_FLUSH: a put runs inline and the answer is returned at
     once (the dispatcher writes it without a task). Under SYNC_FLUSH a put waits for its
     fsync, so it runs in ``pool`` and the processor returns an awaitable answer.
-    ``store_host`` returns the broker's packed address (known once it listens).
+    ``store_host`` returns the broker's packed address (known once it listens, then fixed:
+    the send pipeline's C core asks until it is not empty and again only after ``cfg`` is
+    replaced). ``pool`` is fixed too (the core reads it with the configuration).
     """
 
     def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None,
