@@ -58,7 +58,9 @@ broker's one-in-flight cost with raw frames, next to its echo floor).
     FOUND, its body the size of 32 records); server CPU per PULL (the goal: <= 20 µs).
     ``mqbroker-pull-one``: the same raw frames one in flight (the broker's one-in-flight PULL
     without ``PullConsumer``'s ~120 µs of client work between pulls, which leaves the
-    broker's caches colder: next to ``uvloop-one``).
+    broker's caches colder: next to ``uvloop-one``). The PULL rungs fill the queue first and
+    wait (``settle``) until the broker has written that fill back before timing: otherwise a
+    flush of the fill (every 500 ms) fell inside the short timed run, or not, by chance.
 
 Placement (``--placement``): on a VM a one-in-flight round trip costs each side several
 times more CPU when the two processes run on different CPUs (every wake-up then wakes an idle
@@ -607,6 +609,22 @@ def place(pid: int, placement: str) -> set[int] | None:
     return before
 
 
+def settle(pid: int, quiet_s: float = 0.6, max_cpu_s: float = 0.003, timeout_s: float = 10.0) -> bool:
+    """Wait until the server has been quiet for ``quiet_s`` (at most ``max_cpu_s`` of CPU in
+    that window): a PULL rung fills the queue first, and the broker's flush thread writes that
+    fill back (every 500 ms, the commitlog's flush interval). Timed right away, a one-in-flight
+    PULL rung's few tens of milliseconds caught that writeback or not, by chance: a store's flush
+    of data sent before the timing, not work a pull does. ``quiet_s`` spans one flush tick.
+    False when the server never went quiet within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_of(pid)
+        time.sleep(quiet_s)
+        if cpu_of(pid) - before <= max_cpu_s:
+            return True
+    return False
+
+
 def _switches(who: int = resource.RUSAGE_THREAD) -> tuple[int, int]:
     """This thread's (or process's: ``RUSAGE_SELF``) voluntary and involuntary context
     switches so far."""
@@ -799,6 +817,7 @@ def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int, placemen
         before = place_all(child.proc.pid, placement)
         try:
             client_burst(port, lambda i: frames[n + i], warm, window, check)  # warm-up: the last offsets
+            settled = settle(child.proc.pid)  # the fill's writeback is not a pull's work
             sw0, srv0, cli0, t0 = _switches(), cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
             client_burst(port, frames.__getitem__, n, window, check)
             wall = time.perf_counter() - t0
@@ -813,7 +832,7 @@ def measure_pull_burst(n: int, tmp: str, tree: str | None, window: int, placemen
         child.stop()
     return {"rung": "mqbroker-pull-burst", "n": n, "window": window, "us_per_trip": round(wall / n * 1e6, 1),
             "client_cpu_us": round(cli / n * 1e6, 1), "server_cpu_us": round(srv / n * 1e6, 1),
-            "same_cpu_share": share, "placement": placement}
+            "same_cpu_share": share, "placement": placement, "settled": settled}
 
 
 def start_broker(tmp: str, tree: str | None) -> Child:
@@ -850,6 +869,7 @@ def measure_pull(n: int, tmp: str, tree: str | None, placement: str = "free") ->
             offset = first
             for _ in range(200):  # warm-up
                 offset = c.pull(mq, "*", offset, PULL_BATCH).next_begin_offset
+            settle(child.proc.pid)  # the fill's writeback is not a pull's work
             # the whole client process's switches: the consumer may answer on a thread of its own
             sw0 = _switches(resource.RUSAGE_SELF)
             srv0, cli0, t0 = cpu_of(child.proc.pid), time.process_time(), time.perf_counter()
