@@ -105,6 +105,7 @@ def push(cmd):
     while time.time() < deadline and len(got) < cmd.get("expect", 1 << 30):
         time.sleep(0.1)
     time.sleep(cmd.get("linger", 0))
+    out({"shutting_down": True, "count": len(got)})  # run_cpp: see SHUTDOWN_ABORT
     c.shutdown()
     out({"done": True, "count": len(got)})
 
