@@ -531,7 +531,7 @@ def test_a_peer_that_does_not_read_stops_the_pipeline_until_it_does(tmp_path, mo
     from mqcore.broker.config import BrokerConfig
     from mqcore.broker.metadata import TopicConfig
 
-    recorder = _Recorder(_compat.default_pipeline_kernels())
+    recorder = _Recorder(_pipeline)  # the compiled kernels, whose C core is under test, in either mode
     monkeypatch.setattr(_compat, "pipeline_kernels", recorder)
     pulls = 1500
 
@@ -797,10 +797,14 @@ def test_pull_reader_follows_the_files_as_they_change(tmp_path, kernel):
 
 
 # --- the connection core against bad input and long polling --------------------------------------
-def test_a_malformed_pull_frame_closes_only_its_own_connection(tmp_path):
+def test_a_malformed_pull_frame_closes_only_its_own_connection(tmp_path, monkeypatch):
     """A frame that opens like a pull but is broken (its header longer than the frame) goes
     from the C core to the Channel's reader, which closes that connection; another
     connection's pulls are answered by the core before and after."""
+    from mqcore import _compat
+    # the C core under test comes with the compiled pipeline kernels, in either mode (under
+    # MQCORE_PURE_PYTHON=1 the store runs the twin store kernels)
+    monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
     from mqcore.broker.metadata import TopicConfig

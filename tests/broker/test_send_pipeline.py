@@ -513,9 +513,13 @@ def test_connection_core_is_not_installed_under_acl():
     asyncio.run(scenario())
 
 
-def test_a_failure_inside_the_core_closes_only_its_connection(tmp_path):
+def test_a_failure_inside_the_core_closes_only_its_connection(tmp_path, monkeypatch):
     """An unexpected error while the C core handles a buffer closes that connection (as the
     Python Channel does); the broker keeps serving the others."""
+    from mqcore import _compat
+    # the C core under test comes with the compiled pipeline kernels, in either mode (under
+    # MQCORE_PURE_PYTHON=1 the store runs the twin store kernels)
+    monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
     from mqcore.broker.metadata import TopicConfig
@@ -702,10 +706,14 @@ def test_pipeline_across_file_rolls_gives_the_general_files(tmp_path, monkeypatc
         assert hist.counts == want
 
 
-def test_the_core_keeps_the_store_host_and_asks_again_after_a_configuration_change(tmp_path):
+def test_the_core_keeps_the_store_host_and_asks_again_after_a_configuration_change(tmp_path, monkeypatch):
     """The C core asks ``SendProcessor.store_host`` until it knows the address (fixed once the
     broker listens) and again only when the configuration object is replaced: the answers'
     message ids carry the host it was given."""
+    from mqcore import _compat
+    # the C core under test comes with the compiled pipeline kernels, in either mode (under
+    # MQCORE_PURE_PYTHON=1 the store runs the twin store kernels)
+    monkeypatch.setattr(_compat, "pipeline_kernels", _pipeline)
     from mqcore.broker.broker import Broker
     from mqcore.broker.config import BrokerConfig
     from mqcore.broker.metadata import TopicConfig
