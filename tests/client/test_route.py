@@ -95,7 +95,7 @@ def test_a_route_refresh_in_flight_at_shutdown_leaves_no_stray_task_warning(tmp_
         script = textwrap.dedent(f"""
             import gc, time
             from mqcore.client import PushConsumer
-            c = PushConsumer("stray-cg", namesrv_addr="127.0.0.1:{port}", mq_client_api_timeout_ms=30000,
+            c = PushConsumer("stray-cg", namesrv_addr="127.0.0.1:{port}", mq_client_api_timeout_ms=6000,
                              poll_name_server_interval_ms=200)
             c.subscribe("StrayTopic", "*")
             c.register_listener(lambda msgs, ctx: None)
