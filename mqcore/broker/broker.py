@@ -309,6 +309,7 @@ class Broker:
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
+            RC.LITE_PULL_MESSAGE: pull.pull,  # 5.x lite pull consumers: the same pull (PullMessageProcessor)
             RC.QUERY_MESSAGE: adm.query_message, RC.VIEW_MESSAGE_BY_ID: adm.view_message,
             RC.HEART_BEAT: cli.heartbeat, RC.UNREGISTER_CLIENT: cli.unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: cli.consumer_list, RC.LOCK_BATCH_MQ: cli.lock_batch,

@@ -171,7 +171,7 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
         return create_response(request, ResponseCode.NO_PERMISSION, send_refusal(topics[0]))
     if code == RC.UPDATE_AND_CREATE_TOPIC and topics and is_system_topic(topics[0]):
         return create_response(request, ResponseCode.SYSTEM_ERROR, system_topic_refusal(topics[0]))
-    if code == RC.PULL_MESSAGE:
+    if code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         group = ext.get("consumerGroup", "")
         if consume_enabled is not None and isinstance(group, str) and not consume_enabled(group):
             return create_response(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqcore.errors import ConfigError, IllegalArgumentError, SettingTypeError
+from mqcore.format.compression import COMPRESSION_TYPES
 from mqcore.message import DEFAULT_TOPIC
 from mqcore.message import validate_group as _validate_group
 from mqcore.remoting.codes import CURRENT_VERSION, LanguageCode
@@ -183,6 +184,10 @@ class ProducerConfig(ClientConfig):
     send_msg_timeout_ms: int = 3_000
     compress_msg_body_over_howmuch: int = 4096
     compress_level: int = 5
+    #: how bodies over ``compress_msg_body_over_howmuch`` are compressed: ``"ZLIB"`` (every
+    #: RocketMQ client's default; 4.x consumers read only this), ``"LZ4"`` or ``"ZSTD"`` (what a
+    #: 5.x producer's ``setCompressType`` sends; 5.x consumers and mqcore read all three)
+    compress_type: str = "ZLIB"
     retry_times_when_send_failed: int = 2
     retry_times_when_send_async_failed: int = 2
     retry_another_broker_when_not_store_ok: bool = False
@@ -218,6 +223,8 @@ class ProducerConfig(ClientConfig):
         _positive("max_message_size_bytes", self.max_message_size_bytes)
         if not 0 <= self.compress_level <= 9:
             raise ConfigError(f"compress_level must be 0..9, got {self.compress_level}")
+        if self.compress_type not in COMPRESSION_TYPES:
+            raise ConfigError(f"compress_type must be one of {', '.join(COMPRESSION_TYPES)}, got {self.compress_type!r}")
         if len(self.latency_max_ms) != len(self.not_available_duration_ms):
             raise ConfigError("latency_max_ms and not_available_duration_ms must have the same length")
         _positive("default_topic_queue_nums", self.default_topic_queue_nums)

@@ -151,7 +151,7 @@ class ProducerImpl:
             uniq = props[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
         body, sys_flag = msg.body, 0
         if len(body) >= cfg.compress_msg_body_over_howmuch:
-            body, sys_flag = compress_body(body, cfg.compress_level)
+            body, sys_flag = compress_body(body, cfg.compress_level, cfg.compress_type)
         if props.get(Prop.TRAN_MSG) == "true":
             sys_flag |= L.SYSFLAG_TRANSACTION_PREPARED
         reconsume = max_reconsume = None

@@ -45,6 +45,7 @@ class ProducerSettings(ClientSettings, total=False):
     send_msg_timeout_ms: int
     compress_msg_body_over_howmuch: int
     compress_level: int
+    compress_type: str
     retry_times_when_send_failed: int
     retry_times_when_send_async_failed: int
     retry_another_broker_when_not_store_ok: bool
