@@ -26,7 +26,7 @@ import functools
 import logging
 import random
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mqcore.broker.processors.send import peer_host
 from mqcore.broker.topics import writable
@@ -38,6 +38,11 @@ from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader
 from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.store.results import PutMessageResult
+
+if TYPE_CHECKING:
+    from mqcore.broker.clients import ClientManager
+    from mqcore.broker.processors.send import SendProcessor
+    from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +59,8 @@ class ReplyProcessor:
     as ``host:port`` (the push's ``storeHost``); ``clock`` gives epoch ms.
     """
 
-    def __init__(self, *, send, clients, store_host_text: Callable[[], str], clock: Callable[[], int],
-                 push_timeout_ms: int = PUSH_TIMEOUT_MS):
+    def __init__(self, *, send: SendProcessor, clients: ClientManager, store_host_text: Callable[[], str],
+                 clock: Callable[[], int], push_timeout_ms: int = PUSH_TIMEOUT_MS) -> None:
         self.send = send
         self.clients = clients
         self.store_host_text = store_host_text
@@ -64,13 +69,14 @@ class ReplyProcessor:
         #: one warning per interval for replies nobody waits for, not one per reply
         self.push_log = RateLimitedLog(log)
 
-    async def reply(self, channel, request: RemotingCommand) -> RemotingCommand:
+    async def reply(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
             return await self._reply(channel, request)
         except DiskFullError as e:  # an auto-created topic could not be persisted: nothing stored
-            return self.send._disk_full(request, e)
+            refused: RemotingCommand = self.send._disk_full(request, e)
+            return refused
 
-    async def _reply(self, channel, request: RemotingCommand) -> RemotingCommand:
+    async def _reply(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         send = self.send
         cfg = send.cfg
         h = SendMessageRequestHeader.from_command(request)  # a malformed header: SYSTEM_ERROR (dispatcher)
@@ -108,7 +114,7 @@ class ReplyProcessor:
             result = await self._put(topic, msg)
         return self._answer(request, pushed_ok, remark, queue_id, result)
 
-    async def _push(self, channel, h: SendMessageRequestHeader, queue_id: int, props: dict,
+    async def _push(self, channel: Channel, h: SendMessageRequestHeader, queue_id: int, props: dict[str, str],
                     body: bytes) -> tuple[bool, str | None]:
         """Push the reply to its requester: (acknowledged, why not)."""
         requester_id = props.get(Prop.REPLY_TO_CLIENT)
@@ -144,6 +150,7 @@ class ReplyProcessor:
     async def _put(self, topic: str, msg: MessageExtBrokerInner) -> PutMessageResult:
         send = self.send
         t0 = time.perf_counter()
+        result: PutMessageResult
         if send.pool is None:
             result = send.store.put_message(msg)
         else:  # SYNC_FLUSH: the put waits for its fsync, off the event loop
