@@ -51,9 +51,10 @@ from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "SendCallback"]
+__all__ = ["Producer", "RequestCallback", "SendCallback"]
 
 SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
+RequestCallback = Callable[["MessageExt | None", "BaseException | None"], Any]
 
 _SYNC, _ASYNC, _ONEWAY = CommunicationMode.SYNC, CommunicationMode.ASYNC, CommunicationMode.ONEWAY
 _LOOP_GUARD_S = 5.0  # extra wait beyond the send timeout before suspecting a stuck loop
@@ -324,22 +325,39 @@ class Producer:
         return result
 
     # --- request-reply ---------------------------------------------------------------------------
-    def request(self, msg: Message, timeout_ms: float | None = None) -> MessageExt:
+    def request(self, msg: Message, timeout_ms: float | None = None, *, queue: MessageQueue | None = None,
+                selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
         """Send ``msg`` as a request and wait for the reply a consumer sends with
         :meth:`send_reply` (or any RocketMQ client's reply), within ``timeout_ms`` (default
         ``send_msg_timeout_ms``) for both. Returns the reply; raises
         :class:`~mqcore.client.request.RequestTimeoutError` when none came in time, the send's
-        error when the request could not be sent (Java's ``DefaultMQProducer.request``)."""
+        error when the request could not be sent (Java's ``DefaultMQProducer.request``).
+        ``queue`` or ``selector(queues, msg, arg)`` pins the request's queue, as for ``send``."""
         self._check_running()
         self._check_blocking_allowed()
         timeout = self._request_timeout(timeout_ms)
-        return self._instance.loop_thread.run(self._impl.request(msg, timeout), self._loop_timeout(timeout))
+        coro = self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg)
+        return self._instance.loop_thread.run(coro, self._loop_timeout(timeout))
 
-    async def arequest(self, msg: Message, timeout_ms: float | None = None) -> MessageExt:
+    async def arequest(self, msg: Message, timeout_ms: float | None = None, **kwargs: Any) -> MessageExt:
         """``await producer.arequest(msg, timeout_ms)``: :meth:`request` from any asyncio loop."""
+        return await asyncio.wrap_future(self.request_async(msg, timeout_ms=timeout_ms, **kwargs))
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None, *, timeout_ms: float | None = None,
+                      queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                      arg: Any = None) -> concurrent.futures.Future[MessageExt]:
+        """:meth:`request` without waiting (Java's ``request(msg, RequestCallback, timeout)``):
+        a future of the reply; ``callback(reply, None)`` or ``callback(None, error)`` runs on
+        the callback thread once it is settled."""
         self._check_running()
         timeout = self._request_timeout(timeout_ms)
-        return await asyncio.wrap_future(self._instance.loop_thread.submit(self._impl.request(msg, timeout)))
+        future = self._instance.loop_thread.submit(
+            self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg))
+        if callback is not None:
+            runner = self._callbacks
+            assert runner is not None
+            future.add_done_callback(lambda f: runner.submit(_run_request_callback, callback, f))
+        return future
 
     def send_reply(self, request: Message, body: bytes | bytearray | memoryview | str, *,
                    timeout_ms: float | None = None) -> SendResult:
@@ -413,3 +431,16 @@ def _run_callback(callback: SendCallback, future: Any) -> None:
         callback(None, error) if error is not None else callback(result, None)
     except Exception:  # user code: report, keep the callback thread alive
         log.exception("send callback %r raised", callback)
+
+
+def _run_request_callback(callback: RequestCallback, future: concurrent.futures.Future[MessageExt]) -> None:
+    try:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled():
+            callback(None, concurrent.futures.CancelledError())
+        elif error is not None:
+            callback(None, error)
+        else:
+            callback(future.result(), None)
+    except Exception:  # user code: report, keep the callback thread alive
+        log.exception("request callback %r raised", callback)

@@ -458,7 +458,8 @@ class ProducerImpl:
         return list((await self.find_publish_info(topic)).message_queues)
 
     # --- request-reply (loop thread) ---------------------------------------------------------------
-    async def request(self, msg: Message, timeout_ms: float) -> MessageExt:
+    async def request(self, msg: Message, timeout_ms: float, *, queue: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:
         """Send ``msg`` as a request and wait for its reply (``DefaultMQProducerImpl.request``),
         all within ``timeout_ms``. A failed send raises its error; no reply in time raises
         RequestTimeoutError. The reply is expected before the request leaves: it can overtake
@@ -471,7 +472,8 @@ class ProducerImpl:
         await self._announce(info)
         reply = instance.replies.expect(correlation_id)
         try:
-            await self.send(prepared, CommunicationMode.ASYNC, timeout_ms=timeout_ms - (instance.clock() - begin))
+            await self.send(prepared, CommunicationMode.ASYNC, queue=queue, selector=selector, selector_msg=msg,
+                            arg=arg, timeout_ms=timeout_ms - (instance.clock() - begin))
             left_ms = timeout_ms - (instance.clock() - begin)
             return await asyncio.wait_for(reply, max(left_ms, 0) / 1000.0)
         except asyncio.TimeoutError:

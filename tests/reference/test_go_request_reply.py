@@ -79,8 +79,8 @@ def _go_to_go(namesrv: str, broker_addr: str, topic: str) -> dict:
     try:
         facts = _go("request", namesrv, topic, "3", "5000")
         replier.result()
-        # a request the requester timed out on (while the replier was still joining) and asked
-        # again is answered later, maybe after the requester left: the broker refuses only those
+        # a request the requester timed out on (the replier still joining, or the Go client's first
+        # request racing its first heartbeat) is asked again; its reply is refused as "not found"
         refusals = [ln for ln in replier.stderr.splitlines() if ln.startswith("reply failed")]
         assert all("not found" in ln for ln in refusals), replier.stderr
     finally:
@@ -100,7 +100,9 @@ def test_go_request_answered_by_an_mqcore_replier(mqbroker):
     create_topic(mqbroker.broker_addr, mqbroker.namesrv_addr, "GoRpcPy")
     with Replier(mqbroker.namesrv_addr, "GoRpcPy", "py-replier-for-go") as replier:
         facts = _go("request", mqbroker.namesrv_addr, "GoRpcPy", "3", "5000")
-        assert not replier.errors
+        # the Go client's first request can race its first heartbeat (its reply is refused, as by
+        # the Java broker, the request times out and is asked again); nothing else may fail
+        assert all(getattr(e, "code", None) == 1 and "not found" in e.remark for e in replier.errors), replier.errors
     assert facts["replies"] == "re:g0,re:g1,re:g2" and facts["sameCorrelation"] == "true"
 
 

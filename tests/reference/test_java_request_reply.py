@@ -1,7 +1,7 @@
 """Request-reply with the official Apache RocketMQ 4.9.8 Java client (DefaultMQProducer.request,
-MessageUtil.createReplyMessage) against mqbroker, with the Java broker (4.9.7) as the spec:
-the same replies, reply topic, TTL and timeout on both; and a Java requester answered by an
-mqcore.client replier (send_reply) through mqbroker."""
+MessageUtil.createReplyMessage; the request_* scenarios of drivers/ClientScenarios.java) against
+mqbroker, with the Java broker (4.9.7) as the spec: the same replies, reply topic, TTL and
+timeout on both; and a Java requester answered by an mqcore.client replier (send_reply)."""
 from __future__ import annotations
 
 import os
@@ -10,51 +10,35 @@ import pytest
 
 from tests.client.integration.helpers import create_topic
 from tests.client.integration.test_request_reply import Replier
-from tests.support.java_drivers import compile_drivers, run_driver, scenario_results
-from tests.support.processes import BrokerProcess
+from tests.reference.test_java_client import _run, classes, mqbroker, ok  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.timeout(600)
 
-SCENARIOS = ["roundtrip", "timeout"]
+SCENARIOS = ["request_roundtrip", "request_timeout"]
 
 
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory):
-    return compile_drivers(tmp_path_factory.mktemp("rr-classes"))
+def _facts(results, name) -> dict:
+    facts = dict(ok(results, name))
+    facts.pop("ms", None)
+    return facts
 
 
-@pytest.fixture(scope="module")
-def mqbroker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("rr") / "store") as b:
-        yield b
-
-
-def _run(classes, namesrv, tmp, scenarios):
-    r = run_driver(classes, "RequestReply", [namesrv, f"p{os.getpid()}", *scenarios], logroot=tmp)
-    results = scenario_results(r.stdout)
-    missing = [s for s in scenarios if s not in results]
-    assert not missing, f"driver ended without {missing}:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"
-    out = {}
-    for name, (passed, facts, line) in results.items():
-        assert passed, f"{line}\n{r.stdout[-4000:]}"
-        facts.pop("ms", None)
-        out[name] = facts
-    return out
-
-
-def test_java_request_reply_matches_the_java_broker(classes, mqbroker, java_cluster, tmp_path):
+def test_java_request_reply_matches_the_java_broker(classes, mqbroker, java_cluster, tmp_path):  # noqa: F811
     ours = _run(classes, mqbroker.namesrv_addr, tmp_path / "mq", SCENARIOS)
-    assert ours["roundtrip"] == {"replies": "re:q0,re:q1,re:q2", "replyTopic": "DefaultCluster_REPLY_TOPIC",
-                                 "ttl": "5000", "sameCorrelation": "true", "replyErrors": "0"}
-    assert ours["timeout"]["timedOut"] == "true" and ours["timeout"]["waitedOk"] == "true"
+    assert _facts(ours, "request_roundtrip") == {
+        "replies": "re:q0,re:q1,re:q2", "replyTopic": "DefaultCluster_REPLY_TOPIC", "ttl": "5000",
+        "sameCorrelation": "true", "replyErrors": "0"}
+    assert _facts(ours, "request_timeout")["timedOut"] == "true"
+    assert _facts(ours, "request_timeout")["waitedOk"] == "true"
     ns, _broker = java_cluster
-    assert _run(classes, ns.addr, tmp_path / "java", SCENARIOS) == ours
+    java = _run(classes, ns.addr, tmp_path / "java", SCENARIOS)
+    assert {n: _facts(java, n) for n in SCENARIOS} == {n: _facts(ours, n) for n in SCENARIOS}
 
 
-def test_java_requester_gets_the_reply_of_an_mqcore_replier(classes, mqbroker, tmp_path):
+def test_java_requester_gets_the_reply_of_an_mqcore_replier(classes, mqbroker, tmp_path):  # noqa: F811
     topic = f"p{os.getpid()}RpcPy"
     create_topic(mqbroker.broker_addr, mqbroker.namesrv_addr, topic)
     with Replier(mqbroker.namesrv_addr, topic, "py-replier") as replier:
-        facts = _run(classes, mqbroker.namesrv_addr, tmp_path, ["request_only"])["request_only"]
+        facts = _facts(_run(classes, mqbroker.namesrv_addr, tmp_path, ["request_only"]), "request_only")
         assert not replier.errors
     assert facts == {"replies": "re:j0,re:j1,re:j2"}

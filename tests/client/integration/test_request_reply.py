@@ -5,6 +5,7 @@ requester that is gone is refused with SYSTEM_ERROR by both brokers."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -68,6 +69,15 @@ def test_request_gets_the_reply(broker):
 
         replies = asyncio.run(several())
         assert [r.body for r in replies] == [f"re:a{i}".encode() for i in range(5)]
+        # pinned to a queue, and with a callback on the callback thread
+        mq = requester.fetch_publish_message_queues(topic)[2]
+        assert requester.request(Message(topic, b"pinned"), 20_000, queue=mq).body == b"re:pinned"
+        called = threading.Event()
+        seen = []
+        future = requester.request_async(Message(topic, b"cb"), lambda r, e: (seen.append((r, e)), called.set()),
+                                         timeout_ms=20_000)
+        assert future.result(30).body == b"re:cb"
+        assert called.wait(10) and seen[0][0].body == b"re:cb" and seen[0][1] is None
         assert len(requester.instance.replies) == 0  # nothing left waiting
         assert not replier.errors
     # the broker also stored each reply (storeReplyMessageEnable), properties as sent
@@ -84,6 +94,12 @@ def test_request_without_a_replier_times_out(broker):
         with pytest.raises(RequestTimeoutError, match="OK, but wait reply message timeout, 1500 ms"):
             requester.request(Message(topic, b"anyone?"), timeout_ms=1500)
         assert 1.3 < time.monotonic() - t0 < 5
+        errors = []
+        future = requester.request_async(Message(topic, b"anyone?"), lambda r, e: errors.append((r, e)),
+                                         timeout_ms=500)
+        with pytest.raises(RequestTimeoutError):
+            future.result(10)
+        assert wait_for(lambda: errors) and errors[0][0] is None and isinstance(errors[0][1], RequestTimeoutError)
         assert len(requester.instance.replies) == 0
 
 
