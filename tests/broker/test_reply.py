@@ -114,3 +114,20 @@ def test_an_unknown_reply_topic_without_auto_creation_is_refused_before_the_push
         resp, pushes, max_offset = asyncio.run(_one_reply(b.broker_addr, "DefaultCluster_REPLY_TOPIC",
                                                           ResponseCode.SUCCESS, rs.reply_props()))
         assert (resp.code, pushes, max_offset.ext_fields["offset"]) == (OK, 1, "1")
+
+
+def test_the_cluster_reply_topic_cannot_be_redefined_by_an_admin(tmp_path):
+    """4.9 registers ``<cluster>_REPLY_TOPIC`` as a system topic: UPDATE_AND_CREATE_TOPIC is refused."""
+    async def create(addr, topic):
+        client = RemotingClient(name="admin")
+        try:
+            return await client.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8", "perm": "6",
+                "topicFilterType": "SINGLE_TAG"}), 5000)
+        finally:
+            await client.shutdown()
+
+    with BrokerProcess(tmp_path / "store") as b:
+        resp = asyncio.run(create(b.broker_addr, "DefaultCluster_REPLY_TOPIC"))
+        assert (resp.code, resp.remark) == (SYS, "The topic[DefaultCluster_REPLY_TOPIC] is conflict with system topic.")
+        assert asyncio.run(create(b.broker_addr, "Other_REPLY_TOPIC")).code == OK  # another cluster's: a topic
