@@ -939,21 +939,12 @@ public class ClientScenarios {
             boolean sameCorrelation = true;
             long deadline = System.currentTimeMillis() + 60_000;
             for (int i = 0; i < 3; i++) {
-                Message request = new Message(topic, ("q" + i).getBytes(StandardCharsets.UTF_8));
-                Message reply = null;
-                // the consumer's first rebalance may still be on its way: a request nobody saw times out
-                while (reply == null) {
-                    try {
-                        reply = requester.request(request, 5_000);
-                    } catch (RequestTimeoutException notYet) {
-                        check(System.currentTimeMillis() < deadline, "no reply within 60 s: " + notYet);
-                        request = new Message(topic, ("q" + i).getBytes(StandardCharsets.UTF_8));
-                    }
-                }
+                Message[] request = new Message[1];
+                Message reply = requestUntilAnswered(requester, topic, "q" + i, deadline, request);
                 bodies.add(body(reply));
                 replyTopic = reply.getTopic();
                 ttl = reply.getProperty(MessageConst.PROPERTY_MESSAGE_TTL);
-                sameCorrelation &= request.getProperty(MessageConst.PROPERTY_CORRELATION_ID)
+                sameCorrelation &= request[0].getProperty(MessageConst.PROPERTY_CORRELATION_ID)
                     .equals(reply.getProperty(MessageConst.PROPERTY_CORRELATION_ID));
             }
             return "replies=" + String.join(",", bodies) + " replyTopic=" + replyTopic + " ttl=" + ttl
@@ -991,19 +982,26 @@ public class ClientScenarios {
             List<String> bodies = new ArrayList<>();
             long deadline = System.currentTimeMillis() + 60_000;
             for (int i = 0; i < 3; i++) {
-                Message reply = null;
-                while (reply == null) {
-                    try {
-                        reply = requester.request(new Message(topic, ("j" + i).getBytes(StandardCharsets.UTF_8)), 5_000);
-                    } catch (RequestTimeoutException notYet) {
-                        check(System.currentTimeMillis() < deadline, "no reply within 60 s: " + notYet);
-                    }
-                }
-                bodies.add(body(reply));
+                bodies.add(body(requestUntilAnswered(requester, topic, "j" + i, deadline, new Message[1])));
             }
             return "replies=" + String.join(",", bodies);
         } finally {
             requester.shutdown();
+        }
+    }
+
+    /** A request of `body` to `topic`, asked again (as a new request) while nobody answers within
+     * 5 s, until `deadline`: a replier's first rebalance may still be on its way. `sent[0]` is the
+     * request that was answered. */
+    static Message requestUntilAnswered(DefaultMQProducer requester, String topic, String body, long deadline,
+                                        Message[] sent) throws Exception {
+        while (true) {
+            sent[0] = new Message(topic, body.getBytes(StandardCharsets.UTF_8));
+            try {
+                return requester.request(sent[0], 5_000);
+            } catch (RequestTimeoutException notYet) {
+                check(System.currentTimeMillis() < deadline, "no reply within 60 s: " + notYet);
+            }
         }
     }
 }
