@@ -31,6 +31,7 @@ JAVA = {
     "queue_id_out_of_range": (SYS, None, False),
     "illegal_topic_name": (SYS, None, False),
     "bad_born_timestamp": (SYS, None, False),
+    "any_queue": (OK, "7", True),  # queue -1: the broker picks one (the push still says -1)
 }
 JAVA_REMARKS = {
     "no_reply_to": "reply message properties[REPLY_TO_CLIENT] is null",
@@ -51,10 +52,11 @@ def test_replies_are_pushed_stored_and_refused_as_the_java_broker_does(tmp_path)
     assert pushed["code"] == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT and pushed["body"] == b"reply-body"
     assert pushed["topic"] == "DefaultCluster_REPLY_TOPIC" and pushed["storeHost"] == "127.0.0.1:<port>"
     assert pushed["PUSH_REPLY_TIME"] == "<ms>" and pushed["properties"] == rs.string_to_properties(rs.reply_props())
-    # stored: every reply that passed the checks (7 on the cluster's topic), properties as sent
+    # stored: every reply that passed the checks (8 on the cluster's topic), properties as sent
     # (WAIT kept, no CLUSTER added: Apache's reply processor stores them so); none refused by a check
     stored = obs.stored["DefaultCluster_REPLY_TOPIC"]
-    assert len(stored) == 7 and len(obs.stored["NoSuchCluster_REPLY_TOPIC"]) == 1
+    assert len(stored) == 8 and len(obs.stored["NoSuchCluster_REPLY_TOPIC"]) == 1
+    assert obs.outcomes["any_queue"].pushed["queueId"] == "-1"
     assert stored[0] == (rs.string_to_properties(rs.reply_props()), b"reply-body")
     assert "CLUSTER" not in stored[0][0]
 
@@ -65,7 +67,7 @@ def test_a_requester_that_never_answers_is_waited_for_ten_seconds(tmp_path):
     silent = obs.outcomes[rs.SILENT]
     assert (silent.code, silent.remark) == (SYS, f"push reply message to {rs.REQUESTER_ID}fail.")
     assert silent.pushed is not None and 9.5 < silent.elapsed_s < 15
-    assert silent.queue_offset == "7"  # stored all the same, as Apache does
+    assert silent.queue_offset == "8"  # stored all the same, as Apache does
 
 
 async def _one_reply(addr: str, topic: str, push_answer: int | None, props: str) -> tuple:

@@ -102,6 +102,7 @@ def cases(cluster: str) -> list[Case]:
         Case("queue_id_out_of_range", V2, v2_header(topic, reply_props(CORRELATION_ID="corr-qr"), e="7"), ""),
         Case("illegal_topic_name", V2, v2_header("bad topic!", reply_props(CORRELATION_ID="corr-it")), ""),
         Case("bad_born_timestamp", V2, v2_header(topic, reply_props(CORRELATION_ID="corr-bt"), g="soon"), ""),
+        Case("any_queue", V2, v2_header(topic, reply_props(CORRELATION_ID="corr-any"), e="-1"), ""),
     ]
 
 

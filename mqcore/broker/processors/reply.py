@@ -101,10 +101,10 @@ class ReplyProcessor:
                                  f"request queueId[{queue_id}] is illegal, topic {topic} has "
                                  f"{tc.write_queue_nums} write queues, Producer: {channel.remote_addr}")
         if queue_id < 0:
-            queue_id = random.randrange(tc.write_queue_nums)
+            queue_id = random.randrange(max(1, tc.write_queue_nums))
         props = string_to_properties(h.properties)
         body = bytes(request.body)
-        pushed_ok, remark = await self._push(channel, h, queue_id, props, body)
+        pushed_ok, remark = await self._push(channel, h, props, body)
         result = None
         if cfg.store_reply_message_enable:
             msg = MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, flag=h.flag, properties=props,
@@ -114,9 +114,10 @@ class ReplyProcessor:
             result = await self._put(topic, msg)
         return self._answer(request, pushed_ok, remark, queue_id, result)
 
-    async def _push(self, channel: Channel, h: SendMessageRequestHeader, queue_id: int, props: dict[str, str],
+    async def _push(self, channel: Channel, h: SendMessageRequestHeader, props: dict[str, str],
                     body: bytes) -> tuple[bool, str | None]:
-        """Push the reply to its requester: (acknowledged, why not)."""
+        """Push the reply to its requester: (acknowledged, why not). The pushed header names the
+        queue id the replier asked for (-1 included), as Apache's does."""
         requester_id = props.get(Prop.REPLY_TO_CLIENT)
         if requester_id is None:
             return False, f"reply message properties[{Prop.REPLY_TO_CLIENT}] is null"
@@ -129,7 +130,7 @@ class ReplyProcessor:
         pushed[Prop.PUSH_REPLY_TIME] = str(self.clock())
         header = ReplyMessageRequestHeader(
             producer_group=h.producer_group, topic=h.topic, default_topic=h.default_topic,
-            default_topic_queue_nums=h.default_topic_queue_nums, queue_id=queue_id, sys_flag=h.sys_flag,
+            default_topic_queue_nums=h.default_topic_queue_nums, queue_id=h.queue_id, sys_flag=h.sys_flag,
             born_timestamp=h.born_timestamp, flag=h.flag, born_host=channel.remote_addr,
             store_host=self.store_host_text(), store_timestamp=self.clock(), properties=properties_to_string(pushed),
             reconsume_times=h.reconsume_times, unit_mode=h.unit_mode)
