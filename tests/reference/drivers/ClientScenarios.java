@@ -909,7 +909,10 @@ public class ClientScenarios {
         String topic = prefix + "RpcJava";
         DefaultMQProducer replier = producer("replier");
         DefaultMQProducer requester = producer("requester");
-        requester.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));  // auto-creates the topic
+        // the replier's send creates the topic: the requester's first request then finds no cached
+        // route and heartbeats before sending (DefaultMQProducerImpl.prepareSendRequest), so the
+        // broker knows it when the reply comes; after a send of its own it would wait for the 1 s tick
+        replier.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));
         AtomicInteger replyErrors = new AtomicInteger();
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(prefix + "rpc-consumer");
         c.setNamesrvAddr(ns);
