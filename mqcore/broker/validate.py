@@ -33,8 +33,8 @@ from mqcore.tags import unparsable
 
 _ILLEGAL_CHARS = f"contains illegal characters, allowing only ^{NAME_CHARS_TEXT}+$"
 
-SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
-_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE})
+_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE_V2})
 # header keys naming a topic or a group; SEND_MESSAGE_V2 abbreviates them to letters
 _TOPIC_KEYS = ("topic",)
 _GROUP_KEYS = ("consumerGroup", "producerGroup", "group", "groupName")  # groupName: DELETE_SUBSCRIPTIONGROUP
