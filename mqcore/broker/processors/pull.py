@@ -111,7 +111,8 @@ class PullProcessor:
         if not readable(tc):
             return ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
         if queue_id < 0 or queue_id >= tc.read_queue_nums:
-            return (ResponseCode.SYSTEM_ERROR,
+            # INVALID_PARAMETER as RocketMQ 5.x answers (4.9.7: SYSTEM_ERROR; clients raise either)
+            return (ResponseCode.INVALID_PARAMETER,
                     f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]")
         if not self.groups.ensure(group):
             return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
