@@ -21,39 +21,8 @@ from mqcore.errors import ConsumerGroupNotFoundError
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
 from tests.client.integration.helpers import create_topic
-from tests.support.processes import BrokerProcess
-from tests.support.reference5 import Java5Broker, Java5Namesrv
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class _Java5:
-    kind = "rocketmq5"
-
-    def __init__(self, ns: Java5Namesrv, broker: Java5Broker):
-        self.ns, self.java = ns, broker
-        self.broker_addr, self.namesrv_addr = broker.broker_addr, ns.addr
-
-
-@pytest.fixture(scope="module")
-def java5_broker(tmp_path_factory):
-    work = tmp_path_factory.mktemp("rmq5")
-    with Java5Namesrv(work / "ns") as ns, Java5Broker(work / "store", ns.addr) as b:
-        yield _Java5(ns, b)
-
-
-@pytest.fixture(params=["mqbroker", "rocketmq", "rocketmq5"])
-def any_broker(request, tmp_path):
-    if request.param == "rocketmq5":
-        yield request.getfixturevalue("java5_broker")
-    elif request.param == "rocketmq":
-        h = request.getfixturevalue("java_broker")
-        if h.java.proc is None:
-            h.java.start()
-        yield h
-    else:
-        with BrokerProcess(tmp_path / "store") as b:
-            yield b
 
 
 def _topic(broker, name):
