@@ -1128,8 +1128,8 @@ cdef inline tuple _pull_outside(int64_t offset, int64_t lo, int64_t hi):
         return _ST_TOO_SMALL, lo, lo, hi, [], 0, 0
     if offset == hi:
         return _ST_ONE, offset, lo, hi, [], 0, 0
-    if offset > hi:
-        return _ST_BADLY, lo if lo == 0 else hi, lo, hi, [], 0, 0
+    if offset > hi:  # past the end: back to the end (never to 0), as RocketMQ 4.9.7 and 5.x answer
+        return _ST_BADLY, hi, lo, hi, [], 0, 0
     return None
 
 

@@ -477,8 +477,8 @@ def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_cou
         return "OFFSET_TOO_SMALL", lo, lo, hi, [], 0, 0
     if offset == hi:
         return "OFFSET_OVERFLOW_ONE", offset, lo, hi, [], 0, 0
-    if offset > hi:
-        return "OFFSET_OVERFLOW_BADLY", lo if lo == 0 else hi, lo, hi, [], 0, 0
+    if offset > hi:  # past the end: back to the end (never to 0), as RocketMQ 4.9.7 and 5.x answer
+        return "OFFSET_OVERFLOW_BADLY", hi, lo, hi, [], 0, 0
     window = max_count if codes is None else max(filter_units, max_count)
     got = cq.units_at(offset, window)
     if got is None:

@@ -126,6 +126,23 @@ class BrokerError(MQError):
         return self.code in self.RETRIABLE_CODES
 
 
+class ConsumerGroupNotFoundError(BrokerError):
+    """A broker refused a consumer group it does not know (SUBSCRIPTION_GROUP_NOT_EXIST, 26) and
+    did not create it from the client's heartbeat either (RocketMQ 5.x brokers check the group of
+    an offset commit; with ``autoCreateSubscriptionGroup=false`` only an admin creates groups)."""
+
+    CODE = 26
+
+    def __init__(self, group: str, remark: str | None = None, addr: str | None = None, what: str = ""):
+        super().__init__(self.CODE, remark, addr)
+        self.group = group
+        where = f" {addr}" if addr else ""
+        self.args = (f"consumer group {group!r} does not exist on broker{where}{what} and the broker does not "
+                     f"create it from the client's heartbeat (autoCreateSubscriptionGroup=false): create it "
+                     f"first, e.g. `mqadmin updateSubGroup -n <namesrv> -c <cluster> -g {group}` "
+                     f"(broker: {self.remark})",)
+
+
 class ClientError(MQError):
     """Client-side failure that is not a network or broker answer."""
 

@@ -41,7 +41,7 @@ from mqcore.client.request import ReplyTable
 from mqcore.client.route import MASTER_ID, TopicRouteData
 from mqcore.uniq_id import UniqIdGenerator
 from mqcore.clock import Clock, system_clock_ms
-from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
+from mqcore.errors import BrokerError, ClosedError, ConsumerGroupNotFoundError, MQError, RemotingError
 from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.channel import Channel
@@ -251,6 +251,7 @@ class ClientInstance:
         if changed:
             if old is not None:
                 log.info("route of %s changed: %s -> %s", topic, old, route)
+            known = {addr for addrs in self.broker_addr_table.values() for addr in addrs.values()}
             for bd in route.broker_datas:
                 self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
             self.route_table[topic] = route
@@ -258,6 +259,14 @@ class ClientInstance:
                 producer.on_route_changed(topic, route)
             for consumer in list(self.consumers.values()):
                 consumer.on_route_changed(topic, route)
+            if self.consumers:
+                # a broker this client has not talked to yet hears from it first, as the 5.x Java
+                # client heartbeats a broker when it connects: a 5.x broker creates the client's
+                # consumer groups from that heartbeat (autoCreateSubscriptionGroup) and refuses
+                # offset commits for a group it does not know. (After the tables above are
+                # complete: a route refresh meanwhile must see the broker in a route.)
+                for addr in sorted({a for bd in route.broker_datas for a in bd.broker_addrs.values()} - known):
+                    await self.send_heartbeat_to_broker(addr)
         return True
 
     async def update_all_routes(self) -> None:
@@ -338,14 +347,20 @@ class ClientInstance:
             for broker_id, addr in list(addrs.items()):
                 if not consumers and broker_id != MASTER_ID:
                     continue
-                try:
-                    version = await self.api.heartbeat(addr, body, self.config.mq_client_api_timeout_ms)
-                except (RemotingError, BrokerError) as e:
-                    log.info("heartbeat to %s (%s) failed: %s", name, addr, e)
-                    continue
-                if self.broker_version_table.get(addr) != version:
-                    log.debug("broker %s at %s speaks version %d", name, addr, version)
-                self.broker_version_table[addr] = version
+                await self.send_heartbeat_to_broker(addr, body, name)
+
+    async def send_heartbeat_to_broker(self, addr: str, body: bytes | None = None, name: str = "") -> bool:
+        """One HEART_BEAT to ``addr``; False (logged) if it failed."""
+        try:
+            version = await self.api.heartbeat(addr, body if body is not None else self.heartbeat_body(),
+                                               self.config.mq_client_api_timeout_ms)
+        except (RemotingError, BrokerError) as e:
+            log.info("heartbeat to %s (%s) failed: %s", name or "broker", addr, e)
+            return False
+        if self.broker_version_table.get(addr) != version:
+            log.debug("broker %s at %s speaks version %d", name or "", addr, version)
+        self.broker_version_table[addr] = version
+        return True
 
     async def _heartbeat_tick(self) -> None:
         await self.send_heartbeat_to_all_brokers()
@@ -366,9 +381,26 @@ class ClientInstance:
         return await self.api.query_consumer_offset(addr, group, mq, self.config.mq_client_api_timeout_ms)
 
     async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int, oneway: bool) -> None:
+        """UPDATE_CONSUMER_OFFSET. A sync commit a broker refuses for not knowing ``group`` (5.x
+        checks it) is sent once more after a heartbeat, which creates the group on a broker that
+        creates groups; refused again, it raises ConsumerGroupNotFoundError naming the fix."""
         addr = await self.broker_addr_for(mq)
-        await self.api.update_consumer_offset(addr, group, mq, offset, self.config.mq_client_api_timeout_ms,
-                                              oneway=oneway)
+        timeout = self.config.mq_client_api_timeout_ms
+        try:
+            await self.api.update_consumer_offset(addr, group, mq, offset, timeout, oneway=oneway)
+            return
+        except BrokerError as e:
+            if e.code != ConsumerGroupNotFoundError.CODE:
+                raise
+        await self.send_heartbeat_to_broker(addr, name=mq.broker_name)
+        try:
+            await self.api.update_consumer_offset(addr, group, mq, offset, timeout, oneway=False)
+        except BrokerError as e:
+            if e.code != ConsumerGroupNotFoundError.CODE:
+                raise
+            raise ConsumerGroupNotFoundError(group, e.remark, addr,
+                                             f" ({mq.broker_name}; offset {offset} of {mq.topic}:{mq.queue_id} "
+                                             f"not committed)") from None
 
     async def _persist_tick(self) -> None:
         for consumer in list(self.consumers.values()):

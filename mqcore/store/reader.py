@@ -40,8 +40,8 @@ class MessageReader:
         cfg = self.cfg
         max_bytes = max_bytes or cfg.max_transfer_bytes_on_message_in_memory
         cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        if cq is None:  # a queue never written to: RocketMQ creates it empty on lookup
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
         # the usual case in one kernel call (bounds, units, tag filter, caps, views of runs)
         got = self.k.pull_lookup(cq, self.commitlog, offset, max_count, cfg.max_transfer_count_on_message_in_memory,
                                  max_bytes, tag_codes, MAX_FILTER_UNITS)
@@ -58,7 +58,7 @@ class MessageReader:
         if offset == hi:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         window = max_count if tag_codes is None else max(MAX_FILTER_UNITS, max_count)
         got = cq.units_at(offset, window)
         if got is None:

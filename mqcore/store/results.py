@@ -56,7 +56,11 @@ class PutMessageResult:
 
 
 class GetMessageStatus(enum.Enum):
-    """Outcome of a queue read (``GetMessageStatus``): found, or why not and where to go next."""
+    """Outcome of a queue read (``GetMessageStatus``): found, or why not and where to go next.
+
+    RocketMQ's NO_MATCHED_LOGIC_QUEUE is not here: its store creates a missing queue on lookup,
+    so a queue never written to reads as NO_MESSAGE_IN_QUEUE, and so it does here
+    (docs/remoting-pulls.md has what each status answers)."""
 
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -65,7 +69,6 @@ class GetMessageStatus(enum.Enum):
     OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
     OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 

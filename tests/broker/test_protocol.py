@@ -72,7 +72,7 @@ def test_pull_statuses_and_tag_filter(rc, broker):
     assert [m.body for m in decode(r.body)] == [b"0", b"2", b"3"]
     assert pull(rc, broker, "ProtoPull", 4, sub="*").code == ResponseCode.PULL_NOT_FOUND
     moved = pull(rc, broker, "ProtoPull", 99, sub="*")
-    assert moved.code == ResponseCode.PULL_OFFSET_MOVED and moved.ext_fields["nextBeginOffset"] == "0"
+    assert moved.code == ResponseCode.PULL_OFFSET_MOVED and moved.ext_fields["nextBeginOffset"] == "4"
     none = pull(rc, broker, "ProtoPull", 3, sub="b")
     assert none.code == ResponseCode.PULL_RETRY_IMMEDIATELY and none.ext_fields["nextBeginOffset"] == "4"
     assert pull(rc, broker, "NoSuchTopic", 0, sub="*").code == ResponseCode.TOPIC_NOT_EXIST

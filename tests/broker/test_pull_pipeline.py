@@ -920,7 +920,7 @@ def test_the_core_asks_again_after_a_topic_or_group_change(tmp_path):
             await broker.shutdown()
 
     assert asyncio.run(scenario()) == [ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION, ResponseCode.SUCCESS,
-                                       ResponseCode.SYSTEM_ERROR, ResponseCode.NO_PERMISSION]
+                                       ResponseCode.INVALID_PARAMETER, ResponseCode.NO_PERMISSION]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -18,9 +18,9 @@ from tests.support.processes import BrokerProcess
 pytestmark = pytest.mark.timeout(900)
 
 ALL = ["produce", "ordered", "compressed", "query", "delay", "tags", "orderly", "broadcast", "rebalance",
-       "litepull", "retry_dlq", "resume", "consume_from", "sql", "sql_refused"]
+       "litepull", "retry_dlq", "resume", "consume_from", "sql", "sql_refused", "past_end"]
 #: scenarios whose facts must be the same on both brokers
-COMPARED = ["delay", "retry_dlq", "consume_from", "sql_refused"]
+COMPARED = ["delay", "retry_dlq", "consume_from", "sql_refused", "past_end"]
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +135,13 @@ def test_retry_up_to_the_dlq_matches_the_java_broker(on_mqbroker, on_java):
 
 def test_consume_from_first_last_timestamp_match_the_java_broker(on_mqbroker, on_java):
     _same(on_mqbroker, on_java, "consume_from", ["FIRST_OFFSET", "LAST_OFFSET", "TIMESTAMP"])
+
+
+def test_a_group_committed_past_the_end_gets_no_old_message_as_on_the_java_broker(on_mqbroker, on_java):
+    # PULL_OFFSET_MOVED names the queue's max offset (not 0): the client persists it and goes on
+    # from there, so it receives the 4 new messages and none of the 8 old ones
+    facts = _same(on_mqbroker, on_java, "past_end", ["old", "new"])
+    assert facts["old"] == "0" and facts["new"] == "4"
 
 
 def test_bad_sql92_expression_fails_consumer_start_like_the_java_broker(on_mqbroker, on_java):

@@ -241,11 +241,15 @@ class _LiteImpl(RouteAwareConsumer):
         self.owner._consume_offsets.pop(mq, None)
         self.start_queue(mq, new_pq, offset)
 
-    async def commit(self, offsets: dict[MessageQueue, int], *, oneway: bool) -> None:
+    async def commit(self, offsets: dict[MessageQueue, int], *, oneway: bool, strict: bool = False) -> None:
+        """``strict``: raise the first failure (``commit_sync``), else log it (auto-commit, shutdown)."""
         for mq, offset in offsets.items():
             if mq in self.queues:
                 self.offset_store.update_offset(mq, offset, increase_only=False)
-        await self.offset_store.persist_all(set(self.queues), oneway=oneway)
+        if strict:
+            await self.offset_store.commit_all(set(self.queues))
+        else:
+            await self.offset_store.persist_all(set(self.queues), oneway=oneway)
 
     async def start_async(self) -> None:
         self.running = True
@@ -415,10 +419,12 @@ class LitePullConsumer:
         future.add_done_callback(_log_commit_failure)
 
     def commit_sync(self, offsets: dict[MessageQueue, int] | None = None) -> None:
-        """Commit the offsets of what ``poll`` returned so far (or ``offsets``) and wait."""
+        """Commit the offsets of what ``poll`` returned so far (or ``offsets``) and wait; raises
+        the first failure as ``PullConsumer.commit`` does (``ConsumerGroupNotFoundError`` included)."""
         self._check_running()
         assert self._impl is not None
-        self._run(self._impl.commit(offsets if offsets is not None else self._take_offsets(), oneway=False))
+        self._run(self._impl.commit(offsets if offsets is not None else self._take_offsets(), oneway=False,
+                                    strict=True))
 
     def committed(self, mq: MessageQueue) -> int:
         """The group's stored offset of ``mq`` (asks the broker), -1 if none."""

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Collection
 from typing import Any, Protocol
 
-from mqcore.errors import BrokerError, MQError, ProtocolError, RemotingError
+from mqcore.errors import BrokerError, ConsumerGroupNotFoundError, MQError, ProtocolError, RemotingError
 from mqcore.jsonutil import loads_lenient
 from mqcore.remoting.bodies import MessageQueue
 
@@ -96,6 +96,11 @@ class OffsetStore:
     async def persist_all(self, mqs: Collection[MessageQueue], *, oneway: bool = True) -> None:
         raise NotImplementedError
 
+    async def commit_all(self, mqs: Collection[MessageQueue]) -> None:
+        """``persist_all`` waiting for each answer, for a caller that asked to commit: every queue
+        is tried, then the first failure is raised (a broker's refusal, or no answer)."""
+        await self.persist_all(mqs, oneway=False)
+
 
 class RemoteBrokerOffsetStore(OffsetStore):
     """Clustering: offsets kept by the broker (``RemoteBrokerOffsetStore.java``)."""
@@ -126,17 +131,33 @@ class RemoteBrokerOffsetStore(OffsetStore):
             log.info("persisting offset %d of %s for group %s failed: %s", offset, mq, self.group, e)
 
     async def persist_all(self, mqs: Collection[MessageQueue], *, oneway: bool = True) -> None:
-        """Send the offsets of ``mqs``; forget offsets of queues no longer owned."""
+        """Send the offsets of ``mqs``; forget offsets of queues no longer owned. Failures are
+        logged (the offsets stay in memory and go again with the next persist)."""
+        await self._send_all(mqs, oneway)
+
+    async def commit_all(self, mqs: Collection[MessageQueue]) -> None:
+        failed = await self._send_all(mqs, False)
+        if failed is not None:
+            raise failed
+
+    async def _send_all(self, mqs: Collection[MessageQueue], oneway: bool) -> MQError | None:
+        """Send the offsets of ``mqs``; the first failure (each one logged), or None."""
         wanted = set(mqs)
         table = self.snapshot()
+        first: MQError | None = None
         for mq, offset in table.items():
             if mq not in wanted:
                 self.remove_offset(mq)
                 continue
             try:
                 await self._access.update_consumer_offset(self.group, mq, offset, oneway)
+            except ConsumerGroupNotFoundError as e:  # no later persist can land: said loudly
+                log.warning("persisting offset %d of %s failed: %s", offset, mq, e)
+                first = first or e
             except (RemotingError, BrokerError) as e:
                 log.info("persisting offset %d of %s for group %s failed: %s", offset, mq, self.group, e)
+                first = first or e
+        return first
 
 
 class LocalFileOffsetStore(OffsetStore):

@@ -205,8 +205,11 @@ class PullConsumer:
         self.offset_store.update_offset(mq, offset, increase_only=False)
 
     def commit(self) -> None:
-        """Send every updated offset now and wait for the broker."""
-        self._run(self.offset_store.persist_all(set(self.offset_store.snapshot()), oneway=False))
+        """Send every updated offset now and wait for the broker. Raises the first failure once
+        every queue was tried: ``ConsumerGroupNotFoundError`` when a broker knows no such group
+        (RocketMQ 5.x refuses such commits) and would not create it, another ``BrokerError`` or
+        ``RemotingError`` otherwise (those offsets stay and go again with the next commit)."""
+        self._run(self.offset_store.commit_all(set(self.offset_store.snapshot())))
 
     def send_message_back(self, msg: MessageExt, delay_level: int = 0, broker_name: str | None = None) -> None:
         """CONSUMER_SEND_MSG_BACK: the broker redelivers ``msg`` through ``%RETRY%<group>``."""

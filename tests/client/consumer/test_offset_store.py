@@ -5,12 +5,14 @@ import asyncio
 import json
 import os
 
+import pytest
+
 from mqcore.client.consumer.offset_store import (
     LocalFileOffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
-from mqcore.errors import BrokerError, RemotingTimeoutError
+from mqcore.errors import BrokerError, ConsumerGroupNotFoundError, RemotingTimeoutError
 from mqcore.remoting.bodies import MessageQueue
 
 A = MessageQueue("T", "b", 0)
@@ -22,6 +24,7 @@ class Access:
         self.stored: dict = {}
         self.sent: list = []
         self.fail: BaseException | None = None
+        self.refuse: dict = {}
 
     async def query_consumer_offset(self, group, mq):
         if self.fail:
@@ -32,6 +35,9 @@ class Access:
 
     async def update_consumer_offset(self, group, mq, offset, oneway):
         self.sent.append((mq, offset, oneway))
+        refusal = self.refuse.get(mq)
+        if refusal is not None:
+            raise refusal
         self.stored[mq] = offset
 
 
@@ -65,6 +71,25 @@ def test_remote_read_and_persist():
     assert store.read_offset_memory(B) == -1  # not owned any more: forgotten
     run(store.persist_all({A}, oneway=False))
     assert access.sent[-1] == (A, 50, False)
+
+
+def test_a_commit_the_caller_waits_for_raises_the_first_refusal_after_trying_every_queue():
+    access = Access()
+    store = RemoteBrokerOffsetStore("g", access)
+    store.update_offset(A, 4, True)
+    store.update_offset(B, 9, True)
+    access.refuse[A] = ConsumerGroupNotFoundError("g", "Group g not exist!", "127.0.0.1:10911")
+    with pytest.raises(ConsumerGroupNotFoundError) as refused:
+        run(store.commit_all({A, B}))
+    assert "'g'" in str(refused.value) and "updateSubGroup" in str(refused.value) and refused.value.code == 26
+    assert access.stored == {B: 9} and store.read_offset_memory(A) == 4  # B still sent; A kept for the next
+    run(store.persist_all({A, B}, oneway=False))  # a background persist only logs it
+    access.refuse[A] = RemotingTimeoutError("no answer")
+    with pytest.raises(RemotingTimeoutError):
+        run(store.commit_all({A, B}))
+    del access.refuse[A]
+    run(store.commit_all({A, B}))
+    assert access.stored == {A: 4, B: 9}
 
 
 def test_local_file_roundtrip_java_format(tmp_path):

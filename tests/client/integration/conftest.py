@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.reference import JavaBroker, JavaNamesrv
+from tests.support.reference5 import Java5Broker, Java5Namesrv
 
 #: retry delay levels 3, 4, 5... become 1 s, 2 s, 3 s...: growing but short
 SHORT_DELAYS = "1s 1s 1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s"
@@ -144,3 +145,35 @@ def two_brokers(request, tmp_path):
             BrokerProcess(tmp_path / "b", namesrv=ns.addr, broker_name="broker-b") as b:
         yield ns, a, b
 
+
+class _Java5:
+    """A 5.3.3 name server and broker, with the attributes the tests use on a BrokerProcess."""
+
+    kind = "rocketmq5"
+
+    def __init__(self, ns: Java5Namesrv, broker: Java5Broker):
+        self.ns, self.java = ns, broker
+        self.broker_addr, self.namesrv_addr = broker.broker_addr, ns.addr
+
+
+@pytest.fixture(scope="package")
+def java5_broker(tmp_path_factory):
+    """Apache RocketMQ 5.3.3 (name server + plain broker, no proxy), shared like ``java_broker``."""
+    work = tmp_path_factory.mktemp("rmq5")
+    with Java5Namesrv(work / "ns") as ns, Java5Broker(work / "store", ns.addr) as b:
+        yield _Java5(ns, b)
+
+
+@pytest.fixture(params=["mqbroker", "rocketmq", "rocketmq5"])
+def any_broker(request, tmp_path):
+    """``broker``'s two kinds and Apache RocketMQ 5.3.3."""
+    if request.param == "rocketmq5":
+        yield request.getfixturevalue("java5_broker")
+    elif request.param == "rocketmq":
+        h = request.getfixturevalue("java_broker")
+        if h.java.proc is None:
+            h.java.start()
+        yield h
+    else:
+        with BrokerProcess(tmp_path / "store") as b:
+            yield b

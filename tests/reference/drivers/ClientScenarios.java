@@ -14,7 +14,11 @@ import org.apache.rocketmq.client.producer.*;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.*;
+import org.apache.rocketmq.common.protocol.header.UpdateConsumerOffsetRequestHeader;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.common.protocol.route.BrokerData;
+import org.apache.rocketmq.common.protocol.route.TopicRouteData;
+import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 
 /**
  * Scenarios of the official RocketMQ 4.9.8 Java client against one broker (mqbroker or the Java
@@ -67,6 +71,7 @@ public class ClientScenarios {
             case "request_roundtrip": return requestRoundtrip();
             case "request_timeout": return requestTimeout();
             case "request_only": return requestOnly();
+            case "past_end": return pastEnd();
             default: throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -834,6 +839,70 @@ public class ClientScenarios {
                 out.append(where.name().replace("CONSUME_FROM_", "")).append("=").append(old).append(' ');
             }
             return out.toString().trim();
+        } finally {
+            p.shutdown();
+        }
+    }
+
+    /** A group whose committed offsets lie past the end of its queues (a store restored from an
+     * older copy, a queue recreated): the broker's PULL_OFFSET_MOVED names where to go on, the
+     * client persists that offset and takes the queue again (about 10 s later, as the Java
+     * client waits); the group must then get the new messages and none of the old ones. */
+    static String pastEnd() throws Exception {
+        String topic = prefix + "PastEnd";
+        String group = prefix + "cg-pastend";
+        DefaultMQProducer p = producer("pg-pastend");
+        try {
+            for (int i = 0; i < 8; i++) {
+                p.send(msg(topic, "o", "o" + i, "old-" + i));
+            }
+            awaitRoute(p, topic);
+            MQClientAPIImpl api = p.getDefaultMQProducerImpl().getmQClientFactory().getMQClientAPIImpl();
+            TopicRouteData route = api.getTopicRouteInfoFromNameServer(topic, 3000);
+            String addr = null;
+            for (BrokerData bd : route.getBrokerDatas()) {
+                addr = bd.getBrokerAddrs().get(0L);
+            }
+            List<MessageQueue> queues = p.fetchPublishMessageQueues(topic);
+            for (MessageQueue mq : queues) {
+                UpdateConsumerOffsetRequestHeader h = new UpdateConsumerOffsetRequestHeader();
+                h.setConsumerGroup(group);
+                h.setTopic(topic);
+                h.setQueueId(mq.getQueueId());
+                h.setCommitOffset(1000L);
+                api.updateConsumerOffset(addr, h, 5000);
+            }
+            Set<String> got = ConcurrentHashMap.newKeySet();
+            CountDownLatch news = new CountDownLatch(queues.size());
+            DefaultMQPushConsumer c = pushConsumer("cg-pastend", "cg-pastend");
+            c.subscribe(topic, "*");
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    if (got.add(body(m)) && body(m).startsWith("new-")) {
+                        news.countDown();
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            try {
+                awaitQueues(c, topic, queues.size(), false);
+                for (MessageQueue mq : queues) {
+                    p.send(msg(topic, "n", "n", "new-" + mq.getQueueId()), mq);
+                }
+                // the client gives a moved queue up 10 s after the answer and takes it back at its
+                // next rebalance (every 20 s): asked for here, so the wait is the 10 s only
+                long deadline = System.currentTimeMillis() + 2 * WAIT_MS;
+                while (news.getCount() > 0 && System.currentTimeMillis() < deadline) {
+                    c.getDefaultMQPushConsumerImpl().doRebalance();
+                    news.await(500, TimeUnit.MILLISECONDS);
+                }
+                check(news.getCount() == 0, "timed out waiting for the new messages (" + news.getCount() + " left)");
+            } finally {
+                c.shutdown();
+            }
+            long old = got.stream().filter(s -> s.startsWith("old-")).count();
+            return "old=" + old + " new=" + (got.size() - old);
         } finally {
             p.shutdown();
         }
