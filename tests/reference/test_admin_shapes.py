@@ -74,6 +74,8 @@ def mq_py_consumer(tmp_path_factory):
         c.subscribe(TOPIC, "*")
         c.register_listener(listener)
         c.start()
+        # as the Java consumer in the driver's JVM, it owns its retry queue before the calls
+        assert wait_for(lambda: any(mq.topic.startswith("%RETRY%") for mq in c._impl.rebalance.process_queue_table), 30)
         try:
             out = _run(b.namesrv_addr, b.broker_addr, "broker-mq", "external")
         finally:
