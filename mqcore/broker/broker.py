@@ -111,6 +111,7 @@ class Broker:
         self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
         self._pull: PullProcessor | None = None
         self._ops: OperationsProcessor | None = None
+        self._calls: ClientCallProcessor | None = None  # 307/309 to consumers; its timeout is 10 s
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
@@ -298,7 +299,8 @@ class Broker:
                                    broker_addr=lambda: self.addr, clean_logic_files=self.cleanup.clean_now,
                                    now_ms=self.clock, **managers)
         adm.consume_tps = insp.group_tps
-        calls = ClientCallProcessor(broker_name=self.cfg.broker_name, store=self.store, clients=self.clients)
+        calls = self._calls = ClientCallProcessor(broker_name=self.cfg.broker_name, store=self.store,
+                                                  clients=self.clients)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
