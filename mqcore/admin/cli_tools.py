@@ -100,7 +100,7 @@ def cmd_consumer_status(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> o
         subs = [sorted((s.get("topic"), s.get("subString")) for s in info.get("subscriptionSet") or [])
                 for info in infos.values()]
         if all(s == subs[0] for s in subs):
-            owners: dict[tuple, int] = {}
+            owners: dict[tuple[tuple[str, Any], ...], int] = {}
             for info in infos.values():
                 for k in info.get("mqTable") or {}:
                     key = tuple(sorted(_mq(k).items()))
@@ -198,7 +198,7 @@ def consume_directly(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> obje
         if not a.json:
             print(f"ConsumeMessageDirectlyResult [order={str(r.get('order')).lower()}, "
                   f"autoCommit={str(r.get('autoCommit')).lower()}, consumeResult={r.get('consumeResult')}, "
-                  f"remark={r.get('remark')}, spentTimeMills={r.get('spentTimeMills')}]", file=out)
+                  f"remark={r.get('remark') if r.get('remark') is not None else 'null'}, spentTimeMills={r.get('spentTimeMills')}]", file=out)
     return (results if len(results) > 1 else results[0]) if a.json else None
 
 

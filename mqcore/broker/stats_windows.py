@@ -36,7 +36,7 @@ class WindowStats:
     tps: float
     avgpt: float = 0.0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, float | int]:
         return {"avgpt": self.avgpt, "sum": self.sum, "tps": self.tps}
 
 
@@ -100,7 +100,7 @@ class StatsWindows:
         return minute, hour, day
 
 
-def stats_values(put: dict, pulled: dict, cluster: str) -> dict[tuple[str, str], int]:
+def stats_values(put: dict[str, list[int]], pulled: dict[tuple[str, str], list[int]], cluster: str) -> dict[tuple[str, str], int]:
     """Running values by stats key from ``BrokerStats.put`` ({topic: [messages, bytes]}) and
     ``.pulled`` ({(group, topic): [messages, bytes]}); group keys are ``topic@group`` as in
     RocketMQ."""

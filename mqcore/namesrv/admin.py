@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from mqcore.errors import ProtocolError
 from mqcore.jsonutil import dumps_compact, loads_lenient
@@ -114,7 +115,7 @@ class NamesrvAdmin:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"not a name server key that changes at run time: {', '.join(unknown)} "
                                    f"(these do: {', '.join(sorted(RUNTIME_KEYS))})")
-        changes = {RUNTIME_KEYS[k][0]: RUNTIME_KEYS[k][1](v) for k, v in props.items()}
+        changes: dict[str, Any] = {RUNTIME_KEYS[k][0]: RUNTIME_KEYS[k][1](v) for k, v in props.items()}
         self.set_config(dataclasses.replace(self.config(), **changes))
         log.info("name server configuration changed at run time: %s", props)
         return create_response(request, ResponseCode.SUCCESS)

@@ -17,14 +17,15 @@ from mqcore.errors import IllegalArgumentError, MQError, RemotingTimeoutError
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.codes import RequestCode
-from mqcore.remoting.command import create_request
+from mqcore.remoting.channel import Channel
+from mqcore.remoting.command import RemotingCommand, create_request
 from mqcore.remoting.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
 )
 
 if TYPE_CHECKING:
-    from mqcore.broker.clients import ClientManager
+    from mqcore.broker.clients import ClientChannelInfo, ClientManager
     from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -45,15 +46,14 @@ class ClientCallProcessor:
         self.clients = clients
         self.timeout_ms = timeout_ms
 
-    async def consumer_running_info(self, channel, request):
+    async def consumer_running_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumerRunningInfoRequestHeader.from_command(request)
         return await self.call_consumer(RequestCode.GET_CONSUMER_RUNNING_INFO, request, h.consumer_group, h.client_id)
 
-    async def consume_message_directly(self, channel, request):
+    async def consume_message_directly(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = ConsumeMessageDirectlyResultRequestHeader.from_command(request)
         ext = dict(request.ext_fields)
         ext["brokerName"] = self.broker_name
-        body = request.body
         try:
             _, _, phy = decode_offset_msg_id(h.msg_id or "")
         except IllegalArgumentError as e:
@@ -66,13 +66,14 @@ class ClientCallProcessor:
         return await self.call_consumer(RequestCode.CONSUME_MESSAGE_DIRECTLY, request, h.consumer_group,
                                         h.client_id or "", ext=ext, body=body)
 
-    def _find(self, group: str, client_id: str):
+    def _find(self, group: str, client_id: str) -> ClientChannelInfo | None:
         g = self.clients.group(group)
         if g is None:
             return None
         return next((info for info in g.channels.values() if info.client_id == client_id), None)
 
-    async def call_consumer(self, code: int, request, group: str, client_id: str, *, ext=None, body=None):
+    async def call_consumer(self, code: int, request: RemotingCommand, group: str, client_id: str, *,
+                            ext: dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:
         info = self._find(group, client_id)
         if info is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")

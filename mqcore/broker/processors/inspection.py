@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from mqcore.jsonutil import dumps_compact
 from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting.channel import Channel
+from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.headers import (
     CloneGroupOffsetRequestHeader,
     GetConsumeStatsInBrokerHeader,
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def mq_keyed(pairs: list[tuple[dict, object]]) -> str:
+def mq_keyed(pairs: Sequence[tuple[dict[str, Any], object]]) -> str:
     """A Java ``Map<MessageQueue, X>`` the way fastjson writes it: object keys."""
     return "{" + ",".join(dumps_compact(k).decode() + ":" + dumps_compact(v).decode() for k, v in pairs) + "}"
 
@@ -55,11 +57,11 @@ class InspectionProcessor:
         self.clean_logic_files = clean_logic_files
         self.now_ms = now_ms
 
-    def _mq(self, topic: str, qid: int) -> dict:
+    def _mq(self, topic: str, qid: int) -> dict[str, Any]:
         return {"brokerName": self.broker_name, "queueId": qid, "topic": topic}
 
     # --- 303 -------------------------------------------------------------------------------------
-    def consume_time_span(self, channel, request):
+    def consume_time_span(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumeTimeSpanRequestHeader.from_command(request)
         tc = self.topics.get(h.topic)
         if tc is None:
@@ -81,7 +83,7 @@ class InspectionProcessor:
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"consumeTimeSpanSet": spans}))
 
     # --- 306 -------------------------------------------------------------------------------------
-    async def clean_expired_consume_queue(self, channel, request):
+    async def clean_expired_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """A cleanup pass now over consume-queue and index files whose units all point below the
         commitlog's first offset (what RocketMQ's cleanExpiredConsumerQueue removes)."""
         log.warning("cleanExpiredConsumeQueue requested by %s", channel.remote_addr)
@@ -89,7 +91,7 @@ class InspectionProcessor:
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- 314 -------------------------------------------------------------------------------------
-    def clone_group_offset(self, channel, request):
+    def clone_group_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = CloneGroupOffsetRequestHeader.from_command(request)
         topics = [h.topic] if h.topic else self.offsets.topics_of(h.src_group)
         for topic in topics:
@@ -111,7 +113,7 @@ class InspectionProcessor:
         return g is not None and bool(g.subscriptions) and topic not in g.subscriptions
 
     # --- 315 -------------------------------------------------------------------------------------
-    def broker_stats_data(self, channel, request):
+    def broker_stats_data(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = ViewBrokerStatsDataRequestHeader.from_command(request)
         found = self.windows.lookup(h.stats_name, h.stats_key)
         if found is None:
@@ -127,7 +129,7 @@ class InspectionProcessor:
         return found[0].tps if found else 0.0
 
     # --- 317 -------------------------------------------------------------------------------------
-    def broker_consume_stats(self, channel, request):
+    def broker_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumeStatsInBrokerHeader.from_command(request)
         groups = []
         total_diff = 0
@@ -160,12 +162,12 @@ class InspectionProcessor:
         return mq_keyed(pairs), diff
 
     # --- 321 -------------------------------------------------------------------------------------
-    def query_consume_queue(self, channel, request):
+    def query_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumeQueueRequestHeader.from_command(request)
         s = self.store
         if s.queues.get(h.topic, h.queue_id) is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!")
-        body: dict = {"maxQueueIndex": s.get_max_offset_in_queue(h.topic, h.queue_id),
+        body: dict[str, Any] = {"maxQueueIndex": s.get_max_offset_in_queue(h.topic, h.queue_id),
                       "minQueueIndex": max(0, s.get_min_offset_in_queue(h.topic, h.queue_id))}
         if h.consumer_group is not None:
             sub = self.clients.subscription(h.consumer_group, h.topic)
