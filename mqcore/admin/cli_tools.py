@@ -1,5 +1,5 @@
 """mqadmin commands over :class:`AdminTools`: consumerStatus, getNamesrvConfig,
-updateNamesrvConfig, wipeWritePerm, addWritePerm, brokerConsumeStats, cloneGroupOffset and
+updateNamesrvConfig, wipeWritePerm, addWritePerm, brokerConsumeStats, statsAll, cloneGroupOffset and
 queryMsgById's direct consumption (``-g``/``-d``). Flags and printed tables are Apache 4.9.8
 mqadmin's; ``--json`` prints the answer instead.
 """
@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from mqcore.admin.api import MQAdmin, version_desc
 from mqcore.admin.tools_api import AdminTools
+from mqcore.errors import MQError
 
 Command = Callable[[MQAdmin, argparse.Namespace, TextIO], object]
 Adder = Callable[[str, Command, str], argparse.ArgumentParser]
@@ -202,6 +203,64 @@ def consume_directly(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> obje
     return (results if len(results) > 1 else results[0]) if a.json else None
 
 
+def _day_sum(data: dict[str, Any]) -> int:
+    """``compute24HourSum``: the day's sum, else the hour's, else the minute's."""
+    for window in ("statsDay", "statsHour", "statsMinute"):
+        total = int((data.get(window) or {}).get("sum", 0))
+        if total:
+            return total
+    return 0
+
+
+def cmd_stats_all(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    """Per topic and consumer group: backlog, in/out messages per second (last minute) and in
+    the last 24 hours, from every master's stats windows."""
+    tools = AdminTools(admin)
+    rows = []
+    for topic in admin.topic_list():
+        if topic.startswith(("%RETRY%", "%DLQ%")) or (a.topic and topic != a.topic):
+            continue
+        masters = [addr for _name, addr in admin._topic_brokers(topic)]
+        in_tps, in_day = 0.0, 0
+        for addr in masters:
+            data = tools.stats_data(addr, "TOPIC_PUT_NUMS", topic)
+            if data:
+                in_tps += float(data["statsMinute"]["tps"])
+                in_day += _day_sum(data)
+        groups = admin.topic_consumed_by(topic)
+        if not groups:
+            if not a.activeTopic or in_day > 0:
+                rows.append({"topic": topic, "group": "", "accumulation": 0, "inTps": in_tps, "outTps": None,
+                             "inMsg24Hour": in_day, "outMsg24Hour": None})
+            continue
+        for group in groups:
+            out_tps, out_day = 0.0, 0
+            for addr in masters:
+                data = tools.stats_data(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
+                if data:
+                    out_tps += float(data["statsMinute"]["tps"])
+                    out_day += _day_sum(data)
+            try:
+                backlog = max(0, admin.consume_stats(group, topic).diff_total)
+            except MQError:  # a group without a retry topic's route: no progress to show
+                backlog = 0
+            if not a.activeTopic or in_day > 0 or out_day > 0:
+                rows.append({"topic": topic, "group": group, "accumulation": backlog, "inTps": in_tps,
+                             "outTps": out_tps, "inMsg24Hour": in_day, "outMsg24Hour": out_day})
+    if a.json:
+        return rows
+    print(f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
+          f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}", file=out)
+    for r in rows:
+        if r["outTps"] is None:
+            print(f"{r['topic']:<64}  {'':<64} {0:12d} {r['inTps']:11.2f} {'':>11} {r['inMsg24Hour']:14d} "
+                  f"{'NO_CONSUMER':>14}", file=out)
+        else:
+            print(f"{r['topic']:<64}  {r['group']:<64} {r['accumulation']:12d} {r['inTps']:11.2f} "
+                  f"{r['outTps']:11.2f} {r['inMsg24Hour']:14d} {r['outMsg24Hour']:14d}", file=out)
+    return None
+
+
 def register(add: Adder) -> None:
     """Add these commands to mqadmin's parser (``add(name, fn, help)`` returns the subparser)."""
     p = add("consumerStatus", cmd_consumer_status, "Query consumer's internal data structure")
@@ -225,6 +284,9 @@ def register(add: Adder) -> None:
     p.add_argument("-t", "--timeoutMillis", type=int, default=50_000)
     p.add_argument("-l", "--level", type=int, default=0, help="threshold of print diff")
     p.add_argument("-o", "--order", type=_bool, default=False, help="order topics only")
+    p = add("statsAll", cmd_stats_all, "Topic and Consumer tps stats")
+    p.add_argument("-a", "--activeTopic", action="store_true", help="print active topic only")
+    p.add_argument("-t", "--topic", help="print select topic only")
     p = add("cloneGroupOffset", cmd_clone_group_offset, "clone offset from other group.")
     p.add_argument("-s", "--srcGroup", required=True)
     p.add_argument("-d", "--destGroup", required=True)

@@ -1,6 +1,6 @@
 """mqcore's mqadmin and Apache's (rocketmq-tools 4.9.8) print the same for consumerStatus,
 queryMsgById -g -d (direct consumption), getNamesrvConfig, updateNamesrvConfig, wipeWritePerm,
-addWritePerm, brokerConsumeStats and cloneGroupOffset, on the same cluster state: an mqcore.client
+addWritePerm, brokerConsumeStats, cloneGroupOffset and statsAll, on the same cluster state: an mqcore.client
 push consumer that has consumed everything, connected to mqbroker and to the Java 4.9.7 broker
 (which forwards Apache's consumerStatus to it, so mqcore.client answers a Java broker too).
 """
@@ -66,6 +66,7 @@ def _scenario(namesrv: str, broker_addr: str, broker_name: str, tmp_path) -> dic
             "addWritePerm": ["addWritePerm", *n, "-b", broker_name],
             "brokerConsumeStats": ["brokerConsumeStats", *n, "-b", broker_addr],
             "cloneGroupOffset": ["cloneGroupOffset", *n, "-s", GROUP, "-d", CLONE, "-t", TOPIC, "-o", "true"],
+            "statsAll": ["statsAll", *n, "-t", TOPIC],
         }
         apache = dict(zip(commands, mqadmin_batch(list(commands.values()), home=tmp_path), strict=True))
         ours = {name: _ours(argv) for name, argv in commands.items()}
@@ -158,3 +159,20 @@ def test_clone_group_offset(on_java, on_mq):
         for tool in ("apache", "ours"):
             assert f"clone group offset success. srcGroup[{GROUP}], destGroup=[{CLONE}], topic[{TOPIC}]" \
                 in run[tool]["cloneGroupOffset"]
+
+
+def test_stats_all(on_java, on_mq):
+    header = on_java["apache"]["statsAll"].splitlines()[0].split()
+    assert header == ["#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
+                      "#OutMsg24Hour"]
+    for run in (on_java, on_mq):
+        for tool in ("apache", "ours"):
+            lines = run[tool]["statsAll"].splitlines()
+            assert lines[0].split() == header
+            rows = [line.split() for line in lines[1:] if line.strip()]
+            # the group and its clone, whose cloned offsets name it a consumer of the topic
+            assert sorted((r[0], r[1], r[2]) for r in rows) == [(TOPIC, GROUP, "0"), (TOPIC, CLONE, "0")], \
+                run[tool]["statsAll"]
+            mine = [r for r in rows if r[1] == GROUP][0]
+            in_day, out_day = int(mine[5]), int(mine[6])
+            assert in_day in (0, N) and out_day in (0, N)  # 0 until the broker's first 10 s sample
