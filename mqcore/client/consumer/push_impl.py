@@ -52,6 +52,7 @@ from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
+from mqcore.remoting.codes import CURRENT_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +469,6 @@ class PushConsumerImpl(RouteAwareConsumer):
     # --- tools' requests the broker forwards (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY) ----
     def running_info(self, jstack: bool) -> bytes:
         """``ConsumerRunningInfo`` as JSON (on the loop thread, where the tables change)."""
-        from mqcore.remoting.codes import CURRENT_VERSION
         return running_info_body(self, self.instance.config.namesrv_addr or "", CURRENT_VERSION.name, jstack)
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, Any]:
