@@ -22,7 +22,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * args: namesrv brokerAddr brokerName cluster topic group consumer
  * consumer: "java" starts a Java push consumer of group/topic in this JVM; "external" expects
  * one online already (an mqcore.client consumer the test started); "none" starts none.
- * It sends 8 messages, waits until they are consumed (or 60 s), then prints one line per call:
+ * It sends 8 messages, waits until they are consumed and the consumer's retry queue has a committed
+ * offset (or 60 s), then prints one line per call:
  * "@@ name {json}" (fastjson, as the tool itself would serialise the object) or
  * "@@ name ERROR code message". The last line is "@@ done".
  */
@@ -45,6 +46,7 @@ public class AdminShapes {
             consumer.setInstanceName("shapes-consumer");
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             consumer.setPersistConsumerOffsetInterval(1000);
+            consumer.setPollNameServerInterval(1000); // takes its retry queue soon after the first heartbeat
             consumer.subscribe(topic, "*");
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
                 consumed.addAndGet(msgs.size());
@@ -130,7 +132,9 @@ public class AdminShapes {
         try {
             ConsumeStats cs = admin.examineConsumeStats(group);
             long diff = cs.computeTotalDiff();
-            return cs.getOffsetTable().isEmpty() ? -1 : diff;
+            // caught up, and the consumer has committed its retry queue's offset: it owns that queue too
+            boolean retry = cs.getOffsetTable().keySet().stream().anyMatch(mq -> mq.getTopic().startsWith("%RETRY%"));
+            return retry ? diff : -1;
         } catch (Exception e) {
             return -1;
         }
