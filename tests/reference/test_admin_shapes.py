@@ -155,8 +155,10 @@ def test_runtime_stats_have_the_java_keys_and_values(java, mq_java_consumer):
 def test_values_that_must_agree(java, mq_java_consumer, mq_py_consumer):
     for mq in (mq_java_consumer, mq_py_consumer):
         assert mq["queryTopicConsumeByWho"] == java["queryTopicConsumeByWho"] == {"groupList": [GROUP]}
+        # the topic's queues (whether the retry queue has a committed offset yet is the consumer's timing)
         offsets = lambda out: sorted((dict(k)["topic"], dict(k)["queueId"], v["brokerOffset"], v["consumerOffset"])
-                                     for k, v in out["examineConsumeStats"]["offsetTable"].items())
+                                     for k, v in out["examineConsumeStats"]["offsetTable"].items()
+                                     if dict(k)["topic"] == TOPIC)
         assert offsets(mq) == offsets(java)
         assert mq["viewBrokerStatsData"]["statsMinute"]["sum"] == java["viewBrokerStatsData"]["statsMinute"]["sum"] == 8
         assert mq["viewBrokerStatsDataGroup"]["statsMinute"]["sum"] == 8
@@ -175,7 +177,7 @@ def test_values_that_must_agree(java, mq_java_consumer, mq_py_consumer):
         assert [q["perm"] for q in mq["routeAfterWipe"]] == [4] and [q["perm"] for q in mq["routeAfterAdd"]] == [6]
         stats = mq["fetchConsumeStatsInBroker"]
         mine = [d[GROUP] for d in stats["consumeStatsList"] if GROUP in d][0]
-        assert stats["totalDiff"] == 0 and sum(len(s["offsetTable"]) for s in mine) == 3
+        assert stats["totalDiff"] == 0 and sum(len(s["offsetTable"]) for s in mine) >= 2
     assert java["wipeWritePermOfBroker"] == len(java["fetchTopicsByCLuster"]["topicList"])
 
 
@@ -189,8 +191,8 @@ def test_consumer_running_info_from_both_clients(java, mq_java_consumer, mq_py_c
         assert {t for t in info["statusTable"]} == {t for t in ref["statusTable"]}
         assert shape(info["statusTable"][TOPIC]) == shape(ref["statusTable"][TOPIC])
         assert info["statusTable"][TOPIC]["consumeOKTPS"] > 0 and info["statusTable"][TOPIC]["pullTPS"] > 0
-        assert {dict(k)["topic"]: v["commitOffset"] for k, v in info["mqTable"].items() if dict(k)["queueId"] == 0} \
-            == {TOPIC: 4, f"%RETRY%{GROUP}": 0}
+        assert sorted((dict(k)["queueId"], v["commitOffset"]) for k, v in info["mqTable"].items()
+                      if dict(k)["topic"] == TOPIC) == [(0, 4), (1, 4)]
         props = info["properties"]
         for key in ("PROP_CLIENT_VERSION", "PROP_CONSUME_TYPE", "PROP_CONSUMEORDERLY", "PROP_NAMESERVER_ADDR",
                     "PROP_THREADPOOL_CORE_SIZE", "PROP_CONSUMER_START_TIMESTAMP", "consumerGroup", "messageModel",
