@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+from mqcore.admin import cli_tools
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin, version_desc)
 from mqcore.client.message import MessageExt
 from mqcore.errors import BrokerError, MQError, RemotingConnectError, RemotingTimeoutError
@@ -393,6 +394,10 @@ def cmd_query_msg_by_key(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> 
 
 
 def cmd_query_msg_by_id(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    if (a.consumerGroup is None) != (a.clientId is None):
+        raise UsageError("-g and -d go together: the consumer group and client id of the consumer to run it")
+    if a.consumerGroup is not None:
+        return cli_tools.consume_directly(admin, a, out)
     msgs = [admin.view_message(i.strip(), a.topic) for i in a.msgId.split(",") if i.strip()]
     if a.json:
         return [_msg_json(m) for m in msgs] if len(msgs) > 1 else _msg_json(msgs[0])
@@ -574,6 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("queryMsgById", cmd_query_msg_by_id, "Query Message by Id")
     p.add_argument("-i", "--msgId", required=True, help="offset message id(s), comma separated")
     p.add_argument("-t", "--topic", help="look the id up as a client message id (UNIQ_KEY) in this topic")
+    p.add_argument("-g", "--consumerGroup", help="with -d: have this group's consumer consume the message")
+    p.add_argument("-d", "--clientId", help="with -g: the client id of the consumer to run its listener on it")
     p = add("queryMsgByOffset", cmd_query_msg_by_offset, "Query Message by offset")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-b", "--brokerName", required=True)
@@ -603,6 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     _broker_or_cluster(p, "update")
     p.add_argument("-k", "--key", required=True)
     p.add_argument("-v", "--value", required=True)
+    cli_tools.register(add)
     return parser
 
 

@@ -17,8 +17,6 @@ import functools
 import json
 import logging
 import os
-import shutil
-import time
 import zlib
 from typing import TYPE_CHECKING
 
@@ -32,7 +30,9 @@ from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
 from mqcore.broker.processors.admin import AdminProcessor
+from mqcore.broker.processors.client_calls import ClientCallProcessor
 from mqcore.broker.processors.clients import ClientProcessor
+from mqcore.broker.processors.inspection import InspectionProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.reply import ReplyProcessor
@@ -42,7 +42,7 @@ from mqcore.broker.processors.pull_pipeline import PullPipeline
 from mqcore.broker.processors.send_pipeline import SendPipeline
 from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
-from mqcore.broker.runtime_stats import ThroughputSampler
+from mqcore.broker.runtime_info import RuntimeInfo
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
@@ -71,17 +71,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RC = RequestCode
-
-def _human(n: int) -> str:
-    """``MixAll.humanReadableByteCount`` (SI units off): 1.5 GiB -> "1.50 GiB"."""
-    if n < 1024:
-        return f"{n} B"
-    units = "KMGTPE"
-    exp = 0
-    while n >= 1024 ** (exp + 2) and exp < len(units) - 1:
-        exp += 1
-    return f"{n / 1024 ** (exp + 1):.1f} {units[exp]}iB"
-
 
 class Broker:
     """The broker's composition root: builds the store, managers and processors, serves and registers."""
@@ -123,13 +112,13 @@ class Broker:
         self._send: SendProcessor | None = None  # built at start, once the pool and hold service exist
         self._pull: PullProcessor | None = None
         self._ops: OperationsProcessor | None = None
+        self._calls: ClientCallProcessor | None = None  # 307/309 to consumers; its timeout is 10 s
         self.port = config.listen_port
         self.store_host = b""
         self._client: RemotingClient | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
         self._register_pending = False
-        self._started_at = 0.0
         self._services_started: list = []
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
@@ -139,7 +128,10 @@ class Broker:
         self.add_service(self.cleanup)
         if self.acl is not None:
             self.add_service(self.acl)
-        self.put_tps, self.get_tps = ThroughputSampler(), ThroughputSampler()
+        #: GET_BROKER_RUNTIME_INFO's table and VIEW_BROKER_STATS_DATA's windows, sampled once a second
+        self.runtime = RuntimeInfo(store=self.store, stats=self.stats, delay_offsets=self.delay_offsets,
+                                   configs=lambda: (self.cfg, self.store_config), disk_ratio=self.disk_ratio,
+                                   clock=clock)
         #: half messages, END_TRANSACTION and the check-back (the one service 4.x and 5.x share)
         self.transactions = TransactionService(
             store=self.store, offsets=self.offsets, topics=self.topics, store_host=lambda: self.store_host,
@@ -187,7 +179,7 @@ class Broker:
                                                       tls_cert=self.cfg.grpc_server_tls_cert,
                                                       tls_key=self.cfg.grpc_server_tls_key,
                                                       store_dir=self.store_config.store_path))
-        self._started_at = time.monotonic()
+        self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
         report = self.store.load()
@@ -236,7 +228,7 @@ class Broker:
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
                        loop.create_task(self._every(10_000, self._scan_channels)),
-                       loop.create_task(self._every(1_000, self._sample_throughput)),
+                       loop.create_task(self._every(1_000, self.runtime.sample)),
                        loop.create_task(self._every(self.cfg.transaction_check_interval_ms, self.check_transactions))]
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
@@ -306,6 +298,12 @@ class Broker:
         ops = OperationsProcessor(broker_name=self.cfg.broker_name, configs=lambda: (self.cfg, self.store_config),
                                   bound_port=lambda: self.port, update_config=self.update_config,
                                   unsaved=lambda: self.unsaved, **managers)
+        insp = InspectionProcessor(broker_name=self.cfg.broker_name, windows=self.runtime.windows,
+                                   broker_addr=lambda: self.addr, clean_logic_files=self.cleanup.clean_now,
+                                   now_ms=self.clock, **managers)
+        adm.consume_tps = insp.group_tps
+        calls = self._calls = ClientCallProcessor(broker_name=self.cfg.broker_name, store=self.store,
+                                                  clients=self.clients)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
@@ -330,6 +328,11 @@ class Broker:
             RC.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
+            RC.QUERY_CONSUME_TIME_SPAN: insp.consume_time_span, RC.CLEAN_EXPIRED_CONSUMEQUEUE: insp.clean_expired_consume_queue,
+            RC.CLONE_GROUP_OFFSET: insp.clone_group_offset, RC.VIEW_BROKER_STATS_DATA: insp.broker_stats_data,
+            RC.GET_BROKER_CONSUME_STATS: insp.broker_consume_stats, RC.QUERY_CONSUME_QUEUE: insp.query_consume_queue,
+            RC.GET_CONSUMER_RUNNING_INFO: calls.consumer_running_info,
+            RC.CONSUME_MESSAGE_DIRECTLY: calls.consume_message_directly,
             RC.END_TRANSACTION: end_tx.end,
             RC.SEND_REPLY_MESSAGE: reply.reply, RC.SEND_REPLY_MESSAGE_V2: reply.reply,
         }
@@ -408,6 +411,9 @@ class Broker:
             self._pull.enable_property_filter = new_cfg.enable_property_filter
         self.groups.auto_create = new_cfg.auto_create_subscription_group
         if old.broker_permission != new_cfg.broker_permission:
+            # a new topic-table version, as RocketMQ bumps it: a name server replaces a broker's
+            # queue data only when that version moved
+            self.topics.table.data_version.next(self.clock())
             self.schedule_register()
 
     # --- configuration at run time ---------------------------------------------------------------------
@@ -562,14 +568,6 @@ class Broker:
             log.info("notify %s failed: %s", channel.remote_addr, e)
 
     # --- runtime figures (GET_BROKER_RUNTIME_INFO) --------------------------------------------------
-    def _sample_throughput(self) -> None:
-        now = self.clock()
-        stored = sum(self.store.get_max_offset_in_queue(t, q) for t, qids in self.store.queue_ids().items()
-                     for q in qids)
-        consumed = sum(sum(queues.values()) for queues in self.offsets.snapshot().values())
-        self.put_tps.sample(now, stored)
-        self.get_tps.sample(now, consumed)
-
     def disk_ratio(self, path: str) -> float:
         """Used fraction of the partition holding ``path``, measured as the disk cleanup measures
         it (one computation for brokerStatus, clusterList, the metrics and the cleanup)."""
@@ -579,34 +577,7 @@ class Broker:
 
     def runtime_figures(self) -> dict[str, str]:
         """The runtime-info keys operators' tools read (clusterList's columns among them)."""
-        s = self.store
-        earliest = 0
-        lo = s.get_min_phy_offset()
-        if s.get_max_phy_offset() > lo:
-            first = s.look_message_by_offset(lo)
-            if first is not None:
-                earliest = first.store_timestamp
-        try:  # the cleanup's own measure of the commitlog's partition, as RocketMQ reports it
-            path = self.store_config.commitlog_dir
-            if not os.path.isdir(path):
-                path = self.store_config.store_path  # no commitlog file yet
-            ratio = self.disk_ratio(path)
-            du = shutil.disk_usage(path)
-            capacity = f"Total : {_human(du.total)}, Free : {_human(du.free)}."
-        except OSError:
-            ratio, capacity = 0.0, ""
-        return {"runtime": self.runtime_text(), "putTps": self.put_tps.text(), "getTransferedTps": self.get_tps.text(),
-                "earliestMessageTimeStamp": str(earliest), "commitLogDiskRatio": f"{ratio:.4f}",
-                "commitLogDirCapacity": capacity, "dispatchBehindBytes": "0", "pageCacheLockTimeMills": "0",
-                # one event loop, no thread-pool queues: nothing ever waits in one
-                "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueHeadWaitTimeMills": "0",
-                "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
-                "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueHeadWaitTimeMills": "0",
-                "startAcceptSendRequestTimeStamp": "0"}
-
-    def runtime_text(self) -> str:
-        up = int(time.monotonic() - self._started_at)
-        return f"[ {up // 86400} days, {up // 3600 % 24} hours, {up // 60 % 60} minutes, {up % 60} seconds ]"
+        return self.runtime.table()
 
 
 def _value_of(key: str, broker: BrokerConfig, store: StoreConfig):

@@ -38,3 +38,36 @@ class ThroughputSampler:
 
     def text(self) -> str:
         return " ".join(f"{self.rate(w):.2f}" for w in WINDOWS_MS)
+
+
+def latency_texts(bounds_s: tuple[float, ...], counts: list[int]) -> dict[str, str]:
+    """The put-latency keys of the runtime info from the put-latency histogram's buckets:
+    ``putLatency99``/``putLatency999`` (ms; RocketMQ also reads them off buckets: the bound of
+    the bucket the percentile falls in), ``putMessageEntireTimeMax`` (ms, the highest non-empty
+    bucket's bound, rounded up) and ``putMessageDistributeTime`` (the count per bucket)."""
+    total = sum(counts)
+    uppers_ms = [b * 1000 for b in bounds_s] + [float("inf")]
+
+    def percentile(p: float) -> float:
+        if not total:
+            return 0.0
+        want, seen = p * total, 0
+        for upper, n in zip(uppers_ms, counts):
+            seen += n
+            if seen >= want:
+                return upper if upper != float("inf") else uppers_ms[-2]
+        return uppers_ms[-2]
+
+    top = max((i for i, n in enumerate(counts) if n), default=None)
+    if top is None:
+        max_ms = 0
+    else:
+        max_ms = int(-(-uppers_ms[top] // 1)) if uppers_ms[top] != float("inf") else int(uppers_ms[-2]) + 1
+    lower = 0.0
+    parts = []
+    for upper, n in zip(uppers_ms, counts):
+        label = f"[{lower:g}~{upper:g}ms]" if upper != float("inf") else f"[>{lower:g}ms]"
+        parts.append(f"{label}:{n}")
+        lower = upper
+    return {"putLatency99": f"{percentile(0.99):.2f}", "putLatency999": f"{percentile(0.999):.2f}",
+            "putMessageEntireTimeMax": str(max_ms), "putMessageDistributeTime": " ".join(parts)}

@@ -38,6 +38,7 @@ from mqcore.client.api import MQClientAPI
 from mqcore.client.config import ClientConfig
 from mqcore.client.loop import LoopThread
 from mqcore.client.request import ReplyTable
+from mqcore.client.message import decode_messages
 from mqcore.client.route import MASTER_ID, TopicRouteData
 from mqcore.uniq_id import UniqIdGenerator
 from mqcore.clock import Clock, system_clock_ms
@@ -46,8 +47,8 @@ from mqcore.jsonutil import dumps_compact, loads_lenient
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.client import RemotingClient
-from mqcore.remoting.codes import RequestCode
-from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.codes import RequestCode, ResponseCode
+from mqcore.remoting.command import RemotingCommand, create_response
 from mqcore.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,8 @@ class ClientInstance:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.remoting.register_processor(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
+        self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.remoting.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
         self._rebalance_event = asyncio.Event()
         cfg = self.config
         self._spawn("route-refresh", self._periodic(10, cfg.poll_name_server_interval_ms, self.update_all_routes))
@@ -454,6 +457,39 @@ class ClientInstance:
         if self._rebalance_event is not None:
             self._rebalance_event.set()
         return None
+
+    # --- tools' requests the broker forwards (ClientRemotingProcessor) ---------------------------------
+    def _forwarded_to(self, request: RemotingCommand, method: str) -> tuple[Any, RemotingCommand | None]:
+        """The consumer of the request's group that can answer it, or the refusal to send."""
+        group = request.ext_fields.get("consumerGroup", "")
+        consumer = self.consumers.get(group)
+        if getattr(consumer, method, None) is None:
+            return None, create_response(request, ResponseCode.SYSTEM_ERROR,
+                                         f"The Consumer Group <{group}> not exist in this consumer")
+        return consumer, None
+
+    async def _on_running_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``, relayed by the broker)."""
+        consumer, refusal = self._forwarded_to(request, "running_info")
+        if refusal is not None:
+            return refusal
+        jstack = request.ext_fields.get("jstackEnable", "false").lower() == "true"
+        return create_response(request, ResponseCode.SUCCESS, body=consumer.running_info(jstack))
+
+    async def _on_consume_directly(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY: the broker sends one stored message to run the listener on."""
+        consumer, refusal = self._forwarded_to(request, "consume_directly")
+        if refusal is not None:
+            return refusal
+        broker_name = request.ext_fields.get("brokerName")
+        try:
+            msgs = decode_messages(bytes(request.body or b""), broker_name, 1)
+        except MQError as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"unreadable message: {e}")
+        if not msgs:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "no message in the request")
+        result = await consumer.consume_directly(msgs[0], broker_name)
+        return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(result))
 
     async def _on_ids_changed(self, channel: Channel, request: RemotingCommand) -> None:
         try:

@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=tcp_port, default=9876, help="0 picks a free port")
     p.add_argument("--broker-expiry-ms", type=int, default=120_000,
                    help="drop brokers silent for this long (RocketMQ: 120 s)")
+    p.add_argument("--scan-interval-ms", type=int, default=10_000,
+                   help="how often silent brokers are looked for (RocketMQ: 10 s)")
     p.add_argument("--log-level", default="INFO", type=log_level, help="DEBUG, INFO, WARNING or ERROR")
     p.add_argument("--log-dir", help="directory of namesrv.log and remoting.log (default ~/logs/rocketmqlogs)")
     p.add_argument("--acl", metavar="PLAIN_ACL_YML",
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
-                                        broker_channel_expired_ms=args.broker_expiry_ms, acl_file=args.acl)))
+                                        broker_channel_expired_ms=args.broker_expiry_ms, acl_file=args.acl,
+                                        scan_not_active_broker_interval_ms=args.scan_interval_ms)))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
         return 1

@@ -17,3 +17,6 @@ class NamesrvConfig:
     #: a plain_acl.yml: when set, writes (REGISTER_BROKER, UNREGISTER_BROKER, PUT_KV_CONFIG,
     #: DELETE_KV_CONFIG, DELETE_TOPIC_IN_NAMESRV) need an admin account's signature
     acl_file: str | None = None
+    #: routes carry ``orderTopicConf`` (the ORDER_TOPIC_CONFIG KV entry of the topic). RocketMQ's
+    #: default is false; on here, so ``mqadmin updateTopic -o true`` works without more setup
+    order_message_enable: bool = True

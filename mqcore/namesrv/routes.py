@@ -14,7 +14,20 @@ import dataclasses
 import logging
 from typing import Any, Callable, TypedDict
 
+from mqcore.permissions import PERM_WRITE
+
 log = logging.getLogger(__name__)
+
+
+def same_version(stored: dict[str, Any], asked: Any) -> bool:
+    """DataVersion equality (timestamp and counter), as RocketMQ's ``DataVersion.equals``."""
+    if not isinstance(asked, dict) or not stored:
+        return False
+    try:
+        return (int(stored.get("timestamp", 0)) == int(asked.get("timestamp", -1))
+                and int(stored.get("counter", 0)) == int(asked.get("counter", -1)))
+    except (TypeError, ValueError):
+        return False
 
 
 class BrokerAddrs(TypedDict):
@@ -72,7 +85,11 @@ class RouteInfoManager:
         first = addr not in self.live
         bd["brokerAddrs"][broker_id] = addr
         dv = (topic_wrapper or {}).get("dataVersion") or {}
-        if broker_id == 0 and topic_wrapper is not None:
+        prev = self.live.get(addr)
+        # as RocketMQ: the queue data is replaced only when the broker's topic table changed (its
+        # dataVersion), so a wipeWritePerm holds until the broker's topics change
+        changed = first or not dv or prev is None or not same_version(prev.data_version, dv)
+        if broker_id == 0 and topic_wrapper is not None and changed:
             table = topic_wrapper.get("topicConfigTable") or {}
             for topic in [t for t, b in self.topic_queues.items() if broker_name in b and t not in table]:
                 self._remove_topic_of_broker(topic, broker_name)
@@ -83,6 +100,23 @@ class RouteInfoManager:
         self.live[addr] = BrokerLive(now, dict(dv), channel, ha_addr)
         if first:
             log.info("broker %s (%s, id %d, cluster %s) registered", broker_name, addr, broker_id, cluster)
+
+    def touch(self, addr: str) -> None:
+        """A registered broker showed it is alive without registering (QUERY_DATA_VERSION)."""
+        live = self.live.get(addr)
+        if live is not None:
+            live.last_update_ms = self.clock()
+
+    def change_write_perm(self, broker_name: str, writable: bool) -> int:
+        """Take the write permission from (or give it back to) every queue of ``broker_name`` in
+        the routes (wipeWritePerm / addWritePerm); returns how many topics it changed."""
+        count = 0
+        for brokers in self.topic_queues.values():
+            qd = brokers.get(broker_name)
+            if qd is not None:
+                qd.perm = (qd.perm | PERM_WRITE) if writable else (qd.perm & ~PERM_WRITE)
+                count += 1
+        return count
 
     def unregister(self, cluster: str, addr: str, broker_name: str, broker_id: int) -> None:
         self.live.pop(addr, None)
@@ -150,6 +184,11 @@ class RouteInfoManager:
                                            "brokerName": name, "cluster": bd["cluster"]}
                                     for name, bd in sorted(self.broker_addrs.items())},
                 "clusterAddrTable": {c: sorted(b) for c, b in sorted(self.cluster_brokers.items())}}
+
+    def topics_of_cluster(self, cluster: str) -> list[str]:
+        """Topics with queues on any broker of ``cluster`` (GET_TOPICS_BY_CLUSTER)."""
+        names = self.cluster_brokers.get(cluster, set())
+        return sorted(t for t, brokers in self.topic_queues.items() if names & brokers.keys())
 
     def topic_list(self) -> list[str]:
         return sorted(self.topic_queues)

@@ -1,8 +1,9 @@
 """NameServer: the route registry on the remoting protocol (port 9876 by default).
 
 Serves REGISTER_BROKER / UNREGISTER_BROKER from brokers and GET_ROUTEINFO_BY_TOPIC,
-GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, DELETE_TOPIC_IN_NAMESRV
-and the KV config calls from clients and tools. An unknown topic is TOPIC_NOT_EXIST, as
+GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, DELETE_TOPIC_IN_NAMESRV,
+the KV config calls and the operator calls of ``namesrv.admin`` (QUERY_DATA_VERSION,
+GET_TOPICS_BY_CLUSTER, WIPE/ADD_WRITE_PERM_OF_BROKER, GET/UPDATE_NAMESRV_CONFIG). An unknown topic is TOPIC_NOT_EXIST, as
 in RocketMQ: only a send creates a topic. A broker is dropped from the routes as soon
 as the connection it registered over closes. Runs on one asyncio loop.
 """
@@ -16,6 +17,7 @@ from mqcore.acl import AclFile, NamesrvAclHook, PlainAccessValidator
 from mqcore.clock import Clock
 from mqcore.errors import BrokerError
 from mqcore.jsonutil import dumps_compact, loads_lenient
+from mqcore.namesrv.admin import NamesrvAdmin
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
 from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
@@ -61,12 +63,23 @@ class NameServer:
         s.register_processor(RequestCode.PUT_KV_CONFIG, self._put_kv)
         s.register_processor(RequestCode.GET_KV_CONFIG, self._get_kv)
         s.register_processor(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
+        self.port = config.listen_port
+        admin = NamesrvAdmin(self.routes, lambda: self.cfg, self._set_config, lambda: self.port)
+        s.register_processor(RequestCode.QUERY_DATA_VERSION, admin.query_data_version)
+        s.register_processor(RequestCode.GET_TOPICS_BY_CLUSTER, admin.topics_by_cluster)
+        s.register_processor(RequestCode.WIPE_WRITE_PERM_OF_BROKER, admin.wipe_write_perm)
+        s.register_processor(RequestCode.ADD_WRITE_PERM_OF_BROKER, admin.add_write_perm)
+        s.register_processor(RequestCode.GET_NAMESRV_CONFIG, admin.get_config)
+        s.register_processor(RequestCode.UPDATE_NAMESRV_CONFIG, admin.update_config)
         s.add_close_listener(self.routes.channel_closed)
+
+    def _set_config(self, config: NamesrvConfig) -> None:
+        self.cfg = config
 
     async def start(self) -> int:
         if self._owned_acl is not None:
             self._owned_acl.load()  # a bad file stops the start
-        port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
+        port = self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
         if self._owned_acl is not None:
             self._owned_acl.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
@@ -117,7 +130,7 @@ class NameServer:
         if route is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"No topic route info in name server for the topic: {h.topic}")
-        order = self.kv.get("ORDER_TOPIC_CONFIG", {}).get(h.topic)
+        order = self.kv.get("ORDER_TOPIC_CONFIG", {}).get(h.topic) if self.cfg.order_message_enable else None
         if order:
             route["orderTopicConf"] = order
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(route))

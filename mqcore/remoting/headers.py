@@ -590,3 +590,84 @@ class UnregisterBrokerRequestHeader(ExtHeader):
     broker_addr: str = _nn("brokerAddr", STR)
     cluster_name: str = _nn("clusterName", STR)
     broker_id: int = _nn("brokerId", LONG)
+
+
+# ======================================================================================
+# ADMIN AND TOOLING (mqadmin, DefaultMQAdminExt)
+# ======================================================================================
+@dataclass(slots=True)
+class QueryConsumeTimeSpanRequestHeader(ExtHeader):
+    """QUERY_CONSUME_TIME_SPAN (303)."""
+
+    topic: str = _nn("topic", STR)
+    group: str = _nn("group", STR)
+
+
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader(ExtHeader):
+    """CLONE_GROUP_OFFSET (314): ``topic`` empty or absent clones every topic of ``srcGroup``."""
+
+    src_group: str = _nn("srcGroup", STR)
+    dest_group: str = _nn("destGroup", STR)
+    topic: str | None = _opt("topic", STR)
+    offline: bool | None = _opt("offline", BOOL, False)
+
+
+@dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(ExtHeader):
+    """VIEW_BROKER_STATS_DATA (315)."""
+
+    stats_name: str = _nn("statsName", STR)
+    stats_key: str = _nn("statsKey", STR)
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(ExtHeader):
+    """GET_BROKER_CONSUME_STATS (317)."""
+
+    is_order: bool | None = _opt("isOrder", BOOL, False)
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(ExtHeader):
+    """QUERY_CONSUME_QUEUE (321)."""
+
+    topic: str = _nn("topic", STR)
+    queue_id: int = _nn("queueId", INT)
+    index: int = _nn("index", LONG)
+    count: int = _nn("count", INT)
+    consumer_group: str | None = _opt("consumerGroup", STR)
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(ExtHeader):
+    """GET_CONSUMER_RUNNING_INFO (307): tool -> broker -> client."""
+
+    consumer_group: str = _nn("consumerGroup", STR)
+    client_id: str = _nn("clientId", STR)
+    jstack_enable: bool | None = _opt("jstackEnable", BOOL, False)
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(ExtHeader):
+    """CONSUME_MESSAGE_DIRECTLY (309): tool -> broker -> client (the broker adds ``brokerName``
+    and the message's record as the body)."""
+
+    consumer_group: str = _nn("consumerGroup", STR)
+    client_id: str | None = _opt("clientId", STR)
+    msg_id: str | None = _opt("msgId", STR)
+    broker_name: str | None = _opt("brokerName", STR)
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerRequestHeader(ExtHeader):
+    """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327), to the name server."""
+
+    broker_name: str = _nn("brokerName", STR)
+
+
+@dataclass(slots=True)
+class GetTopicsByClusterRequestHeader(ExtHeader):
+    """GET_TOPICS_BY_CLUSTER (224), to the name server."""
+
+    cluster: str = _nn("cluster", STR)

@@ -39,6 +39,7 @@ import dataclasses
 import enum
 import logging
 import os
+import threading
 import time
 from typing import Callable
 
@@ -257,6 +258,8 @@ class CleanupService(ServiceThread):
         #: commitlog min offset the consume queues were last cleaned for
         self._logic_clean_min = 0
         self._usage_error_logged = False
+        #: one pass at a time: this thread's and an operator's (``clean_now``)
+        self._pass_lock = threading.Lock()
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -268,7 +271,8 @@ class CleanupService(ServiceThread):
         self._wait_for_pass(self.cfg.clean_resource_first_delay_ms / 1000)
         while not self.stopped:
             try:
-                self.run_once()
+                with self._pass_lock:
+                    self.run_once()
             except (MQError, OSError, ValueError) as e:  # keep cleaning on the next pass
                 log.exception("disk cleanup pass failed: %s", e)
             self._wait_for_pass(self.cfg.clean_resource_interval_ms / 1000)
@@ -299,6 +303,12 @@ class CleanupService(ServiceThread):
         whatever the hour."""
         self._manual_passes = passes
         self.wakeup()
+
+    def clean_now(self) -> CleanupReport:
+        """One pass now, on the caller's thread (admin CLEAN_EXPIRED_CONSUMEQUEUE): expired
+        consume-queue and index files go; commitlog files only as a scheduled pass would."""
+        with self._pass_lock:
+            return self.run_once()
 
     @property
     def disk_full(self) -> bool:

@@ -1,8 +1,13 @@
+import itertools
+
 from mqcore.namesrv.routes import RouteInfoManager
 
+_versions = itertools.count(1)
 
-def wrapper(*topics, queues=4):
-    return {"dataVersion": {"counter": 1, "timestamp": 1},
+
+def wrapper(*topics, queues=4, version=None):
+    """A broker's topic table; each call is a new table version, as a broker bumps it per change."""
+    return {"dataVersion": {"counter": next(_versions) if version is None else version, "timestamp": 1},
             "topicConfigTable": {t: {"topicName": t, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6}
                                  for t in topics}}
 

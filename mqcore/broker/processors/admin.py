@@ -54,6 +54,8 @@ class AdminProcessor:
         self.delay_offsets_json = delay_offsets_json
         self.holding_count = holding_count
         self.runtime_figures = runtime_figures
+        #: (group, topic) -> messages per second the group got over the last minute (consumeTps)
+        self.consume_tps: Callable[[str, str], float] = lambda group, topic: 0.0
 
     def query_message(self, channel, request):
         h = QueryMessageRequestHeader.from_command(request)
@@ -132,6 +134,7 @@ class AdminProcessor:
         only_topic = request.ext_fields.get("topic") or None
         table = []
         total_diff = 0
+        tps = 0.0
         for topic in sorted(self.offsets.topics_of(group)):
             if only_topic and topic != only_topic:
                 continue
@@ -145,7 +148,8 @@ class AdminProcessor:
                 table.append([{"brokerName": self.broker_name, "queueId": qid, "topic": topic},
                               {"brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                                "lastTimestamp": max(last, 0)}])
-        body = _object_keyed({"consumeTps": 0.0, "offsetTable": ObjectKeyed(table)})
+            tps += self.consume_tps(group, topic)
+        body = _object_keyed({"consumeTps": tps, "offsetTable": ObjectKeyed(table)})
         return create_response(request, ResponseCode.SUCCESS, body=body)
 
     def consumer_connections(self, channel, request):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mqcore.broker.conf import effective_config_lines, read_properties
+from mqcore.broker.processors.inspection import mq_keyed
 from mqcore.errors import ConfigError, MQError
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.codes import LanguageCode, RequestCode
@@ -33,11 +34,6 @@ def _language(code: int) -> str:
         return LanguageCode(code).name
     except ValueError:
         return "OTHER"
-
-
-def _mq_keyed(pairs: list[tuple[dict, object]]) -> str:
-    """A Java ``Map<MessageQueue, X>`` the way fastjson writes it: object keys."""
-    return "{" + ",".join(dumps_compact(k).decode() + ":" + dumps_compact(v).decode() for k, v in pairs) + "}"
 
 
 class OperationsProcessor:
@@ -160,7 +156,7 @@ class OperationsProcessor:
             return (ResponseCode.CONSUMER_NOT_ONLINE,
                     f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} Timestamp: {timestamp}")
         name = self.broker_name
-        body = '{"offsetTable":' + _mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
+        body = '{"offsetTable":' + mq_keyed([({"brokerName": name, "queueId": qid, "topic": topic}, off)
                                               for qid, off in table]) + "}"
         # the committed offsets move now, so a consumer that does not act on the notice
         # still resumes from the new position after its next rebalance

@@ -58,6 +58,7 @@ from mqcore.client.consumer.listener import (
 )
 from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
+from mqcore.client.consumer.stats import ConsumerStats
 from mqcore.client.message import MessageExt
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.format.layout import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
@@ -101,6 +102,9 @@ class ConsumerOps(Protocol):
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None: ...
 
     def lock_queue(self, mq: MessageQueue) -> bool: ...
+
+    @property
+    def stats(self) -> ConsumerStats: ...
 
 
 class ConsumeMessageConcurrentlyService:
@@ -256,6 +260,10 @@ class ConsumeMessageConcurrentlyService:
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
             self.consumer.offset_store.update_offset(mq, offset, increase_only=True)
+        # listener time of the run: from its first message's start stamp to now
+        began = done[0].properties.get(Prop.CONSUME_START_TIME, "")
+        rt_ms = max(0, self.consumer.clock() - int(began)) if began.isdigit() else 0
+        self.consumer.stats.on_settled(mq.topic, len(done), rt_ms)
 
     def _finish(self, msgs: list[MessageExt], status: Any, context: ConsumeConcurrentlyContext,
                 exc: BaseException | None, pq: ProcessQueue, mq: MessageQueue) -> list[MessageExt] | None:
@@ -291,6 +299,7 @@ class ConsumeMessageConcurrentlyService:
         done = msgs
         failed = msgs[ack_index + 1:]
         if failed and consumer.message_model is MessageModel.BROADCASTING:
+            consumer.stats.on_failed(mq.topic, len(failed), len(failed))
             for msg in failed:
                 log.warning("broadcasting consumer of group %s failed on %s; dropping it (no retry)",
                             consumer.group, msg.msg_id)
@@ -300,6 +309,7 @@ class ConsumeMessageConcurrentlyService:
                 if not consumer.send_message_back(msg, context.delay_level_when_next_consume, mq.broker_name):
                     msg.reconsume_times += 1
                     back_failed.append(msg)
+            consumer.stats.on_failed(mq.topic, len(failed), len(failed) - len(back_failed))
             if back_failed:
                 kept = {id(m) for m in back_failed}
                 done = [m for m in msgs if id(m) not in kept]

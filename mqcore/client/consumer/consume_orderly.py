@@ -121,6 +121,7 @@ class ConsumeMessageOrderlyService:
             if pq.dropped:
                 log.info("queue %s was dropped; stop consuming it", mq)
                 return False
+            began = time.monotonic()
             try:
                 status = self.listener(msgs, context)
             except Exception:  # failure of an orderly listener: suspend and retry these messages
@@ -133,6 +134,11 @@ class ConsumeMessageOrderlyService:
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
         else:
             status = ConsumeOrderlyStatus.SUCCESS
+        stats = consumer.stats
+        if status is ConsumeOrderlyStatus.SUCCESS:
+            stats.on_settled(mq.topic, len(msgs), (time.monotonic() - began) * 1000)
+        else:
+            stats.on_failed(mq.topic, len(msgs), 0)
         return self._process_result(msgs, status, context, pq, mq)
 
     def _process_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,

@@ -153,6 +153,12 @@ class ProcessQueue:
                 return 0
             return self.queue_offset_max - first  # highest pulled - lowest unconsumed
 
+    def cached_offsets(self) -> tuple[int, int]:
+        """(lowest, highest) offset of the messages held, (0, 0) when none (running info)."""
+        with self._lock:
+            first = self._first_key_locked()
+            return (0, 0) if first is None else (first, self.queue_offset_max)
+
     # --- concurrent consuming ----------------------------------------------------------------
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Forget consumed messages; returns the offset to commit (lowest still held,

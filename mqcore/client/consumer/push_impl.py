@@ -43,6 +43,8 @@ from mqcore.client.consumer.offset_store import (
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.consumer.pull_kernel import PullAPIWrapper, build_pull_sys_flag
 from mqcore.client.consumer.rebalance_impl import PullRequest, RebalanceImpl
+from mqcore.client.consumer.running_info import consume_directly, running_info_body
+from mqcore.client.consumer.stats import SAMPLE_EVERY_MS, ConsumerStats
 from mqcore.client.consumer.subscription import SubscriptionData, build_subscription
 from mqcore.client.instance import ClientInstance
 from mqcore.client.message import Message, MessageExt, PullResult, PullStatus
@@ -50,6 +52,7 @@ from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.errors import BrokerError, ClosedError, MQError, RemotingError
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
+from mqcore.remoting.codes import CURRENT_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,9 @@ class PushConsumerImpl(RouteAwareConsumer):
         self._service_tasks: list[asyncio.Task[None]] = []
         self.running = False
         self.paused = False
+        #: per-topic pull and consume figures (GET_CONSUMER_RUNNING_INFO's statusTable)
+        self.stats = ConsumerStats(self.clock)
+        self.start_timestamp = self.clock()
         #: pulls put off because a queue held too much (RocketMQ's ``queueFlowControlTimes``)
         self.flow_control_times = 0
         self._last_forced_heartbeat = 0.0
@@ -297,11 +303,14 @@ class PushConsumerImpl(RouteAwareConsumer):
             commit_offset = max(self.offset_store.read_offset_memory(mq), 0)
         post_sub = cfg.post_subscription_when_pull
         sys_flag = build_pull_sys_flag(commit_offset=commit_offset > 0, suspend=True, subscription=post_sub)
+        began = time.monotonic()
         try:
             result = await self.pull_api.pull(
                 mq, sub, offset=pr.next_offset, max_nums=cfg.pull_batch_size, sys_flag=sys_flag,
                 commit_offset=commit_offset, suspend_timeout_ms=cfg.broker_suspend_max_time_ms,
                 timeout_ms=cfg.consumer_timeout_ms_when_suspend, expression=sub.sub_string if post_sub else None)
+            self.stats.on_pull(mq.topic, len(result.messages) if result.status is PullStatus.FOUND else 0,
+                               (time.monotonic() - began) * 1000)
         except (RemotingError, BrokerError, MQError) as e:
             level = logging.WARNING if pr.failures == 0 and not is_retry_topic(mq.topic) else logging.DEBUG
             log.log(level, "pull of %s at offset %d failed: %s (retrying every %d ms)", mq, pr.next_offset, e,
@@ -427,6 +436,9 @@ class PushConsumerImpl(RouteAwareConsumer):
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def start_async(self) -> None:
         self.running = True
+        self.start_timestamp = self.clock()
+        self._service_tasks.append(asyncio.ensure_future(self._every(
+            SAMPLE_EVERY_MS, SAMPLE_EVERY_MS, self._sample_stats)))
         self.offset_store.load()
         # every subscribed topic's route (the group's retry topic too) in one round trip's wait
         await asyncio.gather(*(self._first_route(topic) for topic in list(self.rebalance.subscription_inner)))
@@ -453,6 +465,19 @@ class PushConsumerImpl(RouteAwareConsumer):
             except (RemotingError, BrokerError, MQError) as e:
                 log.warning("group %s: %s failed: %s", self.group, getattr(fn, "__name__", fn), e)
             await asyncio.sleep(interval_ms / 1000.0)
+
+    # --- tools' requests the broker forwards (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY) ----
+    def running_info(self, jstack: bool) -> bytes:
+        """``ConsumerRunningInfo`` as JSON (on the loop thread, where the tables change)."""
+        return running_info_body(self, self.instance.config.namesrv_addr or "", CURRENT_VERSION.name, jstack)
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, Any]:
+        """The listener run on ``msg`` on a consume thread; ``ConsumeMessageDirectlyResult``."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, consume_directly, self, msg, broker_name)
+
+    async def _sample_stats(self) -> None:
+        self.stats.sample()
 
     async def _clean_expired(self) -> None:
         service = self.consume_service

@@ -20,6 +20,7 @@ from mqcore.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeC
 from mqcore.client.consumer.offset_store import OffsetStore
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import MessageExt, decode_messages
+from mqcore.client.consumer.stats import ConsumerStats
 from mqcore.clock import ManualClock
 from mqcore.message import Prop, pack_host, properties_to_bytes
 from mqcore.remoting.bodies import MessageQueue
@@ -54,6 +55,7 @@ class Consumer:
                                          local_retry_delay_ms=1)
         self.clock = ManualClock(1_700_000_000_123)
         self.offset_store = OffsetStore("g")
+        self.stats = ConsumerStats(self.clock)
         self.sent_back: list[tuple[int, int]] = []
         self.refuse_send_back = set(refuse_send_back)
         self.lock = threading.Lock()

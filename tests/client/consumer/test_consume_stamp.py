@@ -14,6 +14,7 @@ from mqcore.client.consumer.common import reset_retry_topic
 from mqcore.client.consumer.consume_concurrently import ConsumeMessageConcurrentlyService
 from mqcore.client.consumer.process_queue import ProcessQueue
 from mqcore.client.message import decode_messages
+from mqcore.client.consumer.stats import ConsumerStats
 from mqcore.clock import ManualClock
 from mqcore.message import Prop, pack_host, properties_to_bytes
 from mqcore.remoting.bodies import MessageQueue
@@ -41,6 +42,7 @@ class Consumer:
     group = "g"
     clock = ManualClock(1_700_000_000_123)
     offset_store = Offsets()
+    stats = ConsumerStats(clock)
     message_model = MessageModel.CLUSTERING
 
     def reset_retry_topic(self, msgs) -> None:
