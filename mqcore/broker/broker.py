@@ -112,7 +112,7 @@ class Broker:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
-                                     before_request=hook)
+                                     before_request=hook, reserve_fds=True)
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
         self.metrics: MetricsServer | None = None

@@ -26,7 +26,7 @@ import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, FramesProcessor, format_addr
@@ -46,6 +46,10 @@ _SWEEP_MAX_INTERVAL_S = 5.0
 #: closed: a trickle (a 16 MiB frame at 2 bytes a second) is activity, but not progress
 DEFAULT_MIN_FRAME_BYTES_PER_S = 1024
 DEFAULT_SLOW_FRAME_GRACE_S = 10.0
+#: with ``reserve_fds``: this many descriptors (at least; an eighth of the limit when that is
+#: more) are left to the store's files, the logs and outgoing connections: a connection
+#: accepted into one of them is closed at once
+MIN_FD_RESERVE = 64
 
 #: ``hook(channel, request)`` -> None to let the request through, or the answer refusing it
 RequestHook = Callable[[Channel, RemotingCommand], "RemotingCommand | None"]
@@ -66,6 +70,7 @@ class RemotingServer(ProcessorRegistry):
         before_request: RequestHook | None = None,
         min_frame_bytes_per_s: int = DEFAULT_MIN_FRAME_BYTES_PER_S,
         slow_frame_grace_s: float = DEFAULT_SLOW_FRAME_GRACE_S,
+        reserve_fds: bool = False,
     ) -> None:
         if max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
@@ -94,6 +99,11 @@ class RemotingServer(ProcessorRegistry):
         self._port = 0
         self._host = ""
         self._stopped = False
+        self._reserve_fds = reserve_fds
+        #: connections whose descriptor number reaches this are refused (None: no guard)
+        self.fd_ceiling: int | None = None
+        #: connections refused because the descriptors left were the reserve (for metrics, tests)
+        self.refused_for_fds = 0
 
     # --- configuration ------------------------------------------------------------------
     def register_processor(
@@ -151,6 +161,8 @@ class RemotingServer(ProcessorRegistry):
         if self._server is not None:
             raise ConfigError(f"{self.name} is already started")
         loop = asyncio.get_running_loop()
+        if self._reserve_fds:
+            self.fd_ceiling = fd_ceiling()
         self._server = await loop.create_server(self._new_channel, host, port, backlog=backlog, reuse_address=True)
         sockets = self._server.sockets or ()
         self._port = sockets[0].getsockname()[1] if sockets else port
@@ -216,6 +228,8 @@ class RemotingServer(ProcessorRegistry):
         if self._stopped:
             channel.close("server shutdown")
             return
+        if self.fd_ceiling is not None and self._over_fd_ceiling(channel):
+            return
         self._channels.add(channel)
         channel.add_close_listener(self._channels.discard)
         for listener in self._close_listeners:
@@ -223,6 +237,22 @@ class RemotingServer(ProcessorRegistry):
         log.debug("%s: accepted %s", self.name, channel)
         for listener in self._connect_listeners:
             _call_listener(listener, channel)
+
+    def _over_fd_ceiling(self, channel: Channel) -> bool:
+        """Close ``channel`` when its descriptor is one of the reserve. Descriptors are handed
+        out lowest first, so a connection numbered at the ceiling means every number below
+        is taken: connections never hold one of the reserved numbers, which stay for the
+        store (a new file per roll or queue) whatever the peers do."""
+        sock = channel.transport.get_extra_info("socket") if channel.transport is not None else None
+        fd = sock.fileno() if sock is not None else -1
+        if fd < cast(int, self.fd_ceiling):
+            return False
+        self.refused_for_fds += 1
+        self._warn.warning("fd reserve", "%s: refusing connections: %d file descriptors in use, the last %d are "
+                           "kept for the store (raise RLIMIT_NOFILE: ulimit -n)", self.name, fd + 1,
+                           fd_limit() - cast(int, self.fd_ceiling))
+        channel.close("descriptor reserve")
+        return True
 
     async def _sweep_idle(self) -> None:
         """Every few seconds: close channels idle for ``idle_timeout_s`` (no traffic and
@@ -259,6 +289,19 @@ class RemotingServer(ProcessorRegistry):
             ch.close("slow frame")
         elif quiet >= interval:
             ch.trim_buffers()
+
+
+def fd_limit() -> int:
+    """The process's soft RLIMIT_NOFILE."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def fd_ceiling() -> int:
+    """The first descriptor number a connection may not hold: the soft limit less the reserve."""
+    limit = fd_limit()
+    return limit - max(MIN_FD_RESERVE, limit // 8)
 
 
 def _behind(hook: RequestHook, processor: Processor) -> Processor:

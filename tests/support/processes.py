@@ -28,9 +28,9 @@ TEST_FILE_SIZES = {"mappedFileSizeCommitLog": 32 << 20, "mappedFileSizeConsumeQu
 class _Proc:
     argv: list[str]
 
-    def __init__(self, log_name: str, *, nofile: int | None = None):
+    def __init__(self, log_name: str, *, nofile: int | tuple[int, int] | None = None):
         self.proc: subprocess.Popen | None = None
-        #: RLIMIT_NOFILE (soft and hard) of the process, None: inherited
+        #: RLIMIT_NOFILE of the process: one number for soft and hard, or (soft, hard); None: inherited
         self.nofile = nofile
         self.lines: deque[str] = deque(maxlen=2000)
         self.log_name = log_name
@@ -60,7 +60,8 @@ class _Proc:
 
     def _limit_nofile(self) -> None:
         import resource
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+        limits = self.nofile if isinstance(self.nofile, tuple) else (self.nofile, self.nofile)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
     def stop(self, timeout_s: float = 30) -> int | None:
         """SIGTERM (clean shutdown); SIGKILL if it does not exit in time."""
@@ -109,7 +110,8 @@ class NamesrvProcess(_Proc):
 
 class BrokerProcess(_Proc):
     def __init__(self, store_dir, *, namesrv: str | None = None, conf: dict | None = None,
-                 broker_name: str = "broker-a", extra_args: list[str] | None = None, nofile: int | None = None):
+                 broker_name: str = "broker-a", extra_args: list[str] | None = None,
+                 nofile: int | tuple[int, int] | None = None):
         super().__init__(f"mqbroker {broker_name}", nofile=nofile)
         self.store_dir = str(store_dir)
         self.namesrv = namesrv
