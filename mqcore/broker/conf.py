@@ -113,6 +113,16 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tlsCertPath": ("grpc_server_tls_cert", _str),
     "tlsKeyPath": ("grpc_server_tls_key", _str),
     "plainAclFile": ("acl_file", _str),
+    # TLS on the remoting port: RocketMQ's system property names, as broker.conf keys (or in
+    # the properties file tls.config.file names)
+    "tls.server.mode": ("tls_server_mode", _str),
+    "tls.server.certPath": ("tls_server_cert_path", _str),
+    "tls.server.keyPath": ("tls_server_key_path", _str),
+    "tls.server.need.client.auth": ("tls_server_need_client_auth", _str),
+    "tls.server.trustCertPath": ("tls_server_trust_cert_path", _str),
+    "tls.enable": ("tls_enable", _bool),
+    "tls.client.trustCertPath": ("tls_client_trust_cert_path", _str),
+    "tlsHandshakeTimeoutSeconds": ("tls_handshake_timeout_s", float),
     "brokerAccessKey": ("broker_access_key", _str),
     "brokerSecretKey": ("broker_secret_key", _str),
 }
@@ -226,11 +236,32 @@ def _restate(e: FieldConfigError, props: dict[str, str]) -> ConfigError:
     return ConfigError(f"{_KEY_OF_FIELD.get(e.field, e.field)} {e.problem}")
 
 
+#: the properties file RocketMQ reads its tls.* settings from (tls.config.file)
+TLS_CONFIG_FILE_KEY = "tls.config.file"
+
+
+def with_tls_config_file(props: dict[str, str]) -> dict[str, str]:
+    """``props`` with the tls.* keys of the file ``tls.config.file`` names added (keys given
+    in ``props`` itself win); the key itself is consumed."""
+    path = props.get(TLS_CONFIG_FILE_KEY)
+    if path is None:
+        return props
+    try:
+        with open(path.strip(), encoding="utf-8") as f:
+            extra = read_properties(f.read())
+    except OSError as e:
+        raise ConfigError(f"{TLS_CONFIG_FILE_KEY}={path}: cannot read it: {e.strerror}") from e
+    merged = {k: v for k, v in extra.items() if k.startswith("tls.")}
+    merged.update((k, v) for k, v in props.items() if k != TLS_CONFIG_FILE_KEY)
+    return merged
+
+
 def build_configs(props: dict[str, str], *, broker: BrokerConfig | None = None,
                   store: StoreConfig | None = None) -> LoadedConf:
     """Apply RocketMQ-named properties on top of the given (or default) configs. Every
     check a start makes on a value is made here, so ``mqbroker -p`` refuses what a start
     would refuse; errors name the RocketMQ key, never a Python field."""
+    props = with_tls_config_file(props)
     bkw: dict[str, Any] = {}
     skw: dict[str, Any] = {}
     unknown = []

@@ -1,0 +1,83 @@
+"""TLS on the broker's 4.x remoting port and the embedded name server's, with real clients.
+
+The official Java 4.9.8 client turns TLS on with ``-Dtls.enable=true`` (for the name server
+and the broker alike; its test mode trusts the broker's self-signed certificate); mqcore's
+client with ``use_tls=True``.
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+
+import pytest
+
+from mqcore.admin.api import MQAdmin
+from mqcore.client import Message, Producer
+from tests.support.processes import BrokerProcess
+from tests.support.reference import run_java_driver
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _java(broker: BrokerProcess, topic: str, tls: bool, tmp_path) -> str:
+    flags = ["-Dtls.enable=true"] if tls else []
+    out = run_java_driver("TlsClient.java", [broker.namesrv_addr, topic, "20"], jvm_args=flags, workdir=tmp_path,
+                          timeout_s=180)
+    return out.stdout + out.stderr
+
+
+def _tls_handshake_works(addr: str) -> bool:
+    host, port = addr.rsplit(":", 1)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname=host) as tls:
+            return tls.version() is not None
+    except (ssl.SSLError, OSError):
+        return False
+
+
+def _plaintext_answered(addr: str) -> bool:
+    """A 4.x frame (HEART_BEAT-sized JSON header) gets an answer rather than a close."""
+    host, port = addr.rsplit(":", 1)
+    header = b'{"code":34,"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":399}'
+    frame = struct.pack(">II", 4 + len(header), len(header)) + header
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(frame)
+        try:
+            return len(s.recv(4)) == 4
+        except OSError:
+            return False
+
+
+@pytest.mark.parametrize("mode", ["permissive", "enforcing"])
+def test_the_java_client_sends_and_consumes_over_tls(tmp_path, mode):
+    with BrokerProcess(tmp_path / "store", conf={"tls.server.mode": mode}) as broker:
+        out = _java(broker, f"Tls{mode}", True, tmp_path)
+        assert "SENT 20" in out and "RECEIVED 20" in out, out[-3000:]
+        for addr in (broker.broker_addr, broker.namesrv_addr):
+            assert _tls_handshake_works(addr)
+            assert _plaintext_answered(addr) is (mode == "permissive")
+        if mode == "permissive":  # the same port serves a plaintext client too
+            out = _java(broker, "TlsPlain", False, tmp_path)
+            assert "SENT 20" in out and "RECEIVED 20" in out, out[-3000:]
+        assert "Traceback" not in broker.output(), broker.output()[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["permissive", "enforcing"])
+def test_the_mqcore_client_sends_over_tls(tmp_path, mode):
+    with BrokerProcess(tmp_path / "store", conf={"tls.server.mode": mode}) as broker:
+        with Producer("tls-producer", namesrv_addr=broker.namesrv_addr, use_tls=True) as producer:
+            results = [producer.send(Message("TlsPy", b"body-%d" % i)) for i in range(20)]
+        assert all(r.status.name == "SEND_OK" for r in results)
+        with MQAdmin(broker.namesrv_addr, use_tls=True) as admin:
+            assert sum(o.max_offset for o in admin.topic_stats("TlsPy")) == 20
+        assert "Traceback" not in broker.output(), broker.output()[-3000:]
+
+
+def test_disabled_mode_refuses_tls(tmp_path):
+    with BrokerProcess(tmp_path / "store") as broker:
+        assert not _tls_handshake_works(broker.broker_addr)
+        assert _plaintext_answered(broker.broker_addr)
