@@ -170,6 +170,11 @@ def make_self_signed(host: str = "localhost") -> tuple[bytes, bytes]:
     """A self-signed certificate for ``host`` (and 127.0.0.1), valid 10 years, EC P-256."""
     import ipaddress
 
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        raise ConfigError("a self-signed TLS certificate needs the cryptography package (pip install "
+                          "'mqcore[tls]'), or name a certificate (tls.server.certPath/keyPath)") from None
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec

@@ -2,13 +2,16 @@
 
 The official Java 4.9.8 client turns TLS on with ``-Dtls.enable=true`` (for the name server
 and the broker alike; its test mode trusts the broker's self-signed certificate); mqcore's
-client with ``use_tls=True``.
+client with ``use_tls=True``. The Go 4.x client has no TLS: a permissive port serves it in
+plaintext, an enforcing one refuses it.
 """
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import struct
+import subprocess
 
 import pytest
 
@@ -81,3 +84,25 @@ def test_disabled_mode_refuses_tls(tmp_path):
     with BrokerProcess(tmp_path / "store") as broker:
         assert not _tls_handshake_works(broker.broker_addr)
         assert _plaintext_answered(broker.broker_addr)
+
+
+def _go(broker: BrokerProcess, topic: str) -> str:
+    driver = os.environ.get("MQCORE_GO4TLS_DRIVER")
+    if not driver:
+        pytest.fail("MQCORE_GO4TLS_DRIVER is not set: run scripts/setup.d/66-go4tls-client.sh (Go and the module proxy)")
+    out = subprocess.run([driver, "send", broker.namesrv_addr, topic, "10"], capture_output=True, text=True,
+                         timeout=120)
+    return out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("mode", ["permissive", "enforcing"])
+def test_the_go_client_in_plaintext_is_served_when_permissive_and_refused_when_enforcing(tmp_path, mode):
+    """The Go 4.x client (v2.1.2, its latest release) has no TLS option: plaintext only."""
+    with BrokerProcess(tmp_path / "store", conf={"tls.server.mode": mode}) as broker:
+        out = _go(broker, f"Go{mode}")
+        if mode == "permissive":
+            assert "RESULT send OK sent=10 received=10" in out, out[-3000:]
+        else:
+            assert "RESULT send FAIL" in out, out[-3000:]
+            assert "closing a plaintext connection" in broker.output()
+        assert "Traceback" not in broker.output(), broker.output()[-3000:]
