@@ -20,13 +20,13 @@ from mqcore.client import Message, Producer
 from tests.support.processes import BrokerProcess
 from tests.support.reference import run_java_driver
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def _java(broker: BrokerProcess, topic: str, tls: bool, tmp_path) -> str:
     flags = ["-Dtls.enable=true"] if tls else []
     out = run_java_driver("TlsClient.java", [broker.namesrv_addr, topic, "20"], jvm_args=flags, workdir=tmp_path,
-                          timeout_s=180)
+                          timeout_s=240)
     return out.stdout + out.stderr
 
 
