@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable
 
 from mqcore.broker.config import BrokerConfig
-from mqcore.config import FlushDiskType, StoreConfig, parse_delay_levels
+from mqcore.config import FlushDiskType, StoreConfig, parse_delay_levels, read_properties
 from mqcore.errors import ConfigError, FieldConfigError
 from mqcore.store.cleanup import parse_delete_when
 
@@ -193,27 +193,6 @@ _KEY_OF_FIELD: dict[str, str] = {}
 for _table in (BROKER_KEYS, STORE_KEYS):
     for _key, (_field, _conv) in _table.items():
         _KEY_OF_FIELD.setdefault(_field, _key)
-
-
-def read_properties(text: str) -> dict[str, str]:
-    """Java properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line joins."""
-    out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
-        elif logical:
-            out[logical] = ""
-        logical = ""
-    return out
 
 
 @dataclasses.dataclass

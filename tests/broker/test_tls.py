@@ -17,7 +17,7 @@ import pytest
 
 from mqcore.admin.api import MQAdmin
 from mqcore.client import Message, Producer
-from tests.support.processes import BrokerProcess
+from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.reference import run_java_driver
 
 pytestmark = pytest.mark.timeout(600)
@@ -106,3 +106,16 @@ def test_the_go_client_in_plaintext_is_served_when_permissive_and_refused_when_e
             assert "RESULT send FAIL" in out, out[-3000:]
             assert "closing a plaintext connection" in broker.output()
         assert "Traceback" not in broker.output(), broker.output()[-3000:]
+
+
+def test_a_standalone_name_server_in_enforcing_mode_with_a_tls_broker(tmp_path):
+    (tmp_path / "tls.properties").write_text("tls.server.mode=enforcing\n")
+    with NamesrvProcess(["--tls-config-file", str(tmp_path / "tls.properties"),
+                         "--tls-dir", str(tmp_path / "ns")]) as ns:
+        assert _tls_handshake_works(ns.addr) and not _plaintext_answered(ns.addr)
+        conf = {"tls.server.mode": "permissive", "tls.enable": "true"}  # registers over TLS
+        with BrokerProcess(tmp_path / "store", namesrv=ns.addr, conf=conf) as broker:
+            with Producer("tls-producer", namesrv_addr=ns.addr, use_tls=True) as producer:
+                assert producer.send(Message("TlsNs", b"x")).status.name == "SEND_OK"
+            assert "Traceback" not in broker.output(), broker.output()[-3000:]
+        assert (tmp_path / "ns" / "grpc-tls" / "cert.pem").is_file()

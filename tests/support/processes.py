@@ -92,11 +92,12 @@ class _Proc:
 
 
 class NamesrvProcess(_Proc):
-    def __init__(self):
+    def __init__(self, extra_args: list[str] | None = None):
         super().__init__("mqnamesrv")
         # logs go to a temp dir of their own, never to ~/logs/rocketmqlogs
         self.log_dir = tempfile.mkdtemp(prefix="mqnamesrv-logs-")
-        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0", "--log-dir", self.log_dir]
+        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0", "--log-dir", self.log_dir,
+                     *(extra_args or [])]
         self.addr = ""
 
     def start(self) -> "NamesrvProcess":
