@@ -16,9 +16,10 @@ import subprocess
 import pytest
 
 from mqcore.admin.api import MQAdmin
-from mqcore.client import Message, Producer
+from mqcore.client import Message, Producer, PushConsumer
 from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.reference import run_java_driver
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -77,6 +78,14 @@ def test_the_mqcore_client_sends_over_tls(tmp_path, mode):
         assert all(r.status.name == "SEND_OK" for r in results)
         with MQAdmin(broker.namesrv_addr, use_tls=True) as admin:
             assert sum(o.max_offset for o in admin.topic_stats("TlsPy")) == 20
+        got: list[bytes] = []
+        consumer = PushConsumer("tls-consumers", namesrv_addr=broker.namesrv_addr, consume_from_where="first",
+                                use_tls=True)
+        consumer.subscribe("TlsPy", "*")
+        consumer.register_listener(lambda messages, context: got.extend(m.body for m in messages))
+        with consumer:
+            assert wait_for(lambda: len(got) >= 20, 60), len(got)
+        assert sorted(got) == sorted(b"body-%d" % i for i in range(20))
         assert "Traceback" not in broker.output(), broker.output()[-3000:]
 
 
