@@ -12,6 +12,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -128,3 +129,18 @@ def test_a_standalone_name_server_in_enforcing_mode_with_a_tls_broker(tmp_path):
                 assert producer.send(Message("TlsNs", b"x")).status.name == "SEND_OK"
             assert "Traceback" not in broker.output(), broker.output()[-3000:]
         assert (tmp_path / "ns" / "grpc-tls" / "cert.pem").is_file()
+
+
+def test_a_stalled_tls_handshake_is_closed_by_the_broker(tmp_path):
+    conf = {"tls.server.mode": "enforcing", "tlsHandshakeTimeoutSeconds": "1"}
+    with BrokerProcess(tmp_path / "store", conf=conf) as broker:
+        host, port = broker.broker_addr.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=15) as s:
+            s.sendall(b"\x16\x03\x01")  # a TLS record header, then nothing
+            t0 = time.monotonic()
+            try:
+                assert s.recv(100) == b""
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - t0 < 10  # the handshake deadline, not the idle timeout
+        assert _tls_handshake_works(broker.broker_addr)  # and the port still serves
