@@ -153,3 +153,24 @@ class StoreConfig:
     @property
     def lock_path(self) -> str:
         return os.path.join(self.store_path, L.LOCK_FILE)
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line joins."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+        elif logical:
+            out[logical] = ""
+        logical = ""
+    return out

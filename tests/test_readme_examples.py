@@ -24,6 +24,10 @@ Words (any combination):
     endpoint on: ``127.0.0.1:8081`` is replaced by that endpoint, and the block runs in the
     client's own interpreter (``MQCORE_GRPC_PY_CLIENT``, set up by ``scripts/test``).
 
+``tls``
+    a live mqbroker with ``tls.server.mode=permissive`` runs; ``127.0.0.1:9876`` is replaced
+    by its name server.
+
 An unknown word fails the test, so a typo cannot turn a block into one that never runs.
 New README sections are picked up without changing this file.
 """
@@ -42,7 +46,7 @@ from mqcore.client import Message, Producer
 from tests.support.processes import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = {"broker", "store", "spark", "cpp-client", "grpc-client"}
+WORDS = {"broker", "store", "spark", "cpp-client", "grpc-client", "tls"}
 GRPC_IN_DOCS = "127.0.0.1:8081"
 NAMESRV_IN_DOCS = "127.0.0.1:9876"
 STORE_IN_DOCS = "/data/rocketmq/store"
@@ -108,6 +112,13 @@ def live(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def live_tls(tmp_path_factory):
+    """A broker whose 4.x port (and name server) serve TLS and plaintext."""
+    with BrokerProcess(tmp_path_factory.mktemp("examples-tls") / "store", conf={"tls.server.mode": "permissive"}) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
 def live_grpc(tmp_path_factory):
     """A broker with the RocketMQ 5.x gRPC endpoint on a free port."""
     from tests.grpc.conftest import TEST_CONF, grpc_addr
@@ -126,6 +137,8 @@ def test_example_runs(example: Example, request, tmp_path):
     if example.words & {"broker", "store"}:
         b = request.getfixturevalue("live")
         code = code.replace(NAMESRV_IN_DOCS, b.namesrv_addr).replace(STORE_IN_DOCS, b.store_dir)
+    if "tls" in example.words:
+        code = code.replace(NAMESRV_IN_DOCS, request.getfixturevalue("live_tls").namesrv_addr)
     if "spark" in example.words:
         timeout = 840
         # as a user runs it (.venv/bin/python example.py): nobody told Spark which Python to use

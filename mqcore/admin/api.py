@@ -34,6 +34,7 @@ from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.client import SyncRemotingClient
 from mqcore.remoting.codes import PullSysFlag, RequestCode, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_request
+from mqcore.remoting.tls import client_context
 from mqcore.jsonutil import dumps_compact, loads_lenient
 
 __all__ = ["MQAdmin", "ClusterInfo", "BrokerAddrs", "TopicOffset", "ConsumeRow", "ConsumeStats",
@@ -190,8 +191,10 @@ class MQAdmin:
     """Blocking admin client: one pooled connection per name server and broker."""
 
     def __init__(self, namesrv_addr: str, *, timeout_ms: float = 5000, access_key: str | None = None,
-                 secret_key: str | None = None) -> None:
-        """``access_key``/``secret_key``: a plain ACL account (admin commands need an admin one)."""
+                 secret_key: str | None = None, use_tls: bool = False, tls_trust_cert_path: str | None = None) -> None:
+        """``access_key``/``secret_key``: a plain ACL account (admin commands need an admin one).
+        ``use_tls``: connect over TLS (the server's certificate checked against
+        ``tls_trust_cert_path`` when given, else accepted as RocketMQ's test mode does)."""
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise IllegalArgumentError("no name server address: give it as host:port (-n)")
@@ -199,7 +202,8 @@ class MQAdmin:
         if (access_key is None) != (secret_key is None):
             raise IllegalArgumentError("access_key and secret_key go together")
         signer = SessionCredentials(access_key, secret_key).sign if access_key and secret_key else None
-        self._remoting = SyncRemotingClient(name="mqadmin", before_request=signer)
+        tls = client_context(trust_cert_path=tls_trust_cert_path) if use_tls else None
+        self._remoting = SyncRemotingClient(name="mqadmin", before_request=signer, tls=tls)
 
     def close(self) -> None:
         self._remoting.close()

@@ -62,6 +62,8 @@ from mqcore.remoting.headers import (
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
+from mqcore.remoting.tls import (ClientAuth, TlsMode, TlsServerConfig, client_context,
+                                 load_or_make_certificate, server_context)
 from mqcore.store.cleanup import CleanupPolicy, CleanupService
 from mqcore.store.message_store import MessageStore
 
@@ -102,7 +104,7 @@ class Broker:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
-                                     before_request=hook)
+                                     before_request=hook, reserve_fds=True)
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
         self.metrics: MetricsServer | None = None
@@ -149,6 +151,19 @@ class Broker:
             await self._undo_start()
             raise
 
+    def remoting_tls(self) -> TlsServerConfig | None:
+        """TLS for the remoting port and the embedded name server's (tls.server.*), None when
+        disabled. The certificate is the configured one or the store's self-signed pair."""
+        mode = TlsMode.parse(self.cfg.tls_server_mode)
+        if mode is TlsMode.DISABLED:
+            return None
+        cert, key = load_or_make_certificate(self.cfg.tls_server_cert_path, self.cfg.tls_server_key_path,
+                                             self.store_config.store_path,
+                                             keys="tls.server.certPath and tls.server.keyPath")
+        context = server_context(cert, key, client_auth=ClientAuth.parse(self.cfg.tls_server_need_client_auth),
+                                 trust_cert_path=self.cfg.tls_server_trust_cert_path)
+        return TlsServerConfig(mode, context, handshake_timeout_s=self.cfg.tls_handshake_timeout_s)
+
     async def _undo_start(self) -> None:
         for t in self._tasks:
             t.cancel()
@@ -171,11 +186,11 @@ class Broker:
         loop = asyncio.get_running_loop()
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
-            from mqcore.grpc.tls import TlsMode
+            from mqcore.grpc.tls import TlsMode as GrpcTlsMode
             self.grpc = GrpcEndpoint(self.grpc_source(), GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
                                                       min_invisible_ms=self.cfg.grpc_min_invisible_time_ms,
                                                       default_invisible_ms=self.cfg.grpc_default_invisible_time_ms,
-                                                      tls_mode=TlsMode.parse(self.cfg.grpc_server_tls_mode),
+                                                      tls_mode=GrpcTlsMode.parse(self.cfg.grpc_server_tls_mode),
                                                       tls_cert=self.cfg.grpc_server_tls_cert,
                                                       tls_key=self.cfg.grpc_server_tls_key,
                                                       store_dir=self.store_config.store_path))
@@ -194,10 +209,13 @@ class Broker:
             self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
         self._register_processors()
         self.server.add_close_listener(self.clients.channel_closed)
+        tls = self.remoting_tls()
+        self.server.set_tls(tls)
         if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr:
             self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
                                                     listen_port=self.cfg.namesrv_listen_port),
                                       self.clock, acl=self.acl)  # one ACL file, watched once
+            self.namesrv.server.set_tls(tls)
             ns_port = await self.namesrv.start()
             # register where the embedded name server really listens; the registration still
             # advertises brokerIP1 to clients, which may differ from the listening address
@@ -223,7 +241,13 @@ class Broker:
         credentials = None
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)
             credentials = SessionCredentials(self.cfg.broker_access_key, self.cfg.broker_secret_key)
-        self._client = RemotingClient(before_request=credentials.sign if credentials else None)
+        # TLS to the name servers: asked for (tls.enable, the 4.x client's switch), or the
+        # embedded one accepts nothing else
+        to_namesrv_tls = self.cfg.tls_enable or (self.namesrv is not None and tls is not None
+                                                 and tls.mode is TlsMode.ENFORCING)
+        self._client = RemotingClient(before_request=credentials.sign if credentials else None,
+                                      tls=client_context(trust_cert_path=self.cfg.tls_client_trust_cert_path)
+                                      if to_namesrv_tls else None)
         await self.register_all(refusal_is_fatal=True)
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),

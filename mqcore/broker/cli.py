@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import gc
 import ipaddress
 import logging
@@ -134,6 +135,36 @@ def settle_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (what RocketMQ's operators are told to
+    do with ``ulimit -n``): the store holds one descriptor per mapped file and every
+    connection one more. Returns (soft, hard) as they are now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as e:  # an unlimited hard limit some kernels refuse as a soft one
+            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, hard, e)
+    return soft, hard
+
+
+def descriptor_hint(e: OSError) -> str:
+    """What to tell an operator whose start failed with ``e``."""
+    if e.errno not in (errno.EMFILE, errno.ENFILE):
+        return ""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if e.errno == errno.ENFILE:
+        return " (the system-wide file table is full: raise fs.file-max)"
+    return (f" (the store needs more file descriptors than RLIMIT_NOFILE allows: soft {soft}, hard {hard}; "
+            "raise the hard limit: ulimit -Hn, LimitNOFILE= in a systemd unit, nofile in "
+            "/etc/security/limits.conf)")
+
+
 def _did_you_mean(key: str) -> str:
     import difflib
 
@@ -171,16 +202,18 @@ def main(argv=None) -> int:
         return 2
     for key, value in loaded.ignored.items():
         log.info("%s=%s accepted without effect (%s)", key, value, IGNORED_KEYS[key][1])
+    soft, hard = raise_descriptor_limit()
+    log.info("file descriptor limit (RLIMIT_NOFILE): %d", soft)
     progress = ProgressReporter("store recovery", logging.getLogger("mqcore.store.recovery"), stream=sys.stderr)
     broker = Broker(loaded.broker, dataclasses.replace(loaded.store), recovery_progress=progress,
                     config_file=os.path.abspath(args.config) if args.config else None)
     try:
         eventloop.run(serve(broker))
     except MQError as e:
-        print(f"mqbroker: {e}", file=sys.stderr)
+        print(f"mqbroker: {e}{descriptor_hint(e) if isinstance(e, OSError) else ''}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"mqbroker: cannot start: {e}", file=sys.stderr)
+        print(f"mqbroker: cannot start: {e}{descriptor_hint(e)}", file=sys.stderr)
         return 1
     finally:
         logs.close()

@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable
 
 from mqcore.broker.config import BrokerConfig
-from mqcore.config import FlushDiskType, StoreConfig, parse_delay_levels
+from mqcore.config import FlushDiskType, StoreConfig, parse_delay_levels, read_properties
 from mqcore.errors import ConfigError, FieldConfigError
 from mqcore.store.cleanup import parse_delete_when
 
@@ -114,6 +114,16 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "tlsCertPath": ("grpc_server_tls_cert", _str),
     "tlsKeyPath": ("grpc_server_tls_key", _str),
     "plainAclFile": ("acl_file", _str),
+    # TLS on the remoting port: RocketMQ's system property names, as broker.conf keys (or in
+    # the properties file tls.config.file names)
+    "tls.server.mode": ("tls_server_mode", _str),
+    "tls.server.certPath": ("tls_server_cert_path", _str),
+    "tls.server.keyPath": ("tls_server_key_path", _str),
+    "tls.server.need.client.auth": ("tls_server_need_client_auth", _str),
+    "tls.server.trustCertPath": ("tls_server_trust_cert_path", _str),
+    "tls.enable": ("tls_enable", _bool),
+    "tls.client.trustCertPath": ("tls_client_trust_cert_path", _str),
+    "tlsHandshakeTimeoutSeconds": ("tls_handshake_timeout_s", float),
     "brokerAccessKey": ("broker_access_key", _str),
     "brokerSecretKey": ("broker_secret_key", _str),
 }
@@ -186,27 +196,6 @@ for _table in (BROKER_KEYS, STORE_KEYS):
         _KEY_OF_FIELD.setdefault(_field, _key)
 
 
-def read_properties(text: str) -> dict[str, str]:
-    """Java properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line joins."""
-    out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
-        elif logical:
-            out[logical] = ""
-        logical = ""
-    return out
-
-
 @dataclasses.dataclass
 class LoadedConf:
     """What a broker.conf file gave: the built configs and the keys that were not recognised."""
@@ -227,11 +216,32 @@ def _restate(e: FieldConfigError, props: dict[str, str]) -> ConfigError:
     return ConfigError(f"{_KEY_OF_FIELD.get(e.field, e.field)} {e.problem}")
 
 
+#: the properties file RocketMQ reads its tls.* settings from (tls.config.file)
+TLS_CONFIG_FILE_KEY = "tls.config.file"
+
+
+def with_tls_config_file(props: dict[str, str]) -> dict[str, str]:
+    """``props`` with the tls.* keys of the file ``tls.config.file`` names added (keys given
+    in ``props`` itself win); the key itself is consumed."""
+    path = props.get(TLS_CONFIG_FILE_KEY)
+    if path is None:
+        return props
+    try:
+        with open(path.strip(), encoding="utf-8") as f:
+            extra = read_properties(f.read())
+    except OSError as e:
+        raise ConfigError(f"{TLS_CONFIG_FILE_KEY}={path}: cannot read it: {e.strerror}") from e
+    merged = {k: v for k, v in extra.items() if k.startswith("tls.")}
+    merged.update((k, v) for k, v in props.items() if k != TLS_CONFIG_FILE_KEY)
+    return merged
+
+
 def build_configs(props: dict[str, str], *, broker: BrokerConfig | None = None,
                   store: StoreConfig | None = None) -> LoadedConf:
     """Apply RocketMQ-named properties on top of the given (or default) configs. Every
     check a start makes on a value is made here, so ``mqbroker -p`` refuses what a start
     would refuse; errors name the RocketMQ key, never a Python field."""
+    props = with_tls_config_file(props)
     bkw: dict[str, Any] = {}
     skw: dict[str, Any] = {}
     unknown = []

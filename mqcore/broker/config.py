@@ -108,6 +108,25 @@ class BrokerConfig:
     #: a certificate chain and its key (PEM files); unset: a self-signed pair in <store>/grpc-tls
     grpc_server_tls_cert: str | None = None
     grpc_server_tls_key: str | None = None
+    #: TLS on the 4.x remoting port and the embedded name server's (tls.server.mode): disabled,
+    #: permissive (TLS and plaintext on one port) or enforcing (TLS only). Apache's default is
+    #: permissive; mqcore's is disabled, so a plain start needs no certificate
+    tls_server_mode: str = "disabled"
+    #: the port's certificate chain and key (tls.server.certPath / tls.server.keyPath, PEM);
+    #: unset: the self-signed pair in <store>/grpc-tls the gRPC port uses too
+    tls_server_cert_path: str | None = None
+    tls_server_key_path: str | None = None
+    #: ask clients for a certificate (tls.server.need.client.auth): none, optional or require,
+    #: checked against tls.server.trustCertPath (a CA's PEM)
+    tls_server_need_client_auth: str = "none"
+    tls_server_trust_cert_path: str | None = None
+    #: the broker's own connections (registrations with the name servers) over TLS (tls.enable);
+    #: on by itself for an embedded name server in enforcing mode. The server's certificate is
+    #: checked against tls.client.trustCertPath when set, else accepted as RocketMQ's test mode does
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str | None = None
+    #: a TLS handshake not done in this many seconds closes its connection (mqcore's key)
+    tls_handshake_timeout_s: float = 10.0
     #: RocketMQ plain ACL (aclEnable): every request is checked against ``acl_file``
     acl_enable: bool = False
     #: the plain_acl.yml (plainAclFile, mqcore's key; mqbroker's default is
@@ -156,6 +175,19 @@ class BrokerConfig:
                                    "permissive or enforcing")
         if (self.grpc_server_tls_cert is None) != (self.grpc_server_tls_key is None):
             raise FieldConfigError("grpc_server_tls_cert", "grpcServerTlsCert and grpcServerTlsKey go together")
+        if self.tls_server_mode.strip().lower() not in ("disabled", "permissive", "enforcing"):
+            raise FieldConfigError("tls_server_mode", f"{self.tls_server_mode!r} is not disabled, permissive or "
+                                   "enforcing")
+        if (self.tls_server_cert_path is None) != (self.tls_server_key_path is None):
+            raise FieldConfigError("tls_server_cert_path", "tls.server.certPath and tls.server.keyPath go together")
+        if self.tls_server_need_client_auth.strip().lower() not in ("none", "optional", "require"):
+            raise FieldConfigError("tls_server_need_client_auth", f"{self.tls_server_need_client_auth!r} is not "
+                                   "none, optional or require")
+        if self.tls_server_need_client_auth.strip().lower() != "none" and not self.tls_server_trust_cert_path:
+            raise FieldConfigError("tls_server_trust_cert_path", "client authentication needs the CA that signs the "
+                                   "client certificates: set tls.server.trustCertPath")
+        if self.tls_handshake_timeout_s <= 0:
+            raise FieldConfigError("tls_handshake_timeout_s", "must be positive")
         if self.acl_enable and not self.acl_file:
             raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
         if self.acl_enable and self.embedded_namesrv and not self.namesrv_addr and self.broker_access_key is None:

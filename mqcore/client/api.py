@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mqcore.client.message import (
@@ -123,12 +123,20 @@ def _language_name(language: int) -> str | None:
         return None
 
 
+#: a blocking send over the loop (TLS) waits this much past its own deadline for a stuck loop
+_LOOP_GUARD_S = 5.0
+
+
 class MQClientAPI:
     """Request builders and response parsers; one per client instance."""
 
     def __init__(self, remoting: RemotingClient, *, language: int, version: int,
-                 namesrv_addrs: Sequence[str]) -> None:
+                 namesrv_addrs: Sequence[str], on_loop: Callable[..., Any] | None = None) -> None:
+        """``on_loop(coro, timeout_s)``: run a coroutine on the client's loop and wait for it
+        (the blocking sends take that way when the connections are TLS: the blocking
+        sockets' kernels write plaintext)."""
         self.remoting = remoting
+        self._on_loop = on_loop if remoting.tls is not None else None
         self.language = language
         self.version = version
         self.namesrv_addrs = list(namesrv_addrs)
@@ -192,6 +200,9 @@ class MQClientAPI:
     def send_message_blocking(self, addr: str, broker_name: str, topic: str, uniq_id: str,
                               cmd: RemotingCommand, timeout_ms: float) -> SendResult:
         """``send_message`` on the calling thread (no event loop; any thread but the loop's)."""
+        if self._on_loop is not None:  # TLS: over the loop's connection
+            return self._on_loop(self.send_message(addr, broker_name, topic, uniq_id, cmd, timeout_ms),
+                                 timeout_ms / 1000.0 + _LOOP_GUARD_S)
         resp = self.remoting.invoke_blocking(addr, cmd, timeout_ms)
         return self.process_send_response(addr, broker_name, topic, uniq_id, resp)
 
@@ -206,7 +217,7 @@ class MQClientAPI:
         the generic path). ``mq``: the queue sent to, reused in the result when the answer
         names it."""
         language = self._language_name
-        if language is None:
+        if language is None or self._on_loop is not None:
             return None
         answer = self.remoting.blocking.call(addr, _SEND_V2, language, self.version, SendMessageRequestHeader.V2_KEYS,
                                              values, body, timeout_ms)
@@ -222,7 +233,7 @@ class MQClientAPI:
         """The frame template of a plain SEND_MESSAGE_V2 to ``mq`` (see
         ``WireClientKernels.send_template``), None when the kernel would not write it."""
         language = self._language_name
-        if language is None:
+        if language is None or self.remoting.tls is not None:  # the template writes a plaintext socket
             return None
         return self.remoting.blocking.kernels.send_template(
             _SEND_V2, language, self.version, producer_group, mq.topic, default_topic, default_topic_queue_nums,

@@ -157,11 +157,24 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = dataclasses.field(default=None, repr=False)
     security_token: str | None = dataclasses.field(default=None, repr=False)
+    #: TLS to the name servers and brokers (Java: ``-Dtls.enable=true`` / ``setUseTLS(true)``);
+    #: the broker's certificate is accepted as is (RocketMQ's test mode) unless
+    #: ``tls_trust_cert_path`` names the CA it must be signed by (tls.client.trustCertPath).
+    #: ``tls_cert_path``/``tls_key_path``: this client's own certificate, for brokers that ask
+    #: for one (tls.client.certPath / tls.client.keyPath, PEM)
+    use_tls: bool = False
+    tls_trust_cert_path: str | None = None
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
 
     def __post_init__(self) -> None:
         check_setting_types(self)
         if (self.access_key is None) != (self.secret_key is None) or self.access_key == "" or self.secret_key == "":
             raise ConfigError("access_key and secret_key go together (both set and non-empty, or neither)")
+        if (self.tls_cert_path is None) != (self.tls_key_path is None):
+            raise ConfigError("tls_cert_path and tls_key_path go together")
+        if not self.use_tls and (self.tls_trust_cert_path or self.tls_cert_path):
+            raise ConfigError("tls_trust_cert_path / tls_cert_path are set but use_tls is False")
         if not self.namesrv_addr or not self.namesrv_addr.strip(";, "):
             raise ConfigError("namesrv_addr is empty: give the name server as host:port")
         for name in ("poll_name_server_interval_ms", "heartbeat_broker_interval_ms",

@@ -50,6 +50,7 @@ from mqcore.remoting.client import RemotingClient
 from mqcore.remoting.codes import RequestCode, ResponseCode
 from mqcore.remoting.command import RemotingCommand, create_response
 from mqcore.remoting.headers import NotifyConsumerIdsChangedRequestHeader
+from mqcore.remoting.tls import client_context
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,11 @@ class ClientInstance:
         signer = None
         if config.access_key is not None:  # plain ACL: sign every request (Java's AclClientRPCHook)
             signer = SessionCredentials(config.access_key, config.secret_key or "", config.security_token).sign
-        self.remoting = RemotingClient(name=f"client {self.client_id}", before_request=signer)
+        tls = client_context(trust_cert_path=config.tls_trust_cert_path, cert_path=config.tls_cert_path,
+                             key_path=config.tls_key_path) if config.use_tls else None
+        self.remoting = RemotingClient(name=f"client {self.client_id}", before_request=signer, tls=tls)
         self.api = MQClientAPI(self.remoting, language=config.language, version=config.version,
-                               namesrv_addrs=config.namesrv_addrs)
+                               namesrv_addrs=config.namesrv_addrs, on_loop=self.loop_thread.run)
         self.rebalance_interval_ms = rebalance_interval_ms
         #: request-reply: requests waiting for the reply the broker pushes (PUSH_REPLY_MESSAGE_TO_CLIENT)
         self.replies = ReplyTable(clock)

@@ -35,6 +35,10 @@ class ClientSettings(TypedDict, total=False):
     access_key: str | None
     secret_key: str | None
     security_token: str | None
+    use_tls: bool
+    tls_trust_cert_path: str | None
+    tls_cert_path: str | None
+    tls_key_path: str | None
 
 
 class ProducerSettings(ClientSettings, total=False):

@@ -19,14 +19,15 @@ restart (so a client that pinned it keeps working).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import enum
 import logging
-import os
-from pathlib import Path
 from typing import Any, cast
 
 from mqcore.errors import ConfigError
+from mqcore.remoting.tls import SELF_SIGNED_DIR, load_or_make_certificate, make_self_signed
+
+__all__ = ["TlsMode", "looks_like_tls", "load_or_make_certificate", "make_self_signed", "SELF_SIGNED_DIR",
+           "PermissiveFront"]
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 SNIFF_BYTES = 5
 #: a connection that sends fewer bytes than that for this long is closed
 SNIFF_TIMEOUT_S = 10.0
-SELF_SIGNED_DIR = "grpc-tls"
 #: the relay stops reading one side while the other side's unsent bytes exceed this
 _HIGH_WATER = 1 << 20
 
@@ -57,56 +57,6 @@ def looks_like_tls(head: bytes) -> bool:
     content type 20-23 (handshake 22 for a ClientHello) and major version 3. An HTTP/2
     client starts with ``PRI * HTTP/2.0``, which never matches."""
     return len(head) >= 3 and 20 <= head[0] <= 23 and head[1] == 3
-
-
-def load_or_make_certificate(cert_path: str | None, key_path: str | None, store_dir: str) -> tuple[bytes, bytes]:
-    """(certificate chain PEM, private key PEM): the configured files, else the broker's own
-    self-signed pair from ``<store>/grpc-tls/``, made on first use."""
-    if cert_path or key_path:
-        if not (cert_path and key_path):
-            raise ConfigError("grpcServerTlsCert and grpcServerTlsKey go together")
-        try:
-            return Path(cert_path).read_bytes(), Path(key_path).read_bytes()
-        except OSError as e:
-            raise ConfigError(f"cannot read the gRPC TLS certificate or key: {e}") from e
-    folder = Path(store_dir) / SELF_SIGNED_DIR
-    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
-    if cert_file.is_file() and key_file.is_file():
-        return cert_file.read_bytes(), key_file.read_bytes()
-    cert, key = make_self_signed()
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the key is readable by its owner only
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    cert_file.write_bytes(cert)
-    log.info("gRPC TLS: made a self-signed certificate in %s (set grpcServerTlsCert/grpcServerTlsKey for a real one)",
-             folder)
-    return cert, key
-
-
-def make_self_signed(host: str = "localhost") -> tuple[bytes, bytes]:
-    """A self-signed certificate for ``host`` (and 127.0.0.1), valid 10 years, EC P-256."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=3650))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    return (cert.public_bytes(serialization.Encoding.PEM),
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()))
 
 
 class _Side(asyncio.Protocol):

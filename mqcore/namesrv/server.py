@@ -50,7 +50,8 @@ class NameServer:
         if self.acl is not None:
             acl_file = self.acl
             hook = NamesrvAclHook(PlainAccessValidator(lambda: acl_file.current))
-        self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook)
+        self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook,
+                                     reserve_fds=True)
         self.kv: dict[str, dict[str, str]] = {}
         self._scanner: asyncio.Task[None] | None = None
         s = self.server

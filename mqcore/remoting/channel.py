@@ -636,6 +636,11 @@ class Channel(asyncio.BufferedProtocol):
         return not pending
 
     # --- closing ------------------------------------------------------------------------
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        """The connection's transport (None before it is made)."""
+        return self._transport
+
     def close(self, reason: str = "closed locally") -> None:
         """Close now (idempotent): free the buffers, fail pending invokes, run close
         listeners. In-flight request tasks keep running; their answers are dropped.

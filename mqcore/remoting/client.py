@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -64,7 +65,10 @@ class RemotingClient(ProcessorRegistry):
         max_inflight_per_connection: int = DEFAULT_MAX_INFLIGHT,
         name: str = "remoting-client",
         before_request: Callable[[RemotingCommand], None] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: connect over TLS with this context (``mqcore.remoting.tls.client_context``);
+        the blocking pool (``invoke_blocking``) then refuses: its kernels write plaintext."""
         if connect_timeout_ms <= 0:
             raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
         self.name = name
@@ -83,6 +87,7 @@ class RemotingClient(ProcessorRegistry):
                                      name=f"{name} (blocking)",
                                      finalize=self._finalize_blocking if before_request is not None else None)
         self._closed = False
+        self.tls = tls
 
     def _finalize_blocking(self, addr: str, cmd: RemotingCommand) -> None:
         """``before_request`` on the blocking path too (a signed client signs every request)."""
@@ -128,11 +133,13 @@ class RemotingClient(ProcessorRegistry):
         loop = asyncio.get_running_loop()
         try:
             _transport, channel = await asyncio.wait_for(
-                loop.create_connection(self._new_channel, host, port), self._connect_timeout_ms / 1000.0
+                loop.create_connection(self._new_channel, host, port, ssl=self.tls,
+                                       server_hostname=host if self.tls is not None else None),
+                self._connect_timeout_ms / 1000.0
             )
         except asyncio.TimeoutError:
             raise RemotingConnectError(f"connect to {addr} timed out after {self._connect_timeout_ms} ms") from None
-        except OSError as e:
+        except (OSError, ssl.SSLError) as e:
             raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
         if self._closed:
             channel.close("client shutdown")
@@ -215,6 +222,9 @@ class RemotingClient(ProcessorRegistry):
         answers and errors as ``invoke``. Requests the peer sends to us, and oneway requests,
         stay on the loop's channels. A per-request hook (signing, extra ext fields) applies
         on this path through the pool's ``finalize``, called right before encoding."""
+        if self.tls is not None:
+            raise ConfigError(f"{self.name}: invoke_blocking speaks plaintext only; this client uses TLS "
+                              "(call invoke on the loop)")
         return self.blocking.invoke(addr, cmd, timeout_ms)
 
     async def shutdown(self) -> None:

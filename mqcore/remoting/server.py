@@ -25,8 +25,10 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
+import socket
+import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, FramesProcessor, format_addr
@@ -35,6 +37,7 @@ from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
 from mqcore.remoting.framing import DEFAULT_BUDGET_BYTES, FrameBudget
 from mqcore.remoting.ratelimit import RateLimitedLog
+from mqcore.remoting.tls import SNIFF_TIMEOUT_S, TLS_HANDSHAKE_BYTE, TlsMode, TlsServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,13 @@ _SWEEP_MAX_INTERVAL_S = 5.0
 #: closed: a trickle (a 16 MiB frame at 2 bytes a second) is activity, but not progress
 DEFAULT_MIN_FRAME_BYTES_PER_S = 1024
 DEFAULT_SLOW_FRAME_GRACE_S = 10.0
+#: with ``reserve_fds``: this many descriptors (at least; an eighth of the limit when that is
+#: more) are left to the store's files, the logs and outgoing connections: a connection
+#: accepted into one of them is closed at once
+MIN_FD_RESERVE = 64
+#: connections taken from the listening socket per wake-up with TLS on (asyncio's own loop
+#: takes up to its backlog)
+_ACCEPTS_PER_WAKEUP = 64
 
 #: ``hook(channel, request)`` -> None to let the request through, or the answer refusing it
 RequestHook = Callable[[Channel, RemotingCommand], "RemotingCommand | None"]
@@ -66,6 +76,8 @@ class RemotingServer(ProcessorRegistry):
         before_request: RequestHook | None = None,
         min_frame_bytes_per_s: int = DEFAULT_MIN_FRAME_BYTES_PER_S,
         slow_frame_grace_s: float = DEFAULT_SLOW_FRAME_GRACE_S,
+        reserve_fds: bool = False,
+        tls: TlsServerConfig | None = None,
     ) -> None:
         if max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
@@ -94,6 +106,15 @@ class RemotingServer(ProcessorRegistry):
         self._port = 0
         self._host = ""
         self._stopped = False
+        self._reserve_fds = reserve_fds
+        self._tls = tls if tls is not None and tls.mode is not TlsMode.DISABLED else None
+        #: the listening socket when TLS is on (accepted by us, so the first byte can be peeked)
+        self._listener: socket.socket | None = None
+        self._sniffing: set[socket.socket] = set()
+        #: connections whose descriptor number reaches this are refused (None: no guard)
+        self.fd_ceiling: int | None = None
+        #: connections refused because the descriptors left were the reserve (for metrics, tests)
+        self.refused_for_fds = 0
 
     # --- configuration ------------------------------------------------------------------
     def register_processor(
@@ -134,6 +155,12 @@ class RemotingServer(ProcessorRegistry):
             self._channel_class = channel_class
         return True
 
+    def set_tls(self, tls: TlsServerConfig | None) -> None:
+        """Serve TLS as ``tls`` says (before ``start``; None or disabled mode: plaintext)."""
+        if self._server is not None or self._listener is not None:
+            raise ConfigError(f"{self.name} is already started: TLS is set before start")
+        self._tls = tls if tls is not None and tls.mode is not TlsMode.DISABLED else None
+
     def add_connect_listener(self, listener: Callable[[Channel], Any]) -> None:
         """``listener(channel)`` runs (sync; may return an awaitable) on every accept."""
         self._connect_listeners.append(listener)
@@ -151,8 +178,13 @@ class RemotingServer(ProcessorRegistry):
         if self._server is not None:
             raise ConfigError(f"{self.name} is already started")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_channel, host, port, backlog=backlog, reuse_address=True)
-        sockets = self._server.sockets or ()
+        if self._reserve_fds:
+            self.fd_ceiling = fd_ceiling()
+        if self._tls is None:
+            self._server = await loop.create_server(self._new_channel, host, port, backlog=backlog, reuse_address=True)
+            sockets = self._server.sockets or ()
+        else:
+            sockets = (self._listen_tls(loop, host, port, backlog),)
         self._port = sockets[0].getsockname()[1] if sockets else port
         self._host = host
         if self._idle_timeout_s is not None:
@@ -186,6 +218,11 @@ class RemotingServer(ProcessorRegistry):
         self._stopped = True
         if self._server is not None:
             self._server.close()
+        if self._listener is not None:
+            asyncio.get_running_loop().remove_reader(self._listener.fileno())
+            self._listener.close()
+        for sock in list(self._sniffing):
+            self._drop(sock)
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
@@ -212,9 +249,82 @@ class RemotingServer(ProcessorRegistry):
                        write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn,
                        frames=self._frames)
 
+    # --- TLS: our own accept, a peek at the first byte, then TLS or plaintext --------------------
+    def _listen_tls(self, loop: asyncio.AbstractEventLoop, host: str, port: int, backlog: int) -> socket.socket:
+        listener = socket.create_server((host, port), backlog=backlog, reuse_port=False,
+                                        family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        listener.setblocking(False)
+        self._listener = listener
+        loop.add_reader(listener.fileno(), self._accept_ready, loop)
+        return listener
+
+    def _accept_ready(self, loop: asyncio.AbstractEventLoop) -> None:
+        listener = cast(socket.socket, self._listener)
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            try:
+                sock, _addr = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # EMFILE and friends: pause accepting for a while, as asyncio does
+                self._warn.warning("accept", "%s: accept failed: %s; retrying in 1 s", self.name, e)
+                loop.remove_reader(listener.fileno())
+                loop.call_later(1.0, self._resume_accepting, loop)
+                return
+            sock.setblocking(False)
+            self._sniffing.add(sock)
+            timer = loop.call_later(SNIFF_TIMEOUT_S, self._drop, sock)
+            loop.add_reader(sock.fileno(), self._first_byte, loop, sock, timer)
+
+    def _resume_accepting(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._stopped and self._listener is not None:
+            loop.add_reader(self._listener.fileno(), self._accept_ready, loop)
+
+    def _drop(self, sock: socket.socket) -> None:
+        if sock in self._sniffing:
+            self._sniffing.discard(sock)
+            try:
+                asyncio.get_running_loop().remove_reader(sock.fileno())
+            except (ValueError, OSError):
+                pass
+            sock.close()
+
+    def _first_byte(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, timer: asyncio.TimerHandle) -> None:
+        try:
+            head = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            head = b""
+        timer.cancel()
+        loop.remove_reader(sock.fileno())
+        self._sniffing.discard(sock)
+        tls = cast(TlsServerConfig, self._tls)
+        if not head or (tls.mode is TlsMode.ENFORCING and head[0] != TLS_HANDSHAKE_BYTE):
+            if head:
+                self._warn.warning("plaintext", "%s: closing a plaintext connection from %s: tls.server.mode is "
+                                   "enforcing", self.name, _peer(sock))
+            sock.close()
+            return
+        loop.create_task(self._serve_accepted(loop, sock, head[0] == TLS_HANDSHAKE_BYTE))
+
+    async def _serve_accepted(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, encrypted: bool) -> None:
+        tls = cast(TlsServerConfig, self._tls)
+        peer = _peer(sock)
+        try:
+            if encrypted:
+                await loop.connect_accepted_socket(self._new_channel, sock, ssl=tls.context,
+                                                   ssl_handshake_timeout=tls.handshake_timeout_s)
+            else:
+                await loop.connect_accepted_socket(self._new_channel, sock)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as e:
+            log.info("%s: TLS handshake with %s failed: %s", self.name, peer, e or type(e).__name__)
+            sock.close()
+
     def _on_accept(self, channel: Channel) -> None:
         if self._stopped:
             channel.close("server shutdown")
+            return
+        if self.fd_ceiling is not None and self._over_fd_ceiling(channel):
             return
         self._channels.add(channel)
         channel.add_close_listener(self._channels.discard)
@@ -223,6 +333,22 @@ class RemotingServer(ProcessorRegistry):
         log.debug("%s: accepted %s", self.name, channel)
         for listener in self._connect_listeners:
             _call_listener(listener, channel)
+
+    def _over_fd_ceiling(self, channel: Channel) -> bool:
+        """Close ``channel`` when its descriptor is one of the reserve. Descriptors are handed
+        out lowest first, so a connection numbered at the ceiling means every number below
+        is taken: connections never hold one of the reserved numbers, which stay for the
+        store (a new file per roll or queue) whatever the peers do."""
+        sock = channel.transport.get_extra_info("socket") if channel.transport is not None else None
+        fd = sock.fileno() if sock is not None else -1
+        if fd < cast(int, self.fd_ceiling):
+            return False
+        self.refused_for_fds += 1
+        self._warn.warning("fd reserve", "%s: refusing connections: %d file descriptors in use, the last %d are "
+                           "kept for the store (raise RLIMIT_NOFILE: ulimit -n)", self.name, fd + 1,
+                           fd_limit() - cast(int, self.fd_ceiling))
+        channel.close("descriptor reserve")
+        return True
 
     async def _sweep_idle(self) -> None:
         """Every few seconds: close channels idle for ``idle_timeout_s`` (no traffic and
@@ -259,6 +385,26 @@ class RemotingServer(ProcessorRegistry):
             ch.close("slow frame")
         elif quiet >= interval:
             ch.trim_buffers()
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        return format_addr(sock.getpeername())
+    except OSError:
+        return "?"
+
+
+def fd_limit() -> int:
+    """The process's soft RLIMIT_NOFILE."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def fd_ceiling() -> int:
+    """The first descriptor number a connection may not hold: the soft limit less the reserve."""
+    limit = fd_limit()
+    return limit - max(MIN_FD_RESERVE, limit // 8)
 
 
 def _behind(hook: RequestHook, processor: Processor) -> Processor:

@@ -8,7 +8,8 @@ writing. A file that cannot be reserved is removed again and ``DiskFullError`` r
 files found at load (ours, or sparse ones from RocketMQ) are reserved before they are
 appended to (``reserve``). Three positions per file: ``wrote``
 (bytes appended), ``committed`` (= wrote: there is no transient store pool) and
-``flushed`` (bytes known to be on disk).
+``flushed`` (bytes known to be on disk). A mapped file holds one file descriptor, the
+map's own, from open to ``close``: a store of N files needs N descriptors (RLIMIT_NOFILE).
 
 Threads: the writer (under the store's put lock) appends; the flush thread calls
 ``flush``; readers take ``view`` slices at any time. A view handed out keeps the
@@ -22,12 +23,15 @@ share a small lock, so a reader on another thread never slices the base view whi
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import enum
 import errno
 import logging
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 
 from mqcore.errors import CorruptFileError, DiskFullError, StoreIOError
 from mqcore.format.layout import offset_to_file_name
@@ -35,6 +39,11 @@ from mqcore.format.layout import offset_to_file_name
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
+_MS_SYNC = 4  # MS_SYNC of <sys/mman.h> on Linux (the mmap module does not name it)
+_libc = ctypes.CDLL(None, use_errno=True)
+_msync = _libc.msync
+_msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_msync.restype = ctypes.c_int
 
 
 class DestroyOutcome(enum.Enum):
@@ -64,39 +73,48 @@ class MappedFile:
         self.reserved = False
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
-            self._fd = os.open(path, flags, 0o644)
+            fd = os.open(path, flags, 0o644)
         except OSError as e:
             raise StoreIOError(e.errno, f"cannot open {path}: {e.strerror}") from e
         try:
-            actual = os.fstat(self._fd).st_size
+            actual = os.fstat(fd).st_size
             if create:
-                os.ftruncate(self._fd, file_size)
-                self._reserve_fd()
+                os.ftruncate(fd, file_size)
+                self._reserve_fd(fd)
             elif actual != file_size:
                 raise CorruptFileError(
                     f"{path} is {actual} bytes but files of this queue are {file_size} bytes")
-            self._mm = mmap.mmap(self._fd, file_size)
+            # the map keeps a descriptor of its own (Python's mmap dups the one it is given),
+            # so ours is closed: one descriptor per mapped file, not two. What needs one later
+            # (a sync, zeroing, a late reserve) opens the file for that call.
+            self._mm = mmap.mmap(fd, file_size)
         except DiskFullError:
-            os.close(self._fd)
+            os.close(fd)
             self._unlink()  # a half-reserved file would be mistaken for a store file at the next start
             raise
         except OSError as e:
-            os.close(self._fd)
+            os.close(fd)
+            if create:  # made by us (O_EXCL) and unusable: the next try creates it again
+                self._unlink()
             raise StoreIOError(e.errno, f"cannot map {path}: {e.strerror}") from e
         except CorruptFileError:
-            os.close(self._fd)
+            os.close(fd)
             raise
+        os.close(fd)
         self.buf = memoryview(self._mm)
+        #: where the map starts, for msync (the ctypes view is dropped at once: a live export
+        #: would keep ``close`` from unmapping)
+        self._address = ctypes.addressof(ctypes.c_char.from_buffer(self._mm))
 
     @classmethod
     def create(cls, directory: str, file_from_offset: int, file_size: int) -> "MappedFile":
         return cls(os.path.join(directory, offset_to_file_name(file_from_offset)), file_size, create=True)
 
-    def _reserve_fd(self) -> None:
+    def _reserve_fd(self, fd: int) -> None:
         try:
             # glibc falls back to writing one byte per block where the file system has no
             # fallocate, so this reserves on every file system
-            os.posix_fallocate(self._fd, 0, self.file_size)
+            os.posix_fallocate(fd, 0, self.file_size)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFullError(e.errno, f"no space to reserve {self.file_size} bytes for {self.path}: "
@@ -112,7 +130,20 @@ class MappedFile:
         with self._flush_lock:
             if self._closed:
                 raise StoreIOError(errno.EBADF, f"{self.path} is closed")
-            self._reserve_fd()
+            with self._opened() as fd:
+                self._reserve_fd(fd)
+
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[int]:
+        """A descriptor of the file for one call (the map holds the only lasting one)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError as e:
+            raise StoreIOError(e.errno, f"cannot open {self.path}: {e.strerror}") from e
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     # --- positions ----------------------------------------------------------------------
     @property
@@ -160,14 +191,19 @@ class MappedFile:
                 return self.flushed_position
             if least_pages > 0 and dirty // PAGE_SIZE < least_pages and wrote < self.file_size:
                 return self.flushed_position
-            try:
-                # fdatasync writes the file's dirty shared pages like msync does, but releases
-                # the GIL while it waits (mmap.flush holds it: every flush stalled all threads)
-                os.fdatasync(self._fd)
-            except (OSError, ValueError) as e:
-                raise StoreIOError(getattr(e, "errno", None), f"flush of {self.path} failed: {e}") from e
+            # msync of the dirty pages, called through ctypes so the GIL is released while it
+            # waits (mmap.flush holds it: every flush stalled all threads); it needs no
+            # descriptor of its own, unlike fdatasync
+            start = self.flushed_position - self.flushed_position % PAGE_SIZE
+            self._sync(start, min(wrote, self.file_size))
             self.flushed_position = wrote
             return wrote
+
+    def _sync(self, start: int, end: int) -> None:
+        """Make [start, end) of the map durable (``start`` on a page boundary)."""
+        if _msync(self._address + start, end - start, _MS_SYNC) != 0:
+            code = ctypes.get_errno()
+            raise StoreIOError(code, f"flush of {self.path} failed: {os.strerror(code)}")
 
     def zero(self, start: int, end: int) -> None:
         """Overwrite [start, end) with zeros: bytes that recovery dropped must not read as
@@ -175,14 +211,15 @@ class MappedFile:
         disk answers ENOSPC (``StoreIOError``) instead of SIGBUS on a hole."""
         chunk = bytes(min(end - start, 1 << 20)) if end > start else b""
         pos = start
-        try:
-            while pos < end:
-                pos += os.pwrite(self._fd, chunk[:end - pos], pos)
-            # synced now: the range lies past the flushed position, so no later flush covers
-            # it, and after a power cut the dropped bytes would come back from the disk
-            os.fdatasync(self._fd)
-        except OSError as e:
-            raise StoreIOError(e.errno, f"cannot zero [{start}, {end}) of {self.path}: {e.strerror}") from e
+        with self._opened() as fd:
+            try:
+                while pos < end:
+                    pos += os.pwrite(fd, chunk[:end - pos], pos)
+                # synced now: the range lies past the flushed position, so no later flush covers
+                # it, and after a power cut the dropped bytes would come back from the disk
+                os.fdatasync(fd)
+            except OSError as e:
+                raise StoreIOError(e.errno, f"cannot zero [{start}, {end}) of {self.path}: {e.strerror}") from e
 
     def last_modified_ms(self) -> int:
         try:
@@ -202,7 +239,6 @@ class MappedFile:
                 # a reader still holds a slice; re-create our own view and try later
                 self.buf = memoryview(self._mm)
                 return False
-            os.close(self._fd)
             self._closed = True
             return True
 

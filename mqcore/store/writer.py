@@ -8,12 +8,13 @@ released, so concurrent puts share one fsync (group commit).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import threading
 from typing import Any, Callable, Sequence
 
 from mqcore._compat import default_pipeline_kernels
-from mqcore.errors import DiskFullError, RecordDecodeError
+from mqcore.errors import DiskFullError, RecordDecodeError, StoreIOError
 from mqcore.format import layout as L
 from mqcore.kernel_api import PipelineKernels
 from mqcore.format.names import NAME_CHARS_TEXT, valid_name_bytes
@@ -37,6 +38,8 @@ _TX_MASK = L.SYSFLAG_TRANSACTION_MASK
 #: after a put failed for want of disk space, puts are refused at once for this long
 #: before a new file is tried again (a full disk must not cost a failed fallocate per put)
 DISK_FULL_RETRY_MS = 1000
+#: a put refused because a new store file could not be opened is logged at most this often
+NO_FILE_LOG_INTERVAL_MS = 10_000
 
 
 def _topic_problem(topic: bytes) -> str | None:
@@ -99,6 +102,7 @@ class MessageWriter:
         self._disk_full_until_ms = 0
         #: puts refused because the disk is full (a counter for metrics)
         self.disk_full_refusals = 0
+        self._no_file_logged_ms = -NO_FILE_LOG_INTERVAL_MS
         #: the layout numbers the compiled ``StorePlainSends`` needs (the kernel imports nothing)
         self.plain_consts = (L.HOST_V6_BYTES, L.SYSFLAG_BORNHOST_V6, L.SYSFLAG_STOREHOST_V6, L.END_FILE_MIN_BLANK)
         #: ``(items, born_host, store_host) -> (stored, refusal)``: plain sends of the broker's send
@@ -125,6 +129,19 @@ class MessageWriter:
         self._disk_full_until_ms = self.clock() + DISK_FULL_RETRY_MS
         self.disk_full_refusals += 1
         return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, e.strerror)
+
+    def _no_file_locked(self, e: StoreIOError) -> PutMessageResult:
+        """The answer to a put whose new store file could not be opened for another reason
+        than a full disk (most often ``EMFILE``: the process's descriptor limit): this put
+        is refused (SYSTEM_ERROR, as RocketMQ answers CREATE_MAPEDFILE_FAILED), nothing of
+        it is written, and the next put tries again (files that exist still take puts)."""
+        hint = " (the process's descriptor limit is reached: raise RLIMIT_NOFILE, ulimit -n)" \
+            if e.errno in (errno.EMFILE, errno.ENFILE) else ""
+        now = self.clock()
+        if now - self._no_file_logged_ms >= NO_FILE_LOG_INTERVAL_MS:  # one line per interval, not per put
+            self._no_file_logged_ms = now
+            log.warning("a put was refused: %s%s", e.strerror, hint)
+        return _refused(PutMessageStatus.CREATE_MAPEDFILE_FAILED, f"create mapped file failed: {e.strerror}{hint}")
 
     def _appended_locked(self) -> None:
         if self.disk_full_reason is not None:
@@ -181,6 +198,8 @@ class MessageWriter:
                 mf, pos, result = self._append_locked(p)
             except DiskFullError as e:
                 return self._disk_full_locked(e)
+            except StoreIOError as e:
+                return self._no_file_locked(e)
             self._appended_locked()
             if p.unit is not None:
                 self.dispatcher.dispatch_unit_locked(p.topic, p.queue_id, result.queue_offset, result.phy_offset,
@@ -286,6 +305,8 @@ class MessageWriter:
                                                          store_host)
                         except DiskFullError as e:
                             return stored, self._disk_full_locked(e)
+                        except StoreIOError as e:
+                            return stored, self._no_file_locked(e)
                         mf = commitlog.last_locked() if plain_dispatch else None
                         target = (index.target_locked() or no_index) if index is not None else no_index
                     stored.append((queue_offset, phy, size))
@@ -305,6 +326,8 @@ class MessageWriter:
             return self._put_plain_locked(item, topic_b, sys_flag, size, queue_offset, born_host, store_host), None
         except DiskFullError as e:
             return 0, self._disk_full_locked(e)
+        except StoreIOError as e:
+            return 0, self._no_file_locked(e)
 
     def _put_plain_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
                           born_host: bytes, store_host: bytes) -> int:
@@ -364,6 +387,9 @@ class MessageWriter:
                     mf, pos, results[i] = self._append_locked(p)
                 except DiskFullError as e:
                     results[i] = self._disk_full_locked(e)
+                    continue
+                except StoreIOError as e:
+                    results[i] = self._no_file_locked(e)
                     continue
                 self._appended_locked()
                 if mf is not seg_mf:  # rolled over to the next file: dispatch what the last one got
@@ -503,6 +529,8 @@ class MessageWriter:
                 mf, pos = self.commitlog.reserve_locked(total)
             except DiskFullError as e:
                 return self._disk_full_locked(e)
+            except StoreIOError as e:
+                return self._no_file_locked(e)
             self._appended_locked()
             phy = mf.file_from_offset + pos
             self.k.encode_batch(mf.buf, pos, items, topic_b, queue_id, first, phy, sys_flag, born_timestamp,

@@ -233,3 +233,18 @@ def test_broker_update_config_changes_a_running_store(tmp_path):
         assert broker.store_config.max_message_size_bytes == 1024  # the refused update applied nothing
     finally:
         broker.store.shutdown()
+
+
+def test_tls_keys_and_the_tls_config_file(tmp_path):
+    (tmp_path / "tls.properties").write_text("tls.server.mode=enforcing\ntls.server.need.client.auth=none\n"
+                                             "tls.server.certPath=/c.pem\ntls.server.keyPath=/k.pem\n")
+    loaded = build_configs({"tls.config.file": str(tmp_path / "tls.properties"), "tls.server.mode": "permissive"})
+    assert loaded.broker.tls_server_mode == "permissive"  # broker.conf wins over the file
+    assert (loaded.broker.tls_server_cert_path, loaded.broker.tls_server_key_path) == ("/c.pem", "/k.pem")
+    assert not loaded.unknown_keys
+    with pytest.raises(ConfigError, match="tls.server.mode=sometimes"):
+        build_configs({"tls.server.mode": "sometimes"})
+    with pytest.raises(ConfigError, match="tls.server.trustCertPath"):
+        build_configs({"tls.server.mode": "enforcing", "tls.server.need.client.auth": "require"})
+    with pytest.raises(ConfigError, match="cannot read it"):
+        build_configs({"tls.config.file": str(tmp_path / "missing.properties")})

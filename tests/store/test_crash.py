@@ -22,6 +22,7 @@ import time
 
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.message import MessageExtBrokerInner, pack_host
+from mqcore.store.mapped_file import MappedFile
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus
 
@@ -107,7 +108,8 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path):
 
 # --- power-cut model ----------------------------------------------------------------------------------
 class DurableCopies:
-    """What each file would hold after a power cut: its content as of its latest fdatasync."""
+    """What each file would hold after a power cut: its content as of its latest fdatasync
+    (or, for a mapped file's flush, msync)."""
 
     def __init__(self, monkeypatch):
         self.copies: dict[str, bytes] = {}
@@ -121,6 +123,15 @@ class DurableCopies:
             with self._lock:
                 self.copies[path] = content
         monkeypatch.setattr(os, "fdatasync", fdatasync)
+        real_sync = MappedFile._sync
+
+        def msync(mf, start, end):  # a mapped file's flush: msync of its dirty pages
+            with open(mf.path, "rb") as f:
+                content = f.read()
+            real_sync(mf, start, end)
+            with self._lock:
+                self.copies[os.path.realpath(mf.path)] = content
+        monkeypatch.setattr(MappedFile, "_sync", msync)
 
     def holds(self, path: str, pos: int, data: bytes) -> bool:
         with self._lock:

@@ -28,8 +28,10 @@ TEST_FILE_SIZES = {"mappedFileSizeCommitLog": 32 << 20, "mappedFileSizeConsumeQu
 class _Proc:
     argv: list[str]
 
-    def __init__(self, log_name: str):
+    def __init__(self, log_name: str, *, nofile: int | tuple[int, int] | None = None):
         self.proc: subprocess.Popen | None = None
+        #: RLIMIT_NOFILE of the process: one number for soft and hard, or (soft, hard); None: inherited
+        self.nofile = nofile
         self.lines: deque[str] = deque(maxlen=2000)
         self.log_name = log_name
 
@@ -37,7 +39,8 @@ class _Proc:
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.lines.clear()
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                     preexec_fn=None if self.nofile is None else self._limit_nofile)
         ready = threading.Event()
         result = {}
 
@@ -54,6 +57,11 @@ class _Proc:
             self.stop()
             raise RuntimeError(f"{self.log_name} did not start:\n" + "\n".join(self.lines))
         return result["line"]
+
+    def _limit_nofile(self) -> None:
+        import resource
+        limits = self.nofile if isinstance(self.nofile, tuple) else (self.nofile, self.nofile)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
     def stop(self, timeout_s: float = 30) -> int | None:
         """SIGTERM (clean shutdown); SIGKILL if it does not exit in time."""
@@ -84,11 +92,12 @@ class _Proc:
 
 
 class NamesrvProcess(_Proc):
-    def __init__(self):
+    def __init__(self, extra_args: list[str] | None = None):
         super().__init__("mqnamesrv")
         # logs go to a temp dir of their own, never to ~/logs/rocketmqlogs
         self.log_dir = tempfile.mkdtemp(prefix="mqnamesrv-logs-")
-        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0", "--log-dir", self.log_dir]
+        self.argv = [sys.executable, "-m", "mqcore.namesrv.cli", "--port", "0", "--log-dir", self.log_dir,
+                     *(extra_args or [])]
         self.addr = ""
 
     def start(self) -> "NamesrvProcess":
@@ -102,8 +111,9 @@ class NamesrvProcess(_Proc):
 
 class BrokerProcess(_Proc):
     def __init__(self, store_dir, *, namesrv: str | None = None, conf: dict | None = None,
-                 broker_name: str = "broker-a", extra_args: list[str] | None = None):
-        super().__init__(f"mqbroker {broker_name}")
+                 broker_name: str = "broker-a", extra_args: list[str] | None = None,
+                 nofile: int | tuple[int, int] | None = None):
+        super().__init__(f"mqbroker {broker_name}", nofile=nofile)
         self.store_dir = str(store_dir)
         self.namesrv = namesrv
         # store files are reserved on disk when created (posix_fallocate): RocketMQ's 1 GiB
