@@ -162,10 +162,16 @@ def spark_progress(spark: SparkSession, stream: TextIO | None = None, every_s: f
         bar.close()
 
 
+#: session conf that ``mqcore-analytics --read-past-damage`` sets: the reader's onCorrupt
+ON_CORRUPT_CONF = "spark.mqcore.analytics.onCorrupt"
+
+
 def messages(spark: SparkSession, store: str, topics: str | None = None, start: str | None = None,
              end: str | None = None, include_body: bool = False, **options: object) -> DataFrame:
-    """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked)."""
-    reader = spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
+    """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked);
+    damage fails the read unless the session's ``ON_CORRUPT_CONF`` is ``skip``."""
+    reader = (spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
+              .option("onCorrupt", spark.conf.get(ON_CORRUPT_CONF, "fail")))
     for key, value in (("topics", topics), ("startTime", start), ("endTime", end), *options.items()):
         if value is not None:
             reader = reader.option(key, str(value))
