@@ -150,3 +150,23 @@ def test_analytics_reads_past_damage_when_asked(spark, pristine, tmp_path, capsy
     assert spark.conf.get(cli.ON_CORRUPT_CONF, None) is None  # the next job on this session fails again
     with pytest.raises(Exception, match="onCorrupt=skip"):
         cli.run_job(spark, cli.parser().parse_args(["volume", root, "--show", "0"]), report)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_the_jvm_reader_refuses_a_damaged_store_and_reads_past_it_when_asked(case, jvm_reader, pristine, tmp_path):
+    root, lo, hi, file_name, lost = DAMAGE[case](pristine, tmp_path)
+    truth = pristine[1]
+    with pytest.raises(Exception) as e:
+        jvm_reader.read.format("rocketmq-jvm").load(root).select("commitlog_offset").collect()
+    text = str(e.value)
+    assert "onCorrupt=skip" in text and (f"offset {lo}" in text or f"[{lo}, " in text), text
+    if lost is not None and case != "data stops early":  # found by a task, which has no queues to count
+        assert f"{lost} message(s)" in text, text
+    rows = (jvm_reader.read.format("rocketmq-jvm").option("onCorrupt", "skip").load(root)
+            .select("commitlog_offset").collect())
+    got = {r[0] for r in rows}
+    if hi is not None:
+        assert got == set(truth) - set(_in(truth, lo, hi))
+    else:
+        assert lo not in got and len(got) >= len(truth) - 3
