@@ -107,8 +107,9 @@ HEADER = """# broker.conf reference
      tests/broker/test_conf_doc.py fails when this file and the code disagree -->
 
 `mqbroker -c broker.conf` reads a Java properties file (`key=value`, `#` comments) with RocketMQ's
-key names. Keys mqcore does not know are reported by name at start-up (a typo is not silently
-dropped); `mqbroker -c broker.conf -p` prints every setting as the broker will use it.
+key names. A key mqcore does not know stops the start, named (with the nearest known key), so a
+typo is never silently dropped; `mqbroker -c broker.conf -p` prints every setting as the broker
+will use it.
 Command-line options (`--listen-port`, `--store`, `-n` ...) override the file.
 
 Columns: **from** says whose key it is (RocketMQ 4.9's `BrokerConfig`/`MessageStoreConfig`,
