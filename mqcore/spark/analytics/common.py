@@ -280,15 +280,6 @@ def time_axis(ax: Axes, first: dt.datetime, last: dt.datetime, step: dt.timedelt
     ax.set_xlabel("store time (UTC)")
 
 
-def log_axis(ax: Axes, which: str = "y") -> None:
-    """A log scale with plain-number ticks (1, 10, 100, 1,000) rather than 10^n alone."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-    axis = ax.yaxis if which == "y" else ax.xaxis
-    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
-    axis.set_major_locator(LogLocator(base=10))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-
-
 def bucket_steps(points: list[tuple[dt.datetime, int]],
                  step: dt.timedelta) -> tuple[list[dt.datetime], list[int]]:
     """A zero-filled series (``zero_filled``) as the x and y of a step line drawn with
