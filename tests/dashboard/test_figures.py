@@ -42,6 +42,14 @@ def test_broker_topic_and_group_figures_agree_with_mqadmin_and_metrics(tmp_path)
         queues = int(re.search(r'<span id="queue-count">(\d+)</span>', page).group(1))
         assert queues == sum(len(admin.topic_stats(t)) for t in admin.topic_list())
         assert queues >= 8
+        # the topic page's queues: mqadmin topicStatus's, queue by queue
+        topic_page = _get(f"http://127.0.0.1:{dash}/topics/Figures")
+        rows = re.findall(r'<tr><td class="num">(\d+)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>',
+                          topic_page)
+        stats = admin.topic_stats("Figures")
+        assert sorted((int(q), int(lo), int(hi)) for q, lo, hi in rows) == sorted(
+            (o.queue_id, o.min_offset, o.max_offset) for o in stats)
+        assert sum(o.max_offset for o in stats) == 1
         # a group whose client sends its own maxReconsumeTimes (1): the page says 1, not 16
         group = "fig-group"
         with PullConsumer(group, namesrv_addr=b.namesrv_addr, max_reconsume_times=1) as pc:

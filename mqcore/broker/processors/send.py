@@ -221,6 +221,8 @@ class SendProcessor:
             self.groups.note_client_max_retries(group, max_times)
         else:
             max_times = _int_prop(props, Prop.MAX_RECONSUME_TIMES, max_times)
+            if Prop.MAX_RECONSUME_TIMES in props:
+                self.groups.note_client_max_retries(group, max_times)
         if reconsume >= max_times:
             topic = dlq_topic(group)
             self.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)

@@ -191,26 +191,10 @@ final class StoreSnapshot {
 
     /** Consume-queue units (fillers aside) pointing into commitlog offsets [lo, hi). */
     long unitsIn(long lo, long hi) {
-        if (root == null || !Files.isDirectory(root.resolve(CONSUME_QUEUE_DIR))) {
-            return 0;
-        }
         long n = 0;
-        Path cq = root.resolve(CONSUME_QUEUE_DIR);
-        for (String topic : list(cq)) {
-            Path td = cq.resolve(topic);
-            if (!Files.isDirectory(td)) {
-                continue;
-            }
-            for (String qid : list(td)) {
-                Path qd = td.resolve(qid);
-                if (!qid.matches("[0-9]+") || !Files.isDirectory(qd)) {
-                    continue;
-                }
-                for (String name : list(qd)) {
-                    if (isDataFileName(name)) {
-                        n += unitsIn(qd.resolve(name), lo, hi);
-                    }
-                }
+        for (List<Path> queue : queueFiles()) {
+            for (Path file : queue) {
+                n += unitsIn(file, lo, hi);
             }
         }
         return n;
@@ -313,14 +297,22 @@ final class StoreSnapshot {
      * in commitlog order.
      */
     long dispatchedOffset() {
-        if (root == null) {
-            return -1;
+        long best = -1;
+        for (List<Path> queue : queueFiles()) {
+            if (!queue.isEmpty()) {
+                best = Math.max(best, lastUnitEnd(queue.get(queue.size() - 1)));
+            }
+        }
+        return best;
+    }
+
+    /** Every consume queue's files in offset order (consumequeue/<topic>/<queueId>/, numeric ids only). */
+    private List<List<Path>> queueFiles() {
+        List<List<Path>> out = new ArrayList<>();
+        if (root == null || !Files.isDirectory(root.resolve(CONSUME_QUEUE_DIR))) {
+            return out;
         }
         Path cq = root.resolve(CONSUME_QUEUE_DIR);
-        if (!Files.isDirectory(cq)) {
-            return -1;
-        }
-        long best = -1;
         for (String topic : list(cq)) {
             Path td = cq.resolve(topic);
             if (!Files.isDirectory(td)) {
@@ -328,16 +320,12 @@ final class StoreSnapshot {
             }
             for (String qid : list(td)) {
                 Path qd = td.resolve(qid);
-                if (!qid.matches("[0-9]+") || !Files.isDirectory(qd)) {
-                    continue;
-                }
-                List<String> names = list(qd).stream().filter(StoreSnapshot::isDataFileName).toList();
-                if (!names.isEmpty()) {
-                    best = Math.max(best, lastUnitEnd(qd.resolve(names.get(names.size() - 1))));
+                if (qid.matches("[0-9]+") && Files.isDirectory(qd)) {
+                    out.add(list(qd).stream().filter(StoreSnapshot::isDataFileName).map(qd::resolve).toList());
                 }
             }
         }
-        return best;
+        return out;
     }
 
     /** Commitlog end of the last valid unit of a consume-queue file (units are a prefix; -1 none). */
