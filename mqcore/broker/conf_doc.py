@@ -60,7 +60,8 @@ def field_comments(cls: type) -> dict[str, str]:
 
 def _default(f: dataclasses.Field[Any]) -> str:
     if f.default_factory is not dataclasses.MISSING:
-        return _FACTORIES.get(f.default_factory.__name__, f"`{f.default_factory.__name__}()`")
+        name = getattr(f.default_factory, "__name__", "a computed default")
+        return _FACTORIES.get(name, f"`{name}()`")
     value = f.default
     if value is None:
         return "not set"

@@ -73,7 +73,8 @@ def survey(dirs: StoreDirs, snap: Snapshot, *, walk: bool, check_crc: bool = Fal
     walked = walk and st.is_local
     if walked:
         for i, f in enumerate(snap.files):
-            name, spots = data[i][0], []
+            name = data[i][0]
+            spots: list[tuple[int, int]] = []
             stats = scan_file(f.path, f.base_offset, snap.data_end(i), check_crc, kernels=kernels, spots=spots)
             damages += [Damage(DamageKind.CORRUPT, f.base_offset + a, f.base_offset + b, (name,)) for a, b in spots]
             if i + 1 < len(snap.files) and stats.end == "NO_DATA" and stats.data_end < snap.data_end(i):
