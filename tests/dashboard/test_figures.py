@@ -12,7 +12,8 @@ import pytest
 from mqcore.admin.api import MQAdmin
 from mqcore.client import Message, Producer, PullConsumer, PullStatus
 from tests.support.processes import BrokerProcess
-from tests.support.waiting import free_port
+from mqcore.errors import NoRouteError
+from tests.support.waiting import free_port, wait_for
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -20,6 +21,19 @@ pytestmark = [pytest.mark.timeout(120)]
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=10) as r:
         return r.read().decode("utf-8")
+
+
+def _when_routed(call):
+    got = []
+
+    def attempt():
+        try:
+            got.append(call())
+            return True
+        except NoRouteError:
+            return False
+    assert wait_for(attempt, 20)
+    return got[0]
 
 
 def test_broker_topic_and_group_figures_agree_with_mqadmin_and_metrics(tmp_path):
@@ -59,7 +73,14 @@ def test_broker_topic_and_group_figures_agree_with_mqadmin_and_metrics(tmp_path)
             assert r.status is PullStatus.FOUND
             pc.send_message_back(r.messages[0], 0)
             pc.send_message_back(r.messages[0], 0)  # the copy: reconsume 0 < 1 -> retry; then DLQ is the broker's call
+            for q in pc.fetch_subscribe_message_queues("Figures"):
+                pc.update_consume_offset(q, 0)
+            pc.commit()
         group_page = html.unescape(_get(f"http://127.0.0.1:{dash}/groups/{group}"))
+        # its lag: mqadmin consumerProgress's diff over the group's topics (retry topics apart)
+        stats = _when_routed(lambda: admin.consume_stats(group))  # the retry topic's route is registered soon
+        want = sum(r.diff for r in stats.rows if not r.topic.startswith("%RETRY%"))
+        assert want == 1 and re.search(r'id="total-lag">(\d+)<', group_page).group(1) == str(want)
         assert "dead letter after 1 retries (the maxReconsumeTimes its client sent" in group_page, group_page
         other = html.unescape(_get(f"http://127.0.0.1:{dash}/groups/never-retried"))
         assert "dead letter after 16 retries (the group's retryMaxTimes" in other
