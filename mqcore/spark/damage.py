@@ -68,7 +68,8 @@ def survey(dirs: StoreDirs, snap: Snapshot, *, walk: bool, check_crc: bool = Fal
     ``snapshotOffset``) leaves out the consume queues' reach past the snapshot end."""
     st = dirs.storage
     data = [(st.basename(f.path), f.base_offset, f.size) for f in snap.files]
-    listed = {st.basename(f.path) for f in list_commitlog(dirs)}
+    now = list_commitlog(dirs)  # listed after the snapshot read the queues: a file rolled since shows here
+    listed = {st.basename(f.path) for f in now}
     damages = file_gaps(data, sorted(listed - {name for name, _, _ in data}))
     walked = walk and st.is_local
     if walked:
@@ -80,7 +81,8 @@ def survey(dirs: StoreDirs, snap: Snapshot, *, walk: bool, check_crc: bool = Fal
             if i + 1 < len(snap.files) and stats.end == "NO_DATA" and stats.data_end < snap.data_end(i):
                 damages.append(Damage(DamageKind.STOPS_EARLY, f.base_offset + stats.data_end, f.base_offset + f.size,
                                       (name,)))
-    if not pinned and snap.dispatched > snap.end_offset:
+    grew = any(f.base_offset >= snap.end_offset for f in now)  # a live store's writer rolled on meanwhile
+    if not pinned and snap.dispatched > snap.end_offset and not grew:
         last = data[-1][0] if data else st.display(dirs.commitlog)
         damages.append(Damage(DamageKind.PAST_END, snap.end_offset, snap.dispatched, (f"the file(s) after {last}",)))
     if damages:

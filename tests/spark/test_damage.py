@@ -170,3 +170,19 @@ def test_the_jvm_reader_refuses_a_damaged_store_and_reads_past_it_when_asked(cas
         assert got == set(truth) - set(_in(truth, lo, hi))
     else:
         assert lo not in got and len(got) >= len(truth) - 3
+
+
+def test_a_file_rolled_while_planning_is_no_damage(pristine, tmp_path):
+    """On a live store the writer may roll to a new file and dispatch into it between the
+    snapshot's listing and its reading of the queues: the queues then point past the listed
+    files, but the file is there by the time the survey looks again."""
+    from mqcore.spark.damage import survey
+    from mqcore.spark.files import locate_store, take_snapshot
+    root = _copy(pristine, tmp_path)
+    last = os.path.join(root, "commitlog", pristine[2][-1])
+    os.rename(last, last + ".rolling")  # not listed when the snapshot is taken ...
+    dirs = locate_store(root)
+    snap = take_snapshot(dirs)
+    assert snap.dispatched > snap.end_offset
+    os.rename(last + ".rolling", last)  # ... but there when the survey lists again
+    assert not survey(dirs, snap, walk=True)
