@@ -201,6 +201,28 @@ def broker_cpu(pid: int | None) -> float:
 
 
 # --------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def both_brokers(prefix: str):
+    """mqbroker (ASYNC_FLUSH, its embedded name server) and Apache RocketMQ 4.9.7 (name server and
+    broker) on loopback in one temp dir, for the benchmarks that compare the two:
+    yields ``{system: (namesrv address, broker address)}``."""
+    ensure_jars()
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        with BrokerProcess(work / "mq", conf={"flushDiskType": "ASYNC_FLUSH"}) as mq, \
+                JavaNamesrv(work / "ns") as jns, \
+                JavaBroker(work / "java", jns.addr, conf=JAVA_CONF) as jb:
+            yield {"mqbroker": (mq.namesrv_addr, mq.broker_addr), "rocketmq-4.9.7": (jns.addr, jb.addr)}
+
+
+def interleaved(rounds: int, systems: tuple[str, ...]):
+    """(round, system) in run order: who goes first alternates, so neither always gets the warmer
+    (or busier) slot."""
+    for rnd in range(rounds):
+        for system in systems if rnd % 2 == 0 else systems[::-1]:
+            yield rnd, system
+
+
 def ensure_jars() -> None:
     for env, sub in ((SERVER_LIB_ENV, "server-4.9.7/lib"), (CLIENT_LIB_ENV, "client-4.9.8/lib")):
         if not os.environ.get(env) and (DEFAULT_CACHE / sub).is_dir():

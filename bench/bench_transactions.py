@@ -22,18 +22,14 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.bench_reference import JAVA_CONF, ensure_jars, loadavg  # noqa: E402
+from bench.bench_reference import both_brokers, interleaved, loadavg  # noqa: E402
 from mqcore.client import LocalTransactionState, Message, Producer, TransactionProducer  # noqa: E402
 from mqcore.remoting import RequestCode, SyncRemotingClient, create_request  # noqa: E402
 from tests.client.integration.helpers import create_topic  # noqa: E402
-from tests.support.processes import BrokerProcess  # noqa: E402
-from tests.support.reference import JavaBroker, JavaNamesrv  # noqa: E402
 
 WORKLOADS = ("plain sync send", "transactional send")
 SYSTEMS = ("mqbroker", "rocketmq-4.9.7")
@@ -95,18 +91,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.n, args.rounds = 1_000, 2
-    ensure_jars()
     body = b"x" * args.size
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="bench-tx-") as tmp:
-        work = Path(tmp)
-        with BrokerProcess(work / "mq", conf={"flushDiskType": "ASYNC_FLUSH"}) as mq, \
-                JavaNamesrv(work / "ns") as jns, \
-                JavaBroker(work / "java", jns.addr, conf=JAVA_CONF) as jb:
-            systems = {"mqbroker": (mq.namesrv_addr, mq.broker_addr), "rocketmq-4.9.7": (jns.addr, jb.addr)}
-            for rnd in range(args.rounds):
-                for system in SYSTEMS if rnd % 2 == 0 else SYSTEMS[::-1]:
-                    rows.extend(run_round(*systems[system], system, rnd, body, args.n))
+    with both_brokers("bench-tx-") as systems:
+        for rnd, system in interleaved(args.rounds, SYSTEMS):
+            rows.extend(run_round(*systems[system], system, rnd, body, args.n))
     print(f"\nload average (1 min) at the end: {loadavg()}")
     print("| workload | mqbroker msg/s | Apache RocketMQ 4.9.7 msg/s | mqbroker / RocketMQ |")
     print("|---|---|---|---|")

@@ -48,6 +48,15 @@ class Prop:
     TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    # request-reply (RIP-16): the requester stamps the first three on its request, the reply
+    # carries them back with MSG_TYPE=reply; the broker adds PUSH_REPLY_TIME to what it pushes
+    # and the requesting client ARRIVE_TIME to what it receives
+    CORRELATION_ID = "CORRELATION_ID"
+    REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    TTL = "TTL"
+    MSG_TYPE = "MSG_TYPE"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    ARRIVE_TIME = "ARRIVE_TIME"
 
 
 KEY_SEPARATOR = " "
@@ -84,6 +93,15 @@ def system_topic_refusal(topic: str) -> str:
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+#: a reply's MSG_TYPE (``MixAll.REPLY_MESSAGE_FLAG``) and the cluster reply topic's suffix
+REPLY_MESSAGE_FLAG = "reply"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+
+
+def reply_topic(cluster: str) -> str:
+    """The topic replies of ``cluster`` travel on (``<cluster>_REPLY_TOPIC``, one queue),
+    which each broker of the cluster creates at start."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 
@@ -205,6 +223,9 @@ class MessageExtBrokerInner:
     #: a delay delivery (``messageTimeup``): the record keeps its ``DELAY`` property, as a
     #: 4.9 consumer sees it, and the store must not park it in SCHEDULE_TOPIC_XXXX again
     delay_delivered: bool = False
+    #: store the properties exactly as given (a request-reply reply, as Apache's reply
+    #: processor stores it): WAIT is kept in the record and no CLUSTER is added
+    properties_as_sent: bool = False
 
     @property
     def tags(self) -> str | None:

@@ -7,7 +7,7 @@ Follows RocketMQ 4.9.8's ``PlainAccessValidator.parse`` (groups are resources na
 SEND_MESSAGE, SEND_MESSAGE_V2  PUB on the topic; a send to ``%RETRY%g`` needs SUB on group g
 SEND_BATCH_MESSAGE             as SEND_MESSAGE_V2 (4.9.8 checks no resource: mqcore's addition)
 CONSUMER_SEND_MSG_BACK         SUB on the group
-PULL_MESSAGE                   SUB on the topic and on the group
+PULL_MESSAGE, LITE_PULL_MESSAGE SUB on the topic and on the group
 QUERY_MESSAGE                  SUB on the topic
 HEART_BEAT                     SUB on each consumer group and each topic it subscribes
 UNREGISTER_CLIENT              SUB on the consumer group (if one is named)
@@ -74,7 +74,7 @@ def needed(request: RemotingCommand) -> dict[str, int]:
         _send(ext.get("b"), ext.get("a"), out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
         _group(ext.get("group"), out)
-    elif code == RC.PULL_MESSAGE:
+    elif code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         _topic(ext.get("topic"), out)
         _group(ext.get("consumerGroup"), out)
     elif code == RC.QUERY_MESSAGE:

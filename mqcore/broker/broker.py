@@ -35,6 +35,7 @@ from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pull import PullProcessor
+from mqcore.broker.processors.reply import ReplyProcessor
 from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.processors.pipelines import RequestPipelines
 from mqcore.broker.processors.pull_pipeline import PullPipeline
@@ -290,6 +291,7 @@ class Broker:
                              register_now=self.register_all,
                              store_host=lambda: self.store_host, stats=self.stats, transactions=self.transactions)
         end_tx = EndTransactionProcessor(transactions=self.transactions)
+        reply = ReplyProcessor(send=send, clients=self.clients, store_host_text=lambda: self.addr, clock=self.clock)
         pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
                              clients=self.clients, hold=self.hold, long_polling_enable=self.cfg.long_polling_enable,
                              short_polling_time_mills=self.cfg.short_polling_time_mills, stats=self.stats,
@@ -309,6 +311,7 @@ class Broker:
         table = {
             RC.SEND_MESSAGE: send.send, RC.SEND_BATCH_MESSAGE: send.send,
             RC.CONSUMER_SEND_MSG_BACK: send.send_back, RC.PULL_MESSAGE: pull.pull,
+            RC.LITE_PULL_MESSAGE: pull.pull,  # 5.x lite pull consumers: the same pull (PullMessageProcessor)
             RC.QUERY_MESSAGE: adm.query_message, RC.VIEW_MESSAGE_BY_ID: adm.view_message,
             RC.HEART_BEAT: cli.heartbeat, RC.UNREGISTER_CLIENT: cli.unregister,
             RC.GET_CONSUMER_LIST_BY_GROUP: cli.consumer_list, RC.LOCK_BATCH_MQ: cli.lock_batch,
@@ -328,6 +331,7 @@ class Broker:
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
             RC.END_TRANSACTION: end_tx.end,
+            RC.SEND_REPLY_MESSAGE: reply.reply, RC.SEND_REPLY_MESSAGE_V2: reply.reply,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first

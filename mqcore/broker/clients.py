@@ -231,6 +231,17 @@ class ClientManager:
         live = [info for ch, info in members.items() if getattr(ch, "is_active", True)]
         return max(live, key=lambda info: info.last_update_ms).channel if live else None
 
+    def producer_channel_of(self, client_id: str):
+        """The live channel of the client that heartbeated as a producer with ``client_id``,
+        or None (RocketMQ ``ProducerManager.findChannel``): where a reply is pushed. Only
+        producers count, as in RocketMQ: a requester is a producer. A scan of the producer
+        table, which holds a few entries per client."""
+        for members in self.producers.values():
+            for ch, info in members.items():
+                if info.client_id == client_id and getattr(ch, "is_active", True):
+                    return ch
+        return None
+
     def group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumers.get(group)
 

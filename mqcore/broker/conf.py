@@ -91,6 +91,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "transactionCheckInterval": ("transaction_check_interval_ms", _int),
     "transactionCheckMax": ("transaction_check_max", _int),
     "enablePropertyFilter": ("enable_property_filter", _bool),
+    "storeReplyMessageEnable": ("store_reply_message_enable", _bool),
     "grpcServerPort": ("grpc_server_port", _int),
     "aclEnable": ("acl_enable", _bool),
     # mqcore's own keys

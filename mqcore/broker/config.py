@@ -89,6 +89,9 @@ class BrokerConfig:
     transaction_check_interval_ms: int = 60_000
     #: checks of one half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC (transactionCheckMax)
     transaction_check_max: int = 15
+    #: request-reply: also store each reply in ``<cluster>_REPLY_TOPIC`` after pushing it to
+    #: the requester (storeReplyMessageEnable, on as in RocketMQ 4.9)
+    store_reply_message_enable: bool = True
     #: serve SQL92 subscriptions (enablePropertyFilter); off, as in RocketMQ, they are refused
     enable_property_filter: bool = False
     #: Prometheus endpoint port (metricsPort); 0 = off

@@ -17,6 +17,7 @@ from mqcore.message import (  # the system topic names live there now; importing
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    reply_topic,
 )
 from mqcore.permissions import PERM_INHERIT, PERM_READ, PERM_WRITE
 from mqcore.store.config_files import bean_to_json
@@ -56,7 +57,9 @@ class TopicConfigManager:
         system = [TopicConfig(SELF_TEST_TOPIC, 1, 1),
                   TopicConfig(BENCHMARK_TOPIC, 1024, 1024),
                   TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
-                  TopicConfig(SCHEDULE_TOPIC, 18, 18)]
+                  TopicConfig(SCHEDULE_TOPIC, 18, 18),
+                  # request-reply: replies are sent here and pushed to the requester
+                  TopicConfig(reply_topic(cfg.broker_cluster_name), 1, 1)]
         if cfg.auto_create_topic_enable:
             system.append(TopicConfig(DEFAULT_TOPIC, cfg.default_topic_queue_nums, cfg.default_topic_queue_nums,
                                       PERM_INHERIT | PERM_READ | PERM_WRITE))

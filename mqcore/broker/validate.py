@@ -33,8 +33,8 @@ from mqcore.tags import unparsable
 
 _ILLEGAL_CHARS = f"contains illegal characters, allowing only ^{NAME_CHARS_TEXT}+$"
 
-SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
-_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
+SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE})
+_V2_CODES = frozenset({RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE, RC.SEND_REPLY_MESSAGE_V2})
 # header keys naming a topic or a group; SEND_MESSAGE_V2 abbreviates them to letters
 _TOPIC_KEYS = ("topic",)
 _GROUP_KEYS = ("consumerGroup", "producerGroup", "group", "groupName")  # groupName: DELETE_SUBSCRIPTIONGROUP
@@ -171,7 +171,7 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
         return create_response(request, ResponseCode.NO_PERMISSION, send_refusal(topics[0]))
     if code == RC.UPDATE_AND_CREATE_TOPIC and topics and is_system_topic(topics[0]):
         return create_response(request, ResponseCode.SYSTEM_ERROR, system_topic_refusal(topics[0]))
-    if code == RC.PULL_MESSAGE:
+    if code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         group = ext.get("consumerGroup", "")
         if consume_enabled is not None and isinstance(group, str) and not consume_enabled(group):
             return create_response(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")

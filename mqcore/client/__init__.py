@@ -47,6 +47,7 @@ from mqcore.client.message import (
     SendStatus,
 )
 from mqcore.client.producer import Producer
+from mqcore.client.request import ReplyMessage, RequestTimeoutError, create_reply_message
 from mqcore.client.selector import select_by_hash, select_by_random
 from mqcore.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
@@ -55,6 +56,9 @@ ConsumeStatus = ConsumeConcurrentlyStatus
 
 __all__ = [
     "Producer",
+    "create_reply_message",
+    "ReplyMessage",
+    "RequestTimeoutError",
     "TransactionProducer",
     "LocalTransactionState",
     "TransactionSendResult",

@@ -130,9 +130,10 @@ class ProduceAccumulator:
 
     @staticmethod
     def eligible(msg: Message) -> bool:
-        """Batches cannot carry delayed, retry-topic or transactional messages."""
+        """Batches cannot carry delayed, retry-topic, transactional or reply messages."""
         props = msg.properties
-        return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG))
+        return not (props.get(Prop.DELAY) or msg.topic.startswith("%RETRY%") or props.get(Prop.TRAN_MSG)
+                    or Prop.MSG_TYPE in props)
 
     def add(self, msg: Message, queue: MessageQueue | None = None, *, future: Any = None,
             holds_slot: bool = False) -> Any:

@@ -174,9 +174,11 @@ class MQClientAPI:
 
     # --- sending -----------------------------------------------------------------------------
     def build_send_request(self, header: SendMessageRequestHeader, body: bytes | memoryview, *, batch: bool,
-                           use_v2: bool) -> RemotingCommand:
+                           use_v2: bool, reply: bool = False) -> RemotingCommand:
         if batch:
             code = RequestCode.SEND_BATCH_MESSAGE
+        elif reply:  # request-reply: the broker pushes it to the requester (and stores it)
+            code = RequestCode.SEND_REPLY_MESSAGE_V2 if use_v2 else RequestCode.SEND_REPLY_MESSAGE
         else:
             code = RequestCode.SEND_MESSAGE_V2 if use_v2 else RequestCode.SEND_MESSAGE
         ext = header.to_ext_v2() if (batch or use_v2) else header.to_ext_v1()

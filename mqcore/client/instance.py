@@ -37,6 +37,7 @@ from mqcore.acl.signing import SessionCredentials
 from mqcore.client.api import MQClientAPI
 from mqcore.client.config import ClientConfig
 from mqcore.client.loop import LoopThread
+from mqcore.client.request import ReplyTable
 from mqcore.client.route import MASTER_ID, TopicRouteData
 from mqcore.uniq_id import UniqIdGenerator
 from mqcore.clock import Clock, system_clock_ms
@@ -118,6 +119,8 @@ class ClientInstance:
         self.api = MQClientAPI(self.remoting, language=config.language, version=config.version,
                                namesrv_addrs=config.namesrv_addrs)
         self.rebalance_interval_ms = rebalance_interval_ms
+        #: request-reply: requests waiting for the reply the broker pushes (PUSH_REPLY_MESSAGE_TO_CLIENT)
+        self.replies = ReplyTable(clock)
         self.route_table: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.broker_version_table: dict[str, int] = {}
@@ -147,6 +150,7 @@ class ClientInstance:
     async def _start_async(self) -> None:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        self.remoting.register_processor(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
         self._rebalance_event = asyncio.Event()
         cfg = self.config
         self._spawn("route-refresh", self._periodic(10, cfg.poll_name_server_interval_ms, self.update_all_routes))
@@ -219,8 +223,16 @@ class ClientInstance:
         if task is None:
             task = asyncio.ensure_future(self._update_topic_route(topic, default_topic, default_queue_nums))
             self._route_updates[key] = task
-            task.add_done_callback(lambda _t: self._route_updates.pop(key, None))
+            task.add_done_callback(lambda t: self._route_update_done(key, t))
         return await asyncio.shield(task)
+
+    def _route_update_done(self, key: str, task: asyncio.Future[bool]) -> None:
+        self._route_updates.pop(key, None)
+        # the shield keeps the request going when its caller is cancelled (a shutdown while a
+        # refresh is in flight): its failure is then nobody's to see, and asyncio would print
+        # "Task exception was never retrieved" at exit. Taken here; a caller still waiting gets it.
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("route update %s failed: %s", key.replace("\x00", " / "), task.exception())
 
     async def _update_topic_route(self, topic: str, default_topic: str | None, default_queue_nums: int) -> bool:
         timeout = self.config.mq_client_api_timeout_ms

@@ -7,6 +7,7 @@
         future = producer.send_async(Message("Orders", b"..."), callback=on_done)
         producer.send(msg, selector=select_by_hash, arg=order_id)   # ordered per order id
         producer.send_batch([Message("Orders", b"1"), Message("Orders", b"2")])
+        reply = producer.request(Message("Prices", b"EURUSD"), timeout_ms=3000)  # request-reply
 
 ``send`` runs on the caller's thread over a blocking socket of its own (only a route
 lookup goes through the client's event-loop thread); the other blocking methods run
@@ -32,26 +33,29 @@ import enum
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from mqcore._compat import default_kernels, default_wire_client_kernels
 from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
 from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
 from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread
-from mqcore.client.message import Message, SendResult
+from mqcore.client.message import Message, MessageExt, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
+from mqcore.client.request import create_reply_message
 from mqcore.client.selector import MessageQueueSelector
+from mqcore.client.settings import ProducerSettings
 from mqcore.clock import Clock, system_clock_ms
-from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
+from mqcore.errors import ClosedError, IllegalArgumentError, IllegalStateError, MQError, RemotingTimeoutError
 from mqcore.kernel_api import WindowSlotsApi
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "SendCallback"]
+__all__ = ["Producer", "RequestCallback", "SendCallback"]
 
 SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
+RequestCallback = Callable[["MessageExt | None", "BaseException | None"], Any]
 
 _SYNC, _ASYNC, _ONEWAY = CommunicationMode.SYNC, CommunicationMode.ASYNC, CommunicationMode.ONEWAY
 _LOOP_GUARD_S = 5.0  # extra wait beyond the send timeout before suspecting a stuck loop
@@ -73,7 +77,7 @@ class Producer:
     fields given as keyword arguments (``send_msg_timeout_ms=5000``) or as ``config``."""
 
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
-                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+                 clock: Clock = system_clock_ms, **settings: Unpack[ProducerSettings]) -> None:
         if producer_group is not None:
             settings["producer_group"] = producer_group
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
@@ -321,6 +325,59 @@ class Producer:
         assert result is not None
         return result
 
+    # --- request-reply ---------------------------------------------------------------------------
+    def request(self, msg: Message, timeout_ms: float | None = None, *, queue: MessageQueue | None = None,
+                selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
+        """Send ``msg`` as a request and wait for the reply a consumer sends with
+        :meth:`send_reply` (or any RocketMQ client's reply), within ``timeout_ms`` (default
+        ``send_msg_timeout_ms``) for both. Returns the reply; raises
+        :class:`~mqcore.client.request.RequestTimeoutError` when none came in time, the send's
+        error when the request could not be sent (Java's ``DefaultMQProducer.request``).
+        ``queue`` or ``selector(queues, msg, arg)`` pins the request's queue, as for ``send``."""
+        self._check_running()
+        self._check_blocking_allowed()
+        timeout = self._request_timeout(timeout_ms)
+        coro = self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg)
+        return self._instance.loop_thread.run(coro, self._loop_timeout(timeout))
+
+    async def arequest(self, msg: Message, timeout_ms: float | None = None, **kwargs: Any) -> MessageExt:
+        """``await producer.arequest(msg, timeout_ms)``: :meth:`request` from any asyncio loop."""
+        return await asyncio.wrap_future(self.request_async(msg, timeout_ms=timeout_ms, **kwargs))
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None, *, timeout_ms: float | None = None,
+                      queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                      arg: Any = None) -> concurrent.futures.Future[MessageExt]:
+        """:meth:`request` without waiting (Java's ``request(msg, RequestCallback, timeout)``):
+        a future of the reply; ``callback(reply, None)`` or ``callback(None, error)`` runs on
+        the callback thread once it is settled."""
+        self._check_running()
+        timeout = self._request_timeout(timeout_ms)
+        future = self._instance.loop_thread.submit(
+            self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg))
+        if callback is not None:
+            runner = self._callbacks
+            assert runner is not None
+            future.add_done_callback(lambda f: runner.submit(_run_request_callback, callback, f))
+        return future
+
+    def send_reply(self, request: Message, body: bytes | bytearray | memoryview | str, *,
+                   timeout_ms: float | None = None) -> SendResult:
+        """Answer a received request (a consumed message with ``REPLY_TO_CLIENT``): sends
+        :func:`~mqcore.client.request.create_reply_message` ``(request, body)``; the broker
+        pushes it to the requester. Raises BrokerError when the requester is gone or did not
+        take it (SYSTEM_ERROR, as from a Java broker)."""
+        return self.send(create_reply_message(request, body), timeout_ms=timeout_ms)
+
+    async def asend_reply(self, request: Message, body: bytes | bytearray | memoryview | str) -> SendResult:
+        """:meth:`send_reply` from any asyncio loop."""
+        return await self.asend(create_reply_message(request, body))
+
+    def _request_timeout(self, timeout_ms: float | None) -> float:
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        if not timeout > 0:
+            raise IllegalArgumentError(f"a request's timeout_ms must be positive, got {timeout_ms!r}")
+        return timeout
+
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (for choosing a queue yourself)."""
         self._check_running()
@@ -375,3 +432,16 @@ def _run_callback(callback: SendCallback, future: Any) -> None:
         callback(None, error) if error is not None else callback(result, None)
     except Exception:  # user code: report, keep the callback thread alive
         log.exception("send callback %r raised", callback)
+
+
+def _run_request_callback(callback: RequestCallback, future: concurrent.futures.Future[MessageExt]) -> None:
+    try:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled():
+            callback(None, concurrent.futures.CancelledError())
+        elif error is not None:
+            callback(None, error)
+        else:
+            callback(future.result(), None)
+    except Exception:  # user code: report, keep the callback thread alive
+        log.exception("request callback %r raised", callback)

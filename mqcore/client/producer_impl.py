@@ -16,6 +16,7 @@ does I/O:
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import logging
@@ -28,11 +29,13 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.latency import MQFaultStrategy
 from mqcore.client.message import (
     Message,
+    MessageExt,
     SendResult,
     SendStatus,
     compress_body,
     encode_batch_body,
 )
+from mqcore.client.request import RequestTimeoutError, is_reply, stamp_request
 from mqcore.client.route import MASTER_ID, TopicPublishInfo, TopicRouteData, route_to_publish_info
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.client.validators import check_batch, check_message
@@ -61,8 +64,10 @@ _LOOP_GUARD_S = 5.0
 
 __all__ = ["CommunicationMode", "PreparedSend", "ProducerImpl"]
 
-#: properties that take a message off ``send_plain_blocking`` (delay, transaction, retry headers)
-_PLAIN_EXCLUDED = frozenset((Prop.DELAY, Prop.TRAN_MSG, Prop.RECONSUME_TIME, Prop.MAX_RECONSUME_TIMES))
+#: properties that take a message off ``send_plain_blocking`` (delay, transaction, retry
+#: headers, a reply's MSG_TYPE: replies go as SEND_REPLY_MESSAGE_V2)
+_PLAIN_EXCLUDED = frozenset((Prop.DELAY, Prop.TRAN_MSG, Prop.RECONSUME_TIME, Prop.MAX_RECONSUME_TIMES,
+                             Prop.MSG_TYPE))
 #: send templates kept per producer (one per queue sent to); more means routes changed: start over
 _MAX_TEMPLATES = 4096
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
@@ -92,6 +97,8 @@ class PreparedSend:
     tags: str | None = None
     #: the body's size as the user gave it (``body`` may be compressed)
     original_size: int = 0
+    #: a request-reply reply (``MSG_TYPE=reply``): sent as SEND_REPLY_MESSAGE(_V2)
+    reply: bool = False
 
 
 class ProducerImpl:
@@ -151,7 +158,7 @@ class ProducerImpl:
             uniq = props[Prop.UNIQ_KEY] = self.instance.uniq_ids.next_id()
         body, sys_flag = msg.body, 0
         if len(body) >= cfg.compress_msg_body_over_howmuch:
-            body, sys_flag = compress_body(body, cfg.compress_level)
+            body, sys_flag = compress_body(body, cfg.compress_level, cfg.compress_type)
         if props.get(Prop.TRAN_MSG) == "true":
             sys_flag |= L.SYSFLAG_TRANSACTION_PREPARED
         reconsume = max_reconsume = None
@@ -163,7 +170,7 @@ class ProducerImpl:
             max_reconsume = int(raw) if raw and raw.isdigit() else None
         return PreparedSend(msg.topic, body, sys_flag, msg.flag, properties_to_string(props), uniq,
                             reconsume_times=reconsume, max_reconsume_times=max_reconsume, tags=msg.tags,
-                            original_size=len(msg.body))
+                            original_size=len(msg.body), reply=is_reply(props))
 
     def prepare_batch(self, msgs: Sequence[Message], *, validated: bool = False,
                       body: bytes | None = None) -> PreparedSend:
@@ -381,7 +388,8 @@ class ProducerImpl:
             raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
         cfg = self.config
         body = prepared.body
-        if cfg.use_send_message_v2 and not prepared.batch and type(body) is bytes:  # (a batch's is a view)
+        if cfg.use_send_message_v2 and not prepared.batch and not prepared.reply and type(body) is bytes:
+            # (a batch's body is a view; a reply has its own request code)
             # the fields of _header() in SendMessageRequestHeader.V2_KEYS order, written by a kernel
             values = (self.group, prepared.topic, cfg.create_topic_key, cfg.default_topic_queue_nums, mq.queue_id,
                       prepared.sys_flag, instance.clock(), prepared.flag, prepared.properties,
@@ -391,7 +399,7 @@ class ProducerImpl:
             if result is not None:
                 return result
         cmd = instance.api.build_send_request(self._header(prepared, mq), prepared.body, batch=prepared.batch,
-                                              use_v2=cfg.use_send_message_v2)
+                                              use_v2=cfg.use_send_message_v2, reply=prepared.reply)
         return instance.api.send_message_blocking(addr, mq.broker_name, mq.topic, prepared.uniq_id, cmd, timeout_ms)
 
     # --- shared by both paths -----------------------------------------------------------------------------
@@ -440,7 +448,7 @@ class ProducerImpl:
         if addr is None:
             raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
         cmd = instance.api.build_send_request(self._header(prepared, mq), prepared.body, batch=prepared.batch,
-                                              use_v2=self.config.use_send_message_v2)
+                                              use_v2=self.config.use_send_message_v2, reply=prepared.reply)
         if mode is CommunicationMode.ONEWAY:
             await instance.api.send_message_oneway(addr, cmd, timeout_ms)
             return None
@@ -448,6 +456,42 @@ class ProducerImpl:
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         return list((await self.find_publish_info(topic)).message_queues)
+
+    # --- request-reply (loop thread) ---------------------------------------------------------------
+    async def request(self, msg: Message, timeout_ms: float, *, queue: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:
+        """Send ``msg`` as a request and wait for its reply (``DefaultMQProducerImpl.request``),
+        all within ``timeout_ms``. A failed send raises its error; no reply in time raises
+        RequestTimeoutError. The reply is expected before the request leaves: it can overtake
+        the send's own answer."""
+        instance = self.instance
+        begin = instance.clock()
+        correlation_id = stamp_request(msg, instance.client_id, timeout_ms)
+        prepared = self.prepare(msg)
+        info = await self.find_publish_info(msg.topic)
+        await self._announce(info)
+        reply = instance.replies.expect(correlation_id)
+        try:
+            await self.send(prepared, CommunicationMode.ASYNC, queue=queue, selector=selector, selector_msg=msg,
+                            arg=arg, timeout_ms=timeout_ms - (instance.clock() - begin))
+            left_ms = timeout_ms - (instance.clock() - begin)
+            return await asyncio.wait_for(reply, max(left_ms, 0) / 1000.0)
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(f"send request message to <{msg.topic}> OK, but wait reply message timeout, "
+                                      f"{int(timeout_ms)} ms.") from None
+        finally:
+            instance.replies.forget(correlation_id)
+
+    async def _announce(self, info: TopicPublishInfo) -> None:
+        """The broker pushes a reply to the connection of a client it knows as a producer: a
+        heartbeat first, unless every broker of the topic has had one (Java sends it when the
+        topic's route was not cached)."""
+        instance = self.instance
+        for mq in info.message_queues:
+            addr = instance.find_broker_address_in_publish(mq.broker_name)
+            if addr is not None and addr not in instance.broker_version_table:
+                await instance.send_heartbeat_to_all_brokers()
+                return
 
 
 class _Attempts:

@@ -46,6 +46,8 @@ class RequestCode(enum.IntEnum):
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
+    #: 5.x: a lite pull consumer's pull (DefaultLitePullConsumer), served as PULL_MESSAGE
+    LITE_PULL_MESSAGE = 361
     QUERY_MESSAGE = 12
     QUERY_BROKER_OFFSET = 13
     QUERY_CONSUMER_OFFSET = 14

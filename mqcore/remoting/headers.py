@@ -49,6 +49,7 @@ __all__ = [
     "NotifyConsumerIdsChangedRequestHeader",
     "EndTransactionRequestHeader",
     "CheckTransactionStateRequestHeader",
+    "ReplyMessageRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteTopicRequestHeader",
     "GetRouteInfoRequestHeader",
@@ -512,6 +513,28 @@ class CheckTransactionStateRequestHeader(ExtHeader):
     msg_id: str | None = _opt("msgId", STR)
     transaction_id: str | None = _opt("transactionId", STR)
     offset_msg_id: str | None = _opt("offsetMsgId", STR)
+
+
+@dataclass(slots=True)
+class ReplyMessageRequestHeader(ExtHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326, broker -> requesting client); body = the reply's
+    body. The replier's send header (long names) plus where and when the broker got it:
+    ``bornHost``/``storeHost`` as ``host:port``, ``storeTimestamp`` in epoch ms."""
+
+    producer_group: str = _nn("producerGroup", STR)
+    topic: str = _nn("topic", STR)
+    default_topic: str = _nn("defaultTopic", STR)
+    default_topic_queue_nums: int = _nn("defaultTopicQueueNums", INT)
+    queue_id: int = _nn("queueId", INT)
+    sys_flag: int = _nn("sysFlag", INT)
+    born_timestamp: int = _nn("bornTimestamp", LONG)
+    flag: int = _nn("flag", INT)
+    born_host: str = _nn("bornHost", STR)
+    store_host: str = _nn("storeHost", STR)
+    store_timestamp: int = _nn("storeTimestamp", LONG)
+    properties: str | None = _opt("properties", STR)
+    reconsume_times: int | None = _opt("reconsumeTimes", INT)
+    unit_mode: bool | None = _opt("unitMode", BOOL, False)
 
 
 # ======================================================================================

@@ -386,9 +386,12 @@ class MessageWriter:
     def _prepare(self, msg: MessageExtBrokerInner) -> _Prepared | PutMessageResult:
         """Checks and the delay rewrite, before the lock; a refusal comes back as a result."""
         props = dict(msg.properties)
-        wait = props.pop(Prop.WAIT, "true") != "false"
-        if self.cfg.broker_cluster_name:
-            props[Prop.CLUSTER] = self.cfg.broker_cluster_name
+        if msg.properties_as_sent:
+            wait = props.get(Prop.WAIT, "true") != "false"
+        else:
+            wait = props.pop(Prop.WAIT, "true") != "false"
+            if self.cfg.broker_cluster_name:
+                props[Prop.CLUSTER] = self.cfg.broker_cluster_name
         topic, queue_id = msg.topic, msg.queue_id
         problem = _topic_problem(topic.encode("utf-8"))
         if problem:

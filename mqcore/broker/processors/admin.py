@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mqcore.broker.topics import TopicConfig
 from mqcore.errors import IllegalArgumentError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_compact
-from mqcore.message import validate_topic
+from mqcore.message import reply_topic, system_topic_refusal, validate_topic
 from mqcore.permissions import topic_perm_problem
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.headers import (
@@ -81,6 +81,8 @@ class AdminProcessor:
             validate_topic(h.topic)
         except IllegalArgumentError as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+        if h.topic == reply_topic(self.topics.cfg.broker_cluster_name):  # a system topic of this broker, as in 4.9
+            return create_response(request, ResponseCode.SYSTEM_ERROR, system_topic_refusal(h.topic))
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "queue numbers must be 1..1024")
         problem = topic_perm_problem(h.perm)

@@ -9,7 +9,9 @@ import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.*;
+import org.apache.rocketmq.client.exception.RequestTimeoutException;
 import org.apache.rocketmq.client.producer.*;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.*;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
@@ -62,6 +64,9 @@ public class ClientScenarios {
             case "consume_from": return consumeFrom();
             case "sql": return sql();
             case "sql_refused": return sqlRefused();
+            case "request_roundtrip": return requestRoundtrip();
+            case "request_timeout": return requestTimeout();
+            case "request_only": return requestOnly();
             default: throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -88,7 +93,7 @@ public class ClientScenarios {
         return new Message(topic, tag, key, body.getBytes(StandardCharsets.UTF_8));
     }
 
-    static String body(MessageExt m) {
+    static String body(Message m) {
         return new String(m.getBody(), StandardCharsets.UTF_8);
     }
 
@@ -894,5 +899,112 @@ public class ClientScenarios {
             c.shutdown();
         }
         return "refused=false";
+    }
+
+    // --- request-reply (DefaultMQProducer.request) ----------------------------------------------------
+    // request_roundtrip: a Java push consumer answers with MessageUtil.createReplyMessage; three
+    // requests get their replies. request_timeout: nobody answers, RequestTimeoutException after
+    // the timeout. request_only: requests on <prefix>RpcPy, answered by someone else (mqcore.client).
+    static String requestRoundtrip() throws Exception {
+        String topic = prefix + "RpcJava";
+        DefaultMQProducer replier = producer("replier");
+        DefaultMQProducer requester = producer("requester");
+        // the replier's send creates the topic: the requester's first request then finds no cached
+        // route and heartbeats before sending (DefaultMQProducerImpl.prepareSendRequest), so the
+        // broker knows it when the reply comes; after a send of its own it would wait for the 1 s tick
+        replier.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));
+        AtomicInteger replyErrors = new AtomicInteger();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(prefix + "rpc-consumer");
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(prefix + "rpc-consumer");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (m.getProperty(MessageConst.PROPERTY_CORRELATION_ID) == null) {
+                    continue;  // the warm-up message
+                }
+                try {
+                    Message reply = MessageUtil.createReplyMessage(m, ("re:" + body(m)).getBytes(StandardCharsets.UTF_8));
+                    replier.send(reply, 10_000);
+                } catch (Exception e) {
+                    replyErrors.incrementAndGet();
+                    e.printStackTrace(System.out);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        try {
+            List<String> bodies = new ArrayList<>();
+            String replyTopic = null;
+            String ttl = null;
+            boolean sameCorrelation = true;
+            long deadline = System.currentTimeMillis() + 60_000;
+            for (int i = 0; i < 3; i++) {
+                Message[] request = new Message[1];
+                Message reply = requestUntilAnswered(requester, topic, "q" + i, deadline, request);
+                bodies.add(body(reply));
+                replyTopic = reply.getTopic();
+                ttl = reply.getProperty(MessageConst.PROPERTY_MESSAGE_TTL);
+                sameCorrelation &= request[0].getProperty(MessageConst.PROPERTY_CORRELATION_ID)
+                    .equals(reply.getProperty(MessageConst.PROPERTY_CORRELATION_ID));
+            }
+            return "replies=" + String.join(",", bodies) + " replyTopic=" + replyTopic + " ttl=" + ttl
+                + " sameCorrelation=" + sameCorrelation + " replyErrors=" + replyErrors.get();
+        } finally {
+            c.shutdown();
+            requester.shutdown();
+            replier.shutdown();
+        }
+    }
+
+    static String requestTimeout() throws Exception {
+        String topic = prefix + "RpcNobody";
+        DefaultMQProducer requester = producer("lonely");
+        try {
+            requester.send(new Message(topic, "warm".getBytes(StandardCharsets.UTF_8)));
+            long t0 = System.currentTimeMillis();
+            try {
+                requester.request(new Message(topic, "anyone?".getBytes(StandardCharsets.UTF_8)), 1_500);
+                return "timedOut=false";
+            } catch (RequestTimeoutException e) {
+                long waited = System.currentTimeMillis() - t0;
+                return "timedOut=true waitedOk=" + (waited >= 1_400 && waited < 5_000)
+                    + " errorCode=" + e.getResponseCode();
+            }
+        } finally {
+            requester.shutdown();
+        }
+    }
+
+    static String requestOnly() throws Exception {
+        String topic = prefix + "RpcPy";
+        DefaultMQProducer requester = producer("java-requester");
+        try {
+            List<String> bodies = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 60_000;
+            for (int i = 0; i < 3; i++) {
+                bodies.add(body(requestUntilAnswered(requester, topic, "j" + i, deadline, new Message[1])));
+            }
+            return "replies=" + String.join(",", bodies);
+        } finally {
+            requester.shutdown();
+        }
+    }
+
+    /** A request of `body` to `topic`, asked again (as a new request) while nobody answers within
+     * 5 s, until `deadline`: a replier's first rebalance may still be on its way. `sent[0]` is the
+     * request that was answered. */
+    static Message requestUntilAnswered(DefaultMQProducer requester, String topic, String body, long deadline,
+                                        Message[] sent) throws Exception {
+        while (true) {
+            sent[0] = new Message(topic, body.getBytes(StandardCharsets.UTF_8));
+            try {
+                return requester.request(sent[0], 5_000);
+            } catch (RequestTimeoutException notYet) {
+                check(System.currentTimeMillis() < deadline, "no reply within 60 s: " + notYet);
+            }
+        }
     }
 }
