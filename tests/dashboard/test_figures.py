@@ -41,6 +41,7 @@ def test_broker_topic_and_group_figures_agree_with_mqadmin_and_metrics(tmp_path)
     with BrokerProcess(tmp_path / "store", conf={"dashboardPort": dash, "metricsPort": metrics}) as b, \
             MQAdmin(b.namesrv_addr) as admin:
         admin.create_topic(b.broker_addr, "Figures", read_queue_nums=8, write_queue_nums=8)
+        assert wait_for(lambda: "Figures" in admin.topic_list(), 20)  # the broker registers it soon after
         with Producer("fig-producer", namesrv_addr=b.namesrv_addr) as p:
             sent = p.send(Message("Figures", b"one", keys=["fig-1"]))  # one queue of eight holds data
         # disk: the page, brokerStatus and /metrics in the same second (a ratio moves by far less)
