@@ -25,7 +25,12 @@ ensure_venv() {
             && ls mqcore/_store*.so >/dev/null 2>&1; then
         return 0
     fi
+    # the first start (or one after the sources changed) builds and installs for minutes with
+    # pip quiet: say so, or the console stays silent and the start looks hung
+    echo "installing mqcore into $VENV (pip, then the Cython extensions are compiled): a first start takes" \
+         "a few minutes; later starts skip this" >&2
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel
+    echo "building and installing mqcore${extras:+[$extras]} and its dependencies ..." >&2
     # editable: builds mqcore/_store*.so next to its sources, so the real extension is what runs.
     # compat mode puts this checkout on sys.path (a .pth line) instead of setuptools' import hook,
     # which tools that list modules by walking sys.path cannot see: mypy (mqcore.client) and
@@ -38,6 +43,7 @@ ensure_venv() {
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         --config-settings editable_mode=compat -e ".${extras:+[$extras]}"
     echo "$want" > "$VENV/.mqcore-installed"
+    echo "mqcore installed in $VENV" >&2
 }
 
 # Spark starts its Python workers (and its lookup of pyspark_* data sources) with $PYSPARK_PYTHON,

@@ -59,6 +59,9 @@ def test_broker_and_name_server_processes_write_their_files(tmp_path):
     with NamesrvProcess() as ns:
         with BrokerProcess(tmp_path / "store", namesrv=ns.addr, conf={"logDir": str(tmp_path / "blogs")}) as b:
             assert b.broker_addr
+            # the console says where the logs are kept
+            blogs = os.path.abspath(tmp_path / "blogs")
+            assert any(f"logs go to {blogs} (broker.log" in line and "store.log" in line for line in b.lines), b.lines
         broker_log = (tmp_path / "blogs" / "broker.log").read_text()
         assert "serving on" in broker_log and "stopped" in broker_log
         assert "metrics on" not in broker_log  # metricsPort 0 (the default): no endpoint

@@ -415,7 +415,7 @@ class Broker:
                                 "consume queues": self.store_config.consume_queue_dir},
             grpc_clients=grpc_clients, acl=lambda: self.acl.current if self.acl is not None else None,
             schedule_register=self.schedule_register, store_host=lambda: self.store_host, reset_offset=reset_offset,
-            create_topic=create_topic,
+            create_topic=create_topic, disk_ratio=self.disk_ratio,
             settings=lambda: {"listenPort": self.port, "name server": ";".join(self.namesrv_addrs),
                               "flushDiskType": self.store_config.flush_disk_type.value,
                               "brokerPermission": self.cfg.broker_permission,

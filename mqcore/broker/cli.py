@@ -200,6 +200,9 @@ def main(argv=None) -> int:
     except MQError as e:
         print(f"mqbroker: {e}", file=sys.stderr)
         return 2
+    # the console shows the log lines but not where they are kept (nor that they rotate there)
+    print(f"mqbroker: logs go to {logs.directory} ({', '.join(sorted(logs.files))}; logDir or --log-dir "
+          "moves them)", flush=True)
     for key, value in loaded.ignored.items():
         log.info("%s=%s accepted without effect (%s)", key, value, IGNORED_KEYS[key][1])
     soft, hard = raise_descriptor_limit()

@@ -113,6 +113,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     # the proxy's names for the same files
     "tlsCertPath": ("grpc_server_tls_cert", _str),
     "tlsKeyPath": ("grpc_server_tls_key", _str),
+    # mqcore's own keys: the ACL file and the broker's own account
     "plainAclFile": ("acl_file", _str),
     # TLS on the remoting port: RocketMQ's system property names, as broker.conf keys (or in
     # the properties file tls.config.file names)

@@ -40,16 +40,24 @@ def default_broker_name() -> str:
 class BrokerConfig:
     """Broker settings (RocketMQ's ``BrokerConfig``): identity, ports, name servers, auto-creation, timers."""
 
+    #: the cluster this broker registers in (clusterList groups brokers by it)
     broker_cluster_name: str = "DefaultCluster"
+    #: the broker's name in topic routes and clusterList
     broker_name: str = dataclasses.field(default_factory=default_broker_name)
+    #: must be 0: mqcore is a single-node master
     broker_id: int = 0
     #: address clients are told to use (brokerIP1); also the STOREHOST of records
     broker_ip1: str = "127.0.0.1"
+    #: the address the remoting port (and dashboard, metrics, gRPC ports) bind: 127.0.0.1 serves
+    #: this machine only, 0.0.0.0 every address (then turn aclEnable on)
     listen_host: str = "127.0.0.1"
+    #: the 4.x remoting port clients and mqadmin connect to
     listen_port: int = 10911
     #: name servers ("host:port;host:port"); None with embedded_namesrv = the embedded one
     namesrv_addr: str | None = None
+    #: run a name server inside the broker process when no namesrvAddr is given
     embedded_namesrv: bool = True
+    #: the embedded name server's port (clients' namesrvAddr is listenHost:this)
     namesrv_listen_port: int = 9876
     broker_permission: int = PERM_READ | PERM_WRITE
     default_topic_queue_nums: int = 8
@@ -71,6 +79,7 @@ class BrokerConfig:
     #: (bytes per second, averaged) or its connection is closed (serverFrameMinBytesPerSecond,
     #: mqcore's key; 0 = no minimum): a trickle would otherwise hold a connection for ever
     server_frame_min_bytes_per_s: int = 1024
+    #: the largest remoting frame a client may send; a bigger one closes its connection
     max_frame_bytes: int = 16 * 1024 * 1024
     #: refuse half messages (rejectTransactionMessage) with NO_PERMISSION, as RocketMQ does when set
     reject_transaction_message: bool = False
@@ -98,7 +107,9 @@ class BrokerConfig:
     log_dir: str | None = None
     #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for
     grpc_server_enable: bool = False
+    #: the gRPC endpoint's port (the proxy's grpcServerPort), on listenHost
     grpc_server_port: int = 8081
+    #: the shortest invisible duration a 5.x receive may ask for (the proxy's 10 s)
     grpc_min_invisible_time_ms: int = 10_000
     #: invisible duration of a push consumer's receive (auto renew), renewed while it runs (the proxy's 60 s)
     grpc_default_invisible_time_ms: int = 60_000
@@ -107,6 +118,7 @@ class BrokerConfig:
     grpc_server_tls_mode: str = "permissive"
     #: a certificate chain and its key (PEM files); unset: a self-signed pair in <store>/grpc-tls
     grpc_server_tls_cert: str | None = None
+    #: the private key (PEM) of grpcServerTlsCert
     grpc_server_tls_key: str | None = None
     #: TLS on the 4.x remoting port and the embedded name server's (tls.server.mode): disabled,
     #: permissive (TLS and plaintext on one port) or enforcing (TLS only). Apache's default is
@@ -135,6 +147,7 @@ class BrokerConfig:
     #: the account this broker signs its own requests with (its registrations with the
     #: name servers): brokerAccessKey / brokerSecretKey, mqcore's keys
     broker_access_key: str | None = None
+    #: the secret key of brokerAccessKey
     broker_secret_key: str | None = None
 
     def __post_init__(self) -> None:

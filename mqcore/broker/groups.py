@@ -29,6 +29,8 @@ class SubscriptionGroupManager:
         #: bumped by every change of what ``ensure`` and ``consume_enabled`` answer: a reader that
         #: remembers their verdicts (the pull pipeline's C core) asks again when it moves
         self.version = 0
+        #: group -> the maxReconsumeTimes its client's last send-back carried
+        self._client_max: dict[str, int] = {}
 
     def load(self) -> None:
         self.table.load()
@@ -56,6 +58,17 @@ class SubscriptionGroupManager:
     def retry_max_times(self, group: str) -> int:
         cfg = self.table.get(group)
         return cfg.retry_max_times if cfg else 16
+
+    def note_client_max_retries(self, group: str, times: int) -> None:
+        """A client's send-back named its own maxReconsumeTimes, which then wins over the
+        group's retryMaxTimes: kept so that what is shown is what the broker applied."""
+        self._client_max[group] = times
+
+    def dead_letter_after(self, group: str) -> tuple[int, str]:
+        """(retries after which the broker dead-letters the group's messages, where that comes from)."""
+        if group in self._client_max:
+            return self._client_max[group], "the maxReconsumeTimes its client sent with its last retry"
+        return self.retry_max_times(group), "the group's retryMaxTimes (a client may send its own maxReconsumeTimes)"
 
     def consume_orderly(self, group: str) -> bool:
         """A FIFO group (RocketMQ 5's ``consumeMessageOrderly``): 5.x receives keep order."""

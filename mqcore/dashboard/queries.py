@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import psutil
-
 from mqcore.dashboard.source import DashboardSource
 from mqcore.message import (
     BENCHMARK_TOPIC,
@@ -22,6 +20,7 @@ from mqcore.message import (
 )
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.remoting import LanguageCode, MQVersion
+from mqcore.store.space import statvfs_usage
 
 
 def version_name(version: int) -> str:
@@ -65,22 +64,28 @@ def broker_overview(src: DashboardSource) -> dict[str, Any]:
     for name, path in src.disk_paths().items():
         while not os.path.exists(path) and os.path.dirname(path) != path:
             path = os.path.dirname(path)  # made on first write: its partition is its parent's
-        try:
-            du = psutil.disk_usage(path)
+        try:  # df's measure: used of used + available (root's reserve is neither), as the broker's
+            used, avail = statvfs_usage(path)
+            ratio = src.disk_ratio(path)
         except OSError:
             continue
-        disks.append({"name": name, "path": os.path.abspath(path), "used": du.used, "total": du.total,
-                      "ratio": du.used / du.total if du.total else 0.0})
+        disks.append({"name": name, "path": os.path.abspath(path), "used": used, "total": used + avail,
+                      "ratio": ratio})
     store = src.store
-    queue_ids = store.queue_ids()
     return {"cluster": src.cluster_name, "broker": src.broker_name, "version": src.version,
             "addr": src.listen_addr(), "runtime": fig.get("runtime", ""),
             "put_tps": fig.get("putTps", ""), "get_tps": fig.get("getTransferedTps", ""),
             "commitlog_min": store.get_min_phy_offset(), "commitlog_max": store.get_max_phy_offset(),
             "refusal": store.refusal, "disks": disks,
-            "topics": len(src.topics.table.names()), "queues": sum(len(q) for q in queue_ids.values()),
+            "topics": len(src.topics.table.names()), "queues": queue_count(src),
             "groups": len(src.groups.table.names()), "consumers_online": len(src.clients.consumers),
             "grpc_clients": len(src.grpc_clients()), "settings": src.settings()}
+
+
+def queue_count(src: DashboardSource) -> int:
+    """Queues the broker serves: each topic's writeQueueNums, the queues mqadmin topicStatus
+    lists (GET_TOPIC_STATS_INFO), whether or not they hold messages yet."""
+    return sum(tc.write_queue_nums for tc in src.topics.table.snapshot().values())
 
 
 # --- topics ------------------------------------------------------------------------------------------
@@ -180,12 +185,11 @@ def group_detail(src: DashboardSource, group: str) -> dict[str, Any]:
     topics = [t for t in sorted(src.offsets.topics_of(group)) if not t.startswith(RETRY_GROUP_TOPIC_PREFIX)]
     lag = [r for t in topics for r in _lag_rows(src, group, t)]
     subs = sorted((t, s.sub_string) for t, s in info.subscriptions.items()) if info else []
-    cfg = src.groups.table.get(group)
     return {"name": group, "members": members, "lag": lag, "total_lag": sum(r["lag"] for r in lag),
             "topics": topics, "subscriptions": subs, "retry": _retry_backlog(src, group),
             "dlq": _queue_depth(src, dlq_topic(group)), "dlq_topic": dlq_topic(group),
             "model": info.message_model if info else "", "consume_type": info.consume_type if info else "",
-            "max_retries": cfg.retry_max_times if cfg is not None else None}
+            "max_retries": src.groups.dead_letter_after(group)}
 
 
 # --- clients -------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from mqcore.store.space import used_percent
+
 if TYPE_CHECKING:
     from mqcore.acl.config import PlainAclConfig
     from mqcore.store.message_store import MessageStore
@@ -56,6 +58,7 @@ class Topics(Protocol):
 class Groups(Protocol):
     @property
     def table(self) -> Table: ...
+    def dead_letter_after(self, group: str) -> tuple[int, str]: ...
 
 
 @runtime_checkable
@@ -143,3 +146,6 @@ class DashboardSource:
     create_topic: Callable[[str, int, int, int], CreatedTopic]
     #: extra facts shown on the broker page (ports, flush type...): key -> value
     settings: Callable[[], dict[str, Any]] = dict
+    #: used fraction of the partition holding a path: the broker's own measure (its cleanup's,
+    #: the one brokerStatus, clusterList and /metrics report), so the page never disagrees
+    disk_ratio: Callable[[str], float] = lambda path: used_percent(path) / 100

@@ -19,9 +19,10 @@ from mqcore.errors import ConfigError, RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.compression import decompress_body
 from mqcore.kernel_api import ColumnKernels
-from mqcore.spark.files import RecordWindows, locate_store, positions_in, take_snapshot
+from mqcore.spark.damage import READ_PAST, stops_early_error
+from mqcore.spark.files import RecordWindows, positions_in
 from mqcore.spark.options import ReadOptions
-from mqcore.spark.plan import Split, plan_splits
+from mqcore.spark.plan import Split, plan_read
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def _flags(opts: ReadOptions, k: ColumnKernels) -> int:
 def _corrupt_error(split: Split, pos: int) -> RecordDecodeError:
     return RecordDecodeError(
         f"corrupt commitlog record in {split.storage.display(split.path)} at file position {pos} (commitlog offset "
-        f"{split.base_offset + pos}); set option onCorrupt=skip to skip and count corrupt records")
+        f"{split.base_offset + pos}); {READ_PAST}")
 
 
 class SplitStats:
@@ -205,6 +206,7 @@ class SplitStats:
         self.rows = 0
         self.corrupt = 0
         self.corrupt_bytes = 0
+        self.missing_bytes = 0  # zeros inside the data, read past with onCorrupt=skip
 
 
 def iter_split(split: Split, opts: ReadOptions, kernels: ColumnKernels | None = None,
@@ -218,9 +220,10 @@ def iter_split(split: Split, opts: ReadOptions, kernels: ColumnKernels | None = 
             yield from _queue_batches(win, split, opts, kernels, stats)
         else:
             yield from _walk_batches(win, split, opts, kernels, stats)
-    if stats.corrupt:
-        log.warning("%s [%d, %d): skipped %d corrupt records (%d bytes)", split.storage.display(split.path),
-                    split.start, split.stop, stats.corrupt, stats.corrupt_bytes)
+    if stats.corrupt or stats.missing_bytes:
+        log.warning("%s [%d, %d): skipped %d corrupt records (%d bytes) and %d bytes without records",
+                    split.storage.display(split.path), split.start, split.stop, stats.corrupt, stats.corrupt_bytes,
+                    stats.missing_bytes)
 
 
 def _common(split: Split, opts: ReadOptions, w0: int,
@@ -259,8 +262,16 @@ def _walk_batches(win: RecordWindows, split: Split, opts: ReadOptions, k: Column
         if not win.final_at(pos, split.limit):
             win.window(pos, split.limit, win.record_need(pos))  # re-ask with all of that record
             continue
-        if reason in (L.ScanStop.BLANK, L.ScanStop.NO_DATA):
+        if reason == L.ScanStop.BLANK or (reason == L.ScanStop.NO_DATA and pos >= split.limit):
             break
+        if reason == L.ScanStop.NO_DATA:  # zeros inside the snapshot's data: a torn or zeroed stretch
+            if not skip:
+                raise stops_early_error(split.storage.display(split.path), split.base_offset, pos, split.limit, split.store)
+            q = win.find(pos + 1, split.stop, split.limit, split.base_offset, opts.verify_crc, k) \
+                if pos + 1 < split.stop else -1
+            stats.missing_bytes += (q if q >= 0 else split.stop) - pos
+            pos = q
+            continue
         if not skip:  # CORRUPT, or TRUNCATED at the end of the data
             raise _corrupt_error(split, pos)
         q = win.find(pos + 1, split.stop, split.limit, split.base_offset, opts.verify_crc, k) \
@@ -326,9 +337,7 @@ def read_store(path: str, kernels: ColumnKernels | None = None, **options: objec
     if kernels is None:
         kernels = default_column_kernels()
     opts = ReadOptions.from_options({"path": path, **{k: str(v) for k, v in options.items()}})
-    dirs = locate_store(opts.path, opts.fs_options, opts.commit_log_path)
-    snap = take_snapshot(dirs, opts.snapshot_offset)
-    for split in plan_splits(dirs, snap, opts):
+    for split in plan_read(opts):
         yield from iter_split(split, opts, kernels)
 
 

@@ -510,8 +510,9 @@ class FileStats:
 
 
 def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: bool = True, *,
-              kernels: ColumnKernels | None = None) -> FileStats:
-    """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding."""
+              kernels: ColumnKernels | None = None, spots: list[tuple[int, int]] | None = None) -> FileStats:
+    """Walk one file like a reader with ``onCorrupt=skip`` would, counting instead of decoding;
+    ``spots`` (when given) gets each corrupt spot's [start, resync) file positions."""
     if kernels is None:
         kernels = default_column_kernels()
     with open_view(path) as v:
@@ -530,6 +531,8 @@ def scan_file(path: str, base_offset: int, limit: int | None = None, check_crc: 
             q = kernels.find_record(v, pos + 1, limit, limit, base_offset, check_crc) if pos + 1 < limit else -1
             corrupt += 1
             corrupt_bytes += (q if q >= 0 else limit) - pos
+            if spots is not None:
+                spots.append((pos, q if q >= 0 else limit))
             if q < 0:
                 pos, reason = limit, L.ScanStop.END
                 break

@@ -38,7 +38,8 @@ _DOC = {
     "includebody": "false leaves body null and skips copying body bytes (default true)",
     "decompress": "inflate compressed bodies (zlib; LZ4 and Zstandard when their package is installed; default false)",
     "verifycrc": "check BODYCRC; a mismatch is a corrupt record (default false)",
-    "oncorrupt": "fail (default) or skip: resync after a corrupt record and count it",
+    "oncorrupt": "fail (default) or skip: read past damage (a corrupt or torn record, a missing commitlog file, "
+                 "consume queues pointing past the log) and log a report of it",
     "splitsize": "byte-range split size (default 64m, so files spread over cores); 0 = one partition per file",
     "maxrowsperbatch": "rows per Arrow batch (default 131072)",
     "batchsize": "record bytes per Arrow batch (default 32m)",

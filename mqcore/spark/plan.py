@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from mqcore.spark.files import QueueFiles, Snapshot, StoreDirs, list_queues, positions_in
+from mqcore.spark.damage import enforce, survey
+from mqcore.spark.files import QueueFiles, Snapshot, StoreDirs, list_queues, locate_store, positions_in, take_snapshot
 from mqcore.spark.storage import LOCAL, Storage
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
 
@@ -43,6 +44,7 @@ class Split:
     aligned: bool                          # start is a known record boundary: no resync
     queues: tuple[QueueFiles, ...] = ()    # non-empty: read the records these queues list
     storage: Storage = LOCAL               # where ``path`` is (local disk or a remote file system)
+    store: StoreDirs | None = None         # the store it belongs to (a damage error counts its queues' units)
 
     @property
     def by_queue(self) -> bool:
@@ -117,4 +119,13 @@ def plan_splits(dirs: StoreDirs, snap: Snapshot, opts: ReadOptions) -> list[Spli
         splits += _walk_splits(f.path, f.base_offset, lo, hi, limit, aligned, opts.split_size, dirs.storage)
     log.info("planned %d splits over %d commitlog files (snapshot end %d)", len(splits),
              len(snap.files), snap.end_offset)
-    return splits
+    return [dataclasses.replace(s, store=dirs) for s in splits]
+
+
+def plan_read(opts: ReadOptions) -> list[Split]:
+    """Locate the store, take its snapshot, check it for damage (``mqcore.spark.damage``:
+    fails unless ``onCorrupt=skip``) and plan the splits."""
+    dirs = locate_store(opts.path, opts.fs_options, opts.commit_log_path)
+    snap = take_snapshot(dirs, opts.snapshot_offset)
+    enforce(survey(dirs, snap, walk=False, pinned=opts.snapshot_offset is not None), opts.on_corrupt)
+    return plan_splits(dirs, snap, opts)

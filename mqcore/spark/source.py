@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from mqcore.spark.decode import SPARK_DDL, iter_split, spark_ddl
-from mqcore.spark.files import locate_local_store, locate_store, take_snapshot
+from mqcore.spark.files import locate_local_store, locate_store
 from mqcore.spark.options import I64_MAX, I64_MIN, ReadOptions
-from mqcore.spark.plan import plan_splits
+from mqcore.spark.plan import plan_read
 from mqcore.spark.stream import (
     StoreView,
     StreamOptions,
@@ -117,9 +117,7 @@ class CommitLogReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        dirs = locate_store(self.opts.path, self.opts.fs_options, self.opts.commit_log_path)
-        snap = take_snapshot(dirs, self.opts.snapshot_offset)
-        splits = plan_splits(dirs, snap, self.opts)
+        splits = plan_read(self.opts)
         if not splits:
             return [InputPartition(None)]  # nothing to read: one task that yields nothing
         return [InputPartition(s) for s in splits]

@@ -59,6 +59,9 @@ FULL_DISK_RECHECK_S = 0.5
 HOUR_MS = 3_600_000
 #: passes a manual delete request (admin TRIGGER_DELETE_FILES) keeps cleanup on for
 MANUAL_DELETE_PASSES = 20
+#: while the disk stays above a ratio with nothing left to delete, the warning is logged when
+#: that starts and then at most this often (a pass runs every 10 s: it used to repeat each time)
+STUCK_WARNING_INTERVAL_MS = 10 * 60 * 1000
 
 #: percent of the partition holding ``path`` that is used
 DiskUsage = Callable[[str], float]
@@ -153,13 +156,13 @@ class CleanupPolicy:
         age_h = (now_ms - last_modified_ms) / HOUR_MS
         reserved_h = self.cfg.file_reserved_time_hours
         if now_ms >= last_modified_ms + self.reserved_ms:
-            return f"expired (older than fileReservedTime {reserved_h:g} h), deleted for {self._why(decision)}"
+            return f"expired (older than fileReservedTime {reserved_h:g} h), deleted for {self.why(decision)}"
         if decision.clean_immediately and self.cfg.clean_file_forcibly_enable:
-            return (f"not expired ({age_h:.1f} h < {reserved_h:g} h) but deleted early: {self._why(decision)} "
+            return (f"not expired ({age_h:.1f} h < {reserved_h:g} h) but deleted early: {self.why(decision)} "
                     f"and cleanFileForciblyEnable is on")
         return None
 
-    def _why(self, decision: CleanupDecision) -> str:
+    def why(self, decision: CleanupDecision) -> str:
         t = decision.trigger
         if t is CleanTrigger.DELETE_WHEN:
             return f"deleteWhen hour {decision.hour:02d}"
@@ -260,6 +263,8 @@ class CleanupService(ServiceThread):
         self._usage_error_logged = False
         #: one pass at a time: this thread's and an operator's (``clean_now``)
         self._pass_lock = threading.Lock()
+        #: when the "high but nothing deleted" warning was last logged (None: not in that state)
+        self._stuck_warned_ms: int | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -325,11 +330,16 @@ class CleanupService(ServiceThread):
             if manual:
                 self._manual_passes -= 1
             self._delete_commitlog(now, decision, report)
-            if not report.count("commitlog") and decision.trigger in (
-                    CleanTrigger.DISK_FULL, CleanTrigger.DISK_CLEAN_FORCIBLY, CleanTrigger.DISK_ABOVE_MAX):
-                log.warning("disk use %.1f%% is high but no commitlog file could be deleted (%s)",
-                            decision.usage_percent, "a reader holds the oldest" if report.held
-                            else "the files left are unexpired or the one being written")
+        stuck = not report.count("commitlog") and decision.trigger in (
+            CleanTrigger.DISK_FULL, CleanTrigger.DISK_CLEAN_FORCIBLY, CleanTrigger.DISK_ABOVE_MAX)
+        if not stuck:
+            self._stuck_warned_ms = None
+        elif self._stuck_warned_ms is None or now - self._stuck_warned_ms >= STUCK_WARNING_INTERVAL_MS:
+            self._stuck_warned_ms = now
+            log.warning("disk use %.1f%% is high (%s) but no commitlog file could be deleted (%s); said again "
+                        "every %d min while it lasts", decision.usage_percent, self.policy.why(decision),
+                        "a reader holds the oldest" if report.held else "the files left are unexpired or the one "
+                        "being written", STUCK_WARNING_INTERVAL_MS // 60_000)
         self._delete_logic_files(now, report)
         # files unlinked while a reader held them: unmap those whose views are gone by now
         report.pending_close = self.store.commitlog.queue.retry_pending_close() + sum(

@@ -27,6 +27,7 @@ import numpy as np
 
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
 from mqcore.format import layout as L
+from mqcore.format.damage import file_gaps
 from mqcore.format.files import (
     RECORD_HEAD_DTYPE,
     FileScan,
@@ -128,9 +129,11 @@ class Verifier:
         for i, f in enumerate(self.files):
             if f.size != size:
                 found.problem("file size", f"{f.path} is {f.size} bytes, the first commitlog file {size}")
-            if i and f.base != self.files[i - 1].end:
-                found.problem("file order", f"{f.path} does not start where {self.files[i - 1].name} ends "
-                                            f"({self.files[i - 1].end})")
+            if i and f.base < self.files[i - 1].end:
+                found.problem("file order", f"{f.path} starts inside {self.files[i - 1].name}, which ends at "
+                                            f"{self.files[i - 1].end}")
+        for gap in file_gaps([(f.name, f.base, f.size) for f in self.files]):  # what the Spark reader refuses too
+            found.problem(gap.kind, gap.describe())
         for i, f in enumerate(self.files):
             stop, reason = self._scan_file(f)
             if stop > 0:

@@ -182,15 +182,30 @@ def test_lag_drops_after_a_consumer_runs_and_a_reset_brings_it_back(live, browse
         assert f"{GROUP} " in text_of(browser, "#consumed") and "not yet" not in text_of(browser, "#consumed")
     finally:
         c.shutdown()
-    # reset by time to before the messages: the lag is back (the group is offline by now)
+    # a reset with no time would skip the whole backlog: it asks first, and a "no" posts nothing
     browser.get(url)
+    form = browser.find_element(By.ID, "reset-offset")
+    Select(form.find_element(By.NAME, "topic")).select_by_visible_text("LagTopic")
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    assert "whole backlog" in answer_dialog(browser, accept=False)
+    assert browser.current_url == url and "offsets reset" not in browser.page_source
+    # reset by time to before the messages: the lag is back (the group is offline by now)
     form = browser.find_element(By.ID, "reset-offset")
     Select(form.find_element(By.NAME, "topic")).select_by_visible_text("LagTopic")
     browser.execute_script("arguments[0].type = 'text'", form.find_element(By.NAME, "time"))
     form.find_element(By.NAME, "time").send_keys(str(start_ms))
     form.find_element(By.CSS_SELECTOR, "button").click()
+    assert "first message stored at or after" in answer_dialog(browser, accept=True)
     assert wait_for(lambda: "offsets reset" in browser.page_source, 15)
     assert int(text_of(browser, "#total-lag")) == 10
+
+
+def answer_dialog(driver, accept: bool) -> str:
+    """The confirmation a destructive form asks (there must be one), answered; its text."""
+    alert = WebDriverWait(driver, 5).until(lambda d: d.switch_to.alert)
+    text = alert.text
+    alert.accept() if accept else alert.dismiss()
+    return text
 
 
 def test_retries_and_dead_letters_are_traced_and_resent(live, browser):
@@ -216,6 +231,10 @@ def test_retries_and_dead_letters_are_traced_and_resent(live, browser):
     browser.find_element(By.LINK_TEXT, "show them").click()
     browser.find_element(By.CSS_SELECTOR, "#results tr td a").click()
     browser.find_element(By.CSS_SELECTOR, "#resend button").click()
+    assert "Resend this dead letter" in answer_dialog(browser, accept=False)
+    assert "resent to" not in browser.page_source  # "no" re-injects nothing
+    browser.find_element(By.CSS_SELECTOR, "#resend button").click()
+    answer_dialog(browser, accept=True)
     assert wait_for(lambda: "resent to %RETRY%" + group in browser.page_source, 15)
     assert text_of(browser, "#msg-id") == sent.msg_id
     assert "will fail" in text_of(browser, "#body-text")

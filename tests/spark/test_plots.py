@@ -114,3 +114,34 @@ def test_the_pngs(tmp_path):
              str(tmp_path / "lag.png"), "1h")
     for name in ("volume.png", "one.png", "lag.png"):
         assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_size_counts_start_at_zero_so_49k_is_not_drawn_a_tenth_of_70k():
+    from mqcore.spark.analytics import distributions
+    edges = [100.0, 200.0, 300.0]
+    fig = distributions.draw(edges, {None: [49_000, 70_000]}, edges, {"normal": [49_000, 70_000]}, None)
+    for ax in fig.axes:
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and "log" not in ax.get_ylabel()
+    # a bin of 3 beside one of 70 k: a log scale from 0, said in the label
+    fig = distributions.draw(edges, {None: [3, 70_000]}, edges, {"normal": [3, 70_000]}, None)
+    for ax in fig.axes:
+        assert ax.get_yscale() == "symlog" and ax.get_ylim()[0] == 0 and "log scale" in ax.get_ylabel()
+
+
+def test_two_minutes_of_backlog_get_small_buckets_and_a_long_bucket_says_so():
+    assert lag.auto_bucket(dt.timedelta(minutes=2)) == "10s"
+    assert lag.auto_bucket(dt.timedelta(hours=5)) == "5m" and lag.auto_bucket(dt.timedelta(hours=6)) == "15m"
+    assert lag.auto_bucket(dt.timedelta(0)) == "1s"
+    back = [{"group": "g1", "bucket_start": T0, "unconsumed": 40}]
+    span = (T0 + dt.timedelta(minutes=10), T0 + dt.timedelta(minutes=12))
+    title = lag.plot([{"group": "g1", "topic": "T", "lag": 40}], back, None, "1h", span).axes[1].get_title()
+    assert "span only 2 min" in title
+    fine = lag.plot([{"group": "g1", "topic": "T", "lag": 40}], back, None, "1h",
+                    (T0, T0 + dt.timedelta(minutes=55))).axes[1].get_title()
+    assert "span only" not in fine
+
+
+def test_lag_bucket_option_takes_auto():
+    from mqcore.spark.analytics.cli import parser
+    assert parser().parse_args(["lag", "/s"]).bucket == "auto"
+    assert parser().parse_args(["lag", "/s", "--bucket", "5m"]).bucket == "5m"

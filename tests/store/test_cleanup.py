@@ -339,3 +339,29 @@ def test_forcible_cleanup_says_which_groups_lose_unconsumed_messages(env, caplog
     assert st.unconsumed_messages_deleted == b - 10
     warned = [rec.getMessage() for rec in caplog.records if "not yet consumed" in rec.getMessage()]
     assert warned and all("topic T" in w and "group CG_slow" in w for w in warned)
+
+
+def test_high_disk_with_nothing_to_delete_warns_on_crossing_then_every_ten_minutes(env, caplog):
+    """Above 75 % with only young files a pass (every 10 s) can delete nothing: the warning is
+    logged when that starts, not on every pass, again after STUCK_WARNING_INTERVAL_MS, and anew
+    once the disk dropped below and crossed again."""
+    from mqcore.store.cleanup import STUCK_WARNING_INTERVAL_MS
+
+    def warnings():
+        return [r for r in caplog.records if "no commitlog file could be deleted" in r.getMessage()]
+
+    env.age_all(YOUNG)
+    env.usage = 80.0
+    with caplog.at_level(logging.WARNING, logger="mqcore.store.cleanup"):
+        for _ in range(30):  # five minutes of 10 s passes
+            env.svc.run_once()
+            env.now += 10_000
+        assert len(warnings()) == 1 and "diskMaxUsedSpaceRatio 75%" in warnings()[0].getMessage()
+        env.now += STUCK_WARNING_INTERVAL_MS
+        env.svc.run_once()
+        assert len(warnings()) == 2
+        env.usage = 50.0
+        env.svc.run_once()
+        env.usage = 80.0
+        env.svc.run_once()
+        assert len(warnings()) == 3

@@ -218,8 +218,11 @@ class SendProcessor:
         max_times = self.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
+            self.groups.note_client_max_retries(group, max_times)
         else:
             max_times = _int_prop(props, Prop.MAX_RECONSUME_TIMES, max_times)
+            if Prop.MAX_RECONSUME_TIMES in props:
+                self.groups.note_client_max_retries(group, max_times)
         if reconsume >= max_times:
             topic = dlq_topic(group)
             self.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
@@ -293,6 +296,7 @@ class SendProcessor:
         max_times = self.groups.retry_max_times(group)
         if h.max_reconsume_times is not None and request.version >= V3_4_9:
             max_times = h.max_reconsume_times
+            self.groups.note_client_max_retries(group, max_times)
         reconsume = orig.reconsume_times
         if reconsume >= max_times or h.delay_level < 0:
             topic, queue_id = dlq_topic(group), 0

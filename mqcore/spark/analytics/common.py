@@ -162,10 +162,16 @@ def spark_progress(spark: SparkSession, stream: TextIO | None = None, every_s: f
         bar.close()
 
 
+#: session conf that ``mqcore-analytics --read-past-damage`` sets: the reader's onCorrupt
+ON_CORRUPT_CONF = "spark.mqcore.analytics.onCorrupt"
+
+
 def messages(spark: SparkSession, store: str, topics: str | None = None, start: str | None = None,
              end: str | None = None, include_body: bool = False, **options: object) -> DataFrame:
-    """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked)."""
-    reader = spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
+    """The ``rocketmq`` DataFrame with the usual range options (bodies off unless asked);
+    damage fails the read unless the session's ``ON_CORRUPT_CONF`` is ``skip``."""
+    reader = (spark.read.format("rocketmq").option("includeBody", str(include_body).lower())
+              .option("onCorrupt", spark.conf.get(ON_CORRUPT_CONF, "fail")))
     for key, value in (("topics", topics), ("startTime", start), ("endTime", end), *options.items()):
         if value is not None:
             reader = reader.option(key, str(value))
@@ -272,15 +278,6 @@ def time_axis(ax: Axes, first: dt.datetime, last: dt.datetime, step: dt.timedelt
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]  # as above
     ax.set_xlabel("store time (UTC)")
-
-
-def log_axis(ax: Axes, which: str = "y") -> None:
-    """A log scale with plain-number ticks (1, 10, 100, 1,000) rather than 10^n alone."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-    axis = ax.yaxis if which == "y" else ax.xaxis
-    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
-    axis.set_major_locator(LogLocator(base=10))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
 
 
 def bucket_steps(points: list[tuple[dt.datetime, int]],

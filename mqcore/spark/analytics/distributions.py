@@ -20,8 +20,8 @@ from mqcore.spark.analytics.common import (
     Output,
     add_common_arguments,
     add_range_arguments,
+    counts_axis,
     emit,
-    log_axis,
     messages,
     pyplot,
     save_plot,
@@ -92,21 +92,30 @@ def histogram(df: DataFrame, col: str, bins: int = 40,
 
 def plot(df: DataFrame, path: str | None) -> Figure:
     """Left: record sizes. Right: store - born time, one series per kind (normal,
-    delayed, retried) over the same bins. Both count axes are logarithmic with plain
-    number ticks. Returns the figure."""
+    delayed, retried) over the same bins. Both count axes start at 0: linear when the bins
+    are of one size, symmetric-log when a small bin would vanish (``counts_axis``).
+    Returns the figure."""
     plt = pyplot()
     d = with_latency(df).select("store_size", "latency_ms", "kind").cache()
     s_edges, s_counts = histogram(d, "store_size")
     l_edges, l_counts = histogram(d, "latency_ms", by="kind")
     d.unpersist()
+    return draw(s_edges, s_counts, l_edges, l_counts, path)
+
+
+def draw(s_edges: list[float], s_counts: dict[str | None, list[int]], l_edges: list[float],
+         l_counts: dict[str | None, list[int]], path: str | None) -> Figure:
+    """The two panels of ``plot`` from their histograms (``histogram``'s results)."""
+    plt = pyplot()
     fig: Figure  # pyplot() is a module: its calls are not typed
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     if s_counts:
         a.stairs(s_counts[None], s_edges, fill=True, label="all messages")
     a.set_title("Message size (whole record)")
     a.set_xlabel("bytes")
-    a.set_ylabel("messages (log scale)")
-    log_axis(a)
+    # counts from 0: a log axis autoscaled to 5e4..7e4 drew a bin of 49 k a tenth of one of 70 k
+    a_log = counts_axis(a, [c for counts in s_counts.values() for c in counts])
+    a.set_ylabel("messages" + (" (log scale)" if a_log else ""))
     fills = {"normal": True, "delayed": False, "retried": False}
     for i, kind in enumerate(k for k in KINDS if k in l_counts):
         style = series_style(i)
@@ -114,8 +123,8 @@ def plot(df: DataFrame, path: str | None) -> Figure:
                  linestyle=style["linestyle"], linewidth=1.5, label=f"{kind} ({sum(l_counts[kind]):,})")
     b.set_title("Store time - born time")
     b.set_xlabel("milliseconds")
-    b.set_ylabel("messages (log scale)")
-    log_axis(b)
+    b_log = counts_axis(b, [c for counts in l_counts.values() for c in counts])
+    b.set_ylabel("messages" + (" (log scale)" if b_log else ""))
     if l_counts:
         b.legend(fontsize="small")
     if path:

@@ -60,6 +60,7 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     private int pos;
     private long corrupt;
     private long corruptBytes;
+    private long missingBytes;  // zeros inside the data, read past with onCorrupt=skip
 
     ColumnarSplitReader(CommitLogSplit split, ReadOptions opts, StructType readSchema) {
         this.split = split;
@@ -113,15 +114,27 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
         long used = 0;
         while (pos >= 0 && pos < stop) {
             int verdict = rec.check(pos, limit, opts.verifyCrc);
-            if (verdict == RecordView.BLANK || verdict == RecordView.NO_DATA) {
+            if (verdict == RecordView.BLANK || (verdict == RecordView.NO_DATA && pos >= limit)) {
                 pos = -1;  // the rest of the file holds no records
                 break;
+            }
+            if (verdict == RecordView.NO_DATA) {  // zeros inside the snapshot's data: a torn or zeroed stretch
+                if (!opts.skipCorrupt) {
+                    throw new IllegalStateException("the store is damaged: data stops early: " + split.path
+                            + " holds no records from file position " + pos + " (commitlog offsets ["
+                            + (split.baseOffset + pos) + ", " + (split.baseOffset + limit) + ")) although its data "
+                            + "runs to " + limit + "; set option onCorrupt=skip to read the records that are there");
+                }
+                int q = pos + 1 < stop ? rec.find(pos + 1, stop, limit, split.baseOffset, opts.verifyCrc) : -1;
+                missingBytes += (q >= 0 ? q : stop) - pos;
+                pos = q;
+                continue;
             }
             if (verdict != RecordView.OK) {  // CORRUPT, or TRUNCATED: runs past the end of the data
                 if (!opts.skipCorrupt) {
                     throw new IllegalStateException("corrupt commitlog record in " + split.path + " at file position "
                             + pos + " (commitlog offset " + (split.baseOffset + pos) + "); set option onCorrupt=skip "
-                            + "to skip and count corrupt records");
+                            + "to read the records that are there, with this report as a warning");
                 }
                 int q = pos + 1 < stop ? rec.find(pos + 1, stop, limit, split.baseOffset, opts.verifyCrc) : -1;
                 corrupt++;
@@ -385,9 +398,9 @@ final class ColumnarSplitReader implements PartitionReader<ColumnarBatch> {
     @Override
     public void close() {
         batch.close();
-        if (corrupt > 0) {
-            LOG.warn("{} [{}, {}): skipped {} corrupt records ({} bytes)", split.path, split.start, split.stop,
-                    corrupt, corruptBytes);
+        if (corrupt > 0 || missingBytes > 0) {
+            LOG.warn("{} [{}, {}): skipped {} corrupt records ({} bytes) and {} bytes without records", split.path,
+                    split.start, split.stop, corrupt, corruptBytes, missingBytes);
         }
     }
 }

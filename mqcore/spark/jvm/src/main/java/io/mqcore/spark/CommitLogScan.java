@@ -10,9 +10,13 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /** One read: the snapshot is taken when Spark plans the partitions, once per query execution. */
 final class CommitLogScan implements Scan, Batch {
+    private static final Logger LOG = LoggerFactory.getLogger(CommitLogScan.class);
+
     private final ReadOptions opts;
     private final StructType readSchema;
 
@@ -43,6 +47,13 @@ final class CommitLogScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         StoreSnapshot snap = StoreSnapshot.locate(opts.path).take(opts.snapshotOffset);
+        String damage = snap.damageReport();
+        if (damage != null) {
+            if (!opts.skipCorrupt) {
+                throw new IllegalStateException(damage);
+            }
+            LOG.warn("onCorrupt=skip reads past damage: {}", damage);
+        }
         List<CommitLogSplit> splits = snap.plan(opts);
         return splits.toArray(new InputPartition[0]);
     }

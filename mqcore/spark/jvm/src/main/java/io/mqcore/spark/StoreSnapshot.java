@@ -34,6 +34,9 @@ final class StoreSnapshot {
     final List<DataFile> files = new ArrayList<>();
     final List<Long> firstTs = new ArrayList<>();  // store time of each file's first record, -1 unknown
     long endOffset;
+    /** What of the store this read cannot see (mqcore/spark/damage.py's planning-time survey). */
+    final List<String> damage = new ArrayList<>();
+    long damagedMessages;
 
     private StoreSnapshot(Path root, Path commitlog) {
         this.root = root;
@@ -127,10 +130,11 @@ final class StoreSnapshot {
             return this;
         }
         DataFile last = data.get(data.size() - 1);
+        long dispatched = -1;
         if (pinnedEnd != null) {
             endOffset = pinnedEnd;
         } else {
-            long dispatched = dispatchedOffset();
+            dispatched = dispatchedOffset();
             boolean inside = last.baseOffset <= dispatched && dispatched < last.baseOffset + last.size;
             endOffset = last.baseOffset + completeEnd(last, inside ? dispatched - last.baseOffset : 0);
         }
@@ -140,7 +144,84 @@ final class StoreSnapshot {
                 firstTs.add(ts.get(i));
             }
         }
+        survey(all, dispatched);
         return this;
+    }
+
+    /**
+     * Holes between the files holding data (a missing or empty middle file) and consume
+     * queues pointing past the log's end, each with the messages the queues list there: the
+     * rules of mqcore/format/damage.py, so both readers refuse the same stores.
+     */
+    private void survey(List<DataFile> all, long dispatched) {
+        for (int i = 1; i < files.size(); i++) {
+            DataFile a = files.get(i - 1);
+            long end = a.baseOffset + a.size;
+            long next = files.get(i).baseOffset;
+            if (next > end) {
+                boolean absent = all.stream().noneMatch(f -> f.baseOffset >= end && f.baseOffset < next);
+                note(absent ? "missing file" : "empty file", end, next, "after " + Paths.get(a.path).getFileName(),
+                        Long.MAX_VALUE);
+            }
+        }
+        // listed again after the queues were read: a file a live store's writer rolled to meanwhile
+        // holds what they point at, and is no damage
+        boolean grew = Files.isDirectory(commitlog) && list(commitlog).stream()
+                .anyMatch(n -> isDataFileName(n) && Long.parseLong(n) >= endOffset);
+        if (dispatched > endOffset && !files.isEmpty() && !grew) {
+            note("past the log end", endOffset, dispatched,
+                    "the file(s) after " + Paths.get(files.get(files.size() - 1).path).getFileName(), Long.MAX_VALUE);
+        }
+    }
+
+    private void note(String kind, long lo, long hi, String where, long countTo) {
+        long units = unitsIn(lo, kind.equals("past the log end") ? countTo : hi);
+        damagedMessages += units;
+        damage.add(kind + ": commitlog offsets [" + lo + ", " + hi + ") (" + (hi - lo) + " bytes) in " + where
+                + "; the consume queues list " + units + " message(s) there");
+    }
+
+    /** The damage as an error (none: null); the option that reads past it is named. */
+    String damageReport() {
+        if (damage.isEmpty()) {
+            return null;
+        }
+        return "the store is damaged, so this read would silently miss records: " + (root != null ? root : commitlog)
+                + ": " + damage.size() + " damaged range(s), " + damagedMessages + " message(s) the consume queues "
+                + "list are unreadable\n  " + String.join("\n  ", damage)
+                + "\nset option onCorrupt=skip to read the records that are there, with this report as a warning; "
+                + "`mqstore verify STORE` lists every problem";
+    }
+
+    /** Consume-queue units (fillers aside) pointing into commitlog offsets [lo, hi). */
+    long unitsIn(long lo, long hi) {
+        long n = 0;
+        for (List<Path> queue : queueFiles()) {
+            for (Path file : queue) {
+                n += unitsIn(file, lo, hi);
+            }
+        }
+        return n;
+    }
+
+    private static long unitsIn(Path file, long lo, long hi) {
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            ByteBuffer v = ch.map(FileChannel.MapMode.READ_ONLY, 0, ch.size());
+            long n = 0;
+            for (int at = 0; at + CQ_UNIT_SIZE <= ch.size(); at += CQ_UNIT_SIZE) {  // the error path only
+                long phy = v.getLong(at + CQ_PHYOFFSET);
+                int size = v.getInt(at + CQ_SIZE);
+                if (size <= 0 || phy < 0) {
+                    break;
+                }
+                if (size != CQ_FILLER_SIZE && phy >= lo && phy < hi) {
+                    n++;
+                }
+            }
+            return n;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** Position in file i past which nothing belongs to the snapshot. */
@@ -220,14 +301,22 @@ final class StoreSnapshot {
      * in commitlog order.
      */
     long dispatchedOffset() {
-        if (root == null) {
-            return -1;
+        long best = -1;
+        for (List<Path> queue : queueFiles()) {
+            if (!queue.isEmpty()) {
+                best = Math.max(best, lastUnitEnd(queue.get(queue.size() - 1)));
+            }
+        }
+        return best;
+    }
+
+    /** Every consume queue's files in offset order (consumequeue/<topic>/<queueId>/, numeric ids only). */
+    private List<List<Path>> queueFiles() {
+        List<List<Path>> out = new ArrayList<>();
+        if (root == null || !Files.isDirectory(root.resolve(CONSUME_QUEUE_DIR))) {
+            return out;
         }
         Path cq = root.resolve(CONSUME_QUEUE_DIR);
-        if (!Files.isDirectory(cq)) {
-            return -1;
-        }
-        long best = -1;
         for (String topic : list(cq)) {
             Path td = cq.resolve(topic);
             if (!Files.isDirectory(td)) {
@@ -235,16 +324,12 @@ final class StoreSnapshot {
             }
             for (String qid : list(td)) {
                 Path qd = td.resolve(qid);
-                if (!qid.matches("[0-9]+") || !Files.isDirectory(qd)) {
-                    continue;
-                }
-                List<String> names = list(qd).stream().filter(StoreSnapshot::isDataFileName).toList();
-                if (!names.isEmpty()) {
-                    best = Math.max(best, lastUnitEnd(qd.resolve(names.get(names.size() - 1))));
+                if (qid.matches("[0-9]+") && Files.isDirectory(qd)) {
+                    out.add(list(qd).stream().filter(StoreSnapshot::isDataFileName).map(qd::resolve).toList());
                 }
             }
         }
-        return best;
+        return out;
     }
 
     /** Commitlog end of the last valid unit of a consume-queue file (units are a prefix; -1 none). */
