@@ -685,7 +685,11 @@ class MessagingService:
                 raise Refused(d.ILLEGAL_INVISIBLE_TIME, f"the invisible duration {invisible} ms is not in "
                                                         f"0..{MAX_INVISIBLE_MS} ms")
             flight = self.pop.change_invisible(group, store_topic, h.queue_id, h.queue_offset, invisible)
-            if flight is None:
+            if flight is not None:
+                # the client chose the deadline (a push consumer's nack sets its backoff): the
+                # endpoint no longer renews it, as the proxy drops the handle from its renew manager
+                flight.renew_client = None
+            else:
                 # handed out before a restart and not handed out again: it is in flight again
                 flight = self.pop.adopt(group, store_topic, h.queue_id, h.queue_offset, h.commitlog_offset,
                                         h.attempt, invisible)

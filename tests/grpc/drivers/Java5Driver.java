@@ -3,7 +3,9 @@
 // A producer sends a normal message (tag, keys, property), two FIFO messages of one message
 // group and a message due 2 s later, then -Dmq.bulk=N more normal messages ("bulk-<i>"); a push
 // consumer of GROUP consumes them, and listens -Dmq.settleMs more for copies. -Dmq.ssl=true
-// keeps the client's default (TLS); -Dmq.ak/-Dmq.sk sign the requests (5.x ACL). Prints RESULT
+// keeps the client's default (TLS); -Dmq.ak/-Dmq.sk sign the requests (5.x ACL); -Dmq.failOnce=true
+// makes the listener answer FAILURE to the first delivery of "normal" (a nack: it must come back
+// after the client's backoff, its RESULT line says "failed": true). Prints RESULT
 // lines the test reads; a refused start prints RESULT {"error": ...} and exits 2.
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -67,6 +69,7 @@ public class Java5Driver {
         producer.close();
 
         Map<String, Integer> attempts = new ConcurrentHashMap<>();
+        boolean failOnce = Boolean.getBoolean("mq.failOnce");
         CountDownLatch done = new CountDownLatch(messages.size());
         PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(cc).setConsumerGroup(group)
             .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
@@ -75,6 +78,7 @@ public class Java5Driver {
                 byte[] raw = new byte[b.remaining()];
                 b.get(raw);
                 String body = new String(raw, StandardCharsets.UTF_8);
+                boolean fail = failOnce && body.equals("normal") && attempts.merge(body, 1, Integer::sum) == 1;
                 StringBuilder props = new StringBuilder("{");
                 mv.getProperties().forEach((k, v) -> props.append(props.length() > 1 ? ", " : "").append(q(k)).append(": ").append(q(v)));
                 props.append("}");
@@ -83,8 +87,11 @@ public class Java5Driver {
                     + ", \"props\": " + props + ", \"attempt\": " + mv.getDeliveryAttempt()
                     + ", \"group\": " + q(mv.getMessageGroup().orElse(null))
                     + ", \"delivery_ts\": " + mv.getDeliveryTimestamp().orElse(0L)
-                    + ", \"received_ms\": " + System.currentTimeMillis() + "}");
+                    + ", \"received_ms\": " + System.currentTimeMillis() + (fail ? ", \"failed\": true" : "") + "}");
                 System.out.flush();
+                if (fail) {
+                    return ConsumeResult.FAILURE;
+                }
                 done.countDown();
                 return ConsumeResult.SUCCESS;
             }).build();
