@@ -54,6 +54,7 @@ from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.permissions import PERM_READ, PERM_WRITE
+from mqcore.pop.service import PopService, PopSource
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
 from mqcore.remoting.headers import (
@@ -144,6 +145,11 @@ class Broker:
             store=self.store, offsets=self.offsets, topics=self.topics, store_host=lambda: self.store_host,
             configs=lambda: self.cfg, clock=clock, file_reserved_hours=lambda: self.store_config.file_reserved_time_hours)
         self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
+        #: POP consumption, one service behind the remoting POP_MESSAGE family and the 5.x endpoint
+        self.pop = PopService(PopSource(clock=clock, store=self.store, topics=self.topics, groups=self.groups,
+                                        offsets=self.offsets, stats=self.stats, store_host=lambda: self.store_host,
+                                        schedule_register=self.schedule_register),
+                              clock, broker_name=lambda: self.cfg.broker_name, cluster=config.broker_cluster_name)
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -197,6 +203,7 @@ class Broker:
         self.delay_offsets.load()
         self.hold = PullRequestHoldService(loop, self.store.get_max_offset_in_queue)
         self.store.add_arrival_listener(self.hold.arrivals)
+        self.pop.load()  # the pop journal: what was invisible (or acked) before the restart still is
         if self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
         self._register_processors()
@@ -219,6 +226,7 @@ class Broker:
         if self.cfg.metrics_port:
             self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port)
             await self.metrics.start()
+        self.pop.start(loop, self._put_async)
         if self.grpc is not None:
             await self.grpc.start(pool=self._executor)
         if self.cfg.dashboard_port:
@@ -252,6 +260,7 @@ class Broker:
         await self.server.shutdown()
         if self.grpc is not None:
             await self.grpc.shutdown()
+        await self.pop.shutdown()
         if self._client is not None:
             await self._client.shutdown()
         if self.namesrv is not None:
@@ -342,6 +351,13 @@ class Broker:
             PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)),
             send_pipeline.channel_class)
 
+    async def _put_async(self, msg):
+        """A store put from the event loop (the pop service's revived copies): through the put
+        pool under SYNC_FLUSH, where a put may wait for its fsync."""
+        if self._executor is None:
+            return self.store.put_message(msg)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.store.put_message, msg)
+
     def grpc_source(self) -> GrpcSource:
         """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the
         remoting processors are given theirs: the endpoint never holds the broker."""
@@ -352,7 +368,7 @@ class Broker:
             clock=self.clock, store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
             stats=self.stats, transactions=self.transactions, settings=lambda: self.cfg,
             store_config=lambda: self.store_config, store_host=lambda: self.store_host,
-            schedule_register=self.schedule_register, send_refusal=send_refusal,
+            schedule_register=self.schedule_register, send_refusal=send_refusal, pop=self.pop,
             acl=(lambda: acl_file.current) if acl_file is not None else None)
 
     def dashboard_source(self):

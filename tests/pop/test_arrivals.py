@@ -1,11 +1,11 @@
-"""Arrivals: how a parked ReceiveMessage learns that a message landed."""
+"""Arrivals: how a parked pop (gRPC ReceiveMessage, remoting POP_MESSAGE) learns that a message landed."""
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
 
-from mqcore.grpc.service import Arrivals
+from mqcore.pop.arrivals import Arrivals
 
 
 def test_grpc_receive_sees_an_arrival_between_its_look_and_its_park():
