@@ -34,6 +34,7 @@ from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
+from mqcore.broker.processors.pop import PopProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.send import SendProcessor
 from mqcore.broker.processors.pipelines import RequestPipelines
@@ -312,6 +313,10 @@ class Broker:
         ops = OperationsProcessor(broker_name=self.cfg.broker_name, configs=lambda: (self.cfg, self.store_config),
                                   bound_port=lambda: self.port, update_config=self.update_config,
                                   unsaved=lambda: self.unsaved, **managers)
+        pop = PopProcessor(pop=self.pop, store=self.store, topics=self.topics, groups=self.groups, stats=self.stats,
+                           clock=self.clock, broker_name=lambda: self.cfg.broker_name,
+                           broker_permission=lambda: self.cfg.broker_permission,
+                           enable_property_filter=lambda: self.cfg.enable_property_filter)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
@@ -336,6 +341,9 @@ class Broker:
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
             RC.END_TRANSACTION: end_tx.end,
+            RC.POP_MESSAGE: pop.pop_message, RC.ACK_MESSAGE: pop.ack_message,
+            RC.BATCH_ACK_MESSAGE: pop.batch_ack_message, RC.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+            RC.PEEK_MESSAGE: pop.peek_message, RC.NOTIFICATION: pop.notification, RC.POLLING_INFO: pop.polling_info,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first

@@ -503,8 +503,9 @@ class MessagingService:
         assert arrivals is not None  # set by GrpcEndpoint.start before the server serves
         while True:
             since = arrivals.generation([topic, retry])
-            popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
-                                   expression, invisible, fifo)
+            n = tc.read_queue_nums
+            popped = self.pop.pop_topic(group, topic, [(first + i) % n for i in range(n)], request.batch_size,
+                                        expression, invisible, fifo)
             if fifo and popped:
                 popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
                 if forwarded and not popped:
@@ -538,21 +539,6 @@ class MessagingService:
         ts = self.s.ReceiveMessageResponse()
         ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
-
-    def _pop_all(self, group: str, topic: str, retry: str, nqueues: int, first: int, batch: int,
-                 expression: Sql92Filter | str, invisible: int, fifo: bool = False) -> list[Popped]:
-        """Retry copies first (they waited longest), then the topic's queues from ``first`` on.
-        A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
-        pop = self.pop.pop_orderly if fifo else self.pop.pop
-        out: list[Popped] = []
-        if self.src.topics.get(retry) is not None:
-            out += pop(group, retry, 0, batch, expression, invisible)
-        for i in range(nqueues):
-            if len(out) >= batch:
-                break
-            qid = (first + i) % nqueues
-            out += pop(group, topic, qid, batch - len(out), expression, invisible)
-        return out
 
     async def _fifo_dead_letters(self, group: str, topic: str,
                                  popped: list[Popped]) -> tuple[list[Popped], int]:

@@ -252,6 +252,21 @@ class PopService:
             q.inflight.clear()  # their deadline entries are stale now: ``due`` skips them
         return self._take(q, group, topic, queue_id, max_count, expression, invisible_ms)
 
+    def pop_topic(self, group: str, topic: str, queue_ids: range | list[int], batch: int,
+                  expression: str | Sql92Filter, invisible_ms: int, orderly: bool = False) -> list[Popped]:
+        """One receive of a topic: the group's retry copies first (they waited longest), then
+        ``queue_ids`` in order, until ``batch`` messages are out."""
+        take = self.pop_orderly if orderly else self.pop
+        out: list[Popped] = []
+        retry = pop_retry_topic(group, topic)
+        if self.src.topics.get(retry) is not None:
+            out += take(group, retry, 0, batch, expression, invisible_ms)
+        for qid in queue_ids:
+            if len(out) >= batch:
+                break
+            out += take(group, topic, qid, batch - len(out), expression, invisible_ms)
+        return out
+
     def is_orderly(self, group: str, topic: str, queue_id: int) -> bool:
         q = self._queues.get((group, topic, queue_id))
         return q is not None and q.orderly
