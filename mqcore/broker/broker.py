@@ -33,6 +33,7 @@ from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.clients import ClientProcessor
+from mqcore.broker.processors.config_queries import ConfigQueryProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
 from mqcore.broker.processors.pop import PopProcessor
 from mqcore.broker.processors.pull import PullProcessor
@@ -57,7 +58,7 @@ from mqcore.namesrv.server import NameServer
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.pop.service import PopService, PopSource
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
-from mqcore.remoting.command import create_request
+from mqcore.remoting.command import RemotingCommand, create_request
 from mqcore.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
@@ -317,6 +318,7 @@ class Broker:
                            clock=self.clock, broker_name=lambda: self.cfg.broker_name,
                            broker_permission=lambda: self.cfg.broker_permission,
                            enable_property_filter=lambda: self.cfg.enable_property_filter)
+        queries = ConfigQueryProcessor(topics=self.topics, groups=self.groups)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
@@ -329,7 +331,7 @@ class Broker:
             RC.UPDATE_CONSUMER_OFFSET: cli.update_offset, RC.SEARCH_OFFSET_BY_TIMESTAMP: cli.search_offset,
             RC.GET_MAX_OFFSET: cli.max_offset, RC.GET_MIN_OFFSET: cli.min_offset,
             RC.GET_EARLIEST_MSG_STORETIME: cli.earliest_time,
-            RC.UPDATE_AND_CREATE_TOPIC: adm.create_topic, RC.DELETE_TOPIC_IN_BROKER: adm.delete_topic,
+            RC.UPDATE_AND_CREATE_TOPIC: self._registered(adm.create_topic), RC.DELETE_TOPIC_IN_BROKER: adm.delete_topic,
             RC.GET_ALL_TOPIC_CONFIG: adm.all_topic_config, RC.GET_TOPIC_STATS_INFO: adm.topic_stats,
             RC.GET_CONSUME_STATS: adm.consume_stats, RC.GET_CONSUMER_CONNECTION_LIST: adm.consumer_connections,
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
@@ -344,6 +346,7 @@ class Broker:
             RC.POP_MESSAGE: pop.pop_message, RC.ACK_MESSAGE: pop.ack_message,
             RC.BATCH_ACK_MESSAGE: pop.batch_ack_message, RC.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
             RC.PEEK_MESSAGE: pop.peek_message, RC.NOTIFICATION: pop.notification, RC.POLLING_INFO: pop.polling_info,
+            RC.GET_TOPIC_CONFIG: queries.topic_config, RC.GET_SUBSCRIPTIONGROUP_CONFIG: queries.group_config,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
@@ -358,6 +361,21 @@ class Broker:
             send_pipeline,
             PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)),
             send_pipeline.channel_class)
+
+    def _registered(self, processor):
+        """``processor``, answering its success only once the name servers know the change,
+        as the Java broker registers a created topic before it answers (RocketMQ 5's proxy
+        creates its system topics and looks for their routes at once)."""
+        async def answer_after(response):
+            await self.register_all()
+            return response
+
+        def run(channel, request):
+            response = processor(channel, request)
+            if isinstance(response, RemotingCommand) and response.code == ResponseCode.SUCCESS:
+                return answer_after(response)
+            return response
+        return run
 
     async def _put_async(self, msg):
         """A store put from the event loop (the pop service's revived copies): through the put

@@ -104,6 +104,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    GET_TOPIC_CONFIG = 351  # 5.x
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     # 5.x only; never sent by 4.x clients.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

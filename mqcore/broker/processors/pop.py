@@ -40,6 +40,14 @@ MAX_POP_BATCH = 32
 TIMEOUT_TOO_MUCH_MS = 500
 
 
+def _with_pop_header(response):
+    """A refused pop carries the answer header's required fields as zeros, as the Java broker's
+    does (the 5.x client reads them whatever the code)."""
+    response.ext_fields = {**(response.ext_fields or {}),
+                           **PopMessageResponseHeader(pop_time=0, invisible_time=0, revive_qid=0, rest_num=0).to_ext()}
+    return response
+
+
 class PopProcessor:
     """The POP family over remoting, given only what it uses. ``broker_permission`` and
     ``broker_name`` are read per request (``updateBrokerConfig`` changes them)."""
@@ -61,19 +69,24 @@ class PopProcessor:
 
     # --- POP_MESSAGE ---------------------------------------------------------------------------
     def pop_message(self, channel, request):
+        ext = request.ext_fields
+        if ext is not None and ext.get("bornTime", "0") == "0":
+            ext["bornTime"] = str(self.clock())  # a proxy in cluster mode sends none: its time is now
         h = PopMessageRequestHeader.from_command(request)
-        if h.poll_time > 0 and self.clock() - h.born_time - h.poll_time > TIMEOUT_TOO_MUCH_MS:
-            return create_response(request, ResponseCode.POLLING_TIMEOUT, "the pop message is timeout too much")
+        if self.clock() - h.born_time - h.poll_time > TIMEOUT_TOO_MUCH_MS:
+            return _with_pop_header(create_response(request, ResponseCode.POLLING_TIMEOUT,
+                                                    "the pop message is timeout too much"))
         if h.max_msg_nums > MAX_POP_BATCH:
-            return create_response(request, ResponseCode.INVALID_PARAMETER,
-                                   f"the broker[{self.broker_name()}] pop message's num is greater than {MAX_POP_BATCH}")
+            return _with_pop_header(create_response(
+                request, ResponseCode.INVALID_PARAMETER,
+                f"the broker[{self.broker_name()}] pop message's num is greater than {MAX_POP_BATCH}"))
         refusal = self._refusal(request, h.topic, h.consumer_group, h.queue_id, "pop")
         if refusal is not None:
-            return refusal
+            return _with_pop_header(refusal)
         expression = self._expression(h)
         if expression is None:
-            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                   "parse the consumer's subscription failed")
+            return _with_pop_header(create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                                    "parse the consumer's subscription failed"))
         answer = self._pop_answer(request, h, expression)
         if answer is not None:
             return answer

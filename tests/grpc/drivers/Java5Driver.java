@@ -47,6 +47,7 @@ public class Java5Driver {
         try {
             producer = provider.newProducerBuilder().setClientConfiguration(cc).setTopics(topic).build();
         } catch (Exception e) {
+            e.printStackTrace();  // the cause (a refused route, a TLS failure) goes to stderr
             System.out.println("RESULT {\"error\": " + q(String.valueOf(e)) + "}");
             System.exit(2);
             return;

@@ -1,0 +1,36 @@
+"""Apache RocketMQ 5.3.3's proxy in cluster mode in front of mqbroker: the proxy speaks 4.x
+remoting to mqbroker (SEND, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME ...) and
+the official 5.x Java client talks gRPC to the proxy. Sends, a push consumer (normal, FIFO,
+timed messages, each consumed once), and a push consumer whose listener fails once (the
+message comes back after the backoff, through mqbroker's retry queue)."""
+from __future__ import annotations
+
+from tests.grpc.test_java_client import check_all_once, check_nack_comes_back, run_java5
+from tests.support.processes import BrokerProcess
+from tests.support.protocol import create_topic
+from tests.support.reference5 import Java5ClusterProxy
+
+CONF = {"flushConsumerOffsetInterval": "500"}
+
+
+def test_java5_client_through_the_proxy_in_cluster_mode(tmp_path):
+    with BrokerProcess(tmp_path / "store", conf=CONF) as b:
+        create_topic(b, "ProxyC")
+        with Java5ClusterProxy(tmp_path / "px", b.namesrv_addr) as px:
+            proc, results = run_java5(px.grpc_addr, "ProxyC", "GProxyC", tmp_path, bulk=10, settleMs=3000)
+            got = check_all_once(proc, results, 10)
+            assert got["normal"]["tag"] == "TagJ" and got["normal"]["attempt"] == 1
+            assert got["fifo-0"]["group"] == "jgroup"
+
+
+def test_a_nack_through_the_proxy_comes_back_after_the_backoff(tmp_path):
+    """The 5.x push consumer's FAILURE: the proxy changes the invisible time on mqbroker
+    (CHANGE_MESSAGE_INVISIBLETIME); when it runs out mqbroker revives the message into the
+    group's retry queue and the proxy pops it from there: attempt 2."""
+    with BrokerProcess(tmp_path / "store", conf=CONF) as b:
+        create_topic(b, "ProxyN")
+        with Java5ClusterProxy(tmp_path / "px", b.namesrv_addr) as px:
+            proc, results = run_java5(px.grpc_addr, "ProxyN", "GProxyN", tmp_path, failOnce="true", settleMs=1000)
+    assert proc.returncode == 0 and results[-1] == {"all_consumed": True}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the proxy's default backoff for a first retry of a push consumer is 1 s
+    check_nack_comes_back(results[4:-1], 1000)
