@@ -134,12 +134,12 @@ ACK_OK = {"consumerGroup": "PGX", "topic": "PopX", "queueId": "0", "extraInfo": 
           "offset": "0"}
 
 
-@pytest.mark.parametrize("code,fields,want", [
+#: (request code, header, the code Apache 5.3.3's broker answers: tests/reference/test_pop_bad_input_reference.py)
+MALFORMED = [
     (RC.POP_MESSAGE, {**POP_OK, "maxMsgNums": "33"}, R.INVALID_PARAMETER),
     (RC.POP_MESSAGE, {**POP_OK, "queueId": "9"}, R.INVALID_PARAMETER),
     (RC.POP_MESSAGE, {**POP_OK, "topic": "NoSuchTopic"}, R.TOPIC_NOT_EXIST),
     (RC.POP_MESSAGE, {**POP_OK, "expType": "SQL92", "exp": "a >"}, R.SUBSCRIPTION_PARSE_FAILED),
-    (RC.POP_MESSAGE, {k: v for k, v in POP_OK.items() if k != "invisibleTime"}, R.SYSTEM_ERROR),
     (RC.POP_MESSAGE, {**POP_OK, "pollTime": "1000", "bornTime": "1"}, R.POLLING_TIMEOUT),
     (RC.ACK_MESSAGE, {**ACK_OK, "extraInfo": "garbage"}, R.SYSTEM_ERROR),
     (RC.ACK_MESSAGE, {**ACK_OK, "queueId": "7"}, R.MESSAGE_ILLEGAL),
@@ -150,7 +150,20 @@ ACK_OK = {"consumerGroup": "PGX", "topic": "PopX", "queueId": "0", "extraInfo": 
     (RC.CHANGE_MESSAGE_INVISIBLETIME, {**ACK_OK, "invisibleTime": "1000", "offset": "1"}, R.NO_MESSAGE),
     (RC.CHANGE_MESSAGE_INVISIBLETIME, {**ACK_OK, "invisibleTime": "1000", "extraInfo": "1 2 3"}, R.SYSTEM_ERROR),
     (RC.BATCH_ACK_MESSAGE, None, R.NO_MESSAGE),
-])
+    # RocketMQ acks without looking the group up: a group that does not exist is acked for nothing
+    (RC.ACK_MESSAGE, {**ACK_OK, "consumerGroup": "NoSuchGroupX"}, R.SUCCESS),
+]
+#: where mqbroker is stricter than Apache 5.3.3, which reads a POP header leniently (a missing or
+#: non-numeric field as 0, a missing group as a NullPointerException): a clear refusal instead
+STRICTER = [
+    (RC.POP_MESSAGE, {k: v for k, v in POP_OK.items() if k != "invisibleTime"}, R.SYSTEM_ERROR),
+    (RC.POP_MESSAGE, {**POP_OK, "maxMsgNums": "x"}, R.SYSTEM_ERROR),
+    (RC.POP_MESSAGE, {k: v for k, v in POP_OK.items() if k != "consumerGroup"}, R.SYSTEM_ERROR),
+    (RC.POP_MESSAGE, {**POP_OK, "invisibleTime": "-5"}, R.INVALID_PARAMETER),
+]
+
+
+@pytest.mark.parametrize("code,fields,want", MALFORMED + STRICTER)
 def test_malformed_pop_requests_get_javas_codes_and_store_nothing(module_broker, code, fields, want):
     b, rc = module_broker
     before = commitlog_max(rc, b)

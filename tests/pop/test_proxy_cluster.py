@@ -34,3 +34,18 @@ def test_a_nack_through_the_proxy_comes_back_after_the_backoff(tmp_path):
     assert proc.returncode == 0 and results[-1] == {"all_consumed": True}, proc.stdout[-3000:] + proc.stderr[-3000:]
     # the proxy's default backoff for a first retry of a push consumer is 1 s
     check_nack_comes_back(results[4:-1], 1000)
+
+
+def test_a_simple_consumer_through_the_proxy(tmp_path):
+    """Receive with an invisible time (10 s, the proxy's minimum), ack all but one: that one
+    comes back from mqbroker's retry queue once its invisible time is over, attempt 2."""
+    with BrokerProcess(tmp_path / "store", conf=CONF) as b:
+        create_topic(b, "ProxyS")
+        with Java5ClusterProxy(tmp_path / "px", b.namesrv_addr) as px:
+            proc, results = run_java5(px.grpc_addr, "ProxyS", "GProxyS", tmp_path, simple="true")
+    assert proc.returncode == 0 and results[-1] == {"all_consumed": True}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    deliveries = results[4:-1]
+    normal = [r for r in deliveries if r["body"] == "normal"]
+    assert [(r["attempt"], r.get("failed", False)) for r in normal] == [(1, True), (2, False)], normal
+    assert normal[1]["received_ms"] - normal[0]["received_ms"] >= 9_000
+    assert sorted(r["body"] for r in deliveries if not r.get("failed")) == ["fifo-0", "fifo-1", "later", "normal"]

@@ -7,10 +7,15 @@ proxy uses in cluster mode) reads: a pop answer's body is the stored records as 
 and its headers (``popTime``, ``invisibleTime``, ``reviveQid``, ``restNum``,
 ``startOffsetInfo``, ``msgOffsetInfo``, ``orderCountInfo``) let the client build each
 message's receipt handle (``POP_CK``, ``mqcore.pop.handle``) itself. Refusals carry the
-Java broker's codes: a queue id past the topic's read queues is INVALID_PARAMETER on pop
-and MESSAGE_ILLEGAL on ack, an offset outside the queue NO_MESSAGE, more than 32 messages
-INVALID_PARAMETER, an unknown group SUBSCRIPTION_GROUP_NOT_EXIST, a pop that finds nothing
-(after waiting up to its ``pollTime``) POLLING_TIMEOUT. A refused request changes nothing.
+Java broker's codes (tests/reference/test_pop_bad_input_reference.py compares them): a queue
+id past the topic's read queues is INVALID_PARAMETER on pop and MESSAGE_ILLEGAL on ack, an
+offset outside the queue NO_MESSAGE, more than 32 messages INVALID_PARAMETER, an unknown
+group SUBSCRIPTION_GROUP_NOT_EXIST (without auto-creation), a pop that finds nothing (after
+waiting up to its ``pollTime``) POLLING_TIMEOUT; an ack naming no group or nothing in flight
+is a harmless SUCCESS, as there. A refused request changes nothing. Stricter than RocketMQ,
+which reads a POP header leniently (a missing or non-numeric field as 0, a missing group as a
+NullPointerException): those get SYSTEM_ERROR naming the field, a negative invisible time
+INVALID_PARAMETER. A zero invisible time is taken, as there: the message is revived at once.
 """
 from __future__ import annotations
 
@@ -76,6 +81,9 @@ class PopProcessor:
         if self.clock() - h.born_time - h.poll_time > TIMEOUT_TOO_MUCH_MS:
             return _with_pop_header(create_response(request, ResponseCode.POLLING_TIMEOUT,
                                                     "the pop message is timeout too much"))
+        if h.invisible_time < 0:  # RocketMQ takes it (and revives at once); a clear refusal here
+            return _with_pop_header(create_response(request, ResponseCode.INVALID_PARAMETER,
+                                                    f"invisibleTime {h.invisible_time} is negative"))
         if h.max_msg_nums > MAX_POP_BATCH:
             return _with_pop_header(create_response(
                 request, ResponseCode.INVALID_PARAMETER,
