@@ -5,6 +5,7 @@ timed messages, each consumed once), and a push consumer whose listener fails on
 message comes back after the backoff, through mqbroker's retry queue)."""
 from __future__ import annotations
 
+from mqcore.admin import MQAdmin
 from tests.grpc.test_java_client import check_all_once, check_nack_comes_back, run_java5
 from tests.support.processes import BrokerProcess
 from tests.support.protocol import create_topic
@@ -49,3 +50,18 @@ def test_a_simple_consumer_through_the_proxy(tmp_path):
     assert [(r["attempt"], r.get("failed", False)) for r in normal] == [(1, True), (2, False)], normal
     assert normal[1]["received_ms"] - normal[0]["received_ms"] >= 9_000
     assert sorted(r["body"] for r in deliveries if not r.get("failed")) == ["fifo-0", "fifo-1", "later", "normal"]
+
+
+def test_a_fifo_group_through_the_proxy(tmp_path):
+    """A FIFO group (consumeMessageOrderly): the proxy pops orderly (order=true) from mqbroker;
+    the first message of the message group fails once and is delivered again in place before
+    the second one."""
+    with BrokerProcess(tmp_path / "store", conf=CONF) as b:
+        create_topic(b, "ProxyF")
+        with MQAdmin(b.namesrv_addr) as admin:
+            admin.create_group(b.broker_addr, "GProxyF", consume_message_orderly=True)
+        with Java5ClusterProxy(tmp_path / "px", b.namesrv_addr) as px:
+            proc, results = run_java5(px.grpc_addr, "ProxyF", "GProxyF", tmp_path, failOnce="fifo-0", settleMs=1000)
+    assert proc.returncode == 0 and results[-1] == {"all_consumed": True}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fifo = [(r["body"], r["attempt"], r.get("failed", False)) for r in results[4:-1] if r["body"].startswith("fifo")]
+    assert fifo == [("fifo-0", 1, True), ("fifo-0", 2, False), ("fifo-1", 1, False)], fifo

@@ -215,13 +215,9 @@ class PopProcessor:
     # --- ACK_MESSAGE / BATCH_ACK_MESSAGE -------------------------------------------------------
     def ack_message(self, channel, request):
         h = AckMessageRequestHeader.from_command(request)
-        refusal = self._offset_refusal(request, h.topic, h.queue_id, h.offset, inclusive_end=True)
-        if refusal is not None:
-            return refusal
-        try:
-            handle = PopHandle.decode(h.extra_info)
-        except IllegalArgumentError as e:
-            return create_response(request, ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {e}")
+        handle = self._handle(request, h, inclusive_end=True)
+        if not isinstance(handle, PopHandle):
+            return handle  # the refusal
         if handle.queue_id != h.queue_id or handle.queue_offset != h.offset:
             log.debug("ack of %s:%d@%d carries the handle of %d@%d", h.topic, h.queue_id, h.offset,
                       handle.queue_id, handle.queue_offset)
@@ -244,6 +240,17 @@ class PopProcessor:
                 if lo <= off <= hi:
                     self._ack(a.consumer_group, topic, a.queue_id, off)
         return create_response(request, ResponseCode.SUCCESS)
+
+    def _handle(self, request, h, inclusive_end: bool):
+        """The receipt handle (``extraInfo``) of an ack or change naming a message of the
+        topic's queues, or the refusal, in the Java broker's order of checks."""
+        refusal = self._offset_refusal(request, h.topic, h.queue_id, h.offset, inclusive_end)
+        if refusal is not None:
+            return refusal
+        try:
+            return PopHandle.decode(h.extra_info)
+        except IllegalArgumentError as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {e}")
 
     def _offset_refusal(self, request, topic: str, queue_id: int, offset: int, inclusive_end: bool):
         tc = self.topics.get(topic)
@@ -269,13 +276,9 @@ class PopProcessor:
     # --- CHANGE_MESSAGE_INVISIBLETIME ----------------------------------------------------------
     def change_invisible_time(self, channel, request):
         h = ChangeInvisibleTimeRequestHeader.from_command(request)
-        refusal = self._offset_refusal(request, h.topic, h.queue_id, h.offset, inclusive_end=False)
-        if refusal is not None:
-            return refusal
-        try:
-            handle = PopHandle.decode(h.extra_info)
-        except IllegalArgumentError as e:
-            return create_response(request, ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {e}")
+        handle = self._handle(request, h, inclusive_end=False)
+        if not isinstance(handle, PopHandle):
+            return handle  # the refusal
         if h.invisible_time < 0:
             return create_response(request, ResponseCode.INVALID_PARAMETER,
                                    f"invisibleTime {h.invisible_time} is negative")

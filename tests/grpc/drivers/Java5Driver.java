@@ -3,8 +3,8 @@
 // A producer sends a normal message (tag, keys, property), two FIFO messages of one message
 // group and a message due 2 s later, then -Dmq.bulk=N more normal messages ("bulk-<i>"); a push
 // consumer of GROUP consumes them, and listens -Dmq.settleMs more for copies. -Dmq.ssl=true
-// keeps the client's default (TLS); -Dmq.ak/-Dmq.sk sign the requests (5.x ACL); -Dmq.failOnce=true
-// makes the listener answer FAILURE to the first delivery of "normal" (a nack: it must come back
+// keeps the client's default (TLS); -Dmq.ak/-Dmq.sk sign the requests (5.x ACL); -Dmq.failOnce=BODY
+// ("true": "normal") makes the listener answer FAILURE to the first delivery of that body (it must come back
 // after the client's backoff, its RESULT line says "failed": true); -Dmq.simple=true consumes with a
 // simple consumer instead (receive, invisible 10 s; "normal" is not acked the first time, so it
 // comes back when its invisible time is over). Prints RESULT
@@ -115,7 +115,8 @@ public class Java5Driver {
             System.exit(simple(provider, cc, topic, group, messages.size()) ? 0 : 1);
         }
         Map<String, Integer> attempts = new ConcurrentHashMap<>();
-        boolean failOnce = Boolean.getBoolean("mq.failOnce");
+        String failBody = System.getProperty("mq.failOnce", "");
+        String failOnce = failBody.equals("true") ? "normal" : failBody;
         CountDownLatch done = new CountDownLatch(messages.size());
         PushConsumer consumer = provider.newPushConsumerBuilder().setClientConfiguration(cc).setConsumerGroup(group)
             .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression("*", FilterExpressionType.TAG)))
@@ -124,7 +125,7 @@ public class Java5Driver {
                 byte[] raw = new byte[b.remaining()];
                 b.get(raw);
                 String body = new String(raw, StandardCharsets.UTF_8);
-                boolean fail = failOnce && body.equals("normal") && attempts.merge(body, 1, Integer::sum) == 1;
+                boolean fail = body.equals(failOnce) && attempts.merge(body, 1, Integer::sum) == 1;
                 StringBuilder props = new StringBuilder("{");
                 mv.getProperties().forEach((k, v) -> props.append(props.length() > 1 ? ", " : "").append(q(k)).append(": ").append(q(v)));
                 props.append("}");
