@@ -27,7 +27,7 @@ from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_P
 from mqcore.grpc.source import GrpcSource, TopicView
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
 from mqcore.grpc import transaction as tx
-from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host,
+from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, pack_host,
                             validate_group, validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.pop.arrivals import Arrivals

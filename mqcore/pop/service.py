@@ -422,7 +422,7 @@ class PopService:
     def revived(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         q = self._queues.get((group, topic, queue_id))
         flight = q.inflight.pop(offset, None) if q is not None else None
-        if flight is not None:
+        if q is not None and flight is not None:
             self._ack_record(group, topic, queue_id, flight)
             self._commit(group, topic, queue_id, q)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from mqcore.remoting import RequestCode as RC
 from tests.broker.test_pop_remoting import MALFORMED, module_broker  # noqa: F401 (a fixture)
 from tests.support.reference5 import Java5Broker, Java5Namesrv, mqadmin5
 from tests.support.protocol import send

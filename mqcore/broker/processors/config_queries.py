@@ -5,17 +5,20 @@ without one is NORMAL, and mqbroker's topics carry every type), the group's retr
 and whether it is a FIFO group."""
 from __future__ import annotations
 
+from typing import Any
+
 from mqcore.jsonutil import dumps_compact
 from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting.command import RemotingCommand
 from mqcore.store.config_files import bean_to_json
 
 
 class ConfigQueryProcessor:
-    def __init__(self, *, topics, groups) -> None:
+    def __init__(self, *, topics: Any, groups: Any) -> None:
         self.topics = topics
         self.groups = groups
 
-    def topic_config(self, channel, request):
+    def topic_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic")
         tc = self.topics.get(topic) if isinstance(topic, str) else None
         if tc is None:
@@ -23,7 +26,7 @@ class ConfigQueryProcessor:
         # TopicConfigAndQueueMapping: the config's fields, its attributes, no static queue mapping
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({**bean_to_json(tc), "attributes": {}}))
 
-    def group_config(self, channel, request):
+    def group_config(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         group = (request.ext_fields or {}).get("group")
         if not isinstance(group, str) or not self.groups.ensure(group):  # found or auto-created, as Java
             return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")

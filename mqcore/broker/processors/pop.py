@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from mqcore.broker.topics import readable
 from mqcore.errors import FilterExpressionError, IllegalArgumentError
@@ -31,6 +32,7 @@ from mqcore.pop.handle import (POP_ORDER_REVIVE_QUEUE, TYPE_RETRY, PopHandle, ms
                                pop_retry_topic, start_offset_info)
 from mqcore.pop.service import AckStatus, Popped, PopService
 from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.pop_headers import (AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader,
                                          ChangeInvisibleTimeResponseHeader, NotificationRequestHeader,
                                          NotificationResponseHeader, PeekMessageRequestHeader,
@@ -40,12 +42,15 @@ from mqcore.store.results import GetMessageStatus
 
 log = logging.getLogger(__name__)
 
+#: a processor's answer: at once, or (a parked pop) once it has waited
+Answer = RemotingCommand | Coroutine[Any, Any, RemotingCommand | None]
+
 MAX_POP_BATCH = 32
 #: a pop whose client waited this much longer than its pollTime before we saw it is answered at once
 TIMEOUT_TOO_MUCH_MS = 500
 
 
-def _with_pop_header(response):
+def _with_pop_header(response: RemotingCommand) -> RemotingCommand:
     """A refused pop carries the answer header's required fields as zeros, as the Java broker's
     does (the 5.x client reads them whatever the code)."""
     response.ext_fields = {**(response.ext_fields or {}),
@@ -57,7 +62,7 @@ class PopProcessor:
     """The POP family over remoting, given only what it uses. ``broker_permission`` and
     ``broker_name`` are read per request (``updateBrokerConfig`` changes them)."""
 
-    def __init__(self, *, pop: PopService, store, topics, groups, stats, clock: Callable[[], int],
+    def __init__(self, *, pop: PopService, store: Any, topics: Any, groups: Any, stats: Any, clock: Callable[[], int],
                  broker_name: Callable[[], str], broker_permission: Callable[[], int],
                  enable_property_filter: Callable[[], bool]) -> None:
         self.pop = pop
@@ -73,7 +78,7 @@ class PopProcessor:
         self._parked: dict[tuple[str, str, int], int] = {}
 
     # --- POP_MESSAGE ---------------------------------------------------------------------------
-    def pop_message(self, channel, request):
+    def pop_message(self, channel: Any, request: RemotingCommand) -> Answer:
         ext = request.ext_fields
         if ext is not None and ext.get("bornTime", "0") == "0":
             ext["bornTime"] = str(self.clock())  # a proxy in cluster mode sends none: its time is now
@@ -102,7 +107,8 @@ class PopProcessor:
             return self._park(channel, request, h, expression)
         return self._nothing(request, h)
 
-    def _refusal(self, request, topic: str, group: str, queue_id: int, what: str):
+    def _refusal(self, request: RemotingCommand, topic: str, group: str, queue_id: int,
+                 what: str) -> RemotingCommand | None:
         if not self.broker_permission() & PERM_READ:
             return create_response(request, ResponseCode.NO_PERMISSION,
                                    f"the broker[{self.broker_name()}] {what} message is forbidden")
@@ -142,14 +148,15 @@ class PopProcessor:
         n = self.topics.get(topic).read_queue_nums
         return list(range(n))
 
-    def _pop_answer(self, request, h: PopMessageRequestHeader, expression):
+    def _pop_answer(self, request: RemotingCommand, h: PopMessageRequestHeader,
+                    expression: str | Sql92Filter) -> RemotingCommand | None:
         """The SUCCESS answer with what was popped, or None when nothing was."""
         orderly = bool(h.order)
         popped = self.pop.pop_topic(h.consumer_group, h.topic, self._queues(h.topic, h.queue_id), h.max_msg_nums,
                                     expression, h.invisible_time, orderly)
         if not popped:
             return None
-        body, by_queue = bytearray(), {}
+        body, by_queue = bytearray(), dict[tuple[str, int], list[Popped]]()
         for p in popped:
             raw = self.store.select_one_message_by_offset(p.flight.commitlog_offset)
             if raw is None:  # cleaned up under us: it cannot be delivered, so it is done
@@ -173,17 +180,18 @@ class PopProcessor:
         return create_response(request, ResponseCode.SUCCESS, GetMessageStatus.FOUND.value,
                                ext_fields=header.to_ext(), body=bytes(body))
 
-    def _rest(self, h) -> int:
+    def _rest(self, h: PopMessageRequestHeader | NotificationRequestHeader) -> int:
         return sum(self.pop.rest(h.consumer_group, h.topic, q) for q in self._queues(h.topic, h.queue_id))
 
-    def _nothing(self, request, h: PopMessageRequestHeader):
+    def _nothing(self, request: RemotingCommand, h: PopMessageRequestHeader) -> RemotingCommand:
         header = PopMessageResponseHeader(pop_time=self.clock(), invisible_time=h.invisible_time,
                                           revive_qid=POP_ORDER_REVIVE_QUEUE if h.order else 0, rest_num=self._rest(h),
                                           start_offset_info="", msg_offset_info="")
         return create_response(request, ResponseCode.POLLING_TIMEOUT, GetMessageStatus.NO_MESSAGE_IN_QUEUE.value,
                                ext_fields=header.to_ext())
 
-    async def _park(self, channel, request, h: PopMessageRequestHeader, expression):
+    async def _park(self, channel: Any, request: RemotingCommand, h: PopMessageRequestHeader,
+                    expression: str | Sql92Filter) -> RemotingCommand | None:
         """Wait up to ``pollTime`` for a message (or a FIFO queue to become free), popping
         again on each arrival; POLLING_TIMEOUT when none came."""
         arrivals = self.pop.arrivals
@@ -213,7 +221,7 @@ class PopProcessor:
         return answer if answer is not None else self._nothing(request, h)
 
     # --- ACK_MESSAGE / BATCH_ACK_MESSAGE -------------------------------------------------------
-    def ack_message(self, channel, request):
+    def ack_message(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_command(request)
         handle = self._handle(request, h, inclusive_end=True)
         if not isinstance(handle, PopHandle):
@@ -224,8 +232,9 @@ class PopProcessor:
         self._ack(h.consumer_group, h.topic, h.queue_id, h.offset)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def batch_ack_message(self, channel, request):
-        _broker, acks = parse_batch_ack_body(request.body)
+    def batch_ack_message(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+        body = request.body
+        _broker, acks = parse_batch_ack_body(bytes(body) if isinstance(body, (bytes, bytearray, memoryview)) else None)
         if not acks:
             return create_response(request, ResponseCode.NO_MESSAGE)
         for a in acks:
@@ -241,7 +250,8 @@ class PopProcessor:
                     self._ack(a.consumer_group, topic, a.queue_id, off)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def _handle(self, request, h, inclusive_end: bool):
+    def _handle(self, request: RemotingCommand, h: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader,
+                inclusive_end: bool) -> PopHandle | RemotingCommand:
         """The receipt handle (``extraInfo``) of an ack or change naming a message of the
         topic's queues, or the refusal, in the Java broker's order of checks."""
         refusal = self._offset_refusal(request, h.topic, h.queue_id, h.offset, inclusive_end)
@@ -252,7 +262,8 @@ class PopProcessor:
         except IllegalArgumentError as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {e}")
 
-    def _offset_refusal(self, request, topic: str, queue_id: int, offset: int, inclusive_end: bool):
+    def _offset_refusal(self, request: RemotingCommand, topic: str, queue_id: int, offset: int,
+                        inclusive_end: bool) -> RemotingCommand | None:
         tc = self.topics.get(topic)
         if tc is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
@@ -274,7 +285,7 @@ class PopProcessor:
             log.debug("ack of %s:%d@%d for %s names no message in flight", store_topic, queue_id, offset, group)
 
     # --- CHANGE_MESSAGE_INVISIBLETIME ----------------------------------------------------------
-    def change_invisible_time(self, channel, request):
+    def change_invisible_time(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         h = ChangeInvisibleTimeRequestHeader.from_command(request)
         handle = self._handle(request, h, inclusive_end=False)
         if not isinstance(handle, PopHandle):
@@ -299,7 +310,7 @@ class PopProcessor:
         return create_response(request, ResponseCode.SUCCESS, ext_fields=header.to_ext())
 
     # --- PEEK_MESSAGE, NOTIFICATION, POLLING_INFO -----------------------------------------------
-    def peek_message(self, channel, request):
+    def peek_message(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         """Up to ``maxMsgNums`` messages from the group's pop position, nothing changed."""
         h = PeekMessageRequestHeader.from_command(request)
         if h.max_msg_nums > MAX_POP_BATCH:
@@ -325,7 +336,7 @@ class PopProcessor:
         return create_response(request, ResponseCode.SUCCESS, GetMessageStatus.FOUND.value,
                                ext_fields=header.to_ext(), body=bytes(body))
 
-    def notification(self, channel, request):
+    def notification(self, channel: Any, request: RemotingCommand) -> Answer:
         """Whether the group has messages to pop (the retry queue included), waiting up to
         ``pollTime`` for one to arrive."""
         h = NotificationRequestHeader.from_command(request)
@@ -336,17 +347,17 @@ class PopProcessor:
             return self._notified(request, h)
         return self._notify_later(request, h)
 
-    def _has_message(self, h) -> bool:
+    def _has_message(self, h: NotificationRequestHeader) -> bool:
         retry = pop_retry_topic(h.consumer_group, h.topic)
         if self.topics.get(retry) is not None and self.pop.rest(h.consumer_group, retry, 0) > 0:
             return True
         return any(self.pop.rest(h.consumer_group, h.topic, q) > 0 for q in self._queues(h.topic, h.queue_id))
 
-    def _notified(self, request, h):
+    def _notified(self, request: RemotingCommand, h: NotificationRequestHeader) -> RemotingCommand:
         header = NotificationResponseHeader(has_msg=self._has_message(h), polling_full=False)
         return create_response(request, ResponseCode.SUCCESS, ext_fields=header.to_ext())
 
-    async def _notify_later(self, request, h):
+    async def _notify_later(self, request: RemotingCommand, h: NotificationRequestHeader) -> RemotingCommand:
         arrivals = self.pop.arrivals
         assert arrivals is not None
         topics = [h.topic, pop_retry_topic(h.consumer_group, h.topic)]
@@ -361,7 +372,7 @@ class PopProcessor:
             await arrivals.wait(topics, left / 1000, since)
         return self._notified(request, h)
 
-    def polling_info(self, channel, request):
+    def polling_info(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
         h = PollingInfoRequestHeader.from_command(request)
         refusal = self._refusal(request, h.topic, h.consumer_group, h.queue_id, "peeking")
         if refusal is not None:
