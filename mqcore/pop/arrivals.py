@@ -3,6 +3,7 @@ when the store dispatches a message to it, or when a FIFO queue becomes free."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class Arrivals:
@@ -13,14 +14,23 @@ class Arrivals:
     Each topic therefore has a generation, bumped on every arrival or wake: a receive takes
     ``generation`` before it looks and passes it to ``wait``, which returns at once when it
     moved in between.
+
+    ``install`` adds ``notify`` to the store's arrival listeners; it is called at the first
+    ``generation`` (before that receive looks, so no arrival after it is missed): a broker
+    that never serves a pop never has a Python call on its SEND path for it.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 install: Callable[[Callable[[str, int, int], None]], None] | None = None) -> None:
         self.loop = loop
+        self._install = install
         self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
         self._generation: dict[str, int] = {}
 
     def generation(self, topics: list[str]) -> tuple[int, ...]:
+        if self._install is not None:
+            install, self._install = self._install, None
+            install(self.notify)
         return tuple(self._generation.get(t, 0) for t in topics)
 
     async def wait(self, topics: list[str], timeout_s: float, since: tuple[int, ...] | None = None) -> None:

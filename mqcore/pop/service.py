@@ -501,8 +501,7 @@ class PopService:
     def start(self, loop: asyncio.AbstractEventLoop, put: Put) -> None:
         """Serve: parked receives learn of arrivals; the revive task runs until ``shutdown``."""
         self.put = put
-        self.arrivals = Arrivals(loop)
-        self.src.store.add_arrival_listener(self.arrivals.notify)
+        self.arrivals = Arrivals(loop, install=self.src.store.add_arrival_listener)  # at the first receive
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._run(self._wake))
 
