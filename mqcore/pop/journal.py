@@ -2,7 +2,8 @@
 messages are invisible until when, and which were acked, survive a broker restart.
 
 The layout is RocketMQ 5's: the records are messages of ``rmq_sys_REVIVE_LOG_{cluster}``
-tagged ``ck`` / ``ack`` whose bodies are its ``PopCheckPoint`` / ``AckMsg`` JSON (short
+tagged ``ck`` / ``ack`` / ``bAck`` whose bodies are its ``PopCheckPoint`` / ``AckMsg`` /
+``BatchAckMsg`` JSON (short
 field names: ``so`` start offset, ``pt`` pop time, ``it`` invisible time, ``n`` count, ``d``
 each message's offset minus ``so``, ``q`` queue id, ``t`` the topic read (the topic or the
 group's retry topic), ``c`` the group, ``ao`` the acked offset, ``bn`` the broker name);
@@ -30,6 +31,7 @@ REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 CK_TAG = "ck"
 ACK_TAG = "ack"
+BATCH_ACK_TAG = "bAck"
 #: the one revive queue this broker writes (RocketMQ spreads CKs over reviveQueueNum queues)
 REVIVE_QUEUE = 0
 
@@ -72,11 +74,31 @@ class Ack:
                           separators=(",", ":")).encode()
 
 
-Record = Checkpoint | Ack
+@dataclasses.dataclass(frozen=True)
+class BatchAck:
+    """Several acks of one queue in one record (RocketMQ's ``BatchAckMsg``: ``aol``, the
+    acked offsets): what one BATCH_ACK_MESSAGE entry writes."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offsets: tuple[int, ...]
+    start_offset: int
+    pop_time_ms: int
+    broker_name: str
+
+    def body(self) -> bytes:
+        return json.dumps({"aol": list(self.offsets), "so": self.start_offset, "c": self.group, "t": self.topic,
+                           "q": self.queue_id, "pt": self.pop_time_ms, "bn": self.broker_name},
+                          separators=(",", ":")).encode()
+
+
+Record = Checkpoint | Ack | BatchAck
+_TAGS = {Checkpoint: CK_TAG, Ack: ACK_TAG, BatchAck: BATCH_ACK_TAG}
 
 
 def to_message(record: Record, topic: str, born_ms: int, host: bytes) -> MessageExtBrokerInner:
-    tag = CK_TAG if isinstance(record, Checkpoint) else ACK_TAG
+    tag = _TAGS[type(record)]
     return MessageExtBrokerInner(topic=topic, body=record.body(), queue_id=REVIVE_QUEUE,
                                  properties={Prop.TAGS: tag, Prop.WAIT: "false"},
                                  born_timestamp=born_ms, born_host=host, store_host=host)
@@ -95,10 +117,13 @@ def from_message(msg: MessageExt) -> Record | None:
         if tag == ACK_TAG:
             return Ack(str(b["c"]), str(b["t"]), int(b["q"]), int(b["ao"]), int(b.get("so", b["ao"])),
                        int(b.get("pt", 0)), str(b.get("bn", "")))
+        if tag == BATCH_ACK_TAG:
+            return BatchAck(str(b["c"]), str(b["t"]), int(b["q"]), tuple(int(o) for o in b["aol"]),
+                            int(b.get("so", 0)), int(b.get("pt", 0)), str(b.get("bn", "")))
     except (ValueError, KeyError, TypeError) as e:
         log.warning("revive record at %s:%d is not a CK/ACK record (%s): skipped", msg.topic, msg.queue_offset, e)
         return None
-    return None  # a tag of RocketMQ's this broker does not write (batch acks are written one by one)
+    return None  # a tag of RocketMQ's this broker does not write
 
 
 def replay(read: Callable[[int, int], list[MessageExt]], start: int, end: int) -> Iterator[tuple[int, Record]]:

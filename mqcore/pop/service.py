@@ -197,8 +197,11 @@ class PopService:
                 for off in rec.offsets:
                     open_[key3 + (off,)] = (rec.pop_time_ms + rec.invisible_ms, rec.pop_time_ms, rec.start_offset, at)
                     popped_to[key3] = max(popped_to.get(key3, 0), off + 1)
-            else:
+            elif isinstance(rec, journal.Ack):
                 open_.pop((rec.group, rec.topic, rec.queue_id, rec.offset), None)
+            else:
+                for off in rec.offsets:
+                    open_.pop((rec.group, rec.topic, rec.queue_id, off), None)
         n = 0
         for (group, t, qid, off), (deadline, pop_time, ck, at) in open_.items():
             q = self.queue(group, t, qid)
@@ -358,6 +361,26 @@ class PopService:
                 return AckStatus.OK
             return AckStatus.NOT_FOUND
         return AckStatus.OK  # already done (acked before, or revived): acking again is harmless
+
+    def ack_many(self, group: str, topic: str, queue_id: int, offsets: list[int]) -> None:
+        """Several acks of one queue (a BATCH_ACK_MESSAGE entry): one journal record for them
+        all, as RocketMQ writes one ``BatchAckMsg``; offsets not in flight are handled as
+        ``ack`` handles them."""
+        q = self.queue(group, topic, queue_id)
+        if q.orderly:  # FIFO state: one by one (no records)
+            for off in offsets:
+                self.ack(group, topic, queue_id, off)
+            return
+        done = [f for f in (q.inflight.pop(off, None) for off in offsets) if f is not None]
+        for off in offsets:
+            if off >= q.next and off not in q.inflight and off < self.src.store.get_max_offset_in_queue(topic, queue_id):
+                q.acked_ahead.add(off)
+        recorded = [f for f in done if f.ck_at >= 0]
+        if recorded:
+            self._record(journal.BatchAck(group, topic, queue_id, tuple(f.queue_offset for f in recorded),
+                                          recorded[0].ck_offset, recorded[0].pop_time_ms, self.broker_name()))
+        if done:
+            self._commit(group, topic, queue_id, q)
 
     def _free(self, topic: str) -> None:
         if self.arrivals is not None:

@@ -80,25 +80,39 @@ def test_pop_ack_change_and_revive(tmp_path):
         assert pop(rc, b, "Pop5", poll_ms=500).code == R.POLLING_TIMEOUT
 
 
+def batch_ack(rc, b, topic, group, pairs):
+    """BATCH_ACK_MESSAGE of (message, extraInfo) pairs of one queue and one pop."""
+    so = int(pairs[0][1].split(" ")[0])
+    bits = sum(1 << (m.queue_offset - so) for m, _ in pairs)
+    body = {"brokerName": "broker-a", "acks": [{
+        "c": group, "t": topic, "r": "0", "so": so, "q": pairs[0][0].queue_id, "rq": 0,
+        "pt": int(pairs[0][1].split(" ")[1]), "it": int(pairs[0][1].split(" ")[2]),
+        "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()}]}
+    return rc.invoke(b.broker_addr, create_request(RC.BATCH_ACK_MESSAGE, body=json.dumps(body).encode()), 5000)
+
+
 def test_invisibility_and_acks_survive_a_restart(tmp_path):
     with BrokerProcess(tmp_path / "store", conf=CONF) as b:
         with SyncRemotingClient() as rc:
-            for i in range(3):
+            for i in range(4):
                 assert send(rc, b, "PopR", f"r{i}".encode()).code == R.SUCCESS
-            resp = pop(rc, b, "PopR", queue_id=0, n=3, invisible_ms=5000)
+            resp = pop(rc, b, "PopR", queue_id=0, n=4, invisible_ms=10_000)
             got = {m.body: (m, x) for m, x in handles(resp, "broker-a")}
-            assert sorted(got) == [b"r0", b"r1", b"r2"]
-            assert ack(rc, b, "PopR", *got[b"r1"]).code == R.SUCCESS  # acked above the committed offset
+            assert sorted(got) == [b"r0", b"r1", b"r2", b"r3"]
+            # acked above the committed offset (r0 is still in flight): one alone, one in a batch
+            assert ack(rc, b, "PopR", *got[b"r1"]).code == R.SUCCESS
+            assert batch_ack(rc, b, "PopR", "PG5", [got[b"r3"]]).code == R.SUCCESS
             t_pop = time.monotonic()
-        b.restart()
+        b.restart()  # within the 10 s, or r0 is revived before it is acked below
         with SyncRemotingClient() as rc:
-            # still invisible after the restart; r1 stays acked
-            if time.monotonic() - t_pop < 4.0:
+            # still invisible after the restart; r1 and r3 stay acked
+            if time.monotonic() - t_pop < 8.0:
                 assert pop(rc, b, "PopR").code == R.POLLING_TIMEOUT
             assert ack(rc, b, "PopR", *got[b"r0"]).code == R.SUCCESS
             # r2 comes back once its invisible time is over, and only it
-            resp = pop(rc, b, "PopR", poll_ms=9000)
+            resp = pop(rc, b, "PopR", poll_ms=15_000)
             assert [m.body for m, _ in handles(resp, "broker-a")] == [b"r2"]
+            assert pop(rc, b, "PopR", poll_ms=1000).code == R.POLLING_TIMEOUT
 
 
 def test_batch_ack_and_notification(tmp_path):
@@ -114,13 +128,7 @@ def test_batch_ack_and_notification(tmp_path):
         resp = pop(rc, b, "PopB", group="PGB", queue_id=0, invisible_ms=2000)
         ms = handles(resp, "broker-a")
         assert len(ms) == 4
-        ext = resp.ext_fields
-        bits = sum(1 << (m.queue_offset - int(ms[0][1].split(" ")[0])) for m, _ in ms)
-        body = {"brokerName": "broker-a", "acks": [{
-            "c": "PGB", "t": "PopB", "r": "0", "so": int(ms[0][1].split(" ")[0]), "q": 0, "rq": 0,
-            "pt": int(ext["popTime"]), "it": 2000,
-            "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()}]}
-        r = rc.invoke(b.broker_addr, create_request(RC.BATCH_ACK_MESSAGE, body=json.dumps(body).encode()), 5000)
+        r = batch_ack(rc, b, "PopB", "PGB", ms)
         assert r.code == R.SUCCESS
         # all four acked: nothing comes back after their invisible time
         assert pop(rc, b, "PopB", group="PGB", poll_ms=3500).code == R.POLLING_TIMEOUT

@@ -245,9 +245,8 @@ class PopProcessor:
                 continue  # as RocketMQ: an entry naming no queue is skipped
             lo = self.store.get_min_offset_in_queue(topic, a.queue_id)
             hi = self.store.get_max_offset_in_queue(topic, a.queue_id)
-            for off in a.offsets:
-                if lo <= off <= hi:
-                    self._ack(a.consumer_group, topic, a.queue_id, off)
+            if self.groups.exists(a.consumer_group):
+                self.pop.ack_many(a.consumer_group, topic, a.queue_id, [o for o in a.offsets if lo <= o <= hi])
         return create_response(request, ResponseCode.SUCCESS)
 
     def _handle(self, request: RemotingCommand, h: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader,
