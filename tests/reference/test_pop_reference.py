@@ -28,7 +28,7 @@ def test_pop_over_remoting_matches_apache_5(tmp_path):
     with Java5Namesrv(tmp_path / "ns") as ns, Java5Broker(tmp_path / "jb", ns.addr) as jb:
         made = mqadmin5(["updateTopic", "-n", ns.addr, "-c", "DefaultCluster", "-t", "PopRef"], home=tmp_path)
         assert made.returncode == 0, made.stdout + made.stderr
-        assert wait_for(lambda: "PopRef" in mqadmin5(["topicList", "-n", ns.addr], home=tmp_path).stdout, timeout=60)
+        assert wait_for(lambda: "PopRef" in mqadmin5(["topicList", "-n", ns.addr], home=tmp_path).stdout, timeout=120)
         theirs = _scenario(ns.addr, jb.broker_addr, jb.broker_name, "PopRef", tmp_path)
     assert ours == theirs
     pop, again = ours[0], ours[1]
