@@ -8,7 +8,9 @@ bodies:
 * pipelined send: 64 in flight on one connection
 * consume 32 per request, 4 in flight: 4.x PULL_MESSAGE (offset commit piggybacks on the
   next pull) / 5.x ReceiveMessage of 32 followed by one AckMessage of those 32 (a 5.x
-  consumer must ack; that round trip is part of its cost)
+  consumer must ack; that round trip is part of its cost) / RocketMQ 5's POP over remoting
+  (POP_MESSAGE of 32, then one BATCH_ACK_MESSAGE: what the 5.x proxy in cluster mode does),
+  of the 4.x topic by a group of its own
 
     python bench/bench_grpc.py            # ~1 min
     python bench/bench_grpc.py --quick
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import re
@@ -163,6 +166,41 @@ async def bench(addr4: str, addr5: str, n: int) -> list[dict]:
     row(out, "consume 32 per request (4 in flight)", "4.x remoting (pull)", total_msgs // 32, secs, total_msgs)
     secs, requests = await receive_all_5()
     row(out, "consume 32 per request (4 in flight)", "5.x gRPC (receive + ack)", requests, secs, total_msgs)
+
+    async def pop_all_4() -> tuple[float, int]:
+        got = 0
+        requests = 0
+
+        async def one(_):
+            nonlocal got, requests
+            r = await remoting.invoke(addr4, create_request(RequestCode.POP_MESSAGE, {
+                "consumerGroup": "gpop", "topic": "Bench4", "queueId": "-1", "maxMsgNums": "32",
+                "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "TAG",
+                "exp": "*"}), 30000)
+            requests += 1
+            if r.code != 0:
+                return
+            ext = r.ext_fields
+            starts = {tuple(e.split(" ")[:2]): int(e.split(" ")[2]) for e in ext["startOffsetInfo"].split(";")}
+            acks = []
+            for e in ext["msgOffsetInfo"].split(";"):
+                kind, qid, offs = e.split(" ")
+                so = starts[(kind, qid)]
+                bits = sum(1 << (int(o) - so) for o in offs.split(","))
+                acks.append({"c": "gpop", "t": "Bench4", "r": kind, "so": so, "q": int(qid), "rq": 0,
+                             "pt": int(ext["popTime"]), "it": 60000,
+                             "b": base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()})
+                got += len(offs.split(","))
+            body = json.dumps({"brokerName": "broker-a", "acks": acks}).encode()
+            a = await remoting.invoke(addr4, create_request(RequestCode.BATCH_ACK_MESSAGE, body=body), 30000)
+            assert a.code == 0, a.remark
+        t0 = time.perf_counter()
+        while got < total_msgs:
+            await asyncio.gather(*(one(k) for k in range(4)))
+        return time.perf_counter() - t0, requests
+
+    secs, requests = await pop_all_4()
+    row(out, "consume 32 per request (4 in flight)", "4.x remoting (pop + batch ack)", requests, secs, total_msgs)
     await remoting.shutdown()
     await channel.close()
     return out

@@ -118,6 +118,10 @@ FORBIDDEN = {
     # the 5.x gRPC endpoint sits beside the broker's processors and, like them, is handed the
     # managers it uses (grpc.source.GrpcSource, built by Broker.grpc_source): it imports nothing
     # of the broker (which imports it to start it), never a client
+    # POP consumption sits below both protocols that serve it: the broker's remoting processor
+    # and the gRPC endpoint are each handed the one PopService; it knows neither
+    "mqcore.pop": ("mqcore.broker", "mqcore.grpc", "mqcore.remoting", "mqcore.client", "mqcore.spark", "mqcore.tools",
+                   "mqcore.dashboard", "mqcore.admin", "mqcore.namesrv"),
     "mqcore.grpc": ("mqcore.broker", "mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.dashboard"),
     # the web dashboard sits beside the broker too (the broker starts it, as it starts the gRPC
     # endpoint): like the endpoint it is handed the managers it uses (dashboard.source.DashboardSource,

@@ -33,7 +33,9 @@ from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.client_calls import ClientCallProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.inspection import InspectionProcessor
+from mqcore.broker.processors.config_queries import ConfigQueryProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
+from mqcore.broker.processors.pop import PopProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.reply import ReplyProcessor
 from mqcore.broker.processors.send import SendProcessor
@@ -55,8 +57,9 @@ from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
 from mqcore.permissions import PERM_READ, PERM_WRITE
+from mqcore.pop.service import PopService, PopSource
 from mqcore.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode
-from mqcore.remoting.command import create_request
+from mqcore.remoting.command import RemotingCommand, create_request
 from mqcore.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
@@ -139,6 +142,11 @@ class Broker:
             store=self.store, offsets=self.offsets, topics=self.topics, store_host=lambda: self.store_host,
             configs=lambda: self.cfg, clock=clock, file_reserved_hours=lambda: self.store_config.file_reserved_time_hours)
         self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
+        #: POP consumption, one service behind the remoting POP_MESSAGE family and the 5.x endpoint
+        self.pop = PopService(PopSource(clock=clock, store=self.store, topics=self.topics, groups=self.groups,
+                                        offsets=self.offsets, stats=self.stats, store_host=lambda: self.store_host,
+                                        schedule_register=self.schedule_register),
+                              clock, broker_name=lambda: self.cfg.broker_name, cluster=config.broker_cluster_name)
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -205,6 +213,7 @@ class Broker:
         self.delay_offsets.load()
         self.hold = PullRequestHoldService(loop, self.store.get_max_offset_in_queue)
         self.store.add_arrival_listener(self.hold.arrivals)
+        self.pop.load()  # the pop journal: what was invisible (or acked) before the restart still is
         if self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
         self._register_processors()
@@ -230,6 +239,7 @@ class Broker:
         if self.cfg.metrics_port:
             self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port)
             await self.metrics.start()
+        self.pop.start(loop, self._put_async)
         if self.grpc is not None:
             await self.grpc.start(pool=self._executor)
         if self.cfg.dashboard_port:
@@ -270,6 +280,7 @@ class Broker:
         await self.server.shutdown()
         if self.grpc is not None:
             await self.grpc.shutdown()
+        await self.pop.shutdown()
         if self._client is not None:
             await self._client.shutdown()
         if self.namesrv is not None:
@@ -328,6 +339,11 @@ class Broker:
         adm.consume_tps = insp.group_tps
         calls = self._calls = ClientCallProcessor(broker_name=self.cfg.broker_name, store=self.store,
                                                   clients=self.clients)
+        pop = PopProcessor(pop=self.pop, store=self.store, topics=self.topics, groups=self.groups, stats=self.stats,
+                           clock=self.clock, broker_name=lambda: self.cfg.broker_name,
+                           broker_permission=lambda: self.cfg.broker_permission,
+                           enable_property_filter=lambda: self.cfg.enable_property_filter)
+        queries = ConfigQueryProcessor(topics=self.topics, groups=self.groups)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
@@ -341,7 +357,7 @@ class Broker:
             RC.UPDATE_CONSUMER_OFFSET: cli.update_offset, RC.SEARCH_OFFSET_BY_TIMESTAMP: cli.search_offset,
             RC.GET_MAX_OFFSET: cli.max_offset, RC.GET_MIN_OFFSET: cli.min_offset,
             RC.GET_EARLIEST_MSG_STORETIME: cli.earliest_time,
-            RC.UPDATE_AND_CREATE_TOPIC: adm.create_topic, RC.DELETE_TOPIC_IN_BROKER: adm.delete_topic,
+            RC.UPDATE_AND_CREATE_TOPIC: self._registered(adm.create_topic), RC.DELETE_TOPIC_IN_BROKER: adm.delete_topic,
             RC.GET_ALL_TOPIC_CONFIG: adm.all_topic_config, RC.GET_TOPIC_STATS_INFO: adm.topic_stats,
             RC.GET_CONSUME_STATS: adm.consume_stats, RC.GET_CONSUMER_CONNECTION_LIST: adm.consumer_connections,
             RC.GET_ALL_CONSUMER_OFFSET: adm.all_consumer_offsets, RC.GET_ALL_DELAY_OFFSET: adm.all_delay_offsets,
@@ -359,6 +375,10 @@ class Broker:
             RC.CONSUME_MESSAGE_DIRECTLY: calls.consume_message_directly,
             RC.END_TRANSACTION: end_tx.end,
             RC.SEND_REPLY_MESSAGE: reply.reply, RC.SEND_REPLY_MESSAGE_V2: reply.reply,
+            RC.POP_MESSAGE: pop.pop_message, RC.ACK_MESSAGE: pop.ack_message,
+            RC.BATCH_ACK_MESSAGE: pop.batch_ack_message, RC.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+            RC.PEEK_MESSAGE: pop.peek_message, RC.NOTIFICATION: pop.notification, RC.POLLING_INFO: pop.polling_info,
+            RC.GET_TOPIC_CONFIG: queries.topic_config, RC.GET_SUBSCRIPTIONGROUP_CONFIG: queries.group_config,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
@@ -374,6 +394,28 @@ class Broker:
             PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)),
             send_pipeline.channel_class)
 
+    def _registered(self, processor):
+        """``processor``, answering its success only once the name servers know the change,
+        as the Java broker registers a created topic before it answers (RocketMQ 5's proxy
+        creates its system topics and looks for their routes at once)."""
+        async def answer_after(response):
+            await self.register_all()
+            return response
+
+        def run(channel, request):
+            response = processor(channel, request)
+            if isinstance(response, RemotingCommand) and response.code == ResponseCode.SUCCESS:
+                return answer_after(response)
+            return response
+        return run
+
+    async def _put_async(self, msg):
+        """A store put from the event loop (the pop service's revived copies): through the put
+        pool under SYNC_FLUSH, where a put may wait for its fsync."""
+        if self._executor is None:
+            return self.store.put_message(msg)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.store.put_message, msg)
+
     def grpc_source(self) -> GrpcSource:
         """The managers and facts the 5.x endpoint uses (``mqcore.grpc.source``), as the
         remoting processors are given theirs: the endpoint never holds the broker."""
@@ -384,7 +426,7 @@ class Broker:
             clock=self.clock, store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,
             stats=self.stats, transactions=self.transactions, settings=lambda: self.cfg,
             store_config=lambda: self.store_config, store_host=lambda: self.store_host,
-            schedule_register=self.schedule_register, send_refusal=send_refusal,
+            schedule_register=self.schedule_register, send_refusal=send_refusal, pop=self.pop,
             acl=(lambda: acl_file.current) if acl_file is not None else None)
 
     def dashboard_source(self):

@@ -51,6 +51,10 @@ class SubscriptionGroupManager:
         self.version += 1
         return True
 
+    def exists(self, group: str) -> bool:
+        """The group exists (never created here: an ack names a group, it does not make one)."""
+        return group in self._known or self.table.get(group) is not None
+
     def consume_enabled(self, group: str) -> bool:
         """False when the group's ``consumeEnable`` was turned off (pulls are refused)."""
         return group not in self._disabled

@@ -7,7 +7,8 @@ event loop next to the 4.x remoting server.
     await endpoint.shutdown()  # before the store is shut down
 
 The background task sleeps until the next invisible duration runs out or the next timed
-message is due (at most ``IDLE_CHECK_S``), then revives and delivers what is due.
+message is due (at most ``IDLE_CHECK_S``), then delivers what is due (the broker's pop service
+revives expired messages: ``mqcore.pop.service``).
 """
 from __future__ import annotations
 
@@ -108,14 +109,13 @@ class GrpcEndpoint:
         """``pool``: the broker's store-put executor (SYNC_FLUSH), or None for inline puts."""
         import grpc
 
-        from mqcore.grpc.service import Arrivals, MessagingService
+        from mqcore.grpc.service import MessagingService
 
         loop = asyncio.get_running_loop()
         self.servicer = svc = MessagingService(self.src, self, self.definition, self.service_pb2)
-        svc.arrivals = Arrivals(loop)
         svc.pool = pool
         svc.timer.load()
-        self.src.store.add_arrival_listener(svc.arrivals.notify)
+        self.src.pop.renewal = svc.renewal  # the broker's pop service revives; the endpoint renews
         if self.src.acl is not None:
             self.access = GrpcAccessChecker(PlainAccessValidator(self.src.acl),
                                             lambda resource: svc._name(resource, ""))
@@ -244,7 +244,6 @@ class GrpcEndpoint:
                 pass
             wake.clear()
             try:
-                await svc.revive_due()
                 await svc.deliver_timed()
                 svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:

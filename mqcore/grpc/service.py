@@ -24,14 +24,15 @@ from mqcore.filter.sql92 import Sql92Filter, compile_sql92
 from mqcore.format.properties import has_separator
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
-from mqcore.grpc.pop import AckStatus, PopService, Popped, pick_queue, pop_retry_topic
 from mqcore.grpc.source import GrpcSource, TopicView
-from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
 from mqcore.grpc import transaction as tx
-from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host,
+from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, pack_host,
                             validate_group, validate_topic)
 from mqcore.permissions import PERM_READ, PERM_WRITE
+from mqcore.pop.arrivals import Arrivals
+from mqcore.pop.handle import POP_ORDER_REVIVE_QUEUE, PopHandle, pop_retry_topic, topic_type
+from mqcore.pop.service import AckStatus, Inflight, PopService, Popped, pick_queue
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 
 # Requests, responses and their fields are protobuf messages generated at run time (and the
@@ -70,63 +71,6 @@ class ClientState:
     last_seen_ms: int = 0
 
 
-class Arrivals:
-    """Wakes receives parked on a topic when the store dispatches a message to it.
-
-    A message can be dispatched (on the store's thread) after a receive looked and found
-    nothing but before it parked; the receive would then sleep out its long-polling time.
-    Each topic therefore has a generation, bumped on every arrival or wake: a receive takes
-    ``generation`` before it looks and passes it to ``wait``, which returns at once when it
-    moved in between.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
-        self._generation: dict[str, int] = {}
-
-    def generation(self, topics: list[str]) -> tuple[int, ...]:
-        return tuple(self._generation.get(t, 0) for t in topics)
-
-    async def wait(self, topics: list[str], timeout_s: float, since: tuple[int, ...] | None = None) -> None:
-        fut = self.loop.create_future()
-        for t in topics:
-            self._waiters.setdefault(t, set()).add(fut)
-        if since is not None and self.generation(topics) != since:
-            fut.set_result(True)  # something arrived between the look and the registration
-        try:
-            await asyncio.wait_for(fut, max(timeout_s, 0))
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for t in topics:
-                s = self._waiters.get(t)
-                if s is not None:
-                    s.discard(fut)
-                    if not s:
-                        del self._waiters[t]
-
-    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Store arrival listener: may run on another thread."""
-        self._bump(topic)
-        if topic in self._waiters:
-            self.loop.call_soon_threadsafe(self._wake, topic)
-
-    def wake(self, topic: str) -> None:
-        """Wake receives parked on ``topic`` now (a FIFO queue became free); on the loop."""
-        self._bump(topic)
-        self._wake(topic)
-
-    def _bump(self, topic: str) -> None:
-        # only ever compared for change, so a lost race between two bumpers is harmless
-        self._generation[topic] = self._generation.get(topic, 0) + 1
-
-    def _wake(self, topic: str) -> None:
-        for fut in self._waiters.get(topic, ()):
-            if not fut.done():
-                fut.set_result(True)
-
-
 class Endpoint(Protocol):
     """What the servicer reads of ``mqcore.grpc.server.GrpcEndpoint``, which builds it when it
     starts (typed here by shape: importing the server module back would be a cycle)."""
@@ -152,9 +96,10 @@ class MessagingService:
         self.d = definition
         self.s = service
         self.clock = source.clock
-        self.pop = PopService(source, source.clock)
+        #: the broker's one pop service (remoting POP_MESSAGE shares it)
+        self.pop: PopService = source.pop
         self.timer = TimerService(source, source.clock)
-        self.arrivals: Arrivals | None = None
+        self.arrivals: Arrivals | None = source.pop.arrivals
         self.clients: dict[str, ClientState] = {}
         #: commands the broker sends down Telemetry streams (orphaned transactions)
         self.outboxes = tx.Outboxes()
@@ -558,8 +503,9 @@ class MessagingService:
         assert arrivals is not None  # set by GrpcEndpoint.start before the server serves
         while True:
             since = arrivals.generation([topic, retry])
-            popped = self._pop_all(group, topic, retry, tc.read_queue_nums, first, request.batch_size,
-                                   expression, invisible, fifo)
+            n = tc.read_queue_nums
+            popped = self.pop.pop_topic(group, topic, [(first + i) % n for i in range(n)], request.batch_size,
+                                        expression, invisible, fifo)
             if fifo and popped:
                 popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
                 if forwarded and not popped:
@@ -575,16 +521,18 @@ class MessagingService:
             # a push consumer: its listener may run longer than the invisible duration; the
             # endpoint renews these while the client is alive, as the proxy does
             cid, until = self._client_id(context), self.clock() + self.ep.renew_max_ms
-            for p, _ in popped:
+            for p in popped:
                 p.flight.renew_client, p.flight.renew_until_ms = cid, until
-        self.src.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p, _ in popped))
+        self.src.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p in popped))
         yield self.s.ReceiveMessageResponse(status=self.status())
         ns = request.message_queue.topic.resource_namespace
         shown = request.message_queue.topic.name
-        for p, qid in popped:
+        revive_qid = POP_ORDER_REVIVE_QUEUE if fifo else 0
+        broker_name = self.src.settings().broker_name
+        for p in popped:
             f = p.flight
-            handle = ReceiptHandle(p.kind, qid, f.queue_offset, f.commitlog_offset, f.pop_time_ms, invisible,
-                                   f.attempt, self.src.settings().broker_name).encode()
+            handle = PopHandle(f.ck_offset, f.pop_time_ms, invisible, revive_qid, topic_type(p.store_topic), broker_name,
+                               p.queue_id, f.queue_offset, f.commitlog_offset).encode()
             yield self.s.ReceiveMessageResponse(message=to_pb(d, p.message, topic=shown, namespace=ns,
                                                               receipt_handle=handle, invisible_ms=invisible,
                                                               attempt=f.attempt))
@@ -592,34 +540,19 @@ class MessagingService:
         ts.delivery_timestamp.FromMilliseconds(self.clock())
         yield ts
 
-    def _pop_all(self, group: str, topic: str, retry: str, nqueues: int, first: int, batch: int,
-                 expression: Sql92Filter | str, invisible: int, fifo: bool = False) -> list[tuple[Popped, int]]:
-        """Retry copies first (they waited longest), then the topic's queues from ``first`` on.
-        A FIFO group pops each queue in order (``PopService.pop_orderly``)."""
-        pop = self.pop.pop_orderly if fifo else self.pop.pop
-        out: list[tuple[Popped, int]] = []
-        if self.src.topics.get(retry) is not None:
-            out += [(p, 0) for p in pop(group, retry, 0, KIND_RETRY, batch, expression, invisible)]
-        for i in range(nqueues):
-            if len(out) >= batch:
-                break
-            qid = (first + i) % nqueues
-            out += [(p, qid) for p in pop(group, topic, qid, KIND_NORMAL, batch - len(out), expression, invisible)]
-        return out
-
     async def _fifo_dead_letters(self, group: str, topic: str,
-                                 popped: list[tuple[Popped, int]]) -> tuple[list[tuple[Popped, int]], int]:
+                                 popped: list[Popped]) -> tuple[list[Popped], int]:
         """A FIFO group's message handed out in place more often than the group allows
         (``retryMaxTimes`` + 1 deliveries) goes to ``%DLQ%<group>`` instead of to the
         consumer, as the proxy does, and counts as done. Returns (the rest, how many went)."""
         max_attempts = self.src.groups.retry_max_times(group) + 1
-        keep: list[tuple[Popped, int]] = []
+        keep: list[Popped] = []
         forwarded = 0
-        for p, qid in popped:
+        for p in popped:
             if p.flight.attempt <= max_attempts:
-                keep.append((p, qid))
+                keep.append(p)
                 continue
-            store_topic = pop_retry_topic(group, topic) if p.kind == KIND_RETRY else topic
+            store_topic, qid = p.store_topic, p.queue_id
             # the copy's reconsume count is the deliveries made (this one is not made)
             p.message.reconsume_times = p.flight.attempt - 2
             copy = self.pop.revive_copy(group, topic, p.message, max_attempts=0)
@@ -637,15 +570,15 @@ class MessagingService:
             forwarded += 1
         return keep, forwarded
 
-    def _handle(self, text: str, group: str, topic: str) -> tuple[ReceiptHandle, str]:
+    def _handle(self, text: str, group: str, topic: str) -> tuple[PopHandle, str]:
         """(receipt handle, the store topic its message was read from)."""
         try:
-            h = ReceiptHandle.decode(text)
+            h = PopHandle.decode(text)
         except IllegalArgumentError as e:
             raise Refused(self.d.INVALID_RECEIPT_HANDLE, str(e)) from None
         if h.broker_name != self.src.settings().broker_name:
             raise Refused(self.d.INVALID_RECEIPT_HANDLE, f"the receipt handle is from broker {h.broker_name}")
-        return h, (pop_retry_topic(group, topic) if h.kind == KIND_RETRY else topic)
+        return h, h.store_topic(group, topic)
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
         d = self.d
@@ -660,8 +593,6 @@ class MessagingService:
                 h, store_topic = self._handle(e.receipt_handle, group, topic)
                 if self.pop.ack(group, store_topic, h.queue_id, h.queue_offset) is AckStatus.NOT_FOUND:
                     raise Refused(d.INVALID_RECEIPT_HANDLE, "the receipt handle names no message of this queue")
-                if self.arrivals is not None and self.pop.is_orderly(group, store_topic, h.queue_id):
-                    self.arrivals.wake(store_topic)  # a FIFO queue may be free: parked receives look again
                 st = self.status()
             except Refused as r:
                 st = self.status(r.code, r.message)
@@ -685,17 +616,21 @@ class MessagingService:
                 raise Refused(d.ILLEGAL_INVISIBLE_TIME, f"the invisible duration {invisible} ms is not in "
                                                         f"0..{MAX_INVISIBLE_MS} ms")
             flight = self.pop.change_invisible(group, store_topic, h.queue_id, h.queue_offset, invisible)
-            if flight is None:
+            if flight is not None:
+                # the client chose the deadline (a push consumer's nack sets its backoff): the
+                # endpoint no longer renews it, as the proxy drops the handle from its renew manager
+                flight.renew_client = None
+            else:
                 # handed out before a restart and not handed out again: it is in flight again
                 flight = self.pop.adopt(group, store_topic, h.queue_id, h.queue_offset, h.commitlog_offset,
-                                        h.attempt, invisible)
+                                        invisible)
             if flight is None:
                 raise Refused(d.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is no longer in "
                                                         "flight (acked, or its invisible duration ran out)")
         except Refused as r:
             return self.s.ChangeInvisibleDurationResponse(status=self.status(r.code, r.message))
-        new = dataclasses.replace(h, pop_time_ms=flight.pop_time_ms, invisible_ms=invisible).encode()
-        self.ep.wake()
+        new = dataclasses.replace(h, ck_offset=flight.ck_offset, pop_time_ms=flight.pop_time_ms,
+                                  invisible_ms=invisible).encode()
         return self.s.ChangeInvisibleDurationResponse(status=self.status(), receipt_handle=new)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
@@ -764,41 +699,14 @@ class MessagingService:
             offset = self.src.store.get_offset_in_queue_by_time(topic, qid, timestamp_ms(request.timestamp))
         return self.s.QueryOffsetResponse(status=self.status(), offset=offset)
 
-    # --- background work: revive expired messages, deliver timed ones ------------------------------------
-    async def revive_due(self) -> int:
-        n = 0
-        now = self.clock()
-        for group, store_topic, qid, flight in self.pop.due(now):
-            renew = flight.renew_client
-            if renew is not None and now < flight.renew_until_ms and self._alive(renew, now):
-                # a push consumer still at work on it: invisible for another while
-                self.pop.change_invisible(group, store_topic, qid, flight.queue_offset, self.ep.default_invisible_ms)
-                continue
-            if self.pop.is_orderly(group, store_topic, qid):
-                # a FIFO queue hands the message out again in place (``pop_orderly``): no copy,
-                # but receives parked on the blocked queue look again now
-                if self.arrivals is not None:
-                    self.arrivals.wake(store_topic)
-                continue
-            msg = self.src.store.look_message_by_offset(flight.commitlog_offset)
-            if msg is not None:
-                origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith("%RETRY%") \
-                    else store_topic
-                copy = self.pop.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1)
-                result = await self._put(copy)
-                self.src.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
-                if not result.status.stored:
-                    log.warning("revive of %s:%d@%d for %s failed (%s): retried later", store_topic, qid,
-                                flight.queue_offset, group, result.status.value)
-                    self.pop.change_invisible(group, store_topic, qid, flight.queue_offset, 1000)
-                    continue
-                if copy.topic == dlq_topic(group):
-                    log.info("%s:%d@%d for %s moved to %s after %d deliveries", store_topic, qid,
-                             flight.queue_offset, group, copy.topic, flight.attempt)
-                self.src.schedule_register()
-            self.pop.revived(group, store_topic, qid, flight.queue_offset)
-            n += 1
-        return n
+    # --- background work: renew push consumers' messages, deliver timed ones --------------------------
+    def renewal(self, flight: Inflight, now: int) -> int | None:
+        """The pop service's renewal hook: a push consumer still at work on a message (alive,
+        within ``renew_max_ms`` of its receive) keeps it invisible for another while."""
+        renew = flight.renew_client
+        if renew is not None and now < flight.renew_until_ms and self._alive(renew, now):
+            return self.ep.default_invisible_ms
+        return None
 
     async def deliver_timed(self) -> int:
         n = 0
@@ -830,6 +738,5 @@ class MessagingService:
         return len(gone)
 
     def next_wakeup_ms(self) -> int | None:
-        times = [t for t in (self.pop.next_deadline(), self.timer.next_due_ms()) if t is not None]
-        return min(times) if times else None
+        return self.timer.next_due_ms()
 

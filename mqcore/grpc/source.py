@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from mqcore.acl.config import PlainAclConfig
 from mqcore.config import StoreConfig
 from mqcore.message import MessageExtBrokerInner
+from mqcore.pop.service import PopService
 from mqcore.remoting.headers import EndTransactionRequestHeader
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import PutMessageResult
@@ -122,7 +123,8 @@ class GrpcSource:
     ``schedule_register``: re-register with the name servers soon (a topic was created);
     ``send_refusal(topic)``: the remark refusing a producer's send to a topic the broker owns,
     or None (the rule the 4.x SEND uses); ``acl``: the current plain ACL, or None when
-    ``aclEnable`` is off.
+    ``aclEnable`` is off; ``pop``: the broker's one pop service (started, so that its
+    ``arrivals`` are set), which the remoting POP_MESSAGE family shares.
     """
 
     clock: Callable[[], int]
@@ -137,4 +139,5 @@ class GrpcSource:
     store_host: Callable[[], bytes]
     schedule_register: Callable[[], None]
     send_refusal: Callable[[str], str | None]
+    pop: PopService
     acl: Callable[[], PlainAclConfig] | None = None

@@ -117,9 +117,16 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327  # name server
+    GET_TOPIC_CONFIG = 351  # 5.x
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     # 5.x only; never sent by 4.x clients.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(enum.IntEnum):
@@ -159,6 +166,8 @@ class ResponseCode(enum.IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209  # 5.x pop
+    POLLING_TIMEOUT = 210  # 5.x pop
     FLOW_CONTROL = 215
 
 

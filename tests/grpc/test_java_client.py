@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.grpc.conftest import DRIVERS
+from tests.grpc.conftest import DRIVERS, TEST_CONF, grpc_addr
+from tests.support.processes import BrokerProcess
 
 BULK = 60
 
@@ -65,3 +66,25 @@ def test_java_client_defaults_tls(grpc_broker, tmp_path):
                               settleMs=2000)
     check_all_once(proc, results, BULK)
     assert (Path(grpc_broker.store_dir) / "grpc-tls" / "cert.pem").is_file()
+
+
+#: retry delays from level 3 on are what a 5.x push consumer backs off by: 2 s for its first retry here
+SHORT_BACKOFF = {**TEST_CONF, "messageDelayLevel": "1s 1s 2s 3s 4s 5s"}
+
+
+def check_nack_comes_back(deliveries: list, first_retry_ms: int) -> None:
+    """"normal" was delivered twice: the first nacked, the second (attempt 2) after the backoff."""
+    normal = [r for r in deliveries if r.get("body") == "normal"]
+    assert [(r["attempt"], r.get("failed", False)) for r in normal] == [(1, True), (2, False)], normal
+    waited = normal[1]["received_ms"] - normal[0]["received_ms"]
+    assert first_retry_ms - 500 <= waited <= first_retry_ms + 10_000, waited
+
+
+def test_java_push_consumer_nack_comes_back_after_backoff(tmp_path):
+    """A 5.0.8 push consumer whose listener fails once: the client changes the message's
+    invisible duration to its backoff, which ends the endpoint's auto renew; the message
+    comes back with attempt 2 after the backoff (as on Apache 5.3.3), not after 3 h."""
+    with BrokerProcess(tmp_path / "store", conf=SHORT_BACKOFF) as b:
+        proc, results = run_java5(grpc_addr(b), "Java5Nack", "GJavaNack", tmp_path, failOnce="true", settleMs=1000)
+    assert proc.returncode == 0 and results[-1] == {"all_consumed": True}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_nack_comes_back(results[4:-1], 2000)
