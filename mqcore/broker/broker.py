@@ -43,6 +43,8 @@ from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_stats import ThroughputSampler
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.store.timer.service import TimerMessageStore
+from mqcore.broker.processors.recall import RecallProcessor
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.transaction import TransactionService
@@ -135,6 +137,10 @@ class Broker:
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
         self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
+        #: timer messages (RocketMQ 5 TimerMessageStore) for every protocol; off: refused at put
+        self.timer = TimerMessageStore(self.store, clock=clock) if store_config.timer_wheel_enable else None
+        if self.timer is not None:
+            self.add_service(self.timer)
         self.add_service(self.cleanup)
         if self.acl is not None:
             self.add_service(self.acl)
@@ -185,7 +191,8 @@ class Broker:
                                                       tls_mode=TlsMode.parse(self.cfg.grpc_server_tls_mode),
                                                       tls_cert=self.cfg.grpc_server_tls_cert,
                                                       tls_key=self.cfg.grpc_server_tls_key,
-                                                      store_dir=self.store_config.store_path))
+                                                      store_dir=self.store_config.store_path,
+                                                      max_delay_ms=self.store_config.timer_max_delay_sec * 1000))
         self._started_at = time.monotonic()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
@@ -327,6 +334,8 @@ class Broker:
             RC.DELETE_SUBSCRIPTIONGROUP: ops.delete_group, RC.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RC.QUERY_TOPIC_CONSUME_BY_WHO: ops.topic_consumed_by,
             RC.END_TRANSACTION: end_tx.end,
+            RC.RECALL_MESSAGE: RecallProcessor(cfg=lambda: self.cfg, topics=self.topics, store=self.store,
+                                               store_host=lambda: self.store_host, clock=self.clock).recall,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first

@@ -153,6 +153,11 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "destroyMapedFileIntervalForcibly": ("destroy_mapped_file_interval_forcibly_ms", _int),
     "deleteFileBatchMax": ("delete_files_batch_max", _int),
     "cleanResourceFirstDelay": ("clean_resource_first_delay_ms", _int),
+    "timerWheelEnable": ("timer_wheel_enable", _bool),
+    "timerMaxDelaySec": ("timer_max_delay_sec", _int),
+    "timerPrecisionMs": ("timer_precision_ms", _int),
+    "mappedFileSizeTimerLog": ("timerlog_file_size_bytes", _int),
+    "timerFlushIntervalMs": ("timer_flush_interval_ms", _int),
     # mqcore's own
     "prefaultWindowBytes": ("prefault_window_bytes", _int),
 }

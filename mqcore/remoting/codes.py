@@ -104,6 +104,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    #: 5.3: recall a timer message by its handle
+    RECALL_MESSAGE = 370
     # 5.x only; never sent by 4.x clients.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -147,6 +149,8 @@ class ResponseCode(enum.IntEnum):
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
     FLOW_CONTROL = 215
+    #: 5.x: a request the broker will not carry out as asked (a bad recall handle)
+    ILLEGAL_OPERATION = 604
 
 
 class LanguageCode(enum.IntEnum):
