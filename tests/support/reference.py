@@ -127,12 +127,15 @@ class _JavaProc:
     def _argv(self) -> list[str]:
         raise NotImplementedError  # each process kind names its own command line
 
+    def _classpath(self) -> str:
+        return server_classpath()  # the 4.9.7 server; reference5 names the 5.3.3 jars
+
     def start(self):
         (self.home / "conf" / self.logback_name).write_text(
             _LOGBACK.format(log=self.home / "logs" / (self.logback_name.replace(".xml", ".log"))))
         argv = ["java", "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", *JDK17_FLAGS,
                 f"-Drocketmq.home.dir={self.home}", f"-Duser.home={self.home}",
-                "-cp", server_classpath(), self.main_class, *self._argv()]
+                "-cp", self._classpath(), self.main_class, *self._argv()]
         self.lines.clear()  # a restart must not see the previous run's "boot success"
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=java_env(self.home), cwd=self.workdir)
