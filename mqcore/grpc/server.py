@@ -114,7 +114,6 @@ class GrpcEndpoint:
         self.servicer = svc = MessagingService(self.src, self, self.definition, self.service_pb2)
         svc.arrivals = Arrivals(loop)
         svc.pool = pool
-        svc.timer.load()
         self.src.store.add_arrival_listener(svc.arrivals.notify)
         if self.src.acl is not None:
             self.access = GrpcAccessChecker(PlainAccessValidator(self.src.acl),
@@ -245,7 +244,6 @@ class GrpcEndpoint:
             wake.clear()
             try:
                 await svc.revive_due()
-                await svc.deliver_timed()
                 svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:
                 log.warning("gRPC endpoint background work failed: %s", e)

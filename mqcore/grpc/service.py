@@ -27,7 +27,7 @@ from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_P
 from mqcore.grpc.pop import AckStatus, PopService, Popped, pick_queue, pop_retry_topic
 from mqcore.grpc.source import GrpcSource, TopicView
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
-from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
+from mqcore.format.timer import PROP_TIMER_DELIVER_MS
 from mqcore.grpc import transaction as tx
 from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host,
                             validate_group, validate_topic)
@@ -153,7 +153,6 @@ class MessagingService:
         self.s = service
         self.clock = source.clock
         self.pop = PopService(source, source.clock)
-        self.timer = TimerService(source, source.clock)
         self.arrivals: Arrivals | None = None
         self.clients: dict[str, ClientState] = {}
         #: commands the broker sends down Telemetry streams (orphaned transactions)
@@ -169,7 +168,7 @@ class MessagingService:
 
     async def _put_counted(self, msg: MessageExtBrokerInner, topic: str, put: Put | None = None) -> PutMessageResult:
         """A client's send, counted in the broker's stats as a 4.x send is: under the topic
-        the client named (a timed message sits in the timer topic until due, as a 4.x delayed
+        the client named (a timed message sits in the store's timer topic until due, as a 4.x delayed
         one sits in the schedule topic), with its bytes, put latency and failures."""
         t0 = time.perf_counter()
         result = await self._put(msg, put)
@@ -441,29 +440,22 @@ class MessagingService:
                 raise Refused(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a message has a message group or a delivery time, not both")
             if deliver_ms - now > self.ep.max_delay_ms:
                 raise Refused(d.ILLEGAL_DELIVERY_TIME, f"the delivery time is more than {self.ep.max_delay_ms} ms away")
-        if deliver_ms:  # kept even when already due: consumers see a DELAY message and its time
+        if deliver_ms:  # the store's timer holds it until due (kept when already due: a DELAY message)
             props[PROP_TIMER_DELIVER_MS] = str(deliver_ms)
-        timed = deliver_ms > now
-        if timed:
-            props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
-            topic, store_qid = TIMER_TOPIC, 0
-        else:
-            store_qid = queue_id
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
-        msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
+        msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=queue_id, properties=props,
                                     born_timestamp=born_ms or now, born_host=born, store_host=self.src.store_host())
         result = await self._put_counted(msg, tc.topic_name, self.src.transactions.put_half if half else None)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
+                    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: d.ILLEGAL_DELIVERY_TIME,
+                    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: d.ILLEGAL_DELIVERY_TIME,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
                     PutMessageStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR}.get(result.status,
                                                                                             d.INTERNAL_SERVER_ERROR)
             raise Refused(code, f"the store refused the message: {result.status.value} {result.remark}".strip())
         if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
             raise Refused(d.MASTER_PERSISTENCE_TIMEOUT, "stored, but the flush to disk timed out")
-        if timed:
-            self.timer.add(result.queue_offset, result.phy_offset, deliver_ms)
-            self.ep.wake()
         entry = self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
         if half:
             entry.transaction_id = tx.transaction_id(result.phy_offset, result.queue_offset)
@@ -800,20 +792,6 @@ class MessagingService:
             n += 1
         return n
 
-    async def deliver_timed(self) -> int:
-        n = 0
-        for qoff, msg in self.timer.due_messages(self.clock()):
-            if msg is not None:
-                if self.src.topics.get(msg.topic) is None:
-                    log.warning("timed message for deleted topic %s dropped", msg.topic)
-                else:
-                    result = await self._put(msg)
-                    if not result.status.stored:
-                        log.warning("timed message for %s not stored (%s): dropped", msg.topic, result.status.value)
-            self.timer.delivered(qoff)
-            n += 1
-        return n
-
     def _alive(self, client_id: str, now: int) -> bool:
         """The client sent a heartbeat or its settings within the broker's channel expiry and
         did not say it terminated (its messages are then not renewed: they come back)."""
@@ -830,6 +808,5 @@ class MessagingService:
         return len(gone)
 
     def next_wakeup_ms(self) -> int | None:
-        times = [t for t in (self.pop.next_deadline(), self.timer.next_due_ms()) if t is not None]
-        return min(times) if times else None
+        return self.pop.next_deadline()
 

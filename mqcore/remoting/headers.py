@@ -508,9 +508,9 @@ class EndTransactionRequestHeader(ExtHeader):
 class RecallMessageRequestHeader(ExtHeader):
     """RECALL_MESSAGE (370, 5.3): recall a timer message by the handle its send answer gave."""
 
-    producer_group: str | None = _opt("producerGroup", STR)
     topic: str = _nn("topic", STR)
     recall_handle: str = _nn("recallHandle", STR)
+    producer_group: str | None = _opt("producerGroup", STR)
     broker_name: str | None = _opt("bname", STR)
 
 

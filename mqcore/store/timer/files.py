@@ -76,7 +76,7 @@ class TimerWheel:
         """(first, last, num, magic) of the slot of ``time_ms``; -1s when it holds another time."""
         t, first, last, num, magic = T.SLOT.unpack_from(self.mm, self.index(time_ms) * T.SLOT_SIZE)
         if t != time_ms // self.precision_ms:
-            return -1, -1, -1, 0
+            return -1, -1, 0, 0
         return first, last, num, magic
 
     def put(self, time_ms: int, first: int, last: int, num: int, magic: int) -> None:

@@ -203,8 +203,8 @@ class TimerMessageStore(ServiceThread):
             if stored is None:
                 continue
             rec, props = stored
-            try:
-                out_ms = int(props.get(T.PROP_TIMER_OUT_MS, ""))
+            try:  # (a timer stored by mqcore before it had the wheel carries TIMER_DELIVER_MS only)
+                out_ms = int(props.get(T.PROP_TIMER_OUT_MS) or props.get(T.PROP_TIMER_DELIVER_MS, ""))
             except ValueError:
                 log.error("timer message at commitlog offset %d has no TIMER_OUT_MS; dropped", phy)
                 continue
