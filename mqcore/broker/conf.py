@@ -87,6 +87,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "channelExpiredTimeout": ("channel_expired_timeout_ms", _int),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_seconds", _int),
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
+    "recallMessageEnable": ("recall_message_enable", _bool),
     "transactionTimeOut": ("transaction_timeout_ms", _int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _int),
     "transactionCheckMax": ("transaction_check_max", _int),
@@ -176,7 +177,7 @@ IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
 RUNTIME_KEYS = frozenset({
     "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "longPollingEnable",
     "notifyConsumerIdsChangedEnable",
-    "traceOn", "rejectTransactionMessage", "regionId",
+    "traceOn", "rejectTransactionMessage", "recallMessageEnable", "regionId",
     "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",
     "diskSpaceWarningLevelRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",
     "destroyMapedFileIntervalForcibly", "defaultQueryMaxNum", "maxTransferBytesOnMessageInMemory",

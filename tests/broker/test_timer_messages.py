@@ -42,7 +42,7 @@ def test_a_timer_over_remoting_arrives_in_its_second_not_before(tmp_path):
         got = {m.body: m for m in _all(rc, b, "Timed")}
         m = got[b"at due"]
         assert m.properties[T.PROP_TIMER_DELIVER_MS] == str(due)
-        assert "REAL_TOPIC" not in m.properties
+        assert m.properties["REAL_TOPIC"] == "Timed"
         assert m.store_timestamp >= due - 1000  # the slot of the due second, never earlier
         assert got[b"by seconds"].store_timestamp >= sent_sec + 1000
         assert arrived - due < 2000
@@ -59,7 +59,7 @@ def test_malformed_timers_get_message_illegal_and_store_nothing(tmp_path, props)
 
 
 def test_recall_over_remoting_removes_one(tmp_path):
-    with BrokerProcess(tmp_path / "store") as b, SyncRemotingClient() as rc:
+    with BrokerProcess(tmp_path / "store", conf={"recallMessageEnable": "true"}) as b, SyncRemotingClient() as rc:
         due = str(int(time.time() * 1000) + 3000)
         keep = send(rc, b, "Rc", b"keep", TIMER_DELIVER_MS=due, UNIQ_KEY="K1")
         drop = send(rc, b, "Rc", b"drop", TIMER_DELIVER_MS=due, UNIQ_KEY="K2")
@@ -96,3 +96,23 @@ def test_kill9_with_pending_timers_delivers_them_all_after_restart(tmp_path):
         time.sleep(1.5)
         bodies = [m.body for q in (0, 1) for m in _all(rc, b, "Kt", q)]
         assert sorted(bodies, key=int) == [b"%d" % i for i in range(200)]
+
+
+def test_the_python_client_sends_timers_with_its_message_helpers(tmp_path):
+    from mqcore.client import Message, Producer
+    from tests.client.integration.helpers import create_topic, pull_everything
+
+    with BrokerProcess(tmp_path / "store") as b:
+        create_topic(b.broker_addr, b.namesrv_addr, "PyTimed")
+        with Producer("pg-timer", namesrv_addr=b.namesrv_addr) as p:
+            m1 = Message("PyTimed", "by time")
+            m1.deliver_time_ms = int(time.time() * 1000) + 1500
+            m2 = Message("PyTimed", "by seconds")
+            m2.delay_time_sec = 1
+            sent = time.time() * 1000
+            assert p.send(m1).ok and p.send(m2).ok
+        assert pull_everything(b.namesrv_addr, "PyTimed") == []
+        assert wait_for(lambda: len(pull_everything(b.namesrv_addr, "PyTimed")) == 2, timeout=10, step=0.1)
+        got = {m.body: m for m in pull_everything(b.namesrv_addr, "PyTimed")}
+        assert got[b"by time"].store_timestamp >= m1.deliver_time_ms - 5
+        assert got[b"by seconds"].store_timestamp >= sent + 1000 - 5

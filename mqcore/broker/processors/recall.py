@@ -1,7 +1,7 @@
 """RECALL_MESSAGE (370, RocketMQ 5.3): recall a timer message before it is delivered.
 
-The checks and answers are the Java broker's (``RecallMessageProcessor``): a broker that
-refuses writes -> 14; an unknown topic -> 17; a handle that does not decode, names another
+The checks and answers are the Java broker's (``RecallMessageProcessor``): recall off
+(``recallMessageEnable=false``, the default) -> 16; a broker that refuses writes -> 14; an unknown topic -> 17; a handle that does not decode, names another
 topic or another broker, or whose time has passed or is beyond ``timerMaxDelaySec`` -> 604
 (ILLEGAL_OPERATION). Otherwise a recall marker is stored (``mqcore.store.timer.recall``) and
 the answer is SUCCESS with the recalled ``msgId`` — also for a handle whose message does
@@ -30,6 +30,8 @@ class RecallProcessor:
     def recall(self, channel, request):
         cfg = self.cfg()
         region = {"MSG_REGION": cfg.region_id}
+        if not cfg.recall_message_enable:
+            return create_response(request, ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden", region)
         h = RecallMessageRequestHeader.from_command(request)
         if not cfg.broker_permission & PERM_WRITE:
             return create_response(request, ResponseCode.SERVICE_NOT_AVAILABLE,

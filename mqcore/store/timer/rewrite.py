@@ -17,12 +17,14 @@ marker whose time has passed -> the same; timers while ``timerWheelEnable=false`
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 from mqcore.format import timer as T
 from mqcore.message import Prop
 from mqcore.store.results import PutMessageStatus
 
+log = logging.getLogger(__name__)
 _JAVA_LONG = re.compile(r"[+-]?[0-9]+")
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -109,7 +111,9 @@ def rewrite(props: dict, topic: str, queue_id: int, now_ms: int, policy: TimerPo
 
 
 def _illegal(policy: TimerPolicy, why: str) -> Refusal:
+    """The Java broker's answer, word for word (``why`` is for the log only)."""
+    log.debug("timer message refused: %s", why)
     return Refusal(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL,
                    f"timer message illegal, the delay time should not be bigger than the max delay "
                    f"{policy.max_delay_sec * 1000}ms; or if set del msg, the delay time should be bigger than "
-                   f"the current time ({why})")
+                   f"the current time")

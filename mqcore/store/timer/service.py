@@ -11,7 +11,8 @@ past the write time (the current second, moved only once every timer that arrive
 it is in the wheel). A slot's chain is walked back from its last unit: recall markers
 (``TIMER_DEL_UNIQKEY``) first, then every other unit in arrival order: its message is
 re-read from the commitlog and put to ``REAL_TOPIC``/``REAL_QID`` with ``TIMER_ENQUEUE_MS``
-and ``TIMER_DEQUEUE_MS`` added (``TIMER_DELIVER_MS``/``TIMER_OUT_MS`` kept), unless a
+(the write second it entered the wheel) and ``TIMER_DEQUEUE_MS`` added; ``TIMER_DELIVER_MS``,
+``TIMER_OUT_MS``, ``REAL_TOPIC`` and ``REAL_QID`` stay (what Apache 5.3.3 stores), unless a
 marker recalled its ``UNIQ_KEY``. A unit due farther away than the wheel spans (rolled)
 is put back into the timer topic and comes round again.
 
@@ -342,9 +343,10 @@ class TimerMessageStore(ServiceThread):
             props[T.PROP_TIMER_ROLL_TIMES] = str(int(props.get(T.PROP_TIMER_ROLL_TIMES, "0") or 0) + 1)
             topic, queue_id = T.TIMER_TOPIC, 0
         else:
-            topic = props.pop(Prop.REAL_TOPIC, None)
+            # REAL_TOPIC/REAL_QID stay on the delivered message, as Apache 5.3.3 stores it
+            topic = props.get(Prop.REAL_TOPIC)
             try:
-                queue_id = int(props.pop(Prop.REAL_QID, ""))
+                queue_id = int(props.get(Prop.REAL_QID, ""))
             except ValueError:
                 queue_id = -1
             if not topic or queue_id < 0 or topic == T.TIMER_TOPIC:
