@@ -192,3 +192,15 @@ def test_the_rewrite_keeps_a_delivered_or_rolled_timer_where_it_is():
     props = {"TIMER_DELIVER_MS": str(T0 + 9000)}
     held = rewrite.rewrite(props, "T", 3, T0, pol)
     assert held == rewrite.Held(T0 + 8000) and props[Prop.REAL_QID] == "3" and props[Prop.REAL_TOPIC] == "T"
+
+
+def test_timerlog_files_whose_messages_are_gone_are_deleted_but_never_the_last(tmp_path):
+    from mqcore.store.timer.files import TimerLog
+
+    tl = TimerLog(str(tmp_path / "timerlog"), 52 * 10 + 16)
+    for i in range(35):  # 10 units a file: 4 files
+        tl.append(T.UNIT.pack(T.UNIT_SIZE, -1, T.MAGIC_DEFAULT, T0, 1000, i * 100, 100, 0, 0))
+    assert len(tl.q.files) == 4
+    assert tl.delete_below(1000) == 1  # units 0..9 point below 1000; the second file's last is 1900
+    assert tl.delete_below(10**9) == 2 and len(tl.q.files) == 1
+    tl.close()

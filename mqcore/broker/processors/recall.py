@@ -9,7 +9,7 @@ not exist or was delivered already: the marker then recalls nothing, as on the J
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from mqcore.broker.processors.send import peer_host
 from mqcore.errors import IllegalArgumentError
@@ -20,14 +20,15 @@ from mqcore.store.timer.recall import decode_recall_handle, recall_marker
 
 
 class RecallProcessor:
-    def __init__(self, *, cfg: Callable, topics, store, store_host: Callable[[], bytes], clock: Callable[[], int]):
+    def __init__(self, *, cfg: Callable[[], Any], topics: Any, store: Any, store_host: Callable[[], bytes],
+                 clock: Callable[[], int]) -> None:
         self.cfg = cfg
         self.topics = topics
         self.store = store
         self.store_host = store_host
         self.clock = clock
 
-    def recall(self, channel, request):
+    def recall(self, channel: Any, request: Any) -> Any:
         cfg = self.cfg()
         region = {"MSG_REGION": cfg.region_id}
         if not cfg.recall_message_enable:

@@ -15,6 +15,7 @@ import json
 import logging
 import mmap
 import os
+from typing import Iterator
 
 import numpy as np
 
@@ -158,14 +159,14 @@ class TimerLog:
         mf.wrote_position = pos + len(unit)
         return mf.file_from_offset + pos
 
-    def unit(self, offset: int) -> tuple | None:
+    def unit(self, offset: int) -> tuple[int, ...] | None:
         """The fields of the unit at ``offset`` (``format.timer.UNIT`` order), or None."""
         mf = self.q.find_by_offset(offset)
         if mf is None:
             return None
-        return T.UNIT.unpack_from(mf.buf, offset - mf.file_from_offset)
+        return tuple(T.UNIT.unpack_from(mf.buf, offset - mf.file_from_offset))
 
-    def units_from(self, offset: int):
+    def units_from(self, offset: int) -> Iterator[tuple[int, np.ndarray]]:
         """(offset, units array) per file from ``offset`` to the end (recovery's scan)."""
         for mf in list(self.q.files):
             if mf.wrote_offset <= offset:

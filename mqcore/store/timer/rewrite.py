@@ -64,11 +64,11 @@ def _wrap(v: int) -> int:
     return (v + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
-def is_timer_request(props: dict) -> bool:
+def is_timer_request(props: dict[str, str]) -> bool:
     return not props.keys().isdisjoint(T.TIMER_REQUEST_PROPS)
 
 
-def rewrite(props: dict, topic: str, queue_id: int, now_ms: int, policy: TimerPolicy) -> Held | Refusal | None:
+def rewrite(props: dict[str, str], topic: str, queue_id: int, now_ms: int, policy: TimerPolicy) -> Held | Refusal | None:
     """Decide a put with a timer property; ``props`` is changed in place (TIMER_OUT_MS,
     REAL_TOPIC, REAL_QID when held; the timer properties dropped under a delay level).
     None: store it where it was sent."""

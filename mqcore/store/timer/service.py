@@ -27,9 +27,10 @@ Threads: one service thread (``ServiceThread``) does both; tests drive ``turn(no
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -49,6 +50,17 @@ _PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPE
 IDLE_MS = 100
 RETRY_AFTER_FAILURE_MS = 1000
 METRICS_PERSIST_MS = 10_000
+#: how often timerlog files whose units all point below the commitlog's first offset are deleted
+CLEAN_INTERVAL_MS = 30_000
+
+
+@dataclasses.dataclass(slots=True)
+class _Stored:
+    """A timer message read back from the commitlog: its record, decoded fields, properties."""
+
+    rec: memoryview
+    decoded: Any
+    props: dict[str, str]
 
 
 class TimerMessageStore(ServiceThread):
@@ -56,7 +68,7 @@ class TimerMessageStore(ServiceThread):
 
     name = "mqcore-timer"
 
-    def __init__(self, store, *, clock: Callable[[], int] | None = None, batch: int = 256):
+    def __init__(self, store: Any, *, clock: Callable[[], int] | None = None, batch: int = 256):
         super().__init__()
         self.store = store
         self.clock = clock or store.clock
@@ -80,6 +92,7 @@ class TimerMessageStore(ServiceThread):
         self._last_metrics = 0
         self._metrics_dirty = False
         self._pause_until = 0
+        self._last_clean = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
     @property
@@ -147,13 +160,15 @@ class TimerMessageStore(ServiceThread):
         self.close()
 
     def close(self) -> None:
-        if self.opened:
+        if self.wheel is not None and self.timerlog is not None and self.check is not None:
             self._checkpoint(self.clock())
             self.flush(force_metrics=True)
             self.timerlog.close()
             self.wheel.close()
             self.check.close()
-            self.wheel = self.timerlog = self.check = None
+        self.wheel = None
+        self.timerlog = None
+        self.check = None
 
     def run(self) -> None:
         while not self.stopped:
@@ -182,6 +197,11 @@ class TimerMessageStore(ServiceThread):
         if now - self._last_flush >= self.flush_interval_ms:
             self.flush()
             self._last_flush = now
+        if now - self._last_clean >= CLEAN_INTERVAL_MS and self.timerlog is not None:
+            self._last_clean = now
+            dropped = self.timerlog.delete_below(self.store.get_min_phy_offset())
+            if dropped:
+                log.info("timer: deleted %d timerlog file(s) whose messages the commitlog no longer has", dropped)
         return more
 
     def enqueue(self, now: int) -> bool:
@@ -203,7 +223,7 @@ class TimerMessageStore(ServiceThread):
             stored = self._read(phy)
             if stored is None:
                 continue
-            rec, props = stored
+            props = stored.props
             try:  # (a timer stored by mqcore before it had the wheel carries TIMER_DELIVER_MS only)
                 out_ms = int(props.get(T.PROP_TIMER_OUT_MS) or props.get(T.PROP_TIMER_DELIVER_MS, ""))
             except ValueError:
@@ -212,7 +232,7 @@ class TimerMessageStore(ServiceThread):
             if out_ms < self.write_time_ms:  # due already (read late): put it now, never in the wheel
                 if T.PROP_TIMER_DEL_UNIQKEY in props:
                     continue  # a recall marker past its slot recalls nothing (Apache drops it too)
-                msg = self._convert(rec, props, T.NEVER_ENQUEUED, now, roll=False)
+                msg = self._convert(stored, T.NEVER_ENQUEUED, now, roll=False)
                 if msg is not None:
                     due_now.append(msg)
                 continue
@@ -222,7 +242,7 @@ class TimerMessageStore(ServiceThread):
         self.queue_offset += len(phys)
         return len(phys) == self.batch
 
-    def _append(self, phy: int, size: int, out_ms: int, props: dict, now: int) -> None:
+    def _append(self, phy: int, size: int, out_ms: int, props: dict[str, str], now: int) -> None:
         assert self.wheel is not None and self.timerlog is not None
         write_ms = self.write_time_ms
         magic = T.MAGIC_DEFAULT
@@ -275,9 +295,9 @@ class TimerMessageStore(ServiceThread):
         recalled: set[str] = set()
         for magic, _w, phy, _size in chain:
             if magic & T.MAGIC_DELETE and not magic & T.MAGIC_ROLL:
-                stored = self._read(phy)
-                if stored is not None and stored[1].get(T.PROP_TIMER_DEL_UNIQKEY):
-                    recalled.add(stored[1][T.PROP_TIMER_DEL_UNIQKEY])
+                marker = self._read(phy)
+                if marker is not None and marker.props.get(T.PROP_TIMER_DEL_UNIQKEY):
+                    recalled.add(marker.props[T.PROP_TIMER_DEL_UNIQKEY])
         batch: list[MessageExtBrokerInner] = []
         for magic, write_ms, phy, _size in reversed(chain):
             if magic & T.MAGIC_DELETE and not magic & T.MAGIC_ROLL:
@@ -285,14 +305,13 @@ class TimerMessageStore(ServiceThread):
             stored = self._read(phy)
             if stored is None:
                 continue
-            rec, props = stored
-            topic = props.get(Prop.REAL_TOPIC)
-            if props.get(Prop.UNIQ_KEY) in recalled:
+            topic = stored.props.get(Prop.REAL_TOPIC)
+            if stored.props.get(Prop.UNIQ_KEY) in recalled:
                 self.recalled += 1
                 if topic:
                     self.metrics.add(topic, -1, now)
                 continue
-            msg = self._convert(rec, props, write_ms, now, roll=bool(magic & T.MAGIC_ROLL))
+            msg = self._convert(stored, write_ms, now, roll=bool(magic & T.MAGIC_ROLL))
             if msg is not None:
                 batch.append(msg)
                 if topic:
@@ -320,7 +339,7 @@ class TimerMessageStore(ServiceThread):
         return True
 
     # --- messages ---------------------------------------------------------------------------------
-    def _read(self, phy: int) -> tuple[memoryview, dict] | None:
+    def _read(self, phy: int) -> _Stored | None:
         rec = self.store.select_one_message_by_offset(phy)
         if rec is None:
             return None
@@ -329,16 +348,17 @@ class TimerMessageStore(ServiceThread):
         except RecordDecodeError as e:
             log.error("timer message at commitlog offset %d is corrupt (%s); dropped", phy, e)
             return None
-        return (rec, stored), string_to_properties(stored.properties)
+        return _Stored(rec, stored, string_to_properties(stored.properties))
 
-    def _convert(self, rec_and_stored, props: dict, enqueue_ms: int, now: int, *, roll: bool):
+    def _convert(self, read: _Stored, enqueue_ms: int, now: int, *, roll: bool) -> MessageExtBrokerInner | None:
         """The message to put (``convert``/``convertMessage``): for its real topic, or back into
         the timer topic when rolled."""
-        rec, stored = rec_and_stored
-        props = dict(props)
+        rec, stored = read.rec, read.decoded
+        props = dict(read.props)
         props[T.PROP_TIMER_ENQUEUE_MS] = str(enqueue_ms)
         props[T.PROP_TIMER_DEQUEUE_MS] = str(now)
         props[Prop.WAIT] = "false"
+        topic: str | None
         if roll:
             props[T.PROP_TIMER_ROLL_TIMES] = str(int(props.get(T.PROP_TIMER_ROLL_TIMES, "0") or 0) + 1)
             topic, queue_id = T.TIMER_TOPIC, 0
@@ -374,7 +394,7 @@ class TimerMessageStore(ServiceThread):
         c.write(now)
 
     def flush(self, force_metrics: bool = False) -> None:
-        if not self.opened:
+        if self.timerlog is None or self.wheel is None or self.check is None:
             return
         now = self.clock()
         self.timerlog.flush()
@@ -389,5 +409,5 @@ class TimerMessageStore(ServiceThread):
     # --- facts ------------------------------------------------------------------------------------
     def pending(self) -> int:
         """Timers in the wheel not yet delivered (recall markers count -1), plus those not yet read."""
-        waiting = self.store.get_max_offset_in_queue(T.TIMER_TOPIC, 0) - self.queue_offset
+        waiting = int(self.store.get_max_offset_in_queue(T.TIMER_TOPIC, 0)) - self.queue_offset
         return (self.wheel.pending(self.read_time_ms) if self.wheel is not None else 0) + max(0, waiting)

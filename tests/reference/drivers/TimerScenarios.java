@@ -31,6 +31,19 @@ public class TimerScenarios {
         }
     }
 
+    /** A new topic's first send can fail while the broker creates it and registers the route. */
+    static void warmup(DefaultMQProducer p, String topic) throws Exception {
+        for (int t = 0; ; t++) {
+            try {
+                p.send(new Message(topic, "warmup".getBytes("UTF-8")));
+                return;
+            } catch (Exception e) {
+                if (t == 10) throw e;
+                Thread.sleep(1000);
+            }
+        }
+    }
+
     static void run(String[] a) throws Exception {
         String ns = a[0], topic = a[1], how = a[2];
         int count = Integer.parseInt(a[3]);
@@ -42,6 +55,7 @@ public class TimerScenarios {
         p.setSendMsgTimeout(15000);  // a loaded CI machine
         p.start();
         if (how.startsWith("bad:")) {
+            warmup(p, topic);
             String[] kv = how.substring(4).split("=", 2);
             Message m = new Message(topic, "x".getBytes("UTF-8"));
             MessageAccessor.putProperty(m, kv[0], kv[1]);
@@ -57,15 +71,7 @@ public class TimerScenarios {
             return;
         }
         // the topic exists before the consumer starts (its route is fetched at start)
-        for (int t = 0; ; t++) {  // a new topic's first send can time out while the broker creates it
-            try {
-                p.send(new Message(topic, "warmup".getBytes("UTF-8")));
-                break;
-            } catch (Exception e) {
-                if (t == 5) throw e;
-                Thread.sleep(1000);
-            }
-        }
+        warmup(p, topic);
         Map<String, String> handles = new HashMap<>();
         for (int i = 0; i < count; i++) {
             Message m = new Message(topic, "TagT", "key" + i, ("t" + i).getBytes("UTF-8"));
