@@ -204,3 +204,22 @@ def test_timerlog_files_whose_messages_are_gone_are_deleted_but_never_the_last(t
     assert tl.delete_below(1000) == 1  # units 0..9 point below 1000; the second file's last is 1900
     assert tl.delete_below(10**9) == 2 and len(tl.q.files) == 1
     tl.close()
+
+
+def test_timers_due_while_the_broker_was_down_for_minutes_come_at_once_in_order(tmp_path, clock):
+    store, timer = _open(tmp_path, clock)
+    for i, at in enumerate((T0 + 200_000, T0 + 400_500, T0 + 600_000)):
+        store.put_message(msg("T", b"%d" % i, TIMER_DELIVER_MS=str(at)))
+    timer.turn(clock())
+    timer.close()
+    store.shutdown()
+    clock.set(T0 + 3_600_000)  # an hour later: the read time walks ~3,600 empty slots in pread chunks
+    store, timer = _open(tmp_path, clock)
+    try:
+        assert timer.pending() == 3
+        timer.turn(clock())
+        assert [m.body for m in _delivered(store)] == [b"0", b"1", b"2"]
+        assert timer.read_time_ms == T0 + 3_600_000
+    finally:
+        timer.close()
+        store.shutdown()

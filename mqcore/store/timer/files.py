@@ -37,15 +37,15 @@ class _MappedRegion:
         existed = os.path.exists(path)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            actual = os.fstat(self._fd).st_size
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            actual = os.fstat(self.fd).st_size
             if existed and actual not in (0, size):
-                os.close(self._fd)
+                os.close(self.fd)
                 raise CorruptFileError(f"{path} is {actual} bytes, expected {size} (not a RocketMQ 5 timer file?)")
             if actual != size:
-                os.ftruncate(self._fd, size)
-                os.posix_fallocate(self._fd, 0, size)
-            self.mm = mmap.mmap(self._fd, size)
+                os.ftruncate(self.fd, size)
+                os.posix_fallocate(self.fd, 0, size)
+            self.mm = mmap.mmap(self.fd, size)
         except OSError as e:
             raise StoreIOError(e.errno, f"cannot map {path}: {e.strerror}") from e
         self.existed = existed and actual == size
@@ -56,7 +56,7 @@ class _MappedRegion:
     def close(self) -> None:
         self.mm.flush()
         self.mm.close()
-        os.close(self._fd)
+        os.close(self.fd)
 
 
 class TimerWheel:
@@ -92,26 +92,46 @@ class TimerWheel:
         else:
             self.put(time_ms, first, last, num, magic)
 
+    #: slots read per pread in scans (4 MiB): a scan reads the file instead of touching the map,
+    #: so a scan of the whole wheel (the pending count at start) does not map 38.7 MB into RSS
+    SCAN_SLOTS = 131072
+
+    def _scan(self, first_slot: int, steps: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(step offset, slots array) chunks for ``steps`` consecutive slots from slot number
+        ``first_slot`` (time // precision), read with pread; a chunk never wraps the ring."""
+        done = 0
+        while done < steps:
+            idx = (first_slot + done) % self.n
+            count = min(steps - done, self.SCAN_SLOTS, self.n - idx)
+            raw = os.pread(self.region.fd, count * T.SLOT_SIZE, idx * T.SLOT_SIZE)
+            yield done, np.frombuffer(raw, T.SLOT_DTYPE)
+            done += count
+
     def next_busy(self, start_ms: int, end_ms: int) -> int:
         """The first time in [start, end) (precision steps) whose slot holds that time, else end."""
         p = self.precision_ms
-        steps = (end_ms - start_ms) // p
+        steps = min((end_ms - start_ms) // p, self.n)
         if steps <= 0:
             return end_ms
-        steps = min(steps, self.n)
         first = start_ms // p
-        idx = (np.arange(first, first + steps, dtype=np.int64)) % self.n
-        hit = np.flatnonzero(self.slots["time"][idx] == np.arange(first, first + steps, dtype=np.int64))
-        return int((first + hit[0]) * p) if len(hit) else start_ms + steps * p
+        if steps <= 128:  # the usual turn: a page or two of the map
+            times = np.arange(first, first + steps, dtype=np.int64)
+            hit = np.flatnonzero(self.slots["time"][times % self.n] == times)
+            return int((first + hit[0]) * p) if len(hit) else start_ms + steps * p
+        for at, chunk in self._scan(first, steps):
+            hit = np.flatnonzero(chunk["time"] == np.arange(first + at, first + at + len(chunk), dtype=np.int64))
+            if len(hit):
+                return int((first + at + hit[0]) * p)
+        return start_ms + steps * p
 
     def pending(self, from_ms: int) -> int:
         """Timers in the slots from ``from_ms`` on (``getAllNum``)."""
-        p = self.precision_ms
-        first = from_ms // p
-        times = np.arange(first, first + self.n, dtype=np.int64)
-        idx = times % self.n
-        live = self.slots["time"][idx] == times
-        return int(self.slots["num"][idx][live].sum())
+        first = from_ms // self.precision_ms
+        total = 0
+        for at, chunk in self._scan(first, self.n):
+            live = chunk["time"] == np.arange(first + at, first + at + len(chunk), dtype=np.int64)
+            total += int(chunk["num"][live].sum())
+        return total
 
     def flush(self) -> None:
         self.region.flush()
