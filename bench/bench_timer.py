@@ -21,14 +21,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqcore.remoting import ResponseCode, SyncRemotingClient  # noqa: E402
 from tests.support.processes import BrokerProcess  # noqa: E402
-from tests.support.protocol import decode, pull, send  # noqa: E402
+from tests.support.protocol import decode, pull, send_many  # noqa: E402
 
 
 def _mem(pid: int) -> dict:
@@ -39,23 +38,6 @@ def _mem(pid: int) -> dict:
             if k in ("VmRSS", "RssAnon", "RssFile"):
                 out[k] = int(v.split()[0]) // 1024  # MiB
     return out
-
-
-def _send_all(b, count: int, props_of, conns: int = 8) -> float:
-    t0 = time.perf_counter()
-
-    def worker(k: int) -> None:
-        with SyncRemotingClient() as rc:
-            for i in range(k, count, conns):
-                r = send(rc, b, "BenchTimer", b"x" * 100, queue_id=i % 4, **props_of(i))
-                assert r.code == ResponseCode.SUCCESS, r.remark
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
 
 
 def _settle(pid: int, seconds: float = 3.0) -> dict:
@@ -70,7 +52,7 @@ def run(count: int, lead_s: float, spread_s: float) -> None:
         # the peer: plain messages
         with BrokerProcess(os.path.join(root, "plain")) as b:
             before = _settle(b.proc.pid)
-            secs = _send_all(b, count, lambda i: {"UNIQ_KEY": "P%08d" % i})
+            secs = send_many(b, "BenchTimer", count, lambda i: {"UNIQ_KEY": "P%08d" % i})
             after = _settle(b.proc.pid)
             print(json.dumps({"bench": "timer_rss", "kind": "plain", "count": count, "send_s": round(secs, 1),
                               "before_mib": before, "after_mib": after, "load1": load}), flush=True)
@@ -78,7 +60,8 @@ def run(count: int, lead_s: float, spread_s: float) -> None:
             before = _settle(b.proc.pid)
             first_due = int(time.time() * 1000 + lead_s * 1000)
             due = {i: first_due + int(i * spread_s * 1000 / count) for i in range(count)}
-            secs = _send_all(b, count, lambda i: {"UNIQ_KEY": "T%08d" % i, "TIMER_DELIVER_MS": str(due[i])})
+            secs = send_many(b, "BenchTimer", count,
+                             lambda i: {"UNIQ_KEY": "T%08d" % i, "TIMER_DELIVER_MS": str(due[i])})
             after = _settle(b.proc.pid)
             print(json.dumps({"bench": "timer_rss", "kind": "timer", "count": count, "send_s": round(secs, 1),
                               "before_mib": before, "pending_mib": after,
