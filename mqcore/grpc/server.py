@@ -123,7 +123,7 @@ class GrpcEndpoint:
             name: staticmethod(self._guarded(name, getattr(svc, name))) for name in (
                 "QueryRoute", "Heartbeat", "Telemetry", "SendMessage", "EndTransaction", "QueryAssignment",
                 "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
-                "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination")})
+                "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination", "RecallMessage")})
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
             ("grpc.so_reuseport", 0)])

@@ -28,6 +28,7 @@ from mqcore.grpc.pop import AckStatus, PopService, Popped, pick_queue, pop_retry
 from mqcore.grpc.source import GrpcSource, TopicView
 from mqcore.grpc.receipt import KIND_NORMAL, KIND_RETRY, ReceiptHandle
 from mqcore.format.timer import PROP_TIMER_DELIVER_MS
+from mqcore.store.timer.recall import build_recall_handle, check_recall, recall_marker
 from mqcore.grpc import transaction as tx
 from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, dlq_topic, pack_host,
                             validate_group, validate_topic)
@@ -457,9 +458,35 @@ class MessagingService:
         if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
             raise Refused(d.MASTER_PERSISTENCE_TIMEOUT, "stored, but the flush to disk timed out")
         entry = self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
+        if result.timer_out_ms:  # a held timer: the handle RecallMessage takes
+            entry.recall_handle = build_recall_handle(tc.topic_name, self.src.settings().broker_name,
+                                                      result.timer_out_ms + 1, sp.message_id)
         if half:
             entry.transaction_id = tx.transaction_id(result.phy_offset, result.queue_offset)
         return entry
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        """Recall a timer message by the handle its send gave (the 4.x RECALL_MESSAGE's checks,
+        ``mqcore.store.timer.recall``); off unless ``recallMessageEnable=true``."""
+        d = self.d
+        try:
+            topic = self._topic_name(request.topic)
+        except Refused as r:
+            return self.s.RecallMessageResponse(status=self.status(r.code, r.message))
+        if not self.src.settings().recall_message_enable:
+            return self.s.RecallMessageResponse(status=self.status(d.FORBIDDEN, "recall failed, operation is forbidden"))
+        if self.src.topics.get(topic) is None:
+            return self.s.RecallMessageResponse(status=self.status(
+                d.TOPIC_NOT_FOUND, f"recall failed, the topic[{topic}] not exist"))
+        now = self.clock()
+        check = check_recall(request.recall_handle, topic, self.src.settings().broker_name, now,
+                             self.src.store_config().timer_max_delay_sec)
+        if check.handle is None:
+            return self.s.RecallMessageResponse(status=self.status(d.BAD_REQUEST, check.remark))
+        result = await self._put(recall_marker(check.handle, None, now, self._born_host(context), self.src.store_host()))
+        if not result.status.stored:
+            return self.s.RecallMessageResponse(status=self.status(d.INTERNAL_SERVER_ERROR, "recall failed, execute error"))
+        return self.s.RecallMessageResponse(status=self.status(), message_id=check.handle.message_id)
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         d = self.d

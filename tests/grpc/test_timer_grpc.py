@@ -61,3 +61,26 @@ def test_grpc_and_remoting_timers_interleave_and_survive_a_restart_without_grpc(
         late = [m for m in _served(rc, b) if m.body == b"grpc-after-restart"]
         assert len(late) == 1 and late[0].store_timestamp >= far - 5
         assert len(_served(rc, b)) == 13
+
+
+def test_grpc_recall_message_removes_one_and_is_off_by_default(tmp_path):
+    from tests.grpc.rawclient import s
+
+    with BrokerProcess(tmp_path / "store", conf={**TEST_CONF, "recallMessageEnable": "true"}) as b, \
+            SyncRemotingClient() as rc, RawClient(grpc_addr(b)) as c:
+        at = int(time.time() * 1000) + 2500
+        keep = c.send(TOPIC, b"keep", delivery_timestamp=_ts(at)).entries[0]
+        drop = c.send(TOPIC, b"drop", delivery_timestamp=_ts(at)).entries[0]
+        assert keep.recall_handle and drop.recall_handle
+        req = s.RecallMessageRequest(topic=d.Resource(name=TOPIC), recall_handle=drop.recall_handle)
+        ans = c.call("RecallMessage", req)
+        assert ans.status.code == d.OK and ans.message_id == drop.message_id
+        bad = c.call("RecallMessage", s.RecallMessageRequest(topic=d.Resource(name=TOPIC), recall_handle="x"))
+        assert bad.status.code == d.BAD_REQUEST
+        assert wait_for(lambda: len(_served(rc, b)) == 1, timeout=15, step=0.1)
+        time.sleep(1.5)
+        assert [m.body for m in _served(rc, b)] == [b"keep"]
+    with BrokerProcess(tmp_path / "store2", conf=TEST_CONF) as b, RawClient(grpc_addr(b)) as c:
+        h = c.send(TOPIC, b"x", delivery_timestamp=_ts(int(time.time() * 1000) + 60_000)).entries[0].recall_handle
+        off = c.call("RecallMessage", s.RecallMessageRequest(topic=d.Resource(name=TOPIC), recall_handle=h))
+        assert off.status.code == d.FORBIDDEN

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mqcore.broker.processors.send import peer_host
-from mqcore.errors import IllegalArgumentError
 from mqcore.permissions import PERM_WRITE
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.remoting.headers import RecallMessageRequestHeader
-from mqcore.store.timer.recall import decode_recall_handle, recall_marker
+from mqcore.store.timer.recall import check_recall, recall_marker
 
 
 class RecallProcessor:
@@ -40,22 +39,11 @@ class RecallProcessor:
         if self.topics.get(h.topic) is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST,
                                    f"recall failed, the topic[{h.topic}] not exist", region)
-        try:
-            handle = decode_recall_handle(h.recall_handle)
-        except IllegalArgumentError as e:
-            return create_response(request, ResponseCode.ILLEGAL_OPERATION, str(e), region)
-        if handle.topic != h.topic:
-            return create_response(request, ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match", region)
-        if handle.broker_name != cfg.broker_name:
-            return create_response(request, ResponseCode.ILLEGAL_OPERATION,
-                                   "recall failed, broker service not available", region)
         now = self.clock()
-        try:
-            left = int(handle.timestamp) - now
-        except ValueError:
-            left = -1
-        if left <= 0 or left >= self.store.config.timer_max_delay_sec * 1000:
-            return create_response(request, ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid", region)
+        check = check_recall(h.recall_handle, h.topic, cfg.broker_name, now, self.store.config.timer_max_delay_sec)
+        if check.handle is None:
+            return create_response(request, ResponseCode.ILLEGAL_OPERATION, check.remark, region)
+        handle = check.handle
         marker = recall_marker(handle, h.producer_group, now, peer_host(channel), self.store_host())
         result = self.store.put_message(marker)
         if not result.status.stored:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import enum
 
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import timer as T
@@ -58,3 +59,37 @@ def recall_marker(handle: RecallHandle, producer_group: str | None, now_ms: int,
         props[Prop.PGROUP] = producer_group
     return MessageExtBrokerInner(topic=handle.topic, body=b"0", queue_id=0, properties=props, born_timestamp=now_ms,
                                  born_host=born_host, store_host=store_host)
+
+
+class RecallRefusal(enum.Enum):
+    """Why a recall is refused (the endpoint maps each to its protocol's code)."""
+
+    BAD_HANDLE = "bad handle"            # does not decode, or names another topic / broker
+    TIMESTAMP_INVALID = "timestamp invalid"  # its time has passed, or is beyond timerMaxDelaySec
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallCheck:
+    handle: RecallHandle | None
+    refusal: RecallRefusal | None = None
+    remark: str = ""
+
+
+def check_recall(text: str | None, topic: str, broker_name: str, now_ms: int, max_delay_sec: int) -> RecallCheck:
+    """The Java broker's checks of a recall handle (``RecallMessageProcessor``), in its order
+    and words."""
+    try:
+        handle = decode_recall_handle(text)
+    except IllegalArgumentError as e:
+        return RecallCheck(None, RecallRefusal.BAD_HANDLE, str(e))
+    if handle.topic != topic:
+        return RecallCheck(None, RecallRefusal.BAD_HANDLE, "recall failed, topic not match")
+    if handle.broker_name != broker_name:
+        return RecallCheck(None, RecallRefusal.BAD_HANDLE, "recall failed, broker service not available")
+    try:
+        left = int(handle.timestamp) - now_ms
+    except ValueError:
+        left = -1
+    if left <= 0 or left >= max_delay_sec * 1000:
+        return RecallCheck(None, RecallRefusal.TIMESTAMP_INVALID, "recall failed, timestamp invalid")
+    return RecallCheck(handle)
