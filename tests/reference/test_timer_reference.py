@@ -26,7 +26,7 @@ def _parse(out: str):
         elif w[0] == "GOT":
             props = dict(x.split("=", 1) for x in w[4:])
             got.setdefault(w[1], []).append((int(w[2]), int(w[3]), props))
-        elif w[0] in ("RECALL", "RECALLBAD", "ERR", "DONE"):
+        elif w[0] in ("RECALL", "RECALLBAD", "RECALLEXPIRED", "ERR", "DONE"):
             other.append(w)
     return sent, got, other
 
@@ -71,6 +71,7 @@ def test_java5_set_deliver_time_ms_and_recall_match_apache(tmp_path):
     recall_ours = [w for w in o1 if w[0].startswith("RECALL")]
     recall_ref = [w for w in o2 if w[0].startswith("RECALL")]
     assert [w[:2] for w in recall_ours] == [w[:2] for w in recall_ref], (recall_ours, recall_ref)
+    assert ["RECALLEXPIRED", "604"] in [w[:2] for w in recall_ours]  # ILLEGAL_OPERATION, timestamp invalid
     for got in (g1, g2):
         for body, arrivals in got.items():
             props = arrivals[0][2]

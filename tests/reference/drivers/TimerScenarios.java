@@ -140,6 +140,17 @@ public class TimerScenarios {
         long deadline = System.currentTimeMillis() + delayMs + 40_000;
         while (System.currentTimeMillis() < deadline && new HashSet<>(got).size() < expect) Thread.sleep(20);
         Thread.sleep(2500);  // a recalled or duplicate delivery would come now
+        if (recallIndex >= 0) {  // the handle of a message delivered already: its time has passed
+            try {
+                Method rm = DefaultMQProducer.class.getMethod("recallMessage", String.class, String.class);
+                rm.invoke(p, topic, handles.get("t0"));
+                System.out.println("RECALLEXPIRED 0");
+            } catch (java.lang.reflect.InvocationTargetException e) {
+                Throwable c2 = e.getCause();
+                System.out.println("RECALLEXPIRED "
+                    + (c2 instanceof MQBrokerException ? ((MQBrokerException) c2).getResponseCode() : -1));
+            }
+        }
         c.shutdown();
         p.shutdown();
         System.out.println("DONE " + got.size());
