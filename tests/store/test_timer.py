@@ -223,3 +223,13 @@ def test_timers_due_while_the_broker_was_down_for_minutes_come_at_once_in_order(
     finally:
         timer.close()
         store.shutdown()
+
+
+def test_a_stop_with_timers_pending_says_how_many(tmp_path, clock, caplog):
+    store, timer = _open(tmp_path, clock)
+    store.put_message(msg("T", TIMER_DELAY_SEC="60"))
+    timer.turn(clock())
+    with caplog.at_level("WARNING", logger="mqcore.store.timer.service"):
+        timer.close()
+    store.shutdown()
+    assert "1 timer message(s) still pending" in caplog.text
