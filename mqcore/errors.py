@@ -21,6 +21,11 @@ class ConfigError(MQError, ValueError):
     """A configuration value is missing, malformed or out of range."""
 
 
+class SettingTypeError(ConfigError, TypeError):
+    """A setting was given a value of the wrong type (``send_msg_timeout_ms="3000"``); names the
+    setting, the type it takes and the value given. Also a ``TypeError``, as Python's own are."""
+
+
 class FieldConfigError(ConfigError):
     """A value of one config field is out of range. ``field`` is the Python field, so
     ``mqcore.broker.conf`` can restate the error under the RocketMQ key the user wrote."""

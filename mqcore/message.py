@@ -61,6 +61,27 @@ DEFAULT_TOPIC = "TBW102"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+#: topics no producer may send to (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, 4.9)
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+})
+#: topics an admin may not create or redefine (``TopicValidator.SYSTEM_TOPIC_SET``); the admin
+#: request and the dashboard's form refuse the same names
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {DEFAULT_TOPIC, BENCHMARK_TOPIC, "RMQ_SYS_TRACE_TOPIC"}
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str) -> bool:
+    """A topic the broker owns: an admin (request or dashboard) may not create or redefine it."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def system_topic_refusal(topic: str) -> str:
+    """Apache's remark refusing UPDATE_AND_CREATE_TOPIC for a system topic."""
+    return f"The topic[{topic}] is conflict with system topic."
+
+
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 

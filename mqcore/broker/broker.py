@@ -231,7 +231,8 @@ class Broker:
         if self.cfg.dashboard_port:
             from mqcore.dashboard.server import DashboardServer  # aiohttp and Jinja2 load only when asked for
             self.dashboard = DashboardServer(self.dashboard_source(), self.cfg.listen_host, self.cfg.dashboard_port,
-                                             clock=self.clock)
+                                             clock=self.clock,
+                                             allowed_hosts=self.cfg.dashboard_allowed_hosts.split(","))
             await self.dashboard.start()
         credentials = None
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)

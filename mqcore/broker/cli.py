@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import ipaddress
 import logging
 import os
 import signal
@@ -79,6 +80,13 @@ def default_acl_file(config_path: str | None) -> str:
                         "plain_acl.yml")
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 async def serve(broker: Broker, ready_line: bool = True) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -87,7 +95,13 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     await broker.start()
     settle_gc()
     ns = ";".join(broker.namesrv_addrs) or "(none)"
-    print(f"mqbroker: broker {broker.cfg.broker_name} listening on {broker.listen_addr} (advertised as "
+    host = broker.cfg.listen_host
+    bound = f"{host}:{broker.port}" if host not in ("", "0.0.0.0", "::") else f"{host or '0.0.0.0'}:{broker.port} (every address)"
+    if not broker.cfg.acl_enable and not _loopback(host):
+        print(f"mqbroker: WARNING: listening on {host or '0.0.0.0'} with aclEnable=false: any host that reaches "
+              "this machine can send, consume and administer topics (and use the dashboard, if on); bind to "
+              "loopback (listenHost=127.0.0.1) or turn the ACL on (docs/ACCESS_CONTROL.md)", flush=True)
+    print(f"mqbroker: broker {broker.cfg.broker_name} listening on {bound} (advertised as "
           f"{broker.addr}), name server {ns}"
           f"{' (embedded)' if broker.namesrv else ''}, store {broker.store_config.store_path}, "
           f"event loop {eventloop.loop_kind()}", flush=True)

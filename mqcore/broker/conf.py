@@ -102,6 +102,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "serverFrameMinBytesPerSecond": ("server_frame_min_bytes_per_s", _int),
     "metricsPort": ("metrics_port", _int),
     "dashboardPort": ("dashboard_port", _int),
+    "dashboardAllowedHosts": ("dashboard_allowed_hosts", _str),
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
     "grpcMinInvisibleTimeMillis": ("grpc_min_invisible_time_ms", _int),

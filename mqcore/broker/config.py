@@ -89,6 +89,10 @@ class BrokerConfig:
     #: the web dashboard's port (dashboardPort, ``mqcore.dashboard``), on ``listen_host``; 0 = off.
     #: With aclEnable it asks for an admin account of the plain_acl.yml
     dashboard_port: int = 0
+    #: more host names the dashboard answers to (dashboardAllowedHosts, comma-separated), besides
+    #: the bound address and, on loopback or every address, this machine's own names; a request
+    #: for any other Host is refused (DNS rebinding)
+    dashboard_allowed_hosts: str = ""
     #: where broker.log, store.log, remoting.log go (logDir); None = ~/logs/rocketmqlogs
     log_dir: str | None = None
     #: the RocketMQ 5.x gRPC endpoint (``mqcore.grpc``, needs ``mqcore[grpc]``), off unless asked for

@@ -22,19 +22,15 @@ from mqcore.errors import ProtocolError
 from mqcore.format import layout as L
 from mqcore.format.names import MAX_GROUP_LENGTH, NAME_CHARS_TEXT, valid_name_chars
 from mqcore.jsonutil import loads_lenient
-from mqcore.message import DEFAULT_TOPIC, SCHEDULE_TOPIC
+from mqcore.message import (  # defined below the broker: the dashboard applies the same rules
+    NOT_ALLOWED_SEND_TOPICS,
+    is_system_topic,
+    system_topic_refusal,
+)
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, create_response
 from mqcore.tags import unparsable
 
-#: topics no producer may send to (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, 4.9)
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-})
-#: topics an admin may not create or redefine (``TopicValidator.SYSTEM_TOPIC_SET``)
-SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {DEFAULT_TOPIC, "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 _ILLEGAL_CHARS = f"contains illegal characters, allowing only ^{NAME_CHARS_TEXT}+$"
 
 SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
@@ -101,10 +97,6 @@ def send_refusal(topic: Any) -> str | None:
     if topic in NOT_ALLOWED_SEND_TOPICS:
         return f"Sending message to topic[{topic}] is forbidden."
     return None
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def _body_names(code: int, body) -> tuple[list[Any], list[Any]]:
@@ -178,7 +170,7 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
     if code in SEND_CODES and topics and send_refusal(topics[0]):
         return create_response(request, ResponseCode.NO_PERMISSION, send_refusal(topics[0]))
     if code == RC.UPDATE_AND_CREATE_TOPIC and topics and is_system_topic(topics[0]):
-        return create_response(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topics[0]}] is conflict with system topic.")
+        return create_response(request, ResponseCode.SYSTEM_ERROR, system_topic_refusal(topics[0]))
     if code == RC.PULL_MESSAGE:
         group = ext.get("consumerGroup", "")
         if consume_enabled is not None and isinstance(group, str) and not consume_enabled(group):

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
+import types
+import typing
+from collections.abc import Mapping
 from typing import Any
 
-from mqcore.errors import ConfigError, IllegalArgumentError
+from mqcore.errors import ConfigError, IllegalArgumentError, SettingTypeError
 from mqcore.message import DEFAULT_TOPIC
 from mqcore.message import validate_group as _validate_group
 from mqcore.remoting.codes import CURRENT_VERSION, LanguageCode
@@ -75,6 +79,53 @@ def _non_negative(name: str, value: float) -> None:
         raise ConfigError(f"{name} must be >= 0, got {value}")
 
 
+@functools.cache
+def _field_types(cls: Any) -> tuple[tuple[str, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """``value`` is of the declared type ``hint`` (the few kinds the settings use)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return isinstance(value, (tuple, list)) and all(_matches(v, item) for v in value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return isinstance(value, (hint, str))  # the dataclass turns the name into the member
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:  # True is an int to Python, never a count of milliseconds here
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return not isinstance(hint, type) or isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"{hint.__name__} or its name as a str"
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def check_setting_types(config: Any) -> None:
+    """Every field of ``config`` holds a value of its declared type, else ``SettingTypeError``
+    naming the setting (a wrong type used to fail later, as a bare ``TypeError`` from a
+    comparison deep in the client)."""
+    cls: Any = type(config)
+    for name, hint in _field_types(cls):
+        value = getattr(config, name)
+        if not _matches(value, hint):
+            raise SettingTypeError(f"setting {name} takes {_type_name(hint)}, got {type(value).__name__} "
+                                   f"{value!r:.60}")
+
+
 def default_offset_store_dir() -> str:
     """``~/.rocketmq_offsets`` (Java: ``rocketmq.client.localOffsetStoreDir``)."""
     return os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
@@ -107,6 +158,7 @@ class ClientConfig:
     security_token: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        check_setting_types(self)
         if (self.access_key is None) != (self.secret_key is None) or self.access_key == "" or self.secret_key == "":
             raise ConfigError("access_key and secret_key go together (both set and non-empty, or neither)")
         if not self.namesrv_addr or not self.namesrv_addr.strip(";, "):
@@ -305,7 +357,7 @@ class PullConsumerConfig(ClientConfig):
         object.__setattr__(self, "message_model", MessageModel(self.message_model))
 
 
-def build(cls: type, base: Any, overrides: dict[str, Any]) -> Any:
+def build(cls: type, base: Any, overrides: Mapping[str, object]) -> Any:
     """``cls(**overrides)``, or ``base`` with overrides applied; unknown names raise
     a ConfigError that lists the valid ones."""
     names = {f.name for f in dataclasses.fields(cls)}

@@ -219,8 +219,16 @@ class ClientInstance:
         if task is None:
             task = asyncio.ensure_future(self._update_topic_route(topic, default_topic, default_queue_nums))
             self._route_updates[key] = task
-            task.add_done_callback(lambda _t: self._route_updates.pop(key, None))
+            task.add_done_callback(lambda t: self._route_update_done(key, t))
         return await asyncio.shield(task)
+
+    def _route_update_done(self, key: str, task: asyncio.Future[bool]) -> None:
+        self._route_updates.pop(key, None)
+        # the shield keeps the request going when its caller is cancelled (a shutdown while a
+        # refresh is in flight): its failure is then nobody's to see, and asyncio would print
+        # "Task exception was never retrieved" at exit. Taken here; a caller still waiting gets it.
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("route update %s failed: %s", key.replace("\x00", " / "), task.exception())
 
     async def _update_topic_route(self, topic: str, default_topic: str | None, default_queue_nums: int) -> bool:
         timeout = self.config.mq_client_api_timeout_ms

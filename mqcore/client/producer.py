@@ -32,7 +32,7 @@ import enum
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from mqcore._compat import default_kernels, default_wire_client_kernels
 from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
@@ -42,6 +42,7 @@ from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, SendResult
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.selector import MessageQueueSelector
+from mqcore.client.settings import ProducerSettings
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError, RemotingTimeoutError
 from mqcore.kernel_api import WindowSlotsApi
@@ -73,7 +74,7 @@ class Producer:
     fields given as keyword arguments (``send_msg_timeout_ms=5000``) or as ``config``."""
 
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
-                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+                 clock: Clock = system_clock_ms, **settings: Unpack[ProducerSettings]) -> None:
         if producer_group is not None:
             settings["producer_group"] = producer_group
         self.config: ProducerConfig = build(ProducerConfig, config, settings)

@@ -33,11 +33,12 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from mqcore.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
 from mqcore.client.producer import Producer
 from mqcore.client.route import TopicPublishInfo
+from mqcore.client.settings import ProducerSettings
 from mqcore.errors import IllegalArgumentError, MQError
 from mqcore.format import layout as L
 from mqcore.message import Prop, decode_offset_msg_id
@@ -86,7 +87,7 @@ class TransactionProducer(Producer):
     ``checker(msg)`` answers the broker's check-backs; settings as for ``Producer``."""
 
     def __init__(self, producer_group: str | None = None, *, checker: Checker, check_threads: int = 1,
-                 **settings: Any) -> None:
+                 **settings: Unpack[ProducerSettings]) -> None:
         if not callable(checker):
             raise IllegalArgumentError("checker must be a callable taking the message and returning a "
                                        "LocalTransactionState")

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from mqcore.client.message import Message
 from mqcore.errors import IllegalArgumentError
-from mqcore.message import is_retry_topic, validate_group, validate_topic
+# ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``: the broker refuses the same names (one definition)
+from mqcore.message import NOT_ALLOWED_SEND_TOPICS, is_retry_topic, validate_group, validate_topic
 
 __all__ = [
     "NOT_ALLOWED_SEND_TOPICS",
@@ -19,16 +20,6 @@ __all__ = [
     "check_message",
     "check_batch",
 ]
-
-#: ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`` (4.9.8)
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
-    "RMQ_SYS_SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-})
 
 #: levels of the default ``messageDelayLevel`` (1s ... 2h)
 MAX_DELAY_LEVEL = 18

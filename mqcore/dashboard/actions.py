@@ -16,8 +16,10 @@ from mqcore.message import (
     MessageExt,
     MessageExtBrokerInner,
     Prop,
+    is_system_topic,
     pack_host,
     retry_topic,
+    system_topic_refusal,
     validate_topic,
 )
 from mqcore.netaddr import parse_host_port
@@ -38,6 +40,8 @@ def create_topic(src: DashboardSource, name: str, read_queues: int, write_queues
         validate_topic(name)
     except IllegalArgumentError as e:
         raise ActionError(str(e)) from None
+    if is_system_topic(name):  # what UPDATE_AND_CREATE_TOPIC answers for the same name
+        raise ActionError(system_topic_refusal(name))
     if not (0 < read_queues <= MAX_QUEUES and 0 < write_queues <= MAX_QUEUES):
         raise ActionError(f"queue numbers must be 1..{MAX_QUEUES}")
     if perm & ~(PERM_READ | PERM_WRITE) or not perm:

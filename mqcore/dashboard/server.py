@@ -15,7 +15,7 @@ import asyncio
 import datetime
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -24,6 +24,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from mqcore.dashboard import actions, messages, queries
+from mqcore.dashboard import guard
 from mqcore.dashboard.auth import REALM, AuthResult, check_basic
 from mqcore.dashboard.history import SAMPLE_INTERVAL_MS, RateHistory
 from mqcore.dashboard.source import DashboardSource
@@ -51,21 +52,31 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+#: the last millisecond of year 9999: a time past it cannot be shown or stored as a timestamp
+MAX_TIME_MS = 253_402_300_799_999
+
+
 def parse_time(text: str | None, default: int) -> int:
-    """Epoch ms from a form field: a number of ms, or an ISO date/time read as UTC."""
+    """Epoch ms from a form field: a number of ms, or an ISO date/time read as UTC, within
+    0 .. year 9999 (a time beyond overflowed the date arithmetic and failed the page)."""
     text = (text or "").strip()
     if not text:
         return default
+    bad = f"{text[:64]!r} is not a time (2024-05-01T12:00 in UTC, or epoch milliseconds from 0 to {MAX_TIME_MS})"
     if text.lstrip("-").isdigit():
+        if len(text) > 16 or not 0 <= int(text) <= MAX_TIME_MS:
+            raise actions.ActionError(bad)
         return int(text)
     try:
         t = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise actions.ActionError(f"{text!r} is not a time (2024-05-01T12:00 in UTC, or epoch milliseconds)") \
-            from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=datetime.timezone.utc)
-    return int(t.timestamp() * 1000)
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=datetime.timezone.utc)
+        ms = int(t.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        raise actions.ActionError(bad) from None
+    if not 0 <= ms <= MAX_TIME_MS:
+        raise actions.ActionError(bad)
+    return ms
 
 
 def _int_field(form: Mapping[str, Any], name: str, default: int) -> int:
@@ -79,10 +90,15 @@ class DashboardServer:
     """``start()`` binds ``host:port`` (port 0 picks one) on the running loop; ``shutdown()``."""
 
     def __init__(self, src: DashboardSource, host: str, port: int, *, clock: Callable[[], int],
-                 sample_interval_ms: int = SAMPLE_INTERVAL_MS) -> None:
+                 sample_interval_ms: int = SAMPLE_INTERVAL_MS, allowed_hosts: Iterable[str] = (),
+                 max_connections: int = guard.MAX_CONNECTIONS, header_timeout_s: float = guard.HEADER_TIMEOUT_S,
+                 request_timeout_s: float = guard.REQUEST_TIMEOUT_S) -> None:
         self.src = src
         self.host = host
         self.port = port
+        self.hosts = guard.HostAllowList(host, allowed_hosts)
+        self.budget = guard.ConnectionBudget(max_connections, header_timeout_s)
+        self.request_timeout_s = request_timeout_s
         self.clock = clock
         self.sample_interval_ms = sample_interval_ms
         self.history = RateHistory(src.stats)
@@ -90,6 +106,7 @@ class DashboardServer:
                                       autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
         self.env.filters.update(ts=_fmt_ts, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._sampler: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -107,27 +124,39 @@ class DashboardServer:
             web.get("/api/rates", self.api_rates),
             web.static("/static", os.path.join(HERE, "static")),
         ])
+        app.on_response_prepare.append(_security_headers)
         # a broker's shutdown waits at most this long for a page still being answered
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        assert self._runner.server is not None  # set up above
         try:
-            await site.start()
+            # aiohttp's own site would serve unguarded connections: the budget's handlers instead
+            self._server = await loop.create_server(self.budget.protocol_factory(self._runner.server),
+                                                    self.host or None, self.port, reuse_address=True)
         except OSError:
             await self._runner.cleanup()
             self._runner = None
             raise
-        self.port = self._runner.addresses[0][1]
+        self.port = self._server.sockets[0].getsockname()[1]
         self.history.sample(self.clock())
-        self._sampler = asyncio.get_running_loop().create_task(self._sample_every())
-        log.info("dashboard on http://%s:%d/%s", self.host, self.port,
-                 " (admin accounts of the ACL only)" if self.src.acl() is not None else "")
+        self._sampler = loop.create_task(self._sample_every())
+        acl_on = self.src.acl() is not None
+        log.info("dashboard on http://%s:%d/%s", _url_host(self.host), self.port,
+                 " (admin accounts of the ACL only)" if acl_on else "")
+        if not acl_on and not guard.is_loopback(self.host):
+            log.warning("dashboard: http://%s:%d/ is reachable from other hosts and aclEnable is off: anyone who "
+                        "reaches it can read messages and delete topics. Bind it to loopback (listenHost=127.0.0.1) "
+                        "or turn the ACL on (docs/dashboard.md)", _url_host(self.host), self.port)
         return self.port
 
     async def shutdown(self) -> None:
         if self._sampler is not None:
             self._sampler.cancel()
             self._sampler = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -140,6 +169,30 @@ class DashboardServer:
     # --- every request --------------------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        proto = request.protocol
+        if isinstance(proto, guard.GuardedHandler):
+            proto.request_started()
+        try:
+            return await asyncio.wait_for(self._serve(request, handler), self.request_timeout_s)
+        except asyncio.TimeoutError:
+            self.budget.note("a request did not finish in %.0f s (%s %s)", self.request_timeout_s,
+                             request.method, request.path[:80])
+            slow = web.Response(status=408, text="408: the request took too long\n")
+            slow.force_close()  # what is left of its body is not read
+            return slow
+        finally:
+            if isinstance(proto, guard.GuardedHandler):
+                proto.request_done()
+
+    async def _serve(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self.hosts.allows(request.headers.get("Host")):
+            # DNS rebinding: another site's name pointed at this address
+            self.budget.note("refused a request for host %r (not a name of this dashboard; dashboardAllowedHosts "
+                             "adds names)", (request.headers.get("Host") or "")[:80])
+            return web.Response(status=421, text="421: this dashboard is not served under that host name "
+                                "(dashboardAllowedHosts lists the names it answers to)\n")
+        if len(request.raw_path) > guard.MAX_PATH_CHARS:
+            return web.Response(status=400, text="400: the request's path is too long\n")
         outcome, who = check_basic(self.src.acl(), request.headers.get("Authorization"))
         if outcome in (AuthResult.MISSING, AuthResult.REFUSED):
             if outcome is AuthResult.REFUSED:
@@ -280,3 +333,13 @@ class DashboardServer:
 
 def _iso(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M")
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        return f"{host or '0.0.0.0'} (every address)" if host != "::" else "[::] (every address)"
+    return f"[{host}]" if ":" in host else host
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.update(guard.SECURITY_HEADERS)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mqcore.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from mqcore.format.delays import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from mqcore.errors import CorruptFileError, IllegalArgumentError, StoreIOError
 from mqcore.format import layout as L
 from mqcore.format.scans import QueueUnits, RecordScan

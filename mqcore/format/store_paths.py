@@ -10,9 +10,25 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Protocol
 
-from mqcore.config import StoreConfig
 from mqcore.format import layout as L
+
+
+class StoreDirs(Protocol):
+    """Where a store's parts live (``mqcore.config.StoreConfig`` is one): named by what this
+    module reads, so the lowest layer needs nothing of the config above it."""
+
+    @property
+    def store_path(self) -> str: ...
+    @property
+    def config_dir(self) -> str: ...
+    @property
+    def commitlog_dir(self) -> str: ...
+    @property
+    def consume_queue_dir(self) -> str: ...
+    @property
+    def index_dir(self) -> str: ...
 
 #: broker.conf key -> StoreConfig property giving the directory actually used
 KEYS = {"storePathCommitLog": "commitlog_dir", "storePathConsumeQueue": "consume_queue_dir",
@@ -21,7 +37,7 @@ _DEFAULT_DIRS = {"storePathCommitLog": L.COMMITLOG_DIR, "storePathConsumeQueue":
                  "storePathIndex": L.INDEX_DIR}
 
 
-def moved_parts(config: StoreConfig) -> dict[str, str]:
+def moved_parts(config: StoreDirs) -> dict[str, str]:
     """{broker.conf key: absolute directory} of the parts not under the root's default name."""
     out = {}
     for key, attr in KEYS.items():
@@ -31,7 +47,7 @@ def moved_parts(config: StoreConfig) -> dict[str, str]:
     return out
 
 
-def record(config: StoreConfig) -> None:
+def record(config: StoreDirs) -> None:
     """Write (or remove) ``config/storePaths.json`` to match ``config``."""
     path = os.path.join(config.config_dir, L.STORE_PATHS_FILE)
     moved = moved_parts(config)

@@ -36,3 +36,15 @@ def test_registers_locally_and_advertises_broker_ip1(tmp_path):
         assert r.code == ResponseCode.SUCCESS, r.remark  # the registration reached the name server
         [bd] = loads_lenient(r.body)["brokerDatas"]
         assert bd["brokerAddrs"] == {"0": b.advertised_addr}
+
+
+def test_every_address_without_acl_is_warned_and_the_bound_address_printed(tmp_path):
+    """listenHost=0.0.0.0 with the ACL off serves anyone who reaches the machine: the start says
+    so, and names the address it bound (not the loopback address it reaches itself on)."""
+    with BrokerProcess(tmp_path / "store", conf={"listenHost": "0.0.0.0"}) as b:
+        out = b.output()
+        port = b.broker_addr.rsplit(":", 1)[1]
+        assert f"listening on 0.0.0.0:{port} (every address)" in out, out
+        assert "WARNING: listening on 0.0.0.0 with aclEnable=false" in out, out
+    with BrokerProcess(tmp_path / "store2", conf={"listenHost": "127.0.0.1"}) as b:
+        assert "WARNING" not in b.output() and "listening on 127.0.0.1:" in b.output()

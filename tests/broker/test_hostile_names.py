@@ -121,3 +121,39 @@ def test_bounded_fuzz_of_hostile_requests(env):
     r = send(rc, b, "AfterAbuse", b"ok")
     assert r.code == ResponseCode.SUCCESS, r.remark
     assert decode(pull(rc, b, "AfterAbuse", 0, sub="*").body)[0].body == b"ok"
+
+
+@pytest.mark.parametrize("code", [RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2])
+def test_a_topic_of_128_characters_is_refused_and_127_is_served(env, code):
+    """The limit is RocketMQ's 127 characters (TopicValidator) on every way in: raising it must fail
+    here, since a longer name is a consume-queue directory and a record field Apache refuses."""
+    _root, b, rc = env
+    longest, too_long = "L" * 127, "L" * 128
+    # the fuzz may have deleted TBW102 (auto-creation then stops): the admin request makes the topic
+    made = rc.invoke(b.broker_addr, create_request(RC.UPDATE_AND_CREATE_TOPIC, {
+        "topic": longest, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+        "topicFilterType": "SINGLE_TAG"}), 5000)
+    assert made.code == ResponseCode.SUCCESS, made.remark
+    ok = send(rc, b, longest, b"longest", code=code)
+    assert ok.code == ResponseCode.SUCCESS, ok.remark
+    refused = send(rc, b, too_long, b"too long", code=code)
+    assert refused.code != ResponseCode.SUCCESS and "longer than topic max length" in (refused.remark or ""), \
+        (refused.code, refused.remark)
+    made = rc.invoke(b.broker_addr, create_request(RC.UPDATE_AND_CREATE_TOPIC, {
+        "topic": too_long, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6",
+        "topicFilterType": "SINGLE_TAG"}), 5000)
+    assert made.code != ResponseCode.SUCCESS
+    assert not os.path.exists(os.path.join(b.store_dir, "consumequeue", too_long))
+    assert pull(rc, b, longest, 0).code == ResponseCode.SUCCESS
+
+
+def test_the_client_refuses_a_topic_of_128_characters():
+    from mqcore.client import Message
+    from mqcore.errors import IllegalArgumentError
+    from mqcore.message import validate_topic
+    validate_topic("T" * 127)
+    with pytest.raises(IllegalArgumentError, match="longer than 127"):
+        validate_topic("T" * 128)
+    with pytest.raises(IllegalArgumentError):
+        from mqcore.client.validators import check_message
+        check_message(Message("T" * 128, b"x"), 4 * 1024 * 1024)

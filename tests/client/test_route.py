@@ -78,3 +78,34 @@ def test_order_topic_conf():
 def test_tbw102_route_is_capped():
     capped = TopicRouteData.decode(QUOTED).with_queue_nums_capped(3)
     assert [(q.read_queue_nums, q.write_queue_nums) for q in capped.queue_datas] == [(3, 3), (2, 2)]
+
+
+def test_a_route_refresh_in_flight_at_shutdown_leaves_no_stray_task_warning(tmp_path):
+    """A consumer shut down while its periodic route refreshes wait on a name server that never
+    answers: each request fails as its connection closes, with nobody awaiting it any more.
+    asyncio used to print "Task exception was never retrieved" for each at exit."""
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+    with socket.socket() as silent:  # accepts and reads, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        script = textwrap.dedent(f"""
+            import gc, time
+            from mqcore.client import PushConsumer
+            c = PushConsumer("stray-cg", namesrv_addr="127.0.0.1:{port}", mq_client_api_timeout_ms=6000,
+                             poll_name_server_interval_ms=200)
+            c.subscribe("StrayTopic", "*")
+            c.register_listener(lambda msgs, ctx: None)
+            c.start()
+            time.sleep(1.5)          # refreshes in flight
+            c.shutdown()
+            gc.collect()
+            print("DONE")
+        """)
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+    assert "DONE" in r.stdout, r.stdout + r.stderr
+    assert "was never retrieved" not in r.stderr, r.stderr

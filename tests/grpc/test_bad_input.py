@@ -37,7 +37,7 @@ def test_bad_sends_get_proxy_codes(raw, grpc_broker):
 
 def test_sends_to_the_brokers_own_topics_are_refused_as_on_remoting(raw, module_grpc_broker):
     """The remoting send path refuses these (NO_PERMISSION, as Apache 4.9); gRPC must not be a way round."""
-    from mqcore.broker.validate import NOT_ALLOWED_SEND_TOPICS
+    from mqcore.message import NOT_ALLOWED_SEND_TOPICS
     from mqcore.remoting import RequestCode, SyncRemotingClient, create_request
     for topic in sorted(NOT_ALLOWED_SEND_TOPICS):
         r = raw.send(topic)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqcore._compat import default_pipeline_kernels
 from mqcore.broker.processors.send import SendProcessor, peer_host
-from mqcore.broker.validate import NOT_ALLOWED_SEND_TOPICS
+from mqcore.message import NOT_ALLOWED_SEND_TOPICS
 from mqcore.errors import RemotingError
 from mqcore.kernel_api import PipelineKernels
 from mqcore.message import RETRY_GROUP_TOPIC_PREFIX

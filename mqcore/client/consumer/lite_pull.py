@@ -29,7 +29,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Unpack
 
 from mqcore.client.config import LitePullConsumerConfig, MessageModel, build
 from mqcore.client.consumer.common import RouteAwareConsumer, compute_pull_from_where
@@ -46,6 +46,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullStatus
 from mqcore.client.route import route_to_subscribe_info
 from mqcore.client.validators import check_topic
+from mqcore.client.settings import LitePullConsumerSettings
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import (
     BrokerError,
@@ -274,7 +275,7 @@ class LitePullConsumer:
     """See the module docstring. Settings are ``LitePullConsumerConfig`` fields."""
 
     def __init__(self, consumer_group: str | None = None, *, config: LitePullConsumerConfig | None = None,
-                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+                 clock: Clock = system_clock_ms, **settings: Unpack[LitePullConsumerSettings]) -> None:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: LitePullConsumerConfig = build(LitePullConsumerConfig, config, settings)

@@ -17,7 +17,7 @@ client's event loop).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 
 from mqcore.client.config import MessageModel, PullConsumerConfig, build
 from mqcore.client.consumer.offset_store import (
@@ -32,6 +32,7 @@ from mqcore.client.instance import ClientInstance
 from mqcore.client.message import MessageExt, PullResult
 from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.client.validators import check_topic
+from mqcore.client.settings import PullConsumerSettings
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalArgumentError, IllegalStateError, MQError
 from mqcore.remoting.bodies import MessageQueue
@@ -76,7 +77,7 @@ class PullConsumer:
     """See the module docstring. Settings are ``PullConsumerConfig`` fields."""
 
     def __init__(self, consumer_group: str | None = None, *, config: PullConsumerConfig | None = None,
-                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+                 clock: Clock = system_clock_ms, **settings: Unpack[PullConsumerSettings]) -> None:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: PullConsumerConfig = build(PullConsumerConfig, config, settings)

@@ -29,12 +29,13 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from mqcore.client.config import MessageModel, PushConsumerConfig, build
 from mqcore.client.consumer.push_impl import PushConsumerImpl
 from mqcore.client.instance import ClientInstance
 from mqcore.client.validators import check_topic
+from mqcore.client.settings import PushConsumerSettings
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError
 from mqcore.message import retry_topic
@@ -58,7 +59,7 @@ class PushConsumer:
     keyword arguments (``message_model="BROADCASTING"``, ``consume_from_where="first"``)."""
 
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
-                 clock: Clock = system_clock_ms, **settings: Any) -> None:
+                 clock: Clock = system_clock_ms, **settings: Unpack[PushConsumerSettings]) -> None:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: PushConsumerConfig = build(PushConsumerConfig, config, settings)
