@@ -4,7 +4,7 @@ the fields of each plain send, and from a stored send to its answer frame.
 
 ``parse_plain_sends`` walks the complete frames of a receive buffer and reads every plain
 send - SEND_MESSAGE_V2 with the usual short-key JSON header, a request expecting an answer,
-no transaction bits, no DELAY / TRAN_MSG / CLUSTER property - in C: header fields, the
+no transaction bits, no DELAY / TRAN_MSG / CLUSTER / timer property - in C: header fields, the
 record's properties (WAIT dropped, CLUSTER appended, as the store's general put writes
 them), the consume-queue tags code and the index key hashes. It stops at the first frame
 it cannot read exactly as the generic codec and the general send path would (an escape it
@@ -442,6 +442,9 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
             n = k - p
             if _is(props + p, n, "DELAY", 5) or _is(props + p, n, "TRAN_MSG", 8) or _is(props + p, n, "CLUSTER", 7):
                 return None  # the delay / transaction stages, or a CLUSTER the store would replace
+            if _is(props + p, n, "TIMER_DELIVER_MS", 16) or _is(props + p, n, "TIMER_DELAY_SEC", 15) \
+                    or _is(props + p, n, "TIMER_DELAY_MS", 14) or _is(props + p, n, "__STARTDELIVERTIME", 18):
+                return None  # a timer message: the store's timer rewrite (mqcore.store.timer.rewrite)
             for j in range(kept):
                 if names_len[j] == n and memcmp(props + names_at[j], props + p, n) == 0:
                     return None  # a repeated name

@@ -36,9 +36,10 @@ _MAX_KEYS = 64
 _NAME = re.compile(r"[%|a-zA-Z0-9_\-]+")
 _V2_KEYS = frozenset("abcdefghijklmn")
 _REQUIRED = ("a", "b", "c", "d", "e", "f", "g", "h")
-#: properties the plain send does not handle: the delay and transaction stages, and a
-#: CLUSTER the store would replace in place
-_NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER"})
+#: properties the plain send does not handle: the delay and transaction stages, a CLUSTER
+#: the store would replace in place, and the timer properties (the store's timer rewrite)
+_NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
+                        "__STARTDELIVERTIME"})
 _INT32 = 1 << 31
 
 

@@ -74,6 +74,17 @@ class StoreConfig:
     clean_resource_first_delay_ms: int = 60_000
     delete_files_batch_max: int = 10
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
+    # timer messages (RocketMQ 5's TimerMessageStore; mqcore.store.timer)
+    #: hold messages with TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS until due; off: refused
+    timer_wheel_enable: bool = True
+    #: farthest due time a send may name (timerMaxDelaySec: 3 days)
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    #: the width of a wheel slot (timerPrecisionMs): delivery is within this of the due time
+    timer_precision_ms: int = 1000
+    #: timerlog file size (mappedFileSizeTimerLog)
+    timerlog_file_size_bytes: int = 100 * 1024 * 1024
+    #: timer files and checkpoint written to disk this often (timerFlushIntervalMs)
+    timer_flush_interval_ms: int = 1000
     # where the parts live; None = under store_path, as StorePathConfigHelper derives them
     #: commitlog directory (storePathCommitLog), e.g. on a disk of its own
     store_path_commitlog: str | None = None
@@ -106,6 +117,11 @@ class StoreConfig:
                      "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
                      "clean_resource_first_delay_ms", "destroy_mapped_file_interval_forcibly_ms"):
             _require(getattr(self, name) >= 0, name, "must be 0 or more")
+        _require(self.timer_max_delay_sec > 0, "timer_max_delay_sec", "must be positive")
+        _require(self.timer_precision_ms > 0 and not 1000 % self.timer_precision_ms, "timer_precision_ms",
+                 "must divide 1000 (100, 200, 500, 1000 ...)")
+        _require(self.timerlog_file_size_bytes >= 4096, "timerlog_file_size_bytes", "must be at least 4096")
+        _require(self.timer_flush_interval_ms > 0, "timer_flush_interval_ms", "must be positive")
         for name in _PATH_FIELDS:
             value = getattr(self, name)
             _require(value is None or bool(value.strip()), name, "is empty")
@@ -149,6 +165,10 @@ class StoreConfig:
     @property
     def abort_path(self) -> str:
         return self.abort_file or os.path.join(self.store_path, L.ABORT_FILE)
+
+    @property
+    def timerlog_dir(self) -> str:
+        return os.path.join(self.store_path, "timerlog")
 
     @property
     def lock_path(self) -> str:

@@ -14,6 +14,7 @@ UNREGISTER_CLIENT              SUB on the consumer group (if one is named)
 GET_CONSUMER_LIST_BY_GROUP     SUB on the group
 UPDATE/QUERY_CONSUMER_OFFSET   SUB on the topic and the group (QUERY: mqcore's addition)
 LOCK/UNLOCK_BATCH_MQ           SUB on the group and its queues' topics (mqcore's addition)
+RECALL_MESSAGE                 PUB on the topic (only who may send to it recalls from it)
 =============================  ==================================================
 
 Every other code needs a valid signature only (and ``ADMIN_CODES`` an admin account).
@@ -74,6 +75,8 @@ def needed(request: RemotingCommand) -> dict[str, int]:
         _send(ext.get("b"), ext.get("a"), out)
     elif code == RC.CONSUMER_SEND_MSG_BACK:
         _group(ext.get("group"), out)
+    elif code == RC.RECALL_MESSAGE:
+        _send(ext.get("topic"), None, out)
     elif code in (RC.PULL_MESSAGE, RC.LITE_PULL_MESSAGE):
         _topic(ext.get("topic"), out)
         _group(ext.get("consumerGroup"), out)

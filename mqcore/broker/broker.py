@@ -46,6 +46,8 @@ from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
 from mqcore.broker.runtime_info import RuntimeInfo
 from mqcore.broker.schedule import ScheduleMessageService
+from mqcore.store.timer.service import TimerMessageStore
+from mqcore.broker.processors.recall import RecallProcessor
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.transaction import TransactionService
@@ -130,6 +132,10 @@ class Broker:
                                                persist_interval_ms=config.flush_delay_offset_interval_ms)
         self.cleanup = CleanupService(self.store, clock=clock, committed_offsets=self.offsets.committed_by_group)
         self.add_service(self.schedule)
+        #: timer messages (RocketMQ 5 TimerMessageStore) for every protocol; off: refused at put
+        self.timer = TimerMessageStore(self.store, clock=clock) if store_config.timer_wheel_enable else None
+        if self.timer is not None:
+            self.add_service(self.timer)
         self.add_service(self.cleanup)
         if self.acl is not None:
             self.add_service(self.acl)
@@ -201,7 +207,8 @@ class Broker:
                                                       tls_mode=GrpcTlsMode.parse(self.cfg.grpc_server_tls_mode),
                                                       tls_cert=self.cfg.grpc_server_tls_cert,
                                                       tls_key=self.cfg.grpc_server_tls_key,
-                                                      store_dir=self.store_config.store_path))
+                                                      store_dir=self.store_config.store_path,
+                                                      max_delay_ms=self.store_config.timer_max_delay_sec * 1000))
         self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
@@ -379,6 +386,8 @@ class Broker:
             RC.BATCH_ACK_MESSAGE: pop.batch_ack_message, RC.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
             RC.PEEK_MESSAGE: pop.peek_message, RC.NOTIFICATION: pop.notification, RC.POLLING_INFO: pop.polling_info,
             RC.GET_TOPIC_CONFIG: queries.topic_config, RC.GET_SUBSCRIPTIONGROUP_CONFIG: queries.group_config,
+            RC.RECALL_MESSAGE: RecallProcessor(cfg=lambda: self.cfg, topics=self.topics, store=self.store,
+                                               store_host=lambda: self.store_host, clock=self.clock).recall,
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first

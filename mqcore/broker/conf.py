@@ -87,6 +87,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "channelExpiredTimeout": ("channel_expired_timeout_ms", _int),
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_seconds", _int),
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
+    "recallMessageEnable": ("recall_message_enable", _bool),
     "transactionTimeOut": ("transaction_timeout_ms", _int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _int),
     "transactionCheckMax": ("transaction_check_max", _int),
@@ -166,6 +167,11 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "destroyMapedFileIntervalForcibly": ("destroy_mapped_file_interval_forcibly_ms", _int),
     "deleteFileBatchMax": ("delete_files_batch_max", _int),
     "cleanResourceFirstDelay": ("clean_resource_first_delay_ms", _int),
+    "timerWheelEnable": ("timer_wheel_enable", _bool),
+    "timerMaxDelaySec": ("timer_max_delay_sec", _int),
+    "timerPrecisionMs": ("timer_precision_ms", _int),
+    "mappedFileSizeTimerLog": ("timerlog_file_size_bytes", _int),
+    "timerFlushIntervalMs": ("timer_flush_interval_ms", _int),
     # mqcore's own
     "prefaultWindowBytes": ("prefault_window_bytes", _int),
 }
@@ -184,7 +190,7 @@ IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
 RUNTIME_KEYS = frozenset({
     "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "longPollingEnable",
     "notifyConsumerIdsChangedEnable",
-    "traceOn", "rejectTransactionMessage", "regionId",
+    "traceOn", "rejectTransactionMessage", "recallMessageEnable", "regionId",
     "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceCleanForciblyRatio",
     "diskSpaceWarningLevelRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",
     "destroyMapedFileIntervalForcibly", "defaultQueryMaxNum", "maxTransferBytesOnMessageInMemory",

@@ -83,6 +83,8 @@ class BrokerConfig:
     max_frame_bytes: int = 16 * 1024 * 1024
     #: refuse half messages (rejectTransactionMessage) with NO_PERMISSION, as RocketMQ does when set
     reject_transaction_message: bool = False
+    #: answer RECALL_MESSAGE (recallMessageEnable; off by default, as in RocketMQ 5.3)
+    recall_message_enable: bool = False
     #: a half message younger than this is not checked back (transactionTimeOut)
     transaction_timeout_ms: int = 6_000
     #: how often unresolved half messages are checked back (transactionCheckInterval)

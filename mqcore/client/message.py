@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from mqcore._compat import default_kernels
 from mqcore.errors import IllegalArgumentError, MessageDecodeError, RecordDecodeError
 from mqcore.format import layout as L
+from mqcore.format.timer import PROP_TIMER_DELAY_MS, PROP_TIMER_DELAY_SEC, PROP_TIMER_DELIVER_MS
 from mqcore.format.compression import (  # noqa: F401 (re-exported: the client's public names)
     COMPRESSION_LZ4,
     COMPRESSION_ZLIB,
@@ -177,6 +178,37 @@ class Message:
     def delay_level(self, level: int) -> None:
         self._set(Prop.DELAY, str(int(level)) if level else None)
 
+    # --- timer messages (RocketMQ 5: held by the broker until due, second precision) ------
+    @property
+    def deliver_time_ms(self) -> int | None:
+        """The epoch ms the broker delivers the message at (``TIMER_DELIVER_MS``, Java 5.x
+        ``setDeliverTimeMs``); None: at once. At most the broker's ``timerMaxDelaySec`` away."""
+        return _int_or_none(self.properties.get(PROP_TIMER_DELIVER_MS))
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, when_ms: int | None) -> None:
+        self._set(PROP_TIMER_DELIVER_MS, None if when_ms is None else str(_non_negative(when_ms, "deliver_time_ms")))
+
+    @property
+    def delay_time_sec(self) -> int | None:
+        """Deliver this many seconds after the broker stores it (``TIMER_DELAY_SEC``, Java 5.x
+        ``setDelayTimeSec``)."""
+        return _int_or_none(self.properties.get(PROP_TIMER_DELAY_SEC))
+
+    @delay_time_sec.setter
+    def delay_time_sec(self, seconds: int | None) -> None:
+        self._set(PROP_TIMER_DELAY_SEC, None if seconds is None else str(_non_negative(seconds, "delay_time_sec")))
+
+    @property
+    def delay_time_ms(self) -> int | None:
+        """Deliver this many ms after the broker stores it (``TIMER_DELAY_MS``, Java 5.x
+        ``setDelayTimeMs``); the broker rounds to its timer precision (1 s)."""
+        return _int_or_none(self.properties.get(PROP_TIMER_DELAY_MS))
+
+    @delay_time_ms.setter
+    def delay_time_ms(self, ms: int | None) -> None:
+        self._set(PROP_TIMER_DELAY_MS, None if ms is None else str(_non_negative(ms, "delay_time_ms")))
+
     @property
     def wait_store_msg_ok(self) -> bool:
         return self.properties.get(Prop.WAIT, "true") != "false"
@@ -333,6 +365,19 @@ class SendStatus(str, enum.Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+def _int_or_none(raw: str | None) -> int | None:
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _non_negative(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise IllegalArgumentError(f"{what} must be a non-negative int, not {value!r}")
+    return value
 
 
 @dataclasses.dataclass(slots=True)

@@ -16,7 +16,7 @@ What each RPC needs (resource names with the namespace, groups as ``%RETRY%<grou
 
 =============================================  ========================================
 QueryRoute                                     the topic: PUB or SUB (either will do)
-SendMessage, EndTransaction                    PUB on the topic(s)
+SendMessage, EndTransaction, RecallMessage     PUB on the topic(s)
 ReceiveMessage, QueryAssignment, AckMessage,   SUB on the topic and on the group
 ChangeInvisibleDuration, UpdateOffset,
 GetOffset, ForwardMessageToDeadLetterQueue
@@ -125,7 +125,7 @@ class GrpcAccessChecker:
         elif method == "SendMessage":
             for m in request.messages:
                 self._topic(m.topic, PUB, out)
-        elif method == "EndTransaction":
+        elif method in ("EndTransaction", "RecallMessage"):
             self._topic(request.topic, PUB, out)
         elif method in ("ReceiveMessage", "UpdateOffset", "GetOffset"):
             self._topic(request.message_queue.topic, SUB, out)

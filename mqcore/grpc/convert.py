@@ -16,7 +16,7 @@ from typing import Protocol
 from mqcore.errors import RecordDecodeError
 from mqcore.format import layout as L
 from mqcore.format.compression import decompress_body as inflate  # noqa: F401 (the gRPC name of the one decompression)
-from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS
+from mqcore.format.timer import PROP_TIMER_DELIVER_MS
 from mqcore.message import KEY_SEPARATOR, MessageExt, Prop
 from mqcore.netaddr import parse_host_port
 

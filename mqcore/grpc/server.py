@@ -114,7 +114,6 @@ class GrpcEndpoint:
         loop = asyncio.get_running_loop()
         self.servicer = svc = MessagingService(self.src, self, self.definition, self.service_pb2)
         svc.pool = pool
-        svc.timer.load()
         self.src.pop.renewal = svc.renewal  # the broker's pop service revives; the endpoint renews
         if self.src.acl is not None:
             self.access = GrpcAccessChecker(PlainAccessValidator(self.src.acl),
@@ -124,7 +123,7 @@ class GrpcEndpoint:
             name: staticmethod(self._guarded(name, getattr(svc, name))) for name in (
                 "QueryRoute", "Heartbeat", "Telemetry", "SendMessage", "EndTransaction", "QueryAssignment",
                 "ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
-                "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination")})
+                "UpdateOffset", "GetOffset", "QueryOffset", "NotifyClientTermination", "RecallMessage")})
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
             ("grpc.so_reuseport", 0)])
@@ -244,7 +243,6 @@ class GrpcEndpoint:
                 pass
             wake.clear()
             try:
-                await svc.deliver_timed()
                 svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:
                 log.warning("gRPC endpoint background work failed: %s", e)

@@ -25,7 +25,8 @@ from mqcore.format.properties import has_separator
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
 from mqcore.grpc.source import GrpcSource, TopicView
-from mqcore.grpc.timer import PROP_TIMER_DELIVER_MS, TIMER_TOPIC, TimerService
+from mqcore.format.timer import PROP_TIMER_DELIVER_MS
+from mqcore.store.timer.recall import build_recall_handle, check_recall, recall_marker
 from mqcore.grpc import transaction as tx
 from mqcore.message import (DEFAULT_TOPIC, MessageExt, MessageExtBrokerInner, Prop, pack_host,
                             validate_group, validate_topic)
@@ -98,7 +99,6 @@ class MessagingService:
         self.clock = source.clock
         #: the broker's one pop service (remoting POP_MESSAGE shares it)
         self.pop: PopService = source.pop
-        self.timer = TimerService(source, source.clock)
         self.arrivals: Arrivals | None = source.pop.arrivals
         self.clients: dict[str, ClientState] = {}
         #: commands the broker sends down Telemetry streams (orphaned transactions)
@@ -114,7 +114,7 @@ class MessagingService:
 
     async def _put_counted(self, msg: MessageExtBrokerInner, topic: str, put: Put | None = None) -> PutMessageResult:
         """A client's send, counted in the broker's stats as a 4.x send is: under the topic
-        the client named (a timed message sits in the timer topic until due, as a 4.x delayed
+        the client named (a timed message sits in the store's timer topic until due, as a 4.x delayed
         one sits in the schedule topic), with its bytes, put latency and failures."""
         t0 = time.perf_counter()
         result = await self._put(msg, put)
@@ -386,33 +386,52 @@ class MessagingService:
                 raise Refused(d.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a message has a message group or a delivery time, not both")
             if deliver_ms - now > self.ep.max_delay_ms:
                 raise Refused(d.ILLEGAL_DELIVERY_TIME, f"the delivery time is more than {self.ep.max_delay_ms} ms away")
-        if deliver_ms:  # kept even when already due: consumers see a DELAY message and its time
+        if deliver_ms:  # the store's timer holds it until due (kept when already due: a DELAY message)
             props[PROP_TIMER_DELIVER_MS] = str(deliver_ms)
-        timed = deliver_ms > now
-        if timed:
-            props[Prop.REAL_TOPIC], props[Prop.REAL_QID] = topic, str(queue_id)
-            topic, store_qid = TIMER_TOPIC, 0
-        else:
-            store_qid = queue_id
         born_ms = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now
-        msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=store_qid, properties=props,
+        msg = MessageExtBrokerInner(topic=topic, body=bytes(m.body), queue_id=queue_id, properties=props,
                                     born_timestamp=born_ms or now, born_host=born, store_host=self.src.store_host())
         result = await self._put_counted(msg, tc.topic_name, self.src.transactions.put_half if half else None)
         if not result.status.stored:
             code = {PutMessageStatus.MESSAGE_ILLEGAL: d.MESSAGE_CORRUPTED,
+                    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: d.ILLEGAL_DELIVERY_TIME,
+                    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: d.ILLEGAL_DELIVERY_TIME,
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
                     PutMessageStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR}.get(result.status,
                                                                                             d.INTERNAL_SERVER_ERROR)
             raise Refused(code, f"the store refused the message: {result.status.value} {result.remark}".strip())
         if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
             raise Refused(d.MASTER_PERSISTENCE_TIMEOUT, "stored, but the flush to disk timed out")
-        if timed:
-            self.timer.add(result.queue_offset, result.phy_offset, deliver_ms)
-            self.ep.wake()
         entry = self.s.SendResultEntry(status=self.status(), message_id=sp.message_id, offset=result.queue_offset)
+        if result.timer_out_ms:  # a held timer: the handle RecallMessage takes
+            entry.recall_handle = build_recall_handle(tc.topic_name, self.src.settings().broker_name,
+                                                      result.timer_out_ms + 1, sp.message_id)
         if half:
             entry.transaction_id = tx.transaction_id(result.phy_offset, result.queue_offset)
         return entry
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        """Recall a timer message by the handle its send gave (the 4.x RECALL_MESSAGE's checks,
+        ``mqcore.store.timer.recall``); off unless ``recallMessageEnable=true``."""
+        d = self.d
+        try:
+            topic = self._topic_name(request.topic)
+        except Refused as r:
+            return self.s.RecallMessageResponse(status=self.status(r.code, r.message))
+        if not self.src.settings().recall_message_enable:
+            return self.s.RecallMessageResponse(status=self.status(d.FORBIDDEN, "recall failed, operation is forbidden"))
+        if self.src.topics.get(topic) is None:
+            return self.s.RecallMessageResponse(status=self.status(
+                d.TOPIC_NOT_FOUND, f"recall failed, the topic[{topic}] not exist"))
+        now = self.clock()
+        check = check_recall(request.recall_handle, topic, self.src.settings().broker_name, now,
+                             self.src.store_config().timer_max_delay_sec)
+        if check.handle is None:
+            return self.s.RecallMessageResponse(status=self.status(d.BAD_REQUEST, check.remark))
+        result = await self._put(recall_marker(check.handle, None, now, self._born_host(context), self.src.store_host()))
+        if not result.status.stored:
+            return self.s.RecallMessageResponse(status=self.status(d.INTERNAL_SERVER_ERROR, "recall failed, execute error"))
+        return self.s.RecallMessageResponse(status=self.status(), message_id=check.handle.message_id)
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         d = self.d
@@ -708,20 +727,6 @@ class MessagingService:
             return self.ep.default_invisible_ms
         return None
 
-    async def deliver_timed(self) -> int:
-        n = 0
-        for qoff, msg in self.timer.due_messages(self.clock()):
-            if msg is not None:
-                if self.src.topics.get(msg.topic) is None:
-                    log.warning("timed message for deleted topic %s dropped", msg.topic)
-                else:
-                    result = await self._put(msg)
-                    if not result.status.stored:
-                        log.warning("timed message for %s not stored (%s): dropped", msg.topic, result.status.value)
-            self.timer.delivered(qoff)
-            n += 1
-        return n
-
     def _alive(self, client_id: str, now: int) -> bool:
         """The client sent a heartbeat or its settings within the broker's channel expiry and
         did not say it terminated (its messages are then not renewed: they come back)."""
@@ -738,5 +743,7 @@ class MessagingService:
         return len(gone)
 
     def next_wakeup_ms(self) -> int | None:
-        return self.timer.next_due_ms()
+        # timed messages are the store's (mqcore.store.timer), revives the broker's pop service:
+        # the background task only prunes clients
+        return None
 

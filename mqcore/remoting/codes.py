@@ -119,6 +119,8 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327  # name server
     GET_TOPIC_CONFIG = 351  # 5.x
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
+    #: 5.3: recall a timer message by its handle
+    RECALL_MESSAGE = 370
     # 5.x only; never sent by 4.x clients.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -169,6 +171,8 @@ class ResponseCode(enum.IntEnum):
     POLLING_FULL = 209  # 5.x pop
     POLLING_TIMEOUT = 210  # 5.x pop
     FLOW_CONTROL = 215
+    #: 5.x: a request the broker will not carry out as asked (a bad recall handle)
+    ILLEGAL_OPERATION = 604
 
 
 class LanguageCode(enum.IntEnum):

@@ -26,6 +26,7 @@ __all__ = [
     "ExtHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
+    "RecallMessageRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "ConsumerSendMsgBackRequestHeader",
@@ -501,6 +502,16 @@ class EndTransactionRequestHeader(ExtHeader):
     msg_id: str = _nn("msgId", STR)
     from_transaction_check: bool | None = _opt("fromTransactionCheck", BOOL, False)
     transaction_id: str | None = _opt("transactionId", STR)
+    broker_name: str | None = _opt("bname", STR)
+
+
+@dataclass(slots=True)
+class RecallMessageRequestHeader(ExtHeader):
+    """RECALL_MESSAGE (370, 5.3): recall a timer message by the handle its send answer gave."""
+
+    topic: str = _nn("topic", STR)
+    recall_handle: str = _nn("recallHandle", STR)
+    producer_group: str | None = _opt("producerGroup", STR)
     broker_name: str | None = _opt("bname", STR)
 
 

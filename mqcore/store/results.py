@@ -23,6 +23,10 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    #: a timer message with a malformed or too distant due time (RocketMQ 5)
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    #: a timer message while timerWheelEnable=false
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
     @property
     def stored(self) -> bool:
@@ -45,6 +49,8 @@ class PutMessageResult:
     message_count: int = 0
     #: why a put was refused, in words a user can act on
     remark: str = ""
+    #: a timer message held until this slot (its TIMER_OUT_MS); 0: not a held timer
+    timer_out_ms: int = 0
 
     @property
     def ok(self) -> bool:

@@ -31,6 +31,8 @@ from mqcore.message import (
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.dispatch import Dispatcher
 from mqcore.store.results import PutMessageResult, PutMessageStatus
+from mqcore.store.timer import rewrite as timer_rewrite
+from mqcore.format.timer import TIMER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,8 @@ class _Prepared:
     #: put need not scan the record it just wrote; None: dispatch by scanning (delayed
     #: or transactional records, properties the record would split differently)
     unit: tuple[int, list[int]] | None = None
+    #: held in the timer topic until this slot (TIMER_OUT_MS); 0: not a held timer
+    timer_out_ms: int = 0
 
 
 class MessageWriter:
@@ -88,6 +92,8 @@ class MessageWriter:
         self.pk = pipeline_kernels if pipeline_kernels is not None else default_pipeline_kernels()
         self.clock = clock
         self.delays = config.delay_levels_ms
+        self.timer_policy = timer_rewrite.TimerPolicy(config.timer_wheel_enable, config.timer_max_delay_sec,
+                                                      config.timer_precision_ms)
         self.wait_flushed = wait_flushed
         self.lock = threading.Lock()
         #: (topic, queue id) -> next queue offset; rebuilt from consume queues at load
@@ -423,6 +429,13 @@ class MessageWriter:
         if problem:
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL, problem)
         tx = msg.sys_flag & _TX_MASK
+        timer_out_ms = 0
+        if tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT) and timer_rewrite.is_timer_request(props):
+            decided = timer_rewrite.rewrite(props, topic, queue_id, self.clock(), self.timer_policy)
+            if isinstance(decided, timer_rewrite.Refusal):
+                return _refused(decided.status, decided.remark)
+            if decided is not None:
+                topic, queue_id, timer_out_ms = TIMER_TOPIC, 0, decided.out_ms
         level = 0 if msg.delay_delivered else _delay_level(props)
         if level > 0 and tx in (L.SYSFLAG_TRANSACTION_NOT, L.SYSFLAG_TRANSACTION_COMMIT):
             level = min(level, len(self.delays))
@@ -449,7 +462,7 @@ class MessageWriter:
             # every name and value is free of the separators, so a scan of the record would
             # find exactly these properties: take the consume-queue and index fields from them
             unit = (self.k.tags_code(props.get(Prop.TAGS)), self._key_hashes(topic, props))
-        return _Prepared(msg, topic, topic_b, queue_id, props_b, sys_flag, size, counted, wait, unit)
+        return _Prepared(msg, topic, topic_b, queue_id, props_b, sys_flag, size, counted, wait, unit, timer_out_ms)
 
     def _key_hashes(self, topic: str, props: dict) -> list[int]:
         """Index hashes of ``topic#UNIQ_KEY`` then ``topic#k`` per KEYS word, as the scan
@@ -478,7 +491,7 @@ class MessageWriter:
         self.last_store_timestamp = store_ts
         result = PutMessageResult(PutMessageStatus.PUT_OK, phy_offset=phy, wrote_bytes=p.size, queue_id=p.queue_id,
                                   queue_offset=queue_offset, msg_ids=[offset_msg_id(msg.store_host, phy)],
-                                  store_timestamp=store_ts, message_count=1)
+                                  store_timestamp=store_ts, message_count=1, timer_out_ms=p.timer_out_ms)
         return mf, pos, result
 
     # --- batches (SEND_BATCH_MESSAGE) -------------------------------------------------------------
@@ -492,6 +505,8 @@ class MessageWriter:
         wait = props.pop(Prop.WAIT, "true") != "false"
         if props.get(Prop.DELAY):
             return _refused(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot be delayed")
+        if timer_rewrite.is_timer_request(props):
+            return _refused(PutMessageStatus.MESSAGE_ILLEGAL, "a batch cannot be a timer message; send each alone")
         if self.cfg.broker_cluster_name:
             props[Prop.CLUSTER] = self.cfg.broker_cluster_name
         topic_b = topic.encode("utf-8")

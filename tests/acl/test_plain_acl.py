@@ -170,6 +170,10 @@ def test_permissions():
         == "No default permission for topic:TopicPub"
     lock = b'{"consumerGroup":"G","clientId":"c","mqSet":[{"topic":"TopicDenied","brokerName":"b","queueId":0}]}'
     assert v.check(_req(RC.LOCK_BATCH_MQ, None, lock), "127.0.0.1") == "No default permission for topic:TopicDenied"
+    # a recall needs what a send to its topic needs
+    recall = {"topic": "TopicSub", "recallHandle": "h", "producerGroup": "PG"}
+    assert v.check(_req(RC.RECALL_MESSAGE, recall), "127.0.0.1") == "No default permission for topic:TopicSub"
+    assert v.check(_req(RC.RECALL_MESSAGE, {**recall, "topic": "TopicPub"}), "127.0.0.1") is None
     # a producer's unregister names no consumer group: the signature is all it needs
     assert v.check(_req(RC.UNREGISTER_CLIENT, {"clientID": "c", "producerGroup": "PG"}), "127.0.0.1") is None
     assert v.check(_req(RC.HEART_BEAT, None, b"{not json"), "127.0.0.1").startswith("cannot read the request body")

@@ -171,3 +171,21 @@ def test_decode_message_objects_refuses_a_class_it_cannot_fill():
         pass
     with pytest.raises(TypeError, match="slots"):
         _store.decode_message_objects(record(), 0, len(record()), 10, NoSlots, None, b"")
+
+
+def test_timer_helpers_set_the_rocketmq5_properties():
+    from mqcore.client import Message
+    from mqcore.errors import IllegalArgumentError
+
+    m = Message("T", "x")
+    assert m.deliver_time_ms is None and m.delay_time_sec is None and m.delay_time_ms is None
+    m.deliver_time_ms = 1_800_000_000_000
+    m.delay_time_sec = 30
+    m.delay_time_ms = 2500
+    assert m.properties["TIMER_DELIVER_MS"] == "1800000000000" and m.deliver_time_ms == 1_800_000_000_000
+    assert m.properties["TIMER_DELAY_SEC"] == "30" and m.properties["TIMER_DELAY_MS"] == "2500"
+    m.deliver_time_ms = None
+    assert "TIMER_DELIVER_MS" not in m.properties
+    for bad in (-1, 1.5, "10", True):
+        with pytest.raises(IllegalArgumentError):
+            m.delay_time_sec = bad

@@ -22,7 +22,7 @@ from collections import deque
 READY_TIMEOUT_S = 120  # a loaded 2-core CI machine has taken over 60 s to boot a broker
 #: small store files for test brokers (see BrokerProcess)
 TEST_FILE_SIZES = {"mappedFileSizeCommitLog": 32 << 20, "mappedFileSizeConsumeQueue": 30000 * 20,
-                   "maxHashSlotNum": 50_000, "maxIndexNum": 200_000}
+                   "maxHashSlotNum": 50_000, "maxIndexNum": 200_000, "mappedFileSizeTimerLog": 4 << 20}
 
 
 class _Proc:

@@ -46,3 +46,28 @@ def create_topic(broker, topic: str) -> None:
                         5000).code != R.SUCCESS:
             assert time.monotonic() < deadline, f"{topic} never routed"
             time.sleep(0.1)
+
+
+def send_many(broker, topic: str, count: int, props_of, *, conns: int = 8, body: bytes = b"x" * 100) -> float:
+    """``count`` single SEND_MESSAGE_V2 sends over ``conns`` connections (``props_of(i)``: the
+    properties of message i, sent to queue i % 4); returns the seconds it took."""
+    import threading
+
+    t0 = time.perf_counter()
+    failures: list[str] = []
+
+    def worker(k: int) -> None:
+        with SyncRemotingClient() as rc:
+            for i in range(k, count, conns):
+                r = send(rc, broker, topic, body, queue_id=i % 4, **props_of(i))
+                if r.code != R.SUCCESS:
+                    failures.append(f"{i}: {r.code} {r.remark}")
+                    return
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:3]
+    return time.perf_counter() - t0

@@ -52,6 +52,7 @@ from mqcore.remoting.headers import (
 )
 from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.store.results import PutMessageResult, PutMessageStatus
+from mqcore.store.timer.recall import build_recall_handle
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ STATUS_CODES = {
     PutMessageStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
     PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_ERROR,
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: ResponseCode.MESSAGE_ILLEGAL,
 }
+_TIMER_REFUSALS = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
 
 
 def peer_host(channel) -> bytes:
@@ -236,6 +240,8 @@ class SendProcessor:
         if not result.status.stored:
             if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
                 remark = f"service not available now: {result.remark or 'the broker refuses writes'}"
+            elif result.status in _TIMER_REFUSALS:
+                remark = result.remark
             else:
                 remark = f"the message is illegal: {result.remark}" if code == ResponseCode.MESSAGE_ILLEGAL \
                     else result.remark or result.status.value
@@ -243,9 +249,15 @@ class SendProcessor:
         # keys in Java HashMap order (test-vectors §7.3), fixed so it is not recomputed per send
         trace_on, region = "true" if self.cfg.trace_on else "false", self.cfg.region_id
         queue_id, msg_id, queue_offset = str(result.queue_id), result.msg_id, str(result.queue_offset)
-        cmd = RemotingCommand(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None,
-                              {"queueId": queue_id, "TRACE_ON": trace_on, "MSG_REGION": region, "msgId": msg_id,
-                               "queueOffset": queue_offset}, b"", request.serialize_type)
+        ext = {"queueId": queue_id, "TRACE_ON": trace_on, "MSG_REGION": region, "msgId": msg_id,
+               "queueOffset": queue_offset}
+        handle = self.recall_handle(request, result.timer_out_ms) if result.timer_out_ms else None
+        if handle:  # a held timer: the handle that recalls it (RECALL_MESSAGE)
+            ext["recallHandle"] = handle
+            return RemotingCommand(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None, ext,
+                                   b"", request.serialize_type)
+        cmd = RemotingCommand(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None, ext,
+                              b"", request.serialize_type)
         if cmd.serialize_type == SerializeType.JSON and region.isascii() and region.isprintable() \
                 and '"' not in region and "\\" not in region and -_INT32 <= cmd.opaque < _INT32:
             # the answer to every send: its JSON header in one step, the bytes the generic
@@ -256,6 +268,16 @@ class SendProcessor:
                 f'"language":"JAVA","opaque":{cmd.opaque},"serializeTypeCurrentRPC":"JSON",'
                 f'"version":{_VERSION}}}').encode()
         return cmd
+
+    def recall_handle(self, request, timer_out_ms: int) -> str | None:
+        """The send answer's ``recallHandle`` for a held timer (None for a retry topic, as the
+        Java broker): its topic, this broker, the slot time + 1 and the message's UNIQ_KEY."""
+        h = SendMessageRequestHeader.from_command(request)
+        props = string_to_properties(h.properties)
+        uniq = props.get(Prop.UNIQ_KEY)
+        if is_retry_topic(h.topic) or not uniq:
+            return None
+        return build_recall_handle(h.topic, self.cfg.broker_name, timer_out_ms + 1, uniq)
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
     def _disk_full(self, request, e: DiskFullError):
