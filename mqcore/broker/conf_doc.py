@@ -36,7 +36,7 @@ def key_origins() -> dict[str, str]:
         elif stripped.startswith("#"):
             origin = next((who for word, who in _ORIGINS if word in stripped), origin)
         else:
-            m = re.match(r'^"(\w+)": \(', stripped)
+            m = re.match(r'^"([\w.]+)": \(', stripped)
             if m:
                 out[m.group(1)] = origin
     return out
