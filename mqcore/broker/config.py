@@ -129,15 +129,18 @@ class BrokerConfig:
     #: the port's certificate chain and key (tls.server.certPath / tls.server.keyPath, PEM);
     #: unset: the self-signed pair in <store>/grpc-tls the gRPC port uses too
     tls_server_cert_path: str | None = None
+    #: the key of tls.server.certPath's certificate (tls.server.keyPath, PEM, unencrypted)
     tls_server_key_path: str | None = None
     #: ask clients for a certificate (tls.server.need.client.auth): none, optional or require,
     #: checked against tls.server.trustCertPath (a CA's PEM)
     tls_server_need_client_auth: str = "none"
+    #: the CA (PEM) client certificates are checked against (tls.server.trustCertPath)
     tls_server_trust_cert_path: str | None = None
     #: the broker's own connections (registrations with the name servers) over TLS (tls.enable);
     #: on by itself for an embedded name server in enforcing mode. The server's certificate is
     #: checked against tls.client.trustCertPath when set, else accepted as RocketMQ's test mode does
     tls_enable: bool = False
+    #: the CA (PEM) the broker checks a name server's certificate against (tls.client.trustCertPath)
     tls_client_trust_cert_path: str | None = None
     #: a TLS handshake not done in this many seconds closes its connection (mqcore's key)
     tls_handshake_timeout_s: float = 10.0
