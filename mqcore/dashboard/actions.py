@@ -18,6 +18,7 @@ from mqcore.message import (
     Prop,
     is_system_topic,
     pack_host,
+    reply_topic,
     retry_topic,
     system_topic_refusal,
     validate_topic,
@@ -40,7 +41,7 @@ def create_topic(src: DashboardSource, name: str, read_queues: int, write_queues
         validate_topic(name)
     except IllegalArgumentError as e:
         raise ActionError(str(e)) from None
-    if is_system_topic(name):  # what UPDATE_AND_CREATE_TOPIC answers for the same name
+    if is_system_topic(name) or name == reply_topic(src.cluster_name):  # as UPDATE_AND_CREATE_TOPIC answers
         raise ActionError(system_topic_refusal(name))
     if not (0 < read_queues <= MAX_QUEUES and 0 < write_queues <= MAX_QUEUES):
         raise ActionError(f"queue numbers must be 1..{MAX_QUEUES}")
