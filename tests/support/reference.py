@@ -201,6 +201,31 @@ class JavaNamesrv(_JavaProc):
         return ["-c", str(conf)]
 
 
+def java_broker_conf(store_dir: Path, namesrv_addr: str, port: int, broker_name: str, cluster: str) -> dict:
+    """The broker.conf of a test's Java broker (4.9.7 and 5.3.3 alike): a temp store with small files."""
+    return {
+        "brokerClusterName": cluster,
+        "brokerName": broker_name,
+        "brokerId": 0,
+        "listenPort": port,
+        "brokerIP1": "127.0.0.1",
+        "namesrvAddr": namesrv_addr,
+        "storePathRootDir": store_dir,
+        "storePathCommitLog": store_dir / "commitlog",
+        "autoCreateTopicEnable": "true",
+        "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+        "mappedFileSizeConsumeQueue": 300000 * 20,
+        "maxIndexNum": 40000,
+        "maxHashSlotNum": 10000,
+        "flushDiskType": "ASYNC_FLUSH",
+        "deleteWhen": "04",
+        "fileReservedTime": 48,
+        "brokerRole": "ASYNC_MASTER",
+        # keep the ratios clear of a nearly full shared disk
+        "diskMaxUsedSpaceRatio": 95,
+    }
+
+
 class JavaBroker(_JavaProc):
     """org.apache.rocketmq.broker.BrokerStartup with a temp store, registered at namesrv_addr.
 
@@ -222,27 +247,7 @@ class JavaBroker(_JavaProc):
         self.addr = f"127.0.0.1:{self.port}"
 
     def _argv(self):
-        conf = {
-            "brokerClusterName": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerId": 0,
-            "listenPort": self.port,
-            "brokerIP1": "127.0.0.1",
-            "namesrvAddr": self.namesrv_addr,
-            "storePathRootDir": self.store_dir,
-            "storePathCommitLog": self.store_dir / "commitlog",
-            "autoCreateTopicEnable": "true",
-            "mappedFileSizeCommitLog": 16 * 1024 * 1024,
-            "mappedFileSizeConsumeQueue": 300000 * 20,
-            "maxIndexNum": 40000,
-            "maxHashSlotNum": 10000,
-            "flushDiskType": "ASYNC_FLUSH",
-            "deleteWhen": "04",
-            "fileReservedTime": 48,
-            "brokerRole": "ASYNC_MASTER",
-            # keep the ratios clear of a nearly full shared disk
-            "diskMaxUsedSpaceRatio": 95,
-        }
+        conf = java_broker_conf(self.store_dir, self.namesrv_addr, self.port, self.broker_name, self.cluster)
         conf.update(self.conf)
         path = self.workdir / "broker.conf"
         path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))

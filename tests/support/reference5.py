@@ -1,6 +1,6 @@
 """Apache RocketMQ 5.3.3 as a reference: name server, broker + proxy, mqadmin and Java drivers.
 
-``scripts/test`` (scripts/setup.d/15-reference5.sh) copies the 5.3.3 jars from Maven Central into
+``scripts/test`` (scripts/setup.d/10-reference.sh) copies the 5.3.3 jars from Maven Central into
 a cache and exports their directory as $MQCORE_ROCKETMQ5_LIB. The processes start on free
 loopback ports with temp stores and are always stopped by PID, like the 4.9.7 ones
 (tests/support/reference.py).
@@ -31,6 +31,7 @@ from tests.support.reference import (
     _JavaProc,
     _port_open,
     free_port_block,
+    java_broker_conf,
     java_env,
 )
 
@@ -43,36 +44,19 @@ def classpath5() -> str:
     if not d or not os.path.isdir(d) or not any(n.endswith(".jar") for n in os.listdir(d)):
         pytest.fail(f"the Apache RocketMQ 5.3.3 jars are missing (${LIB5_ENV} is {d!r}): run the "
                     "suite with scripts/test, which fetches them from Maven Central "
-                    "(scripts/setup.d/15-reference5.sh)")
+                    "(scripts/setup.d/10-reference.sh)")
     return os.path.join(d, "*")
 
 
 def _broker_conf(store_dir: Path, namesrv_addr: str, port: int, broker_name: str, cluster: str,
                  extra: dict | None) -> dict:
-    conf = {
-        "brokerClusterName": cluster,
-        "brokerName": broker_name,
-        "brokerId": 0,
-        "listenPort": port,
-        "brokerIP1": "127.0.0.1",
-        "namesrvAddr": namesrv_addr,
-        "storePathRootDir": store_dir,
-        "storePathCommitLog": store_dir / "commitlog",
-        "autoCreateTopicEnable": "true",
+    conf = java_broker_conf(store_dir, namesrv_addr, port, broker_name, cluster)
+    conf.update({
         "autoCreateSubscriptionGroup": "true",
-        "mappedFileSizeCommitLog": 16 * 1024 * 1024,
-        "mappedFileSizeConsumeQueue": 300000 * 20,
-        "maxIndexNum": 40000,
-        "maxHashSlotNum": 10000,
-        "flushDiskType": "ASYNC_FLUSH",
-        "deleteWhen": "04",
-        "fileReservedTime": 48,
-        "brokerRole": "ASYNC_MASTER",
-        "diskMaxUsedSpaceRatio": 95,
         # 5.x ties the timer log's size to the commitlog's; keep it small for temp stores
         "mappedFileSizeTimerLog": 4 * 1024 * 1024,
         "timerWheelEnable": "true",
-    }
+    })
     conf.update(extra or {})
     return conf
 
