@@ -36,7 +36,7 @@ class RequestModeSetting:
     mode: MessageRequestMode
     pop_share_queue_num: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "consumerGroup": self.consumer_group, "mode": self.mode.value,
                 "popShareQueueNum": self.pop_share_queue_num}
 
@@ -59,14 +59,14 @@ class RequestModeSetting:
         return cls(topic, group, MessageRequestMode(mode), share)
 
 
-def parse_setting_body(body: bytes | None) -> RequestModeSetting:
+def parse_setting_body(body: object) -> RequestModeSetting:
     """A SET_MESSAGE_REQUEST_MODE body (``SetMessageRequestModeRequestBody``)."""
     return RequestModeSetting.from_json(json_body(body, "the request mode body"), "the request mode body")
 
 
-def json_body(body: bytes | None, what: str) -> dict:
+def json_body(body: object, what: str) -> dict[str, Any]:
     """A request body that must be one JSON object; ProtocolError otherwise."""
-    if not body:
+    if not isinstance(body, (bytes, bytearray, memoryview)) or not body:
         raise ProtocolError(f"{what} is missing")
     try:
         value = loads_lenient(bytes(body))
@@ -94,7 +94,7 @@ class MessageRequestModeTable(JsonTable):
         with self._lock:
             self._table.setdefault(setting.topic, {})[setting.consumer_group] = setting
 
-    def to_json_value(self) -> dict:
+    def to_json_value(self) -> dict[str, Any]:
         return {"messageRequestModeMap": {t: {g: s.to_json() for g, s in groups.items()}
                                           for t, groups in self._table.items()}}
 

@@ -29,7 +29,7 @@ from mqcore.remoting.command import RemotingCommand
 log = logging.getLogger(__name__)
 
 
-def _text(value: dict, key: str) -> str:
+def _text(value: dict[str, Any], key: str) -> str:
     v = value.get(key)
     if not isinstance(v, str) or not v:
         raise ProtocolError(f"the query assignment body: {key} is missing")
@@ -59,7 +59,7 @@ class AssignmentProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         setting = self.mode_of(topic, group)
         queues = self._assigned(topic, group, client_id, MessageModel(model), strategy, setting)
-        answer: dict = {}
+        answer: dict[str, Any] = {}
         if queues is not None:
             answer["messageQueueAssignments"] = [
                 {"messageQueue": {"brokerName": b, "queueId": q, "topic": t}, "mode": setting.mode.value}
