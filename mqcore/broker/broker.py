@@ -356,7 +356,8 @@ class Broker:
                            broker_permission=lambda: self.cfg.broker_permission,
                            enable_property_filter=lambda: self.cfg.enable_property_filter)
         queries = ConfigQueryProcessor(topics=self.topics, groups=self.groups)
-        assignments = AssignmentProcessor(modes=self.request_modes, topics=self.topics, clients=self.clients,
+        assignments = AssignmentProcessor(modes=self.request_modes, topics=self.topics, groups=self.groups,
+                                          clients=self.clients,
                                           cfg=lambda: self.cfg)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's

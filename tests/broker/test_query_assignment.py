@@ -110,7 +110,8 @@ MALFORMED_QUERY = [
 
 
 def test_malformed_bodies_are_refused_and_store_nothing(tmp_path):
-    with BrokerProcess(tmp_path / "store", conf={"defaultTopicQueueNums": "4"}) as b:
+    conf = {"defaultTopicQueueNums": "4", "autoCreateSubscriptionGroup": "false"}
+    with BrokerProcess(tmp_path / "store", conf=conf) as b:
         create_topic(b, TOPIC)
         rc = SyncRemotingClient()
         try:
@@ -121,6 +122,11 @@ def test_malformed_bodies_are_refused_and_store_nothing(tmp_path):
             for body, words in MALFORMED_QUERY:
                 resp = raw(rc, b, RC.QUERY_ASSIGNMENT, body)
                 assert resp.code == R.SYSTEM_ERROR and words in resp.remark, (body, resp.code, resp.remark)
+            # as Apache 5.3.3: a topic or group that does not exist is refused
+            unknown = set_mode(rc, b, "POP", -1, topic="NoSuchTopic")
+            assert (unknown.code, unknown.remark) == (R.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist")
+            unknown = set_mode(rc, b, "POP", -1)  # no auto-creation: the group is unknown
+            assert (unknown.code, unknown.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist")
             # nothing was stored: still the default mode, no file, and the broker still serves
             assert query(rc, b, "c1") == [(q, "PULL") for q in range(4)]
             assert not (tmp_path / "store" / "config" / "messageRequestMode.json").exists()

@@ -6,9 +6,12 @@ As Apache 5.3.3's ``QueryAssignmentProcessor``: a query answers ``{"messageQueue
 [{"messageQueue": {...}, "mode": "POP"}, ...]}`` from the group's mode for the topic (set by 401,
 else ``defaultMessageRequestMode``; a retry topic is always PULL), and answers no assignments
 (``{}``: the client keeps what it has) for a topic that does not exist, a group without live
-clients or an unknown strategy. A setting for a retry topic is NO_PERMISSION. A body that is not
+clients or an unknown strategy. A setting for a retry topic is NO_PERMISSION, for a topic that
+does not exist TOPIC_NOT_EXIST, for a group that does not exist (and is not auto-created)
+SUBSCRIPTION_GROUP_NOT_EXIST. A body that is not
 the JSON object the request needs is SYSTEM_ERROR naming what is wrong (RocketMQ fails on it
-with a NullPointerException or a JSON error, also SYSTEM_ERROR); nothing is stored then.
+with a NullPointerException or a JSON error, also SYSTEM_ERROR; it answers a query naming no
+group or client with no assignments), and nothing is stored then.
 """
 from __future__ import annotations
 
@@ -39,9 +42,11 @@ def _text(value: dict[str, Any], key: str) -> str:
 class AssignmentProcessor:
     """``cfg`` is read per request (``defaultMessageRequestMode`` and friends)."""
 
-    def __init__(self, *, modes: MessageRequestModeTable, topics: Any, clients: Any, cfg: Callable[[], Any]) -> None:
+    def __init__(self, *, modes: MessageRequestModeTable, topics: Any, groups: Any, clients: Any,
+                 cfg: Callable[[], Any]) -> None:
         self.modes = modes
         self.topics = topics
+        self.groups = groups
         self.clients = clients
         self.cfg = cfg
 
@@ -115,6 +120,11 @@ class AssignmentProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         if setting.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return create_response(request, ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode")
+        if self.topics.get(setting.topic) is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{setting.topic}] not exist")
+        if not self.groups.ensure(setting.consumer_group):  # created here when auto-creation is on, as there
+            return create_response(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                   "subscription group does not exist")
         self.modes.put(setting)
         self.modes.persist()
         log.info("message request mode of group %s on topic %s: %s (popShareQueueNum %d)", setting.consumer_group,
