@@ -62,6 +62,7 @@ def test_pop_push_consumer_matches_apache_5(tmp_path):
     with Java5Namesrv(tmp_path / "ns") as ns, Java5Broker(tmp_path / "jb", ns.addr) as jb:
         theirs = _run(ns.addr, jb.broker_addr, -1, tmp_path)
         their_refusals = _refusals(jb.broker_addr)
+        their_saved = json.loads((tmp_path / "jb" / "config" / "messageRequestMode.json").read_text())
     assert ours == theirs
     assert our_refusals == their_refusals
     assert [code for code, _ in our_refusals] == [1, 1, 1, 1, 1, 16, 17, 1, 1, 1, 0, 0]
@@ -71,5 +72,6 @@ def test_pop_push_consumer_matches_apache_5(tmp_path):
     assert sorted(consumed) == [f"m-{i}" for i in range(N)]
     assert consumed["m-1"] == [0, 1]  # failed once, then delivered again as a retry
     assert all(times == [0] for body, times in consumed.items() if body != "m-1")
+    assert saved == their_saved  # the same file as RocketMQ's MessageRequestModeManager writes
     assert saved["messageRequestModeMap"]["PopPush"]["GPopPush"] == {
         "topic": "PopPush", "consumerGroup": "GPopPush", "mode": "POP", "popShareQueueNum": -1}
