@@ -15,6 +15,8 @@ GET_CONSUMER_LIST_BY_GROUP     SUB on the group
 UPDATE/QUERY_CONSUMER_OFFSET   SUB on the topic and the group (QUERY: mqcore's addition)
 LOCK/UNLOCK_BATCH_MQ           SUB on the group and its queues' topics (mqcore's addition)
 RECALL_MESSAGE                 PUB on the topic (only who may send to it recalls from it)
+QUERY_ASSIGNMENT               SUB on the body's topic and group (5.x; mqcore's addition)
+SET_MESSAGE_REQUEST_MODE       SUB on the body's topic and group (5.x; mqcore's addition)
 =============================  ==================================================
 
 Every other code needs a valid signature only (and ``ADMIN_CODES`` an admin account).
@@ -95,6 +97,10 @@ def needed(request: RemotingCommand) -> dict[str, int]:
     elif code in (RC.UPDATE_CONSUMER_OFFSET, RC.QUERY_CONSUMER_OFFSET):
         _group(ext.get("consumerGroup"), out)
         _topic(ext.get("topic"), out)
+    elif code in (RC.QUERY_ASSIGNMENT, RC.SET_MESSAGE_REQUEST_MODE):
+        data = _body(request)
+        _group(data.get("consumerGroup"), out)
+        _topic(data.get("topic"), out)
     elif code in (RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ):
         data = _body(request)
         _group(data.get("consumerGroup"), out)

@@ -29,12 +29,14 @@ from mqcore.broker.filtering import check_client_config
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
+from mqcore.broker.request_mode import MessageRequestModeTable
 from mqcore.broker.processors.admin import AdminProcessor
 from mqcore.broker.processors.client_calls import ClientCallProcessor
 from mqcore.broker.processors.clients import ClientProcessor
 from mqcore.broker.processors.inspection import InspectionProcessor
 from mqcore.broker.processors.config_queries import ConfigQueryProcessor
 from mqcore.broker.processors.operations import OperationsProcessor
+from mqcore.broker.processors.assignment import AssignmentProcessor
 from mqcore.broker.processors.pop import PopProcessor
 from mqcore.broker.processors.pull import PullProcessor
 from mqcore.broker.processors.reply import ReplyProcessor
@@ -95,6 +97,8 @@ class Broker:
         cdir = store_config.config_dir
         self.topics = TopicConfigManager(config, cdir, clock)
         self.groups = SubscriptionGroupManager(cdir, clock, config.auto_create_subscription_group)
+        #: each group's PULL/POP mode per topic (SET_MESSAGE_REQUEST_MODE, QUERY_ASSIGNMENT)
+        self.request_modes = MessageRequestModeTable.in_dir(cdir)
         self.offsets = ConsumerOffsetManager.in_dir(cdir)
         self.delay_offsets = DelayOffsetTable.in_dir(cdir)
         self.clients = ClientManager(clock, config.channel_expired_timeout_ms, self._group_changed)
@@ -216,6 +220,7 @@ class Broker:
         self.store.start()
         self.topics.load()
         self.groups.load()
+        self.request_modes.load()
         self.offsets.load()
         self.delay_offsets.load()
         self.hold = PullRequestHoldService(loop, self.store.get_max_offset_in_queue)
@@ -351,6 +356,9 @@ class Broker:
                            broker_permission=lambda: self.cfg.broker_permission,
                            enable_property_filter=lambda: self.cfg.enable_property_filter)
         queries = ConfigQueryProcessor(topics=self.topics, groups=self.groups)
+        assignments = AssignmentProcessor(modes=self.request_modes, topics=self.topics, groups=self.groups,
+                                          clients=self.clients,
+                                          cfg=lambda: self.cfg)
         self._send, self._pull = send, pull  # apply_runtime_config hands them a new config
         self._ops = ops  # the dashboard's offset reset is the operations processor's
         table = {
@@ -385,6 +393,8 @@ class Broker:
             RC.POP_MESSAGE: pop.pop_message, RC.ACK_MESSAGE: pop.ack_message,
             RC.BATCH_ACK_MESSAGE: pop.batch_ack_message, RC.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
             RC.PEEK_MESSAGE: pop.peek_message, RC.NOTIFICATION: pop.notification, RC.POLLING_INFO: pop.polling_info,
+            RC.QUERY_ASSIGNMENT: assignments.query_assignment,
+            RC.SET_MESSAGE_REQUEST_MODE: assignments.set_message_request_mode,
             RC.GET_TOPIC_CONFIG: queries.topic_config, RC.GET_SUBSCRIPTIONGROUP_CONFIG: queries.group_config,
             RC.RECALL_MESSAGE: RecallProcessor(cfg=lambda: self.cfg, topics=self.topics, store=self.store,
                                                store_host=lambda: self.store_host, clock=self.clock).recall,

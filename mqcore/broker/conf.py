@@ -43,6 +43,12 @@ def _flush_type(v: str) -> FlushDiskType:
         raise ConfigError(f"flushDiskType {v!r} is not ASYNC_FLUSH or SYNC_FLUSH") from e
 
 
+def _request_mode(v: str) -> str:
+    if v.strip().upper() not in ("PULL", "POP"):
+        raise ConfigError(f"defaultMessageRequestMode {v!r} is not PULL or POP")
+    return v.strip().upper()
+
+
 def _delay(v: str) -> str:
     parse_delay_levels(v)
     return v.strip()
@@ -88,6 +94,9 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "serverChannelMaxIdleTimeSeconds": ("server_channel_max_idle_time_seconds", _int),
     "rejectTransactionMessage": ("reject_transaction_message", _bool),
     "recallMessageEnable": ("recall_message_enable", _bool),
+    "serverLoadBalancerEnable": ("server_load_balancer_enable", _bool),
+    "defaultMessageRequestMode": ("default_message_request_mode", _request_mode),
+    "defaultPopShareQueueNum": ("default_pop_share_queue_num", _int),
     "transactionTimeOut": ("transaction_timeout_ms", _int),
     "transactionCheckInterval": ("transaction_check_interval_ms", _int),
     "transactionCheckMax": ("transaction_check_max", _int),

@@ -85,6 +85,12 @@ class BrokerConfig:
     reject_transaction_message: bool = False
     #: answer RECALL_MESSAGE (recallMessageEnable; off by default, as in RocketMQ 5.3)
     recall_message_enable: bool = False
+    #: QUERY_ASSIGNMENT divides a group's queues among its live clients; off: every client gets them all
+    server_load_balancer_enable: bool = True
+    #: a group's mode (PULL or POP) for a topic no SET_MESSAGE_REQUEST_MODE named (as RocketMQ 5.3.3)
+    default_message_request_mode: str = "PULL"
+    #: popShareQueueNum of that default when it is POP (<= 0: every client pops every queue)
+    default_pop_share_queue_num: int = -1
     #: a half message younger than this is not checked back (transactionTimeOut)
     transaction_timeout_ms: int = 6_000
     #: how often unresolved half messages are checked back (transactionCheckInterval)

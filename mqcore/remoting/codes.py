@@ -121,6 +121,10 @@ class RequestCode(enum.IntEnum):
     GET_SUBSCRIPTIONGROUP_CONFIG = 352  # 5.x
     #: 5.3: recall a timer message by its handle
     RECALL_MESSAGE = 370
+    #: 5.x: the broker assigns a group's queues to its clients (server-side rebalance)
+    QUERY_ASSIGNMENT = 400
+    #: 5.x: a topic's consumption mode (PULL or POP) for one group
+    SET_MESSAGE_REQUEST_MODE = 401
     # 5.x only; never sent by 4.x clients.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

@@ -170,6 +170,11 @@ def test_permissions():
         == "No default permission for topic:TopicPub"
     lock = b'{"consumerGroup":"G","clientId":"c","mqSet":[{"topic":"TopicDenied","brokerName":"b","queueId":0}]}'
     assert v.check(_req(RC.LOCK_BATCH_MQ, None, lock), "127.0.0.1") == "No default permission for topic:TopicDenied"
+    # the 5.x broker-side rebalance names its topic and group in the body: SUB on both
+    for code in (RC.QUERY_ASSIGNMENT, RC.SET_MESSAGE_REQUEST_MODE):
+        body = b'{"topic":"TopicPub","consumerGroup":"G","clientId":"c","messageModel":"CLUSTERING","mode":"POP"}'
+        assert v.check(_req(code, None, body), "127.0.0.1") == "No default permission for topic:TopicPub"
+        assert v.check(_req(code, None, body.replace(b"TopicPub", b"TopicSub")), "127.0.0.1") is None
     # a recall needs what a send to its topic needs
     recall = {"topic": "TopicSub", "recallHandle": "h", "producerGroup": "PG"}
     assert v.check(_req(RC.RECALL_MESSAGE, recall), "127.0.0.1") == "No default permission for topic:TopicSub"

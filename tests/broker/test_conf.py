@@ -40,10 +40,16 @@ def test_broker_conf_with_rocketmq_keys():
 
 
 @pytest.mark.parametrize("bad", ["listenPort=abc", "flushDiskType=SOMETIMES", "brokerRole=SLAVE",
-                                 "messageDelayLevel=1x", "listenPort=70000", "namesrvListenPort=-1"])
+                                 "messageDelayLevel=1x", "listenPort=70000", "namesrvListenPort=-1",
+                                 "defaultMessageRequestMode=PUSH"])
 def test_bad_values_are_clear_errors(bad):
     with pytest.raises(ConfigError, match=bad.split("=")[0]):
         build_configs(read_properties(bad))
+
+
+def test_the_default_request_mode_keys():
+    b = build_configs(read_properties("defaultMessageRequestMode=pop\ndefaultPopShareQueueNum=2\n")).broker
+    assert (b.default_message_request_mode, b.default_pop_share_queue_num) == ("POP", 2)
 
 
 def test_print_config_and_unknown_keys_refused(tmp_path):
