@@ -136,7 +136,7 @@ class MQClientAPI:
         (the blocking sends take that way when the connections are TLS: the blocking
         sockets' kernels write plaintext)."""
         self.remoting = remoting
-        self._on_loop = on_loop if remoting.tls is not None else None
+        self._on_loop = on_loop if remoting is not None and remoting.tls is not None else None
         self.language = language
         self.version = version
         self.namesrv_addrs = list(namesrv_addrs)

@@ -19,7 +19,7 @@ def test_node_round_trip(grpc_broker, node5_dir):
         {"op": "send", "topic": "Node5", "body": "fifo-0", "group": "grp"},
         {"op": "send", "topic": "Node5", "body": "fifo-1", "group": "grp"},
         {"op": "send", "topic": "Node5", "body": "later", "delay_s": 2},
-        {"op": "receive", "topic": "Node5", "group": "GNode", "want": 4, "invisible_s": 2, "timeout_s": 20},
+        {"op": "receive", "topic": "Node5", "group": "GNode", "want": 4, "invisible_s": 6, "timeout_s": 20},
         # nothing acked: everything comes back with delivery attempt 2; acked this time
         {"op": "receive", "topic": "Node5", "group": "GNode", "want": 4, "invisible_s": 30, "ack": True,
          "timeout_s": 20},
