@@ -12,6 +12,10 @@ from tests.support.waiting import wait_for
 def test_local_mode_serves_4x_remoting_and_5x_grpc(tmp_path):
     with Java5Namesrv(tmp_path / "ns") as ns, Java5Proxy(tmp_path / "b", ns.addr) as b:
         topics = ["Ref5Smoke", "Ref5Smoke2"]
+        # the broker's first registration may come after the proxy's ports open: updateTopic -c
+        # needs the cluster listed
+        assert wait_for(lambda: b.broker_addr in mqadmin5(["clusterList", "-n", ns.addr], home=tmp_path).stdout,
+                        timeout=90)
         for topic in topics:
             made = mqadmin5(["updateTopic", "-n", ns.addr, "-c", "DefaultCluster", "-t", topic], home=tmp_path)
             assert made.returncode == 0 and "success" in made.stdout, made.stdout + made.stderr
@@ -30,6 +34,8 @@ def test_local_mode_serves_4x_remoting_and_5x_grpc(tmp_path):
 def test_cluster_mode_starts_in_front_of_a_name_server(tmp_path):
     with Java5Namesrv(tmp_path / "ns") as ns, Java5Proxy(tmp_path / "b", ns.addr):
         topic = "Ref5Cluster"
+        assert wait_for(lambda: "broker-java5" in mqadmin5(["clusterList", "-n", ns.addr], home=tmp_path).stdout,
+                        timeout=90)
         made = mqadmin5(["updateTopic", "-n", ns.addr, "-c", "DefaultCluster", "-t", topic], home=tmp_path)
         assert made.returncode == 0 and "success" in made.stdout, made.stdout + made.stderr
         with Java5ClusterProxy(tmp_path / "px", ns.addr) as px:
