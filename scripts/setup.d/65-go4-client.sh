@@ -5,16 +5,18 @@
 # the usual module cache; the binary is cached under a hash of the driver's sources, so a second
 # run only checks. Exports MQCORE_GO4_DRIVER. Without Go or the proxy the suite stops here naming
 # what is missing: the Go tests are part of the suite and are never skipped silently.
-ensure_go4_driver() {
-    local src=tests/reference/drivers/go4
-    local cache=${XDG_CACHE_HOME:-$HOME/.cache}/mqcore/go4-driver
+# build_go_driver SRC NAME: builds the Go module in SRC into the cache (under a hash of its
+# sources) and prints the binary's path; 66-go4tls-client.sh builds its driver the same way.
+build_go_driver() {
+    local src=$1 name=$2
+    local cache=${XDG_CACHE_HOME:-$HOME/.cache}/mqcore/$name
     if ! command -v go >/dev/null 2>&1; then
         echo "scripts/test: Go is not installed; the Go client tests need it (https://go.dev/dl/)" >&2
         return 1
     fi
     local stamp
     stamp=$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-16)
-    local bin="$cache/$stamp/go4driver"
+    local bin="$cache/$stamp/$name"
     if [ ! -x "$bin" ]; then
         echo "scripts/test: building the Go client driver ($src)" >&2
         mkdir -p "$cache/$stamp"
@@ -27,6 +29,12 @@ ensure_go4_driver() {
         fi
         mv "$bin.tmp.$$" "$bin"
     fi
+    echo "$bin"
+}
+
+ensure_go4_driver() {
+    local bin
+    bin=$(build_go_driver tests/reference/drivers/go4 go4-driver) || return 1
     export MQCORE_GO4_DRIVER="$bin"
 }
 ensure_go4_driver

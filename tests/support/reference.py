@@ -232,12 +232,13 @@ class JavaBroker(_JavaProc):
     ``conf`` adds or overrides broker.conf keys (e.g. enablePropertyFilter=true)."""
     main_class = "org.apache.rocketmq.broker.BrokerStartup"
     logback_name = "logback_broker.xml"
+    workdir_suffix = "-java"
 
     def __init__(self, store_dir: Path, namesrv_addr: str, *, broker_name: str = "broker-java",
                  cluster: str = "DefaultCluster", conf: dict | None = None):
         store_dir = Path(store_dir)
         store_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(store_dir.parent / (store_dir.name + "-java"))
+        super().__init__(store_dir.parent / (store_dir.name + self.workdir_suffix))
         self.store_dir = store_dir
         self.namesrv_addr = namesrv_addr
         self.broker_name = broker_name

@@ -27,6 +27,7 @@ import pytest
 
 from tests.support.reference import (
     JDK17_FLAGS,
+    JavaBroker,
     _LOGBACK,
     _JavaProc,
     _port_open,
@@ -90,31 +91,24 @@ class Java5Namesrv(_Java5Proc):
         return ["-c", str(_write_conf(self.workdir / "namesrv.properties", conf))]
 
 
-class Java5Broker(_Java5Proc):
-    """5.3.3 BrokerStartup with a temp store (no proxy), registered at namesrv_addr."""
-    main_class = "org.apache.rocketmq.broker.BrokerStartup"
+class Java5Broker(JavaBroker):
+    """5.3.3 BrokerStartup with a temp store (no proxy), registered at namesrv_addr: the 4.9.7
+    fixture with the 5.3.3 jars and a 5.x broker.conf."""
     logback_name = "rmq.broker.logback.xml"
+    workdir_suffix = "-java5"
 
     def __init__(self, store_dir: Path, namesrv_addr: str, *, broker_name: str = "broker-java5",
                  cluster: str = "DefaultCluster", conf: dict | None = None):
-        store_dir = Path(store_dir)
-        store_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(store_dir.parent / (store_dir.name + "-java5"))
-        self.store_dir = store_dir
-        self.namesrv_addr = namesrv_addr
-        self.broker_name = broker_name
-        self.cluster = cluster
-        self.conf = dict(conf or {})
-        self.port = free_port_block(2)
-        self.addr = self.broker_addr = f"127.0.0.1:{self.port}"
+        super().__init__(store_dir, namesrv_addr, broker_name=broker_name, cluster=cluster, conf=conf)
+        self.broker_addr = self.addr
+
+    def _classpath(self) -> str:
+        return classpath5()
 
     def _argv(self):
         conf = _broker_conf(self.store_dir, self.namesrv_addr, self.port, self.broker_name,
                             self.cluster, self.conf)
         return ["-c", str(_write_conf(self.workdir / "broker.conf", conf)), "-n", self.namesrv_addr]
-
-    def _ready(self) -> bool:
-        return any("boot success" in line for line in self.lines)
 
 
 class Java5Proxy(_Java5Proc):
