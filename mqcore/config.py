@@ -54,6 +54,10 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     #: bytes ahead of the commitlog write position kept faulted in (0 = off); see store/prefault.py
     prefault_window_bytes: int = 32 << 20
+    #: flushed store pages more than this far behind the write position are dropped from the
+    #: broker's resident memory (the page cache keeps them; a read maps them back). Consume
+    #: queues and the timerlog keep 1/16 of it. 0 = keep every page mapped; see store/mapped_file.py
+    resident_behind_bytes: int = 8 << 20
     #: stamped as the CLUSTER property of every stored message, as a 4.9 broker does
     broker_cluster_name: str = "DefaultCluster"
     max_msgs_num_batch: int = 64
@@ -114,6 +118,7 @@ class StoreConfig:
                      "delete_files_batch_max"):
             _require(getattr(self, name) > 0, name, "must be positive")
         for name in ("flush_commitlog_least_pages", "flush_commitlog_thorough_interval_ms", "prefault_window_bytes",
+                     "resident_behind_bytes",
                      "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
                      "clean_resource_first_delay_ms", "destroy_mapped_file_interval_forcibly_ms"):
             _require(getattr(self, name) >= 0, name, "must be 0 or more")

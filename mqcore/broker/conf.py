@@ -183,6 +183,7 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "timerFlushIntervalMs": ("timer_flush_interval_ms", _int),
     # mqcore's own
     "prefaultWindowBytes": ("prefault_window_bytes", _int),
+    "residentBehindBytes": ("resident_behind_bytes", _int),
 }
 
 #: RocketMQ keys accepted but without effect here: key -> (accepted values or None for any, why)

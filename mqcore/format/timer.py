@@ -45,6 +45,9 @@ TIMERLOG_DIR = "timerlog"
 TIMERWHEEL_FILE = "timerwheel"
 TIMERCHECK_FILE = "timercheck"         # in the store's config/ directory
 TIMERMETRICS_FILE = "timermetrics"     # in the store's config/ directory
+#: mqcore's own, in config/, written at a clean stop: the units of the current slot already
+#: delivered, so a restart does not deliver them again (Apache's timercheck has no field for it)
+TIMEROPEN_FILE = "timeropen.json"
 #: Apache's mappedFileSizeTimerLog default (100 MiB)
 DEFAULT_TIMERLOG_FILE_SIZE = 100 * 1024 * 1024
 

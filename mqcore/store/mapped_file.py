@@ -8,7 +8,10 @@ writing. A file that cannot be reserved is removed again and ``DiskFullError`` r
 files found at load (ours, or sparse ones from RocketMQ) are reserved before they are
 appended to (``reserve``). Three positions per file: ``wrote``
 (bytes appended), ``committed`` (= wrote: there is no transient store pool) and
-``flushed`` (bytes known to be on disk). A mapped file holds one file descriptor, the
+``flushed`` (bytes known to be on disk), and one more, ``released``: the pages below it are
+flushed and were dropped from this process's page tables (``release``), so a long store
+does not keep every page it ever wrote counted in the broker's resident memory (the
+kernel's page cache still holds them; a reader faults them back in). A mapped file holds one file descriptor, the
 map's own, from open to ``close``: a store of N files needs N descriptors (RLIMIT_NOFILE).
 
 Threads: the writer (under the store's put lock) appends; the flush thread calls
@@ -63,6 +66,8 @@ class MappedFile:
         self.file_from_offset = int(os.path.basename(path))
         self.wrote_position = 0
         self.flushed_position = 0
+        #: pages below this (a page boundary) were released from the process (``release``)
+        self.released_position = 0
         self._closed = False
         self._flush_lock = threading.Lock()
         #: guards the base view against ``close`` releasing it while a reader slices it
@@ -168,6 +173,7 @@ class MappedFile:
     def set_positions(self, pos: int) -> None:
         """After recovery: everything up to ``pos`` is valid and on disk."""
         self.wrote_position = self.flushed_position = pos
+        self.released_position = min(self.released_position, pos - pos % PAGE_SIZE)
 
     # --- I/O ----------------------------------------------------------------------------
     def view(self, pos: int, size: int) -> memoryview | None:
@@ -198,6 +204,24 @@ class MappedFile:
             self._sync(start, min(wrote, self.file_size))
             self.flushed_position = wrote
             return wrote
+
+    def release(self, end: int) -> int:
+        """Drop the process's mappings of the flushed pages in [released, ``end``); returns
+        the new released position.
+
+        MADV_DONTNEED on a shared file mapping only unmaps: the pages stay in the page cache
+        with their data (a dirty one is marked dirty in the cache first), and the next read
+        maps them again from there. It is kept to flushed bytes anyway, which the writer
+        never touches again, so no write ever races it."""
+        with self._flush_lock, self._view_lock:
+            end = min(end, self.flushed_position, self.file_size)
+            end -= end % PAGE_SIZE
+            start = self.released_position
+            if self._closed or end <= start:
+                return start
+            self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            self.released_position = end
+            return end
 
     def _sync(self, start: int, end: int) -> None:
         """Make [start, end) of the map durable (``start`` on a page boundary)."""

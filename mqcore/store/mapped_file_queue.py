@@ -175,6 +175,24 @@ class MappedFileQueue:
                     break
         return self.flushed_offset()
 
+    def release_behind(self, keep_bytes: int) -> int:
+        """Release (``MappedFile.release``) the flushed pages more than ``keep_bytes`` behind the
+        write position, in every file; returns the bytes released by this call."""
+        with self._lock:
+            files = list(self.files)
+        if not files:
+            return 0
+        limit = files[-1].wrote_offset - keep_bytes
+        released = 0
+        for mf in files:
+            if mf.file_from_offset >= limit:
+                break
+            if mf.released_position >= min(mf.flushed_position, limit - mf.file_from_offset):
+                continue
+            before = mf.released_position
+            released += mf.release(limit - mf.file_from_offset) - before
+        return released
+
     def truncate_dirty(self, offset: int) -> list[str]:
         """Drop everything at or after ``offset``: later files deleted, the containing file's
         positions set (stale bytes beyond are not zeroed: readers stop at positions)."""

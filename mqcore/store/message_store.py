@@ -267,6 +267,8 @@ class MessageStore:
         before = self._flushed_to
         t0 = time.perf_counter()
         flushed = self.commitlog.flush(least_pages)
+        if self.config.resident_behind_bytes:
+            self.commitlog.queue.release_behind(self.config.resident_behind_bytes)
         if flushed > before:  # only flushes that wrote something say how long a flush takes
             self.flush_latency.observe(time.perf_counter() - t0)
             self._flushed_to = flushed
@@ -279,8 +281,11 @@ class MessageStore:
 
     def _flush_logic(self) -> None:
         ts = self.dispatcher.last_store_timestamp
+        keep = self.config.resident_behind_bytes // 16
         for cq in self.queues:
             cq.flush()
+            if keep:
+                cq.queue.release_behind(keep)
         if self.index is not None:
             self.index.flush()  # the newest full file is among the two it flushes
         if self.checkpoint is not None:

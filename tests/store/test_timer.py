@@ -48,11 +48,13 @@ def test_a_timer_waits_in_the_timer_topic_and_arrives_in_its_second(tmp_path, cl
         assert store.get_max_offset_in_queue(T.TIMER_TOPIC, 0) == 1
         timer.turn(clock())
         assert timer.pending() == 1
-        for now in (T0 + 1_000, T0 + 5_000, T0 + 5_999):  # slot T0+5s is read once the second after it began
+        # slot T0+5s is read when its second begins, and the message held to its millisecond
+        for now in (T0 + 1_000, T0 + 5_000, T0 + 5_499):
             clock.set(now)
             timer.turn(now)
             assert _delivered(store) == []
-        clock.set(T0 + 6_000)
+        assert timer.next_due_ms() == T0 + 5_500  # what the service thread sleeps until
+        clock.set(T0 + 5_500)
         timer.turn(clock())
         (got,) = _delivered(store)
         props = string_to_properties(got.properties)
@@ -60,7 +62,7 @@ def test_a_timer_waits_in_the_timer_topic_and_arrives_in_its_second(tmp_path, cl
         assert props[T.PROP_TIMER_DELIVER_MS] == str(T0 + 5_500)
         assert props[T.PROP_TIMER_OUT_MS] == str(T0 + 5_000)
         assert props[Prop.REAL_TOPIC] == "T" and props[Prop.REAL_QID] == "0"  # kept, as Apache 5.3.3 keeps them
-        assert T.PROP_TIMER_ENQUEUE_MS in props and props[T.PROP_TIMER_DEQUEUE_MS] == str(T0 + 6_000)
+        assert T.PROP_TIMER_ENQUEUE_MS in props and props[T.PROP_TIMER_DEQUEUE_MS] == str(T0 + 5_500)
         assert timer.pending() == 0
         assert os.path.getsize(tmp_path / T.TIMERWHEEL_FILE) == T.WHEEL_LENGTH
         assert os.path.getsize(tmp_path / "config" / T.TIMERCHECK_FILE) == T.CHECK_FILE_SIZE
@@ -136,6 +138,95 @@ def test_recall_removes_one_timer_of_its_slot(tmp_path, clock):
         clock.set(T0 + 4_000)
         timer.turn(clock())
         assert [m.body for m in _delivered(store)] == [b"keep"] and timer.recalled == 1
+    finally:
+        timer.close()
+        store.shutdown()
+
+
+def test_timers_of_one_second_each_arrive_at_their_millisecond_never_before(tmp_path, clock):
+    store, timer = _open(tmp_path, clock)
+    try:
+        for key, at in (("late", 900), ("early", 100), ("mid", 400)):
+            store.put_message(msg("T", key.encode(), UNIQ_KEY=key, TIMER_DELIVER_MS=str(T0 + 3_000 + at)))
+        store.put_message(msg("T", b"delay", UNIQ_KEY="delay", TIMER_DELAY_MS="2950"))  # put at T0+200
+        timer.turn(clock())
+        seen = []
+        for at in range(0, 1_001, 50):
+            clock.set(T0 + 3_000 + at)
+            timer.turn(clock())
+            got = [m.body.decode() for m in _delivered(store)]
+            seen.append((at, got))
+        arrived = {}
+        for at, got in seen:
+            for body in got:
+                arrived.setdefault(body, at)
+        assert arrived == {"early": 100, "mid": 400, "late": 900, "delay": 150}
+        assert [m.body for m in _delivered(store)] == [b"early", b"delay", b"mid", b"late"]
+        assert timer.pending() == 0 and timer.next_due_ms() is None
+    finally:
+        timer.close()
+        store.shutdown()
+
+
+def test_the_current_second_read_ahead_is_capped_and_the_rest_still_arrives(tmp_path, clock, monkeypatch):
+    from mqcore.store.timer import service
+    monkeypatch.setattr(service, "HELD_BYTES_MAX", 25)  # two 10-byte bodies, then the cap
+    store, timer = _open(tmp_path, clock)
+    try:
+        for i in range(6):
+            store.put_message(msg("T", b"%010d" % i, UNIQ_KEY=f"C{i}", TIMER_DELIVER_MS=str(T0 + 2_500)))
+        timer.turn(clock())
+        clock.set(T0 + 2_100)
+        timer.turn(clock())
+        assert len(timer._held) == 3 and _delivered(store) == []  # read up to the cap, nothing due yet
+        clock.set(T0 + 2_500)
+        timer.turn(clock())
+        clock.set(T0 + 3_000)
+        timer.turn(clock())
+        assert [m.body for m in _delivered(store)] == [b"%010d" % i for i in range(6)]
+        assert timer.pending() == 0
+    finally:
+        timer.close()
+        store.shutdown()
+
+
+def test_a_recall_that_arrives_while_its_message_is_held_still_recalls_it(tmp_path, clock):
+    store, timer = _open(tmp_path, clock)
+    try:
+        r = store.put_message(msg("T", b"drop", UNIQ_KEY="R1", TIMER_DELIVER_MS=str(T0 + 2_800)))
+        timer.turn(clock())
+        clock.set(T0 + 2_100)
+        timer.turn(clock())  # read and held until 2,800
+        handle = decode_recall_handle(build_recall_handle("T", "b", T0 + 2_800, "R1"))
+        assert store.put_message(recall_marker(handle, "PG", clock(), BORN, STORE)).status is PutMessageStatus.PUT_OK
+        for at in (2_200, 2_800, 3_000):
+            clock.set(T0 + at)
+            timer.turn(clock())
+        assert _delivered(store) == [] and timer.recalled == 1 and timer.pending() == 0
+    finally:
+        timer.close()
+        store.shutdown()
+
+
+def test_a_clean_stop_in_the_middle_of_a_second_delivers_nothing_twice(tmp_path, clock):
+    store, timer = _open(tmp_path, clock)
+    for key, at in (("a", 100), ("b", 600)):
+        store.put_message(msg("T", key.encode(), UNIQ_KEY=key, TIMER_DELIVER_MS=str(T0 + 3_000 + at)))
+    timer.turn(clock())
+    clock.set(T0 + 3_300)
+    timer.turn(clock())
+    assert [m.body for m in _delivered(store)] == [b"a"]
+    timer.close()
+    store.shutdown()
+    assert (tmp_path / "config" / T.TIMEROPEN_FILE).exists()
+    store, timer = _open(tmp_path, clock)
+    try:
+        assert not (tmp_path / "config" / T.TIMEROPEN_FILE).exists()  # used once
+        assert timer.pending() == 1
+        for at in (3_400, 3_600, 4_000):
+            clock.set(T0 + at)
+            timer.turn(clock())
+        assert [m.body for m in _delivered(store)] == [b"a", b"b"] and timer.pending() == 0
     finally:
         timer.close()
         store.shutdown()

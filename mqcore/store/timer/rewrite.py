@@ -85,8 +85,7 @@ def rewrite(props: dict[str, str], topic: str, queue_id: int, now_ms: int, polic
     if not policy.enabled:
         return Refusal(PutMessageStatus.WHEEL_TIMER_NOT_ENABLE,
                        "accurate timer message is not enabled, timerWheelEnable is false")
-    for name, scale, absolute in ((T.PROP_TIMER_DELAY_SEC, 1000, False), (T.PROP_TIMER_DELAY_MS, 1, False),
-                                  (T.PROP_TIMER_DELIVER_MS, 1, True), (T.PROP_START_DELIVER_TIME, 1, True)):
+    for name, scale, absolute in _DUE_PROPS:
         raw = props.get(name)
         if raw is not None:
             value = _java_long(raw)
@@ -108,6 +107,25 @@ def rewrite(props: dict[str, str], topic: str, queue_id: int, now_ms: int, polic
     props[Prop.REAL_TOPIC] = topic
     props[Prop.REAL_QID] = str(queue_id)
     return Held(out_ms)
+
+
+_DUE_PROPS = ((T.PROP_TIMER_DELAY_SEC, 1000, False), (T.PROP_TIMER_DELAY_MS, 1, False),
+              (T.PROP_TIMER_DELIVER_MS, 1, True), (T.PROP_START_DELIVER_TIME, 1, True))
+
+
+def due_ms(props: dict[str, str], stored_ms: int) -> int | None:
+    """The due time a held message asked for, to the millisecond (TIMER_OUT_MS keeps only its
+    slot): the property ``rewrite`` read, a delay counted from the store time (the put's clock
+    reading, or a moment after it: never earlier than the due time the put computed). None when
+    no property says it (a message held by an older mqcore)."""
+    for name, scale, absolute in _DUE_PROPS:
+        raw = props.get(name)
+        if raw is not None:
+            value = _java_long(raw)
+            if value is None:
+                return None
+            return value if absolute else _wrap(stored_ms + _wrap(value * scale))
+    return None
 
 
 def _illegal(policy: TimerPolicy, why: str) -> Refusal:

@@ -10,14 +10,17 @@ Dequeue: the read time walks the wheel one slot (``timerPrecisionMs``) at a time
 past the write time (the current second, moved only once every timer that arrived before
 it is in the wheel). A slot's chain is walked back from its last unit: recall markers
 (``TIMER_DEL_UNIQKEY``) first, then every other unit in arrival order: its message is
-re-read from the commitlog and put to ``REAL_TOPIC``/``REAL_QID`` with ``TIMER_ENQUEUE_MS``
+re-read from the commitlog and held until its own due time (the millisecond its property
+names: a slot only rounds it down to the second, and delivering a slot when its second is
+over made every timer up to a second late), then put to ``REAL_TOPIC``/``REAL_QID`` with ``TIMER_ENQUEUE_MS``
 (the write second it entered the wheel) and ``TIMER_DEQUEUE_MS`` added; ``TIMER_DELIVER_MS``,
 ``TIMER_OUT_MS``, ``REAL_TOPIC`` and ``REAL_QID`` stay (what Apache 5.3.3 stores), unless a
 marker recalled its ``UNIQ_KEY``. A unit due farther away than the wheel spans (rolled)
 is put back into the timer topic and comes round again.
 
 Memory: nothing per pending timer is held in Python; a turn holds one slot's unit
-offsets and at most ``batch`` messages. Restart: the read time, queue offset and timerlog
+offsets, and the current second's messages are read ahead of their millisecond up to
+``HELD_BYTES_MAX`` of bodies (the rest are read when the second is over). Restart: the read time, queue offset and timerlog
 flush position are in ``timercheck`` (written after every slot, flushed every
 ``timerFlushIntervalMs``); at load the units after the flush position relink their slots
 and the queue offset resumes after the newest unit's message. A slot delivered in part
@@ -27,7 +30,9 @@ Threads: one service thread (``ServiceThread``) does both; tests drive ``turn(no
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import heapq
 import logging
 import os
 from typing import Any, Callable
@@ -39,7 +44,9 @@ from mqcore.format import layout as L
 from mqcore.format import timer as T
 from mqcore.message import MessageExtBrokerInner, Prop, string_to_properties
 from mqcore.service import ServiceThread
+from mqcore.store import config_files
 from mqcore.store.results import PutMessageStatus
+from mqcore.store.timer import rewrite
 from mqcore.store.timer.files import TimerCheckpoint, TimerLog, TimerMetrics, TimerWheel, topic_hash
 
 log = logging.getLogger(__name__)
@@ -50,6 +57,9 @@ _PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPE
 IDLE_MS = 100
 RETRY_AFTER_FAILURE_MS = 1000
 METRICS_PERSIST_MS = 10_000
+#: body bytes of the current slot's messages read ahead of their due time, at most (the rest
+#: is read when the slot's second is over)
+HELD_BYTES_MAX = 16 << 20
 #: how often timerlog files whose units all point below the commitlog's first offset are deleted
 CLEAN_INTERVAL_MS = 30_000
 
@@ -93,6 +103,17 @@ class TimerMessageStore(ServiceThread):
         self._metrics_dirty = False
         self._pause_until = 0
         self._last_clean = 0
+        # the slot being delivered in part (the current second's): the newest unit read from
+        # it, its messages held until their own due millisecond, and the recalled UNIQ_KEYs
+        self._open_slot: int | None = None
+        self._open_pos = -1
+        self._held: list[tuple[int, int, MessageExtBrokerInner, str | None, int]] = []
+        self._held_seq = 0
+        self._held_bytes = 0
+        self._open_done = 0  # messages of the open slot put already (the wheel still counts them)
+        self._put_units: set[int] = set()  # their unit positions (saved at a clean stop)
+        self._skip: set[int] = set()  # unit positions put before the last clean stop
+        self._recalled: set[str] = set()
 
     # --- lifecycle ------------------------------------------------------------------------------
     @property
@@ -147,6 +168,7 @@ class TimerMessageStore(ServiceThread):
         earliest = floor - (T.SLOTS_TOTAL - T.BLANK_SLOTS) * self.precision_ms
         self.read_time_ms = max(c.read_time_ms, earliest) if c.existed and c.read_time_ms else floor
         self.write_time_ms = self.read_time_ms
+        self._load_open_slot()
         pending = wheel.pending(self.read_time_ms)
         log.info("timer: read time %d, timer queue offset %d, %d timer(s) pending, %d slot(s) relinked",
                  self.read_time_ms, self.queue_offset, pending, relinked)
@@ -161,6 +183,8 @@ class TimerMessageStore(ServiceThread):
 
     def close(self) -> None:
         if self.wheel is not None and self.timerlog is not None and self.check is not None:
+            self._finish_open_slot(self.clock())
+            self._save_open_slot()
             self._checkpoint(self.clock())
             self.flush(force_metrics=True)
             left = self.pending()
@@ -184,8 +208,12 @@ class TimerMessageStore(ServiceThread):
                 self.wait_for_running(RETRY_AFTER_FAILURE_MS / 1000)
                 continue
             if not busy:
-                to_next = self.precision_ms - self.clock() % self.precision_ms
-                self.wait_for_running(max(1, min(IDLE_MS, to_next + 1)) / 1000)
+                now = self.clock()
+                wait = min(IDLE_MS, self.precision_ms - now % self.precision_ms + 1)
+                held = self.next_due_ms()
+                if held is not None:  # a message of the current slot comes due before that
+                    wait = min(wait, held - now)
+                self.wait_for_running(max(1, wait) / 1000)
 
     # --- one turn ---------------------------------------------------------------------------------
     def turn(self, now: int) -> bool:
@@ -241,7 +269,7 @@ class TimerMessageStore(ServiceThread):
                     due_now.append(msg)
                 continue
             self._append(phy, size, out_ms, props, now)
-        if due_now and not self._put_all(due_now):
+        if due_now and self._put_all(due_now) < len(due_now):
             return True  # the store refuses puts for now: the same units again next turn
         self.queue_offset += len(phys)
         return len(phys) == self.batch
@@ -266,71 +294,133 @@ class TimerMessageStore(ServiceThread):
             self._metrics_dirty = True
 
     def dequeue(self, now: int) -> bool:
-        """Deliver the slots before the write time, oldest first; True if a due slot remains."""
+        """Deliver what is due: the slots before the write time whole, oldest first, then the
+        messages of the current slot whose own due time has come; True if a due slot remains."""
         assert self.wheel is not None
         if now < self._pause_until:
             return False
-        end = self.write_time_ms
-        while self.read_time_ms < end and not self.stopped:
+        while not self.stopped:
+            end = self.write_time_ms
+            if self.read_time_ms >= end:
+                break
             nxt = self.wheel.next_busy(self.read_time_ms, end)
-            if nxt != self.read_time_ms:
+            if nxt != self.read_time_ms and self._open_slot != self.read_time_ms:
                 self.read_time_ms = nxt
                 self._checkpoint(now)
                 continue
-            if not self._deliver_slot(self.read_time_ms, now):
+            # every timer of this slot is in the wheel (the write time is past it): all are due
+            if not self._take_slot(self.read_time_ms, now, closing=True):
                 self._pause_until = now + RETRY_AFTER_FAILURE_MS
                 return False
+            self._reset_open()
             self.read_time_ms += self.precision_ms
             self._checkpoint(now)
+        if self.read_time_ms == self.write_time_ms and not self.stopped:
+            # the slot of the current second: its messages go at their own millisecond, not
+            # when the second is over (the slot only rounds a due time down to its second)
+            if not self._take_slot(self.read_time_ms, now, closing=False):
+                self._pause_until = now + RETRY_AFTER_FAILURE_MS
         return False
 
-    def _deliver_slot(self, slot_ms: int, now: int) -> bool:
+    def next_due_ms(self) -> int | None:
+        """The due time of the earliest message held from the current slot (None: none held)."""
+        return self._held[0][0] if self._held else None
+
+    def _reset_open(self) -> None:
+        self._open_slot = None
+        self._open_pos = -1
+        self._held.clear()
+        self._held_bytes = 0
+        self._open_done = 0
+        self._put_units = set()
+        self._skip = set()
+        self._recalled.clear()
+
+    def _take_slot(self, slot_ms: int, now: int, *, closing: bool) -> bool:
+        """Read the slot's units not read yet, hold their messages by due time and put those due
+        (all of them when ``closing``); False when the store refused a put (what was not put
+        stays held, the slot is kept)."""
         assert self.wheel is not None and self.timerlog is not None
+        if self._open_slot != slot_ms:
+            self._reset_open()
+            self._open_slot = slot_ms
         _first, pos, _num, _magic = self.wheel.get(slot_ms)
-        chain: list[tuple[int, int, int, int]] = []  # (magic, write_ms, offset_py, size_py), newest first
+        chain: list[tuple[int, int, int, int]] = []  # (position, magic, write_ms, offset_py), newest first
         seen = 0
-        while pos != -1 and seen < (1 << 26):
+        while pos > self._open_pos and seen < (1 << 26):
             u = self.timerlog.unit(pos)
             if u is None:
                 break
-            chain.append((u[2], u[3], u[5], u[6]))
+            chain.append((pos, u[2], u[3], u[5]))
             pos = u[1]
             seen += 1
-        recalled: set[str] = set()
-        for magic, _w, phy, _size in chain:
+        for _pos, magic, _w, phy in chain:
             if magic & T.MAGIC_DELETE and not magic & T.MAGIC_ROLL:
                 marker = self._read(phy)
                 if marker is not None and marker.props.get(T.PROP_TIMER_DEL_UNIQKEY):
-                    recalled.add(marker.props[T.PROP_TIMER_DEL_UNIQKEY])
-        batch: list[MessageExtBrokerInner] = []
-        for magic, write_ms, phy, _size in reversed(chain):
+                    self._recalled.add(marker.props[T.PROP_TIMER_DEL_UNIQKEY])
+        last = slot_ms + self.precision_ms
+        for unit_pos, magic, write_ms, phy in reversed(chain):
+            if not closing and self._held_bytes >= HELD_BYTES_MAX:
+                break  # the rest is read in a later turn (or when the slot closes)
+            self._open_pos = unit_pos
             if magic & T.MAGIC_DELETE and not magic & T.MAGIC_ROLL:
+                continue
+            if unit_pos in self._skip:  # put before a clean stop (TIMEROPEN_FILE; counted in _open_done)
+                self._put_units.add(unit_pos)
                 continue
             stored = self._read(phy)
             if stored is None:
                 continue
-            topic = stored.props.get(Prop.REAL_TOPIC)
-            if stored.props.get(Prop.UNIQ_KEY) in recalled:
-                self.recalled += 1
-                if topic:
-                    self.metrics.add(topic, -1, now)
-                continue
             msg = self._convert(stored, write_ms, now, roll=bool(magic & T.MAGIC_ROLL))
-            if msg is not None:
-                batch.append(msg)
+            if msg is None:
+                continue
+            due = rewrite.due_ms(stored.props, stored.decoded.store_timestamp)
+            # within the slot's second whatever a property says (a rolled unit: at its start)
+            due = slot_ms if due is None or magic & T.MAGIC_ROLL else min(max(due, slot_ms), last)
+            heapq.heappush(self._held, (due, self._held_seq, msg, stored.props.get(Prop.REAL_TOPIC), unit_pos))
+            self._held_seq += 1
+            self._held_bytes += len(msg.body)
+        return self._put_due(now, closing)
+
+    def _put_due(self, now: int, everything: bool) -> bool:
+        """Put the held messages due by ``now`` (all when ``everything``), ``batch`` at a time;
+        a message whose UNIQ_KEY a recall marker of the slot names is dropped instead."""
+        held = self._held
+        while held and (everything or held[0][0] <= now):
+            batch: list[tuple[int, int, MessageExtBrokerInner, str | None, int]] = []
+            while held and len(batch) < self.batch and (everything or held[0][0] <= now):
+                entry = heapq.heappop(held)
+                msg, topic = entry[2], entry[3]
+                if msg.properties.get(Prop.UNIQ_KEY) in self._recalled:
+                    self._held_bytes -= len(msg.body)
+                    self.recalled += 1
+                    if topic:
+                        self.metrics.add(topic, -1, now)
+                    self._metrics_dirty = True
+                    continue
+                msg.properties[T.PROP_TIMER_DEQUEUE_MS] = str(now)
+                batch.append(entry)
+            if not batch:
+                continue
+            done = self._put_all([e[2] for e in batch])
+            self._open_done += done
+            for _due, _seq, msg, topic, unit_pos in batch[:done]:
+                self._put_units.add(unit_pos)
+                self._held_bytes -= len(msg.body)
                 if topic:
                     self.metrics.add(topic, -1, now)
-            if len(batch) >= self.batch:
-                if not self._put_all(batch):
-                    return False
-                batch = []
-        self._metrics_dirty = True
-        return self._put_all(batch) if batch else True
+            self._metrics_dirty = True
+            if done < len(batch):  # what the store refused stays held, first, for the next try
+                for entry in batch[done:]:
+                    heapq.heappush(held, entry)
+                return False
+        return True
 
-    def _put_all(self, msgs: list[MessageExtBrokerInner]) -> bool:
-        """Put the messages; False when the store refuses for now (nothing is dropped then:
-        the slot or units come again)."""
-        for msg, result in zip(msgs, self.store.put_messages(msgs)):
+    def _put_all(self, msgs: list[MessageExtBrokerInner]) -> int:
+        """Put the messages; returns how many were done with (stored, or dropped for good), the
+        rest refused for now (nothing is dropped then: they come again)."""
+        for i, (msg, result) in enumerate(zip(msgs, self.store.put_messages(msgs))):
             if result.status.stored:
                 self.delivered += 1
             elif result.status in _PERMANENT:
@@ -339,8 +429,8 @@ class TimerMessageStore(ServiceThread):
             else:
                 log.warning("timer delivery paused: the store refused a put (%s %s)", result.status.value,
                             result.remark)
-                return False
-        return True
+                return i
+        return len(msgs)
 
     # --- messages ---------------------------------------------------------------------------------
     def _read(self, phy: int) -> _Stored | None:
@@ -388,6 +478,57 @@ class TimerMessageStore(ServiceThread):
                                      reconsume_times=stored.reconsume_times)
 
     # --- progress ---------------------------------------------------------------------------------
+    def _finish_open_slot(self, now: int) -> None:
+        """At a clean stop: when every timer of the slot being delivered in part has been put,
+        the read time moves past it, so the checkpoint says so to any broker that opens this
+        store (Apache 5.3.3 too, which would otherwise deliver the whole slot again). The timer
+        queue is read to its end first: a unit for the slot still in it would be missed."""
+        if self._open_slot is None or self._open_slot != self.read_time_ms:
+            return
+        for _ in range(1 << 20):
+            if not self.enqueue(now):
+                break
+        if self._take_slot(self.read_time_ms, now, closing=False) and not self._held:
+            self._reset_open()
+            self.read_time_ms += self.precision_ms
+
+    def _open_slot_path(self) -> str:
+        return os.path.join(self.store.config.config_dir, T.TIMEROPEN_FILE)
+
+    def _save_open_slot(self) -> None:
+        """At a clean stop: which units of the slot being delivered in part were put (the
+        checkpoint's read time is that slot's, so a restart would put them all again)."""
+        path = self._open_slot_path()
+        try:
+            if self._open_slot is not None and self._put_units:
+                config_files.persist(path, {"slotMs": self._open_slot, "putUnits": sorted(self._put_units)})
+            else:
+                self._drop_open_slot_file()
+        except MQError as e:  # the slot is then delivered again in whole: at least once
+            log.warning("timer: cannot save the current slot's progress (%s); its timers may come twice", e)
+
+    def _drop_open_slot_file(self) -> None:
+        for name in (self._open_slot_path(), self._open_slot_path() + config_files.BAK_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name)
+
+    def _load_open_slot(self) -> None:
+        try:
+            saved = config_files.load(self._open_slot_path())
+        except MQError as e:
+            log.warning("timer: %s is unreadable (%s); the current slot is delivered again in whole",
+                        T.TIMEROPEN_FILE, e)
+            saved = None
+        if isinstance(saved, dict) and saved.get("slotMs") == self.read_time_ms and \
+                isinstance(saved.get("putUnits"), list):
+            self._open_slot = self.read_time_ms
+            self._skip = {u for u in saved["putUnits"] if isinstance(u, int) and not isinstance(u, bool)}
+            self._open_done = len(self._skip)
+            log.info("timer: %d timer(s) of slot %d were delivered before the stop", len(self._skip),
+                     self.read_time_ms)
+        # used once: a later crash (no clean stop) delivers the slot again from the checkpoint
+        self._drop_open_slot_file()
+
     def _checkpoint(self, now: int) -> None:
         c = self.check
         if c is None:
@@ -402,6 +543,8 @@ class TimerMessageStore(ServiceThread):
             return
         now = self.clock()
         self.timerlog.flush()
+        if self.store.config.resident_behind_bytes:
+            self.timerlog.q.release_behind(self.store.config.resident_behind_bytes // 16)
         self.wheel.flush()
         self._checkpoint(now)
         self.check.flush()
@@ -414,4 +557,5 @@ class TimerMessageStore(ServiceThread):
     def pending(self) -> int:
         """Timers in the wheel not yet delivered (recall markers count -1), plus those not yet read."""
         waiting = int(self.store.get_max_offset_in_queue(T.TIMER_TOPIC, 0)) - self.queue_offset
-        return (self.wheel.pending(self.read_time_ms) if self.wheel is not None else 0) + max(0, waiting)
+        in_wheel = self.wheel.pending(self.read_time_ms) - self._open_done if self.wheel is not None else 0
+        return max(0, in_wheel) + max(0, waiting)

@@ -148,6 +148,27 @@ public class ClientScenarios {
         throw new AssertionError("the consumer owns " + owned + " queues, not " + n);
     }
 
+    /** Waits until `n` of the consumer's queues of `topic` have been seen dropped: what the
+     * client does with a queue whose pull was answered PULL_OFFSET_MOVED, 10 s before it gives
+     * the queue up (the first pull may come before or after the consumer's start returns). */
+    static void awaitMoved(DefaultMQPushConsumer c, String topic, int n) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        Set<Integer> moved = new HashSet<>();
+        while (System.currentTimeMillis() < deadline) {
+            for (Map.Entry<MessageQueue, org.apache.rocketmq.client.impl.consumer.ProcessQueue> e
+                : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().entrySet()) {
+                if (e.getKey().getTopic().equals(topic) && e.getValue().isDropped()) {
+                    moved.add(e.getKey().getQueueId());
+                }
+            }
+            if (moved.size() == n) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError(moved.size() + " of " + n + " queues were answered PULL_OFFSET_MOVED");
+    }
+
     /** Waits until the consumer's offsets (in memory) add up to `total`: what it consumed is
      * acknowledged, so a shutdown now commits all of it. */
     static void awaitOffsets(DefaultMQPushConsumer c, long total) throws InterruptedException {
@@ -886,7 +907,10 @@ public class ClientScenarios {
             });
             c.start();
             try {
-                awaitQueues(c, topic, queues.size(), false);
+                // the new messages go in only once every queue has had its PULL_OFFSET_MOVED
+                // answer (the client marks the queue dropped then, for 10 s): a pull answered
+                // after them would name the max offset past them, and they would never arrive
+                awaitMoved(c, topic, queues.size());
                 for (MessageQueue mq : queues) {
                     p.send(msg(topic, "n", "n", "new-" + mq.getQueueId()), mq);
                 }
