@@ -2,6 +2,7 @@
 restart. Driven by ``TimerMessageStore.turn(now)`` with a manual clock (no thread)."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -28,6 +29,16 @@ def _open(path, clock, **kw):
     timer = TimerMessageStore(store, clock=clock)
     timer.load()
     return store, timer
+
+
+@contextlib.contextmanager
+def _running(path, clock, **kw):
+    store, timer = _open(path, clock, **kw)
+    try:
+        yield store, timer
+    finally:
+        timer.close()
+        store.shutdown()
 
 
 def _delivered(store, topic="T"):
@@ -144,8 +155,7 @@ def test_recall_removes_one_timer_of_its_slot(tmp_path, clock):
 
 
 def test_timers_of_one_second_each_arrive_at_their_millisecond_never_before(tmp_path, clock):
-    store, timer = _open(tmp_path, clock)
-    try:
+    with _running(tmp_path, clock) as (store, timer):
         for key, at in (("late", 900), ("early", 100), ("mid", 400)):
             store.put_message(msg("T", key.encode(), UNIQ_KEY=key, TIMER_DELIVER_MS=str(T0 + 3_000 + at)))
         store.put_message(msg("T", b"delay", UNIQ_KEY="delay", TIMER_DELAY_MS="2950"))  # put at T0+200
@@ -163,16 +173,12 @@ def test_timers_of_one_second_each_arrive_at_their_millisecond_never_before(tmp_
         assert arrived == {"early": 100, "mid": 400, "late": 900, "delay": 150}
         assert [m.body for m in _delivered(store)] == [b"early", b"delay", b"mid", b"late"]
         assert timer.pending() == 0 and timer.next_due_ms() is None
-    finally:
-        timer.close()
-        store.shutdown()
 
 
 def test_the_current_second_read_ahead_is_capped_and_the_rest_still_arrives(tmp_path, clock, monkeypatch):
     from mqcore.store.timer import service
     monkeypatch.setattr(service, "HELD_BYTES_MAX", 25)  # two 10-byte bodies, then the cap
-    store, timer = _open(tmp_path, clock)
-    try:
+    with _running(tmp_path, clock) as (store, timer):
         for i in range(6):
             store.put_message(msg("T", b"%010d" % i, UNIQ_KEY=f"C{i}", TIMER_DELIVER_MS=str(T0 + 2_500)))
         timer.turn(clock())
@@ -185,14 +191,10 @@ def test_the_current_second_read_ahead_is_capped_and_the_rest_still_arrives(tmp_
         timer.turn(clock())
         assert [m.body for m in _delivered(store)] == [b"%010d" % i for i in range(6)]
         assert timer.pending() == 0
-    finally:
-        timer.close()
-        store.shutdown()
 
 
 def test_a_recall_that_arrives_while_its_message_is_held_still_recalls_it(tmp_path, clock):
-    store, timer = _open(tmp_path, clock)
-    try:
+    with _running(tmp_path, clock) as (store, timer):
         r = store.put_message(msg("T", b"drop", UNIQ_KEY="R1", TIMER_DELIVER_MS=str(T0 + 2_800)))
         timer.turn(clock())
         clock.set(T0 + 2_100)
@@ -203,9 +205,6 @@ def test_a_recall_that_arrives_while_its_message_is_held_still_recalls_it(tmp_pa
             clock.set(T0 + at)
             timer.turn(clock())
         assert _delivered(store) == [] and timer.recalled == 1 and timer.pending() == 0
-    finally:
-        timer.close()
-        store.shutdown()
 
 
 def test_a_clean_stop_in_the_middle_of_a_second_delivers_nothing_twice(tmp_path, clock):
