@@ -5,7 +5,8 @@ mqcore); ``jsonutil``, ``netaddr``, the rest of ``format`` and ``config``; the k
 ``message``; ``store`` and ``remoting`` side by side; ``acl`` (it checks and signs remoting
 commands); ``namesrv`` (which a broker may
 embed), then ``broker`` and ``client`` side by side (with ``grpc`` and ``dashboard``, the 5.x
-endpoint and the web dashboard the broker starts, beside ``broker``); ``tools``, ``spark`` and ``admin`` on top
+endpoint and the web dashboard the broker starts, beside ``broker``); ``tools``, ``spark``, ``admin``
+and ``testing`` (the pytest plugin's broker) on top
 (``admin`` speaks the protocol through ``remoting`` and ``client``, never into a broker's insides).
 Imports are read from the source files (``.py``, ``.pyx``, ``.pxi``) with no import
 executed, so a violation is reported even in a module no test loads.
@@ -114,7 +115,7 @@ FORBIDDEN = {
                    "mqcore.tools", "mqcore.admin", "mqcore.grpc", "mqcore.dashboard"),
     "mqcore.namesrv": ("mqcore.broker", "mqcore.store", "mqcore.client", "mqcore.spark", "mqcore.tools",
                        "mqcore.dashboard"),
-    "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools"),
+    "mqcore.broker": ("mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.testing"),
     # the 5.x gRPC endpoint sits beside the broker's processors and, like them, is handed the
     # managers it uses (grpc.source.GrpcSource, built by Broker.grpc_source): it imports nothing
     # of the broker (which imports it to start it), never a client
@@ -130,7 +131,9 @@ FORBIDDEN = {
     "mqcore.dashboard": ("mqcore.broker", "mqcore.client", "mqcore.spark", "mqcore.tools", "mqcore.admin",
                          "mqcore.grpc"),
     "mqcore.client": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.spark", "mqcore.tools",
-                      "mqcore.dashboard"),
+                      "mqcore.dashboard", "mqcore.testing"),
+    # the pytest plugin runs a broker for a test: on top of everything, known by nothing
+    "mqcore.testing": ("mqcore.spark", "mqcore.tools", "mqcore.admin", "mqcore.dashboard"),
     "mqcore.spark": ("mqcore.store", "mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client",
                      "mqcore.tools", "mqcore.dashboard"),
     "mqcore.tools": ("mqcore.broker", "mqcore.namesrv", "mqcore.remoting", "mqcore.client", "mqcore.spark",

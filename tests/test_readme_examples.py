@@ -24,6 +24,11 @@ Words (any combination):
     endpoint on: ``127.0.0.1:8081`` is replaced by that endpoint, and the block runs in the
     client's own interpreter (``MQCORE_GRPC_PY_CLIENT``, set up by ``scripts/test``).
 
+``pytest``
+    the block is a test file of a project of its own: it runs as ``python -m pytest`` in a
+    fresh directory with no conftest.py, so its fixtures come from the installed plugin
+    (``mqcore.testing``), and every test in it must pass.
+
 ``tls``
     a live mqbroker with ``tls.server.mode=permissive`` runs; ``127.0.0.1:9876`` is replaced
     by its name server.
@@ -46,7 +51,7 @@ from mqcore.client import Message, Producer
 from tests.support.processes import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = {"broker", "store", "spark", "cpp-client", "grpc-client", "tls"}
+WORDS = {"broker", "store", "spark", "cpp-client", "grpc-client", "tls", "pytest"}
 GRPC_IN_DOCS = "127.0.0.1:8081"
 NAMESRV_IN_DOCS = "127.0.0.1:9876"
 STORE_IN_DOCS = "/data/rocketmq/store"
@@ -157,11 +162,14 @@ def test_example_runs(example: Example, request, tmp_path):
         assert python and os.path.exists(python), \
             "MQCORE_GRPC_PY_CLIENT is not set: run the suite with scripts/test, which installs the 5.x client"
         env["HOME"] = str(tmp_path)  # the 5.x client writes its logs under ~/logs
-    script = tmp_path / "example.py"
+    script = tmp_path / ("test_example.py" if "pytest" in example.words else "example.py")
     script.write_text(code)
-    p = subprocess.run([python, str(script)], cwd=tmp_path, input="\n", capture_output=True, text=True,
-                       timeout=timeout, env=env)
+    argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(script)] if "pytest" in example.words \
+        else [python, str(script)]
+    p = subprocess.run(argv, cwd=tmp_path, input="\n", capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode == 0, f"{example.id} failed:\n{code}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}"
+    if "pytest" in example.words:
+        assert " passed" in p.stdout and "failed" not in p.stdout and "error" not in p.stdout, p.stdout
     if "cpp-client" in example.words and "PushConsumer" in code:
         # the consumer's part shows a message arriving, not only a send status
         assert "received:" in p.stdout and "hello" in p.stdout, p.stdout

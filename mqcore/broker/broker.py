@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import json
 import logging
@@ -101,8 +102,14 @@ class Broker:
         self.request_modes = MessageRequestModeTable.in_dir(cdir)
         self.offsets = ConsumerOffsetManager.in_dir(cdir)
         self.delay_offsets = DelayOffsetTable.in_dir(cdir)
-        self.clients = ClientManager(clock, config.channel_expired_timeout_ms, self._group_changed)
-        self.locks = RebalanceLockManager(clock)
+        # liveness (heartbeats, rebalance locks) is measured on the wall clock: a test's virtual
+        # clock (mqcore.testing) skips hours that the clients would have heartbeated through
+        liveness = getattr(clock, "wall", clock)
+        self.clients = ClientManager(liveness, config.channel_expired_timeout_ms, self._group_changed)
+        self.locks = RebalanceLockManager(liveness)
+        #: set (on the broker's loop) whenever a virtual clock moves; None on a real clock
+        self._clock_moved: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: plain ACL (aclEnable): the file, reloaded when it changes, and the check before
         #: every request; without it nothing is wrapped
         self.acl: AclFile | None = None
@@ -202,6 +209,10 @@ class Broker:
 
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
+        if hasattr(self.clock, "subscribe"):  # a virtual clock: periodic tasks wait on its time
+            self._clock_moved = asyncio.Event()
+            self.clock.subscribe(self.clock_advanced)
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
             from mqcore.grpc.tls import TlsMode as GrpcTlsMode
@@ -280,6 +291,8 @@ class Broker:
                  self.store_config.store_path, report.summary().splitlines()[0])
 
     async def shutdown(self) -> None:
+        if hasattr(self.clock, "unsubscribe"):
+            self.clock.unsubscribe(self.clock_advanced)
         for t in self._tasks:
             t.cancel()
         if self.hold is not None:
@@ -602,9 +615,32 @@ class Broker:
         asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(self.register_all()))
 
     # --- periodic work --------------------------------------------------------------------------------
+    def clock_advanced(self) -> None:
+        """A virtual clock moved (``VirtualClock.subscribe``; any thread): what waits for a
+        time looks again now, not at its next wake-up."""
+        for service in self._services:
+            wakeup = getattr(service, "wakeup", None)
+            if wakeup is not None:
+                wakeup()
+        loop, moved = self._loop, self._clock_moved
+        if loop is not None and moved is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(moved.set)
+
+    async def _sleep_ms(self, interval_ms: int) -> None:
+        """Sleep ``interval_ms`` of the broker's clock (on a virtual one, until it has moved so far)."""
+        moved = self._clock_moved
+        if moved is None:
+            await asyncio.sleep(interval_ms / 1000)
+            return
+        due = self.clock() + interval_ms
+        while (left := due - self.clock()) > 0:
+            moved.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(moved.wait(), left / 1000)
+
     async def _every(self, interval_ms: int, fn) -> None:
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await self._sleep_ms(interval_ms)
             try:
                 result = fn()
                 if asyncio.iscoroutine(result):

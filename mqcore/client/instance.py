@@ -130,6 +130,10 @@ class ClientInstance:
         self.broker_version_table: dict[str, int] = {}
         self.producers: dict[str, ProducerHook] = {}
         self.consumers: dict[str, ConsumerHook] = {}
+        #: heartbeat a broker as soon as a route names it, not at the next 30 s round: what
+        #: consumers need (below), and a transaction producer, so that a check-back of a
+        #: transaction it just left open finds it registered
+        self.heartbeat_new_brokers = False
         self._route_updates: dict[str, asyncio.Task[bool]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_event: asyncio.Event | None = None
@@ -265,7 +269,7 @@ class ClientInstance:
                 producer.on_route_changed(topic, route)
             for consumer in list(self.consumers.values()):
                 consumer.on_route_changed(topic, route)
-            if self.consumers:
+            if self.consumers or self.heartbeat_new_brokers:
                 # a broker this client has not talked to yet hears from it first, as the 5.x Java
                 # client heartbeats a broker when it connects: a 5.x broker creates the client's
                 # consumer groups from that heartbeat (autoCreateSubscriptionGroup) and refuses

@@ -98,6 +98,7 @@ class TransactionProducer(Producer):
 
     def start(self) -> TransactionProducer:
         self._instance.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+        self._instance.heartbeat_new_brokers = True
         # the brokers must hear from this producer before its first send, or a restarted
         # application is never asked about the transactions it left open: as the Java client
         # does, publish through the create-topic key's route, which names every broker
