@@ -625,6 +625,7 @@ class Broker:
         loop, moved = self._loop, self._clock_moved
         if loop is not None and moved is not None and not loop.is_closed():
             loop.call_soon_threadsafe(moved.set)
+            loop.call_soon_threadsafe(self.pop.wake)  # POP invisibility deadlines
 
     async def _sleep_ms(self, interval_ms: int) -> None:
         """Sleep ``interval_ms`` of the broker's clock (on a virtual one, until it has moved so far)."""
