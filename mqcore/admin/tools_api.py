@@ -14,8 +14,29 @@ from typing import Any
 
 from mqcore.admin.api import RETRY_GROUP_TOPIC_PREFIX, MQAdmin, parse_properties
 from mqcore.errors import BrokerError, IllegalArgumentError
+from mqcore.jsonutil import java_hashmap_order
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.codes import RequestCode, ResponseCode
+
+
+#: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def parse_order_conf(text: str) -> dict[str, int]:
+    """``brokerName:queueNums;...`` as broker name -> queue count; ValueError naming the bad
+    entry (clients read the value into routes: a bad one would break their route parsing)."""
+    out: dict[str, int] = {}
+    for item in text.split(";"):
+        if not item.strip():
+            continue
+        name, sep, num = item.partition(":")
+        if not sep or not name.strip() or not num.strip().isdigit() or int(num) <= 0 or ":" in num:
+            raise ValueError(f"order conf entry {item!r} is not brokerName:queueNums (e.g. broker-a:4)")
+        out[name.strip()] = int(num)
+    if not out:
+        raise ValueError(f"order conf {text!r} names no broker (brokerName:queueNums;...)")
+    return out
 
 
 class AdminTools:
@@ -75,6 +96,39 @@ class AdminTools:
             resp = self.admin._invoke(addr, code, {"brokerName": broker_name})
             out[addr] = int(resp.ext_fields.get(key, "0"))
         return out
+
+    # --- order configuration (the name servers' ORDER_TOPIC_CONFIG namespace) ----------------------
+    def order_conf(self, topic: str) -> str:
+        """A topic's order configuration (GET_KV_CONFIG); BrokerError QUERY_NOT_FOUND when it has none."""
+        resp = self.admin._invoke_namesrv(RequestCode.GET_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": topic})
+        return str(resp.ext_fields.get("value", ""))
+
+    def merge_order_conf(self, topic: str, order_conf: str) -> str:
+        """Set ``order_conf``'s brokers in the topic's order configuration, keeping the other
+        brokers' entries, on every name server (as Java's ``createOrUpdateOrderConf`` for one
+        broker); returns the stored value. The entries are in Java HashMap order, as Java's tool
+        writes them."""
+        entries: dict[str, str] = {}
+        try:
+            old = self.order_conf(topic)
+        except BrokerError as e:
+            if e.code != ResponseCode.QUERY_NOT_FOUND:
+                raise
+            old = ""
+        for item in (i for i in old.split(";") if i.strip()):
+            entries[item.split(":")[0]] = item
+        for item in (i for i in order_conf.split(";") if i.strip()):
+            # Java keys the whole -v under its first broker name; here each broker is its own
+            # entry, which is the same for the one-broker -v operators give
+            entries[item.split(":")[0]] = item
+        merged = ";".join(java_hashmap_order(entries).values())
+        self.admin.put_order_conf(topic, merged)
+        return merged
+
+    def delete_order_conf(self, topic: str) -> None:
+        """Remove the topic's order configuration from every name server (DELETE_KV_CONFIG)."""
+        for addr in self.admin.namesrv_addrs:
+            self.admin._invoke(addr, RequestCode.DELETE_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": topic})
 
     # --- brokers ------------------------------------------------------------------------------------
     def broker_consume_stats(self, addr: str, *, order: bool = False) -> dict[str, Any]:
