@@ -316,7 +316,7 @@ def cmd_update_order_conf(admin: MQAdmin, a: argparse.Namespace, out: TextIO) ->
         conf = tools.order_conf(topic)
         if a.json:
             return {"topic": topic, "orderConf": conf}
-        print(f"get orderConf success. topic=[{topic}], orderConf=[{conf}]", file=out)
+        print(f"get orderConf success. topic=[{topic}], orderConf=[{conf}] ", file=out)  # Java's trailing space
         return None
     if method == "put":
         value = (a.orderConf or "").strip()
@@ -326,9 +326,9 @@ def cmd_update_order_conf(admin: MQAdmin, a: argparse.Namespace, out: TextIO) ->
             parse_order_conf(value)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        merged = tools.merge_order_conf(topic, value)
+        tools.put_order_conf(topic, value)
         if a.json:
-            return {"topic": topic, "orderConf": merged}
+            return {"topic": topic, "orderConf": value}
         print(f"update orderConf success. topic=[{topic}], orderConf=[{value}]", file=out)
         return None
     if method == "delete":

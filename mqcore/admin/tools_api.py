@@ -14,7 +14,6 @@ from typing import Any
 
 from mqcore.admin.api import RETRY_GROUP_TOPIC_PREFIX, MQAdmin, parse_properties
 from mqcore.errors import BrokerError, IllegalArgumentError
-from mqcore.jsonutil import java_hashmap_order
 from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.codes import RequestCode, ResponseCode
 
@@ -103,27 +102,11 @@ class AdminTools:
         resp = self.admin._invoke_namesrv(RequestCode.GET_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": topic})
         return str(resp.ext_fields.get("value", ""))
 
-    def merge_order_conf(self, topic: str, order_conf: str) -> str:
-        """Set ``order_conf``'s brokers in the topic's order configuration, keeping the other
-        brokers' entries, on every name server (as Java's ``createOrUpdateOrderConf`` for one
-        broker); returns the stored value. The entries are in Java HashMap order, as Java's tool
-        writes them."""
-        entries: dict[str, str] = {}
-        try:
-            old = self.order_conf(topic)
-        except BrokerError as e:
-            if e.code != ResponseCode.QUERY_NOT_FOUND:
-                raise
-            old = ""
-        for item in (i for i in old.split(";") if i.strip()):
-            entries[item.split(":")[0]] = item
-        for item in (i for i in order_conf.split(";") if i.strip()):
-            # Java keys the whole -v under its first broker name; here each broker is its own
-            # entry, which is the same for the one-broker -v operators give
-            entries[item.split(":")[0]] = item
-        merged = ";".join(java_hashmap_order(entries).values())
-        self.admin.put_order_conf(topic, merged)
-        return merged
+    def put_order_conf(self, topic: str, order_conf: str) -> None:
+        """Set the topic's order configuration on every name server (PUT_KV_CONFIG), replacing
+        what was there, as Apache's ``updateOrderConf -m put`` does."""
+        parse_order_conf(order_conf)
+        self.admin.put_order_conf(topic, order_conf)
 
     def delete_order_conf(self, topic: str) -> None:
         """Remove the topic's order configuration from every name server (DELETE_KV_CONFIG)."""
