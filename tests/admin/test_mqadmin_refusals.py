@@ -110,6 +110,18 @@ def test_refused_requests_are_said_and_exit_1(acl_target):
         assert "Traceback" not in r.err and "None" not in r.out, (name, r.out)
 
 
+def test_name_server_reads_stay_open(acl_target):
+    t = acl_target
+    creds = ["--accessKey", acl.ADMIN[0], "--secretKey", acl.ADMIN[1]]
+    assert t.run("updateOrderConf", "-t", TOPIC, "-m", "put", "-v", f"{t.broker_name}:2", *creds).rc == 0
+    got = t.run("updateOrderConf", "-t", TOPIC, "-m", "get")
+    assert got.rc == 0 and f"orderConf=[{t.broker_name}:2]" in got.out, got.err
+    listed = t.run("topicList")
+    assert listed.rc == 0 and TOPIC in listed.out.split()
+    assert t.run("updateOrderConf", "-t", TOPIC, "-m", "delete").rc == 1  # a write: refused
+    assert t.run("updateOrderConf", "-t", TOPIC, "-m", "delete", *creds).rc == 0
+
+
 def test_cluster_list_shows_the_broker_it_could_not_read(acl_target):
     t = acl_target
     r = t.run("clusterList")
