@@ -22,13 +22,18 @@ import dataclasses
 import time
 
 from mqcore.client.message import MessageExt
+from mqcore.errors import IllegalArgumentError
+from mqcore.format import layout as L
+from mqcore.netaddr import parse_host_port
 
 __all__ = ["TRACE_TOPIC", "TraceRecord", "decode_records", "trace_views"]
 
 #: TopicValidator.RMQ_SYS_TRACE_TOPIC: where clients send traces unless they name another topic
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-CONTENT_SEPARATOR = "\x01"
-FIELD_SEPARATOR = "\x02"
+# TraceConstants.CONTENT_SPLITOR and FIELD_SPLITOR are the characters that separate a stored
+# message's property names and values (1) and its properties (2)
+CONTENT_SEPARATOR = L.NAME_VALUE_SEPARATOR.decode()
+FIELD_SEPARATOR = L.PROPERTY_SEPARATOR.decode()
 TRACE_TYPES = ("Pub", "SubBefore", "SubAfter", "EndTransaction")
 
 
@@ -116,8 +121,10 @@ def _host(addr: str | None) -> str | None:
     """``MessageExt.getBornHostString``: the address without the port."""
     if not addr:
         return None
-    host = addr.rsplit(":", 1)[0] if addr.count(":") == 1 or addr.startswith("[") else addr
-    return host.strip("[]")
+    try:
+        return parse_host_port(addr)[0]
+    except IllegalArgumentError:
+        return addr
 
 
 def decode_records(body: bytes, client_host: str | None = None) -> tuple[list[TraceRecord], int]:
