@@ -48,13 +48,27 @@ def _scenario(namesrv: str, broker_addr: str, work) -> dict:
     with MQAdmin(namesrv) as admin:
         admin.create_topic(broker_addr, TOPIC, read_queue_nums=2, write_queue_nums=2)
         assert wait_for(lambda: TOPIC in admin.topic_list(), timeout=30)
-    p = run_java_driver("TraceScenario.java", [namesrv, TOPIC, PRODUCER_GROUP, *GROUPS], timeout_s=240,
-                        workdir=work)
-    assert p.returncode == 0 and "DONE" in p.stdout, p.stdout + p.stderr
-    msg_id = re.search(r"^MSGID (\w+)$", p.stdout, re.M).group(1)
-    trace_cmd = ["queryMsgTraceById", "-n", namesrv, "-i", msg_id]
-    # the trace dispatchers flushed at shutdown; the broker indexes what it stored in the background
-    assert wait_for(lambda: _trace_complete(_ours(trace_cmd)[1]), timeout=60), _ours(trace_cmd)
+    p = run_java_driver("TraceScenario.java", [namesrv, TOPIC, PRODUCER_GROUP, *GROUPS], workdir=work,
+                        background=True)
+    try:
+        lines = []
+        for line in p.stdout:  # the driver's progress, up to its consumers having consumed
+            lines.append(line)
+            if line.startswith(("CONSUMED", "TIMEOUT")):
+                break
+        assert lines and lines[-1].startswith("CONSUMED"), "".join(lines)
+        msg_id = re.search(r"^MSGID (\w+)$", "".join(lines), re.M).group(1)
+        trace_cmd = ["queryMsgTraceById", "-n", namesrv, "-i", msg_id]
+        # the clients' trace dispatchers send in the background, the broker indexes what it stored
+        assert wait_for(lambda: _trace_complete(_ours(trace_cmd)[1]), timeout=60), _ours(trace_cmd)
+        p.stdin.write("stop\n")
+        p.stdin.flush()
+        rest = p.communicate(timeout=120)[0]
+        assert p.returncode == 0 and "DONE" in rest, rest
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
     order = [["updateOrderConf", "-n", namesrv, "-t", ORDER_TOPIC, "-m", "put", "-v", "broker-x:4"],
              ["updateOrderConf", "-n", namesrv, "-t", ORDER_TOPIC, "-m", "get"],
              ["updateOrderConf", "-n", namesrv, "-t", ORDER_TOPIC, "-m", "put", "-v", "broker-x:8;broker-b:2"],

@@ -15,8 +15,11 @@ import org.apache.rocketmq.common.message.Message;
  * Message trace with the official 4.9.8 Java client: a producer and push consumers created
  * with enableMsgTrace=true, so their trace dispatchers write Pub / SubBefore / SubAfter
  * records to RMQ_SYS_TRACE_TOPIC. args: namesrv topic producerGroup consumerGroup...
- * Prints "MSGID <client msgId>" after the send and "DONE" once every group consumed it and
- * every client shut down (shutdown flushes the pending traces).
+ * Prints "MSGID <client msgId>" after the send and "CONSUMED" once every group consumed it;
+ * the clients then keep running (their trace dispatchers send the records in the background)
+ * until a line on stdin, then shut down and print "DONE". A trace still queued when its client
+ * shuts down can be lost (the dispatcher's producer stops under it), so the test reads the
+ * traces before it lets them stop.
  */
 public class TraceScenario {
     public static void main(String[] args) throws Exception {
@@ -36,9 +39,6 @@ public class TraceScenario {
             c.setNamesrvAddr(namesrv);
             c.setVipChannelEnabled(false);
             c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            // shutdown waits for the consume task, whose after-hook takes the SubAfter record,
-            // before the trace dispatcher flushes and stops
-            c.setAwaitTerminationMillisWhenShutdown(10000);
             c.subscribe(topic, "*");
             final boolean[] once = {false};
             c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
@@ -57,6 +57,9 @@ public class TraceScenario {
             System.out.println("TIMEOUT " + consumed.getCount() + " group(s) never consumed it");
             System.exit(1);
         }
+        System.out.println("CONSUMED");
+        System.out.flush();
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
         for (DefaultMQPushConsumer c : consumers) {
             c.shutdown();
         }
