@@ -416,7 +416,9 @@ class MQAdmin:
 
     # --- messages ------------------------------------------------------------------------------------
     def query_msg_by_key(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
-                         end_ms: int = 2**63 - 1, unique_key: bool = False) -> list[MessageExt]:
+                         end_ms: int = 2**63 - 1, unique_key: bool = False, sort: bool = True) -> list[MessageExt]:
+        """Messages of ``topic`` carrying ``key``, by store time (``sort=False``: in the order the
+        brokers answered, broker by broker, as Java's ``MQAdminImpl.queryMessage`` lists them)."""
         out: list[MessageExt] = []
         for name, addr in self._topic_brokers(topic):
             ext = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin_ms,
@@ -430,6 +432,8 @@ class MQAdmin:
                     # the index is a hash: keep the messages that really carry the key
                     if (m.msg_id == key) if unique_key else (key in m.keys):
                         out.append(m)
+        if not sort:
+            return out
         return sorted(out, key=lambda m: (m.store_timestamp, m.broker_name or "", m.queue_id, m.queue_offset))
 
     def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:

@@ -21,14 +21,14 @@ from typing import Any, TextIO
 from mqcore.admin import cli_tools
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin, version_desc)
 from mqcore.client.message import MessageExt
-from mqcore.errors import BrokerError, MQError, RemotingConnectError, RemotingTimeoutError
+from mqcore.errors import BrokerError, MQError, NoRouteError, RemotingConnectError, RemotingTimeoutError
 from mqcore.permissions import TOPIC_PERMS
+from mqcore.remoting.codes import ResponseCode
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
-class UsageError(Exception):
-    """A flag combination the command cannot run with (exit status 2)."""
+UsageError = cli_tools.UsageError  # a flag combination the command cannot run with (exit status 2)
 
 
 # --- formatting helpers (RocketMQ's date formats, in local time like the Java tool) ---------------
@@ -101,24 +101,50 @@ def _print_msg(admin: MQAdmin, m: MessageExt, out: TextIO) -> None:
 # Each takes (admin, args, out) and returns the JSON value for --json (None: the table was printed).
 Command = Callable[[MQAdmin, argparse.Namespace, TextIO], object]
 
+# A command that asks many brokers goes on past one that refuses or cannot be reached (the
+# others' rows are still worth printing), notes it here, and mqadmin ends with the notes on
+# stderr and exit status 1: a refusal is never printed as a row of zeros.
+def _note_failure(a: argparse.Namespace, what: str, e: MQError) -> None:
+    whats = a.failures.setdefault(_describe(e), [])  # one line per distinct answer
+    if what not in whats:
+        whats.append(what)
+
+
+#: answers that mean "nothing there" (a group no consumer uses, a topic without a route), not a failure
+_ABSENT_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.QUERY_NOT_FOUND})
+
+
+def _absent(e: MQError) -> bool:
+    return isinstance(e, NoRouteError) or (isinstance(e, BrokerError) and e.code in _ABSENT_CODES)
+
+
 def cmd_cluster_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     info = admin.cluster_info()
     rows = []
+    errors: dict[str, str] = {}
     for cluster in sorted(info.cluster_addr_table):
         for b in info.brokers(cluster):
             for bid, addr in sorted(b.addrs.items()):
+                kv: dict[str, str] | None
                 try:
                     kv = admin.broker_runtime_stats(addr)
                 except MQError as e:
-                    kv = {"error": str(e)}
+                    _note_failure(a, f"broker {b.broker_name}", e)
+                    kv = None
+                    errors[addr] = _describe(e)
                 rows.append((cluster, b.broker_name, bid, addr, kv))
     if a.json:
-        return [{"cluster": c, "brokerName": n, "brokerId": i, "addr": ad, "runtime": kv} for c, n, i, ad, kv in rows]
+        return [{"cluster": c, "brokerName": n, "brokerId": i, "addr": ad, "runtime": kv,
+                 **({"error": errors[ad]} if kv is None else {})} for c, n, i, ad, kv in rows]
     fmt = "{:<16}  {:<22}  {:<4}  {:<22} {:<16} {:>19} {:>19} {:>10} {:>5} {:>6}"
     print(fmt.format("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
                      "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE"), file=out)
     now = time.time() * 1000
     for cluster, name, bid, addr, kv in rows:
+        if kv is None:  # no figures to show: the reason is on stderr
+            print(fmt.format(cluster, name, bid, addr, "-", "-", "-", "-", "-", "-"), file=out)
+            continue
         def first(key: str) -> float:
             try:
                 return float((kv.get(key) or "0").split()[0])
@@ -176,8 +202,9 @@ def cmd_topic_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object
             route = admin.topic_route(t)
             cluster = info.cluster_of(route.broker_datas[0].broker_name) or "" if route.broker_datas else ""
             groups = admin.topic_consumed_by(t)
-        except MQError:
-            pass  # a topic without a live route still gets listed, as the Java tool does
+        except MQError as e:
+            if not _absent(e):  # a topic without a live route still gets listed, as the Java tool does
+                _note_failure(a, f"topic {t}", e)
         for g in groups or [""]:
             rows.append((cluster, t, g))
     if a.json:
@@ -325,15 +352,22 @@ def cmd_consumer_progress(admin: MQAdmin, a: argparse.Namespace, out: TextIO) ->
         if not t.startswith(RETRY_GROUP_TOPIC_PREFIX):
             continue
         group = t[len(RETRY_GROUP_TOPIC_PREFIX):]
+        tps: int | str
+        diff: int | str
         try:
             stats = admin.consume_stats(group)
             tps, diff = int(stats.consume_tps), stats.diff_total
-        except MQError:
+        except MQError as e:
             tps, diff = 0, 0
+            if not _absent(e):
+                _note_failure(a, f"group {group}", e)
+                tps, diff = "-", "-"
         try:
             cc = admin.consumer_connection(group)
-        except MQError:
+        except MQError as e:
             cc = None
+            if not _absent(e):
+                _note_failure(a, f"group {group}", e)
         count = len(cc.connections) if cc else 0
         version, kind, model = "OFFLINE", "", ""
         if cc and count:
@@ -619,6 +653,12 @@ def _describe(e: MQError) -> str:
         return f"cannot connect: {e} (is the name server/broker running at that address?)"
     if isinstance(e, RemotingTimeoutError):
         return f"timeout: {e}"
+    if isinstance(e, BrokerError) and e.addr:  # the server's own answer: who, code, remark
+        try:
+            name = f" ({ResponseCode(e.code).name})"
+        except ValueError:
+            name = ""
+        return f"refused by {e.addr}: code {e.code}{name}: {e.remark}"
     return str(e)
 
 
@@ -630,6 +670,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         parser.print_help(out)
         return 2
     _help, fn = COMMANDS[a.command]
+    a.failures = {}
     try:
         if (a.accessKey is None) != (a.secretKey is None):
             raise UsageError("--accessKey and --secretKey go together")
@@ -649,7 +690,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 1
     if a.json:
         print(json.dumps(result, indent=2, sort_keys=True, default=str), file=out)
-    return 0
+    for why, whats in a.failures.items():
+        print(f"mqadmin {a.command}: {', '.join(whats)}: {why}", file=sys.stderr)
+    return 1 if a.failures else 0
 
 
 if __name__ == "__main__":

@@ -1,22 +1,30 @@
 """mqadmin commands over :class:`AdminTools`: consumerStatus, getNamesrvConfig,
-updateNamesrvConfig, wipeWritePerm, addWritePerm, brokerConsumeStats, statsAll, cloneGroupOffset and
-queryMsgById's direct consumption (``-g``/``-d``). Flags and printed tables are Apache 4.9.8
-mqadmin's; ``--json`` prints the answer instead.
+updateNamesrvConfig, wipeWritePerm, addWritePerm, brokerConsumeStats, statsAll, cloneGroupOffset,
+queryMsgTraceById, updateOrderConf and queryMsgById's direct consumption (``-g``/``-d``). Flags and
+printed tables are Apache 4.9.8 mqadmin's; ``--json`` prints the answer instead.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from mqcore.admin import trace
 from mqcore.admin.api import MQAdmin, version_desc
-from mqcore.admin.tools_api import AdminTools
-from mqcore.errors import MQError
+from mqcore.admin.tools_api import AdminTools, parse_order_conf
+from mqcore.errors import BrokerError, MQError, NoRouteError
+from mqcore.jsonutil import java_hashmap_order
+from mqcore.remoting.codes import ResponseCode
 
 Command = Callable[[MQAdmin, argparse.Namespace, TextIO], object]
+
+
+class UsageError(Exception):
+    """A flag combination the command cannot run with (exit status 2)."""
 Adder = Callable[[str, Command, str], argparse.ArgumentParser]
 
 
@@ -242,7 +250,7 @@ def cmd_stats_all(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
                     out_day += _day_sum(data)
             try:
                 backlog = max(0, admin.consume_stats(group, topic).diff_total)
-            except MQError:  # a group without a retry topic's route: no progress to show
+            except NoRouteError:  # a group without a retry topic's route: no progress to show
                 backlog = 0
             if not a.activeTopic or in_day > 0 or out_day > 0:
                 rows.append({"topic": topic, "group": group, "accumulation": backlog, "inTps": in_tps,
@@ -259,6 +267,77 @@ def cmd_stats_all(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
             print(f"{r['topic']:<64}  {r['group']:<64} {r['accumulation']:12d} {r['inTps']:11.2f} "
                   f"{r['outTps']:11.2f} {r['inMsg24Hour']:14d} {r['outMsg24Hour']:14d}", file=out)
     return None
+
+
+def cmd_query_msg_trace_by_id(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    """The Pub and SubAfter records Java clients (enableMsgTrace=true) wrote about one message."""
+    msg_id = a.msgId.strip()
+    topic = (a.traceTopic or trace.TRACE_TOPIC).strip()
+    msgs = admin.query_msg_by_key(topic, msg_id, max_num=64, end_ms=int(time.time() * 1000), sort=False)
+    if not msgs:
+        raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no trace of message {msg_id} in {topic} (its client "
+                          "traces only with enableMsgTrace=true; -t names another trace topic)")
+    views, bad = trace.trace_views(msg_id, msgs)
+    if bad:
+        print(f"mqadmin queryMsgTraceById: warning: {bad} trace record(s) in {topic} could not be read",
+              file=sys.stderr)
+    if a.json:
+        return [v.to_json() for v in views]
+    row = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
+    by_group: dict[str, list[trace.TraceRecord]] = {}
+    for v in views:
+        if v.trace_type == "Pub":
+            print(row.format("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"), file=out)
+            print(row.format("Pub", v.group, str(v.client_host), _date(v.timestamp), f"{v.cost_ms}ms", v.status),
+                  file=out)
+            print("", file=out)
+        elif v.trace_type == "SubAfter":
+            by_group.setdefault(v.group, []).append(v)
+    for group, subs in java_hashmap_order(by_group).items():  # the Java tool groups them in a HashMap
+        print(row.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"),
+              file=out)
+        for v in subs:
+            print(row.format("Sub", group, str(v.client_host), _date(v.timestamp), f"{v.cost_ms}ms", v.status),
+                  file=out)
+        print("", file=out)
+    return None
+
+
+def _date(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_update_order_conf(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    """Read, set or delete a topic's order configuration on the name servers
+    (namespace ORDER_TOPIC_CONFIG: ``brokerName:queueNums;...``)."""
+    tools = AdminTools(admin)
+    topic, method = a.topic.strip(), a.method.strip()
+    if method == "get":
+        conf = tools.order_conf(topic)
+        if a.json:
+            return {"topic": topic, "orderConf": conf}
+        print(f"get orderConf success. topic=[{topic}], orderConf=[{conf}] ", file=out)  # Java's trailing space
+        return None
+    if method == "put":
+        value = (a.orderConf or "").strip()
+        if not value:
+            raise UsageError("please set orderConf with option -v.")
+        try:
+            parse_order_conf(value)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        tools.put_order_conf(topic, value)
+        if a.json:
+            return {"topic": topic, "orderConf": value}
+        print(f"update orderConf success. topic=[{topic}], orderConf=[{value}]", file=out)
+        return None
+    if method == "delete":
+        tools.delete_order_conf(topic)
+        if a.json:
+            return {"topic": topic, "deleted": True}
+        print(f"delete orderConf success. topic=[{topic}]", file=out)
+        return None
+    raise UsageError(f"-m is put, get or delete, not {method!r}")
 
 
 def register(add: Adder) -> None:
@@ -292,6 +371,13 @@ def register(add: Adder) -> None:
     p.add_argument("-d", "--destGroup", required=True)
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-o", "--offline", type=_bool, default=False, help="the group or the topic is offline")
+    p = add("queryMsgTraceById", cmd_query_msg_trace_by_id, "query a message trace")
+    p.add_argument("-i", "--msgId", required=True, help="the message id (the client's msgId a send returns)")
+    p.add_argument("-t", "--traceTopic", help=f"the trace topic (default {trace.TRACE_TOPIC})")
+    p = add("updateOrderConf", cmd_update_order_conf, "Create or update or delete order conf")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-v", "--orderConf", help="with -m put: brokerName1:num;brokerName2:num")
+    p.add_argument("-m", "--method", required=True, help="put, get or delete")
 
 
 __all__ = ["register", "consume_directly", "format_running_info"]

@@ -18,6 +18,26 @@ from mqcore.message import decode_offset_msg_id
 from mqcore.remoting.codes import RequestCode, ResponseCode
 
 
+#: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def parse_order_conf(text: str) -> dict[str, int]:
+    """``brokerName:queueNums;...`` as broker name -> queue count; ValueError naming the bad
+    entry (clients read the value into routes: a bad one would break their route parsing)."""
+    out: dict[str, int] = {}
+    for item in text.split(";"):
+        if not item.strip():
+            continue
+        name, sep, num = item.partition(":")
+        if not sep or not name.strip() or not num.strip().isdigit() or int(num) <= 0 or ":" in num:
+            raise ValueError(f"order conf entry {item!r} is not brokerName:queueNums (e.g. broker-a:4)")
+        out[name.strip()] = int(num)
+    if not out:
+        raise ValueError(f"order conf {text!r} names no broker (brokerName:queueNums;...)")
+    return out
+
+
 class AdminTools:
     """Blocking; uses the admin's connections and timeout."""
 
@@ -75,6 +95,23 @@ class AdminTools:
             resp = self.admin._invoke(addr, code, {"brokerName": broker_name})
             out[addr] = int(resp.ext_fields.get(key, "0"))
         return out
+
+    # --- order configuration (the name servers' ORDER_TOPIC_CONFIG namespace) ----------------------
+    def order_conf(self, topic: str) -> str:
+        """A topic's order configuration (GET_KV_CONFIG); BrokerError QUERY_NOT_FOUND when it has none."""
+        resp = self.admin._invoke_namesrv(RequestCode.GET_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": topic})
+        return str(resp.ext_fields.get("value", ""))
+
+    def put_order_conf(self, topic: str, order_conf: str) -> None:
+        """Set the topic's order configuration on every name server (PUT_KV_CONFIG), replacing
+        what was there, as Apache's ``updateOrderConf -m put`` does."""
+        parse_order_conf(order_conf)
+        self.admin.put_order_conf(topic, order_conf)
+
+    def delete_order_conf(self, topic: str) -> None:
+        """Remove the topic's order configuration from every name server (DELETE_KV_CONFIG)."""
+        for addr in self.admin.namesrv_addrs:
+            self.admin._invoke(addr, RequestCode.DELETE_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": topic})
 
     # --- brokers ------------------------------------------------------------------------------------
     def broker_consume_stats(self, addr: str, *, order: bool = False) -> dict[str, Any]:

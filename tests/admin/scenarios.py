@@ -202,12 +202,16 @@ def broker_state(t: Target) -> None:
     seen: list = []
 
     def listed() -> bool:
-        info = t.ok("clusterList", "--json").json
-        seen[:] = [b for b in info if b["addr"] == t.broker_addr]
+        r = t.run("clusterList", "--json")
+        seen[:] = [b for b in json.loads(r.out) if b["addr"] == t.broker_addr] if r.out else []
+        if r.rc != 0:  # then the broker's row must say why, and stderr too
+            assert seen and seen[0]["runtime"] is None and seen[0]["error"] and r.err, (r.out, r.err)
+            return False
         return bool(seen) and "brokerVersionDesc" in seen[0]["runtime"]
 
-    # a broker that just booted on a loaded machine may let one runtime request time out: clusterList
-    # then reports {"error": ...} for it (its answer for an unreachable broker), so ask again
+    # a broker that just booted on a loaded machine may let one runtime request time out, and a
+    # Java broker answers it with an error until its first stats sample (NoSuchElementException):
+    # clusterList then exits 1 with {"error": ...} for it, so ask again
     assert wait_for(listed, timeout=60, step=1), seen
     mine = seen
     assert mine[0]["cluster"] == t.cluster and mine[0]["brokerName"] == t.broker_name

@@ -186,3 +186,21 @@ def test_operator_requests_with_bad_input_get_an_answer_and_the_broker_keeps_ser
                 assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark, (code, resp)
     assert t.ok("getBrokerConfig", "-b", t.broker_addr, "--json").json["brokerPermission"] == "6"
     assert t.ok("clusterList", "--json").json
+
+
+def test_update_order_conf_refuses_a_value_clients_could_not_read(target):
+    """A route's orderTopicConf is parsed by every client (brokerName:queueNums;...): a value
+    that is not one is refused before anything is stored, and -m names its three methods."""
+    t = target
+    for bad in ("broker-a", "broker-a:x", ":4", "broker-a:0", "broker-a:4:5", ";"):
+        r = t.run("updateOrderConf", "-t", "AdmOrderConf", "-m", "put", "-v", bad)
+        assert r.rc == 2 and "brokerName:queueNums" in r.err, (bad, r.err)
+    assert t.run("updateOrderConf", "-t", "AdmOrderConf", "-m", "put").rc == 2  # no -v
+    assert t.run("updateOrderConf", "-t", "AdmOrderConf", "-m", "set", "-v", "broker-a:4").rc == 2
+    missing = t.run("updateOrderConf", "-t", "AdmOrderConf", "-m", "get")
+    assert missing.rc == 1 and "code 22 (QUERY_NOT_FOUND)" in missing.err, missing.err  # nothing was stored
+    t.ok("updateOrderConf", "-t", "AdmOrderConf", "-m", "put", "-v", f"{t.broker_name}:4")
+    assert t.ok("updateOrderConf", "-t", "AdmOrderConf", "-m", "get", "--json").json == \
+        {"topic": "AdmOrderConf", "orderConf": f"{t.broker_name}:4"}
+    t.ok("updateOrderConf", "-t", "AdmOrderConf", "-m", "delete")
+    assert t.run("updateOrderConf", "-t", "AdmOrderConf", "-m", "get").rc == 1

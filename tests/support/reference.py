@@ -282,14 +282,16 @@ def mqadmin(args: list[str], *, timeout_s: float = 60, home: Path | None = None)
 def run_java_driver(driver: str, args: list[str], *, timeout_s: float = 120, workdir: Path | None = None,
                     background: bool = False, jvm_args: list[str] | None = None):
     """Runs one of tests/reference/drivers/*.java as a single-file source program against the
-    official 4.9.8 Java client. Returns CompletedProcess, or the Popen when ``background``.
+    official 4.9.8 Java client. Returns CompletedProcess, or the Popen when ``background``
+    (its stdin a pipe, for drivers that wait for the test's word).
     ``jvm_args``: more JVM options (system properties such as ``-Dtls.enable=true``)."""
     src = DRIVERS_DIR / driver
     logroot = Path(workdir or os.environ.get("TMPDIR", "/tmp")) / "java-client-logs"
     argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={logroot}",
             "-Drocketmq.client.logLevel=WARN", *(jvm_args or []), "-cp", client_classpath(), str(src), *args]
     if background:
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
 
 
