@@ -11,11 +11,11 @@ held 3.5 GB. Here:
 - what all streams hold (popped and not yet written, the pending writes included) is
   bounded by one :class:`OutboundBudget` (``grpcReceiveBufferBytes``); a receive waits for
   room within its long-polling time, else it is answered ``TOO_MANY_REQUESTS``;
-- a write still pending after ``WRITE_STALL_S`` ends the stream: the messages not written
-  (the pending one too, as its peer may never read it) are made visible again at once, as
-  the proxy does with the messages of a write that failed. The pending write's bytes stay
-  counted until grpc is done with them (the peer reads, or the call or connection ends),
-  because until then grpc holds them.
+- a write still pending after ``WRITE_STALL_S`` gives up on the peer: the messages not
+  written (the pending one too, as its peer may never read it) are made visible again at
+  once, as the proxy does with the messages of a write that failed, and the stream writes
+  no more. The pending write is left to finish (the peer reads, or the call or connection
+  ends) and its bytes stay counted until then, because until then grpc holds them.
 """
 from __future__ import annotations
 

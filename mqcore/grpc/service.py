@@ -75,6 +75,43 @@ class ClientState:
     last_seen_ms: int = 0
 
 
+class _Delivery:
+    """The messages of one ReceiveMessage stream not yet delivered: ``held`` (popped, not
+    handed to grpc: counted in the receive buffer), ``current`` (being written) and
+    ``unwritten`` (handed to grpc, its call ended first)."""
+
+    def __init__(self, svc: MessagingService, group: str, held: list[Popped]) -> None:
+        self.svc = svc
+        self.group = group
+        self.held = held
+        self.current: Popped | None = None
+        self.unwritten: list[Popped] = []
+        #: the peer stopped reading: what was not delivered went back, the stream writes no more
+        self.abandoned = False
+
+    def stall(self) -> None:
+        """A write pending too long: ``held`` and ``current`` are visible again now (the
+        current one's bytes stay counted until its write ends)."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        back = self.held + ([self.current] if self.current is not None else [])
+        self.svc.ep.receive_budget.release(sum(p.message.store_size for p in self.held))
+        self.held = []
+        self.svc._release(self.group, back)
+
+    def give_back(self) -> None:
+        """The stream ended: what it did not deliver is visible again."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        if self.held:
+            self.svc.ep.receive_budget.release(sum(p.message.store_size for p in self.held))
+        if self.held or self.unwritten:
+            self.svc._release(self.group, self.unwritten + self.held)
+        self.held = []
+
+
 class Endpoint(Protocol):
     """What the servicer reads of ``mqcore.grpc.server.GrpcEndpoint``, which builds it when it
     starts (typed here by shape: importing the server module back would be a cycle)."""
@@ -110,8 +147,6 @@ class MessagingService:
         self.outboxes = tx.Outboxes()
         #: the broker's put pool under SYNC_FLUSH (a put may wait for its fsync); None: puts run inline
         self.pool: concurrent.futures.Executor | None = None
-        #: writes of streams that gave up on their peer, kept until grpc is done with them
-        self._pending_writes: set[asyncio.Future[Any]] = set()
 
     async def _put(self, msg: MessageExtBrokerInner, put: Put | None = None) -> PutMessageResult:
         put = put or self.src.store.put_message
@@ -313,7 +348,8 @@ class MessagingService:
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         cid = self._client_id(context)
         state = self.clients.pop(cid, None) if cid else None
-        log.info("5.x client %s (%s) terminated", cid, state.group if state else "-")
+        if state is not None:  # a client never seen (or seen off already) is not worth a line each time
+            log.info("5.x client %s (%s) terminated", cid, state.group or "-")
         return self.s.NotifyClientTerminationResponse(status=self.status())
 
     # --- send ------------------------------------------------------------------------------------------
@@ -533,7 +569,7 @@ class MessagingService:
         batch = request.batch_size
 
         async def chunk(count: int, wait_s: float) -> list[Popped] | None:
-            popped = await self._pop_chunk(group, tc, first, count, expression, invisible, fifo, wait_s)
+            popped = await self._pop_chunk(context, group, tc, first, count, expression, invisible, fifo, wait_s)
             if popped and context.done():  # the call ended while waiting for room: nothing for it
                 self.ep.receive_budget.release(sum(p.message.store_size for p in popped))
                 self._release(group, popped)
@@ -563,22 +599,18 @@ class MessagingService:
         broker_name = self.src.settings().broker_name
         budget = self.ep.receive_budget
         delivered = delivered_bytes = 0
-        held = list(popped)  # popped, not yet handed to grpc: made visible again if the stream ends early
-        #: handed to grpc and not written (the peer stopped reading, or the call ended): visible again
-        #: too, their bytes counted until grpc lets go of them (``_hold``)
-        unwritten: list[Popped] = []
+        st = _Delivery(self, group, popped)
         try:
-            if not await self._write(context, self.s.ReceiveMessageResponse(status=self.status())):
-                return
-            while held:
+            await self._watched_write(context, self.s.ReceiveMessageResponse(status=self.status()), st)
+            while st.held and not st.abandoned:
                 if renew_cid is not None:
                     # a push consumer: its listener may run longer than the invisible duration; the
                     # endpoint renews these while the client is alive, as the proxy does
                     until = self.clock() + self.ep.renew_max_ms
-                    for p in held:
+                    for p in st.held:
                         p.flight.renew_client, p.flight.renew_until_ms = renew_cid, until
-                while held:
-                    p = held[0]
+                while st.held and not st.abandoned:
+                    p = st.held.pop(0)
                     f = p.flight
                     handle = PopHandle(f.ck_offset, f.pop_time_ms, invisible, revive_qid, topic_type(p.store_topic),
                                        broker_name, p.queue_id, f.queue_offset, f.commitlog_offset).encode()
@@ -586,29 +618,31 @@ class MessagingService:
                         d, p.message, topic=shown, namespace=ns, receipt_handle=handle, invisible_ms=invisible,
                         attempt=f.attempt))
                     size = p.message.store_size
-                    held.pop(0)
-                    unwritten.append(p)
-                    if not await self._write(context, response, size):
-                        return  # the peer is not reading: this one and ``held`` come back below
-                    unwritten.pop()
+                    try:
+                        await self._watched_write(context, response, st, p)
+                    except BaseException:
+                        st.unwritten.append(p)  # the call ended: not delivered
+                        raise
+                    finally:
+                        budget.release(size)  # grpc is done with it, written or not
+                    if st.abandoned:
+                        break  # it was given back while pending (the peer may still read it: a duplicate)
                     delivered += 1
                     delivered_bytes += size
                 # the peer took all it was given: the next chunk, if the batch wants more and room is there now
-                if delivered < batch:
-                    held = await chunk(batch - delivered, 0) or []
-            ts = self.s.ReceiveMessageResponse()
-            ts.delivery_timestamp.FromMilliseconds(self.clock())
-            await self._write(context, ts)
+                if delivered < batch and not st.abandoned:
+                    st.held = await chunk(batch - delivered, 0) or []
+            if not st.abandoned:
+                ts = self.s.ReceiveMessageResponse()
+                ts.delivery_timestamp.FromMilliseconds(self.clock())
+                await self._write(context, ts)
         finally:
-            if held:
-                budget.release(sum(p.message.store_size for p in held))
-            if held or unwritten:
-                self._release(group, unwritten + held)
+            st.give_back()
             if delivered:
                 self.src.stats.on_delivered(group, topic, delivered, delivered_bytes)
 
-    async def _pop_chunk(self, group: str, tc: TopicView, first: int, count: int, expression: Sql92Filter | str,
-                         invisible: int, fifo: bool, wait_s: float) -> list[Popped] | None:
+    async def _pop_chunk(self, context: Any, group: str, tc: TopicView, first: int, count: int,
+                         expression: Sql92Filter | str, invisible: int, fifo: bool, wait_s: float) -> list[Popped] | None:
         """Up to ``count`` messages, at most ``STREAM_CHUNK_BYTES`` of them (a larger one alone),
         counted in the receive buffer; None when the buffer has no room within ``wait_s``."""
         budget = self.ep.receive_budget
@@ -616,6 +650,9 @@ class MessagingService:
         reserve = self.src.store_config().max_message_size_bytes + RECORD_OVERHEAD_BYTES
         if not await budget.reserve(reserve, wait_s):
             return None
+        if context.done():  # the call ended while it waited (grpc cancels the handler only later)
+            budget.release(min(reserve, budget.limit))
+            return []
         topic = tc.topic_name
         while True:
             n = tc.read_queue_nums
@@ -633,45 +670,28 @@ class MessagingService:
             budget.release(min(reserve, budget.limit) - size)
         return popped
 
-    async def _write(self, context: Any, response: Any, size: int = 0) -> bool:
-        """Write one response; False when it is still pending after ``WRITE_STALL_S`` (the peer
-        does not read). ``size``: bytes of the receive buffer it holds, given back once grpc is
-        done with the message (written, or the call gone), which for a stalled write is later."""
-        budget = self.ep.receive_budget
-        task = asyncio.ensure_future(context.write(response))
+    async def _write(self, context: Any, response: Any) -> None:
+        """A response that holds no message (a status, the closing timestamp)."""
+        await context.write(response)
+
+    async def _watched_write(self, context: Any, response: Any, st: _Delivery, current: Popped | None = None) -> None:
+        """Write while a timer watches: pending after ``WRITE_STALL_S`` (the peer does not read),
+        the stream gives its messages back (``_Delivery.stall``). The write itself is left to
+        finish (the peer reads, or the call ends), since until then grpc holds the message."""
+        st.current = current
+        timer = asyncio.get_running_loop().call_later(WRITE_STALL_S, st.stall)
         try:
-            done, _ = await asyncio.wait((task,), timeout=WRITE_STALL_S)
-        except asyncio.CancelledError:
-            self._hold(task, size)
-            raise
-        if not done:
-            self._hold(task, size)
-            return False
-        budget.release(size)
-        task.result()  # a write that failed (the call ended) ends the stream
-        return True
-
-    def _hold(self, task: asyncio.Future[Any], size: int) -> None:
-        """A write left pending: grpc keeps its message until the peer reads it or the call ends."""
-        budget = self.ep.receive_budget
-        self._pending_writes.add(task)
-
-        def done(t: asyncio.Future[Any]) -> None:
-            self._pending_writes.discard(t)
-            budget.release(size)
-            if not t.cancelled():
-                t.exception()  # retrieved: a write to a call that ended is expected here
-
-        task.add_done_callback(done)
+            await context.write(response)
+        finally:
+            timer.cancel()
+            st.current = None
 
     def _release(self, group: str, held: list[Popped]) -> None:
         """Messages popped for a stream that ended before writing them: visible again now
         (a copy in the retry queue, or in place in a FIFO queue), as the proxy nacks the
         messages of a write that failed."""
         for p in held:
-            flight = self.pop.change_invisible(group, p.store_topic, p.queue_id, p.flight.queue_offset, 0)
-            if flight is not None:
-                flight.renew_client = None
+            self.pop.give_back(group, p.store_topic, p.queue_id, p.flight.queue_offset)
         log.debug("%d message(s) popped for %s not written: visible again", len(held), group)
 
     async def _fifo_dead_letters(self, group: str, topic: str,

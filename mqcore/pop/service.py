@@ -86,6 +86,8 @@ class Inflight:
     renew_client: str | None = None
     #: renewed no later than this
     renew_until_ms: int = 0
+    #: given back without reaching its consumer (``give_back``): its revive is no delivery attempt
+    undelivered: bool = False
 
 
 class PopQueue:
@@ -408,6 +410,22 @@ class PopService:
         self._move_deadline(group, topic, queue_id, flight, invisible_ms)
         return flight
 
+    def give_back(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """A message popped for a consumer that never got it (its stream stalled or ended
+        first): visible again now, and not counted as a delivery, so a consumer that keeps
+        not reading cannot walk messages to the DLQ. (After a restart the journal has only
+        the new deadline: it then counts as one.)"""
+        flight = self.change_invisible(group, topic, queue_id, queue_offset, 0)
+        if flight is None:
+            return
+        flight.renew_client = None
+        q = self.queue(group, topic, queue_id)
+        if q.orderly:  # handed out again in place: this pop's attempt is taken back
+            if q.attempts.get(queue_offset, 0) > 0:
+                q.attempts[queue_offset] -= 1
+        else:
+            flight.undelivered = True
+
     def _move_deadline(self, group: str, topic: str, queue_id: int, flight: Inflight, invisible_ms: int) -> None:
         now = self.clock()
         if flight.ck_at >= 0:  # as RocketMQ does: a CK of this message alone, then an ACK of the old one
@@ -474,16 +492,17 @@ class PopService:
         return found[0]
 
     def revive_copy(self, group: str, origin_topic: str, msg: MessageExt,
-                    max_attempts: int) -> MessageExtBrokerInner:
+                    max_attempts: int, undelivered: bool = False) -> MessageExtBrokerInner:
         """The copy of a message whose invisible duration ran out: the retry queue, or the DLQ
-        once ``max_attempts`` deliveries were made."""
+        once ``max_attempts`` deliveries were made. ``undelivered``: the last pop never reached
+        a consumer (``give_back``), so it is not one of them."""
         props = dict(msg.properties)
         props.pop(Prop.DELAY, None)
         props.pop(Prop.CLUSTER, None)
         props.setdefault(Prop.RETRY_TOPIC, origin_topic)
         props.setdefault(Prop.ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         props[Prop.WAIT] = "false"
-        attempts_made = msg.reconsume_times + 1
+        attempts_made = msg.reconsume_times + (0 if undelivered else 1)
         if attempts_made >= max_attempts:
             topic = dlq_topic(group)
             self.src.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
@@ -515,7 +534,8 @@ class PopService:
             if msg is not None:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith(RETRY_PREFIX) \
                     else store_topic
-                copy = self.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1)
+                copy = self.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1,
+                                        flight.undelivered)
                 result = await self.put(copy)
                 self.src.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
                 if not result.status.stored:
