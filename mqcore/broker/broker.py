@@ -214,6 +214,7 @@ class Broker:
             self._clock_moved = asyncio.Event()
             self.clock.subscribe(self.clock_advanced)
         if self.cfg.grpc_server_enable:  # first: without mqcore[grpc] this stops with the install hint
+            from mqcore.grpc.server import REQUEST_OVERHEAD_BYTES as GRPC_REQUEST_OVERHEAD
             from mqcore.grpc.server import GrpcConfig, GrpcEndpoint
             from mqcore.grpc.tls import TlsMode as GrpcTlsMode
             self.grpc = GrpcEndpoint(self.grpc_source(), GrpcConfig(host=self.cfg.listen_host, port=self.cfg.grpc_server_port,
@@ -223,7 +224,11 @@ class Broker:
                                                       tls_cert=self.cfg.grpc_server_tls_cert,
                                                       tls_key=self.cfg.grpc_server_tls_key,
                                                       store_dir=self.store_config.store_path,
-                                                      max_delay_ms=self.store_config.timer_max_delay_sec * 1000))
+                                                      max_delay_ms=self.store_config.timer_max_delay_sec * 1000,
+                                                      max_receive_message_bytes=self.cfg.grpc_max_inbound_message_size
+                                                      or self.store_config.max_message_size_bytes
+                                                      + GRPC_REQUEST_OVERHEAD,
+                                                      receive_buffer_bytes=self.cfg.grpc_receive_buffer_bytes))
         self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served

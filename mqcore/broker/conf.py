@@ -120,6 +120,9 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "grpcServerTlsMode": ("grpc_server_tls_mode", _str),
     "grpcServerTlsCert": ("grpc_server_tls_cert", _str),
     "grpcServerTlsKey": ("grpc_server_tls_key", _str),
+    "grpcReceiveBufferBytes": ("grpc_receive_buffer_bytes", _int),
+    # the proxy's key (it defaults to 130 MiB; mqcore to one message's worth, see the field)
+    "grpcMaxInboundMessageSize": ("grpc_max_inbound_message_size", _int),
     # the proxy's names for the same files
     "tlsCertPath": ("grpc_server_tls_cert", _str),
     "tlsKeyPath": ("grpc_server_tls_key", _str),

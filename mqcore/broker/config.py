@@ -128,6 +128,14 @@ class BrokerConfig:
     grpc_server_tls_cert: str | None = None
     #: the private key (PEM) of grpcServerTlsCert
     grpc_server_tls_key: str | None = None
+    #: the largest gRPC request taken in, in bytes (the proxy's grpcMaxInboundMessageSize, whose
+    #: 130 MiB default fits 32 messages of 4 MiB); 0: maxMessageSize + 1 MiB, one message with its
+    #: headers. A larger request is refused by grpc (RESOURCE_EXHAUSTED) before it is parsed
+    grpc_max_inbound_message_size: int = 0
+    #: bytes of messages all 5.x ReceiveMessage streams may hold together, popped and not yet
+    #: written to their consumers; a receive finding no room within its long polling answers
+    #: TOO_MANY_REQUESTS (consumers that stop reading cannot make the broker hold more)
+    grpc_receive_buffer_bytes: int = 8 * 1024 * 1024
     #: TLS on the 4.x remoting port and the embedded name server's (tls.server.mode): disabled,
     #: permissive (TLS and plaintext on one port) or enforcing (TLS only). Apache's default is
     #: permissive; mqcore's is disabled, so a plain start needs no certificate
@@ -192,6 +200,10 @@ class BrokerConfig:
             raise FieldConfigError("grpc_min_invisible_time_ms", "must be in 0..43200000 ms (12 h)")
         if not 0 < self.grpc_default_invisible_time_ms <= _TWELVE_HOURS_MS:
             raise FieldConfigError("grpc_default_invisible_time_ms", "must be in 1..43200000 ms (12 h)")
+        if not 0 <= self.grpc_max_inbound_message_size < 2 ** 31:
+            raise FieldConfigError("grpc_max_inbound_message_size", "must be in 0..2147483647 (0: maxMessageSize + 1 MiB)")
+        if self.grpc_receive_buffer_bytes <= 0:
+            raise FieldConfigError("grpc_receive_buffer_bytes", "must be positive")
         if (self.broker_access_key is None) != (self.broker_secret_key is None):
             raise FieldConfigError("broker_access_key", "brokerAccessKey and brokerSecretKey go together")
         if self.grpc_server_tls_mode.strip().lower() not in ("disabled", "permissive", "enforcing"):

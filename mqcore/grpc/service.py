@@ -24,6 +24,7 @@ from mqcore.filter.sql92 import Sql92Filter, compile_sql92
 from mqcore.format.properties import has_separator
 from mqcore.grpc.convert import (PROP_SHARDING_KEY, PROP_TRACE_CONTEXT, SYSTEM_PROPERTY_KEYS, duration_ms, timestamp_ms,
                                  to_pb)
+from mqcore.grpc.flow import STREAM_CHUNK_BYTES, WRITE_STALL_S, OutboundBudget
 from mqcore.grpc.source import GrpcSource, TopicView
 from mqcore.format.timer import PROP_TIMER_DELIVER_MS
 from mqcore.store.timer.recall import build_recall_handle, check_recall, recall_marker
@@ -50,6 +51,8 @@ MAX_MESSAGE_GROUP_LENGTH = 64
 DEFAULT_LONG_POLLING_MS = 30_000
 #: a receive answers this long before the client's deadline so the answer still arrives
 DEADLINE_MARGIN_MS = 1_000
+#: a stored record's bytes beyond its body at most (header, topic, properties: 32 KiB at most)
+RECORD_OVERHEAD_BYTES = 64 * 1024
 _TAG_FORBIDDEN = re.compile(r"[|\x00-\x1f]")
 
 
@@ -72,6 +75,43 @@ class ClientState:
     last_seen_ms: int = 0
 
 
+class _Delivery:
+    """The messages of one ReceiveMessage stream not yet delivered: ``held`` (popped, not
+    handed to grpc: counted in the receive buffer), ``current`` (being written) and
+    ``unwritten`` (handed to grpc, its call ended first)."""
+
+    def __init__(self, svc: MessagingService, group: str, held: list[Popped]) -> None:
+        self.svc = svc
+        self.group = group
+        self.held = held
+        self.current: Popped | None = None
+        self.unwritten: list[Popped] = []
+        #: the peer stopped reading: what was not delivered went back, the stream writes no more
+        self.abandoned = False
+
+    def stall(self) -> None:
+        """A write pending too long: ``held`` and ``current`` are visible again now (the
+        current one's bytes stay counted until its write ends)."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        back = self.held + ([self.current] if self.current is not None else [])
+        self.svc.ep.receive_budget.release(sum(p.message.store_size for p in self.held))
+        self.held = []
+        self.svc._release(self.group, back)
+
+    def give_back(self) -> None:
+        """The stream ended: what it did not deliver is visible again."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        if self.held:
+            self.svc.ep.receive_budget.release(sum(p.message.store_size for p in self.held))
+        if self.held or self.unwritten:
+            self.svc._release(self.group, self.unwritten + self.held)
+        self.held = []
+
+
 class Endpoint(Protocol):
     """What the servicer reads of ``mqcore.grpc.server.GrpcEndpoint``, which builds it when it
     starts (typed here by shape: importing the server module back would be a cycle)."""
@@ -83,6 +123,8 @@ class Endpoint(Protocol):
     max_long_polling_ms: int
     max_delay_ms: int
     retry_delays_ms: list[int]
+    #: what all ReceiveMessage streams may hold, popped and not yet written (mqcore.grpc.flow)
+    receive_budget: OutboundBudget
 
     def client_address(self, context: Any) -> tuple[str, int] | None: ...
     def wake(self) -> None: ...
@@ -306,7 +348,8 @@ class MessagingService:
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         cid = self._client_id(context)
         state = self.clients.pop(cid, None) if cid else None
-        log.info("5.x client %s (%s) terminated", cid, state.group if state else "-")
+        if state is not None:  # a client never seen (or seen off already) is not worth a line each time
+            log.info("5.x client %s (%s) terminated", cid, state.group or "-")
         return self.s.NotifyClientTerminationResponse(status=self.status())
 
     # --- send ------------------------------------------------------------------------------------------
@@ -506,12 +549,15 @@ class MessagingService:
             polling = max(0, min(polling, int(remaining * 1000) - DEADLINE_MARGIN_MS))
         return group, tc, invisible, expression, polling
 
-    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+    async def ReceiveMessage(self, request: Any, context: Any) -> None:
+        """Written with ``context.write`` rather than yielded: each write is watched for a
+        peer that stopped reading (``mqcore.grpc.flow``), and what is not written is made
+        visible again."""
         d = self.d
         try:
             group, tc, invisible, expression, polling = self._receive_args(request, context)
         except Refused as r:
-            yield self.s.ReceiveMessageResponse(status=self.status(r.code, r.message))
+            await self._write(context, self.s.ReceiveMessageResponse(status=self.status(r.code, r.message)))
             return
         topic = tc.topic_name
         retry = pop_retry_topic(group, topic)
@@ -520,44 +566,133 @@ class MessagingService:
         fifo = self.src.groups.consume_orderly(group)
         arrivals = self.arrivals
         assert arrivals is not None  # set by GrpcEndpoint.start before the server serves
+        batch = request.batch_size
+
+        async def chunk(count: int, wait_s: float) -> list[Popped] | None:
+            popped = await self._pop_chunk(context, group, tc, first, count, expression, invisible, fifo, wait_s)
+            if popped and context.done():  # the call ended while waiting for room: nothing for it
+                self.ep.receive_budget.release(sum(p.message.store_size for p in popped))
+                self._release(group, popped)
+                return []
+            return popped
+
         while True:
             since = arrivals.generation([topic, retry])
-            n = tc.read_queue_nums
-            popped = self.pop.pop_topic(group, topic, [(first + i) % n for i in range(n)], request.batch_size,
-                                        expression, invisible, fifo)
-            if fifo and popped:
-                popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
-                if forwarded and not popped:
-                    continue  # those were done with: the queue may have more
+            popped = await chunk(batch, max(0, deadline - self.clock()) / 1000)
+            if popped is None:  # no room in the receive buffer within the polling time
+                await self._write(context, self.s.ReceiveMessageResponse(status=self.status(
+                    d.TOO_MANY_REQUESTS, "the broker's receive buffer (grpcReceiveBufferBytes) is full, "
+                                         "held by streams whose consumers do not read: try again")))
+                return
             left = deadline - self.clock()
             if popped or left <= 0:
                 break
             await arrivals.wait([topic, retry], left / 1000, since)
         if not popped:
-            yield self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND, "no new message"))
+            await self._write(context, self.s.ReceiveMessageResponse(status=self.status(d.MESSAGE_NOT_FOUND,
+                                                                                        "no new message")))
             return
-        if request.auto_renew:
-            # a push consumer: its listener may run longer than the invisible duration; the
-            # endpoint renews these while the client is alive, as the proxy does
-            cid, until = self._client_id(context), self.clock() + self.ep.renew_max_ms
-            for p in popped:
-                p.flight.renew_client, p.flight.renew_until_ms = cid, until
-        self.src.stats.on_delivered(group, topic, len(popped), sum(p.message.store_size for p in popped))
-        yield self.s.ReceiveMessageResponse(status=self.status())
+        renew_cid = self._client_id(context) if request.auto_renew else None
         ns = request.message_queue.topic.resource_namespace
         shown = request.message_queue.topic.name
         revive_qid = POP_ORDER_REVIVE_QUEUE if fifo else 0
         broker_name = self.src.settings().broker_name
-        for p in popped:
-            f = p.flight
-            handle = PopHandle(f.ck_offset, f.pop_time_ms, invisible, revive_qid, topic_type(p.store_topic), broker_name,
-                               p.queue_id, f.queue_offset, f.commitlog_offset).encode()
-            yield self.s.ReceiveMessageResponse(message=to_pb(d, p.message, topic=shown, namespace=ns,
-                                                              receipt_handle=handle, invisible_ms=invisible,
-                                                              attempt=f.attempt))
-        ts = self.s.ReceiveMessageResponse()
-        ts.delivery_timestamp.FromMilliseconds(self.clock())
-        yield ts
+        budget = self.ep.receive_budget
+        delivered = delivered_bytes = 0
+        st = _Delivery(self, group, popped)
+        try:
+            await self._watched_write(context, self.s.ReceiveMessageResponse(status=self.status()), st)
+            while st.held and not st.abandoned:
+                if renew_cid is not None:
+                    # a push consumer: its listener may run longer than the invisible duration; the
+                    # endpoint renews these while the client is alive, as the proxy does
+                    until = self.clock() + self.ep.renew_max_ms
+                    for p in st.held:
+                        p.flight.renew_client, p.flight.renew_until_ms = renew_cid, until
+                while st.held and not st.abandoned:
+                    p = st.held.pop(0)
+                    f = p.flight
+                    handle = PopHandle(f.ck_offset, f.pop_time_ms, invisible, revive_qid, topic_type(p.store_topic),
+                                       broker_name, p.queue_id, f.queue_offset, f.commitlog_offset).encode()
+                    response = self.s.ReceiveMessageResponse(message=to_pb(
+                        d, p.message, topic=shown, namespace=ns, receipt_handle=handle, invisible_ms=invisible,
+                        attempt=f.attempt))
+                    size = p.message.store_size
+                    try:
+                        await self._watched_write(context, response, st, p)
+                    except BaseException:
+                        st.unwritten.append(p)  # the call ended: not delivered
+                        raise
+                    finally:
+                        budget.release(size)  # grpc is done with it, written or not
+                    if st.abandoned:
+                        break  # it was given back while pending (the peer may still read it: a duplicate)
+                    delivered += 1
+                    delivered_bytes += size
+                # the peer took all it was given: the next chunk, if the batch wants more and room is there now
+                if delivered < batch and not st.abandoned:
+                    st.held = await chunk(batch - delivered, 0) or []
+            if not st.abandoned:
+                ts = self.s.ReceiveMessageResponse()
+                ts.delivery_timestamp.FromMilliseconds(self.clock())
+                await self._write(context, ts)
+        finally:
+            st.give_back()
+            if delivered:
+                self.src.stats.on_delivered(group, topic, delivered, delivered_bytes)
+
+    async def _pop_chunk(self, context: Any, group: str, tc: TopicView, first: int, count: int,
+                         expression: Sql92Filter | str, invisible: int, fifo: bool, wait_s: float) -> list[Popped] | None:
+        """Up to ``count`` messages, at most ``STREAM_CHUNK_BYTES`` of them (a larger one alone),
+        counted in the receive buffer; None when the buffer has no room within ``wait_s``."""
+        budget = self.ep.receive_budget
+        # a pop may return one record as large as the largest message: room for that first
+        reserve = self.src.store_config().max_message_size_bytes + RECORD_OVERHEAD_BYTES
+        if not await budget.reserve(reserve, wait_s):
+            return None
+        if context.done():  # the call ended while it waited (grpc cancels the handler only later)
+            budget.release(min(reserve, budget.limit))
+            return []
+        topic = tc.topic_name
+        while True:
+            n = tc.read_queue_nums
+            popped = self.pop.pop_topic(group, topic, [(first + i) % n for i in range(n)], count, expression,
+                                        invisible, fifo, max_bytes=STREAM_CHUNK_BYTES)
+            if fifo and popped:
+                popped, forwarded = await self._fifo_dead_letters(group, topic, popped)
+                if forwarded and not popped:
+                    continue  # those were done with: the queue may have more
+            break
+        size = sum(p.message.store_size for p in popped)
+        if size > min(reserve, budget.limit):
+            budget.take(size - min(reserve, budget.limit))
+        else:
+            budget.release(min(reserve, budget.limit) - size)
+        return popped
+
+    async def _write(self, context: Any, response: Any) -> None:
+        """A response that holds no message (a status, the closing timestamp)."""
+        await context.write(response)
+
+    async def _watched_write(self, context: Any, response: Any, st: _Delivery, current: Popped | None = None) -> None:
+        """Write while a timer watches: pending after ``WRITE_STALL_S`` (the peer does not read),
+        the stream gives its messages back (``_Delivery.stall``). The write itself is left to
+        finish (the peer reads, or the call ends), since until then grpc holds the message."""
+        st.current = current
+        timer = asyncio.get_running_loop().call_later(WRITE_STALL_S, st.stall)
+        try:
+            await context.write(response)
+        finally:
+            timer.cancel()
+            st.current = None
+
+    def _release(self, group: str, held: list[Popped]) -> None:
+        """Messages popped for a stream that ended before writing them: visible again now
+        (a copy in the retry queue, or in place in a FIFO queue), as the proxy nacks the
+        messages of a write that failed."""
+        for p in held:
+            self.pop.give_back(group, p.store_topic, p.queue_id, p.flight.queue_offset)
+        log.debug("%d message(s) popped for %s not written: visible again", len(held), group)
 
     async def _fifo_dead_letters(self, group: str, topic: str,
                                  popped: list[Popped]) -> tuple[list[Popped], int]:

@@ -86,6 +86,8 @@ class Inflight:
     renew_client: str | None = None
     #: renewed no later than this
     renew_until_ms: int = 0
+    #: given back without reaching its consumer (``give_back``): its revive is no delivery attempt
+    undelivered: bool = False
 
 
 class PopQueue:
@@ -230,15 +232,16 @@ class PopService:
 
     # --- receive ---------------------------------------------------------------------------------
     def pop(self, group: str, topic: str, queue_id: int, max_count: int,
-            expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+            expression: str | Sql92Filter, invisible_ms: int, max_bytes: int | None = None) -> list[Popped]:
         """Up to ``max_count`` messages, made invisible for ``invisible_ms``; ``expression`` is
-        a tag expression ("*", "a || b") or a compiled SQL92 filter."""
+        a tag expression ("*", "a || b") or a compiled SQL92 filter. ``max_bytes``: stop once
+        the messages taken reach that many stored bytes (the first one is always taken)."""
         q = self.queue(group, topic, queue_id)
         q.orderly = False  # the group may have stopped being a FIFO group: expired ones are revived again
-        return self._take(q, group, topic, queue_id, max_count, expression, invisible_ms)
+        return self._take(q, group, topic, queue_id, max_count, expression, invisible_ms, max_bytes)
 
     def pop_orderly(self, group: str, topic: str, queue_id: int, max_count: int,
-                    expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+                    expression: str | Sql92Filter, invisible_ms: int, max_bytes: int | None = None) -> list[Popped]:
         """A FIFO group's receive (RocketMQ 5's orderly pop): while any message handed out
         from this queue is in flight and still invisible, the queue hands out nothing, so a
         later message of a message group never overtakes an earlier one. When all of them
@@ -253,21 +256,26 @@ class PopService:
                 return []
             q.next = min(q.inflight)
             q.inflight.clear()  # their deadline entries are stale now: ``due`` skips them
-        return self._take(q, group, topic, queue_id, max_count, expression, invisible_ms)
+        return self._take(q, group, topic, queue_id, max_count, expression, invisible_ms, max_bytes)
 
     def pop_topic(self, group: str, topic: str, queue_ids: range | list[int], batch: int,
-                  expression: str | Sql92Filter, invisible_ms: int, orderly: bool = False) -> list[Popped]:
+                  expression: str | Sql92Filter, invisible_ms: int, orderly: bool = False,
+                  max_bytes: int | None = None) -> list[Popped]:
         """One receive of a topic: the group's retry copies first (they waited longest), then
-        ``queue_ids`` in order, until ``batch`` messages are out."""
+        ``queue_ids`` in order, until ``batch`` messages are out (or, with ``max_bytes``, that
+        many stored bytes: a message larger than what is left is taken only as the first)."""
         take = self.pop_orderly if orderly else self.pop
         out: list[Popped] = []
+        size = 0
         retry = pop_retry_topic(group, topic)
-        if self.src.topics.get(retry) is not None:
-            out += take(group, retry, 0, batch, expression, invisible_ms)
-        for qid in queue_ids:
-            if len(out) >= batch:
+        queues = ([(retry, 0)] if self.src.topics.get(retry) is not None else []) + [(topic, q) for q in queue_ids]
+        for store_topic, qid in queues:
+            if len(out) >= batch or (max_bytes is not None and size >= max_bytes):
                 break
-            out += take(group, topic, qid, batch - len(out), expression, invisible_ms)
+            got = take(group, store_topic, qid, batch - len(out), expression, invisible_ms,
+                       None if max_bytes is None else max(1, max_bytes - size))
+            out += got
+            size += sum(p.message.store_size for p in got)
         return out
 
     def is_orderly(self, group: str, topic: str, queue_id: int) -> bool:
@@ -281,7 +289,7 @@ class PopService:
         return max(0, self.src.store.get_max_offset_in_queue(topic, queue_id) - nxt)
 
     def _take(self, q: PopQueue, group: str, topic: str, queue_id: int, max_count: int,
-              expression: str | Sql92Filter, invisible_ms: int) -> list[Popped]:
+              expression: str | Sql92Filter, invisible_ms: int, max_bytes: int | None = None) -> list[Popped]:
         if isinstance(expression, Sql92Filter):  # a SQL92 receive: every record read, then matched
             sql, tags, codes = expression, None, None
         else:
@@ -291,8 +299,12 @@ class PopService:
         now = self.clock()
         out: list[Popped] = []
         start = q.next
-        while len(out) < max_count:
-            result = self.src.store.get_message(topic, queue_id, q.next, max_count - len(out), tag_codes=codes)
+        taken = 0  # stored bytes of the records read (``max_bytes`` counts them as the store does)
+        while len(out) < max_count and (max_bytes is None or taken < max_bytes):
+            # the store never exceeds its byte cap but for a first record larger than it
+            cap = None if max_bytes is None else max_bytes - taken
+            result = self.src.store.get_message(topic, queue_id, q.next, max_count - len(out), max_bytes=cap,
+                                                tag_codes=codes)
             status = result.status
             if status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
                 log.info("pop %s %s:%d offset %d out of range [%d, %d]: moved to %d", group, topic, queue_id,
@@ -305,6 +317,7 @@ class PopService:
                     q.next = result.next_begin_offset  # nothing wanted in that window: it is done
                     continue
                 break
+            taken += result.buffer_total_size if cap is not None else 0
             for buf in result.buffers:
                 for rec in self.src.store.k.decode_records(buf, 0, len(buf), 1 << 30, False):
                     msg = MessageExt.from_decoded(rec)
@@ -397,6 +410,22 @@ class PopService:
         self._move_deadline(group, topic, queue_id, flight, invisible_ms)
         return flight
 
+    def give_back(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """A message popped for a consumer that never got it (its stream stalled or ended
+        first): visible again now, and not counted as a delivery, so a consumer that keeps
+        not reading cannot walk messages to the DLQ. (After a restart the journal has only
+        the new deadline: it then counts as one.)"""
+        flight = self.change_invisible(group, topic, queue_id, queue_offset, 0)
+        if flight is None:
+            return
+        flight.renew_client = None
+        q = self.queue(group, topic, queue_id)
+        if q.orderly:  # handed out again in place: this pop's attempt is taken back
+            if q.attempts.get(queue_offset, 0) > 0:
+                q.attempts[queue_offset] -= 1
+        else:
+            flight.undelivered = True
+
     def _move_deadline(self, group: str, topic: str, queue_id: int, flight: Inflight, invisible_ms: int) -> None:
         now = self.clock()
         if flight.ck_at >= 0:  # as RocketMQ does: a CK of this message alone, then an ACK of the old one
@@ -463,16 +492,17 @@ class PopService:
         return found[0]
 
     def revive_copy(self, group: str, origin_topic: str, msg: MessageExt,
-                    max_attempts: int) -> MessageExtBrokerInner:
+                    max_attempts: int, undelivered: bool = False) -> MessageExtBrokerInner:
         """The copy of a message whose invisible duration ran out: the retry queue, or the DLQ
-        once ``max_attempts`` deliveries were made."""
+        once ``max_attempts`` deliveries were made. ``undelivered``: the last pop never reached
+        a consumer (``give_back``), so it is not one of them."""
         props = dict(msg.properties)
         props.pop(Prop.DELAY, None)
         props.pop(Prop.CLUSTER, None)
         props.setdefault(Prop.RETRY_TOPIC, origin_topic)
         props.setdefault(Prop.ORIGIN_MESSAGE_ID, msg.offset_msg_id)
         props[Prop.WAIT] = "false"
-        attempts_made = msg.reconsume_times + 1
+        attempts_made = msg.reconsume_times + (0 if undelivered else 1)
         if attempts_made >= max_attempts:
             topic = dlq_topic(group)
             self.src.topics.create_group_topic(topic, 1, PERM_READ | PERM_WRITE)
@@ -504,7 +534,8 @@ class PopService:
             if msg is not None:
                 origin = msg.properties.get(Prop.RETRY_TOPIC, store_topic) if store_topic.startswith(RETRY_PREFIX) \
                     else store_topic
-                copy = self.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1)
+                copy = self.revive_copy(group, origin, msg, self.src.groups.retry_max_times(group) + 1,
+                                        flight.undelivered)
                 result = await self.put(copy)
                 self.src.stats.on_send_back(group, copy.topic, result)  # counted as a 4.x send-back is
                 if not result.status.stored:
