@@ -88,6 +88,16 @@ cdef inline MappedFileCore _last_reserved(MappedFileQueueCore queue, type file_c
     return mf if mf.reserved else None
 
 
+cdef inline MappedFileCore _last_unit_file(MappedFileQueueCore queue, type file_class):
+    """The last consume-queue file when the unit at its write position is reserved (a
+    consume queue's blocks are reserved in steps ahead of it), else None."""
+    cdef list files = queue.files
+    if not files:
+        return None
+    cdef MappedFileCore mf = _as_file(files[len(files) - 1], file_class)
+    return mf if mf.reserved_end - mf.wrote_position >= CQ_UNIT_SIZE else None
+
+
 cdef inline MappedFileCore _index_target(IndexServiceCore index, type index_file_class, type file_class):
     """The file of IndexService.target_locked(), or None (its slots and entries are the
     service's, fixed)."""
@@ -531,11 +541,10 @@ cdef class StorePlainSends:
                     sys_flag = (<int64_t>item[3] & ~host_mask) | host_flag
                     queue_offset = offsets.get(key, 0)
                     # ConsumeQueue.next_unit_locked: the unit goes at the end of the last file
-                    unit_mf = _last_reserved(cq_files_c, file_class) if mf is not None else None
+                    unit_mf = _last_unit_file(cq_files_c, file_class) if mf is not None else None
                     if unit_mf is not None:
                         upos = unit_mf.wrote_position
-                        if unit_mf.file_from_offset + upos != queue_offset * CQ_UNIT_SIZE \
-                                or unit_mf.file_size - upos < CQ_UNIT_SIZE:
+                        if unit_mf.file_from_offset + upos != queue_offset * CQ_UNIT_SIZE:
                             unit_mf = None
                     size = 0
                     if unit_mf is not None:

@@ -144,7 +144,7 @@ cdef void _index_entry(unsigned char *b, Py_ssize_t slots, Py_ssize_t entries_at
 # (mqcore/store/hot_state.py) and their Python code keeps using the same attribute names.
 # Twins with the same names as __slots__ in _store_py.py.
 cdef class MappedFileCore:
-    cdef public int64_t file_from_offset, file_size, wrote_position, flushed_position
+    cdef public int64_t file_from_offset, file_size, wrote_position, flushed_position, reserved_end
     cdef public object buf, _view_lock
     cdef public bint reserved, _closed
 

@@ -507,8 +507,8 @@ def pull_lookup(cq: Any, commitlog: Any, offset: int, max_msg_nums: int, cap_cou
 class MappedFileCore:
     """``MappedFile``'s positions, buffer and flags."""
 
-    __slots__ = ("file_from_offset", "file_size", "wrote_position", "flushed_position", "buf", "_view_lock",
-                 "reserved", "_closed")
+    __slots__ = ("file_from_offset", "file_size", "wrote_position", "flushed_position", "reserved_end", "buf",
+                 "_view_lock", "reserved", "_closed")
 
 
 class MappedFileQueueCore:

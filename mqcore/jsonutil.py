@@ -230,6 +230,12 @@ def dumps_pretty(obj: Any) -> str:
     return "".join(_pretty(obj, 0))
 
 
+def dumps_pretty_at(obj: Any, depth: int) -> str:
+    """``dumps_pretty`` of a value nested ``depth`` levels deep in a larger document (its
+    inner lines indented for that depth), so a table can keep its entries' text and join it."""
+    return "".join(_pretty(obj, depth))
+
+
 def _pretty_scalar(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 

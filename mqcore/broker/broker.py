@@ -52,6 +52,7 @@ from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.store.timer.service import TimerMessageStore
 from mqcore.broker.processors.recall import RecallProcessor
 from mqcore.broker.stats import BrokerStats
+from mqcore.remoting.bodies import INCREMENTAL_REGISTRATION
 from mqcore.broker.topics import TopicConfigManager
 from mqcore.broker.transaction import TransactionService
 from mqcore.broker.validate import guarded, send_refusal
@@ -137,6 +138,8 @@ class Broker:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
         self._register_pending = False
+        #: registrations go one at a time (``register_all``)
+        self._register_lock = asyncio.Lock()
         self._services_started: list = []
         self._services: list = []  # extra services (delay levels, cleanup) with start()/shutdown()
         self.schedule = ScheduleMessageService(self.store, self.delay_offsets, clock=clock,
@@ -436,7 +439,7 @@ class Broker:
         as the Java broker registers a created topic before it answers (RocketMQ 5's proxy
         creates its system topics and looks for their routes at once)."""
         async def answer_after(response):
-            await self.register_all()
+            await self.register_all(incremental=True)
             return response
 
         def run(channel, request):
@@ -560,8 +563,7 @@ class Broker:
         self._services.append(service)
 
     # --- name server registration ------------------------------------------------------------------
-    def _register_body(self) -> bytes:
-        wrapper = self.topics.serialize_wrapper()
+    def _register_body(self, wrapper: dict, incremental: bool = False) -> bytes:
         perm = self.cfg.broker_permission
         if (perm & (PERM_READ | PERM_WRITE)) != (PERM_READ | PERM_WRITE):
             # a broker made read-only or write-only (updateBrokerConfig brokerPermission) announces
@@ -569,13 +571,29 @@ class Broker:
             for tc in wrapper["topicConfigTable"].values():
                 tc["perm"] = tc["perm"] & perm
         body = {"filterServerList": [], "topicConfigSerializeWrapper": wrapper}
+        if incremental:
+            # not a RocketMQ field (a Java name server ignores it): tells ours that the
+            # topics missing from this table were not deleted
+            body[INCREMENTAL_REGISTRATION] = True
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
-    async def register_all(self, refusal_is_fatal: bool = False) -> None:
+    async def register_all(self, refusal_is_fatal: bool = False, incremental: bool = False) -> None:
         """Register with every name server. ``refusal_is_fatal`` (the start): a name server
-        that refuses the registration for ACL reasons raises ``ConfigError``."""
-        self._register_pending = False
-        body = self._register_body()
+        that refuses the registration for ACL reasons raises ``ConfigError``. ``incremental``
+        (a topic created): only the topics changed since the last registration
+        (``TopicConfigManager.registration``), unless a whole-table registration is pending.
+        Registrations go one at a time, so each name server sees them in the order built."""
+        async with self._register_lock:
+            if incremental and self._register_pending:
+                incremental = False  # the scheduled whole table goes now, this change with it
+            if not incremental:
+                self._register_pending = False
+            wrapper, incremental = self.topics.registration(incremental)
+            if wrapper is None:
+                return  # sent by the registration that held the lock before this one
+            await self._register_locked(self._register_body(wrapper, incremental), refusal_is_fatal)
+
+    async def _register_locked(self, body: bytes, refusal_is_fatal: bool) -> None:
         header = RegisterBrokerRequestHeader(broker_name=self.cfg.broker_name, broker_addr=self.addr,
                                              cluster_name=self.cfg.broker_cluster_name,
                                              ha_server_addr=f"{self.cfg.broker_ip1}:{self.port + 1}",

@@ -9,11 +9,13 @@ fallback) is the store's :class:`~mqcore.store.config_files.JsonTable`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from mqcore.clock import system_clock_ms
 from mqcore.format import layout as L
+from mqcore.jsonutil import dumps_pretty_at
 from mqcore.store.config_files import (
     JsonTable,
     bean_from_json,
@@ -181,6 +183,10 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
         self.clock = clock
         self.data_version = DataVersion()
         self._table: dict[str, BeanT] = {}
+        #: each entry's text in the file (``dumps_pretty`` at its depth), kept until it changes:
+        #: a table written whole on every change (topics.json per topic created) would
+        #: otherwise encode every entry again each time
+        self._texts: dict[str, str] = {}
 
     def get(self, name: str) -> BeanT | None:
         with self._lock:
@@ -189,13 +195,16 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
 
     def put(self, bean: BeanT) -> None:
         with self._lock:
-            self._table[getattr(bean, self.name_attr)] = dataclasses.replace(bean)
+            name = getattr(bean, self.name_attr)
+            self._table[name] = dataclasses.replace(bean)
+            self._texts.pop(name, None)
             self.data_version.next(self.clock())
 
     def remove(self, name: str) -> bool:
         with self._lock:
             if self._table.pop(name, None) is None:
                 return False
+            self._texts.pop(name, None)
             self.data_version.next(self.clock())
             return True
 
@@ -210,6 +219,22 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
     def to_json_value(self) -> dict:
         return {"dataVersion": bean_to_json(self.data_version),
                 self.table_key: {k: self._bean_json(v) for k, v in self._table.items()}}
+
+    def to_json(self) -> str:
+        """``dumps_pretty(to_json_value())``, the same text, from the entries' kept texts."""
+        with self._lock:
+            texts = self._texts
+            entries = []
+            for name in sorted(self._table):  # dumps_pretty's order of string keys
+                text = texts.get(name)
+                if text is None:
+                    text = texts[name] = (f"\t\t{json.dumps(name, ensure_ascii=False)}:"
+                                          + dumps_pretty_at(self._bean_json(self._table[name]), 2))
+                entries.append(text)
+            version = dumps_pretty_at(bean_to_json(self.data_version), 1)
+        table = "{\n" + ",\n".join(entries) + "\n\t}" if entries else "{}"
+        # the two root keys in dumps_pretty's (sorted) order: "dataVersion" sorts before either table key
+        return f'{{\n\t"dataVersion":{version},\n\t{json.dumps(self.table_key)}:{table}\n}}'
 
     @staticmethod
     def _bean_json(bean: Any) -> dict:
@@ -228,6 +253,7 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
 
     def _replace_locked(self, value: tuple[DataVersion, dict[str, BeanT]]) -> None:
         self.data_version, self._table = value
+        self._texts = {}
 
 
 class TopicConfigTable(_VersionedBeanTable[TopicConfig]):

@@ -45,6 +45,10 @@ class TopicConfigManager:
         #: bumped by every change of a topic (load, update, delete): a reader that caches what
         #: it derived from topics (the send pipeline's routes) drops its cache when it moves
         self.version = 0
+        #: topics changed or added since the name servers were last sent the table
+        #: (``registration``), and whether one was deleted meanwhile
+        self._unregistered: set[str] = set()
+        self._deleted_unregistered = False
 
     def load(self) -> None:
         self.table.load()
@@ -92,12 +96,14 @@ class TopicConfigManager:
                 self.table.put(before)
             raise
         self._cache[tc.topic_name] = self.table.get(tc.topic_name)
+        self._unregistered.add(tc.topic_name)
         self.version += 1
         log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
                  tc.write_queue_nums, tc.perm)
 
     def delete(self, topic: str) -> bool:
         self._cache.pop(topic, None)
+        self._deleted_unregistered = True
         self.version += 1
         if not self.table.remove(topic):
             return False
@@ -129,3 +135,21 @@ class TopicConfigManager:
         """``TopicConfigSerializeWrapper`` for REGISTER_BROKER."""
         return {"dataVersion": bean_to_json(self.table.data_version),
                 "topicConfigTable": {n: bean_to_json(tc) for n, tc in self.table.snapshot().items()}}
+
+    def registration(self, incremental: bool) -> tuple[dict | None, bool]:
+        """The wrapper to register with and whether it holds only the topics changed since the
+        last one (RocketMQ's ``registerIncrementBrokerData``: a topic created by
+        UPDATE_AND_CREATE_TOPIC is registered alone, not with the whole table, which made a
+        burst of N creations cost O(N²)). ``incremental`` asks for that; the whole table is
+        sent anyway after a deletion (a name server drops a broker's topics only on a whole
+        table). (None, True): nothing changed since the last registration. The changes
+        taken are cleared: the caller sends the wrapper to every name server in order."""
+        if not incremental or self._deleted_unregistered:
+            self._unregistered.clear()
+            self._deleted_unregistered = False
+            return self.serialize_wrapper(), False
+        names, self._unregistered = self._unregistered, set()
+        if not names:
+            return None, True
+        table = {n: bean_to_json(tc) for n in sorted(names) if (tc := self.get(n)) is not None}
+        return {"dataVersion": bean_to_json(self.table.data_version), "topicConfigTable": table}, True

@@ -74,7 +74,11 @@ class RouteInfoManager:
         self.live: dict[str, BrokerLive] = {}  # addr -> liveness
 
     def register(self, cluster: str, addr: str, broker_name: str, broker_id: int, ha_addr: str,
-                 topic_wrapper: dict[str, Any] | None, channel: object = None) -> None:
+                 topic_wrapper: dict[str, Any] | None, channel: object = None, *,
+                 incremental: bool = False) -> None:
+        """A broker's registration. ``incremental``: its topic table holds only the topics
+        changed since its last registration (``INCREMENTAL_REGISTRATION``), so the broker's
+        other topics stay; a whole table replaces them."""
         now = self.clock()
         self.cluster_brokers.setdefault(cluster, set()).add(broker_name)
         bd = self.broker_addrs.setdefault(broker_name, {"cluster": cluster, "brokerAddrs": {}})
@@ -91,7 +95,8 @@ class RouteInfoManager:
         changed = first or not dv or prev is None or not same_version(prev.data_version, dv)
         if broker_id == 0 and topic_wrapper is not None and changed:
             table = topic_wrapper.get("topicConfigTable") or {}
-            for topic in [t for t, b in self.topic_queues.items() if broker_name in b and t not in table]:
+            for topic in [] if incremental else [t for t, b in self.topic_queues.items()
+                                                 if broker_name in b and t not in table]:
                 self._remove_topic_of_broker(topic, broker_name)
             for name, tc in table.items():
                 self.topic_queues.setdefault(str(name), {})[broker_name] = QueueData(

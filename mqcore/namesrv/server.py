@@ -21,6 +21,7 @@ from mqcore.namesrv.admin import NamesrvAdmin
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.routes import RouteInfoManager
 from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_response
+from mqcore.remoting.bodies import INCREMENTAL_REGISTRATION
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.headers import (
@@ -109,11 +110,14 @@ class NameServer:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    "compressed REGISTER_BROKER bodies are not supported; set compressedRegister=false")
         wrapper = None
+        incremental = False
         if body:
             data = loads_lenient(body)
-            wrapper = data.get("topicConfigSerializeWrapper") if isinstance(data, dict) else None
+            if isinstance(data, dict):
+                wrapper = data.get("topicConfigSerializeWrapper")
+                incremental = data.get(INCREMENTAL_REGISTRATION) is True
         self.routes.register(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr,
-                             wrapper, channel)
+                             wrapper, channel, incremental=incremental)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": ""},
                                body=dumps_compact({"table": self.kv.get("ORDER_TOPIC_CONFIG", {})}))
 

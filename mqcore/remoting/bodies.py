@@ -13,12 +13,21 @@ from mqcore.errors import ProtocolError
 from mqcore.jsonutil import dumps_compact, loads_lenient
 
 __all__ = [
+    "INCREMENTAL_REGISTRATION",
     "MessageQueue",
     "LockBatchRequestBody",
     "UnlockBatchRequestBody",
     "LockBatchResponseBody",
     "GetConsumerListByGroupResponseBody",
 ]
+
+
+#: REGISTER_BROKER body key (mqbroker's, not RocketMQ's; a Java name server ignores it): the
+#: body's topic table holds only topics changed since the broker's last registration, so the
+#: broker's topics missing from it are not to be dropped. RocketMQ 4.9's registrations of a
+#: created topic (registerIncrementBrokerData) are incremental too, unmarked; its name server
+#: never drops a topic on a registration.
+INCREMENTAL_REGISTRATION = "mqcoreIncremental"
 
 
 def _obj(data: Any, what: str) -> dict[str, Any]:

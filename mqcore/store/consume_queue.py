@@ -4,6 +4,13 @@ Unit ``i`` (the queue offset) lives at byte ``i*20`` of the logical queue: file
 ``floor(i*20 / file_size)``. Min offset = first unit whose message still exists;
 max offset = next unit to be written.
 
+Files are sparse, as RocketMQ's: their blocks are reserved a page at first, then in growing
+steps ahead of the write position (``MappedFile.ensure_reserved``), so a queue costs disk in
+proportion to what it holds. Every write through a file's map stays below its
+``reserved_end``: ``ensure_room_locked`` reserves the room a put's units need before the
+commitlog append (a full disk refuses the put), and the writes themselves reserve any
+rest (a dispatch that cannot fails as a logged dispatch failure, never a SIGBUS).
+
 Threads: units are appended by the dispatcher under the store's put lock; reads
 from any thread see a unit only after ``wrote_position`` covers it.
 """
@@ -17,7 +24,7 @@ import numpy as np
 
 from mqcore.errors import IllegalArgumentError
 from mqcore.format import layout as L
-from mqcore.store.mapped_file import DestroyOutcome, MappedFile
+from mqcore.store.mapped_file import PAGE_SIZE, DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 from mqcore.store.hot_state import on_kernels
 from mqcore.store.paths import under_root
@@ -37,7 +44,8 @@ class ConsumeQueue:
         self.file_size = file_size
         self.k = kernels
         self.queue = on_kernels(MappedFileQueue, kernels)(under_root(root_dir, topic, str(queue_id)), file_size,
-                                                          space_check, on_kernels(MappedFile, kernels))
+                                                          space_check, on_kernels(MappedFile, kernels),
+                                                          reserve_step=PAGE_SIZE)
         #: commitlog offset one past the last message this queue points at
         self.max_physic_offset = 0
         #: byte offset of the first live unit
@@ -143,6 +151,7 @@ class ConsumeQueue:
         while i < n:
             mf = self.queue.get_last_for_append((first + i) * UNIT)
             lim = min(n, i + mf.remaining() // UNIT)
+            mf.ensure_reserved(mf.wrote_position + (lim - i) * UNIT)
             mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, phys[i:lim], sizes[i:lim], tags[i:lim])
             i = lim
         self.max_physic_offset = int(phys[n - 1]) + int(sizes[n - 1])
@@ -156,9 +165,10 @@ class ConsumeQueue:
         if last is None or last.is_full():
             if last is None and queue_offset > 0:
                 return  # a recreated queue: the gap filler creates its first file (see _fill_gap_locked)
-            self.queue.get_last_for_append(queue_offset * UNIT)
-            return
-        last.reserve()
+            last = self.queue.get_last_for_append(queue_offset * UNIT)
+        # the units' room in the file (fillers of a gap before them included)
+        end = (queue_offset + count) * UNIT - last.file_from_offset
+        last.ensure_reserved(min(last.file_size, max(end, last.wrote_position + UNIT)))
         if (queue_offset + count) * UNIT > last.end_offset and self.queue.space_check is not None:
             # a batch crossing into the next file: that file is created during dispatch;
             # at least ask whether it may be
@@ -170,8 +180,7 @@ class ConsumeQueue:
         then writes it with its record (one after ``max_physic_offset``) and calls
         :meth:`unit_written_locked`. None: ``put_one_locked`` decides (gaps, rolls, repeats)."""
         mf = self.queue.last
-        if mf is None or not mf.reserved or mf.wrote_offset != queue_offset * UNIT \
-                or mf.file_size - mf.wrote_position < UNIT:
+        if mf is None or mf.wrote_offset != queue_offset * UNIT or mf.reserved_end - mf.wrote_position < UNIT:
             return None
         return mf
 
@@ -188,6 +197,7 @@ class ConsumeQueue:
         if queue_offset > max_off:
             self._fill_gap_locked(max_off, queue_offset)
         mf = self.queue.get_last_for_append(queue_offset * UNIT)
+        mf.ensure_reserved(mf.wrote_position + UNIT)
         L.CQ_UNIT.pack_into(mf.buf, mf.wrote_position, phy, size, tags_code)
         mf.wrote_position += UNIT
         self.max_physic_offset = phy + size
@@ -200,6 +210,7 @@ class ConsumeQueue:
             mf = self.queue.get_last_for_append(base_bytes)
             n = (want * UNIT - base_bytes) // UNIT
             if n:
+                mf.ensure_reserved(n * UNIT)
                 self.k.cq_write(mf.buf, 0, [0] * n, [L.CQ_FILLER_SIZE] * n, [0] * n)
                 mf.wrote_position = n * UNIT
             self.min_logic_offset = want * UNIT
@@ -209,6 +220,7 @@ class ConsumeQueue:
         while self.max_offset() < want:
             mf = self.queue.get_last_for_append(self.max_offset() * UNIT)
             n = min(want - self.max_offset(), mf.remaining() // UNIT)
+            mf.ensure_reserved(mf.wrote_position + n * UNIT)
             mf.wrote_position += self.k.cq_write(mf.buf, mf.wrote_position, [0] * n,
                                                  [L.CQ_FILLER_SIZE] * n, [0] * n)
 
@@ -263,6 +275,7 @@ class ConsumeQueue:
                 break
             phys, sizes, _ = self.k.cq_read(mf.buf, pos, n)
             changed += int((sizes != L.CQ_FILLER_SIZE).sum())
+            mf.ensure_reserved(pos + n * UNIT)  # written units have blocks; a copied store may not
             self.k.cq_write(mf.buf, pos, phys, np.full(n, L.CQ_FILLER_SIZE, np.int32), np.zeros(n, np.int64))
             mf.flushed_position = min(mf.flushed_position, pos)  # the rewritten units go to disk now:
             mf.flush()  # the lost range is closed after this and never reported again

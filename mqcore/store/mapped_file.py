@@ -1,12 +1,25 @@
 """MappedFile: one fixed-size store file mapped into memory (RocketMQ's ``MappedFile``).
 
 Files are created at their full configured size and named by the 20-digit offset of
-their first byte. A created file has its blocks reserved (``posix_fallocate``): a store
-into a mapped page with no block behind it kills the process with SIGBUS when the file
-system is full, so every byte we may write to must be reserved before it is mapped for
-writing. A file that cannot be reserved is removed again and ``DiskFullError`` raised;
+their first byte. A store into a mapped page with no block behind it kills the process
+with SIGBUS when the file system is full, so every byte we may write to through the map is
+reserved (``posix_fallocate``) before it is written; ``reserved_end`` is where the reserved
+range ends. Two ways (``reserve_step``):
+
+* 0 (commitlog, index, timer files): the whole file when it is created, as one call;
+* > 0 (consume queues): the file is created sparse, as RocketMQ's are, and reserved in
+  steps ahead of its write position (``ensure_reserved``): first ``reserve_step`` bytes
+  (a page), each later step as large as what is reserved already, at most
+  ``MAX_RESERVE_STEP``. A queue then costs disk in proportion to what it holds (a
+  one-message queue one page, not 6 MB), and a full disk still surfaces as
+  ``DiskFullError`` from the reservation, before the put that needs the room is
+  written, never as a SIGBUS. Such a file is also mapped with MADV_RANDOM: the first fault
+  on a new file otherwise reads around it (``read_ahead_kb``, up to the whole file) and
+  zero-fills every hole it covers, about 2 ms per new queue.
+
+A file that cannot be reserved at creation is removed again and ``DiskFullError`` raised;
 files found at load (ours, or sparse ones from RocketMQ) are reserved before they are
-appended to (``reserve``). Three positions per file: ``wrote``
+appended to. Three positions per file: ``wrote``
 (bytes appended), ``committed`` (= wrote: there is no transient store pool) and
 ``flushed`` (bytes known to be on disk), and one more, ``released``: the pages below it are
 flushed and were dropped from this process's page tables (``release``), so a long store
@@ -42,6 +55,9 @@ from mqcore.format.layout import offset_to_file_name
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
+#: the largest step a growing reservation takes (``reserve_step`` > 0): at most this much is
+#: reserved ahead of what a consume queue holds, one reservation per this many bytes written
+MAX_RESERVE_STEP = 1 << 20
 _MS_SYNC = 4  # MS_SYNC of <sys/mman.h> on Linux (the mmap module does not name it)
 _libc = ctypes.CDLL(None, use_errno=True)
 _msync = _libc.msync
@@ -60,7 +76,7 @@ class DestroyOutcome(enum.Enum):
 class MappedFile:
     """One mmap'ed store file with its wrote and flushed positions."""
 
-    def __init__(self, path: str, file_size: int, *, create: bool = False):
+    def __init__(self, path: str, file_size: int, *, create: bool = False, reserve_step: int = 0):
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
@@ -76,6 +92,10 @@ class MappedFile:
         self.first_destroy_attempt_ms: int | None = None
         #: every block of the file is allocated: writes into the map cannot fault
         self.reserved = False
+        #: blocks below this are allocated: writes into the map below it cannot fault
+        self.reserved_end = 0
+        #: 0: reserve the whole file at once; else the first step of a growing reservation
+        self.reserve_step = reserve_step
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
             fd = os.open(path, flags, 0o644)
@@ -85,7 +105,10 @@ class MappedFile:
             actual = os.fstat(fd).st_size
             if create:
                 os.ftruncate(fd, file_size)
-                self._reserve_fd(fd)
+                if reserve_step:
+                    self._reserve_range_fd(fd, min(file_size, reserve_step))
+                else:
+                    self._reserve_fd(fd)
             elif actual != file_size:
                 raise CorruptFileError(
                     f"{path} is {actual} bytes but files of this queue are {file_size} bytes")
@@ -93,6 +116,8 @@ class MappedFile:
             # so ours is closed: one descriptor per mapped file, not two. What needs one later
             # (a sync, zeroing, a late reserve) opens the file for that call.
             self._mm = mmap.mmap(fd, file_size)
+            if create and reserve_step:
+                self._mm.madvise(mmap.MADV_RANDOM)  # no read-around of the holes (see the module doc)
         except DiskFullError:
             os.close(fd)
             self._unlink()  # a half-reserved file would be mistaken for a store file at the next start
@@ -112,20 +137,28 @@ class MappedFile:
         self._address = ctypes.addressof(ctypes.c_char.from_buffer(self._mm))
 
     @classmethod
-    def create(cls, directory: str, file_from_offset: int, file_size: int) -> "MappedFile":
-        return cls(os.path.join(directory, offset_to_file_name(file_from_offset)), file_size, create=True)
+    def create(cls, directory: str, file_from_offset: int, file_size: int, *,
+               reserve_step: int = 0) -> "MappedFile":
+        return cls(os.path.join(directory, offset_to_file_name(file_from_offset)), file_size, create=True,
+                   reserve_step=reserve_step)
 
     def _reserve_fd(self, fd: int) -> None:
+        self._reserve_range_fd(fd, self.file_size)
+
+    def _reserve_range_fd(self, fd: int, end: int) -> None:
+        """Allocate the blocks of [reserved_end, ``end``) (``end`` a page boundary or the file's end)."""
+        start = self.reserved_end - self.reserved_end % PAGE_SIZE
         try:
             # glibc falls back to writing one byte per block where the file system has no
             # fallocate, so this reserves on every file system
-            os.posix_fallocate(fd, 0, self.file_size)
+            os.posix_fallocate(fd, start, end - start)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFullError(e.errno, f"no space to reserve {self.file_size} bytes for {self.path}: "
+                raise DiskFullError(e.errno, f"no space to reserve {end - start} bytes for {self.path}: "
                                              f"the file system is full") from e
             raise StoreIOError(e.errno, f"cannot reserve blocks for {self.path}: {e.strerror}") from e
-        self.reserved = True
+        self.reserved_end = end
+        self.reserved = end >= self.file_size
 
     def reserve(self) -> None:
         """Allocate every block of the file (once), so writes into the map cannot SIGBUS.
@@ -137,6 +170,23 @@ class MappedFile:
                 raise StoreIOError(errno.EBADF, f"{self.path} is closed")
             with self._opened() as fd:
                 self._reserve_fd(fd)
+
+    def ensure_reserved(self, end: int) -> None:
+        """Make [0, ``end``) safe to write through the map: the whole file (``reserve_step``
+        0), or the next step of a growing reservation covering ``end``. Raises
+        ``DiskFullError`` when the file system has no room (nothing is written then)."""
+        if end <= self.reserved_end:
+            return
+        if not self.reserve_step:
+            self.reserve()
+            return
+        step = min(max(self.reserved_end, self.reserve_step), MAX_RESERVE_STEP)
+        want = max(end + (-end) % PAGE_SIZE, self.reserved_end + step)
+        with self._flush_lock:
+            if self._closed:
+                raise StoreIOError(errno.EBADF, f"{self.path} is closed")
+            with self._opened() as fd:
+                self._reserve_range_fd(fd, min(self.file_size, want))
 
     @contextlib.contextmanager
     def _opened(self) -> Iterator[int]:

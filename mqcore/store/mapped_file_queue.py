@@ -27,8 +27,11 @@ class MappedFileQueue:
     """The numbered, fixed-size files of one log (commitlog or a consume queue) as one offset space."""
 
     def __init__(self, directory: str, file_size: int, space_check: SpaceCheck | None = None,
-                 file_class: type[MappedFile] = MappedFile):
+                 file_class: type[MappedFile] = MappedFile, reserve_step: int = 0):
         self.directory = directory
+        #: the files' ``MappedFile.reserve_step``: 0, each reserved whole; else sparse files
+        #: reserved in steps ahead of the write position (consume queues)
+        self.reserve_step = reserve_step
         #: the class of the files (``MappedFile`` on the store kernels' base: ``hot_state``)
         self.file_class = file_class
         self.file_size = file_size
@@ -62,7 +65,7 @@ class MappedFileQueue:
                 raise CorruptFileError(
                     f"{path} is {size} bytes but this queue's files are {self.file_size} bytes; "
                     "was the store written with another file size setting?")
-            mf = self.file_class(path, self.file_size)
+            mf = self.file_class(path, self.file_size, reserve_step=self.reserve_step)
             if self.files and mf.file_from_offset != self.files[-1].end_offset:
                 notes.append(f"{path} does not follow {self.files[-1].path} contiguously")
             # until recovery says otherwise, a loaded file counts as full
@@ -78,7 +81,7 @@ class MappedFileQueue:
             for at in range(lo, hi, self.file_size):
                 path = os.path.join(self.directory, "%020d" % at)
                 write_file(path, self.file_size)
-                mf = self.file_class(path, self.file_size)
+                mf = self.file_class(path, self.file_size, reserve_step=self.reserve_step)
                 mf.set_positions(self.file_size)
                 i = next((i for i, f in enumerate(self.files) if f.file_from_offset > at), len(self.files))
                 self.files.insert(i, mf)
@@ -133,13 +136,15 @@ class MappedFileQueue:
 
     def get_last_for_append(self, start_offset: int = 0) -> MappedFile:
         """The file to append to, creating the first or the next one as needed; its blocks
-        are reserved. Raises ``DiskFullError`` when no file with room can be had."""
+        are reserved (all of them, or with ``reserve_step`` at least the page at its write
+        position). Raises ``DiskFullError`` when no file with room can be had."""
         with self._lock:
             last = self.last
             if last is not None and not last.is_full():
-                if not last.reserved:  # a file loaded from disk may be sparse
-                    last.reserve()
-                    self._file_ready(last)
+                if last.reserved_end <= last.wrote_position:  # a file loaded from disk may be sparse
+                    last.ensure_reserved(last.wrote_position + 1)
+                    if last.reserved:
+                        self._file_ready(last)
                 return last
             if last is None:
                 base = start_offset - start_offset % self.file_size
@@ -153,7 +158,7 @@ class MappedFileQueue:
                 raise
             if self.space_check is not None:
                 self.space_check(self.directory, self.file_size)
-            mf = self.file_class.create(self.directory, base, self.file_size)
+            mf = self.file_class.create(self.directory, base, self.file_size, reserve_step=self.reserve_step)
             self.files.append(mf)
             log.info("created %s", mf.path)
             self._file_ready(mf)

@@ -30,3 +30,18 @@ def test_route_merges_brokers_and_expires_silent_ones():
     r.register("C", "10.0.0.2:10911", "b", 0, "", wrapper("V"))
     assert r.route("T") is None and r.route("V") is not None
     assert r.cluster_info()["clusterAddrTable"] == {"C": ["b"]}
+
+
+def test_incremental_registration_keeps_the_brokers_other_topics():
+    """A broker registering a created topic alone (RocketMQ's registerIncrementBrokerData,
+    marked incremental by mqbroker) adds or updates it and keeps the broker's other topics; a
+    whole table still drops the ones missing from it."""
+    r = RouteInfoManager(lambda: 0)
+    r.register("C", "10.0.0.1:10911", "a", 0, "", wrapper("T", "U"))
+    r.register("C", "10.0.0.1:10911", "a", 0, "", wrapper("V", queues=2), incremental=True)
+    assert r.route("T") is not None and r.route("U") is not None
+    assert [qd["writeQueueNums"] for qd in r.route("V")["queueDatas"]] == [2]
+    r.register("C", "10.0.0.1:10911", "a", 0, "", wrapper("T", queues=8), incremental=True)
+    assert [qd["writeQueueNums"] for qd in r.route("T")["queueDatas"]] == [8]
+    r.register("C", "10.0.0.1:10911", "a", 0, "", wrapper("T", "V"))
+    assert r.route("U") is None and r.route("T") is not None and r.route("V") is not None

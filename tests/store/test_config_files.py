@@ -347,3 +347,45 @@ def test_topic_table_round_trips_any_names(tmp_path_factory, topics, ts):
     again = TopicConfigTable.in_dir(str(d))
     assert again.load()
     assert again.snapshot() == t.snapshot() and again.data_version == t.data_version
+
+
+def test_tables_written_from_kept_entry_texts_are_dumps_pretty(tmp_path):
+    """topics.json / subscriptionGroup.json are written from each entry's kept text (a table
+    persisted on every change does not encode every entry again): the bytes are still
+    dumps_pretty's of the whole table, after puts, changes and removals."""
+    from mqcore.jsonutil import dumps_pretty
+    t = TopicConfigTable.in_dir(str(tmp_path))
+    g = SubscriptionGroupTable.in_dir(str(tmp_path))
+    assert t.to_json() == dumps_pretty(t.to_json_value())
+    for i in range(40):
+        t.put(TopicConfig(f"T{(i * 7919) % 97}-é\"\\", i % 16 + 1, i % 16 + 1, 6, order=i % 3 == 0))
+        g.put(SubscriptionGroupConfig(f"g{i % 13}", retry_max_times=i, consume_message_orderly=i % 2 == 0))
+        if i % 5 == 4:
+            t.remove(t.names()[i % len(t.names())])
+        assert t.to_json() == dumps_pretty(t.to_json_value())
+        assert g.to_json() == dumps_pretty(g.to_json_value())
+    t.persist()
+    loaded = TopicConfigTable.in_dir(str(tmp_path))
+    assert loaded.load() and loaded.snapshot() == t.snapshot()
+    assert loaded.to_json() == dumps_pretty(loaded.to_json_value())
+
+
+def test_persist_moves_its_own_previous_version_to_bak(tmp_path):
+    """A table persisted again renames the file it wrote last to X.bak (no read, parse and copy);
+    X.bak is exactly that previous version."""
+    t = TopicConfigTable.in_dir(str(tmp_path))
+    t.put(TopicConfig("A"))
+    t.persist()
+    first = read(tmp_path / "topics.json")
+    inode = os.stat(tmp_path / "topics.json").st_ino
+    t.put(TopicConfig("B"))
+    t.persist()
+    assert read(tmp_path / "topics.json.bak") == first
+    assert os.stat(tmp_path / "topics.json.bak").st_ino == inode  # moved, not copied
+    assert '"B"' in read(tmp_path / "topics.json")
+    # a file someone else wrote meanwhile (not the version this table wrote) is copied, as before
+    write(tmp_path / "topics.json", read(tmp_path / "topics.json").replace('"perm":6', '"perm":4'))
+    t.put(TopicConfig("C"))
+    t.persist()
+    assert '"perm":4' in read(tmp_path / "topics.json.bak") and '"C"' in read(tmp_path / "topics.json")
+    assert sorted(os.listdir(tmp_path)) == ["topics.json", "topics.json.bak"]

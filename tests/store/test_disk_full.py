@@ -241,3 +241,97 @@ def test_topic_creation_on_a_full_disk_is_status_14_and_writes_resume_when_freed
         assert "Traceback" not in b.output(), b.output()[-3000:]
     log_text = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").rglob("*") if p.is_file())
     assert "Traceback" not in log_text, log_text[-3000:]
+
+
+# The child for the consume queue's own reservation: its files are sparse (RocketMQ's 6 MB
+# size) and reserved a step at a time, so a queue can need blocks while the commitlog file
+# still has room. The disk is filled after the first put; the ratio guard is blinded so only
+# the reservation steps stand between a unit written into a hole and a SIGBUS.
+CQ_CHILD = textwrap.dedent(r"""
+    import json, os, sys
+    from mqcore.config import StoreConfig
+    from mqcore.message import MessageExtBrokerInner
+    from mqcore.store.message_store import MessageStore
+    from mqcore.store.results import GetMessageStatus
+
+    root, mode = sys.argv[1], sys.argv[2]
+    now = [1_700_000_000_000]
+    cfg = StoreConfig(store_path=os.path.join(root, "store"), commitlog_file_size_bytes=1 << 20,
+                      consume_queue_file_size_bytes=6_000_000, index_slots=64, index_entries=256)
+
+    def open_store():
+        s = MessageStore(cfg, clock=lambda: now[0], space_usage=lambda path: (0, 1 << 40))
+        s.load()
+        s.start()
+        return s
+
+    def readable(s):
+        n, offset = 0, 0
+        while True:
+            got = s.get_message("Sparse", 0, offset, 1000)
+            if got.status is not GetMessageStatus.FOUND:
+                return n
+            n += got.message_count
+            offset = got.next_begin_offset
+
+    def put(s, i):
+        return s.put_message(MessageExtBrokerInner(topic="Sparse", body=b"m%06d" % i))
+
+    def put_batch(s, i):
+        return s.put_messages([MessageExtBrokerInner(topic="Sparse", body=b"b%06d" % (i + k)) for k in range(50)])
+
+    out = {}
+    s = open_store()
+    assert put(s, 0).status.value == "PUT_OK"
+    cq = os.path.join(cfg.store_path, "consumequeue", "Sparse", "0", "%020d" % 0)
+    out["cq_blocks_after_one"] = os.stat(cq).st_blocks * 512
+    filler = os.path.join(root, "filler")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"x" * 4096):
+            pass
+    except OSError:
+        pass
+    os.close(fd)
+    stored, refused = 1, None
+    for i in range(1, 2000):
+        results = [put(s, i)] if mode == "single" else put_batch(s, i)  # a batch's results are per message
+        stored += sum(1 for x in results if x.status.stored)
+        refused = next((x for x in results if not x.status.stored), None)
+        if refused is not None:
+            break
+    out["stored"] = stored
+    out["status"] = refused.status.value if refused else None
+    out["remark"] = refused.remark if refused else None
+    out["readable"] = readable(s)
+    os.unlink(filler)
+    now[0] += 2000
+    out["freed_later"] = put(s, 5000).status.value
+    out["readable_freed"] = readable(s)
+    s.shutdown()
+    s = open_store()
+    out["after_restart"] = put(s, 5001).status.value
+    out["readable_after_restart"] = readable(s)
+    out["cq_blocks_end"] = os.stat(cq).st_blocks * 512
+    s.shutdown()
+    print("RESULT " + json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("mode", ["single", "batch"])
+def test_sparse_consume_queue_step_refused_on_full_disk_instead_of_sigbus(small_fs, mode):
+    p = subprocess.run([sys.executable, "-c", CQ_CHILD, small_fs, mode], capture_output=True, text=True, timeout=120)
+    assert p.returncode != -signal.SIGBUS, f"the store died with SIGBUS:\n{p.stderr[-3000:]}"
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
+    # one message: one page of the 6 MB file has blocks
+    assert out["cq_blocks_after_one"] <= 8192, out
+    # the commitlog file had room for thousands more; the queue's next step had none
+    assert out["status"] == "SERVICE_NOT_AVAILABLE" and "full" in out["remark"], out
+    assert 100 <= out["stored"] < 2000, out
+    assert out["readable"] == out["stored"], out
+    assert out["freed_later"] == "PUT_OK", out
+    assert out["readable_freed"] == out["stored"] + 1, out
+    assert out["after_restart"] == "PUT_OK", out
+    assert out["readable_after_restart"] == out["stored"] + 2, out
+    assert out["cq_blocks_end"] < 1 << 20, out

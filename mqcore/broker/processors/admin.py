@@ -99,7 +99,8 @@ class AdminProcessor:
             self.topics.update(tc)
         except StoreIOError as e:  # not persisted, so not changed
             return create_response(request, ResponseCode.SYSTEM_ERROR, e.strerror)
-        self.schedule_register()
+        # no schedule_register: the broker registers the created topic (alone, as RocketMQ's
+        # registerIncrementBrokerData) before this answer goes (Broker._registered)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})
 
