@@ -23,16 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqcore.client import Message, Producer, PushConsumer  # noqa: E402
-from mqcore.testing import TestBroker  # noqa: E402
-
-
-def _wait(condition, timeout: float, step: float = 0.001) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-    return True
+from mqcore.testing import TestBroker, wait_for  # noqa: E402
 
 
 def one_round(virtual: bool) -> float:
@@ -51,15 +42,15 @@ def one_round(virtual: bool) -> float:
         c.subscribe("BenchVt")
         c.register_listener(fails)
         with c:
-            assert _wait(lambda: len(attempts) == 1, 30)
+            assert wait_for(lambda: len(attempts) == 1, 30, step=0.001)
             t0 = time.monotonic()
             while not dead() and time.monotonic() - t0 < 120:
                 if virtual:
                     seen = len(attempts)
-                    if not _wait(lambda: b.waiting() == 1 or dead(), 5) or dead():
+                    if not wait_for(lambda: b.waiting() == 1 or dead(), 5, step=0.001) or dead():
                         break
                     b.advance(hours=2)
-                    _wait(lambda: len(attempts) > seen or dead(), 5)
+                    wait_for(lambda: len(attempts) > seen or dead(), 5, step=0.001)
                 else:
                     time.sleep(0.01)
             elapsed = time.monotonic() - t0

@@ -9,19 +9,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from mqcore.client import Message, Producer, PullConsumer, PushConsumer
 from mqcore.client.transaction import LocalTransactionState, TransactionProducer
-
-
-def wait_for(condition, timeout: float, step: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-    return True
+from mqcore.testing import wait_for
 
 
 def _consume(broker, group, topic, listener):

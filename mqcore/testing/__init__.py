@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 import tempfile
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 from mqcore.broker.broker import Broker
@@ -30,13 +32,24 @@ from mqcore.clock import VirtualClock
 from mqcore.errors import ConfigError, IllegalStateError
 from mqcore.remoting import eventloop
 
-__all__ = ["TestBroker", "VirtualClock"]
+__all__ = ["TestBroker", "VirtualClock", "wait_for"]
 
 #: what a test broker differs in from mqbroker's defaults: free ports, no dashboard or
 #: metrics port, and a small commitlog file (a 1 GiB reservation per test is slow and wasteful)
 TEST_DEFAULTS = {"listenPort": "0", "namesrvListenPort": "0", "listenHost": "127.0.0.1",
                  "brokerIP1": "127.0.0.1", "mappedFileSizeCommitLog": str(64 << 20)}
 START_TIMEOUT_S = 60.0
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0, step: float = 0.005) -> bool:
+    """Poll ``condition`` (on the wall clock) until it is true or ``timeout`` seconds pass;
+    whether it became true. What a test waits on after ``advance``: a delivery, a retry."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 class TestBroker:

@@ -15,6 +15,7 @@ from tests.grpc.h2raw import NeverReading
 from tests.grpc.rawclient import RawClient, d, s
 from tests.support import acl
 from tests.support.processes import BrokerProcess
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
@@ -26,16 +27,6 @@ def rss_mib(b: BrokerProcess) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise AssertionError("no VmRSS")
-
-
-def wait_for(cond, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def raw_method(channel: grpc.Channel, name: str, streaming: bool = False):
@@ -164,7 +155,7 @@ def test_never_reading_receivers_hold_bounded_memory_and_lose_nothing(tmp_path):
 def test_malformed_requests_leave_a_few_short_log_lines(grpc_broker):
     b = grpc_broker
     log_path = os.path.join(b.log_dir, "broker.log")
-    wait_for(lambda: os.path.exists(log_path), 10, "broker.log")
+    assert wait_for(lambda: os.path.exists(log_path), timeout=10, step=0.2), "no broker.log"
     log_before = os.path.getsize(log_path)
     out_before = len(b.lines)
     channel = grpc.insecure_channel(b.grpc_addr)

@@ -7,6 +7,7 @@ pytest down with it instead of failing.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -47,8 +48,27 @@ def small_fs():
         os.rmdir(d)
 
 
+#: what both children count: the messages of one queue a reader gets back, all of them fetched
+_CHILD_HELPERS = textwrap.dedent(r"""
+    def _open_store(cfg, now, **kw):
+        from mqcore.store.message_store import MessageStore
+        s = MessageStore(cfg, clock=lambda: now[0], **kw)
+        s.load()
+        s.start()
+        return s
+
+    def _readable(s, topic, found):
+        n, offset = 0, 0
+        while True:
+            got = s.get_message(topic, 0, offset, 1000)
+            if got.status is not found:
+                return n
+            n += got.message_count
+            offset = got.next_begin_offset
+""")
+
 # The child: fills the store until puts are refused, then reports what it saw as JSON.
-CHILD = textwrap.dedent(r"""
+CHILD = _CHILD_HELPERS + textwrap.dedent(r"""
     import json, os, sys
     from mqcore.config import StoreConfig
     from mqcore.message import MessageExtBrokerInner
@@ -66,19 +86,10 @@ CHILD = textwrap.dedent(r"""
     kw = {"space_usage": blind} if blind else {}
 
     def open_store():
-        s = MessageStore(cfg, clock=lambda: now[0], **kw)
-        s.load()
-        s.start()
-        return s
+        return _open_store(cfg, now, **kw)
 
     def readable(s):  # messages of the queue a reader gets back, all of them fetched
-        n, offset = 0, 0
-        while True:
-            got = s.get_message("Full", 0, offset, 1000)
-            if got.status is not GetMessageStatus.FOUND:
-                return n
-            n += got.message_count
-            offset = got.next_begin_offset
+        return _readable(s, "Full", GetMessageStatus.FOUND)
 
     def put(s, i):
         return s.put_message(MessageExtBrokerInner(topic="Full", body=bytes([i % 251]) * (100 << 10),
@@ -247,7 +258,7 @@ def test_topic_creation_on_a_full_disk_is_status_14_and_writes_resume_when_freed
 # size) and reserved a step at a time, so a queue can need blocks while the commitlog file
 # still has room. The disk is filled after the first put; the ratio guard is blinded so only
 # the reservation steps stand between a unit written into a hole and a SIGBUS.
-CQ_CHILD = textwrap.dedent(r"""
+CQ_CHILD = _CHILD_HELPERS + inspect.getsource(_fill) + textwrap.dedent(r"""
     import json, os, sys
     from mqcore.config import StoreConfig
     from mqcore.message import MessageExtBrokerInner
@@ -260,19 +271,10 @@ CQ_CHILD = textwrap.dedent(r"""
                       consume_queue_file_size_bytes=6_000_000, index_slots=64, index_entries=256)
 
     def open_store():
-        s = MessageStore(cfg, clock=lambda: now[0], space_usage=lambda path: (0, 1 << 40))
-        s.load()
-        s.start()
-        return s
+        return _open_store(cfg, now, space_usage=lambda path: (0, 1 << 40))
 
-    def readable(s):
-        n, offset = 0, 0
-        while True:
-            got = s.get_message("Sparse", 0, offset, 1000)
-            if got.status is not GetMessageStatus.FOUND:
-                return n
-            n += got.message_count
-            offset = got.next_begin_offset
+    def readable(s):  # messages of the queue a reader gets back, all of them fetched
+        return _readable(s, "Sparse", GetMessageStatus.FOUND)
 
     def put(s, i):
         return s.put_message(MessageExtBrokerInner(topic="Sparse", body=b"m%06d" % i))
@@ -285,14 +287,7 @@ CQ_CHILD = textwrap.dedent(r"""
     assert put(s, 0).status.value == "PUT_OK"
     cq = os.path.join(cfg.store_path, "consumequeue", "Sparse", "0", "%020d" % 0)
     out["cq_blocks_after_one"] = os.stat(cq).st_blocks * 512
-    filler = os.path.join(root, "filler")
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"x" * 4096):
-            pass
-    except OSError:
-        pass
-    os.close(fd)
+    filler = _fill(root)
     stored, refused = 1, None
     for i in range(1, 2000):
         results = [put(s, i)] if mode == "single" else put_batch(s, i)  # a batch's results are per message
