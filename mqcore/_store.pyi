@@ -64,6 +64,7 @@ class MappedFileCore:
     file_size: int
     wrote_position: int
     flushed_position: int
+    reserved_end: int
     buf: Any
     _view_lock: Any
     reserved: bool
