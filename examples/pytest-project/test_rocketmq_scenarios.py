@@ -27,7 +27,7 @@ def test_a_delay_level_of_two_hours_arrives_after_advance(rocketmq_broker):
         p.send(Message("VtDelay", b"later", delay_level=18))  # 2 h
         c = _consume(rocketmq_broker, "cg-delay", "VtDelay", lambda msgs, ctx: got.extend(msgs))
         try:
-            time.sleep(0.5)
+            assert wait_for(lambda: rocketmq_broker.waiting() == 1, 10)  # parked at level 18
             assert got == []  # not before its time
             t0 = time.monotonic()
             rocketmq_broker.advance(hours=2)

@@ -117,6 +117,9 @@ class TestBroker:
         thread.join(START_TIMEOUT_S)
         self._thread = None
         self._cleanup()
+        if self._failure is not None:  # the broker's loop died during the test: say so, with why
+            failure, self._failure = self._failure, None
+            raise IllegalStateError(f"the test broker stopped with an error: {failure!r}") from failure
 
     def _cleanup(self) -> None:
         if self._own_dir:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mqcore.errors import IllegalStateError
 from mqcore.testing import TestBroker
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,6 +45,14 @@ def test_the_clock_never_moves_back_and_a_stop_removes_the_temp_store():
         assert b.advance(minutes=5) >= before + 300_000
         store = b.store_dir
     assert not os.path.exists(store)
+
+
+def test_a_broker_that_dies_during_a_test_is_reported_at_stop():
+    b = TestBroker().start()
+    b._failure = RuntimeError("the loop died")  # what _run records when the broker's loop raises
+    with pytest.raises(IllegalStateError, match="the loop died"):
+        b.stop()
+    assert not os.path.exists(b.store_dir)
 
 
 def test_the_fixture_takes_broker_conf_from_a_mark(tmp_path):
