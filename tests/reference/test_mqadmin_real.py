@@ -60,8 +60,10 @@ def _scenario(namesrv: str, broker_addr: str, broker_name: str) -> tuple[dict, d
         consumer.start()
         assert wait_for(lambda: len(got) >= N, 60)
         with MQAdmin(namesrv) as admin:
-            assert wait_for(lambda: admin.consume_stats(GROUP, TOPIC).diff_total == 0 and
-                            len(admin.consume_stats(GROUP, TOPIC).rows) == 4, 30)
+            # committed, not just without lag: a group that committed nothing yet has no lag either
+            assert wait_for(lambda: (lambda st: st.diff_total == 0 and len(st.rows) == 4 and
+                                     sum(r.consumer_offset for r in st.rows) == N)(admin.consume_stats(GROUP, TOPIC)),
+                            30)
         probe = sent[3]
         n = ["-n", namesrv]
         commands = {
