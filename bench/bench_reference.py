@@ -6,6 +6,8 @@ Workloads (100 B bodies by default, fresh topic and group per round):
 
 * ``sync send``: ``Producer.send`` one message at a time, each waiting for the broker;
 * ``async send``: ``send_async`` with auto-batching (what a throughput-minded user runs);
+* ``unbatched async send``: ``send_async`` with ``auto_batch=False``, one request per message and
+  at most ``--inflight`` unanswered: what the Java client's async send does, next to it;
 * ``push consume + commit``: a fresh group consumes everything already stored (filled with
   ``send_batch``) with ``consume_message_batch_max_size=32``; offsets committed at shutdown;
 * ``java async send``: the official Java client 4.9.8, ``send(msg, callback)`` with at most
@@ -63,8 +65,8 @@ DEFAULT_CACHE = Path.home() / ".cache" / "mqcore" / "rocketmq"
 #: RocketMQ's broker sheds sends that waited over 200 ms in its queue (SYSTEM_BUSY, which the client,
 #: like the Java one, does not retry); on a busy shared 2-core machine that fails a run, so allow 1 s
 JAVA_CONF = {"waitTimeMillsInSendQueue": 1000}
-WORKLOADS = ("sync send", "async send", "push consume + commit", "java async send", "java sync send",
-             "java push consume + commit")
+WORKLOADS = ("sync send", "async send", "unbatched async send", "push consume + commit", "java async send",
+             "java sync send", "java push consume + commit")
 JAVA_DRIVER = Path(__file__).resolve().parent / "drivers" / "JavaClientBench.java"
 JAVA_CACHE = Path.home() / ".cache" / "mqcore" / "bench-java"
 
@@ -94,6 +96,22 @@ def async_send(ns: str, topic: str, body: bytes, n: int) -> float:
             if not f.result(120).ok:
                 raise RuntimeError("a send was not SEND_OK")
         return time.perf_counter() - t0
+
+
+def unbatched_async_send(ns: str, topic: str, body: bytes, n: int, inflight: int, extra: dict) -> float:
+    """``send_async`` with auto-batching off: one SEND_MESSAGE_V2 per message, ``inflight`` (the
+    Java driver's window) unanswered at most, as the Java client's ``send(msg, callback)``."""
+    with Producer("ref-async-unbatched", namesrv_addr=ns, auto_batch=False, max_async_inflight=inflight,
+                  send_msg_timeout_ms=30_000) as p:
+        p.send(Message(topic, body))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        futures = [p.send_async(Message(topic, body)) for _ in range(n)]
+        for f in futures:
+            if not f.result(120).ok:
+                raise RuntimeError("a send was not SEND_OK")
+        seconds = time.perf_counter() - t0
+        extra["client_cpu_us_per_msg"] = round((time.process_time() - cpu0) / n * 1e6, 1)
+        return seconds
 
 
 def fill(ns: str, topic: str, body: bytes, n: int) -> None:
@@ -170,6 +188,8 @@ def run_round(ns: str, system: str, rnd: int, body: bytes, n: int, only: tuple[s
     extra: dict = {}
     for workload, run in (("sync send", lambda: sync_send(ns, f"RefSync{tag}", body, n)),
                           ("async send", lambda: async_send(ns, f"RefAsync{tag}", body, n)),
+                          ("unbatched async send",
+                           lambda: unbatched_async_send(ns, f"RefAsyncU{tag}", body, n, inflight, extra)),
                           ("push consume + commit", lambda: consume(ns, f"RefConsume{tag}", f"ref-cg{tag}", n)),
                           ("java async send", lambda: java_client("async", ns, f"RefJavaAsync{tag}", n,
                                                                   [str(len(body)), str(inflight)], extra)),
@@ -282,6 +302,13 @@ def main(argv=None) -> int:
                      f" {round(med['mqbroker-baseline'] / med['rocketmq-4.9.7'], 2)} |")
         print(f"| {workload} | {int(med['mqbroker']):,} | {int(med['rocketmq-4.9.7']):,} | {summary['ratio']} |"
               + extra)
+    if "unbatched async send" in only and "java async send" in only:
+        # the client against the client: one message per request, the same window, the same broker
+        for s in ("mqbroker", "rocketmq-4.9.7"):
+            ours, java = (statistics.median(r["msgs_per_s"] for r in rows if r["workload"] == w and r["system"] == s)
+                          for w in ("unbatched async send", "java async send"))
+            print(f"unbatched send_async / the Java client's async send, on {s}: {ours:,.0f} / {java:,.0f} = "
+                  f"{ours / java:.2f} (goal >= 1.0)")
     return 0
 
 

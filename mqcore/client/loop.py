@@ -332,7 +332,7 @@ class BurstSubmitter:
             except Exception as e:  # the starter failed synchronously: report to its caller
                 _set_exception(future, e)
                 continue
-            awaitable.add_done_callback(lambda f, cf=future: _copy_outcome(f, cf))
+            awaitable.add_done_callback(lambda f, cf=future: copy_outcome(f, cf))
 
 
 def _set_exception(future: concurrent.futures.Future[Any], error: BaseException) -> None:
@@ -343,7 +343,8 @@ def _set_exception(future: concurrent.futures.Future[Any], error: BaseException)
             log.debug("future %r was cancelled before its outcome arrived", future)
 
 
-def _copy_outcome(source: asyncio.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+def copy_outcome(source: asyncio.Future[Any], target: concurrent.futures.Future[Any]) -> None:
+    """Copy the outcome of a loop future (or task) into a caller's future, unless that one is done."""
     if target.done():
         return
     try:

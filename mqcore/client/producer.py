@@ -219,7 +219,22 @@ class Producer:
             self._check_running()
         # one completion hook per send: frees the slot, then queues the callback
         hook = self._release_async_slot if callback is None else functools.partial(self._async_done, callback)
-        return self._submit(msg, _ASYNC, queue, selector, arg, timeout_ms, hook, self._async_slots)
+        impl = self._impl
+        target = (impl.plain_target(msg) if queue is None and selector is None and batcher is None
+                  and type(msg) is Message else None)
+        if target is None:
+            return self._submit(msg, _ASYNC, queue, selector, arg, timeout_ms, hook, self._async_slots)
+        # the usual message, one request each (auto_batch off): see ProducerImpl.start_plain_async
+        slots = self._async_slots
+        if not slots.acquire(False):
+            self._wait_for_async_slot(timeout_ms)
+        try:
+            future = self._submitter.new_future(hook)
+            impl.start_plain_async(msg, target, timeout_ms, future, self._submitter.submit)
+        except BaseException:
+            slots.release()
+            raise
+        return future
 
     def _join_batch(self, batcher: Any, msg: Message, queue: MessageQueue | None, timeout_ms: float | None,
                     answer: int) -> BatchFuture | None:

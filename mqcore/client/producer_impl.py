@@ -17,16 +17,18 @@ does I/O:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import enum
 import logging
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from mqcore._compat import default_wire_client_kernels
 from mqcore.client.config import ProducerConfig
 from mqcore.client.instance import ClientInstance
 from mqcore.client.latency import MQFaultStrategy
+from mqcore.client.loop import copy_outcome
 from mqcore.client.message import (
     Message,
     MessageExt,
@@ -78,6 +80,12 @@ class CommunicationMode(enum.Enum):
     SYNC = "SYNC"
     ASYNC = "ASYNC"
     ONEWAY = "ONEWAY"
+
+
+_SYNC = CommunicationMode.SYNC
+_ASYNC = CommunicationMode.ASYNC
+#: a send answer's header ``(code, opaque, flag, remark, ext)``, read by the wire kernel
+_READ_ANSWER = default_wire_client_kernels().decode_json_answer
 
 
 @dataclasses.dataclass(slots=True)
@@ -237,7 +245,12 @@ class ProducerImpl:
         queue = self._chosen_queue(prepared, info, queue, selector, selector_msg, arg)
         if queue is not None:
             return await self._send_kernel(prepared, queue, mode, self._first_attempt_budget(queue, begin, timeout))
-        attempts = _Attempts(self, prepared, info, 1 + self._retries(mode), begin, timeout)
+        return await self.run_attempts(prepared, mode, _Attempts(self, prepared, info, 1 + self._retries(mode),
+                                                                 begin, timeout))
+
+    async def run_attempts(self, prepared: PreparedSend, mode: CommunicationMode,
+                           attempts: _Attempts) -> SendResult | None:
+        """The retry loop of ``send`` (and of a plain async send after its first attempt)."""
         while (step := attempts.next()) is not None:
             mq, remaining = step
             try:
@@ -300,6 +313,39 @@ class ProducerImpl:
         The common case allocates nothing in Python beyond the UNIQ_KEY and what the kernel
         returns: the queue choice steps a counter, the template is looked up by the queue
         object's identity, the latency is recorded only when fault tolerance is on."""
+        target = self.plain_target(msg)
+        if target is None:
+            return None
+        info, mq, template, addr, uniq, begin = target
+        timeout = self._send_timeout_ms if timeout_ms is None else timeout_ms
+        instance = self.instance
+        error: RemotingError | ClientError | BrokerError | None = None
+        result: SendResult | None = None
+        try:
+            answer = self._blocking_pool.send_template(addr, template, _SEND_V2, begin, msg.flag, msg._properties,
+                                                       msg.body, uniq, timeout)
+            if type(answer) is SendResult:
+                fault = self.fault_strategy
+                if fault.enabled:
+                    fault.update_fault_item(mq.broker_name, instance.clock() - begin, False)
+                return answer
+            if answer is None:
+                return None  # declined before anything was sent
+            result = instance.api.send_answer(addr, mq.broker_name, msg.topic, uniq, answer, mq)
+        except (RemotingError, ClientError, BrokerError) as e:
+            error = e
+        outcome = self.after_plain_attempt(msg, info, mq, uniq, begin, timeout, _SYNC, error, result)
+        if type(outcome) is SendResult:
+            return outcome
+        prepared, attempts = outcome  # type: ignore[misc]
+        return self._attempts_blocking(prepared, attempts, begin, timeout)
+
+    def plain_target(self, msg: Message) -> tuple[TopicPublishInfo, MessageQueue, SendTemplate, str, str, int] | None:
+        """Where the first attempt of a plain message goes, for ``send_plain_blocking`` and the
+        plain ``send_async``: ``(publish info, queue, its frame template, broker address,
+        UNIQ_KEY, start time)``, the message stamped with its UNIQ_KEY. None, with nothing
+        changed, when the message is not plain (a topic not yet checked and routed, a body to
+        compress, delay, transaction or retry properties, SEND_MESSAGE_V2 off, TLS)."""
         topic, body, props = msg.topic, msg.body, msg._properties
         if not body or len(body) >= self._plain_body_limit or not _PLAIN_EXCLUDED.isdisjoint(props):
             return None
@@ -321,45 +367,50 @@ class ProducerImpl:
             template = self._send_template(mq)
             if template is None:
                 return None
-        broker_name = mq.broker_name
-        addrs = instance.broker_addr_table.get(broker_name)
+        addrs = instance.broker_addr_table.get(mq.broker_name)
         addr = addrs.get(MASTER_ID) if addrs else None
         if addr is None:
             return None
         uniq = props.get(_UNIQ_KEY)
         if not uniq:
             uniq = props[_UNIQ_KEY] = self._id_writer.next_id()  # the kernel's writer: 0.2 µs, not 0.5-1
-        timeout = self._send_timeout_ms if timeout_ms is None else timeout_ms
-        error: RemotingError | ClientError | BrokerError | None = None
-        result: SendResult | None = None
-        try:
-            answer = self._blocking_pool.send_template(addr, template, _SEND_V2, begin, msg.flag, props, body, uniq,
-                                                       timeout)
-            if type(answer) is SendResult:
-                if fault.enabled:
-                    fault.update_fault_item(broker_name, instance.clock() - begin, False)
-                return answer
-            if answer is None:
-                return None  # declined before anything was sent
-            result = instance.api.send_answer(addr, broker_name, topic, uniq, answer, mq)
-        except (RemotingError, ClientError, BrokerError) as e:
-            error = e
+        return info, mq, template, addr, uniq, begin
+
+    def after_plain_attempt(self, msg: Message, info: TopicPublishInfo, mq: MessageQueue, uniq: str, begin: int,
+                            timeout: float, mode: CommunicationMode, error: RemotingError | ClientError | BrokerError | None,
+                            result: SendResult | None) -> SendResult | tuple[PreparedSend, _Attempts]:
+        """A plain first attempt whose answer the kernel did not turn into a SendResult: the
+        final result, or the prepared message and its attempts (the first one counted) for the
+        general retry loop to go on with, with the same accounting as if it had started there.
+        Raises what the retry policy does not retry."""
         if result is not None and result.status is SendStatus.SEND_OK:
-            if fault.enabled:
-                fault.update_fault_item(broker_name, instance.clock() - begin, False)
+            if self.fault_strategy.enabled:
+                self.fault_strategy.update_fault_item(mq.broker_name, self.instance.clock() - begin, False)
             return result
-        # the first attempt failed or was not stored: the general loop takes over from here
-        cfg = self.config
-        prepared = PreparedSend(topic, body, 0, msg.flag, properties_to_string(props), uniq, tags=msg.tags,
-                                original_size=len(body))
-        attempts = _Attempts(self, prepared, info, 1 + cfg.retry_times_when_send_failed, begin, timeout)
+        body = msg.body
+        prepared = PreparedSend(msg.topic, body, 0, msg.flag, properties_to_string(msg._properties), uniq,
+                                tags=msg.tags, original_size=len(body))
+        attempts = _Attempts(self, prepared, info, 1 + self._retries(mode), begin, timeout)
         attempts.made(mq, begin)
         if error is not None:
             attempts.failed(mq, error)
         elif attempts.answered(mq, result):
             assert result is not None
             return result
-        return self._attempts_blocking(prepared, attempts, begin, timeout)
+        return prepared, attempts
+
+    def start_plain_async(self, msg: Message, target: tuple[TopicPublishInfo, MessageQueue, SendTemplate, str, str, int],
+                          timeout_ms: float | None, future: Any, submit: Callable[..., Any]) -> None:
+        """Start the first attempt of a plain ``send_async`` (not auto-batched) to ``target``
+        (what ``plain_target`` chose and stamped on the caller's thread): ``submit`` (the
+        loop's burst submitter) hands it to the loop, which writes the queue's template frame
+        with the connection's next opaque, in one write with the other sends of its burst;
+        the answer's header is read by the ``decode_json_answer`` kernel and turned into the
+        SendResult by the template (:meth:`Channel.invoke_flat`): no coroutine, task, command
+        object or Python JSON per message. Anything else (a failure, a refusal, no open
+        connection yet) goes on in the general path, with the same attempts and deadline."""
+        timeout = self._send_timeout_ms if timeout_ms is None else timeout_ms
+        submit(_PlainAsyncSend(self, future, msg, target, timeout).start, future=future)
 
     def _send_template(self, mq: MessageQueue) -> SendTemplate | None:
         """The frame template of ``mq`` for ``send_plain_blocking``, cached by the queue
@@ -575,3 +626,99 @@ class _Attempts:
         error.add_note(f"send to {self._prepared.topic} failed after {len(self.brokers_sent)} attempt(s) "
                        f"on brokers {self.brokers_sent} in {self._clock() - self._begin} ms")
         raise error
+
+
+class _PlainAsyncSend:
+    """One plain ``send_async`` on its first attempt (``ProducerImpl.send_plain_async``).
+
+    ``start`` runs on the loop (a ``BurstSubmitter`` starter) and hands the frame to the
+    broker's connection; the connection then settles this object as it would an asyncio
+    future (``done``, ``set_result`` with the answer's header tuple, ``set_exception``), and
+    this object settles the caller's future: the SendResult the template builds from the
+    usual answer, else the general retry loop's outcome.
+    """
+
+    __slots__ = ("impl", "future", "msg", "info", "mq", "template", "addr", "uniq", "begin", "timeout")
+
+    def __init__(self, impl: ProducerImpl, future: Any, msg: Message,
+                 target: tuple[TopicPublishInfo, MessageQueue, SendTemplate, str, str, int], timeout: float) -> None:
+        self.impl = impl
+        self.future = future
+        self.msg = msg
+        self.info, self.mq, self.template, self.addr, self.uniq, self.begin = target
+        self.timeout = timeout
+
+    def start(self, _future: Any) -> Any:
+        impl = self.impl
+        instance = impl.instance
+        left = self.timeout - (instance.clock() - self.begin)
+        channel = instance.api.remoting.connected(self.addr)
+        if channel is not None and left > 0:
+            if channel.invoke_flat(self._frame, left, self, _READ_ANSWER):
+                return None
+        elif left <= 0:
+            raise SendTimeoutError(f"sending to {self.msg.topic} used up send_msg_timeout_ms={self.timeout} "
+                                   "before the first attempt")
+        # no open connection yet, or the template declined: every attempt in the general path
+        return impl.send(impl.prepare(self.msg), _ASYNC, timeout_ms=left)
+
+    def _frame(self, opaque: int) -> bytes | None:
+        msg = self.msg
+        return self.template.frame(opaque, self.begin, msg.flag, msg._properties, msg.body)
+
+    # --- what the connection calls, as on an asyncio future ----------------------------------------
+    def done(self) -> bool:
+        return bool(self.future.done())  # cancelled by its caller: the answer is dropped
+
+    def set_result(self, answer: tuple[int, int, int, str | None, dict[str, str]]) -> None:
+        result = self.template.result(answer, self.uniq)
+        if type(result) is SendResult:
+            fault = self.impl.fault_strategy
+            if fault.enabled:
+                fault.update_fault_item(self.mq.broker_name, self.impl.instance.clock() - self.begin, False)
+            _settle(self.future, result, None)
+            return
+        impl = self.impl
+        try:
+            result = impl.instance.api.send_answer(self.addr, self.mq.broker_name, self.msg.topic, self.uniq,
+                                                   answer, self.mq)
+        except (RemotingError, ClientError, BrokerError) as e:
+            self._go_on(e, None)
+        else:
+            self._go_on(None, result)
+
+    def set_exception(self, error: BaseException) -> None:
+        if isinstance(error, (RemotingError, ClientError, BrokerError)):
+            self._go_on(error, None)
+        else:
+            _settle(self.future, None, error)
+
+    def cancel(self) -> bool:
+        return bool(self.future.cancel())
+
+    def _go_on(self, error: RemotingError | ClientError | BrokerError | None, result: SendResult | None) -> None:
+        impl = self.impl
+        try:
+            outcome = impl.after_plain_attempt(self.msg, self.info, self.mq, self.uniq, self.begin, self.timeout,
+                                               _ASYNC, error, result)
+        except BaseException as e:  # not retried: the caller's error
+            _settle(self.future, None, e)
+            return
+        if type(outcome) is SendResult:
+            _settle(self.future, outcome, None)
+            return
+        prepared, attempts = outcome  # type: ignore[misc]
+        task = asyncio.ensure_future(impl.run_attempts(prepared, _ASYNC, attempts))
+        task.add_done_callback(lambda t, f=self.future: copy_outcome(t, f))
+
+
+def _settle(future: Any, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return  # cancelled by its caller
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        log.debug("future %r was cancelled before its outcome arrived", future)

@@ -55,7 +55,14 @@ from mqcore.errors import (
 from mqcore.netaddr import format_sockaddr as format_addr
 from mqcore.netaddr import parse_host_port as parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
-from mqcore.remoting.command import RemotingCommand, encode
+from mqcore.remoting.command import (
+    FRAME_LENGTH_SIZE,
+    HEADER_LENGTH_MASK,
+    HEADER_WORD_SIZE,
+    SERIALIZE_TYPE_SHIFT,
+    RemotingCommand,
+    encode,
+)
 from mqcore.remoting.eventloop import time_is_monotonic
 from mqcore.remoting.framing import RECV_WAIT, FrameBudget, FrameReceiver, receiver_class
 from mqcore.remoting.ratelimit import RateLimitedLog
@@ -87,6 +94,17 @@ FramesProcessor = Callable[["Channel", memoryview, int, int], int]
 #: it keeps: the view is reused for the next frames as soon as it returns. Its value (or the
 #: exception it raises) is what the request's future gets.
 AnswerDecoder = Callable[[RemotingCommand, memoryview, int, int], Any]
+#: ``(code, opaque, flag, remark, ext_fields)`` of an answer header (the ``decode_json_answer`` kernel)
+AnswerTuple = tuple[int, int, int, "str | None", dict[str, str]]
+_PREFIX_SIZE = FRAME_LENGTH_SIZE + HEADER_WORD_SIZE
+
+
+class FlatWaiter(Protocol):
+    """What waits for an ``invoke_flat`` answer: settled as an asyncio future would be."""
+
+    def done(self) -> bool: ...
+    def set_result(self, answer: AnswerTuple) -> None: ...
+    def set_exception(self, error: BaseException) -> None: ...
 #: what the channel's frame decoder returns for an answer it already handed to its future
 _SETTLED = object()
 
@@ -153,6 +171,11 @@ class Channel(asyncio.BufferedProtocol):
         #: opaque -> the decoder of its answer's body (``invoke_decoded``), popped with the answer
         self._answer_decoders: dict[int, AnswerDecoder] = {}
         self._timers: dict[int, asyncio.TimerHandle] = {}  # opaque -> its timeout
+        #: opaque -> the waiter of a request sent by ``invoke_flat``, whose answer header the
+        #: ``_read_flat`` kernel reads; ``_flat_out``: their frames not yet written
+        self._flat: dict[int, FlatWaiter] = {}
+        self._read_flat: Callable[[Any], AnswerTuple | None] | None = None
+        self._flat_out: list[bytes] = []
         self._next_opaque = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._close_listeners: list[Callable[[Channel], Any]] = []
@@ -191,7 +214,7 @@ class Channel(asyncio.BufferedProtocol):
     @property
     def inflight_count(self) -> int:
         """Inbound requests being processed plus our own requests awaiting answers."""
-        return len(self._tasks) + len(self._pending)
+        return len(self._tasks) + len(self._pending) + len(self._flat)
 
     @property
     def buffered_bytes(self) -> int:
@@ -316,7 +339,7 @@ class Channel(asyncio.BufferedProtocol):
                             if stop == end:
                                 return  # everything received was taken (the usual case)
                             continue
-                if self._answer_decoders:  # an answer may be read from the buffer by its decoder
+                if self._answer_decoders or self._flat:  # an answer may be read from the buffer by its decoder
                     cmd = receiver.next_frame(self._decode_frame, copies=True)
                     if cmd is _SETTLED:
                         continue
@@ -428,6 +451,8 @@ class Channel(asyncio.BufferedProtocol):
         """The receiver's decoder while answers with a decoder are awaited: such an answer is
         decoded from ``view`` by its decoder and settled here (``_SETTLED``); any other frame
         becomes a command with a copied body, as the receiver's default decoder does."""
+        if self._flat and self._flat_answer(view, start, end):
+            return _SETTLED
         cmd, body_start = FrameReceiver.decode_head(view, start, end)
         decode = self._answer_decoders.pop(cmd.opaque, None) if cmd.is_response else None
         if decode is None:
@@ -531,8 +556,75 @@ class Channel(asyncio.BufferedProtocol):
     def _new_opaque(self) -> int:
         while True:
             self._next_opaque = (self._next_opaque + 1) & _OPAQUE_MASK
-            if self._next_opaque not in self._pending:
+            if self._next_opaque not in self._pending and self._next_opaque not in self._flat:
                 return self._next_opaque
+
+    def invoke_flat(self, build: Callable[[int], bytes | None], timeout_ms: float, waiter: FlatWaiter,
+                    read_header: Callable[[Any], AnswerTuple | None]) -> bool:
+        """Send the request frame ``build(opaque)`` makes and have ``waiter`` settled with its
+        answer's header as ``read_header`` (the ``decode_json_answer`` kernel) reads it:
+        ``waiter.set_result((code, opaque, flag, remark, ext))``, or ``set_exception`` with
+        RemotingTimeoutError / RemotingError (closed) as ``invoke_future``. False, with
+        nothing sent, when ``build`` declines. For answers without a body that need no
+        command object (a producer's plain sends): the frames of one loop iteration go out in
+        one write, and an answer costs a kernel call and two dict pops.
+
+        Thread model: loop thread only."""
+        if self._closed or self._transport is None:
+            raise RemotingSendRequestError(f"{self} is closed")
+        opaque = self._new_opaque()
+        frame = build(opaque)
+        if frame is None:
+            return False
+        self._flat[opaque] = waiter
+        self._read_flat = read_header
+        self._timers[opaque] = self._loop.call_later(timeout_ms / 1000.0, self._expire_flat, opaque, timeout_ms)
+        out = self._flat_out
+        out.append(frame)
+        if len(out) == 1:
+            self._loop.call_soon(self._write_flat)
+        return True
+
+    def _write_flat(self) -> None:
+        out = self._flat_out
+        if not out:
+            return
+        self._flat_out = []
+        if self._closed or self._transport is None:
+            return  # close() failed their waiters
+        self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _flat_answer(self, view: memoryview, start: int, end: int) -> bool:
+        """Settle the ``invoke_flat`` waiter of the frame ``view[start:end]``; False when the
+        frame is not such an answer (the general decoder reads it)."""
+        word = int.from_bytes(view[start + FRAME_LENGTH_SIZE:start + _PREFIX_SIZE], "big")
+        header_len = word & HEADER_LENGTH_MASK
+        if word >> SERIALIZE_TYPE_SHIFT != 0 or header_len > end - start - _PREFIX_SIZE:
+            return False  # not JSON (0), or malformed: the general decoder says what is wrong
+        read = self._read_flat
+        assert read is not None
+        answer = read(view[start + _PREFIX_SIZE:start + _PREFIX_SIZE + header_len])
+        if answer is None or not answer[2] & FLAG_RESPONSE:
+            return False
+        waiter = self._flat.pop(answer[1], None)
+        if waiter is None:
+            return False
+        timer = self._timers.pop(answer[1], None)
+        if timer is not None:
+            timer.cancel()
+        if not waiter.done():
+            try:
+                waiter.set_result(answer)
+            except Exception:  # the waiter's bug, not the connection's
+                log.exception("%s: settling the answer to opaque %d failed", self, answer[1])
+        return True
+
+    def _expire_flat(self, opaque: int, timeout_ms: float) -> None:
+        self._timers.pop(opaque, None)
+        waiter = self._flat.pop(opaque, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(RemotingTimeoutError(
+                f"no response from {self.remote_addr} within {timeout_ms} ms (opaque {opaque})"))
 
     def invoke_future(self, cmd: RemotingCommand, timeout_ms: float,
                       decode: AnswerDecoder | None = None) -> asyncio.Future[Any]:
@@ -661,6 +753,8 @@ class Channel(asyncio.BufferedProtocol):
         self._budget.cancel(id(self))
         error = RemotingError(f"connection to {self.remote_addr} closed ({reason})")
         pending, self._pending = self._pending, {}
+        flat, self._flat = self._flat, {}
+        self._flat_out = []
         self._answer_decoders = {}
         timers, self._timers = self._timers, {}
         for timer in timers.values():
@@ -668,6 +762,9 @@ class Channel(asyncio.BufferedProtocol):
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
+        for waiter in flat.values():
+            if not waiter.done():
+                waiter.set_exception(error)
         self._wake_drain_waiters()
         self._closed_future.set_result(None)
         for listener in self._close_listeners:
