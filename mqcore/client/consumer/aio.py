@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, Unpack
 
 from mqcore.client.config import LitePullConsumerConfig, PushConsumerConfig
@@ -39,7 +39,7 @@ from mqcore.remoting.bodies import MessageQueue
 
 __all__ = ["AsyncPushConsumer", "AsyncLitePullConsumer"]
 
-AsyncListener = Callable[[list[MessageExt], Any], Awaitable[Any]]
+AsyncListener = Callable[[list[MessageExt], Any], Coroutine[Any, Any, Any]]
 
 
 class _Cancelled(Exception):
