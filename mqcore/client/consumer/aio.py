@@ -39,6 +39,9 @@ from mqcore.remoting.bodies import MessageQueue
 
 __all__ = ["AsyncPushConsumer", "AsyncLitePullConsumer"]
 
+#: ``consume_message_batch_max_size`` unless given (the threaded default is 1)
+ASYNC_BATCH_DEFAULT = 32
+
 AsyncListener = Callable[[list[MessageExt], Any], Coroutine[Any, Any, Any]]
 
 
@@ -53,6 +56,10 @@ class AsyncPushConsumer:
 
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
                  **settings: Unpack[PushConsumerSettings]) -> None:
+        if config is None and "consume_message_batch_max_size" not in settings:
+            # crossing into the user's loop costs a thread hand-off per listener call: move
+            # batches, not single messages (async for still yields one message at a time)
+            settings["consume_message_batch_max_size"] = ASYNC_BATCH_DEFAULT
         self._sync = PushConsumer(consumer_group, config=config, **settings)
         self.config = self._sync.config
         self._listener: AsyncListener | None = None
