@@ -22,6 +22,8 @@ from mqcore.client.config import (
 )
 from mqcore.client.consumer import (
     AllocateAveragely,
+    AsyncLitePullConsumer,
+    AsyncPushConsumer,
     AllocateAveragelyByCircle,
     AllocateByConfig,
     AllocateByMachineRoom,
@@ -63,6 +65,8 @@ __all__ = [
     "LocalTransactionState",
     "TransactionSendResult",
     "PushConsumer",
+    "AsyncPushConsumer",
+    "AsyncLitePullConsumer",
     "LitePullConsumer",
     "PullConsumer",
     "Message",

@@ -1,4 +1,5 @@
 """Consumers: push (listener), lite pull (``poll()``), low-level pull by queue."""
+from mqcore.client.consumer.aio import AsyncLitePullConsumer, AsyncPushConsumer
 from mqcore.client.consumer.idempotent import (
     IdempotentStore,
     MemoryIdempotentStore,
@@ -23,6 +24,8 @@ from mqcore.client.consumer.rebalance import (
 )
 
 __all__ = [
+    "AsyncPushConsumer",
+    "AsyncLitePullConsumer",
     "PushConsumer",
     "LitePullConsumer",
     "PullConsumer",
