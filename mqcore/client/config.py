@@ -226,6 +226,10 @@ class ProducerConfig(ClientConfig):
     batch_max_bytes: int = 2 * 1024 * 1024
     batch_max_delay_ms: int = 10
     total_batch_max_bytes: int = 32 * 1024 * 1024
+    #: ``enableMsgTrace``: a Pub trace record per send, sent in batches off the hot path
+    enable_msg_trace: bool = False
+    #: ``customizedTraceTopic``: where the traces go
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         ClientConfig.__post_init__(self)

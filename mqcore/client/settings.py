@@ -63,6 +63,8 @@ class ProducerSettings(ClientSettings, total=False):
     batch_max_bytes: int
     batch_max_delay_ms: int
     total_batch_max_bytes: int
+    enable_msg_trace: bool
+    trace_topic: str
 
 
 class _ConsumerCommonSettings(ClientSettings, total=False):
