@@ -315,6 +315,11 @@ class PushConsumerConfig(_ConsumerCommon):
     #: how often messages stuck beyond ``consume_timeout_min`` are looked for
     clean_expired_interval_ms: int = 15 * 60 * 1000
 
+    #: ``enableMsgTrace``: SubBefore / SubAfter trace records per consumed message
+    enable_msg_trace: bool = False
+    #: ``customizedTraceTopic``
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)
         _positive("consume_thread_max", self.consume_thread_max)

@@ -82,6 +82,8 @@ class _ConsumerCommonSettings(ClientSettings, total=False):
 class PushConsumerSettings(_ConsumerCommonSettings, total=False):
     """``PushConsumer`` settings (``PushConsumerConfig``)."""
 
+    enable_msg_trace: bool
+    trace_topic: str
     consume_thread_min: int
     consume_thread_max: int
     consume_concurrently_max_span: int

@@ -89,6 +89,32 @@ class TraceDispatcher:
         if record.msg_id:
             self.append(record, len(msg.body))
 
+    def traced_listener(self, listener: Callable[..., Any]) -> Callable[..., Any]:
+        """``listener`` recording SubBefore before and SubAfter after each call
+        (``ConsumeMessageTraceHookImpl``); one request id ties a call's records together."""
+        import uuid
+
+        def traced(msgs: list[Any], context: Any) -> Any:
+            request_id = uuid.uuid4().hex.upper()
+            begin = int(time.time() * 1000)
+            for m in msgs:
+                self.append(TraceRecord("SubBefore", m.msg_id, begin, self.group, keys=" ".join(m.keys),
+                                        request_id=request_id, retry_times=m.reconsume_times,
+                                        region_id="DefaultRegion"))
+            status: Any = None
+            try:
+                status = listener(msgs, context)
+                return status
+            finally:
+                end = int(time.time() * 1000)
+                # CONSUME_SUCCESS / SUCCESS (orderly); None, a raise or a retry status is a failure
+                ok = status is not None and str(getattr(status, "value", status)) in ("CONSUME_SUCCESS", "SUCCESS")
+                cost = (end - begin) // max(1, len(msgs))
+                for m in msgs:
+                    self.append(TraceRecord("SubAfter", m.msg_id, end, self.group, cost, ok, keys=" ".join(m.keys),
+                                            request_id=request_id, context_code=0 if ok else 1))
+        return traced
+
     def _run(self) -> None:
         while True:
             self._wake.wait(FLUSH_INTERVAL_S)
