@@ -226,6 +226,10 @@ class ProducerConfig(ClientConfig):
     batch_max_bytes: int = 2 * 1024 * 1024
     batch_max_delay_ms: int = 10
     total_batch_max_bytes: int = 32 * 1024 * 1024
+    #: ``enableMsgTrace``: a Pub trace record per send, sent in batches off the hot path
+    enable_msg_trace: bool = False
+    #: ``customizedTraceTopic``: where the traces go
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         ClientConfig.__post_init__(self)
@@ -310,6 +314,11 @@ class PushConsumerConfig(_ConsumerCommon):
     local_retry_delay_ms: int = 5_000
     #: how often messages stuck beyond ``consume_timeout_min`` are looked for
     clean_expired_interval_ms: int = 15 * 60 * 1000
+
+    #: ``enableMsgTrace``: SubBefore / SubAfter trace records per consumed message
+    enable_msg_trace: bool = False
+    #: ``customizedTraceTopic``
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         _ConsumerCommon.__post_init__(self)

@@ -32,6 +32,7 @@ import concurrent.futures
 import enum
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
@@ -45,6 +46,7 @@ from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.request import create_reply_message
 from mqcore.client.selector import MessageQueueSelector
 from mqcore.client.settings import ProducerSettings
+from mqcore.client.trace import TraceDispatcher
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalArgumentError, IllegalStateError, MQError, RemotingTimeoutError
 from mqcore.kernel_api import WindowSlotsApi
@@ -102,6 +104,10 @@ class Producer:
         self._callbacks: CallbackThread | None = None
         self._submitter = BurstSubmitter(self._instance.loop_thread)
         self._state = _State.CREATED
+        self._tracer: TraceDispatcher | None = None
+        if self.config.enable_msg_trace:
+            self._tracer = TraceDispatcher(self.config.namesrv_addr, self.config.trace_topic,
+                                           self.config.producer_group, self._store_host)
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Producer:
@@ -112,6 +118,8 @@ class Producer:
         self._instance.register_producer(self._impl)
         self._instance.start()
         self._callbacks = CallbackThread("mqcore-send-callback")
+        if self._tracer is not None:
+            self._tracer.start()
         self._state = _State.RUNNING
         log.info("producer %s started as %s", self.config.producer_group, self.client_id)
         return self
@@ -129,6 +137,8 @@ class Producer:
         self._instance.shutdown()
         if self._callbacks is not None:
             self._callbacks.shutdown()
+        if self._tracer is not None:
+            self._tracer.shutdown()
         log.info("producer %s shut down", self.config.producer_group)
 
     async def _shutdown_async(self) -> None:
@@ -180,6 +190,28 @@ class Producer:
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
+        if self._tracer is not None:
+            return self._send_traced(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+        return self._send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+    def _send_traced(self, msg: Message, **kw: Any) -> SendResult:
+        tracer = self._tracer
+        assert tracer is not None
+        begin = int(time.time() * 1000)
+        try:
+            result = self._send(msg, **kw)
+        except Exception as e:
+            tracer.trace_send(msg, None, begin, e)
+            raise
+        tracer.trace_send(msg, result, begin, None)
+        return result
+
+    def _store_host(self, broker_name: str) -> str:
+        """The master address a send went to (the Pub record's storeHost)."""
+        return self._instance.broker_addr_table.get(broker_name, {}).get(0, "")
+
+    def _send(self, msg: Message, *, queue: MessageQueue | None, selector: MessageQueueSelector | None,
+              arg: Any, timeout_ms: float | None) -> SendResult:
         if (queue is None and selector is None and self._accumulator is None and self._state is _SEND_RUNNING
                 and type(msg) is Message and not self._instance.loop_thread.in_loop_thread()):
             # the usual message in few steps (validated topic, cached route): see send_plain_blocking
@@ -203,6 +235,21 @@ class Producer:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
         runs on the callback thread; the returned future completes first. Blocks while
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
+        if self._tracer is not None:
+            tracer = self._tracer
+            begin = int(time.time() * 1000)
+            future = self._send_async(msg, callback, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+            def traced(f: concurrent.futures.Future[SendResult]) -> None:
+                error = f.exception() if not f.cancelled() else None
+                tracer.trace_send(msg, None if error is not None or f.cancelled() else f.result(), begin, error)
+            future.add_done_callback(traced)
+            return future
+        return self._send_async(msg, callback, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+    def _send_async(self, msg: Message, callback: SendCallback | None, *, queue: MessageQueue | None,
+                    selector: MessageQueueSelector | None, arg: Any,
+                    timeout_ms: float | None) -> concurrent.futures.Future[SendResult]:
         batcher = self._batcher
         if (callback is None and selector is None and batcher is not None and type(msg) is Message
                 and self._state is _SEND_RUNNING):

@@ -63,6 +63,8 @@ class ProducerSettings(ClientSettings, total=False):
     batch_max_bytes: int
     batch_max_delay_ms: int
     total_batch_max_bytes: int
+    enable_msg_trace: bool
+    trace_topic: str
 
 
 class _ConsumerCommonSettings(ClientSettings, total=False):
@@ -80,6 +82,8 @@ class _ConsumerCommonSettings(ClientSettings, total=False):
 class PushConsumerSettings(_ConsumerCommonSettings, total=False):
     """``PushConsumer`` settings (``PushConsumerConfig``)."""
 
+    enable_msg_trace: bool
+    trace_topic: str
     consume_thread_min: int
     consume_thread_max: int
     consume_concurrently_max_span: int

@@ -36,6 +36,7 @@ from mqcore.client.consumer.push_impl import PushConsumerImpl
 from mqcore.client.instance import ClientInstance
 from mqcore.client.validators import check_topic
 from mqcore.client.settings import PushConsumerSettings
+from mqcore.client.trace import TraceDispatcher
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError
 from mqcore.message import retry_topic
@@ -71,6 +72,7 @@ class PushConsumer:
         self._instance: ClientInstance | None = None
         self._state = _State.CREATED
         self._lock = threading.Lock()
+        self._tracer: TraceDispatcher | None = None
 
     # --- configuration ------------------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
@@ -128,7 +130,13 @@ class PushConsumer:
             broadcasting = self.config.message_model is MessageModel.BROADCASTING
             instance = ClientInstance(self.config, clock=self._clock, change_instance_name=not broadcasting,
                                       rebalance_interval_ms=self.config.rebalance_interval_ms)
-            impl = PushConsumerImpl(self.config, instance, self._listener, orderly=self._orderly)
+            listener = self._listener
+            if self.config.enable_msg_trace:
+                self._tracer = TraceDispatcher(self.config.namesrv_addr, self.config.trace_topic,
+                                               self.config.consumer_group)
+                self._tracer.start()
+                listener = self._tracer.traced_listener(listener)
+            impl = PushConsumerImpl(self.config, instance, listener, orderly=self._orderly)
             for topic, (expression, kind) in self._subscriptions.items():
                 impl.subscribe(topic, expression, kind)
             if not broadcasting:
@@ -167,6 +175,8 @@ class PushConsumer:
             log.warning("consumer %s: clean shutdown failed: %s", self.config.consumer_group, e)
         finally:
             instance.shutdown()
+            if self._tracer is not None:
+                self._tracer.shutdown()
         log.info("push consumer %s shut down", self.config.consumer_group)
 
     def __enter__(self) -> PushConsumer:

@@ -1,0 +1,55 @@
+"""A producer with ``enable_msg_trace=True`` writes Pub trace records, in batches from its
+dispatcher thread, that mqcore's ``mqadmin queryMsgTraceById`` finds by message id."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+from mqcore.admin.cli import main as mqadmin_main
+from mqcore.client import Message, Producer
+from mqcore.testing import TestBroker, wait_for
+
+
+def _trace(namesrv: str, msg_id: str, topic: str | None = None) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["queryMsgTraceById", "-n", namesrv, "-i", msg_id] + (["-t", topic] if topic else [])
+    with contextlib.redirect_stderr(err):
+        mqadmin_main(argv, out)
+    return out.getvalue()
+
+
+def test_sync_and_async_sends_are_traced_to_the_default_and_a_named_topic():
+    with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
+        with Producer("traced-pg", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True) as p:
+            sync = p.send(Message("TracedT", b"hello", tags="TagA", keys="order-1"))
+            asynced = p.send_async(Message("TracedT", b"there")).result(30)
+        for r in (sync, asynced):
+            assert wait_for(lambda: "Pub" in _trace(broker.namesrv_addr, r.msg_id), timeout=30), \
+                _trace(broker.namesrv_addr, r.msg_id)
+        text = _trace(broker.namesrv_addr, sync.msg_id)
+        pubs = [line.split() for line in text.splitlines() if line.startswith("Pub ")]
+        assert len(pubs) == 1 and pubs[0][1] == "traced-pg" and pubs[0][-1] == "success", text
+        with Producer("traced-pg2", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True,
+                      trace_topic="MyTraces") as p:
+            named = p.send(Message("TracedT", b"x"))
+        assert wait_for(lambda: "Pub" in _trace(broker.namesrv_addr, named.msg_id, "MyTraces"), timeout=30)
+
+
+def test_a_traced_push_consumer_writes_sub_records_mqadmin_shows():
+    from mqcore.client import ConsumeConcurrentlyStatus, PushConsumer
+    with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
+        with Producer("traced-pg3", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True) as p:
+            sent = p.send(Message("TracedSubT", b"hi"))
+        got: list[str] = []
+        c = PushConsumer("traced-cg", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True,
+                         consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+        c.subscribe("TracedSubT", "*")
+        c.register_listener(lambda msgs, ctx: (got.extend(m.msg_id for m in msgs),
+                                               ConsumeConcurrentlyStatus.CONSUME_SUCCESS)[1])
+        with c:
+            assert wait_for(lambda: sent.msg_id in got, timeout=60)
+            assert wait_for(lambda: "traced-cg" in _trace(broker.namesrv_addr, sent.msg_id), timeout=30), \
+                _trace(broker.namesrv_addr, sent.msg_id)
+        text = _trace(broker.namesrv_addr, sent.msg_id)
+        assert any(line.startswith("Sub ") and "traced-cg" in line and "success" in line
+                   for line in text.splitlines()), text
