@@ -26,6 +26,8 @@ from mqcore.message import (
 
 #: at most this many messages in one result list
 MAX_RESULTS = 64
+#: Pages past this are refused: page N reads up to (N + 1) * 64 entries of every queue.
+MAX_PAGE = 999
 #: the hex view stops here; the text and JSON views show the whole body
 HEX_LIMIT_BYTES = 64 * 1024
 _PRINTABLE = set(string.printable) - set("\x0b\x0c")
@@ -65,15 +67,27 @@ def by_id(src: DashboardSource, msg_id: str, topic: str | None = None) -> list[M
 
 
 def by_time(src: DashboardSource, topic: str, begin_ts: int, end_ts: int) -> list[MessageExt]:
-    """Messages of ``topic`` stored in [begin_ts, end_ts], oldest first, at most MAX_RESULTS
-    (each queue read from the consume-queue entry its start time maps to)."""
+    """Messages of ``topic`` stored in [begin_ts, end_ts], oldest first, at most MAX_RESULTS."""
+    return by_time_page(src, topic, begin_ts, end_ts, 0)[0]
+
+
+def by_time_page(src: DashboardSource, topic: str, begin_ts: int, end_ts: int,
+                 page: int) -> tuple[list[MessageExt], bool]:
+    """Page ``page`` (from 0, MAX_RESULTS a page) of the messages of ``topic`` stored in
+    [begin_ts, end_ts], oldest first, and whether a further page holds any. Each queue is read
+    from the consume-queue entry its start time maps to, at most (page + 1) * MAX_RESULTS + 1
+    entries: the merged order's first that many can only come from each queue's first that
+    many, so the page is exact without reading the whole range."""
+    if not 0 <= page <= MAX_PAGE:
+        raise ValueError(f"page {page} is outside 0..{MAX_PAGE}")
+    want = (page + 1) * MAX_RESULTS + 1
     store = src.store
     out: list[MessageExt] = []
     for qid in store.queue_ids().get(topic, []):
         off = max(store.get_offset_in_queue_by_time(topic, qid, begin_ts), store.get_min_offset_in_queue(topic, qid))
         top = store.get_max_offset_in_queue(topic, qid)
         taken = 0
-        while off < top and taken < MAX_RESULTS:
+        while off < top and taken < want:
             phy = store.get_commitlog_offset_in_queue(topic, qid, off)
             off += 1
             m = store.look_message_by_offset(phy) if phy >= 0 else None
@@ -84,7 +98,8 @@ def by_time(src: DashboardSource, topic: str, begin_ts: int, end_ts: int) -> lis
             out.append(m)
             taken += 1
     out.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
-    return out[:MAX_RESULTS]
+    start = page * MAX_RESULTS
+    return out[start:start + MAX_RESULTS], len(out) > start + MAX_RESULTS
 
 
 def at_offset(src: DashboardSource, phy_offset: int) -> MessageExt | None:

@@ -294,6 +294,13 @@ class DashboardServer:
         end = parse_time(q.get("end"), now + 60_000)
         found: list[MessageExt] = []
         searched = ""
+        try:
+            page = int(q.get("page", "0"))
+        except ValueError:
+            raise actions.ActionError(f"page {q.get('page', '')[:16]!r} is not a number") from None
+        if not 0 <= page <= messages.MAX_PAGE:
+            raise actions.ActionError(f"page {page} is outside 0..{messages.MAX_PAGE}")
+        more = False
         if msg_id:
             found, searched = messages.by_id(self.src, msg_id, topic or None), f"message id {msg_id}"
         elif key and not topic:
@@ -301,12 +308,13 @@ class DashboardServer:
         elif topic and key:
             found, searched = messages.by_key(self.src, topic, key), f"key {key} in {topic}"
         elif topic:
-            found, searched = messages.by_time(self.src, topic, begin, end), \
+            (found, more), searched = messages.by_time_page(self.src, topic, begin, end, page), \
                 f"{topic} from {_fmt_ts(begin) if begin > 0 else 'the first message'} to {_fmt_ts(end)} UTC"
         topics = sorted(n for n in self.src.topics.table.names())
         return self._render("messages.html", request, found=[messages.summary(m) for m in found],
                             searched=searched, topic=topic, key=key, msg_id=msg_id, topics=topics,
-                            begin=_iso(begin), end=_iso(end), limit=messages.MAX_RESULTS)
+                            begin=_iso(begin), end=_iso(end), limit=messages.MAX_RESULTS,
+                            page=page, more=more, begin_ms=begin, end_ms=end)
 
     def _message_at(self, request: web.Request) -> MessageExt:
         try:
