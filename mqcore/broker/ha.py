@@ -20,8 +20,12 @@ from typing import Callable
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qi")
 _REPORT = struct.Struct(">q")
+
+
+def _header(offset: int, size: int) -> bytes:
+    """The 12-byte transfer header: 8 bytes physical offset, 4 bytes body size (big-endian)."""
+    return offset.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True)
 
 
 class HAConnection:
@@ -75,13 +79,13 @@ class HAConnection:
                 raise ConnectionError("slave does not read what it is sent")
             chunk = self.server.read(self._next, self.server.batch)
             if chunk:
-                self.writer.write(_HEADER.pack(self._next, len(chunk)) + chunk)
+                self.writer.write(_header(self._next, len(chunk)) + chunk)
                 self._next += len(chunk)
                 last_write = loop.time()
                 await self._drain()
                 continue
             if loop.time() - last_write >= self.server.heartbeat_s:
-                self.writer.write(_HEADER.pack(self._next, 0))
+                self.writer.write(_header(self._next, 0))
                 last_write = loop.time()
                 await self._drain()
             await self.server.wait_data(self.server.heartbeat_s)

@@ -35,7 +35,8 @@ class Slave:
         return bytes(out)
 
     def read_transfer(self) -> tuple[int, int]:
-        off, size = struct.unpack(">qi", self._exact(12))
+        head = self._exact(12)
+        off, size = int.from_bytes(head[:8], "big", signed=True), int.from_bytes(head[8:], "big", signed=True)
         body = self._exact(size)
         if self.start is None:
             self.start = off
