@@ -264,6 +264,16 @@ class Broker:
             self.namesrv_addrs = [a.strip() for a in self.cfg.namesrv_addr.split(";") if a.strip()]
         self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
+        from mqcore.broker.ha import HAServer, commitlog_reader
+        cl = self.store.commitlog
+        self.ha = HAServer(commitlog_reader(cl), lambda: cl.max_offset, cl.file_size,
+                           batch=self.cfg.ha_transfer_batch_size,
+                           heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000)
+        # Apache's default is listenPort + 1; a broker on a random port (listenPort=0) gets a random one
+        ha_port = self.cfg.ha_listen_port or (self.port + 1 if self.cfg.listen_port else 0)
+        self.ha_port = await self.ha.start(self.cfg.listen_host, ha_port)
+        # arrivals may be reported off the loop's thread
+        self.store.add_arrival_listener(lambda *_a, _ha=self.ha: loop.call_soon_threadsafe(_ha.notify))
         for svc in self._services:
             svc.start()
             self._services_started.append(svc)
@@ -318,6 +328,8 @@ class Broker:
             await self._client.shutdown()
         if self.namesrv is not None:
             await self.namesrv.shutdown()
+        if getattr(self, "ha", None) is not None:
+            await self.ha.stop()
         for svc in reversed(self._services):
             svc.shutdown()
         for table in (self.offsets, self.delay_offsets, self.topics, self.groups):
@@ -596,7 +608,7 @@ class Broker:
     async def _register_locked(self, body: bytes, refusal_is_fatal: bool) -> None:
         header = RegisterBrokerRequestHeader(broker_name=self.cfg.broker_name, broker_addr=self.addr,
                                              cluster_name=self.cfg.broker_cluster_name,
-                                             ha_server_addr=f"{self.cfg.broker_ip1}:{self.port + 1}",
+                                             ha_server_addr=f"{self.cfg.broker_ip1}:{self.ha_port}",
                                              broker_id=self.cfg.broker_id, compressed=False,
                                              body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
         for addr in self.namesrv_addrs:

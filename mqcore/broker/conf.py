@@ -112,6 +112,10 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "serverFrameMinBytesPerSecond": ("server_frame_min_bytes_per_s", _int),
     "metricsPort": ("metrics_port", _int),
     "dashboardPort": ("dashboard_port", _int),
+    "brokerRole": ("broker_role", _str),
+    "haListenPort": ("ha_listen_port", _int),
+    "haTransferBatchSize": ("ha_transfer_batch_size", _int),
+    "haSendHeartbeatInterval": ("ha_send_heartbeat_interval_ms", _int),
     "dashboardAllowedHosts": ("dashboard_allowed_hosts", _str),
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),
@@ -191,8 +195,6 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 #: RocketMQ keys accepted but without effect here: key -> (accepted values or None for any, why)
 IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
-    "brokerRole": (frozenset({"ASYNC_MASTER", "SYNC_MASTER"}), "single-node master: no slaves to replicate to"),
-    "haListenPort": (None, "single-node master: no HA service"),
     "fastListenPort": (None, "no VIP channel; clients use listenPort"),
     "sendMessageThreadPoolNums": (None, "requests run on one event loop"),
     "pullMessageThreadPoolNums": (None, "requests run on one event loop"),

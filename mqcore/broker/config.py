@@ -107,6 +107,15 @@ class BrokerConfig:
     #: the web dashboard's port (dashboardPort, ``mqcore.dashboard``), on ``listen_host``; 0 = off.
     #: With aclEnable it asks for an admin account of the plain_acl.yml
     dashboard_port: int = 0
+    #: ASYNC_MASTER or SYNC_MASTER (brokerRole); a master serves the HA port to slaves
+    #: (docs/replication.md). SYNC_MASTER does not yet wait for the slave on sends
+    broker_role: str = "ASYNC_MASTER"
+    #: the HA port slaves connect to (haListenPort); 0 = listenPort + 1, as Apache
+    ha_listen_port: int = 0
+    #: most commitlog bytes in one HA transfer (haTransferBatchSize)
+    ha_transfer_batch_size: int = 32 * 1024
+    #: a header with size 0 goes to an idle slave this often (haSendHeartbeatInterval, ms)
+    ha_send_heartbeat_interval_ms: int = 5000
     #: more host names the dashboard answers to (dashboardAllowedHosts, comma-separated), besides
     #: the bound address and, on loopback or every address, this machine's own names; a request
     #: for any other Host is refused (DNS rebinding)
@@ -178,6 +187,12 @@ class BrokerConfig:
             raise FieldConfigError("default_topic_queue_nums", "must be positive")
         if not self.broker_name:
             raise FieldConfigError("broker_name", "is empty")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
+            raise FieldConfigError("broker_role", f"{self.broker_role}: only ASYNC_MASTER and SYNC_MASTER "
+                                   "are served (mqcore does not run as a slave yet)")
+        if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
+            raise FieldConfigError("ha_transfer_batch_size", "haTransferBatchSize and haSendHeartbeatInterval "
+                                   "must be positive")
         if self.broker_id != 0:
             raise FieldConfigError("broker_id", f"{self.broker_id}: mqcore is a single-node master only "
                                    "(brokerId must be 0; there are no slaves)")

@@ -164,8 +164,9 @@ def test_print_config_reads_back_as_the_same_config_without_warnings(tmp_path):
                     "haListenPort=10912\n")
     first = _mqbroker("-c", str(conf), "-p")
     assert first.returncode == 0 and first.stderr == ""
-    assert "# ignored: brokerRole=ASYNC_MASTER (single-node master" in first.stdout
-    assert "# ignored: haListenPort=10912" in first.stdout
+    # the HA keys now take effect (docs/replication.md): printed as settings, not as ignored
+    assert "brokerRole=ASYNC_MASTER" in first.stdout and "# ignored: brokerRole" not in first.stdout
+    assert "haListenPort=10912" in first.stdout
     assert "storePathCommitLog=/data/cl" in first.stdout and "metricsPort=5557" in first.stdout
     again = tmp_path / "again.conf"
     again.write_text(first.stdout)
@@ -175,7 +176,7 @@ def test_print_config_reads_back_as_the_same_config_without_warnings(tmp_path):
     assert [line for line in second.stdout.splitlines() if not line.startswith("#")] == settings
     a = build_configs(read_properties(first.stdout))
     b = build_configs(read_properties(CONF.replace("fileReservedTme=12\n", "") + "storePathCommitLog=/data/cl\n"
-                                      "metricsPort=5557\n"))
+                                      "metricsPort=5557\nhaListenPort=10912\n"))
     assert (a.broker, a.store) == (b.broker, b.store)
 
 

@@ -1,0 +1,166 @@
+"""The master side of RocketMQ 4.9's HA protocol (HAService/HAConnection), on asyncio.
+
+A slave connects and keeps reporting its max physical offset as 8 big-endian bytes; the
+master streams the commitlog from there, each transfer a 12-byte header (8 bytes phy
+offset, 4 bytes size) followed by at most ``batch`` bytes of the log; while there is
+nothing new it sends a header with size 0 every ``heartbeat_s``. As in Apache, the first
+report decides the start: a slave that reports 0 starts at the beginning of the master's
+last commitlog file; any other offset is served from where it points.
+
+Each connection is on its own: a report that is negative, beyond the master's end, or a
+peer that stops reading (its writes stay buffered past ``write_limit``) closes only that
+connection, so a bad peer costs a bounded amount of memory and never the broker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+_REPORT = struct.Struct(">q")
+
+
+def _header(offset: int, size: int) -> bytes:
+    """The 12-byte transfer header: 8 bytes physical offset, 4 bytes body size (big-endian)."""
+    return offset.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True)
+
+
+class HAConnection:
+    def __init__(self, server: "HAServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.peer = writer.get_extra_info("peername")
+        #: what the slave last reported having (its ack offset); -1 before the first report
+        self.ack_offset = -1
+        self._reported = asyncio.Event()
+        self._next = -1
+
+    async def run(self) -> None:
+        tasks = [asyncio.ensure_future(self._read_reports()), asyncio.ensure_future(self._transfer())]
+        try:
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+            for t in done:
+                if not t.cancelled() and t.exception() is not None:
+                    log.warning("HA connection %s closed: %s", self.peer, t.exception())
+        finally:
+            self.writer.close()
+
+    async def _read_reports(self) -> None:
+        while True:
+            data = await self.reader.readexactly(_REPORT.size)
+            (offset,) = _REPORT.unpack(data)
+            if offset < 0 or offset > self.server.max_offset():
+                raise ValueError(f"slave reported offset {offset}, outside 0..{self.server.max_offset()}")
+            self.ack_offset = offset
+            self.server.on_ack(self, offset)
+            self._reported.set()
+
+    def _start_offset(self) -> int:
+        """Apache's rule: a slave with nothing starts at the last file's start."""
+        if self.ack_offset == 0:
+            size = self.server.file_size
+            return self.server.max_offset() - self.server.max_offset() % size
+        return self.ack_offset
+
+    async def _transfer(self) -> None:
+        await self._reported.wait()
+        self._next = self._start_offset()
+        loop = asyncio.get_running_loop()
+        last_write = loop.time()
+        while True:
+            transport = self.writer.transport
+            if transport.get_write_buffer_size() > self.server.write_limit:
+                raise ConnectionError("slave does not read what it is sent")
+            chunk = self.server.read(self._next, self.server.batch)
+            if chunk:
+                self.writer.write(_header(self._next, len(chunk)) + chunk)
+                self._next += len(chunk)
+                last_write = loop.time()
+                await self._drain()
+                continue
+            if loop.time() - last_write >= self.server.heartbeat_s:
+                self.writer.write(_header(self._next, 0))
+                last_write = loop.time()
+                await self._drain()
+            await self.server.wait_data(self.server.heartbeat_s)
+
+    async def _drain(self) -> None:
+        try:
+            await asyncio.wait_for(self.writer.drain(), self.server.heartbeat_s * 4)
+        except asyncio.TimeoutError:
+            raise ConnectionError("slave stopped reading") from None
+
+
+class HAServer:
+    """Serves the HA port; ``read(offset, n)`` returns committed commitlog bytes (or b"")."""
+
+    def __init__(self, read: Callable[[int, int], bytes], max_offset: Callable[[], int], file_size: int,
+                 batch: int = 32 * 1024, heartbeat_s: float = 5.0, write_limit: int = 4 * 1024 * 1024):
+        self.read = read
+        self.max_offset = max_offset
+        self.file_size = file_size
+        self.batch = batch
+        self.heartbeat_s = heartbeat_s
+        self.write_limit = write_limit
+        self.connections: set[HAConnection] = set()
+        self._data = asyncio.Event()
+        self._server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    def notify(self) -> None:
+        """New commitlog data: wake the transfers."""
+        self._data.set()
+
+    async def wait_data(self, timeout: float) -> None:
+        self._data.clear()
+        try:
+            await asyncio.wait_for(self._data.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def on_ack(self, conn: HAConnection, offset: int) -> None:
+        pass
+
+    @property
+    def slave_ack_offset(self) -> int:
+        return max((c.ack_offset for c in self.connections), default=-1)
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def _accept(self, reader, writer) -> None:
+        conn = HAConnection(self, reader, writer)
+        self.connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for c in list(self.connections):
+                c.writer.close()
+            await self._server.wait_closed()
+
+
+def commitlog_reader(commitlog) -> Callable[[int, int], bytes]:
+    """``read(offset, n)`` over a CommitLog: up to ``n`` written bytes of the file holding offset."""
+    def read(offset: int, n: int) -> bytes:
+        mf = commitlog.queue.find_by_offset(offset)
+        if mf is None:
+            return b""
+        pos = offset - mf.file_from_offset
+        avail = min(n, mf.wrote_position - pos)
+        if avail <= 0:
+            return b""
+        return bytes(mf.view(pos, avail))
+    return read
