@@ -271,9 +271,23 @@ class Broker:
                            heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000)
         # Apache's default is listenPort + 1; a broker on a random port (listenPort=0) gets a random one
         ha_port = self.cfg.ha_listen_port or (self.port + 1 if self.cfg.listen_port else 0)
-        self.ha_port = await self.ha.start(self.cfg.listen_host, ha_port)
-        # arrivals may be reported off the loop's thread
-        self.store.add_arrival_listener(lambda *_a, _ha=self.ha: loop.call_soon_threadsafe(_ha.notify))
+        try:
+            self.ha_port = await self.ha.start(self.cfg.listen_host, ha_port)
+        except OSError as e:
+            if self.cfg.ha_listen_port:
+                raise  # the port the operator chose: say so at start
+            # listenPort + 1 is only a default: taken (another broker, another test), take any
+            log.warning("HA port %d (listenPort + 1) is not free (%s): listening on a free port; set "
+                        "haListenPort to choose one", ha_port, e)
+            self.ha_port = await self.ha.start(self.cfg.listen_host, 0)
+        ha = self.ha
+
+        def wake_ha(*_args: object) -> None:
+            # arrivals may be reported off the loop's thread; with no slave connected (a single
+            # node, the usual case) a put costs this one check, no cross-thread wake-up
+            if ha.connections:
+                loop.call_soon_threadsafe(ha.notify)
+        self.store.add_arrival_listener(wake_ha)
         for svc in self._services:
             svc.start()
             self._services_started.append(svc)
