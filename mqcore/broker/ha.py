@@ -16,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from mqcore.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +139,7 @@ class HAServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
-    async def _accept(self, reader, writer) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(self, reader, writer)
         self.connections.add(conn)
         try:
@@ -152,7 +155,7 @@ class HAServer:
             await self._server.wait_closed()
 
 
-def commitlog_reader(commitlog) -> Callable[[int, int], bytes]:
+def commitlog_reader(commitlog: CommitLog) -> Callable[[int, int], bytes]:
     """``read(offset, n)`` over a CommitLog: up to ``n`` written bytes of the file holding offset."""
     def read(offset: int, n: int) -> bytes:
         mf = commitlog.queue.find_by_offset(offset)
@@ -162,5 +165,6 @@ def commitlog_reader(commitlog) -> Callable[[int, int], bytes]:
         avail = min(n, mf.wrote_position - pos)
         if avail <= 0:
             return b""
-        return bytes(mf.view(pos, avail))
+        view = mf.view(pos, avail)
+        return b"" if view is None else bytes(view)  # None: the file is being unmapped (deleted)
     return read

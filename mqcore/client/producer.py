@@ -107,7 +107,7 @@ class Producer:
         self._tracer: TraceDispatcher | None = None
         if self.config.enable_msg_trace:
             self._tracer = TraceDispatcher(self.config.namesrv_addr, self.config.trace_topic,
-                                           self.config.producer_group, self._store_host)
+                                           self.config.producer_group, untraced_producer, self._store_host)
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Producer:
@@ -507,3 +507,8 @@ def _run_request_callback(callback: RequestCallback, future: concurrent.futures.
             callback(future.result(), None)
     except Exception:  # user code: report, keep the callback thread alive
         log.exception("request callback %r raised", callback)
+
+
+def untraced_producer(group: str, namesrv_addr: str) -> Producer:
+    """The producer a trace dispatcher sends its records with."""
+    return Producer(group, namesrv_addr=namesrv_addr)

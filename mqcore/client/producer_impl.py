@@ -709,7 +709,8 @@ class _PlainAsyncSend:
             return
         prepared, attempts = outcome  # type: ignore[misc]
         task = asyncio.ensure_future(impl.run_attempts(prepared, _ASYNC, attempts))
-        task.add_done_callback(lambda t, f=self.future: copy_outcome(t, f))
+        future = self.future
+        task.add_done_callback(lambda t: copy_outcome(t, future))
 
 
 def _settle(future: Any, result: Any, error: BaseException | None) -> None:

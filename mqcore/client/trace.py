@@ -36,8 +36,11 @@ FLUSH_INTERVAL_S = 0.5
 class TraceDispatcher:
     """Batches trace records and sends them to ``trace_topic`` from its own thread."""
 
-    def __init__(self, namesrv_addr: str, trace_topic: str, group: str,
+    def __init__(self, namesrv_addr: str, trace_topic: str, group: str, make_producer: Callable[[str, str], Any],
                  store_host: Callable[[str], str] = lambda name: name) -> None:
+        """``make_producer(group, namesrv_addr)``: the dispatcher's own producer, not traced
+        (the client's Producer class, given by its users: this module sits below them)."""
+        self._make_producer = make_producer
         self.trace_topic = trace_topic
         self._store_host = store_host
         self.group = group
@@ -51,9 +54,8 @@ class TraceDispatcher:
         self.sent_records = 0
 
     def start(self) -> None:
-        from mqcore.client.producer import Producer  # the dispatcher's own producer: not traced
-        self._producer = Producer(f"_INNER_TRACE_PRODUCER-{self.trace_topic}-{id(self):x}",
-                                  namesrv_addr=self._namesrv_addr).start()
+        self._producer = self._make_producer(f"_INNER_TRACE_PRODUCER-{self.trace_topic}-{id(self):x}",
+                                             self._namesrv_addr).start()
         self._thread = threading.Thread(target=self._run, name="mqcore-trace-dispatcher", daemon=True)
         self._thread.start()
 

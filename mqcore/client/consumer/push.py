@@ -36,6 +36,7 @@ from mqcore.client.consumer.push_impl import PushConsumerImpl
 from mqcore.client.instance import ClientInstance
 from mqcore.client.validators import check_topic
 from mqcore.client.settings import PushConsumerSettings
+from mqcore.client.producer import untraced_producer
 from mqcore.client.trace import TraceDispatcher
 from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import ClosedError, IllegalStateError, MQError
@@ -133,7 +134,7 @@ class PushConsumer:
             listener = self._listener
             if self.config.enable_msg_trace:
                 self._tracer = TraceDispatcher(self.config.namesrv_addr, self.config.trace_topic,
-                                               self.config.consumer_group)
+                                               self.config.consumer_group, untraced_producer)
                 self._tracer.start()
                 listener = self._tracer.traced_listener(listener)
             impl = PushConsumerImpl(self.config, instance, listener, orderly=self._orderly)
