@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mqcore.client.trace_format import TraceRecord, encode_record
+from mqcore.message import Prop
+from mqcore.client.trace_format import TraceRecord, encode_pub, encode_record
 
 if TYPE_CHECKING:
     from mqcore.client.message import Message, SendResult
@@ -25,9 +26,9 @@ __all__ = ["TraceDispatcher"]
 
 log = logging.getLogger(__name__)
 
-#: AsyncTraceDispatcher's defaults: 1024 contexts queued at most, 100 per trace message,
+#: AsyncTraceDispatcher's defaults: 2048 contexts queued at most, 100 per trace message,
 #: a batch at most 128 KiB, sent at least every 500 ms
-QUEUE_SIZE = 1024
+QUEUE_SIZE = 2048
 BATCH_RECORDS = 100
 BATCH_BYTES = 128 * 1024
 FLUSH_INTERVAL_S = 0.5
@@ -69,27 +70,34 @@ class TraceDispatcher:
             self._producer.shutdown()
 
     def append(self, record: TraceRecord, body_length: int = 0) -> None:
-        if len(self._queue) >= QUEUE_SIZE:
+        self._push((record, body_length))
+
+    def _push(self, item: tuple[Any, ...]) -> None:
+        # the traced thread's whole cost: a length check and an append (the record is built and
+        # encoded on the dispatcher's thread); the dispatcher is woken once per full batch
+        queue = self._queue
+        n = len(queue)
+        if n >= QUEUE_SIZE:
             self.dropped += 1
             return
-        self._queue.append((record, body_length))
-        if len(self._queue) >= BATCH_RECORDS:
+        queue.append(item)
+        if n + 1 == BATCH_RECORDS:
             self._wake.set()
 
     def trace_send(self, msg: Message, result: SendResult | None, begin_ms: int, error: BaseException | None) -> None:
-        """The Pub record of one send (``SendMessageTraceHookImpl``)."""
-        now = int(time.time() * 1000)
-        keys = " ".join(msg.keys)
-        if result is None:
-            record = TraceRecord("Pub", "", begin_ms, self.group, now - begin_ms, False, topic=msg.topic,
-                                 tags=msg.tags or "", keys=keys)
-        else:
-            record = TraceRecord("Pub", result.msg_id, begin_ms, self.group, now - begin_ms, result.ok,
-                                 topic=msg.topic, tags=msg.tags or "", keys=keys,
-                                 store_host=self._store_host(result.message_queue.broker_name),
-                                 offset_msg_id=result.offset_msg_id, region_id=result.region_id or "DefaultRegion")
-        if record.msg_id:
-            self.append(record, len(msg.body))
+        """The Pub record of one send (``SendMessageTraceHookImpl``), built later on the
+        dispatcher's thread. A send without an answer has no message id to find it by: none."""
+        if result is not None and result.msg_id:
+            self._push((msg, result, begin_ms, int(time.time() * 1000)))
+
+    def _pub_text(self, msg: Message, result: SendResult, begin_ms: int, end_ms: int) -> tuple[str, str, str]:
+        """The Pub record of a queued send, encoded; its message id and keys (the trace message's keys)."""
+        props = msg._properties  # KEYS is already the space-separated string the record carries
+        keys = props.get(Prop.KEYS) or ""
+        text = encode_pub(begin_ms, result.region_id or "DefaultRegion", self.group, msg.topic, result.msg_id,
+                          props.get(Prop.TAGS) or "", keys, self._store_host(result.message_queue.broker_name),
+                          len(msg.body), end_ms - begin_ms, 0, result.offset_msg_id, result.ok)
+        return text, result.msg_id, keys
 
     def traced_listener(self, listener: Callable[..., Any]) -> Callable[..., Any]:
         """``listener`` recording SubBefore before and SubAfter after each call
@@ -132,13 +140,17 @@ class TraceDispatcher:
         keys: list[str] = []
         size = 0
         while self._queue and len(parts) < BATCH_RECORDS and size < BATCH_BYTES:
-            record, body_length = self._queue.popleft()
-            text = encode_record(record, body_length=body_length)
+            item = self._queue.popleft()
+            if len(item) == 2:  # a consumer's record
+                record, body_length = item
+                text, msg_id, record_keys = encode_record(record, body_length=body_length), record.msg_id, record.keys
+            else:  # a send: (msg, result, begin, end)
+                text, msg_id, record_keys = self._pub_text(*item)
             parts.append(text)
             size += len(text)
-            keys.append(record.msg_id)
-            if record.keys:
-                keys.extend(record.keys.split())
+            keys.append(msg_id)
+            if record_keys:
+                keys.extend(record_keys.split())
         msg = Message(self.trace_topic, "".join(parts).encode())
         msg.keys = list(dict.fromkeys(keys))
         try:
