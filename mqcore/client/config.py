@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import functools
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -132,6 +133,10 @@ def default_offset_store_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
 
 
+#: a namespace is a topic name's characters without its separator ``%``
+_NAMESPACE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
 @dataclasses.dataclass(frozen=True)
 class ClientConfig:
     """Settings shared by every client role (``ClientConfig.java``)."""
@@ -166,9 +171,15 @@ class ClientConfig:
     tls_trust_cert_path: str | None = None
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
+    #: Java's ``setNamespace``: every topic and group this client names lives under it on the
+    #: broker (``ns%topic``, ``ns%group``); results and consumed messages are named without it
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         check_setting_types(self)
+        if self.namespace is not None and not _NAMESPACE.match(self.namespace):
+            raise ConfigError(f"namespace {self.namespace!r}: 1..64 characters of [a-zA-Z0-9_-] expected "
+                              "(it becomes part of every topic and group name)")
         if (self.access_key is None) != (self.secret_key is None) or self.access_key == "" or self.secret_key == "":
             raise ConfigError("access_key and secret_key go together (both set and non-empty, or neither)")
         if (self.tls_cert_path is None) != (self.tls_key_path is None):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import enum
 import functools
 import logging
@@ -42,6 +43,7 @@ from mqcore.client.config import ProducerConfig, build
 from mqcore.client.instance import ClientInstance
 from mqcore.client.loop import BatchFuture, BurstSubmitter, CallbackThread
 from mqcore.client.message import Message, MessageExt, SendResult
+from mqcore.client.namespace import Namespace
 from mqcore.client.producer_impl import CommunicationMode, ProducerImpl
 from mqcore.client.request import create_reply_message
 from mqcore.client.selector import MessageQueueSelector
@@ -83,6 +85,12 @@ class Producer:
         if producer_group is not None:
             settings["producer_group"] = producer_group
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
+        #: the client's namespace (None without one): every entry point below names topics,
+        #: queues and the group under it, and results without it (mqcore.client.namespace)
+        self._ns: Namespace | None = None
+        if self.config.namespace:
+            self._ns = Namespace(self.config.namespace)
+            self.config = dataclasses.replace(self.config, producer_group=self._ns.wrap(self.config.producer_group))
         self._instance = ClientInstance(self.config, clock=clock)
         self._impl = ProducerImpl(self.config, self._instance)
         # the kernels' window: the auto-batching kernel takes its slots in C (same family as
@@ -190,6 +198,13 @@ class Producer:
              arg: Any = None, timeout_ms: float | None = None) -> SendResult:
         """Send and wait for the broker's answer (retrying on another broker when
         allowed). ``queue`` or ``selector(queues, msg, arg)`` pins the queue."""
+        ns = self._ns
+        if ns is not None:
+            msg.topic = ns.wrap(msg.topic)  # as Java's send does, on the caller's message
+            queue = ns.queue(queue)
+            if self._tracer is not None:
+                return ns.result(self._send_traced(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms))
+            return ns.result(self._send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms))
         if self._tracer is not None:
             return self._send_traced(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
         return self._send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
@@ -235,6 +250,37 @@ class Producer:
         """Send without waiting. ``callback(result, None)`` or ``callback(None, error)``
         runs on the callback thread; the returned future completes first. Blocks while
         ``max_async_inflight`` async sends are unanswered (back-pressure)."""
+        ns = self._ns
+        if ns is not None:
+            msg.topic = ns.wrap(msg.topic)
+            inner = self._send_async_entry(msg, None, queue=ns.queue(queue), selector=selector, arg=arg,
+                                           timeout_ms=timeout_ms)
+            return self._user_future(ns, inner, callback)
+        return self._send_async_entry(msg, callback, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+    def _user_future(self, ns: Namespace, inner: concurrent.futures.Future[SendResult],
+                     callback: SendCallback | None) -> concurrent.futures.Future[SendResult]:
+        """The future a namespaced ``send_async`` returns: ``inner``'s outcome with the result's
+        queue named as the user knows it; ``callback`` runs on the callback thread after it."""
+        outer: concurrent.futures.Future[SendResult] = self._submitter.new_future()
+
+        def relay(f: concurrent.futures.Future[SendResult]) -> None:
+            if f.cancelled():
+                outer.cancel()
+            elif f.exception() is not None:
+                outer.set_exception(f.exception())  # type: ignore[arg-type]
+            else:
+                outer.set_result(ns.result(f.result()))
+            if callback is not None:
+                runner = self._callbacks
+                assert runner is not None
+                runner.submit(_run_callback, callback, outer)
+        inner.add_done_callback(relay)
+        return outer
+
+    def _send_async_entry(self, msg: Message, callback: SendCallback | None, *, queue: MessageQueue | None,
+                          selector: MessageQueueSelector | None, arg: Any,
+                          timeout_ms: float | None) -> concurrent.futures.Future[SendResult]:
         if self._tracer is not None:
             tracer = self._tracer
             begin = int(time.time() * 1000)
@@ -328,6 +374,9 @@ class Producer:
     async def asend(self, msg: Message, **kwargs: Any) -> SendResult:
         """``await producer.asend(msg)`` from any asyncio loop (runs on the client's loop);
         under back-pressure it waits without blocking the caller's loop."""
+        ns = self._ns
+        if ns is not None:  # the namespaced send_async's future carries the user's names
+            return await asyncio.wrap_future(self.send_async(msg, **kwargs))
         batcher = self._batcher
         if (batcher is not None and type(msg) is Message and self._state is _SEND_RUNNING
                 and not kwargs.keys() - {"queue"}):
@@ -372,6 +421,9 @@ class Producer:
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                     selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
         """Fire and forget: returns once the request is written; no answer, no retry."""
+        if self._ns is not None:
+            msg.topic = self._ns.wrap(msg.topic)
+            queue = self._ns.queue(queue)
         self._check_running()
         self._check_blocking_allowed()
         self._wait(self._submit(msg, _ONEWAY, queue, selector, arg, None, None), None)
@@ -381,11 +433,16 @@ class Producer:
         """One SEND_BATCH_MESSAGE for messages of one topic. ``result.msg_ids`` /
         ``result.offset_msg_ids`` list each message's ids in order."""
         self._check_running()
+        ns = self._ns
+        if ns is not None:
+            for m in messages:
+                m.topic = ns.wrap(m.topic)
+            queue = ns.queue(queue)
         prepared = self._impl.prepare_batch(messages)
         coro = self._impl.send(prepared, _SYNC, queue=queue, timeout_ms=timeout_ms)
         result = self._instance.loop_thread.run(coro, self._loop_timeout(timeout_ms))
         assert result is not None
-        return result
+        return result if ns is None else ns.result(result)
 
     # --- request-reply ---------------------------------------------------------------------------
     def request(self, msg: Message, timeout_ms: float | None = None, *, queue: MessageQueue | None = None,
@@ -398,6 +455,9 @@ class Producer:
         ``queue`` or ``selector(queues, msg, arg)`` pins the request's queue, as for ``send``."""
         self._check_running()
         self._check_blocking_allowed()
+        if self._ns is not None:
+            msg.topic = self._ns.wrap(msg.topic)
+            queue = self._ns.queue(queue)
         timeout = self._request_timeout(timeout_ms)
         coro = self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg)
         return self._instance.loop_thread.run(coro, self._loop_timeout(timeout))
@@ -413,6 +473,9 @@ class Producer:
         a future of the reply; ``callback(reply, None)`` or ``callback(None, error)`` runs on
         the callback thread once it is settled."""
         self._check_running()
+        if self._ns is not None:
+            msg.topic = self._ns.wrap(msg.topic)
+            queue = self._ns.queue(queue)
         timeout = self._request_timeout(timeout_ms)
         future = self._instance.loop_thread.submit(
             self._impl.request(msg, timeout, queue=queue, selector=selector, arg=arg))
@@ -441,8 +504,11 @@ class Producer:
         return timeout
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
-        """The writable queues of ``topic`` (for choosing a queue yourself)."""
+        """The writable queues of ``topic`` (for choosing a queue yourself; with a namespace,
+        named as the broker knows them, as Java's)."""
         self._check_running()
+        if self._ns is not None:
+            topic = self._ns.wrap(topic)
         return self._instance.loop_thread.run(self._impl.fetch_publish_queues(topic), self._loop_timeout(None))
 
     # --- internals -----------------------------------------------------------------------------------

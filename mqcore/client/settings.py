@@ -39,6 +39,7 @@ class ClientSettings(TypedDict, total=False):
     tls_trust_cert_path: str | None
     tls_cert_path: str | None
     tls_key_path: str | None
+    namespace: str | None
 
 
 class ProducerSettings(ClientSettings, total=False):

@@ -454,6 +454,11 @@ class Channel(asyncio.BufferedProtocol):
         if self._flat and self._flat_answer(view, start, end):
             return _SETTLED
         cmd, body_start = FrameReceiver.decode_head(view, start, end)
+        if self._flat and cmd.is_response and cmd.opaque in self._flat:
+            # an invoke_flat answer the kernel declined (a header it does not read flat, e.g.
+            # with members it does not know): its waiter gets the same tuple from the command
+            self._settle_flat(cmd.opaque, (int(cmd.code), cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields))
+            return _SETTLED
         decode = self._answer_decoders.pop(cmd.opaque, None) if cmd.is_response else None
         if decode is None:
             cmd.body = bytes(view[body_start:end]) if body_start < end else b""
@@ -606,18 +611,21 @@ class Channel(asyncio.BufferedProtocol):
         answer = read(view[start + _PREFIX_SIZE:start + _PREFIX_SIZE + header_len])
         if answer is None or not answer[2] & FLAG_RESPONSE:
             return False
-        waiter = self._flat.pop(answer[1], None)
-        if waiter is None:
+        if answer[1] not in self._flat:
             return False
-        timer = self._timers.pop(answer[1], None)
+        self._settle_flat(answer[1], answer)
+        return True
+
+    def _settle_flat(self, opaque: int, answer: AnswerTuple) -> None:
+        waiter = self._flat.pop(opaque)
+        timer = self._timers.pop(opaque, None)
         if timer is not None:
             timer.cancel()
         if not waiter.done():
             try:
                 waiter.set_result(answer)
             except Exception:  # the waiter's bug, not the connection's
-                log.exception("%s: settling the answer to opaque %d failed", self, answer[1])
-        return True
+                log.exception("%s: settling the answer to opaque %d failed", self, opaque)
 
     def _expire_flat(self, opaque: int, timeout_ms: float) -> None:
         self._timers.pop(opaque, None)

@@ -51,6 +51,7 @@ from mqcore.clock import Clock, system_clock_ms
 from mqcore.errors import (
     BrokerError,
     ClosedError,
+    ConfigError,
     IllegalArgumentError,
     IllegalStateError,
     MQError,
@@ -283,6 +284,8 @@ class LitePullConsumer:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: LitePullConsumerConfig = build(LitePullConsumerConfig, config, settings)
+        if self.config.namespace:  # refused, not ignored: its queues and messages would be misnamed
+            raise ConfigError("namespace is not supported by LitePullConsumer yet (Producer and PushConsumer take it)")
         self._clock = clock
         self._mode = _Mode.UNSET
         self._subscriptions: dict[str, str] = {}

@@ -34,7 +34,7 @@ from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.client.validators import check_topic
 from mqcore.client.settings import PullConsumerSettings
 from mqcore.clock import Clock, system_clock_ms
-from mqcore.errors import ClosedError, IllegalArgumentError, IllegalStateError, MQError
+from mqcore.errors import ClosedError, ConfigError, IllegalArgumentError, IllegalStateError, MQError
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ class PullConsumer:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: PullConsumerConfig = build(PullConsumerConfig, config, settings)
+        if self.config.namespace:  # refused, not ignored: its queues and messages would be misnamed
+            raise ConfigError("namespace is not supported by PullConsumer yet (Producer and PushConsumer take it)")
         self._instance = ClientInstance(self.config, clock=clock)
         cfg = self.config
         self.offset_store: OffsetStore = (

@@ -25,6 +25,7 @@ thread may call ``shutdown``, ``suspend``, ``resume``.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -34,6 +35,7 @@ from typing import Any, TypeVar, Unpack
 from mqcore.client.config import MessageModel, PushConsumerConfig, build
 from mqcore.client.consumer.push_impl import PushConsumerImpl
 from mqcore.client.instance import ClientInstance
+from mqcore.client.namespace import Namespace
 from mqcore.client.validators import check_topic
 from mqcore.client.settings import PushConsumerSettings
 from mqcore.client.producer import untraced_producer
@@ -65,6 +67,12 @@ class PushConsumer:
         if consumer_group is not None:
             settings["consumer_group"] = consumer_group
         self.config: PushConsumerConfig = build(PushConsumerConfig, config, settings)
+        #: the client's namespace (None without one): the group and the topics it subscribes live
+        #: under it on the broker; the listener sees topics without it (mqcore.client.namespace)
+        self._ns: Namespace | None = None
+        if self.config.namespace:
+            self._ns = Namespace(self.config.namespace)
+            self.config = dataclasses.replace(self.config, consumer_group=self._ns.wrap(self.config.consumer_group))
         self._clock = clock
         self._subscriptions: dict[str, tuple[str, str]] = {}
         self._listener: Callable[..., Any] | None = None
@@ -80,12 +88,16 @@ class PushConsumer:
         """Subscribe ``topic`` with a tag expression (``"A || B"``, ``"*"``) or, with
         ``expression_type="SQL92"``, a broker-side SQL filter."""
         check_topic(topic)
+        if self._ns is not None:
+            topic = self._ns.wrap(topic)
         self._subscriptions[topic] = (expression, expression_type)
         if self._impl is not None and self._state is _State.RUNNING:
             self._impl.subscribe(topic, expression, expression_type)
             self._instance_run(self._on_subscription_changed(topic))
 
     def unsubscribe(self, topic: str) -> None:
+        if self._ns is not None:
+            topic = self._ns.wrap(topic)
         self._subscriptions.pop(topic, None)
         if self._impl is not None and self._state is _State.RUNNING:
             self._impl.unsubscribe(topic)
@@ -132,6 +144,8 @@ class PushConsumer:
             instance = ClientInstance(self.config, clock=self._clock, change_instance_name=not broadcasting,
                                       rebalance_interval_ms=self.config.rebalance_interval_ms)
             listener = self._listener
+            if self._ns is not None:
+                listener = _named_for_the_user(self._ns, listener)
             if self.config.enable_msg_trace:
                 self._tracer = TraceDispatcher(self.config.namesrv_addr, self.config.trace_topic,
                                                self.config.consumer_group, untraced_producer)
@@ -205,10 +219,14 @@ class PushConsumer:
         if self._impl is None or self._instance is None or self._state is not _State.RUNNING:
             return []
         owned = self._instance.loop_thread.run(_owned(self._impl), timeout_s=10)
+        if topic is not None and self._ns is not None:
+            topic = self._ns.wrap(topic)
         return sorted(mq for mq in owned if topic is None or mq.topic == topic)
 
     def committed_offsets(self, topic: str | None = None) -> dict[MessageQueue, int]:
         """In-memory offsets (what the next persist will send)."""
+        if topic is not None and self._ns is not None:
+            topic = self._ns.wrap(topic)
         return self._impl.offset_store.snapshot(topic) if self._impl is not None else {}
 
     def rebalance_now(self) -> None:
@@ -236,3 +254,17 @@ def _drain_executor(executor: Any, wait_ms: int) -> None:
     waiter.join(max(wait_ms, 0) / 1000.0)
     if waiter.is_alive():
         log.warning("some listeners are still running after %d ms; shutting down anyway", wait_ms)
+
+
+def _named_for_the_user(ns: Namespace, listener: Callable[..., Any]) -> Callable[..., Any]:
+    """``listener`` seeing its messages' topics without the namespace (Java's
+    ``resetRetryAndNamespace``); they are named as the broker knows them again when it
+    returns, for what follows (a failed message sent back for retry names its topic)."""
+
+    def named(msgs: list[Any], context: Any) -> Any:
+        ns.to_user(msgs)
+        try:
+            return listener(msgs, context)
+        finally:
+            ns.to_broker(msgs)
+    return named
