@@ -212,6 +212,9 @@ class Producer:
     def _send_traced(self, msg: Message, **kw: Any) -> SendResult:
         tracer = self._tracer
         assert tracer is not None
+        acc = self._accumulator
+        if acc is not None and kw.get("selector") is None and acc.eligible(msg):
+            return self._send(msg, **kw)  # it joins a batch (as _send decides): traced with its batch
         begin = int(time.time() * 1000)
         try:
             result = self._send(msg, **kw)
@@ -285,6 +288,8 @@ class Producer:
             tracer = self._tracer
             begin = int(time.time() * 1000)
             future = self._send_async(msg, callback, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+            if type(future) is BatchFuture:
+                return future  # traced with its batch (_send_accumulated): no callback per message
 
             def traced(f: concurrent.futures.Future[SendResult]) -> None:
                 error = f.exception() if not f.cancelled() else None
@@ -546,8 +551,12 @@ class Producer:
 
     async def _send_accumulated(self, batch: PendingBatch) -> SendResult:
         prepared = self._impl.prepare_joined(batch)
+        tracer = self._tracer
+        begin = int(time.time() * 1000) if tracer is not None else 0
         result = await self._impl.send(prepared, _SYNC, queue=batch.queue)
         assert result is not None
+        if tracer is not None:  # one Pub record per message of the batch, built by the dispatcher
+            tracer.trace_batch(batch.topic, batch.tags, list(batch.uniq_ids), result, begin)
         return result
 
     def __repr__(self) -> str:

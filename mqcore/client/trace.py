@@ -32,6 +32,10 @@ QUEUE_SIZE = 2048
 BATCH_RECORDS = 100
 BATCH_BYTES = 128 * 1024
 FLUSH_INTERVAL_S = 0.5
+#: marks a queued auto-batched send (one entry for all of its messages)
+_BATCH = object()
+#: marks one record of such a send, already encoded: (_TEXT, text, msg id, keys)
+_TEXT = object()
 
 
 class TraceDispatcher:
@@ -90,6 +94,26 @@ class TraceDispatcher:
         if result is not None and result.msg_id:
             self._push((msg, result, begin_ms, int(time.time() * 1000)))
 
+    def trace_batch(self, topic: str, tags: str | None, uniq_ids: list[str], result: SendResult,
+                    begin_ms: int) -> None:
+        """The Pub records of an auto-batched send's messages: each under its own message id and
+        offset id, so ``queryMsgTraceById`` finds every one (Apache's client, whose batches are
+        the user's, writes one record for a batch). The batch keeps no message's keys or body
+        size: those fields are empty and 0 here."""
+        if result.ok or result.msg_id:
+            self._push((_BATCH, topic, tags, uniq_ids, result, begin_ms, int(time.time() * 1000)))
+
+    def _batch_texts(self, topic: str, tags: str | None, uniq_ids: list[str], result: SendResult, begin_ms: int,
+                     end_ms: int) -> list[tuple[str, str, str]]:
+        offset_ids = result.offset_msg_ids
+        offset_ids += [result.offset_msg_id] * (len(uniq_ids) - len(offset_ids))
+        host = self._store_host(result.message_queue.broker_name)
+        region = result.region_id or "DefaultRegion"
+        cost = end_ms - begin_ms
+        return [(encode_pub(begin_ms, region, self.group, topic, msg_id, tags or "", "", host, 0, cost, 0,
+                            offset_id, result.ok), msg_id, "")
+                for msg_id, offset_id in zip(uniq_ids, offset_ids)]
+
     def _pub_text(self, msg: Message, result: SendResult, begin_ms: int, end_ms: int) -> tuple[str, str, str]:
         """The Pub record of a queued send, encoded; its message id and keys (the trace message's keys)."""
         props = msg._properties  # KEYS is already the space-separated string the record carries
@@ -143,14 +167,20 @@ class TraceDispatcher:
             item = self._queue.popleft()
             if len(item) == 2:  # a consumer's record
                 record, body_length = item
-                text, msg_id, record_keys = encode_record(record, body_length=body_length), record.msg_id, record.keys
+                texts = [(encode_record(record, body_length=body_length), record.msg_id, record.keys)]
+            elif item[0] is _BATCH:  # an auto-batched send: its records go first, within the batch limits
+                self._queue.extendleft((_TEXT, *t) for t in reversed(self._batch_texts(*item[1:])))
+                continue
+            elif item[0] is _TEXT:
+                texts = [item[1:]]
             else:  # a send: (msg, result, begin, end)
-                text, msg_id, record_keys = self._pub_text(*item)
-            parts.append(text)
-            size += len(text)
-            keys.append(msg_id)
-            if record_keys:
-                keys.extend(record_keys.split())
+                texts = [self._pub_text(*item)]
+            for text, msg_id, record_keys in texts:
+                parts.append(text)
+                size += len(text)
+                keys.append(msg_id)
+                if record_keys:
+                    keys.extend(record_keys.split())
         msg = Message(self.trace_topic, "".join(parts).encode())
         msg.keys = list(dict.fromkeys(keys))
         try:

@@ -53,3 +53,24 @@ def test_a_traced_push_consumer_writes_sub_records_mqadmin_shows():
         text = _trace(broker.namesrv_addr, sent.msg_id)
         assert any(line.startswith("Sub ") and "traced-cg" in line and "success" in line
                    for line in text.splitlines()), text
+
+
+def test_auto_batched_sends_each_get_their_own_pub_record():
+    """One entry per batch on the send path; the dispatcher writes a record per message, split
+    over trace messages of at most BATCH_RECORDS (a batch of 250 needs three)."""
+    from mqcore.admin import MQAdmin
+    with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
+        with Producer("traced-batched", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True, auto_batch=True,
+                      max_async_inflight=1000) as p:
+            p.send(Message("TracedBatchT", b"warm"))
+            results = [f.result(30) for f in [p.send_async(Message("TracedBatchT", f"b{i}".encode()))
+                                              for i in range(250)]]
+            tracer = p._tracer
+            assert wait_for(lambda: tracer.sent_records >= 251, timeout=30), tracer.sent_records
+        assert tracer.dropped == 0
+        for r in (results[0], results[137], results[-1]):
+            text = _trace(broker.namesrv_addr, r.msg_id)
+            pubs = [line.split() for line in text.splitlines() if line.startswith("Pub ")]
+            assert len(pubs) == 1 and pubs[0][1] == "traced-batched" and pubs[0][-1] == "success", text
+        with MQAdmin(broker.namesrv_addr) as admin:  # at least 3 trace messages: 251 records, 100 at most in one
+            assert sum(o.max_offset for o in admin.topic_stats("RMQ_SYS_TRACE_TOPIC")) >= 3
