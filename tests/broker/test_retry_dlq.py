@@ -1,6 +1,7 @@
 """Retry topics, dead letters, delay levels and disk cleanup through the remoting
-protocol: a real mqbroker process (1 s delay levels) and one in-process broker with an
-injected disk-usage source."""
+protocol: a real mqbroker with RocketMQ's default delay levels (10 s, 30 s, 1 min ...) on a
+virtual clock (``mqcore.testing.TestBroker``: the tests advance it instead of waiting), a
+broker process for the restart, and one in-process broker with an injected disk-usage source."""
 from __future__ import annotations
 
 import asyncio
@@ -25,19 +26,16 @@ from mqcore.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
 )
+from mqcore.testing import TestBroker
 from tests.support.protocol import decode, pull, send
 from tests.support.processes import BrokerProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
-ONE_SECOND_LEVELS = " ".join(["1s"] * 18)
-
-
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("retry") / "store",
-                       conf={"messageDelayLevel": ONE_SECOND_LEVELS}) as b:
+def broker():
+    with TestBroker() as b:  # the default levels: 1s 5s 10s 30s 1m 2m ...
         yield b
 
 
@@ -75,9 +73,11 @@ def test_send_back_retries_with_growing_level_then_dead_letters(rc, broker):
     # parked at level 3 + 0 (queue 2) of the schedule topic, then delivered to %RETRY%CG_r
     parked = decode(pull(rc, broker, SCHEDULE_TOPIC, 0, queue_id=2, group="CG_reader").body)
     assert parked[-1].properties["REAL_TOPIC"] == "%RETRY%CG_r" and parked[-1].properties["DELAY"] == "3"
+    assert wait_messages(rc, broker, "%RETRY%CG_r", 1, timeout_s=0.5) == []  # not before its 10 s
+    broker.advance(10)
     [retry] = wait_messages(rc, broker, "%RETRY%CG_r", 1)
     assert retry.body == b"work" and retry.reconsume_times == 1
-    assert retry.store_timestamp - parked[-1].store_timestamp >= 1000
+    assert retry.store_timestamp - parked[-1].store_timestamp >= 10_000  # level 3, on the broker's clock
     p = retry.properties
     assert p["RETRY_TOPIC"] == "RetryT" and p["ORIGIN_MESSAGE_ID"] == first_id
     assert p["KEYS"] == "order-1 order-2" and p["TAGS"] == "TagA" and p["UNIQ_KEY"] == "UNIQ-R1"
@@ -86,6 +86,7 @@ def test_send_back_retries_with_growing_level_then_dead_letters(rc, broker):
     assert send_back(rc, broker, retry.commitlog_offset, "CG_r", max_times=2).code == ResponseCode.SUCCESS
     parked = decode(pull(rc, broker, SCHEDULE_TOPIC, 0, queue_id=3, group="CG_reader").body)
     assert parked[-1].properties["REAL_TOPIC"] == "%RETRY%CG_r" and parked[-1].reconsume_times == 2
+    broker.advance(30)  # level 4
     retries = wait_messages(rc, broker, "%RETRY%CG_r", 2)
     assert [m.reconsume_times for m in retries] == [1, 2]
     assert retries[1].properties["ORIGIN_MESSAGE_ID"] == first_id
@@ -106,6 +107,7 @@ def test_group_retry_max_times_explicit_level_and_negative_level(rc, broker):
     assert send_back(rc, broker, offset_of(r), "CG_max1", delay_level=5).code == ResponseCode.SUCCESS
     parked = decode(pull(rc, broker, SCHEDULE_TOPIC, 0, queue_id=4, group="CG_reader").body)
     assert parked[-1].body == b"a" and parked[-1].properties["REAL_TOPIC"] == "%RETRY%CG_max1"
+    broker.advance(60)  # level 5
     [retry] = wait_messages(rc, broker, "%RETRY%CG_max1", 1)
     # the group's retryMaxTimes (1) applies when the header has none
     assert send_back(rc, broker, retry.commitlog_offset, "CG_max1").code == ResponseCode.SUCCESS
@@ -123,6 +125,7 @@ def test_client_resend_into_retry_topic_uses_its_counts(rc, broker):
     r = send(rc, broker, "%RETRY%CG_self", b"again", DELAY="3", RETRY_TOPIC="Orig", RECONSUME_TIME="1",
              MAX_RECONSUME_TIMES="3")
     assert r.code == ResponseCode.SUCCESS
+    broker.advance(10)  # level 3
     [m] = wait_messages(rc, broker, "%RETRY%CG_self", 1)
     assert m.body == b"again" and m.reconsume_times == 1
     r = send(rc, broker, "%RETRY%CG_self", b"enough", DELAY="3", RETRY_TOPIC="Orig", RECONSUME_TIME="3",
