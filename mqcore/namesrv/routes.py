@@ -106,6 +106,19 @@ class RouteInfoManager:
         if first:
             log.info("broker %s (%s, id %d, cluster %s) registered", broker_name, addr, broker_id, cluster)
 
+    def master_of(self, broker_name: str, broker_id: int) -> tuple[str, str]:
+        """``(masterAddr, haServerAddr)`` a registering slave is told (RouteInfoManager): its
+        broker name's live master and the HA address that master registered; empty for a
+        master, or while no master is registered."""
+        if broker_id == 0:
+            return "", ""
+        bd = self.broker_addrs.get(broker_name)
+        master = bd["brokerAddrs"].get(0) if bd else None
+        live = self.live.get(master) if master else None
+        if master is None or live is None:
+            return "", ""
+        return master, live.ha_server_addr
+
     def touch(self, addr: str) -> None:
         """A registered broker showed it is alive without registering (QUERY_DATA_VERSION)."""
         live = self.live.get(addr)

@@ -118,7 +118,9 @@ class NameServer:
                 incremental = data.get(INCREMENTAL_REGISTRATION) is True
         self.routes.register(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr,
                              wrapper, channel, incremental=incremental)
-        return create_response(request, ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": ""},
+        master_addr, ha_addr = self.routes.master_of(h.broker_name, h.broker_id)
+        return create_response(request, ResponseCode.SUCCESS, ext_fields={"haServerAddr": ha_addr,
+                                                                          "masterAddr": master_addr},
                                body=dumps_compact({"table": self.kv.get("ORDER_TOPIC_CONFIG", {})}))
 
     def _unregister(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
