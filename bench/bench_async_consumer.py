@@ -19,7 +19,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,29 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_client as bc  # noqa: E402
 
-from mqcore.client import AsyncPushConsumer, PushConsumer  # noqa: E402
+from mqcore.client import AsyncPushConsumer  # noqa: E402
 
 
 def threaded(ns: str, topic: str, n: int) -> float:
-    count = [0]
-    lock = threading.Lock()
-    done = threading.Event()
-
-    def listener(msgs, ctx):
-        with lock:
-            count[0] += len(msgs)
-            if count[0] >= n:
-                done.set()
-
-    c = PushConsumer(f"g-{topic}", namesrv_addr=ns, consume_from_where="first")
-    c.subscribe(topic)
-    c.register_listener(listener)
-    t0 = time.perf_counter()
-    c.start()
-    if not done.wait(600):
-        raise RuntimeError(f"consumed only {count[0]} of {n}")
-    c.shutdown()  # persists the offsets: part of consume+commit
-    return n / (time.perf_counter() - t0)
+    """bench_client's threaded consume + commit row (a fresh group's PushConsumer at its defaults)."""
+    seconds, _cpu = bc.mq_consume(ns, topic, n, f"g-{topic}")
+    return n / seconds
 
 
 def asynchronous(ns: str, topic: str, n: int) -> float:

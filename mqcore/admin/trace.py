@@ -1,21 +1,6 @@
-"""Apache RocketMQ 4.x message traces, as ``mqadmin queryMsgTraceById`` reads them.
-
-A Java client started with ``enableMsgTrace=true`` sends, besides its messages, trace
-messages to ``RMQ_SYS_TRACE_TOPIC`` (or a topic it names): their keys are the traced
-message's id (and its keys), their body one or more records, each ended by ``\\x02``, whose
-fields are separated by ``\\x01``. The records of 4.9.8's ``TraceDataEncoder``:
-
-    Pub        timestamp region group topic msgId tags keys storeHost bodyLength costMs
-               msgType [offsetMsgId] success [clientHost]
-    SubBefore  timestamp region group requestId msgId retryTimes keys
-    SubAfter   requestId msgId costMs success keys [contextCode [timestamp group]]
-    EndTransaction timestamp region group topic msgId tags keys storeHost msgType
-               transactionId transactionState fromTransactionCheck
-
-Older clients wrote fewer fields; the optional ones above are read when present, as the Java
-decoder reads them. A record that does not parse is counted, not fatal: anyone allowed to send
-to the trace topic can write into it.
-"""
+"""Apache RocketMQ 4.x message traces as ``mqadmin queryMsgTraceById`` shows them: the
+records of a traced message (their text format is defined once, in
+``mqcore.client.trace_format``) turned into the tool's views."""
 from __future__ import annotations
 
 from mqcore.client.message import MessageExt
