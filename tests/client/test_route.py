@@ -100,7 +100,15 @@ def test_a_route_refresh_in_flight_at_shutdown_leaves_no_stray_task_warning(tmp_
             c.subscribe("StrayTopic", "*")
             c.register_listener(lambda msgs, ctx: None)
             c.start()
-            time.sleep(1.5)          # refreshes in flight
+            remoting = c._instance.api.remoting
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # refreshes in flight on the name server's connection
+                ch = remoting.connected("127.0.0.1:{port}")
+                if ch is not None and ch.inflight_count >= 1:
+                    break
+                time.sleep(0.02)
+            else:
+                raise SystemExit("no route refresh went out")
             c.shutdown()
             gc.collect()
             print("DONE")
