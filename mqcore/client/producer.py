@@ -268,6 +268,8 @@ class Producer:
         outer: concurrent.futures.Future[SendResult] = self._submitter.new_future()
 
         def relay(f: concurrent.futures.Future[SendResult]) -> None:
+            if outer.done():  # cancelled by its caller: nothing to hand over
+                return
             if f.cancelled():
                 outer.cancel()
             elif f.exception() is not None:
