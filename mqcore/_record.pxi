@@ -30,8 +30,8 @@ cdef inline const unsigned char *_ptr(const unsigned char[::1] b) noexcept nogil
 
 
 cdef inline int32_t _crc(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    # zlib's crc32 takes an unsigned int length; bodies are far below 4 GiB
-    return <int32_t>(crc32(0, p, <unsigned int>n) & 0x7FFFFFFF)
+    # RocketMQ keeps the low 31 bits (UtilAll.crc32 masks with 0x7FFFFFFF)
+    return <int32_t>(mq_crc32(0, p, <size_t>n) & 0x7FFFFFFF)
 
 
 cdef int _check_record(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, bint check_crc,

@@ -12,8 +12,9 @@ cdef extern from "_endian.h":
     void mq_wr_i64(unsigned char *p, int64_t x) nogil
     void mq_touch_for_write(unsigned char *p) nogil
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
+cdef extern from "_crc32.h":
+    # zlib.crc32 of a buffer, with carry-less multiplies where the CPU has them (see the header)
+    uint32_t mq_crc32(uint32_t crc, const unsigned char *buf, size_t len) nogil
 
 # --- commitlog record ---------------------------------------------------------
 cdef enum:

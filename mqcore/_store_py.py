@@ -77,6 +77,11 @@ def _check_host(host, sys_flag: int, bit: int, what: str) -> None:
         raise ValueError(f"{what} is {len(host)} bytes but sys_flag asks for {want}")
 
 
+def body_crc(data) -> int:
+    """BODYCRC of ``data``: RocketMQ keeps the low 31 bits of the IEEE CRC-32."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
 def encode_record(dst, pos: int, topic: bytes, queue_id: int, flag: int, queue_offset: int,
                   phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
                   store_timestamp: int, store_host: bytes, reconsume_times: int,

@@ -53,6 +53,7 @@ class StoreKernels(Protocol):
 
     # --- records ---------------------------------------------------------------------------
     def record_size(self, body_len: int, topic_len: int, props_len: int, sys_flag: int) -> int: ...
+    def body_crc(self, data: Buffer) -> int: ...
     def encode_record(self, dst: Buffer, pos: int, topic: bytes, queue_id: int, flag: int, queue_offset: int,
                       phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
                       store_timestamp: int, store_host: bytes, reconsume_times: int,

@@ -17,13 +17,18 @@ loop's ``BufferedProtocol`` the buffer to ``recv_into``:
   closes (a malloc'd 16 MiB buffer can stay in the heap after ``free``, which is how
   idle connections holding partial frames used to leave hundreds of MB behind);
 * a receiver made with ``keep_large_buffer=True`` (a client's connections: a push
-  consumer's pull answers of 1000 messages are large frames, one after the other) keeps
+  consumer's pull answers of 1000 messages are large frames, one after the other; a
+  broker's: a producer of 1 MiB messages sends one large frame after the other) keeps
   the last large-frame buffer, up to ``KEPT_LARGE_BUFFER_BYTES`` (allocated with a little
   headroom, as the next answer is often a few bytes longer), for the next large frame
-  of the connection: a fresh buffer's first writes fault every page in, which cost more
-  than the rest of receiving and decoding a 1 MiB answer (~0.5 ms per MiB on a VM). Only
-  frames read by a decoder that copies what it keeps (the default one, or one passed with
-  ``copies=True``) reuse it;
+  of the connection: a fresh buffer's first writes fault every page in, and unmapping it
+  flushes the other CPUs' TLBs, which together cost more than the rest of receiving and
+  decoding a 1 MiB frame (~0.5 ms per MiB on a VM). Only frames read by a decoder that
+  copies what it keeps (the default one, or one passed with ``copies=True``) reuse it.
+  What all connections of a budget keep is capped too (``FrameBudget.keep_max_bytes``,
+  a quarter of the budget by default): past it a finished buffer is freed as before, so
+  kept buffers never hold memory the budget does not bound, and never hold budget a
+  waiting connection needs;
 * every large-frame buffer is charged to a :class:`FrameBudget` shared by all the
   connections of a server. When the budget is spent, the connection stops reading
   (``RECV_WAIT``) until another connection's large frame completes or closes, so
@@ -89,12 +94,25 @@ class FrameBudget:
     re-registers if it still does not fit. Not thread-safe: one event loop owns it.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_BUDGET_BYTES, keep_max_bytes: int | None = None) -> None:
         if max_bytes < 0:
             raise ConfigError(f"frame budget must be >= 0, got {max_bytes}")
         self.max_bytes = max_bytes
         self.used_bytes = 0
+        #: most bytes of finished large-frame buffers the receivers may keep for their next frame
+        self.keep_max_bytes = max_bytes // 4 if keep_max_bytes is None else keep_max_bytes
+        self.kept_bytes = 0
         self._waiters: dict[int, Callable[[], None]] = {}
+
+    def try_keep(self, n: int) -> bool:
+        """Room to keep a finished buffer of ``n`` bytes for its connection's next large frame."""
+        if self.kept_bytes + n > self.keep_max_bytes:
+            return False
+        self.kept_bytes += n
+        return True
+
+    def unkeep(self, n: int) -> None:
+        self.kept_bytes -= n
 
     def try_acquire(self, n: int) -> bool:
         # one frame may always be received when nothing else is held, so a frame larger
@@ -203,9 +221,8 @@ class FrameReceiver:
         next bytes get a small ring again); returns the bytes freed."""
         if self._big_view is not None or self._end != self._start:
             return 0
-        freed = 0
-        if self._kept is not None:  # the last large frame's buffer, kept for the next one
-            freed, self._kept = len(self._kept), None
+        kept = self._take_kept()  # the last large frame's buffer, kept for the next one
+        freed = len(kept) if kept is not None else 0
         if not self._ring:
             return freed
         freed += len(self._ring)
@@ -282,8 +299,7 @@ class FrameReceiver:
         if not self._budget.try_acquire(total):
             return RECV_WAIT
         # a large frame: move what has arrived into a buffer of exactly its size (or the kept one)
-        big: bytearray | mmap.mmap | None = self._kept
-        self._kept = None
+        big: bytearray | mmap.mmap | None = self._take_kept()
         if big is not None and len(big) >= total:
             big_view = memoryview(big)[:total]
         else:
@@ -291,7 +307,9 @@ class FrameReceiver:
             if self._keep_large and total <= KEPT_LARGE_BUFFER_BYTES:
                 size = -(-(total + total // _KEPT_HEADROOM_DIVISOR) // _KEPT_GRAIN) * _KEPT_GRAIN
                 size = max(total, min(size, KEPT_LARGE_BUFFER_BYTES))
-            big = mmap.mmap(-1, size) if size > MMAP_FRAME_BYTES else bytearray(size)
+            # private anonymous memory: a shared mapping (mmap's default) is shmem, whose pages
+            # cost a page-cache insert on the first write and a removal at the unmap
+            big = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE) if size > MMAP_FRAME_BYTES else bytearray(size)
             big_view = memoryview(big)[:total] if size != total else memoryview(big)
         big_view[:avail] = view[start:end]
         self._big, self._big_view, self._big_filled, self._big_charge = big, big_view, avail, total
@@ -339,17 +357,25 @@ class FrameReceiver:
         big = self._big
         self._big_view = None  # the last view of an mmap going away unmaps it
         self._big = None
-        if keep and self._keep_large and big is not None and len(big) <= KEPT_LARGE_BUFFER_BYTES:
+        if keep and self._keep_large and big is not None and len(big) <= KEPT_LARGE_BUFFER_BYTES \
+                and self._kept is None and self._budget.try_keep(len(big)):
             self._kept = big
         self._big_filled = 0
         self._big_charge = 0
         if charge:
             self._budget.release(charge)
 
+    def _take_kept(self) -> bytearray | mmap.mmap | None:
+        """The kept buffer, no longer counted as kept (the caller uses or frees it)."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            self._budget.unkeep(len(kept))
+        return kept
+
     def release(self) -> None:
         """Free every buffer (called on every close path). Idempotent."""
         self._drop_big()
-        self._kept = None
+        self._take_kept()
         self._start = self._end = 0
         self.trim()  # a late callback after close gets a small ring from get_buffer
 

@@ -247,7 +247,7 @@ class RemotingServer(ProcessorRegistry):
     def _new_channel(self) -> Channel:
         return self._channel_class(self._table, max_frame_bytes=self._max_frame_bytes, budget=self._budget,
                        write_high_water=self._write_high_water, on_made=self._on_accept, warnings=self._warn,
-                       frames=self._frames)
+                       frames=self._frames, keep_large_buffer=True)
 
     # --- TLS: our own accept, a peek at the first byte, then TLS or plaintext --------------------
     def _listen_tls(self, loop: asyncio.AbstractEventLoop, host: str, port: int, backlog: int) -> socket.socket:

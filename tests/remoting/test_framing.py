@@ -154,6 +154,26 @@ def test_a_kept_large_buffer_serves_the_next_large_frames_and_goes_on_trim():
     assert no_keep._kept is None
 
 
+def test_kept_buffers_are_capped_per_budget_and_counted_until_freed():
+    """Kept buffers are not charged to the budget (they would hold budget a waiting connection
+    needs), so what all receivers of a budget keep is capped by ``keep_max_bytes``: past it a
+    finished buffer is freed, and trim or release gives the count back."""
+    frame = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, {"n": "1"}, b"x" * (MMAP_FRAME_BYTES + 10)))
+    budget = FrameBudget(64 << 20, keep_max_bytes=3 * len(frame) // 2)
+    a, b = (FrameReceiver(16 << 20, budget, ring_bytes=RING, keep_large_buffer=True) for _ in range(2))
+    feed(a, frame, [1 << 20])
+    assert a._kept is not None and budget.kept_bytes == len(a._kept)
+    feed(b, frame, [1 << 20])
+    assert b._kept is None  # over the cap: freed as a receiver without keeping would
+    feed(a, frame, [1 << 20])  # the kept one serves the next frame and is kept again
+    assert a._kept is not None and budget.kept_bytes == len(a._kept) and budget.used_bytes == 0
+    a.release()
+    assert budget.kept_bytes == 0
+    feed(b, frame, [1 << 20])
+    assert b._kept is not None and b.trim() >= len(frame) and budget.kept_bytes == 0
+    b.release()
+
+
 def test_a_kept_buffer_has_room_for_a_next_answer_a_few_bytes_longer():
     """A consumer's next pull answer is often a few bytes longer than the one before (its header's
     offsets gain digits): it is received into the kept buffer, not into a fresh one."""

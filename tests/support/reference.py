@@ -104,6 +104,14 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+#: the Java broker's JVM as Apache's bin/runbroker.sh starts it (G1, a fixed heap, 16 MiB
+#: regions), with the heap scaled to this machine: what a benchmark compares against
+RUNBROKER_JVM = ("-Xms4g", "-Xmx4g", "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+                 "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0",
+                 "-XX:-OmitStackTraceInFastThrow", "-XX:+AlwaysPreTouch", "-XX:MaxDirectMemorySize=15g",
+                 "-XX:-UseLargePages")
+
+
 def java_env(home: Path) -> dict:
     env = dict(os.environ)
     env["ROCKETMQ_HOME"] = str(home)
@@ -114,6 +122,10 @@ def java_env(home: Path) -> dict:
 class _JavaProc:
     main_class = ""
     logback_name = ""
+
+    #: heap and collector: small, for a test machine running many JVMs (a benchmark passes
+    #: runbroker.sh's choice, G1 with a large fixed heap, as RUNBROKER_JVM)
+    jvm_opts: tuple[str, ...] = ("-Xms256m", "-Xmx768m", "-XX:+UseSerialGC")
 
     def __init__(self, workdir: Path):
         self.workdir = Path(workdir)
@@ -133,7 +145,7 @@ class _JavaProc:
     def start(self):
         (self.home / "conf" / self.logback_name).write_text(
             _LOGBACK.format(log=self.home / "logs" / (self.logback_name.replace(".xml", ".log"))))
-        argv = ["java", "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", *JDK17_FLAGS,
+        argv = ["java", *self.jvm_opts, *JDK17_FLAGS,
                 f"-Drocketmq.home.dir={self.home}", f"-Duser.home={self.home}",
                 "-cp", self._classpath(), self.main_class, *self._argv()]
         self.lines.clear()  # a restart must not see the previous run's "boot success"
@@ -235,8 +247,11 @@ class JavaBroker(_JavaProc):
     workdir_suffix = "-java"
 
     def __init__(self, store_dir: Path, namesrv_addr: str, *, broker_name: str = "broker-java",
-                 cluster: str = "DefaultCluster", conf: dict | None = None):
+                 cluster: str = "DefaultCluster", conf: dict | None = None,
+                 jvm_opts: tuple[str, ...] | None = None):
         store_dir = Path(store_dir)
+        if jvm_opts is not None:
+            self.jvm_opts = jvm_opts
         store_dir.mkdir(parents=True, exist_ok=True)
         super().__init__(store_dir.parent / (store_dir.name + self.workdir_suffix))
         self.store_dir = store_dir
