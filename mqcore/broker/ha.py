@@ -24,7 +24,7 @@ import collections
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from mqcore.store.commitlog import CommitLog
@@ -196,7 +196,7 @@ class HAServer:
         if waiters:
             self._timer = loop.call_at(waiters[0][1], self._expire)
 
-    def lag(self) -> list[dict]:
+    def lag(self) -> list[dict[str, Any]]:
         """Per connected slave: its address, ack offset, bytes behind the master and ms behind
         (the age of the oldest data it has not acknowledged; 0 when it has everything)."""
         top = self.max_offset()

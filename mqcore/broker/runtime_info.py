@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqcore.broker.runtime_stats import ThroughputSampler, latency_texts
 from mqcore.broker.stats_windows import DailyTotals, StatsWindows, stats_values
@@ -64,7 +64,7 @@ class RuntimeInfo:
         self.boot_timestamp = clock()
         self._started = time.monotonic()
         #: the HA server's ``lag()`` once the broker has one (its slaves' acks and lag)
-        self.ha_lag: Callable[[], list[dict]] | None = None
+        self.ha_lag: Callable[[], list[dict[str, Any]]] | None = None
         self.put_tps, self.transferred_tps = ThroughputSampler(), ThroughputSampler()
         self.found_tps, self.miss_tps, self.total_tps = ThroughputSampler(), ThroughputSampler(), ThroughputSampler()
         self.put_days, self.get_days = DailyTotals(), DailyTotals()
@@ -98,7 +98,7 @@ class RuntimeInfo:
         self.windows.sample(now)
 
     @staticmethod
-    def _ha(slaves: list[dict]) -> dict[str, str]:
+    def _ha(slaves: list[dict[str, Any]]) -> dict[str, str]:
         """mqcore's own keys (Apache 4.9's master reports none): the connected slaves, and the
         best one's ack offset and lag, in bytes and ms; each slave's as ``haSlave_<addr>``."""
         out = {"haSlaveCount": str(len(slaves))}
