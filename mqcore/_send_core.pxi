@@ -173,7 +173,8 @@ cdef class SendCore:
             self.writable = (cfg.broker_permission & _PERM_WRITE) != 0
             self.max_frame_bytes = p.max_frame_bytes
             self.indexed = self.store.index is not None
-            self.pool_free = send.pool is None
+            # SYNC_FLUSH (the pool) or SYNC_MASTER (a slave's ack) answer later: the general path
+            self.pool_free = send.pool is None and send.replica is None
             self.store_host = None
             self.cfg_seen = cfg
         cdef object parts = self.parts

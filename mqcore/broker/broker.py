@@ -247,6 +247,13 @@ class Broker:
         self.pop.load()  # the pop journal: what was invisible (or acked) before the restart still is
         if self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self._executor = concurrent.futures.ThreadPoolExecutor(16, thread_name_prefix="mqcore-put")
+        from mqcore.broker.ha import HAServer, commitlog_reader
+        cl = self.store.commitlog
+        # made before the processors: a SYNC_MASTER's send processor waits on it from the first send
+        self.ha = HAServer(commitlog_reader(cl), lambda: cl.max_offset, cl.file_size,
+                           batch=self.cfg.ha_transfer_batch_size,
+                           heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000)
+        self.runtime.ha_lag = self.ha.lag
         self._register_processors()
         self.server.add_close_listener(self.clients.channel_closed)
         tls = self.remoting_tls()
@@ -264,11 +271,7 @@ class Broker:
             self.namesrv_addrs = [a.strip() for a in self.cfg.namesrv_addr.split(";") if a.strip()]
         self.port = await self.server.start(self.cfg.listen_host, self.cfg.listen_port)
         self.store_host = pack_host(self.cfg.broker_ip1, self.port)
-        from mqcore.broker.ha import HAServer, commitlog_reader
-        cl = self.store.commitlog
-        self.ha = HAServer(commitlog_reader(cl), lambda: cl.max_offset, cl.file_size,
-                           batch=self.cfg.ha_transfer_batch_size,
-                           heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000)
+        await self._start_vip()
         # Apache's default is listenPort + 1; a broker on a random port (listenPort=0) gets a random one
         ha_port = self.cfg.ha_listen_port or (self.port + 1 if self.cfg.listen_port else 0)
         try:
@@ -321,6 +324,24 @@ class Broker:
                        loop.create_task(self._every(self.cfg.transaction_check_interval_ms, self.check_transactions))]
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
+
+    async def _start_vip(self) -> None:
+        """Apache 4.9's VIP channel (its "fast" remoting server): the remoting protocol on
+        listenPort - 2 too, where an Apache slave's SlaveSynchronize asks for the topic configs
+        and clients with vipChannelEnabled send. Not taken: a warning, the broker serves on
+        (the port is derived, never configured). None for a random listenPort (listenPort=0:
+        port - 2 of a random port is some other process's) or with TLS (one TLS listener)."""
+        self.vip_port = 0
+        vip = self.cfg.listen_port - 2
+        if not self.cfg.listen_port or vip <= 0:
+            return
+        try:
+            self.vip_port = await self.server.listen_also(self.cfg.listen_host, vip)
+        except ConfigError as e:
+            log.info("no VIP port (listenPort - 2 = %d): %s", vip, e)
+        except OSError as e:
+            log.warning("VIP port %d (listenPort - 2) is not free (%s): an Apache slave of this broker will "
+                        "not sync topic configs, and clients with vipChannelEnabled cannot send", vip, e)
 
     async def shutdown(self) -> None:
         if hasattr(self.clock, "unsubscribe"):
@@ -375,7 +396,8 @@ class Broker:
         send = SendProcessor(cfg=self.cfg, topics=self.topics, groups=self.groups, store=self.store,
                              pool=self._executor, schedule_register=self.schedule_register,
                              register_now=self.register_all,
-                             store_host=lambda: self.store_host, stats=self.stats, transactions=self.transactions)
+                             store_host=lambda: self.store_host, stats=self.stats, transactions=self.transactions,
+                             replica=self.ha if self.cfg.broker_role == "SYNC_MASTER" else None)
         end_tx = EndTransactionProcessor(transactions=self.transactions)
         reply = ReplyProcessor(send=send, clients=self.clients, store_host_text=lambda: self.addr, clock=self.clock)
         pull = PullProcessor(store=self.store, topics=self.topics, groups=self.groups, offsets=self.offsets,

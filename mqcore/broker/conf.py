@@ -104,6 +104,8 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "storeReplyMessageEnable": ("store_reply_message_enable", _bool),
     "grpcServerPort": ("grpc_server_port", _int),
     "aclEnable": ("acl_enable", _bool),
+    "slaveTimeout": ("slave_timeout_ms", _int),
+    "haSlaveFallbehindMax": ("ha_slave_fallbehind_max", _int),
     # mqcore's own keys
     "listenHost": ("listen_host", _str),
     "embeddedNamesrv": ("embedded_namesrv", _bool),

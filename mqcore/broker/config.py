@@ -108,7 +108,7 @@ class BrokerConfig:
     #: With aclEnable it asks for an admin account of the plain_acl.yml
     dashboard_port: int = 0
     #: ASYNC_MASTER or SYNC_MASTER (brokerRole); a master serves the HA port to slaves
-    #: (docs/replication.md). SYNC_MASTER does not yet wait for the slave on sends
+    #: (docs/replication.md). SYNC_MASTER answers a send once a slave has it
     broker_role: str = "ASYNC_MASTER"
     #: the HA port slaves connect to (haListenPort); 0 = listenPort + 1, as Apache
     ha_listen_port: int = 0
@@ -116,6 +116,12 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32 * 1024
     #: a header with size 0 goes to an idle slave this often (haSendHeartbeatInterval, ms)
     ha_send_heartbeat_interval_ms: int = 5000
+    #: SYNC_MASTER: a send no slave has acknowledged within this is answered FLUSH_SLAVE_TIMEOUT
+    #: (slaveTimeout, ms; what Apache 4.9's submitReplicaRequest waits)
+    slave_timeout_ms: int = 3000
+    #: SYNC_MASTER: a slave this many bytes behind counts as none: SLAVE_NOT_AVAILABLE at once
+    #: (haSlaveFallbehindMax)
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     #: more host names the dashboard answers to (dashboardAllowedHosts, comma-separated), besides
     #: the bound address and, on loopback or every address, this machine's own names; a request
     #: for any other Host is refused (DNS rebinding)
@@ -190,6 +196,8 @@ class BrokerConfig:
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
             raise FieldConfigError("broker_role", f"{self.broker_role}: only ASYNC_MASTER and SYNC_MASTER "
                                    "are served (mqcore does not run as a slave yet)")
+        if self.slave_timeout_ms <= 0 or self.ha_slave_fallbehind_max <= 0:
+            raise FieldConfigError("slave_timeout_ms", "slaveTimeout and haSlaveFallbehindMax must be positive")
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise FieldConfigError("ha_transfer_batch_size", "haTransferBatchSize and haSendHeartbeatInterval "
                                    "must be positive")

@@ -7,6 +7,12 @@ nothing new it sends a header with size 0 every ``heartbeat_s``. As in Apache, t
 report decides the start: a slave that reports 0 starts at the beginning of the master's
 last commitlog file; any other offset is served from where it points.
 
+With SYNC_MASTER a send waits for a slave (``HAServer.wait_replica``, Apache's
+``CommitLog.submitReplicaRequest`` and ``GroupTransferService``): answered at once with
+SLAVE_NOT_AVAILABLE when no slave is connected or the best one is ``fallbehind_max`` or more
+behind, else when some slave has reported an offset at or past the message's end, or with
+FLUSH_SLAVE_TIMEOUT after ``timeout_s`` (the message is stored either way).
+
 Each connection is on its own: a report that is negative, beyond the master's end, or a
 peer that stops reading (its writes stay buffered past ``write_limit``) closes only that
 connection, so a bad peer costs a bounded amount of memory and never the broker.
@@ -14,9 +20,11 @@ connection, so a bad peer costs a bounded amount of memory and never the broker.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
-from typing import TYPE_CHECKING, Callable
+import time
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from mqcore.store.commitlog import CommitLog
@@ -39,6 +47,8 @@ class HAConnection:
         self.peer = writer.get_extra_info("peername")
         #: what the slave last reported having (its ack offset); -1 before the first report
         self.ack_offset = -1
+        #: time.monotonic() when this slave last had everything the master had (lag in time)
+        self.caught_up_at = time.monotonic()
         self._reported = asyncio.Event()
         self._next = -1
 
@@ -61,6 +71,8 @@ class HAConnection:
             if offset < 0 or offset > self.server.max_offset():
                 raise ValueError(f"slave reported offset {offset}, outside 0..{self.server.max_offset()}")
             self.ack_offset = offset
+            if offset >= self.server.max_offset():
+                self.caught_up_at = time.monotonic()
             self.server.on_ack(self, offset)
             self._reported.set()
 
@@ -115,10 +127,24 @@ class HAServer:
         self._data = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
+        #: the highest offset any slave has reported (Apache's push2SlaveMaxOffset: never lowered)
+        self.push2slave_max = 0
+        #: SYNC_MASTER waits: (end offset, deadline, future), in put order, so ends and deadlines
+        #: both grow along the deque (a put's end is past the one before it; the timeout is one)
+        self._waiters: collections.deque[tuple[int, float, asyncio.Future[bool]]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+        #: (master offset, time.monotonic()) when data arrived, at most one a millisecond while
+        #: a slave is connected, dropped once every slave has it: a slave acknowledging offset
+        #: ``a`` lags by the age of the first sample past ``a`` (``lag``)
+        self._arrivals: collections.deque[tuple[int, float]] = collections.deque(maxlen=65536)
 
     def notify(self) -> None:
-        """New commitlog data: wake the transfers."""
+        """New commitlog data: wake the transfers (and note when it came, for ``lag``)."""
         self._data.set()
+        now = time.monotonic()
+        arrivals = self._arrivals
+        if not arrivals or now - arrivals[-1][1] >= 0.001:
+            arrivals.append((self.max_offset(), now))
 
     async def wait_data(self, timeout: float) -> None:
         self._data.clear()
@@ -128,7 +154,66 @@ class HAServer:
             pass
 
     def on_ack(self, conn: HAConnection, offset: int) -> None:
-        pass
+        if offset > self.push2slave_max:
+            self.push2slave_max = offset
+        arrivals = self._arrivals
+        if arrivals and arrivals[0][0] <= offset:
+            low = min(c.ack_offset for c in self.connections) if self.connections else offset
+            while arrivals and arrivals[0][0] <= low:
+                arrivals.popleft()
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= offset:
+            fut = waiters.popleft()[2]
+            if not fut.done():
+                fut.set_result(True)
+
+    def slave_ok(self, end: int, fallbehind_max: int) -> bool:
+        """Apache's ``isSlaveOK``: a slave is connected and not ``fallbehind_max`` behind ``end``."""
+        return bool(self.connections) and end - self.push2slave_max < fallbehind_max
+
+    def wait_replica(self, end: int, timeout_s: float) -> "asyncio.Future[bool]":
+        """A future: True once a slave has reported ``end`` or more, False after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if self.push2slave_max >= end:
+            fut.set_result(True)
+            return fut
+        self._waiters.append((end, loop.time() + timeout_s, fut))
+        if self._timer is None:
+            self._timer = loop.call_at(self._waiters[0][1], self._expire)
+        return fut
+
+    def _expire(self) -> None:
+        """Time out the waits whose deadline passed; re-arm for the next one."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        waiters = self._waiters
+        while waiters and (waiters[0][1] <= now or waiters[0][2].done()):
+            fut = waiters.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
+        if waiters:
+            self._timer = loop.call_at(waiters[0][1], self._expire)
+
+    def lag(self) -> list[dict[str, Any]]:
+        """Per connected slave: its address, ack offset, bytes behind the master and ms behind
+        (the age of the oldest data it has not acknowledged; 0 when it has everything)."""
+        top = self.max_offset()
+        now = time.monotonic()
+        arrivals = list(self._arrivals)
+        out = []
+        for c in list(self.connections):
+            ack = c.ack_offset
+            behind = max(0, top - ack) if ack >= 0 else top
+            ms = 0
+            if behind:
+                # the first arrival past the ack; none noted (data from before the slave came):
+                # since it connected or last had everything
+                first = next((t for off, t in arrivals if off > ack), None)
+                ms = int((now - (first if first is not None else c.caught_up_at)) * 1000)
+            out.append({"addr": _addr_text(c.peer), "ack_offset": ack, "behind_bytes": behind, "behind_ms": ms})
+        return out
 
     @property
     def slave_ack_offset(self) -> int:
@@ -148,11 +233,23 @@ class HAServer:
             self.connections.discard(conn)
 
     async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        while self._waiters:  # a stopping broker answers what still waits as timed out
+            fut = self._waiters.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
         if self._server is not None:
             self._server.close()
             for c in list(self.connections):
                 c.writer.close()
             await self._server.wait_closed()
+
+
+def _addr_text(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
 
 
 def commitlog_reader(commitlog: CommitLog) -> Callable[[int, int], bytes]:

@@ -43,6 +43,7 @@ class BrokerCollector:
         yield from self._schedule(base)
         yield from self._transactions(base)
         yield from self._clients(base)
+        yield from self._replication(base)
 
     # --- per-request counters --------------------------------------------------------------------
     def _traffic(self, base):
@@ -223,6 +224,24 @@ class BrokerCollector:
             for name, n in sorted(by_type.items()):
                 grpc_clients.add_metric(base + [name], n)
             yield grpc_clients
+
+
+    def _replication(self, base):
+        ha = getattr(self.b, "ha", None)
+        slaves = ha.lag() if ha is not None else []
+        count = GaugeMetricFamily("rocketmq_ha_slaves", "Slaves connected to the HA port", labels=["cluster", "broker"])
+        count.add_metric(base, len(slaves))
+        ack = GaugeMetricFamily("rocketmq_ha_slave_ack_offset", "Commitlog offset the slave last reported having",
+                                labels=["cluster", "broker", "slave"])
+        lag_bytes = GaugeMetricFamily("rocketmq_ha_slave_lag_bytes", "Commitlog bytes the master has and the slave "
+                                      "has not acknowledged", labels=["cluster", "broker", "slave"])
+        lag_s = GaugeMetricFamily("rocketmq_ha_slave_lag_seconds", "Age of the oldest data the slave has not "
+                                  "acknowledged (0: it has everything)", labels=["cluster", "broker", "slave"])
+        for s in slaves:
+            ack.add_metric(base + [s["addr"]], s["ack_offset"])
+            lag_bytes.add_metric(base + [s["addr"]], s["behind_bytes"])
+            lag_s.add_metric(base + [s["addr"]], s["behind_ms"] / 1000)
+        yield from (count, ack, lag_bytes, lag_s)
 
 
 def _histogram(name, doc, base, hist):

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqcore.broker.runtime_stats import ThroughputSampler, latency_texts
 from mqcore.broker.stats_windows import DailyTotals, StatsWindows, stats_values
@@ -63,6 +63,8 @@ class RuntimeInfo:
         self.clock = clock
         self.boot_timestamp = clock()
         self._started = time.monotonic()
+        #: the HA server's ``lag()`` once the broker has one (its slaves' acks and lag)
+        self.ha_lag: Callable[[], list[dict[str, Any]]] | None = None
         self.put_tps, self.transferred_tps = ThroughputSampler(), ThroughputSampler()
         self.found_tps, self.miss_tps, self.total_tps = ThroughputSampler(), ThroughputSampler(), ThroughputSampler()
         self.put_days, self.get_days = DailyTotals(), DailyTotals()
@@ -95,6 +97,20 @@ class RuntimeInfo:
         self.get_days.sample(now, gets)
         self.windows.sample(now)
 
+    @staticmethod
+    def _ha(slaves: list[dict[str, Any]]) -> dict[str, str]:
+        """mqcore's own keys (Apache 4.9's master reports none): the connected slaves, and the
+        best one's ack offset and lag, in bytes and ms; each slave's as ``haSlave_<addr>``."""
+        out = {"haSlaveCount": str(len(slaves))}
+        if slaves:
+            best = min(slaves, key=lambda s: s["behind_bytes"])
+            out.update({"haSlaveAckOffset": str(best["ack_offset"]), "haSlaveFallBehindBytes": str(best["behind_bytes"]),
+                        "haSlaveFallBehindMs": str(best["behind_ms"])})
+            for s in slaves:
+                out[f"haSlave_{s['addr']}"] = f"ackOffset={s['ack_offset']},behindBytes={s['behind_bytes']}," \
+                                               f"behindMs={s['behind_ms']}"
+        return out
+
     # --- the table -------------------------------------------------------------------------------
     def runtime_text(self) -> str:
         up = int(time.monotonic() - self._started)
@@ -124,6 +140,8 @@ class RuntimeInfo:
             out[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
         out.update({k: str(v) for k, v in JAVA_QUEUE_CAPACITIES.items()})
         out.update(self._disk(scfg))
+        if self.ha_lag is not None:
+            out.update(self._ha(self.ha_lag()))
         for level, offset in sorted(self.delay_offsets.snapshot().items()):
             out[f"scheduleMessageOffset_{level}"] = f"{offset},{s.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)}"
         return out

@@ -102,6 +102,8 @@ class RemotingServer(ProcessorRegistry):
         self._connect_listeners: list[Callable[[Channel], Any]] = []
         self._close_listeners: list[Callable[[Channel], Any]] = []
         self._server: asyncio.AbstractServer | None = None
+        #: more plaintext listeners on the same processors (``listen_also``: the broker's VIP port)
+        self._also: list[asyncio.AbstractServer] = []
         self._sweeper: asyncio.Task[None] | None = None
         self._port = 0
         self._host = ""
@@ -192,6 +194,20 @@ class RemotingServer(ProcessorRegistry):
         log.info("%s listening on %s", self.name, ", ".join(format_addr(s.getsockname()) for s in sockets))
         return self._port
 
+    async def listen_also(self, host: str, port: int, *, backlog: int = 1024) -> int:
+        """Accept on one more address too (after ``start``): the same processors, limits and
+        channels, plaintext only (TLS accepts through one listener). Returns the bound port."""
+        if self._stopped or self._server is None and self._listener is None:
+            raise ConfigError(f"{self.name}: listen_also comes after start and before shutdown")
+        if self._tls is not None:
+            raise ConfigError(f"{self.name}: a second listener is plaintext only; TLS is on")
+        srv = await asyncio.get_running_loop().create_server(self._new_channel, host, port, backlog=backlog,
+                                                             reuse_address=True)
+        self._also.append(srv)
+        bound = srv.sockets[0].getsockname()[1] if srv.sockets else port
+        log.info("%s also listening on %s:%d", self.name, host, bound)
+        return bound
+
     @property
     def port(self) -> int:
         return self._port
@@ -218,6 +234,8 @@ class RemotingServer(ProcessorRegistry):
         self._stopped = True
         if self._server is not None:
             self._server.close()
+        for srv in self._also:
+            srv.close()
         if self._listener is not None:
             asyncio.get_running_loop().remove_reader(self._listener.fileno())
             self._listener.close()
@@ -235,6 +253,8 @@ class RemotingServer(ProcessorRegistry):
         await asyncio.gather(*(ch.aclose() for ch in channels), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        for srv in self._also:
+            await srv.wait_closed()
         log.info("%s on port %d shut down", self.name, self._port)
 
     async def __aenter__(self) -> RemotingServer:

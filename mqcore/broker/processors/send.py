@@ -98,7 +98,7 @@ class SendProcessor:
     """
 
     def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None,
-                 register_now=None, transactions=None):
+                 register_now=None, transactions=None, replica=None):
         #: per-request counters and the put-latency histogram (the metrics endpoint reads them)
         self.stats = stats if stats is not None else BrokerStats()
         self.cfg = cfg
@@ -114,23 +114,50 @@ class SendProcessor:
         self.disk_full_log = RateLimitedLog(log)
         #: half messages (TRAN_MSG): ``broker.transaction.TransactionService``; None refuses them
         self.transactions = transactions
+        #: SYNC_MASTER: the HA server a stored send waits on (``HAServer.slave_ok`` and
+        #: ``wait_replica``) before it is answered; None (ASYNC_MASTER) answers at once. Fixed,
+        #: like ``pool``: the send pipeline's C core reads it with the configuration and hands
+        #: every send to this path while it is set
+        self.replica = replica
 
-    def _put(self, request, topic, fn, *args, **kwargs):
-        """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH).
-        Counted once per request (``stats``): its messages, bytes and latency."""
+    def _put(self, request, topic, fn, *args, replica_wait=True, **kwargs):
+        """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH, or
+        SYNC_MASTER waiting for a slave). Counted once per request (``stats``): its messages,
+        bytes and latency. ``replica_wait``: the message's WAIT property is not "false"."""
         if self.pool is None:
             t0 = time.perf_counter()
             result = fn(*args, **kwargs)
             self.stats.put_latency.observe(time.perf_counter() - t0)
             self.stats.on_put(topic, result)
+            if self.replica is not None and replica_wait and result.status.stored:
+                return self.replicated(request, result)
             return self.response(request, result)
-        return self._put_in_pool(request, topic, functools.partial(fn, *args, **kwargs))
+        return self._put_in_pool(request, topic, functools.partial(fn, *args, **kwargs), replica_wait)
 
-    async def _put_in_pool(self, request, topic, call):
+    async def _put_in_pool(self, request, topic, call, replica_wait=True):
         t0 = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.pool, call)
         self.stats.put_latency.observe(time.perf_counter() - t0)
         self.stats.on_put(topic, result)
+        if self.replica is not None and replica_wait and result.status.stored:
+            return await self.replicated(request, result)
+        return self.response(request, result)
+
+    def replicated(self, request, result: PutMessageResult):
+        """SYNC_MASTER (Apache's ``submitReplicaRequest``): SLAVE_NOT_AVAILABLE at once with no
+        slave or one ``haSlaveFallbehindMax`` behind; else the answer once a slave reported the
+        message's end offset, FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``. Stored either way,
+        so the answer carries msgId and offsets as SEND_OK does (no remark), as Apache's."""
+        end = result.phy_offset + result.wrote_bytes
+        cfg = self.cfg
+        if not self.replica.slave_ok(end, cfg.ha_slave_fallbehind_max):
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            return self.response(request, result)
+        return self._replica_answer(request, result, self.replica.wait_replica(end, cfg.slave_timeout_ms / 1000))
+
+    async def _replica_answer(self, request, result, acked):
+        if not await acked:
+            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return self.response(request, result)
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
@@ -199,11 +226,13 @@ class SendProcessor:
                                        "a batch cannot be a transaction message; send each half message alone")
             return self._put(request, topic, self.store.put_batch, topic, queue_id, bytes(request.body),
                              sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born,
-                             store_host=self.store_host(), batch_properties=props)
+                             store_host=self.store_host(), batch_properties=props,
+                             replica_wait=_wait_store_ok(props))
         msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
                                     properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                     born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
-        return self._put(request, topic, self.transactions.put_half if half else self.store.put_message, msg)
+        return self._put(request, topic, self.transactions.put_half if half else self.store.put_message, msg,
+                         replica_wait=_wait_store_ok(props))
 
     def transaction_stage(self, request, props: dict):
         """The send pipeline's transaction stage: a transaction's half message
@@ -351,6 +380,12 @@ class SendProcessor:
         if result.status.stored:
             return create_response(request, ResponseCode.SUCCESS)
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")
+
+
+def _wait_store_ok(props: dict) -> bool:
+    """Java's ``isWaitStoreMsgOK``: no WAIT property, or one Boolean.parseBoolean reads as true."""
+    wait = props.get(Prop.WAIT)
+    return wait is None or wait.lower() == "true"
 
 
 def _int_prop(props: dict, key: str, default: int) -> int:

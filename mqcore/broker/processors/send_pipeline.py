@@ -21,8 +21,8 @@ A frame any stage cannot finish exactly as the general path would stops the batc
 before anything of it is written or counted: the channel decodes it into a command and
 dispatches it to the general processor (``SendProcessor.send`` behind the request guard),
 whose stages handle the rest - topic auto-creation, the retry/DLQ redirect, delay levels,
-transactions (``SendProcessor.transaction_stage``), batches, SYNC_FLUSH waits, refusals and
-errors. The channel then offers the frames after it to this pipeline again. ACL-enabled
+transactions (``SendProcessor.transaction_stage``), batches, SYNC_FLUSH waits, SYNC_MASTER
+waits for a slave (``SendProcessor.replicated``), refusals and errors. The channel then offers the frames after it to this pipeline again. ACL-enabled
 servers do not install the pipeline (every request passes the ACL hook as a command first).
 tests/broker/test_send_pipeline.py sends the same requests both ways and compares the
 answer bytes and the store files.
@@ -118,9 +118,10 @@ class SendPipeline:
         if cfg is not self._cfg:  # replaced as a whole by a run-time configuration change
             self.configure(cfg)
         parts, cluster = self._answer_parts, self._cluster
-        # SYNC_FLUSH (waits in the pool), a read-only broker, a region or cluster name the
-        # kernels do not write: the general path
-        if send.pool is not None or not cfg.broker_permission & PERM_WRITE or parts is None or cluster is None:
+        # SYNC_FLUSH (waits in the pool), SYNC_MASTER (waits for a slave), a read-only broker,
+        # a region or cluster name the kernels do not write: the general path
+        if send.pool is not None or send.replica is not None or not cfg.broker_permission & PERM_WRITE \
+                or parts is None or cluster is None:
             return start
         store = send.store
         # --- read ---
