@@ -127,12 +127,14 @@ class Broker:
         #: passes its check (the same single hook as ACL 1.0, which excludes it)
         auth = self.auth = AuthStore(os.path.join(cdir, AUTH_FILE_NAME), clock=clock)
         self.auth_enabled = config.authentication_enabled or config.authorization_enabled
+        self.auth_checker: AuthChecker | None = None  # remoting and gRPC share it
         if self.auth_enabled:
-            hook = BrokerAuthHook(AuthChecker(
+            self.auth_checker = AuthChecker(
                 lambda: auth.current, authentication=config.authentication_enabled,
                 authorization=config.authorization_enabled, cluster=config.broker_cluster_name,
                 authentication_whitelist=config.authentication_whitelist,
-                authorization_whitelist=config.authorization_whitelist))
+                authorization_whitelist=config.authorization_whitelist)
+            hook = BrokerAuthHook(self.auth_checker)
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
@@ -524,7 +526,7 @@ class Broker:
             stats=self.stats, transactions=self.transactions, settings=lambda: self.cfg,
             store_config=lambda: self.store_config, store_host=lambda: self.store_host,
             schedule_register=self.schedule_register, send_refusal=send_refusal, pop=self.pop,
-            acl=(lambda: acl_file.current) if acl_file is not None else None)
+            acl=(lambda: acl_file.current) if acl_file is not None else None, auth=self.auth_checker)
 
     def dashboard_source(self):
         """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""

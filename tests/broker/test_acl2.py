@@ -14,6 +14,9 @@ from mqcore.broker.config import BrokerConfig
 from mqcore.client import Message, Producer
 from mqcore.errors import FieldConfigError, MQError
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
+from mqcore.grpc.auth import sign
+from tests.grpc.conftest import TEST_CONF, grpc_addr
+from tests.grpc.rawclient import RawClient, d
 from tests.support import acl2
 from tests.support.processes import BrokerProcess
 from tests.support.waiting import wait_for
@@ -24,7 +27,8 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     root = tmp_path_factory.mktemp("acl2")
-    with BrokerProcess(root / "store", conf=dict(acl2.CONF)) as b:
+    with BrokerProcess(root / "store", conf={**acl2.CONF, **TEST_CONF}) as b:
+        b.grpc_addr = grpc_addr(b)
         with SyncRemotingClient() as rc:
             acl2.setup(rc, b.broker_addr)
         yield b
@@ -185,3 +189,30 @@ def test_signed_client_and_whitelist_config():
     with pytest.raises(FieldConfigError, match="only"):
         BrokerConfig(authentication_provider="com.example.Mine")
     assert SessionCredentials(*acl2.ALICE)
+
+
+def test_grpc_requests_are_checked_by_the_same_users_and_rules(broker):
+    date = "20250101T120000Z"
+
+    def meta(user, password):
+        return [("x-mq-date-time", date),
+                ("authorization", f"MQv2-HMAC-SHA1 Credential={user}, SignedHeaders=x-mq-date-time, "
+                                  f"Signature={sign(password, date)}")]
+
+    with RawClient(broker.grpc_addr) as c:
+        r = c.send("orders", b"x")
+        assert (r.status.code, r.status.message) == (d.UNAUTHORIZED, "username cannot be null.")
+    with RawClient(broker.grpc_addr, meta=meta(acl2.ALICE[0], "wrongPassword1")) as c:
+        r = c.send("orders", b"x")
+        assert (r.status.code, r.status.message) == (d.UNAUTHORIZED, "check signature failed.")
+    with RawClient(broker.grpc_addr, meta=meta(*acl2.ALICE)) as c:
+        assert c.send("orders", b"x").status.code == d.OK
+        r = c.send("orderSecret", b"x")
+        assert (r.status.code, r.status.message) == (
+            d.FORBIDDEN, "User:alice has no permission to access Topic:orderSecret from 127.0.0.1, the decision is deny.")
+        status, _ = c.receive("orders", "gDenyX")
+        assert status.code == d.FORBIDDEN and "Group:gDenyX" in status.message
+        status, _ = c.receive("orders", "gA")
+        assert status.code != d.FORBIDDEN, status
+    with RawClient(broker.grpc_addr, meta=meta(*acl2.SUPER)) as c:
+        assert c.send("anywhere", b"x").status.code == d.OK

@@ -196,6 +196,24 @@ def needs(request: RemotingCommand, cluster: str) -> list[tuple[Resource, tuple[
     return out
 
 
+def _from_perms(need: dict[str, int]) -> list[tuple[Resource, tuple[Action, ...]]]:
+    from mqcore.acl.permission import ANY, PUB, SUB
+
+    out: list[tuple[Resource, tuple[Action, ...]]] = []
+    for name, perm in need.items():
+        if name.startswith(RETRY_PREFIX):
+            out.append((Resource.group(name), (A.SUB,)))
+            continue
+        topic = Resource.topic(name)
+        if perm & ANY:
+            out.append((topic, (A.PUB, A.SUB)))
+        if perm & PUB:
+            out.append((topic, (A.PUB,)))
+        if perm & SUB:
+            out.append((topic, (A.SUB,)))
+    return out
+
+
 def _whitelist(text: str | None) -> frozenset[str]:
     return frozenset(p.strip() for p in (text or "").split(",") if p.strip())
 
@@ -259,6 +277,22 @@ class AuthChecker:
                 return f"User:{username} has no permission to access {resource.key} from {source_ip}, no matched policies."
             if entry.decision is Decision.DENY:
                 return f"User:{username} has no permission to access {resource.key} from {source_ip}, the decision is deny."
+        return None
+
+    def check_signed(self, username: str | None, remote_host: str, signature_ok: Callable[[str], bool],
+                     need: dict[str, int]) -> tuple[bool, str] | None:
+        """The check for a request signed another way (5.x gRPC: ``signature_ok(password)``)
+        that needs ``need`` (ACL 1.0's shape, mqcore.grpc.auth: topic or ``%RETRY%<group>`` ->
+        PUB/SUB/ANY bits): None when allowed, else (whether the caller was authenticated, why not).
+        Apache's proxy asks Pub or Sub for QueryRoute (ANY here), Pub for sends, Sub for the rest."""
+        if self.authentication:
+            why = self.authenticate(username, signature_ok)
+            if why is not None:
+                return False, why
+        if self.authorization:
+            why = self.authorize(username, remote_host, _from_perms(need))
+            if why is not None:
+                return True, why
         return None
 
     def check(self, request: RemotingCommand, remote_host: str) -> str | None:
