@@ -16,7 +16,7 @@ A refusal is answered with NO_PERMISSION (16) and Apache's message as the remark
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from mqcore.acl.signing import ACCESS_KEY, SIGNATURE, UNIQUE_MSG_QUERY_FLAG, request_signature
 from mqcore.acl.v2.model import (
@@ -111,7 +111,7 @@ def _is_retry(name: object) -> bool:
     return isinstance(name, str) and name.strip() != "" and name.startswith(RETRY_PREFIX)
 
 
-def _body(request: RemotingCommand) -> dict:
+def _body(request: RemotingCommand) -> dict[str, Any]:
     try:
         data = loads_lenient(bytes(request.body or b""))
     except (ProtocolError, ValueError, RecursionError) as e:
@@ -130,7 +130,7 @@ def needs(request: RemotingCommand, cluster: str) -> list[tuple[Resource, tuple[
     if code in (10, 310, 320):  # SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE
         topic, group = (f.get("topic"), f.get("group")) if code == 10 else (f.get("b"), f.get("a"))
         if _is_retry(topic):
-            out.append((Resource.group(group if group and group.strip() else topic), (A.SUB,)))
+            out.append((Resource.group(group if group and group.strip() else str(topic)), (A.SUB,)))
         else:
             out.append((Resource.topic(topic or ""), (A.PUB,)))
     elif code == 370:  # RECALL_MESSAGE
@@ -179,7 +179,7 @@ def needs(request: RemotingCommand, cluster: str) -> list[tuple[Resource, tuple[
     elif code == 200:  # UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (mqcore's addition, as code 25)
         out.append((Resource.group(str(_body(request).get("groupName") or "")), (A.CREATE,)))
     elif code in _ANNOTATED:
-        actions, cluster_wide, fields = _ANNOTATED[code]
+        annotated_actions, cluster_wide, fields = _ANNOTATED[code]
         for name, rtype, splitter in fields:
             value = f.get(name)
             if value is None:
@@ -188,11 +188,11 @@ def needs(request: RemotingCommand, cluster: str) -> list[tuple[Resource, tuple[
                 if splitter and not part:
                     continue
                 if rtype is ResourceType.TOPIC and _is_retry(part):
-                    out.append((Resource.group(part), actions))
+                    out.append((Resource.group(part), annotated_actions))
                 else:
-                    out.append((Resource(rtype, part, Pattern.LITERAL), actions))
+                    out.append((Resource(rtype, part, Pattern.LITERAL), annotated_actions))
         if not out and cluster_wide:
-            out.append((Resource.cluster(cluster), actions))
+            out.append((Resource.cluster(cluster), annotated_actions))
     return out
 
 

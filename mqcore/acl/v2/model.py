@@ -27,14 +27,17 @@ from __future__ import annotations
 import dataclasses
 import enum
 import ipaddress
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 
 class AuthModelError(ValueError):
     """A user or ACL that cannot be stored (Apache's message, answered to the admin tool)."""
 
 
-def _by_name(enum_cls, name: Any):
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _by_name(enum_cls: type[_E], name: Any) -> _E | None:
     if not isinstance(name, str):
         return None
     for member in enum_cls:
@@ -178,7 +181,8 @@ class PolicyEntry:
     source_ips: tuple[str, ...]
     decision: Decision
     #: parsed ``source_ips`` (empty: from anywhere)
-    networks: tuple = dataclasses.field(default=(), compare=False, repr=False)
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = dataclasses.field(
+        default=(), compare=False, repr=False)
 
     def matches_actions(self, wanted: Iterable[Action]) -> bool:
         if not self.actions:
