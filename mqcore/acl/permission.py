@@ -15,11 +15,14 @@ SUB = 1 << 3
 _BY_NAME = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
 
 #: request codes only an ``admin: true`` account may send (4.9.8's five, plus the offset
-#: reset, which rewrites any group's progress: mqcore's addition)
+#: reset, which rewrites any group's progress, and ACL 2.0's AUTH_* requests: mqcore's additions)
 ADMIN_CODES = frozenset({
     RC.UPDATE_AND_CREATE_TOPIC, RC.UPDATE_BROKER_CONFIG, RC.DELETE_TOPIC_IN_BROKER,
     RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.DELETE_SUBSCRIPTIONGROUP,
     RC.INVOKE_BROKER_TO_RESET_OFFSET,
+    # ACL 2.0's user and rule requests (AUTH_CREATE_USER 3001 ... AUTH_LIST_ACL 3010): who may
+    # read passwords or make users is an admin under ACL 1.0
+    *range(3001, 3011),
 })
 
 

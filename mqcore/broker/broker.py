@@ -22,6 +22,10 @@ import zlib
 from typing import TYPE_CHECKING
 
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
+from mqcore.acl.v2.admin import AuthAdmin, initial_users
+from mqcore.acl.v2.check import AuthChecker, BrokerAuthHook
+from mqcore.acl.v2.store import FILE_NAME as AUTH_FILE_NAME
+from mqcore.acl.v2.store import AuthStore
 from mqcore.acl.validator import EXCEPTION_NAME as ACL_EXCEPTION_NAME
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
@@ -58,7 +62,7 @@ from mqcore.broker.transaction import TransactionService
 from mqcore.broker.validate import guarded, send_refusal
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import ConfigError, MQError
+from mqcore.errors import AclConfigError, ConfigError, MQError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -118,6 +122,19 @@ class Broker:
         if config.acl_enable:
             acl_file = self.acl = AclFile(config.acl_file, clock=clock)
             hook = BrokerAclHook(PlainAccessValidator(lambda: acl_file.current))
+        #: ACL 2.0's users and rules (config/auth.json): the AUTH_* admin requests keep them
+        #: whether or not it is on; with authenticationEnabled/authorizationEnabled every request
+        #: passes its check (the same single hook as ACL 1.0, which excludes it)
+        auth = self.auth = AuthStore(os.path.join(cdir, AUTH_FILE_NAME), clock=clock)
+        self.auth_enabled = config.authentication_enabled or config.authorization_enabled
+        self.auth_checker: AuthChecker | None = None  # remoting and gRPC share it
+        if self.auth_enabled:
+            self.auth_checker = AuthChecker(
+                lambda: auth.current, authentication=config.authentication_enabled,
+                authorization=config.authorization_enabled, cluster=config.broker_cluster_name,
+                authentication_whitelist=config.authentication_whitelist,
+                authorization_whitelist=config.authorization_whitelist)
+            hook = BrokerAuthHook(self.auth_checker)
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
@@ -153,6 +170,8 @@ class Broker:
         self.add_service(self.cleanup)
         if self.acl is not None:
             self.add_service(self.acl)
+        if self.auth_enabled:
+            self.add_service(self.auth)  # hand edits of auth.json apply without a restart
         #: GET_BROKER_RUNTIME_INFO's table and VIEW_BROKER_STATS_DATA's windows, sampled once a second
         self.runtime = RuntimeInfo(store=self.store, stats=self.stats, delay_offsets=self.delay_offsets,
                                    configs=lambda: (self.cfg, self.store_config), disk_ratio=self.disk_ratio,
@@ -235,6 +254,15 @@ class Broker:
         self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
+        try:
+            self.auth.load()  # ACL 2.0 on: a bad auth.json stops the start, as a bad plain_acl.yml does
+        except AclConfigError:
+            if self.auth_enabled:
+                raise
+            log.exception("ACL 2.0 is off; %s is not read", self.auth.path)
+        if self.cfg.init_authentication_user or self.cfg.inner_client_authentication_credentials:
+            self.auth.change(lambda data: initial_users(data, self.cfg.init_authentication_user,
+                                                        self.cfg.inner_client_authentication_credentials))
         report = self.store.load()
         self.store.start()
         self.topics.load()
@@ -309,6 +337,9 @@ class Broker:
         credentials = None
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)
             credentials = SessionCredentials(self.cfg.broker_access_key, self.cfg.broker_secret_key)
+        elif self.cfg.inner_client_authentication_credentials:  # ACL 2.0's name for the same account
+            inner = json.loads(self.cfg.inner_client_authentication_credentials)
+            credentials = SessionCredentials(inner["accessKey"], inner["secretKey"])
         # TLS to the name servers: asked for (tls.enable, the 4.x client's switch), or the
         # embedded one accepts nothing else
         to_namesrv_tls = self.cfg.tls_enable or (self.namesrv is not None and tls is not None
@@ -470,6 +501,8 @@ class Broker:
         }
         for code, fn in table.items():
             self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
+        for code, fn in AuthAdmin(self.auth).processors().items():  # AUTH_CREATE_USER (3001) ... 3010
+            self.server.register_processor(code, fn)
         self.server.register_processor(RC.SEND_MESSAGE_V2, guarded(RC.SEND_MESSAGE_V2, send.send,
                                                                     self.groups.consume_enabled))
         # the SEND pipeline's common case, straight from each connection's received bytes
@@ -515,7 +548,7 @@ class Broker:
             stats=self.stats, transactions=self.transactions, settings=lambda: self.cfg,
             store_config=lambda: self.store_config, store_host=lambda: self.store_host,
             schedule_register=self.schedule_register, send_refusal=send_refusal, pop=self.pop,
-            acl=(lambda: acl_file.current) if acl_file is not None else None)
+            acl=(lambda: acl_file.current) if acl_file is not None else None, auth=self.auth_checker)
 
     def dashboard_source(self):
         """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""

@@ -106,6 +106,17 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "aclEnable": ("acl_enable", _bool),
     "slaveTimeout": ("slave_timeout_ms", _int),
     "haSlaveFallbehindMax": ("ha_slave_fallbehind_max", _int),
+    # ACL 2.0 (RocketMQ 5.3's AuthConfig keys)
+    "authenticationEnabled": ("authentication_enabled", _bool),
+    "authorizationEnabled": ("authorization_enabled", _bool),
+    "authenticationProvider": ("authentication_provider", _str),
+    "authorizationProvider": ("authorization_provider", _str),
+    "authenticationMetadataProvider": ("authentication_metadata_provider", _str),
+    "authorizationMetadataProvider": ("authorization_metadata_provider", _str),
+    "authenticationWhitelist": ("authentication_whitelist", _str),
+    "authorizationWhitelist": ("authorization_whitelist", _str),
+    "initAuthenticationUser": ("init_authentication_user", _str),
+    "innerClientAuthenticationCredentials": ("inner_client_authentication_credentials", _str),
     # mqcore's own keys
     "listenHost": ("listen_host", _str),
     "embeddedNamesrv": ("embedded_namesrv", _bool),
@@ -354,6 +365,10 @@ def effective_config_lines(broker: BrokerConfig, store: StoreConfig,
 
 
 _UNSET = {"namesrvAddr": "the embedded name server", "plainAclFile": "ACL off",
+          "authenticationProvider": "ACL 2.0's own", "authorizationProvider": "ACL 2.0's own",
+          "authenticationMetadataProvider": "config/auth.json", "authorizationMetadataProvider": "config/auth.json",
+          "authenticationWhitelist": "none", "authorizationWhitelist": "none",
+          "initAuthenticationUser": "no user is created", "innerClientAuthenticationCredentials": "none",
           "brokerAccessKey": "registrations are not signed", "brokerSecretKey": "registrations are not signed", "logDir": "~/logs/rocketmqlogs",
           "storePathCommitLog": "storePathRootDir/commitlog", "storePathConsumeQueue": "storePathRootDir/consumequeue",
           "storePathIndex": "storePathRootDir/index", "storeCheckpoint": "storePathRootDir/checkpoint",

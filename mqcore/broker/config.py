@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import re
 import socket
 
@@ -183,6 +184,30 @@ class BrokerConfig:
     broker_access_key: str | None = None
     #: the secret key of brokerAccessKey
     broker_secret_key: str | None = None
+    #: ACL 2.0 (RocketMQ 5.3's authenticationEnabled): every request must be signed by a user of
+    #: ``<storePathRootDir>/config/auth.json`` (docs/ACCESS_CONTROL.md); not with aclEnable
+    authentication_enabled: bool = False
+    #: ACL 2.0 (authorizationEnabled): every request needs a Super user or an ACL rule allowing it
+    authorization_enabled: bool = False
+    #: the only provider served is Apache's default (authenticationProvider; unset means it)
+    authentication_provider: str | None = None
+    #: the only provider served is Apache's default (authorizationProvider; unset means it)
+    authorization_provider: str | None = None
+    #: where users are kept (authenticationMetadataProvider): only Apache's local provider, as
+    #: config/auth.json (unset means it)
+    authentication_metadata_provider: str | None = None
+    #: where ACL rules are kept (authorizationMetadataProvider): only Apache's local provider, as
+    #: config/auth.json (unset means it)
+    authorization_metadata_provider: str | None = None
+    #: request codes that need no signature, comma-separated (authenticationWhitelist)
+    authentication_whitelist: str | None = None
+    #: request codes that need no ACL rule, comma-separated (authorizationWhitelist)
+    authorization_whitelist: str | None = None
+    #: a Super user created at start if absent: ``{"username":"u","password":"p"}`` (initAuthenticationUser)
+    init_authentication_user: str | None = None
+    #: the broker's own Super user, created at start if absent, signing its registrations:
+    #: ``{"accessKey":"k","secretKey":"s"}`` (innerClientAuthenticationCredentials)
+    inner_client_authentication_credentials: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("listen_port", "namesrv_listen_port", "metrics_port", "grpc_server_port", "dashboard_port"):
@@ -247,6 +272,31 @@ class BrokerConfig:
                                    "client certificates: set tls.server.trustCertPath")
         if self.tls_handshake_timeout_s <= 0:
             raise FieldConfigError("tls_handshake_timeout_s", "must be positive")
+        if self.acl_enable and (self.authentication_enabled or self.authorization_enabled):
+            raise FieldConfigError("authentication_enabled", "aclEnable (ACL 1.0, plain_acl.yml) and "
+                                   "authenticationEnabled/authorizationEnabled (ACL 2.0) exclude each other: "
+                                   "choose one (docs/ACCESS_CONTROL.md says how to move to ACL 2.0)")
+        for name in ("authentication_provider", "authorization_provider", "authentication_metadata_provider",
+                     "authorization_metadata_provider"):
+            value = getattr(self, name)
+            kind = name.split("_")[0]
+            default = (f"org.apache.rocketmq.auth.{kind}.provider.Local{kind.capitalize()}MetadataProvider"
+                       if "metadata" in name else
+                       f"org.apache.rocketmq.auth.{kind}.provider.Default{kind.capitalize()}Provider")
+            if value is not None and value.strip() and value.strip() != default:
+                raise FieldConfigError(name, f"{value!r}: only {default} (ACL 2.0's own) is served")
+        for name, keys in (("init_authentication_user", ("username", "password")),
+                           ("inner_client_authentication_credentials", ("accessKey", "secretKey"))):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict) or not all(isinstance(parsed.get(k), str) and parsed[k] for k in keys):
+                raise FieldConfigError(name, f"must be JSON with {keys[0]!r} and {keys[1]!r}, like "
+                                       f'{{"{keys[0]}":"name","{keys[1]}":"secret"}}')
         if self.acl_enable and not self.acl_file:
             raise FieldConfigError("acl_file", "aclEnable=true needs the plain_acl.yml: set plainAclFile")
         if self.acl_enable and self.embedded_namesrv and not self.namesrv_addr and self.broker_access_key is None:

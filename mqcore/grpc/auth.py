@@ -88,7 +88,8 @@ class GrpcAccessChecker:
     ``metadata`` is grpc's invocation metadata, (key, value) pairs.
     """
 
-    def __init__(self, validator: PlainAccessValidator, name: Callable[[Any], str]) -> None:
+    def __init__(self, validator: PlainAccessValidator | Any, name: Callable[[Any], str]) -> None:
+        # ``validator``: ACL 1.0's PlainAccessValidator or ACL 2.0's AuthChecker (both check_signed)
         self.validator = validator
         self._name = name
 

@@ -137,6 +137,8 @@ class GrpcEndpoint:
         if self.src.acl is not None:
             self.access = GrpcAccessChecker(PlainAccessValidator(self.src.acl),
                                             lambda resource: svc._name(resource, ""))
+        elif self.src.auth is not None:  # ACL 2.0: the same signature, users and rules as remoting
+            self.access = GrpcAccessChecker(self.src.auth, lambda resource: svc._name(resource, ""))
         # a fixed 1 MiB receive window per call instead of BDP probing, which grew it to many MiB:
         # what a refused (oversized or unsigned) request can make grpc buffer stays that small,
         # and 4 MiB sends were no slower on loopback (measured while building this, issue 36)

@@ -143,3 +143,6 @@ class GrpcSource:
     send_refusal: Callable[[str], str | None]
     pop: PopService
     acl: Callable[[], PlainAclConfig] | None = None
+    #: ACL 2.0's check (mqcore.acl.v2.check.AuthChecker) when authenticationEnabled or
+    #: authorizationEnabled is on, else None
+    auth: Any = None

@@ -207,3 +207,26 @@ def run_java5_driver(driver: str, args: list[str], *, timeout_s: float = 120, wo
     if background:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+
+
+def mqadmin5_batch(commands: list[list[str]], *, timeout_s: float = 180, home: Path | None = None,
+                   tools_yml: str | None = None) -> list[str]:
+    """Several real 5.3.3 ``mqadmin`` commands in one JVM (drivers/MQAdminBatch.java, as
+    tests/support/reference.py's ``mqadmin_batch`` runs the 4.9.8 tool); returns each command's
+    output in order. ``tools_yml``: the text of ``conf/tools.yml``, the access key and secret key
+    the tool signs its requests with (ACL)."""
+    home = _tool_home(home)
+    if tools_yml is not None:
+        (home / "conf" / "tools.yml").write_text(tools_yml)
+    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
+            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", classpath5(),
+            str(DRIVERS_DIR / "MQAdminBatch.java"), *("|".join(words) for words in commands)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+    outputs = []
+    for i in range(len(commands)):
+        begin, end = f"@@@ BEGIN {i}\n", f"\n@@@ END {i}\n"
+        if begin not in p.stdout or end not in p.stdout:
+            raise RuntimeError(f"MQAdminBatch stopped before command {i} {commands[i]}:\n{p.stdout[-4000:]}\n"
+                               f"{p.stderr[-4000:]}")
+        outputs.append(p.stdout.split(begin, 1)[1].split(end, 1)[0])
+    return outputs

@@ -1,0 +1,174 @@
+"""Where ACL 2.0's users and ACL rules live: one JSON file, ``<storePathRootDir>/config/auth.json``.
+
+Apache 5.3 keeps them in two RocksDB databases under the same ``config`` directory; mqcore keeps
+one JSON file (``{"users": [UserInfo...], "acls": [AclInfo...]}``, the admin bodies' shapes), so
+an operator can read, back up and edit it. Admin requests (AUTH_CREATE_USER...) change it through
+:class:`AuthStore`, which writes the whole file atomically (a temp file renamed over it). The file
+is also watched like ``plain_acl.yml`` (mqcore.acl.watch): an edit by hand is applied, once it
+has held still for one more poll, to every later request; an edit that does not parse is logged
+once and the previous rules stay in force.
+
+Readers take ``current`` (one attribute read of an immutable :class:`AuthData`) from any thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import threading
+from typing import Any, Callable
+
+from mqcore.acl.v2.model import (
+    Acl,
+    AuthModelError,
+    User,
+    UserStatus,
+    UserType,
+    acl_from_json,
+    user_from_json,
+)
+from mqcore.clock import system_clock_ms
+from mqcore.errors import AclConfigError
+from mqcore.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "auth.json"
+DEFAULT_POLL_INTERVAL_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthData:
+    users: dict[str, User] = dataclasses.field(default_factory=dict)
+    acls: dict[str, Acl] = dataclasses.field(default_factory=dict)  # subject -> its ACL
+
+    def to_json(self) -> dict[str, Any]:
+        return {"users": [u.to_json() for u in self.users.values()],
+                "acls": [a.to_json() for a in self.acls.values()]}
+
+
+def parse_auth(text: str, path: str) -> AuthData:
+    """The file's text -> its data; AclConfigError names the file and the bad part."""
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError as e:
+        raise AclConfigError(f"{path}: not JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise AclConfigError(f"{path}: not a JSON object")
+    users: dict[str, User] = {}
+    for i, item in enumerate(data.get("users") or ()):
+        name, password, utype, status = user_from_json(item)
+        if not name or not password:
+            raise AclConfigError(f"{path}: users[{i}]: a user needs a username and a password")
+        if name in users:
+            raise AclConfigError(f"{path}: users[{i}]: user {name!r} appears twice")
+        users[name] = User(name, password, utype or UserType.NORMAL, status or UserStatus.ENABLE)
+    acls: dict[str, Acl] = {}
+    for i, item in enumerate(data.get("acls") or ()):
+        try:
+            acl = acl_from_json(item)
+        except AuthModelError as e:
+            raise AclConfigError(f"{path}: acls[{i}]: {e}") from None
+        acls[acl.subject] = acls[acl.subject].merged(acl) if acl.subject in acls else acl
+    return AuthData(users, acls)
+
+
+class AuthStore(ServiceThread):
+    """The file and the data parsed from it; changed by the admin requests, watched for edits."""
+
+    name = "auth-file-watch"
+
+    def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms,
+                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
+        super().__init__()
+        self.path = os.path.abspath(path)
+        self.clock = clock
+        self.poll_interval_s = poll_interval_s
+        self.current = AuthData()
+        self.reloads = 0
+        self._lock = threading.Lock()  # one change at a time (admin requests, reloads)
+        self._seen: tuple[int, int, int] | None = None
+        self._pending: tuple[int, int, int] | None = None
+        self._reported: tuple[int, int, int] | None = None
+
+    def _status(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _read(self) -> AuthData:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return AuthData()
+        except (OSError, UnicodeDecodeError) as e:
+            raise AclConfigError(f"cannot read {self.path}: {e}") from None
+        return parse_auth(text, self.path)
+
+    def load(self) -> AuthData:
+        """First load (a missing file is an empty one); AclConfigError for a bad file."""
+        with self._lock:
+            status = self._status()
+            self.current = self._read()
+            self._seen = status
+        log.info("ACL 2.0: %s loaded, %d user(s), %d ACL(s)", self.path, len(self.current.users),
+                 len(self.current.acls))
+        return self.current
+
+    def _write(self, data: AuthData) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data.to_json(), f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.current = data
+        self._seen, self._pending = self._status(), None
+
+    def change(self, fn: Callable[[AuthData], AuthData]) -> AuthData:
+        """Apply ``fn`` to the data in force and store what it returns (it may raise to refuse)."""
+        with self._lock:
+            new = fn(self.current)
+            if new is not self.current:
+                self._write(new)
+            return new
+
+    def poll(self) -> bool:
+        """Reload if the file was edited since the last look; True when new data is in force."""
+        with self._lock:
+            status = self._status()
+            if status == self._seen:
+                self._pending = None
+                return False
+            if status != self._pending:  # changed since the last look: wait until it holds still
+                self._pending = status
+                return False
+            self._seen, self._pending = status, None
+            try:
+                data = self._read()
+            except AclConfigError as e:
+                if self._reported != status:
+                    self._reported = status
+                    log.error("ACL 2.0: %s; the previous users and ACLs stay in force until the file is fixed", e)
+                return False
+            self.current = data
+            self._reported = None
+            self.reloads += 1
+        log.info("ACL 2.0: %s reloaded, %d user(s), %d ACL(s)", self.path, len(data.users), len(data.acls))
+        return True
+
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait_for_running(self.poll_interval_s)
+            if self.stopped:
+                break
+            try:
+                self.poll()
+            except Exception:  # the watcher must outlive anything odd on the file system
+                log.exception("ACL 2.0: watching %s failed; retrying", self.path)
