@@ -1,12 +1,12 @@
 """Apache RocketMQ 4.x message traces as ``mqadmin queryMsgTraceById`` shows them: the
 records of a traced message (their text format is defined once, in
-``mqcore.client.trace_format``) turned into the tool's views."""
+``mqcore.format.trace``) turned into the tool's views."""
 from __future__ import annotations
 
 from mqcore.client.message import MessageExt
-# the format's one definition is the client's (it writes traces); admin reads them
-from mqcore.client.trace_format import (CONTENT_SEPARATOR, FIELD_SEPARATOR, TRACE_TOPIC, TRACE_TYPES,
-                                        TraceRecord, decode_records)
+# the format's one definition, shared with the client (it writes traces) and the dashboard
+from mqcore.format.trace import (CONTENT_SEPARATOR, FIELD_SEPARATOR, TRACE_TOPIC, TRACE_TYPES, TraceRecord,
+                                 decode_records, records_about)
 from mqcore.errors import IllegalArgumentError
 from mqcore.netaddr import parse_host_port
 
@@ -27,10 +27,4 @@ def _host(addr: str | None) -> str | None:
 def trace_views(msg_id: str, messages: list[MessageExt]) -> tuple[list[TraceRecord], int]:
     """``TraceView.decodeFromTraceTransData`` over the trace messages found for ``msg_id``:
     the records about that message, in message and record order; and the unreadable count."""
-    views: list[TraceRecord] = []
-    bad = 0
-    for m in messages:
-        records, n = decode_records(m.body, _host(m.born_host))
-        bad += n
-        views.extend(r for r in records if r.msg_id == msg_id)
-    return views, bad
+    return records_about(msg_id, ((m.body, _host(m.born_host)) for m in messages))

@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import inspect
 import json
 import logging
 import os
@@ -62,7 +63,7 @@ from mqcore.broker.transaction import TransactionService
 from mqcore.broker.validate import guarded, send_refusal
 from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
-from mqcore.errors import AclConfigError, ConfigError, MQError
+from mqcore.errors import AclConfigError, ConfigError, MQError, ProtocolError
 from mqcore.message import pack_host
 from mqcore.namesrv.config import NamesrvConfig
 from mqcore.namesrv.server import NameServer
@@ -86,6 +87,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RC = RequestCode
+
+
+class _LocalChannel:
+    """The connection a dashboard request stands on when it goes to a processor: the browser's
+    address (a send's born host, the log lines) and the per-connection attributes a processor
+    may cache there. Nothing is ever written back: the answer is the processor's return value."""
+
+    def __init__(self, remote_addr: str) -> None:
+        self.remote_addr = remote_addr
+        self.attributes: dict[str, object] = {}
 
 class Broker:
     """The broker's composition root: builds the store, managers and processors, serves and registers."""
@@ -499,8 +510,11 @@ class Broker:
             RC.RECALL_MESSAGE: RecallProcessor(cfg=lambda: self.cfg, topics=self.topics, store=self.store,
                                                store_host=lambda: self.store_host, clock=self.clock).recall,
         }
-        for code, fn in table.items():
-            self.server.register_processor(code, guarded(code, fn, self.groups.consume_enabled))  # names first
+        #: code -> the processor behind its name checks, as served: the dashboard's changes and
+        #: queries go through these (``dashboard_source().admin_request``), not through copies
+        self._processors = {code: guarded(code, fn, self.groups.consume_enabled) for code, fn in table.items()}
+        for code, fn in self._processors.items():
+            self.server.register_processor(code, fn)  # names first
         for code, fn in AuthAdmin(self.auth).processors().items():  # AUTH_CREATE_USER (3001) ... 3010
             self.server.register_processor(code, fn)
         self.server.register_processor(RC.SEND_MESSAGE_V2, guarded(RC.SEND_MESSAGE_V2, send.send,
@@ -569,6 +583,16 @@ class Broker:
             self.topics.update(tc)
             return tc
 
+        async def admin_request(code: int, fields: dict[str, str], body: bytes | None,
+                                remote_addr: str) -> RemotingCommand:
+            # the request as a remoting client's reaches its processor (after the ACL hook,
+            # which the dashboard's own admin login stands for)
+            processor = self._processors.get(code)
+            if processor is None:
+                raise ProtocolError(f"the broker serves no request code {code}")
+            answer = processor(_LocalChannel(remote_addr), create_request(code, fields, body))
+            return await answer if inspect.isawaitable(answer) else answer
+
         cfg, scfg = self.cfg, self.store_config
         return DashboardSource(
             cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name, version="V4_9_8 (mqcore)",
@@ -578,7 +602,7 @@ class Broker:
                                 "consume queues": self.store_config.consume_queue_dir},
             grpc_clients=grpc_clients, acl=lambda: self.acl.current if self.acl is not None else None,
             schedule_register=self.schedule_register, store_host=lambda: self.store_host, reset_offset=reset_offset,
-            create_topic=create_topic, disk_ratio=self.disk_ratio,
+            create_topic=create_topic, disk_ratio=self.disk_ratio, admin_request=admin_request,
             settings=lambda: {"listenPort": self.port, "name server": ";".join(self.namesrv_addrs),
                               "flushDiskType": self.store_config.flush_disk_type.value,
                               "brokerPermission": self.cfg.broker_permission,

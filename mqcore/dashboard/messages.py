@@ -8,13 +8,18 @@ the index in ``%RETRY%group``, ``SCHEDULE_TOPIC_XXXX`` and ``%DLQ%group``.
 """
 from __future__ import annotations
 
+import base64
 import json
 import string
 from typing import Any
 
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import IllegalArgumentError
+from mqcore.format.trace import TRACE_TOPIC, TraceRecord, records_about
+from mqcore.jsonutil import java_hashmap_order
+from mqcore.netaddr import parse_host_port
 from mqcore.message import (
+    DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     MessageExt,
@@ -102,6 +107,25 @@ def by_time_page(src: DashboardSource, topic: str, begin_ts: int, end_ts: int,
     return out[start:start + MAX_RESULTS], len(out) > start + MAX_RESULTS
 
 
+def is_dead_letter(m: MessageExt) -> bool:
+    return m.topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+def export(m: MessageExt) -> dict[str, Any]:
+    """A message as the export writes it: its ids, place, times, properties and body (as text
+    when it is UTF-8, else base64), enough to inspect or replay it elsewhere."""
+    body = bytes(m.body)
+    try:
+        text, b64 = body.decode("utf-8"), None
+    except UnicodeDecodeError:
+        text, b64 = None, base64.b64encode(body).decode()
+    return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "topic": m.topic, "queueId": m.queue_id,
+            "queueOffset": m.queue_offset, "commitLogOffset": m.commitlog_offset, "tags": m.tags or "",
+            "keys": list(m.keys), "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
+            "bornHost": m.born_host, "storeHost": m.store_host, "reconsumeTimes": m.reconsume_times,
+            "properties": dict(sorted(m.properties.items())), "body": text, "bodyBase64": b64}
+
+
 def at_offset(src: DashboardSource, phy_offset: int) -> MessageExt | None:
     if not src.store.get_min_phy_offset() <= phy_offset < src.store.get_max_phy_offset():
         return None
@@ -175,3 +199,35 @@ def trail(src: DashboardSource, m: MessageExt) -> dict[str, Any]:
     copies.sort(key=lambda c: c["summary"]["store_ts"])
     return {"origin_topic": origin_topic, "steps": steps, "copies": copies,
             "consumed": _consumed(src, m.topic, m.queue_id, m.queue_offset)}
+
+
+# --- message traces ---------------------------------------------------------------------------------
+#: trace messages read for one message id, as ``mqadmin queryMsgTraceById`` asks (QUERY_MESSAGE maxNum 64)
+MAX_TRACE_MESSAGES = 64
+
+
+def _host(addr: str | None) -> str | None:
+    """``MessageExt.getBornHostString``: the trace message's born address without the port."""
+    if not addr:
+        return None
+    try:
+        return parse_host_port(addr)[0]
+    except IllegalArgumentError:
+        return addr
+
+
+def traces(src: DashboardSource, msg_id: str, trace_topic: str = TRACE_TOPIC) -> dict[str, Any]:
+    """The trace records about ``msg_id`` in ``trace_topic`` (found by key in its index, as
+    ``queryMsgTraceById`` finds them, and decoded by the same function), grouped as that tool
+    prints them: the Pub records, then each consumer group's Sub records (SubAfter: consume
+    time, cost, status; SubBefore: when it was handed to the listener, how many retries)."""
+    found = src.store.messages_by_key(trace_topic, msg_id, MAX_TRACE_MESSAGES, 0, 1 << 62)
+    views, bad = records_about(msg_id, ((m.body, _host(m.born_host)) for m in found))
+    pubs = [v for v in views if v.trace_type == "Pub"]
+    by_group: dict[str, list[TraceRecord]] = {}
+    for v in views:
+        if v.trace_type in ("SubBefore", "SubAfter"):
+            by_group.setdefault(v.group, []).append(v)
+    ends = [v for v in views if v.trace_type == "EndTransaction"]
+    return {"msg_id": msg_id, "topic": trace_topic, "trace_messages": len(found), "unreadable": bad,
+            "pubs": pubs, "subs": list(java_hashmap_order(by_group).items()), "ends": ends, "count": len(views)}

@@ -192,6 +192,13 @@ def group_detail(src: DashboardSource, group: str) -> dict[str, Any]:
             "max_retries": src.groups.dead_letter_after(group)}
 
 
+def consumers_of(src: DashboardSource, topic: str) -> list[tuple[str, str]]:
+    """(group, client id) of every online 4.x consumer subscribed to ``topic``: the ones a
+    message can be consumed directly by (CONSUME_MESSAGE_DIRECTLY goes down their channel)."""
+    return sorted((info.group, m.client_id) for info in src.clients.consumers.values()
+                  if topic in info.subscriptions for m in info.channels.values())
+
+
 # --- clients -------------------------------------------------------------------------------------------
 def client_list(src: DashboardSource) -> list[dict[str, Any]]:
     """Every connected client, 4.x (heartbeats over remoting) and 5.x (gRPC) side by side."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -23,13 +24,15 @@ import jinja2
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from mqcore.dashboard import actions, messages, queries
+from mqcore.dashboard import actions, admin_calls, messages, queries
 from mqcore.dashboard import guard
 from mqcore.dashboard.auth import REALM, AuthResult, check_basic
 from mqcore.dashboard.history import SAMPLE_INTERVAL_MS, RateHistory
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import MQError
-from mqcore.message import MessageExt
+from mqcore.format.trace import TRACE_TOPIC
+from mqcore.message import MessageExt, validate_topic
+from mqcore.netaddr import format_sockaddr
 from mqcore.permissions import PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,13 @@ def _fmt_ts(ms: float | None) -> str:
     if not ms or ms <= 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _fmt_sec(ms: float | None) -> str:
+    """A time to the second, as ``mqadmin queryMsgTraceById`` prints it (in UTC here)."""
+    if not ms or ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _fmt_bytes(n: float) -> str:
@@ -104,7 +114,7 @@ class DashboardServer:
         self.history = RateHistory(src.stats)
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                       autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
-        self.env.filters.update(ts=_fmt_ts, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
+        self.env.filters.update(ts=_fmt_ts, sec=_fmt_sec, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
         self._runner: web.AppRunner | None = None
         self._server: asyncio.AbstractServer | None = None
         self._sampler: asyncio.Task[None] | None = None
@@ -116,11 +126,21 @@ class DashboardServer:
             web.get("/", self.page_broker), web.get("/topics", self.page_topics),
             web.post("/topics", self.post_topic), web.get("/topics/{name}", self.page_topic),
             web.post("/topics/{name}/delete", self.post_delete_topic),
-            web.get("/groups", self.page_groups), web.get("/groups/{name}", self.page_group),
+            web.post("/topics/{name}/update", self.post_update_topic),
+            web.get("/groups", self.page_groups), web.post("/groups", self.post_create_group),
+            web.get("/groups/{name}", self.page_group),
             web.post("/groups/{name}/reset", self.post_reset),
-            web.get("/clients", self.page_clients),
-            web.get("/messages", self.page_messages), web.get("/messages/{offset}", self.page_message),
+            web.post("/groups/{name}/config", self.post_group_config),
+            web.post("/groups/{name}/delete", self.post_delete_group),
+            web.get("/groups/{name}/running", self.page_running_info),
+            web.get("/clients", self.page_clients), web.get("/producers", self.page_producers),
+            web.get("/messages", self.page_messages),
+            web.post("/messages/resend", self.post_resend_many), web.get("/messages/export", self.get_export),
+            web.get("/messages/{offset}", self.page_message),
             web.post("/messages/{offset}/resend", self.post_resend),
+            web.post("/messages/{offset}/consume", self.post_consume_directly),
+            web.get("/traces", self.page_traces),
+            web.get("/send", self.page_send), web.post("/send", self.post_send),
             web.get("/api/rates", self.api_rates),
             web.static("/static", os.path.join(HERE, "static")),
         ])
@@ -265,6 +285,15 @@ class DashboardServer:
         actions.delete_topic(self.src, name)
         raise self._redirect("/topics", f"topic {name} deleted")
 
+    async def post_update_topic(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        form = await request.post()
+        perm = (PERM_READ if form.get("read_perm") else 0) | (PERM_WRITE if form.get("write_perm") else 0)
+        await admin_calls.update_topic(self.src, name, _int_field(form, "read_queues", 0),
+                                       _int_field(form, "write_queues", 0), perm, _remote(request))
+        log.info("dashboard: topic %s updated by %s", name, _remote(request))
+        raise self._redirect(f"/topics/{quote(name, safe='')}", f"topic {name} updated")
+
     # --- groups ------------------------------------------------------------------------------------------------
     async def page_groups(self, request: web.Request) -> web.Response:
         return self._render("groups.html", request, groups=queries.group_list(self.src))
@@ -272,7 +301,42 @@ class DashboardServer:
     async def page_group(self, request: web.Request) -> web.Response:
         g = queries.group_detail(self.src, request.match_info["name"])
         top = max((r["lag"] for r in g["lag"]), default=0)
-        return self._render("group.html", request, g=g, top_lag=top, now_ms=self.clock())
+        return self._render("group.html", request, g=g, top_lag=top, now_ms=self.clock(),
+                            config=admin_calls.group_config(self.src, g["name"]))
+
+    async def post_create_group(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        name = _text_field(form, "name")
+        await admin_calls.update_group(self.src, name, admin_calls.group_form(form, None), _remote(request))
+        log.info("dashboard: subscription group %s created by %s", name, _remote(request))
+        raise self._redirect(f"/groups/{quote(name, safe='')}", f"group {name} created")
+
+    async def post_group_config(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        form = await request.post()
+        base = admin_calls.group_config(self.src, name)
+        await admin_calls.update_group(self.src, name, admin_calls.group_form(form, base), _remote(request))
+        log.info("dashboard: subscription group %s updated by %s", name, _remote(request))
+        raise self._redirect(f"/groups/{quote(name, safe='')}", f"group {name} updated")
+
+    async def post_delete_group(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        form = await request.post()
+        await admin_calls.delete_group(self.src, name, bool(form.get("remove_offsets")), _remote(request))
+        raise self._redirect("/groups", f"group {name} deleted")
+
+    async def page_running_info(self, request: web.Request) -> web.Response:
+        group = request.match_info["name"]
+        client_id = _text_field(request.query, "client_id")
+        if not client_id:
+            raise actions.ActionError("which consumer? client_id names one of the group's members")
+        info = await admin_calls.consumer_running_info(self.src, group, client_id, _remote(request))
+        props = sorted((str(k), str(v)) for k, v in (info.get("properties") or {}).items())
+        subs = [s for s in info.get("subscriptionSet") or [] if isinstance(s, dict)]
+        status = sorted((str(t), v) for t, v in (info.get("statusTable") or {}).items() if isinstance(v, dict))
+        return self._render("running.html", request, group=group, client_id=client_id, props=props, subs=subs,
+                            queues=admin_calls.mq_rows(info), rt_tps=status,
+                            raw=json.dumps(admin_calls.jsonable(info), indent=2, sort_keys=True, default=str))
 
     async def post_reset(self, request: web.Request) -> web.Response:
         group = request.match_info["name"]
@@ -284,6 +348,39 @@ class DashboardServer:
     # --- clients -----------------------------------------------------------------------------------------------
     async def page_clients(self, request: web.Request) -> web.Response:
         return self._render("clients.html", request, clients=queries.client_list(self.src))
+
+    async def page_producers(self, request: web.Request) -> web.Response:
+        group = _text_field(request.query, "group")
+        conns = await admin_calls.producer_connections(self.src, group, _remote(request)) if group else None
+        return self._render("producers.html", request, groups=sorted(self.src.clients.producers), group=group,
+                            conns=conns, version_name=queries.version_name)
+
+    # --- traces and test messages ---------------------------------------------------------------------------
+    async def page_traces(self, request: web.Request) -> web.Response:
+        msg_id = _text_field(request.query, "msg_id", 128)
+        topic = _text_field(request.query, "topic", 255) or TRACE_TOPIC
+        try:
+            validate_topic(topic)
+        except MQError as e:
+            raise actions.ActionError(str(e)) from None
+        t = messages.traces(self.src, msg_id, topic) if msg_id else None
+        return self._render("traces.html", request, t=t, msg_id=msg_id, topic=topic)
+
+    async def page_send(self, request: web.Request) -> web.Response:
+        topics = sorted(n for n in self.src.topics.table.names() if queries.topic_kind(n, self.src) == "normal")
+        return self._render("send.html", request, topics=topics, result=None,
+                            topic=_text_field(request.query, "topic"), tags="", keys="", body="")
+
+    async def post_send(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        topic, tags, keys = _text_field(form, "topic"), _text_field(form, "tags"), _text_field(form, "keys", 1024)
+        body = str(form.get("body", "") or "")
+        result = await admin_calls.send_test_message(self.src, topic, tags, keys, body, _remote(request),
+                                                     self.clock())
+        log.info("dashboard: test message %s sent to %s by %s", result["msg_id"], topic, _remote(request))
+        topics = sorted(n for n in self.src.topics.table.names() if queries.topic_kind(n, self.src) == "normal")
+        return self._render("send.html", request, topics=topics, result=result, topic=topic, tags=tags, keys=keys,
+                            body=body)
 
     # --- messages ----------------------------------------------------------------------------------------------
     async def page_messages(self, request: web.Request) -> web.Response:
@@ -314,7 +411,8 @@ class DashboardServer:
         return self._render("messages.html", request, found=[messages.summary(m) for m in found],
                             searched=searched, topic=topic, key=key, msg_id=msg_id, topics=topics,
                             begin=_iso(begin), end=_iso(end), limit=messages.MAX_RESULTS,
-                            page=page, more=more, begin_ms=begin, end_ms=end)
+                            page=page, more=more, begin_ms=begin, end_ms=end, back=request.path_qs,
+                            dlq=any(messages.is_dead_letter(m) for m in found))
 
     def _message_at(self, request: web.Request) -> MessageExt:
         try:
@@ -328,15 +426,80 @@ class DashboardServer:
 
     async def page_message(self, request: web.Request) -> web.Response:
         m = self._message_at(request)
+        trail = messages.trail(self.src, m)
         return self._render("message.html", request, m=messages.summary(m), props=sorted(m.properties.items()),
-                            body=messages.body_views(bytes(m.body)), trail=messages.trail(self.src, m),
+                            body=messages.body_views(bytes(m.body)), trail=trail,
                             phy=m.commitlog_offset, reconsume=m.reconsume_times, born_host=m.born_host,
-                            store_host=m.store_host, is_dlq=m.topic.startswith("%DLQ%"))
+                            store_host=m.store_host, is_dlq=m.topic.startswith("%DLQ%"),
+                            consumers=queries.consumers_of(self.src, trail["origin_topic"]))
 
     async def post_resend(self, request: web.Request) -> web.Response:
         m = self._message_at(request)
         copy = await actions.resend_dlq(self.src, m)
         raise self._redirect(f"/messages/{copy.commitlog_offset}", f"resent to {copy.topic}")
+
+    def _selected(self, values: list[str]) -> list[MessageExt]:
+        """The messages named by a list of commitlog offsets (a batch's checkboxes)."""
+        if not values:
+            raise actions.ActionError("no message selected")
+        if len(values) > messages.MAX_RESULTS:
+            raise actions.ActionError(f"at most {messages.MAX_RESULTS} messages at once")
+        out = []
+        for v in dict.fromkeys(values):
+            if not v.isdigit() or len(v) > 19:
+                raise actions.ActionError(f"{v[:24]!r} is not a commitlog offset")
+            m = messages.at_offset(self.src, int(v))
+            if m is None:
+                raise actions.ActionError(f"no message at commitlog offset {v} (deleted by cleanup?)")
+            out.append(m)
+        return out
+
+    async def post_resend_many(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        chosen = self._selected([str(v) for v in form.getall("offset", [])])
+        bad = [m.offset_msg_id for m in chosen if not messages.is_dead_letter(m)]
+        if bad:  # all or none: a half-done batch would leave the operator guessing
+            raise actions.ActionError(f"not in a dead-letter queue: {', '.join(bad)}")
+        copies = [await actions.resend_dlq(self.src, m) for m in chosen]
+        # back to the search the batch was chosen on (only a search of this dashboard's)
+        back = _text_field(form, "back", 1024)
+        where = back if back.startswith("/messages?") and "notice=" not in back else "/messages?"
+        text = f"{len(copies)} dead letter(s) resent to {', '.join(sorted({c.topic for c in copies}))}"
+        raise web.HTTPSeeOther(f"{where}&notice={quote(text)}")
+
+    async def get_export(self, request: web.Request) -> web.Response:
+        chosen = self._selected(list(request.query.getall("offset", [])))
+        rows = [messages.export(m) for m in chosen]
+        name = "dead-letters.json" if all(messages.is_dead_letter(m) for m in chosen) else "messages.json"
+        return web.Response(body=json.dumps(rows, indent=2, ensure_ascii=False).encode(), content_type="application/json",
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    async def post_consume_directly(self, request: web.Request) -> web.Response:
+        m = self._message_at(request)
+        form = await request.post()
+        # "group clientId": a group name has no space (its characters are [%|a-zA-Z0-9_-])
+        group, _, client_id = _text_field(form, "consumer", 600).partition(" ")
+        if not group or not client_id:
+            raise actions.ActionError("consuming directly needs the group and one of its consumers (client_id)")
+        result = await admin_calls.consume_directly(self.src, group, client_id, m.offset_msg_id, _remote(request))
+        log.info("dashboard: %s consumed directly by %s of %s: %s", m.offset_msg_id, client_id, group,
+                 result.get("consumeResult"))
+        return self._render("consumed.html", request, m=messages.summary(m), group=group, client_id=client_id,
+                            result=result)
+
+
+def _remote(request: web.Request) -> str:
+    """The browser's address as a connection's ``host:port`` (what a processor logs, and a test
+    message's born host)."""
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    return format_sockaddr(peer) if peer else "127.0.0.1:0"
+
+
+def _text_field(data: Mapping[str, Any], name: str, limit: int = 255) -> str:
+    value = str(data.get(name, "") or "").strip()
+    if len(value) > limit:
+        raise actions.ActionError(f"{name} is longer than {limit} characters")
+    return value
 
 
 def _iso(ms: int) -> str:

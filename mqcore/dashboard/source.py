@@ -109,6 +109,10 @@ class GrpcClient:
     topics: tuple[str, ...] = ()
 
 
+async def _no_admin_requests(code: int, fields: dict[str, str], body: bytes | None, remote_addr: str) -> Any:
+    raise NotImplementedError("this source has no broker processors to send admin requests to")
+
+
 @dataclasses.dataclass
 class DashboardSource:
     """The broker as the dashboard sees it.
@@ -122,7 +126,11 @@ class DashboardSource:
     ``reset_offset(group, topic, timestamp_ms)``: the broker's INVOKE_BROKER_TO_RESET_OFFSET
     (commits and tells online consumers), answering ``(ok, text)``;
     ``create_topic(name, read_queues, write_queues, perm)``: what UPDATE_AND_CREATE_TOPIC
-    does to the topic table (the caller validated the values and registers afterwards).
+    does to the topic table (the caller validated the values and registers afterwards);
+    ``admin_request(code, ext_fields, body, remote_addr)``: the broker's own processor for a
+    request code, given the request as a remoting client's reaches it (behind the same name
+    checks), answering its response command: topic and group edits, test sends, producer
+    connections and the calls forwarded to a consumer (307, 309) are the admin RPCs themselves.
     """
 
     cluster_name: str
@@ -149,3 +157,5 @@ class DashboardSource:
     #: used fraction of the partition holding a path: the broker's own measure (its cleanup's,
     #: the one brokerStatus, clusterList and /metrics report), so the page never disagrees
     disk_ratio: Callable[[str], float] = lambda path: used_percent(path) / 100
+    #: ``(code, ext_fields, body, remote_addr)`` -> the processor's response (a RemotingCommand)
+    admin_request: Callable[[int, dict[str, str], bytes | None, str], Awaitable[Any]] = _no_admin_requests

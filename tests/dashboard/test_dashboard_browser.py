@@ -366,7 +366,8 @@ def test_an_unauthenticated_visitor_is_refused_when_acl_is_on(acl_broker, browse
     try:
         for who in (None, acl.NORMAL, (acl.ADMIN[0], "wrongSecret1")):
             send_basic_auth(browser, *(who or (None,)))
-            for path in ("/", "/topics", "/static/dashboard.css", "/api/rates"):
+            for path in ("/", "/topics", "/static/dashboard.css", "/api/rates", "/traces", "/send", "/producers",
+                         "/messages/export?offset=0"):
                 browser.get(acl_broker.dashboard + path)
                 # the browser gets the 401's challenge (a real one asks for the account): nothing
                 # of the dashboard reaches the page

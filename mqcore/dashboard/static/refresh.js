@@ -1,12 +1,13 @@
 // Auto-refresh of a page's cards and tables: every 5 s while the box is ticked (kept in
 // localStorage, so it holds across pages), the page's own address is fetched again and each
 // table.grid and .cards block with an id (or in the same position) is swapped for the fresh
-// one. Forms are never touched (a half-typed field survives), and a failed fetch skips a round.
+// one. Forms are never touched (a half-typed field survives, and a table inside a form, such as
+// the search results' checkboxes, keeps its selection), and a failed fetch skips a round.
 (function () {
   var box = document.getElementById("autorefresh");
   if (!box) return;
   box.checked = localStorage.getItem("mqcore-autorefresh") === "on";
-  var SEL = "main table.grid, main .cards";
+  var SEL = "main table.grid:not(form table), main .cards";
   function swap() {
     if (!box.checked) return;
     fetch(location.href, {credentials: "same-origin", headers: {"X-Requested-With": "refresh"}})
