@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -32,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.bench_reference import JAVA_CONF, ensure_jars, loadavg  # noqa: E402
-from bench.bench_topics import _send_request, create_topics  # noqa: E402
+from bench.bench_topics import _send_request, create_topics, pump  # noqa: E402
 from mqcore.remoting.command import encode_frame  # noqa: E402
 from tests.support.processes import BrokerProcess  # noqa: E402
 from tests.support.reference import RUNBROKER_JVM, JavaBroker, JavaNamesrv  # noqa: E402
@@ -49,46 +47,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def pump(host: str, port: int, frames: list[bytes], window: int, out: dict) -> None:
-    """Send ``frames`` keeping ``window`` unanswered; count SUCCESS and SYSTEM_BUSY answers (a
-    Java broker answers busy when a request waited in its queue past waitTimeMillsInSendQueue:
-    that send is counted as not done, not as an error of the run)."""
-    s = socket.create_connection((host, port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    n = len(frames)
-    sent = answered = ok = busy = 0
-    buf = b""
-    try:
-        while answered < n:
-            if sent < n and sent - answered < window:
-                k = min(n, answered + window) - sent
-                s.sendall(b"".join(frames[sent:sent + k]))
-                sent += k
-            data = s.recv(1 << 20)
-            if not data:
-                raise RuntimeError("connection closed")
-            buf += data
-            pos = 0
-            while len(buf) - pos >= 8:
-                total, hlen = struct.unpack_from(">II", buf, pos)
-                if len(buf) - pos < 4 + total:
-                    break
-                header = buf[pos + 8:pos + 8 + (hlen & 0xFFFFFF)]
-                if b'"code":0,' in header:
-                    ok += 1
-                elif b'"code":2,' in header:
-                    busy += 1
-                else:
-                    out.setdefault("errors", []).append(header[:200])
-                pos += 4 + total
-                answered += 1
-            buf = buf[pos:]
-    finally:
-        s.close()
-        out["ok"] = out.get("ok", 0) + ok
-        out["busy"] = out.get("busy", 0) + busy
 
 
 def measure(addr: str, pid: int, size: int, args) -> dict:

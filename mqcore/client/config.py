@@ -229,9 +229,9 @@ class ProducerConfig(ClientConfig):
     #: a batch leaves once this full. **Not RocketMQ 5's default (32 KiB)**: 2 MiB, room for a
     #: window of 1000 messages of 1 KiB in one batch (an item is ~75 bytes more than its body:
     #: 1 MiB cut such a window into ~950 + ~50, twice the batches and 0.3-0.4 µs more client
-    #: CPU per message, bench/README.md "Auto-batched send_async: one buffer per batch"); each
+    #: CPU per message, bench/README.md "`send_async`"); each
     #: batch costs the broker a request's fixed work, and 32 KiB batches (28 such messages)
-    #: measured twice the broker CPU per message (bench/README.md, "Client at wire speed").
+    #: measured twice the broker CPU per message (bench/README.md, "Client").
     #: ``batch_max_bytes=32 * 1024`` gives RocketMQ's. A batch still leaves as soon as its
     #: key's pipeline has room, and is never larger than ``max_message_size_bytes``.
     batch_max_bytes: int = 2 * 1024 * 1024
@@ -305,7 +305,7 @@ class PushConsumerConfig(_ConsumerCommon):
     pull_interval_ms: int = 0
     #: messages asked for per pull. **Not RocketMQ's default (32)**: 1000, measured ~2-3x the
     #: consume rate (each pull is a round trip and a wake-up of the consume threads;
-    #: bench/README.md, "Client at wire speed"). ``pull_batch_size=32`` gives RocketMQ's
+    #: bench/README.md, "Client"). ``pull_batch_size=32`` gives RocketMQ's
     #: behaviour. A broker caps it (``maxTransferCountOnMessageInMemory``: mqbroker 1024,
     #: Apache RocketMQ 32), so against a Java broker a pull still brings at most 32.
     pull_batch_size: int = 1000
