@@ -20,13 +20,13 @@ import json
 import logging
 import os
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
 from mqcore.acl.v2.admin import AuthAdmin, initial_users
 from mqcore.acl.v2.check import AuthChecker, BrokerAuthHook
 from mqcore.acl.v2.store import FILE_NAME as AUTH_FILE_NAME
-from mqcore.acl.v2.store import AuthStore
+from mqcore.acl.v2.store import AuthStore, dashboard_accounts
 from mqcore.acl.validator import EXCEPTION_NAME as ACL_EXCEPTION_NAME
 from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
@@ -138,6 +138,7 @@ class Broker:
         #: passes its check (the same single hook as ACL 1.0, which excludes it)
         auth = self.auth = AuthStore(os.path.join(cdir, AUTH_FILE_NAME), clock=clock)
         self.auth_enabled = config.authentication_enabled or config.authorization_enabled
+        self._dashboard_accounts: tuple[Any, Any] = (None, None)  # (the users file version, its logins)
         self.auth_checker: AuthChecker | None = None  # remoting and gRPC share it
         if self.auth_enabled:
             self.auth_checker = AuthChecker(
@@ -564,6 +565,18 @@ class Broker:
             schedule_register=self.schedule_register, send_refusal=send_refusal, pop=self.pop,
             acl=(lambda: acl_file.current) if acl_file is not None else None, auth=self.auth_checker)
 
+    def _dashboard_acl(self):
+        """Who may log in to the dashboard: ACL 1.0's admin accounts, ACL 2.0's Super users, or
+        None (no ACL: open, as the broker's port is)."""
+        if self.acl is not None:
+            return self.acl.current
+        if self.auth_enabled:
+            data = self.auth.current
+            if self._dashboard_accounts[0] is not data:  # built once per version of the users file
+                self._dashboard_accounts = (data, dashboard_accounts(data))
+            return self._dashboard_accounts[1]
+        return None
+
     def dashboard_source(self):
         """The managers and facts the web dashboard uses (``mqcore.dashboard.source``)."""
         from mqcore.dashboard.source import DashboardSource, GrpcClient
@@ -600,7 +613,7 @@ class Broker:
             offsets=self.offsets, clients=self.clients, stats=self.stats, runtime_figures=self.runtime_figures,
             disk_paths=lambda: {"commitlog": self.store_config.commitlog_dir,
                                 "consume queues": self.store_config.consume_queue_dir},
-            grpc_clients=grpc_clients, acl=lambda: self.acl.current if self.acl is not None else None,
+            grpc_clients=grpc_clients, acl=self._dashboard_acl,
             schedule_register=self.schedule_register, store_host=lambda: self.store_host, reset_offset=reset_offset,
             create_topic=create_topic, disk_ratio=self.disk_ratio, admin_request=admin_request,
             settings=lambda: {"listenPort": self.port, "name server": ";".join(self.namesrv_addrs),

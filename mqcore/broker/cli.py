@@ -98,7 +98,7 @@ async def serve(broker: Broker, ready_line: bool = True) -> None:
     ns = ";".join(broker.namesrv_addrs) or "(none)"
     host = broker.cfg.listen_host
     bound = f"{host}:{broker.port}" if host not in ("", "0.0.0.0", "::") else f"{host or '0.0.0.0'}:{broker.port} (every address)"
-    if not broker.cfg.acl_enable and not _loopback(host):
+    if not (broker.cfg.acl_enable or broker.cfg.authentication_enabled) and not _loopback(host):
         print(f"mqbroker: WARNING: listening on {host or '0.0.0.0'} with aclEnable=false: any host that reaches "
               "this machine can send, consume and administer topics (and use the dashboard, if on); bind to "
               "loopback (listenHost=127.0.0.1) or turn the ACL on (docs/ACCESS_CONTROL.md)", flush=True)

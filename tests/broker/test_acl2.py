@@ -216,3 +216,22 @@ def test_grpc_requests_are_checked_by_the_same_users_and_rules(broker):
         assert status.code != d.FORBIDDEN, status
     with RawClient(broker.grpc_addr, meta=meta(*acl2.SUPER)) as c:
         assert c.send("anywhere", b"x").status.code == d.OK
+
+
+def test_dashboard_logins_are_acl2_super_users():
+    import base64
+
+    from mqcore.acl.v2.model import User, UserStatus, UserType
+    from mqcore.acl.v2.store import AuthData, dashboard_accounts
+    from mqcore.dashboard.auth import AuthResult, check_basic
+
+    data = AuthData({"root": User("root", "rootPassword1", UserType.SUPER),
+                     "off": User("off", "offPassword1", UserType.SUPER, UserStatus.DISABLE),
+                     "alice": User("alice", "alicePassword1")})
+
+    def login(user, password):
+        return check_basic(dashboard_accounts(data), "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())[0]
+    assert login("root", "rootPassword1") is AuthResult.ADMIN
+    assert login("root", "wrong") is AuthResult.REFUSED
+    assert login("alice", "alicePassword1") is AuthResult.REFUSED  # a Normal user is no admin
+    assert login("off", "offPassword1") is AuthResult.REFUSED  # disabled

@@ -172,3 +172,18 @@ class AuthStore(ServiceThread):
                 self.poll()
             except Exception:  # the watcher must outlive anything odd on the file system
                 log.exception("ACL 2.0: watching %s failed; retrying", self.path)
+
+
+def dashboard_accounts(data: AuthData) -> Any:
+    """ACL 2.0's enabled Super users as ACL 1.0 admin accounts (mqcore.acl.config.PlainAclConfig):
+    who may log in to the web dashboard under ACL 2.0 (it asks for admin accounts)."""
+    from types import MappingProxyType
+
+    from mqcore.acl.addresses import compile_pattern
+    from mqcore.acl.config import Account, PlainAclConfig
+    from mqcore.acl.permission import DENY
+
+    nobody = compile_pattern("")
+    accounts = {u.username: Account(u.username, u.password, nobody, True, DENY, DENY, None)
+                for u in data.users.values() if u.user_type is UserType.SUPER and u.status is UserStatus.ENABLE}
+    return PlainAclConfig((), MappingProxyType(accounts))
