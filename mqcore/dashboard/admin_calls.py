@@ -177,6 +177,21 @@ async def delete_group(src: DashboardSource, group: str, remove_offsets: bool, r
                 {"groupName": group, "removeOffset": "true" if remove_offsets else "false"}, None, remote)
 
 
+# --- consume stats ----------------------------------------------------------------------------------
+async def consume_stats(src: DashboardSource, group: str, remote: str) -> tuple[float, int, dict[tuple[str, int], int]]:
+    """GET_CONSUME_STATS as ``mqadmin consumerProgress`` asks it: (consumeTps, Diff Total, lag
+    per (topic, queue)), each lag brokerOffset - consumerOffset as the tool computes it."""
+    answer = await _call(src, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group}, None, remote)
+    body = _json(answer)
+    queues: dict[tuple[str, int], int] = {}
+    for key, w in (body.get("offsetTable") or {}).items():
+        mq = dict(key) if isinstance(key, tuple) else {}
+        if isinstance(w, dict):
+            queues[(str(mq.get("topic", "")), int(mq.get("queueId", 0)))] = \
+                int(w.get("brokerOffset", 0)) - int(w.get("consumerOffset", 0))
+    return float(body.get("consumeTps") or 0.0), sum(queues.values()), queues
+
+
 # --- clients ----------------------------------------------------------------------------------------
 async def producer_connections(src: DashboardSource, group: str, remote: str) -> list[dict[str, Any]]:
     """GET_PRODUCER_CONNECTION_LIST's ``connectionSet`` (what ``mqadmin producerConnection`` lists)."""

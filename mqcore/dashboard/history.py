@@ -81,3 +81,37 @@ class RateHistory:
 
 def _total(counts: dict[str, int], topic: str | None) -> int:
     return counts.get(topic, 0) if topic is not None else sum(counts.values())
+
+
+#: groups whose consume stats are kept over time, at most (the first by name beyond it are kept)
+MAX_GROUPS = 200
+
+
+class GroupHistory:
+    """Per consumer group: samples of (time, consumeTps, Diff Total, lag per (topic, queue)), the
+    figures GET_CONSUME_STATS answers ``mqadmin consumerProgress`` (its ``consumeTps`` is the
+    broker's GROUP_GET_NUMS minute window; each lag is brokerOffset - consumerOffset). Sampled by
+    the dashboard's timer on the broker's loop, one hour kept."""
+
+    def __init__(self, keep: int = KEEP_SAMPLES) -> None:
+        self.keep = keep
+        self.samples: dict[str, deque[tuple[int, float, int, dict[tuple[str, int], int]]]] = {}
+
+    def add(self, group: str, now_ms: int, tps: float, diff_total: int, queues: dict[tuple[str, int], int]) -> None:
+        ring = self.samples.get(group)
+        if ring is None:
+            ring = self.samples[group] = deque(maxlen=self.keep)
+        ring.append((now_ms, tps, diff_total, queues))
+
+    def retain(self, groups: set[str]) -> None:
+        """Forget the groups no longer known (deleted, or without offsets)."""
+        for g in [g for g in self.samples if g not in groups]:
+            del self.samples[g]
+
+    def series(self, group: str) -> dict[str, object]:
+        """``{"t": [epoch s], "tps": [...], "lag": [...], "queues": {(topic, queue): [lag...]}}``;
+        a queue missing from a sample (it appeared later) counts 0 there."""
+        ring = list(self.samples.get(group, ()))
+        keys = sorted({k for _t, _tps, _d, q in ring for k in q})
+        return {"t": [s[0] / 1000 for s in ring], "tps": [s[1] for s in ring], "lag": [s[2] for s in ring],
+                "queues": {k: [s[3].get(k, 0) for s in ring] for k in keys}}

@@ -27,7 +27,8 @@ from aiohttp.typedefs import Handler
 from mqcore.dashboard import actions, admin_calls, messages, queries
 from mqcore.dashboard import guard
 from mqcore.dashboard.auth import REALM, AuthResult, check_basic
-from mqcore.dashboard.history import SAMPLE_INTERVAL_MS, RateHistory
+from mqcore.dashboard.history import MAX_GROUPS, SAMPLE_INTERVAL_MS, GroupHistory, RateHistory
+from mqcore.dashboard.svg import line_chart, sparkline
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import MQError
 from mqcore.format.trace import TRACE_TOPIC
@@ -112,6 +113,7 @@ class DashboardServer:
         self.clock = clock
         self.sample_interval_ms = sample_interval_ms
         self.history = RateHistory(src.stats)
+        self.group_history = GroupHistory()
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                       autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
         self.env.filters.update(ts=_fmt_ts, sec=_fmt_sec, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
@@ -184,7 +186,24 @@ class DashboardServer:
     async def _sample_every(self) -> None:
         while True:
             await asyncio.sleep(self.sample_interval_ms / 1000)
-            self.history.sample(self.clock())
+            now = self.clock()
+            self.history.sample(now)
+            await self._sample_groups(now)
+
+    async def _sample_groups(self, now_ms: int) -> None:
+        """Each group's consume stats as GET_CONSUME_STATS answers them (the broker's processor):
+        the figures of the group page's charts."""
+        known = set()
+        for group in queries.group_names(self.src)[:MAX_GROUPS]:
+            if not self.src.offsets.topics_of(group):
+                continue
+            try:
+                stats = await admin_calls.consume_stats(self.src, group, "127.0.0.1:0")
+            except (MQError, NotImplementedError):
+                continue  # a group the request refuses, or a source without processors (in-process tests)
+            known.add(group)
+            self.group_history.add(group, now_ms, *stats)
+        self.group_history.retain(known)
 
     # --- every request --------------------------------------------------------------------------------------
     @web.middleware
@@ -301,8 +320,15 @@ class DashboardServer:
     async def page_group(self, request: web.Request) -> web.Response:
         g = queries.group_detail(self.src, request.match_info["name"])
         top = max((r["lag"] for r in g["lag"]), default=0)
+        h = self.group_history.series(g["name"])
+        queue_lines = h["queues"]
+        assert isinstance(queue_lines, dict)
+        sparks = {k: sparkline(v, label=f"lag of {k[0]} queue {k[1]}") for k, v in queue_lines.items()}
+        charts = {"tps": line_chart(h["t"], h["tps"], label="consume TPS", chart_id="tps-chart"),  # type: ignore[arg-type]
+                  "lag": line_chart(h["t"], h["lag"], label="lag", chart_id="lag-chart")}  # type: ignore[arg-type]
         return self._render("group.html", request, g=g, top_lag=top, now_ms=self.clock(),
-                            config=admin_calls.group_config(self.src, g["name"]))
+                            config=admin_calls.group_config(self.src, g["name"]), charts=charts, sparks=sparks,
+                            interval_s=self.sample_interval_ms / 1000)
 
     async def post_create_group(self, request: web.Request) -> web.Response:
         form = await request.post()

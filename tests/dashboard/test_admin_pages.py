@@ -44,6 +44,7 @@ def live(tmp_path_factory):
     store = tmp_path_factory.mktemp("dashboard-admin") / "store"
     with BrokerProcess(store, conf={"dashboardPort": port, "flushIntervalCommitLog": 100}) as b:
         b.dashboard = f"http://127.0.0.1:{port}"
+        _make_chart_group(b.namesrv_addr)
         with MQAdmin(b.namesrv_addr) as admin:
             b.admin = admin
             yield b
@@ -391,6 +392,48 @@ def test_dead_letters_are_resent_in_a_batch_and_exported(live, browser):
 def _rows_at(browser, url):
     browser.get(url)
     return _rows(browser, "#results")
+
+
+# --- 6. consume TPS and lag over time ------------------------------------------------------------------------
+CHART_GROUP = "dash-chart-group"
+
+
+def _make_chart_group(namesrv: str) -> None:
+    """A group with a lag and deliveries, made when the broker starts: the charts sample it
+    every 5 s while the other tests run, so their test needs no wait of its own for samples."""
+    with Producer("dash-pg", namesrv_addr=namesrv) as p:
+        for i in range(6):
+            p.send(Message("DashChartT", f"c{i}".encode()))
+    with PullConsumer(CHART_GROUP, namesrv_addr=namesrv) as pc:
+        for mq in pc.fetch_subscribe_message_queues("DashChartT"):
+            r = pc.pull(mq, "*", 0, 1)  # one message of each queue that has any: counted as delivered
+            pc.update_consume_offset(mq, r.next_begin_offset if r.status is PullStatus.FOUND else 0)
+        pc.commit()
+
+
+def test_the_group_charts_are_the_consume_stats_mqadmin_reads(live, browser):
+    group = CHART_GROUP
+    url = f"{live.dashboard}/groups/{group}"
+
+    def agree():
+        # the page's newest sample against what mqadmin consumerProgress reads now (the two
+        # are taken at different moments: equal once a sample follows the last change)
+        stats = live.admin.consume_stats(group)
+        browser.get(url)
+        charts = {c: browser.find_elements(By.CSS_SELECTOR, f"#{c}-chart") for c in ("lag", "tps")}
+        if not all(charts.values()) or charts["lag"][0].tag_name != "svg":
+            return False
+        tps = float(charts["tps"][0].get_attribute("data-last"))
+        return (int(charts["lag"][0].get_attribute("data-last")) == stats.diff_total
+                and abs(tps - stats.consume_tps) < 0.01 + stats.consume_tps * 0.01
+                and int(charts["lag"][0].get_attribute("data-points")) >= 2)
+    assert wait_for(agree, 30, 0.5)
+    stats = live.admin.consume_stats(group)
+    assert stats.diff_total == 6 - sum(1 for r in stats.rows if r.consumer_offset > 0)
+    for r in stats.rows:  # a line per queue, ending at that queue's lag
+        cell = browser.find_element(By.CSS_SELECTOR, f'td.spark[data-queue="{r.topic}/{r.queue_id}"] svg')
+        assert int(cell.get_attribute("data-last")) == r.diff
+    _shoot(browser, "group-charts")
 
 
 # --- the guards on the new endpoints ----------------------------------------------------------------------
