@@ -32,6 +32,7 @@ from mqcore.broker.clients import ClientManager, RebalanceLockManager
 from mqcore.broker.conf import BROKER_KEYS, STORE_KEYS, update_runtime_config, write_back
 from mqcore.broker.config import BrokerConfig
 from mqcore.broker.filtering import check_client_config
+from mqcore.broker.ha_slave import SLAVE_REFUSAL, Slave
 from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
 from mqcore.broker.long_polling import PullRequestHoldService
 from mqcore.broker.metadata import DelayOffsetTable, TopicConfig
@@ -192,6 +193,8 @@ class Broker:
         self.transactions = TransactionService(
             store=self.store, offsets=self.offsets, topics=self.topics, store_host=lambda: self.store_host,
             configs=lambda: self.cfg, clock=clock, file_reserved_hours=lambda: self.store_config.file_reserved_time_hours)
+        #: brokerRole=SLAVE: the replication from the master (``ha_slave``), built at start
+        self.slave: Slave | None = None
         self.grpc = None  # the RocketMQ 5.x endpoint (mqcore.grpc), built at start when enabled
         #: POP consumption, one service behind the remoting POP_MESSAGE family and the 5.x endpoint
         self.pop = PopService(PopSource(clock=clock, store=self.store, topics=self.topics, groups=self.groups,
@@ -226,6 +229,8 @@ class Broker:
     async def _undo_start(self) -> None:
         for t in self._tasks:
             t.cancel()
+        if self.slave is not None:
+            await self.slave.stop()
         if self.metrics is not None:
             await self.metrics.shutdown()
         if self.dashboard is not None:
@@ -277,6 +282,8 @@ class Broker:
                                                         self.cfg.inner_client_authentication_credentials))
         report = self.store.load()
         self.store.start()
+        if self.is_slave:
+            self.store.refuse_puts(SLAVE_REFUSAL)  # as Apache's store refuses puts on a slave
         self.topics.load()
         self.groups.load()
         self.request_modes.load()
@@ -332,6 +339,8 @@ class Broker:
                 loop.call_soon_threadsafe(ha.notify)
         self.store.add_arrival_listener(wake_ha)
         for svc in self._services:
+            if self.is_slave and svc in (self.schedule, self.timer):
+                continue  # a slave delivers no delayed message: its master does, and the slave copies that
             svc.start()
             self._services_started.append(svc)
         if self.cfg.metrics_port:
@@ -359,12 +368,20 @@ class Broker:
         self._client = RemotingClient(before_request=credentials.sign if credentials else None,
                                       tls=client_context(trust_cert_path=self.cfg.tls_client_trust_cert_path)
                                       if to_namesrv_tls else None)
+        if self.is_slave:
+            self.slave = Slave(self.store, self._client, ha_master_address=self.cfg.ha_master_address,
+                               topics=self.topics, offsets=self.offsets, delay_offsets=self.delay_offsets,
+                               groups=self.groups, after_topics=self.schedule_register)
         await self.register_all(refusal_is_fatal=True)
+        if self.slave is not None:
+            self.slave.start()
         self._tasks = [loop.create_task(self._every(self.cfg.register_name_server_period_ms, self.register_all)),
                        loop.create_task(self._every(self.cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
                        loop.create_task(self._every(10_000, self._scan_channels)),
                        loop.create_task(self._every(1_000, self.runtime.sample)),
                        loop.create_task(self._every(self.cfg.transaction_check_interval_ms, self.check_transactions))]
+        if self.is_slave:
+            self._tasks.pop()  # transaction check-backs are the master's
         log.info("broker %s serving on %s (store %s); %s", self.cfg.broker_name, self.addr,
                  self.store_config.store_path, report.summary().splitlines()[0])
 
@@ -393,6 +410,8 @@ class Broker:
             t.cancel()
         if self.hold is not None:
             self.hold.wake_all()
+        if self.slave is not None:
+            await self.slave.stop()
         await self.unregister_all()
         if self.metrics is not None:
             await self.metrics.shutdown()
@@ -419,6 +438,10 @@ class Broker:
             self._executor.shutdown(wait=True)
         self.store.shutdown()
         log.info("broker %s stopped", self.cfg.broker_name)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.cfg.broker_role == "SLAVE"
 
     @property
     def addr(self) -> str:
@@ -724,6 +747,8 @@ class Broker:
                 log.warning("registering with name server %s failed: %s", addr, e)
                 continue
             if resp.code == ResponseCode.SUCCESS:
+                if self.slave is not None:
+                    self.slave.registered(resp.ext_fields or {})  # the master's addresses
                 continue
             if (resp.remark or "").startswith(ACL_EXCEPTION_NAME):
                 why = (f"name server {addr} refused this broker's registration because of its access control "

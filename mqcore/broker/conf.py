@@ -129,6 +129,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "haListenPort": ("ha_listen_port", _int),
     "haTransferBatchSize": ("ha_transfer_batch_size", _int),
     "haSendHeartbeatInterval": ("ha_send_heartbeat_interval_ms", _int),
+    "haMasterAddress": ("ha_master_address", _str),
     "dashboardAllowedHosts": ("dashboard_allowed_hosts", _str),
     "logDir": ("log_dir", _str),
     "grpcServerEnable": ("grpc_server_enable", _bool),

@@ -109,8 +109,12 @@ class BrokerConfig:
     #: With aclEnable it asks for an admin account of the plain_acl.yml
     dashboard_port: int = 0
     #: ASYNC_MASTER or SYNC_MASTER (brokerRole); a master serves the HA port to slaves
-    #: (docs/replication.md). SYNC_MASTER answers a send once a slave has it
+    #: (docs/replication.md). SYNC_MASTER answers a send once a slave has it. SLAVE
+    #: (with brokerId > 0) follows a master's commitlog and refuses sends (``ha_slave``)
     broker_role: str = "ASYNC_MASTER"
+    #: a slave's master HA address host:port (haMasterAddress); empty = the one the name
+    #: server names in its registration answer
+    ha_master_address: str = ""
     #: the HA port slaves connect to (haListenPort); 0 = listenPort + 1, as Apache
     ha_listen_port: int = 0
     #: most commitlog bytes in one HA transfer (haTransferBatchSize)
@@ -218,17 +222,21 @@ class BrokerConfig:
             raise FieldConfigError("default_topic_queue_nums", "must be positive")
         if not self.broker_name:
             raise FieldConfigError("broker_name", "is empty")
-        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
-            raise FieldConfigError("broker_role", f"{self.broker_role}: only ASYNC_MASTER and SYNC_MASTER "
-                                   "are served (mqcore does not run as a slave yet)")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise FieldConfigError("broker_role", f"{self.broker_role}: brokerRole is ASYNC_MASTER, SYNC_MASTER "
+                                   "or SLAVE")
         if self.slave_timeout_ms <= 0 or self.ha_slave_fallbehind_max <= 0:
             raise FieldConfigError("slave_timeout_ms", "slaveTimeout and haSlaveFallbehindMax must be positive")
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval_ms <= 0:
             raise FieldConfigError("ha_transfer_batch_size", "haTransferBatchSize and haSendHeartbeatInterval "
                                    "must be positive")
-        if self.broker_id != 0:
-            raise FieldConfigError("broker_id", f"{self.broker_id}: mqcore is a single-node master only "
-                                   "(brokerId must be 0; there are no slaves)")
+        if self.broker_role == "SLAVE" and self.broker_id <= 0:
+            raise FieldConfigError("broker_id", "a SLAVE needs brokerId > 0 (0 is the master's)")
+        if self.broker_role != "SLAVE" and self.broker_id != 0:
+            raise FieldConfigError("broker_id", "a master has brokerId 0 (brokerId > 0 is a slave: "
+                                   "set brokerRole=SLAVE)")
+        if self.ha_master_address and not _host_port(self.ha_master_address):
+            raise FieldConfigError("ha_master_address", f"{self.ha_master_address!r} is not host:port")
         for name in ("listen_host", "broker_ip1"):
             if not is_host(getattr(self, name)):
                 raise FieldConfigError(name, f"{getattr(self, name)!r} is not a host name or IP address"
@@ -319,3 +327,8 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+
+def _host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)

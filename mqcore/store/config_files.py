@@ -255,6 +255,15 @@ class JsonTable:
         with self._persist_lock:
             self._written = persist(self.path, self.to_json(), ours=self._written)
 
+    def replace_from_json(self, data: str | bytes) -> None:
+        """Replace the table with a document in its file's format (a slave's copy of its
+        master's table, RocketMQ's SlaveSynchronize) and persist it. Raises ``ProtocolError``
+        / ``ValueError`` on a malformed document (the table is left as it was)."""
+        decoded = self._decode(loads_lenient(data))
+        with self._lock:
+            self._replace_locked(decoded)
+        self.persist()
+
     def load(self) -> bool:
         """Replace the table with the file's content; False when there was nothing to load."""
         decoded = load(self.path, self._decode)

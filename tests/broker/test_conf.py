@@ -39,7 +39,7 @@ def test_broker_conf_with_rocketmq_keys():
     assert loaded.unknown_keys == ["fileReservedTme"]  # the typo is reported, not applied
 
 
-@pytest.mark.parametrize("bad", ["listenPort=abc", "flushDiskType=SOMETIMES", "brokerRole=SLAVE",
+@pytest.mark.parametrize("bad", ["listenPort=abc", "flushDiskType=SOMETIMES", "brokerRole=BACKUP",
                                  "messageDelayLevel=1x", "listenPort=70000", "namesrvListenPort=-1",
                                  "defaultMessageRequestMode=PUSH"])
 def test_bad_values_are_clear_errors(bad):
@@ -131,7 +131,9 @@ def test_several_commitlog_dirs_are_refused_not_misread():
     ("diskMaxUsedSpaceRatio=200", "diskMaxUsedSpaceRatio=200: must be a percentage in 10..95"),
     ("diskSpaceWarningLevelRatio=0", "diskSpaceWarningLevelRatio=0"),
     ("deleteWhen=4am", "deleteWhen=4am"),
-    ("brokerId=1", "single-node master only"),
+    ("brokerId=1", "brokerId=1: a master has brokerId 0"),
+    ("brokerRole=SLAVE", "a SLAVE needs brokerId > 0"),
+    ("haMasterAddress=nowhere", "haMasterAddress=nowhere: 'nowhere' is not host:port"),
     ("listenHost=0.0.0.0:1", "listenHost=0.0.0.0:1: '0.0.0.0:1' is not a host name or IP address (the port goes"),
     ("mappedFileSizeCommitLog=100", "mappedFileSizeCommitLog=100: must be at least 4096"),
     ("mapedFileSizeConsumeQueue=30", "mapedFileSizeConsumeQueue=30: must be a positive multiple of 20"),
