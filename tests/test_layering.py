@@ -270,7 +270,7 @@ HOMES = {
     '">iiiiiqqiq"': ("mqcore.format.layout",),
     '">iqi"': ("mqcore.format.layout",),
     '">qiq"': ("mqcore.format.layout",),
-    '">qi"': (),
+    '">qi"': ("mqcore.format.layout",),
     '("phy", ">i8")': (),
 }
 

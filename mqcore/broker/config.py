@@ -11,6 +11,7 @@ import re
 import socket
 
 from mqcore.errors import FieldConfigError
+from mqcore.netaddr import parse_host_port
 from mqcore.permissions import PERM_READ, PERM_WRITE
 
 
@@ -330,5 +331,7 @@ class BrokerConfig:
 
 
 def _host_port(addr: str) -> bool:
-    host, sep, port = addr.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) <= 65535)
+    try:
+        return parse_host_port(addr)[1] > 0
+    except ValueError:
+        return False

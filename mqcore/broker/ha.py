@@ -22,21 +22,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 import time
 from typing import TYPE_CHECKING, Any, Callable
+
+from mqcore.format.layout import HA_SLAVE_REPORT, HA_TRANSFER_HEADER
 
 if TYPE_CHECKING:
     from mqcore.store.commitlog import CommitLog
 
 log = logging.getLogger(__name__)
-
-_REPORT = struct.Struct(">q")
-
-
-def _header(offset: int, size: int) -> bytes:
-    """The 12-byte transfer header: 8 bytes physical offset, 4 bytes body size (big-endian)."""
-    return offset.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True)
 
 
 class HAConnection:
@@ -66,8 +60,8 @@ class HAConnection:
 
     async def _read_reports(self) -> None:
         while True:
-            data = await self.reader.readexactly(_REPORT.size)
-            (offset,) = _REPORT.unpack(data)
+            data = await self.reader.readexactly(HA_SLAVE_REPORT.size)
+            (offset,) = HA_SLAVE_REPORT.unpack(data)
             if offset < 0 or offset > self.server.max_offset():
                 raise ValueError(f"slave reported offset {offset}, outside 0..{self.server.max_offset()}")
             self.ack_offset = offset
@@ -94,13 +88,13 @@ class HAConnection:
                 raise ConnectionError("slave does not read what it is sent")
             chunk = self.server.read(self._next, self.server.batch)
             if chunk:
-                self.writer.write(_header(self._next, len(chunk)) + chunk)
+                self.writer.write(HA_TRANSFER_HEADER.pack(self._next, len(chunk)) + chunk)
                 self._next += len(chunk)
                 last_write = loop.time()
                 await self._drain()
                 continue
             if loop.time() - last_write >= self.server.heartbeat_s:
-                self.writer.write(_header(self._next, 0))
+                self.writer.write(HA_TRANSFER_HEADER.pack(self._next, 0))
                 last_write = loop.time()
                 await self._drain()
             await self.server.wait_data(self.server.heartbeat_s)

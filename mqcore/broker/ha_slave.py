@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from mqcore.errors import MQError, ProtocolError
+from mqcore.format.layout import HA_SLAVE_REPORT, HA_TRANSFER_HEADER
 from mqcore.jsonutil import loads_lenient
+from mqcore.netaddr import parse_host_port
 from mqcore.remoting import RemotingClient, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
 from mqcore.store.replica import ReplicaAppender, ReplicaMismatch
 
+
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qi")
-_REPORT = struct.Struct(">q")
 
 #: the remark Apache's broker answers a send to a slave with (its store refuses the put as
 #: SERVICE_NOT_AVAILABLE); mqcore's send path prefixes "service not available now: "
@@ -72,7 +72,7 @@ class HAClient:
         self.master_offset = -1
         self.last_receipt = 0.0
         self.connections = 0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._master_known = asyncio.Event()
 
     def master_changed(self) -> None:
@@ -135,26 +135,26 @@ class HAClient:
 
     async def _session(self, addr: str) -> bool:
         """One connection; returns whether any transfer came (raises on errors)."""
-        host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.connect_timeout_s)
+        host, port = parse_host_port(addr)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.connect_timeout_s)
         received = False
         try:
             self.connections += 1
             reported = self.appender.max_offset
-            writer.write(_REPORT.pack(reported))
+            writer.write(HA_SLAVE_REPORT.pack(reported))
             await writer.drain()
             self.state = "connected"
             log.info("HA: following master %s from offset %d", addr, reported)
             last_report = last_read = time.monotonic()
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readexactly(_HEADER.size), self.report_interval_s)
+                    head = await asyncio.wait_for(reader.readexactly(HA_TRANSFER_HEADER.size), self.report_interval_s)
                 except asyncio.TimeoutError:
                     head = None
                 now = time.monotonic()
                 if head is not None:
                     last_read = now
-                    offset, size = _HEADER.unpack(head)
+                    offset, size = HA_TRANSFER_HEADER.unpack(head)
                     if size < 0 or size > 64 << 20:
                         raise ReplicaMismatch(f"a transfer header with size {size}")
                     body = await reader.readexactly(size) if size else b""
@@ -171,7 +171,7 @@ class HAClient:
                     raise ConnectionError(f"nothing from the master for {self.housekeeping_s:.0f} s")
                 current = self.appender.max_offset
                 if current > reported or now - last_report >= self.report_interval_s:
-                    writer.write(_REPORT.pack(current))
+                    writer.write(HA_SLAVE_REPORT.pack(current))
                     await writer.drain()
                     reported, last_report = current, now
         finally:
@@ -183,8 +183,8 @@ class HAClient:
 class SlaveSync:
     """Copies the master's metadata (SlaveSynchronize) into this broker's tables."""
 
-    def __init__(self, client: RemotingClient, master_addr: Callable[[], str | None], *, topics, offsets,
-                 delay_offsets, groups, after_topics: Callable[[], None], file_size: int,
+    def __init__(self, client: RemotingClient, master_addr: Callable[[], str | None], *, topics: Any, offsets: Any,
+                 delay_offsets: Any, groups: Any, after_topics: Callable[[], None], file_size: int,
                  max_offset: Callable[[], int], timeout_ms: int = 3000):
         self.client = client
         self.master_addr = master_addr
@@ -276,8 +276,8 @@ class Slave:
     server's registration answers say about the master. The broker builds it when
     ``brokerRole=SLAVE`` and hands it registration answers (``registered``)."""
 
-    def __init__(self, store, client: RemotingClient, *, ha_master_address: str, topics, offsets, delay_offsets,
-                 groups, after_topics: Callable[[], None], sync_interval_s: float = 10.0,
+    def __init__(self, store: Any, client: RemotingClient, *, ha_master_address: str, topics: Any, offsets: Any,
+                 delay_offsets: Any, groups: Any, after_topics: Callable[[], None], sync_interval_s: float = 10.0,
                  report_interval_s: float = 5.0):
         self.store = store
         self.fixed_ha_address = ha_master_address
@@ -291,13 +291,13 @@ class Slave:
                               file_size=store.commitlog.file_size, max_offset=lambda: store.commitlog.max_offset)
         self.ha = HAClient(self.appender, self.ha_address, precheck=self.sync.precheck,
                            report_interval_s=report_interval_s)
-        self._sync_task: asyncio.Task | None = None
+        self._sync_task: asyncio.Task[None] | None = None
 
     def ha_address(self) -> str | None:
         """haMasterAddress when set (Apache then ignores the name server's), else the name server's."""
         return self.fixed_ha_address or self.ha_addr_from_namesrv
 
-    def registered(self, ext_fields: dict) -> None:
+    def registered(self, ext_fields: dict[str, str]) -> None:
         """A name server's answer to this broker's registration (RegisterBrokerResponseHeader)."""
         master = ext_fields.get("masterAddr") or None
         ha = ext_fields.get("haServerAddr") or None

@@ -171,6 +171,12 @@ CKPT_LOGICS_MSG_TIMESTAMP = 8
 CKPT_INDEX_MSG_TIMESTAMP = 16
 CHECKPOINT_FIELDS = struct.Struct(">qqq")
 
+# --- HA replication (HAService's master-slave stream) ----------------------
+#: a transfer from master to slave: the int64 physical offset of the data, the int32 size of it
+HA_TRANSFER_HEADER = struct.Struct(">qi")
+#: a slave's report to its master: the int64 max physical offset it has
+HA_SLAVE_REPORT = struct.Struct(">q")
+
 # --- dispatch table produced by the record scanner ---------------------------
 #: one row per decoded record; positions are relative to the scanned buffer
 DISPATCH_FIELDS = (

@@ -12,9 +12,13 @@ rule that one thread at a time moves the commitlog's end).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from mqcore.format import layout as L
 from mqcore.store.commitlog import scan_file
+
+if TYPE_CHECKING:
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +33,7 @@ class ReplicaMismatch(ValueError):
 class ReplicaAppender:
     """Appends master-sent commitlog bytes to ``store`` (a loaded ``MessageStore``)."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: "MessageStore") -> None:
         self.store = store
         self.commitlog = store.commitlog
         #: commitlog offset up to which records were dispatched (recovery dispatched all of it)
