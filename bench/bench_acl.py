@@ -3,10 +3,11 @@ started side by side, one with ``aclEnable=false`` (the baseline) and one with
 ``aclEnable=true`` (the client signs every request, the broker checks every signature and
 permission), plus the in-process cost of signing and checking one request.
 
-    python bench/bench_acl.py            # full run (~1 min)
-    python bench/bench_acl.py --quick
+    python bench/bench_acl.py            # full run (5 interleaved rounds, ~2 min)
+    python bench/bench_acl.py --quick    # 3 rounds, fewer requests
 
-Prints one JSON line per figure (with the 1-minute load average) and a summary line.
+Prints one JSON line per round and broker (with the 1-minute load average) and a summary
+line: each workload's median msg/s with ACL off and on and their ratio (goal: >= 0.9).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,19 +73,46 @@ async def run_load(client, addr, body, total, inflight) -> float:
     return time.perf_counter() - t0
 
 
-async def wire(plain_addr: str, acl_addr: str, n: int) -> list[dict]:
+WORKLOADS = (  # name, body, requests (x n / 1000), in flight
+    ("sync send 100B", b"x" * 100, 1.0, 1),
+    ("pipelined send 100B (64 in flight)", b"x" * 100, 4.0, 64),
+    ("send 256KiB (8 in flight)", b"x" * (256 << 10), 0.1, 8),
+    ("send 1MiB (4 in flight)", b"x" * (1 << 20), 0.05, 4),
+)
+
+
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds so far (Linux /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+async def wire(plain_addr: str, acl_addr: str, n: int, rounds: int, pids: tuple[int, int]) -> list[dict]:
+    """Each workload in ``rounds`` rounds, the two brokers interleaved (which goes first
+    alternates), each round's figure printed; the summary takes the medians."""
     out = []
     plain = RemotingClient()
     signed = RemotingClient(before_request=SessionCredentials(*ACCOUNT).sign)
-    for name, body, total, inflight in (("sync send 100B", b"x" * 100, n, 1),
-                                        ("pipelined send 100B (64 in flight)", b"x" * 100, n * 4, 64),
-                                        ("send 256KiB (8 in flight)", b"x" * (256 << 10), max(n // 20, 50), 8)):
-        for client, addr, label in ((plain, plain_addr, "aclEnable=false"), (signed, acl_addr, "aclEnable=true")):
+    pair = ((plain, plain_addr, "aclEnable=false", pids[0]), (signed, acl_addr, "aclEnable=true", pids[1]))
+    for name, body, scale, inflight in WORKLOADS:
+        total = max(int(n * scale), 40)
+        for client, addr, _label, _pid in pair:
             await run_load(client, addr, body, min(200, total), inflight)  # warm up
-            secs = await run_load(client, addr, body, total, inflight)
-            out.append({"workload": name, "broker": label, "requests": total, "seconds": round(secs, 3),
-                        "msgs_per_s": round(total / secs), "loadavg_1m": os.getloadavg()[0]})
-            print(json.dumps(out[-1]), flush=True)
+        for r in range(rounds):
+            for client, addr, label, pid in (pair if r % 2 == 0 else pair[::-1]):
+                broker0, client0 = cpu_s(pid), time.process_time()
+                secs = await run_load(client, addr, body, total, inflight)
+                broker_us = (cpu_s(pid) - broker0) / total * 1e6
+                client_us = (time.process_time() - client0) / total * 1e6
+                out.append({"workload": name, "broker": label, "round": r, "requests": total,
+                            "seconds": round(secs, 3), "msgs_per_s": round(total / secs),
+                            "broker_cpu_us_per_msg": round(broker_us, 1), "client_cpu_us_per_msg": round(client_us, 1),
+                            "loadavg_1m": round(os.getloadavg()[0], 2)})
+                print(json.dumps(out[-1]), flush=True)
     await plain.shutdown()
     await signed.shutdown()
     return out
@@ -114,8 +143,10 @@ def in_process() -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     n = 1000 if args.quick else 5000
+    rounds = 3 if args.quick else args.rounds
     micro = in_process()
     with tempfile.TemporaryDirectory() as d:
         acl_file = os.path.join(d, "plain_acl.yml")
@@ -131,13 +162,25 @@ def main() -> None:
                                   "--log-dir", os.path.join(d, "plain-logs"), *common]))
             brokers.append(start([sys.executable, "-m", "mqcore.broker.cli", "-c", conf, "--store",
                                   os.path.join(d, "acl"), "--log-dir", os.path.join(d, "acl-logs"), *common]))
-            results = asyncio.run(wire(brokers[0][1], brokers[1][1], n))
+            results = asyncio.run(wire(brokers[0][1], brokers[1][1], n, rounds, (brokers[0][0].pid, brokers[1][0].pid)))
         finally:
             for p, _addr in brokers:
                 p.terminate()
                 p.wait(30)
-    summary = {f"{r['workload']} / {r['broker']}": r["msgs_per_s"] for r in results}
+    summary: dict[str, object] = {}
+    for name, *_rest in WORKLOADS:
+        med = {label: statistics.median(r["msgs_per_s"] for r in results
+                                        if r["workload"] == name and r["broker"] == label)
+               for label in ("aclEnable=false", "aclEnable=true")}
+        cpu = {label: statistics.median(r["broker_cpu_us_per_msg"] for r in results
+                                        if r["workload"] == name and r["broker"] == label)
+               for label in ("aclEnable=false", "aclEnable=true")}
+        summary[name] = {"acl_off": med["aclEnable=false"], "acl_on": med["aclEnable=true"],
+                         "ratio": round(med["aclEnable=true"] / med["aclEnable=false"], 3),
+                         "broker_cpu_us_off_on": [cpu["aclEnable=false"], cpu["aclEnable=true"]]}
     summary.update({f"{m['in_process']}: sign+check us": round(m["sign_us"] + m["check_us"], 1) for m in micro})
+    loads = [r["loadavg_1m"] for r in results]
+    summary["loadavg_1m"] = f"{min(loads)}-{max(loads)}"
     print(json.dumps({"summary": summary}))
 
 

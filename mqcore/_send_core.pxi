@@ -123,6 +123,106 @@ cdef inline void _units_arrived(object dispatcher, list listeners, object topic,
         listener(topic, queue_id, max_offset)
 
 
+# --- plain ACL in the fast path (aclEnable; mqcore/acl/fast.py says what may be cached) ---
+cdef Py_ssize_t _ACL_CACHE_MAX = 1024  # hosts, accounts, topics remembered at most (then forgotten)
+cdef bytes _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef bint _b64_digest_is(bytes digest, bytes given):
+    """Is ``given`` Base64(``digest``) (a 20-byte HMAC-SHA1: 28 characters)? Compared in time
+    independent of where they differ, as the validator's hmac.compare_digest."""
+    cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(digest)
+    cdef const unsigned char *g = <const unsigned char *>PyBytes_AS_STRING(given)
+    cdef const unsigned char *a = <const unsigned char *>PyBytes_AS_STRING(_B64)
+    cdef unsigned char e[28]
+    cdef Py_ssize_t i, o = 0
+    cdef uint32_t v
+    cdef unsigned char diff = 0
+    if len(digest) != 20 or len(given) != 28:
+        return False
+    for i in range(0, 18, 3):
+        v = (<uint32_t>d[i] << 16) | (<uint32_t>d[i + 1] << 8) | d[i + 2]
+        e[o] = a[(v >> 18) & 63]; e[o + 1] = a[(v >> 12) & 63]; e[o + 2] = a[(v >> 6) & 63]; e[o + 3] = a[v & 63]
+        o += 4
+    v = (<uint32_t>d[18] << 16) | (<uint32_t>d[19] << 8)
+    e[24] = a[(v >> 18) & 63]; e[25] = a[(v >> 12) & 63]; e[26] = a[(v >> 6) & 63]; e[27] = 61  # '='
+    for i in range(28):
+        diff |= e[i] ^ g[i]
+    return diff == 0
+
+
+cdef class _AclAccount:
+    """One account's file-derived answers (SendAcl keeps them per plain_acl.yml version)."""
+    cdef object account, mac
+    cdef dict white, topics  # host -> own white address matches; topic -> may send
+
+
+cdef class SendAcl:
+    """Plain ACL's check of a signed plain send, in the validator's order (validator.py):
+    a globally white host, the account, its white address, the signature (verified for each
+    request: it covers the header and the body), the topic's permission. What depends only
+    on the file, the host, the access key and the topic is remembered until ``source()``
+    gives another config (a reload replaces it as a whole). ``allowed`` is True only for a
+    request the ACL hook lets through; any other goes to the general path, whose hook
+    answers the refusal."""
+    cdef object decisions, source, cfg_seen
+    cdef dict white, accounts  # host -> globally white; access key -> _AclAccount
+
+    def __init__(self, decisions):
+        self.decisions = decisions  # mqcore.acl.fast.SendAclDecisions
+        self.source = decisions.source
+        self.white, self.accounts = {}, {}
+
+    cdef bint allowed(self, object host, tuple item) except -1:
+        cdef object cfg = self.source()
+        if cfg is not self.cfg_seen:
+            self.white, self.accounts = {}, {}
+            self.cfg_seen = cfg
+        w = self.white.get(host)
+        if w is None:
+            if len(self.white) >= _ACL_CACHE_MAX:
+                self.white.clear()
+            w = self.white[host] = bool(self.decisions.host_white(cfg, host))
+        if w:
+            return True
+        access_key = item[12]
+        if access_key is None:
+            return False
+        cdef _AclAccount acc = self.accounts.get(access_key)
+        if acc is None:
+            found = self.decisions.account(cfg, access_key)
+            if found is None:
+                return False  # (not remembered: a bad key must not fill the cache)
+            if len(self.accounts) >= _ACL_CACHE_MAX:
+                self.accounts.clear()
+            acc = _AclAccount()
+            acc.account, acc.mac = found
+            acc.white, acc.topics = {}, {}
+            self.accounts[access_key] = acc
+        w = acc.white.get(host)
+        if w is None:
+            if len(acc.white) >= _ACL_CACHE_MAX:
+                acc.white.clear()
+            w = acc.white[host] = bool(self.decisions.account_white(acc.account, host))
+        if w:
+            return True
+        given = item[13]
+        if given is None:
+            return False
+        mac = acc.mac.copy()
+        mac.update(item[14])
+        mac.update(item[10])  # the body (OpenSSL's update: at hash speed, without the GIL when large)
+        if not _b64_digest_is(mac.digest(), <bytes>given):
+            return False
+        topic = item[1]
+        ok = acc.topics.get(topic)
+        if ok is None:
+            if len(acc.topics) >= _ACL_CACHE_MAX:
+                acc.topics.clear()
+            ok = acc.topics[topic] = bool(self.decisions.may_send(acc.account, topic))
+        return ok
+
+
 cdef class SendCore:
     """The send pipeline's common case in C for one receive buffer; state stays on the
     Python ``SendPipeline`` (configuration-derived parts, remembered routes), read here."""
@@ -147,8 +247,9 @@ cdef class SendCore:
     cdef object host_key  # the store host the answer's hex was made for (SendPipeline._hex)
     cdef bytes host_hex
     cdef _Names names  # the topic of the last send read, as str (kept with its hash)
+    cdef SendAcl acl  # aclEnable: each send's check (None: no ACL)
 
-    def __init__(self, pipeline, peer_host, not_allowed, int version):
+    def __init__(self, pipeline, peer_host, not_allowed, int version, acl=None):
         self.pipeline = pipeline
         self.send = pipeline.send
         self.store, self.topics, self.stats = self.send.store, self.send.topics, self.send.stats
@@ -159,6 +260,7 @@ cdef class SendCore:
         self.version = version
         self.routes_version = -1
         self.names = _Names()
+        self.acl = None if acl is None else SendAcl(acl)
 
     cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
         """``(stop, answers)``: the position after the plain sends taken from the head of
@@ -185,9 +287,23 @@ cdef class SendCore:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names)
+        cdef SendAcl acl = self.acl
+        cdef tuple item
+        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names,
+                                       acl is not None)
         if not items:
             return start, None
+        cdef Py_ssize_t allowed = 0
+        if acl is not None:  # --- ACL --- (what the hook would refuse: the general path answers)
+            host = channel.remote_host
+            for item in items:
+                if not acl.allowed(host, item):
+                    break
+                allowed += 1
+            if not allowed:
+                return start, None
+            if allowed < len(items):
+                del items[allowed:]
         # --- route ---
         cdef object topics = self.topics
         cdef dict routes = self.routes
@@ -200,7 +316,6 @@ cdef class SendCore:
                 p._routes_version = version
             self.routes_version = version
         cdef Py_ssize_t routed = 0, n = len(items)
-        cdef tuple item
         cdef object queues, tc
         cdef str topic
         for item in items:
@@ -275,7 +390,7 @@ cdef inline void _count_puts(object stats, dict put_counts, str topic, Py_ssize_
 
 
 cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, bytes cluster,
-                       bint indexed, _Names names):
+                       bint indexed, _Names names, bint signed=False):
     """parse_plain_sends(...)[0], without the Python call (and the last topic's str given again)."""
     cdef Py_buffer b
     cdef Py_ssize_t stop
@@ -284,7 +399,8 @@ cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t
         if end > b.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {b.len} bytes")
         return _parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
-                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop)
+                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop,
+                      signed)
     finally:
         PyBuffer_Release(&b)
 
