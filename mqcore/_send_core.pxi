@@ -210,8 +210,9 @@ cdef class SendAcl:
         if given is None:
             return False
         mac = acc.mac.copy()
-        mac.update(item[14])
-        mac.update(item[10])  # the body (OpenSSL's update: at hash speed, without the GIL when large)
+        update = mac.update
+        update(item[14])
+        update(item[10])  # the body (OpenSSL's update: at hash speed, without the GIL when large)
         if not _b64_digest_is(mac.digest(), <bytes>given):
             return False
         topic = item[1]
@@ -295,7 +296,12 @@ cdef class SendCore:
             return start, None
         cdef Py_ssize_t allowed = 0
         if acl is not None:  # --- ACL --- (what the hook would refuse: the general path answers)
-            host = channel.remote_host
+            if isinstance(channel, ChannelCore):  # the peer's host, read once per connection
+                host = (<ChannelCore>channel)._remote_host
+                if host is None:
+                    host = (<ChannelCore>channel)._remote_host = channel.remote_host
+            else:
+                host = channel.remote_host
             for item in items:
                 if not acl.allowed(host, item):
                     break
@@ -421,6 +427,7 @@ cdef class ChannelCore:
     # loops): read here in C, without calling loop.time() per receive buffer
     cdef public bint _monotonic_loop
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
+    cdef object _remote_host  # Channel.remote_host, read once (SendCore.take's ACL check)
     cdef object _core, _pull_core, _core_of  # the frames processor's ``core``/``pull_core`` (fixed when it is built), and that processor
     # the transport's bound write and writelines, and that transport: a bound method is called
     # without looking the method up on the transport's type per receive buffer

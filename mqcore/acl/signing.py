@@ -115,4 +115,17 @@ class SessionCredentials:
         ext[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             ext[SECURITY_TOKEN] = self.security_token
-        ext[SIGNATURE] = request_signature(ext, request.body, self.secret_key)
+        # request_signature's steps in place (every request a client sends pays them)
+        try:
+            text = "".join([ext[k] for k in sorted(ext)])
+        except TypeError:  # a value that is not a str: its text
+            text = "".join([str(ext[k]) for k in sorted(ext)])
+        mac = _keyed(self.secret_key).copy()
+        mac.update(text.encode("utf-8"))
+        body = request.body
+        if isinstance(body, list):
+            for part in body:
+                mac.update(part)
+        elif body:
+            mac.update(body)
+        ext[SIGNATURE] = binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
