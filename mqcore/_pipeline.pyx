@@ -546,7 +546,7 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
         topic = names.get(b, &h.ext[1], 0)
     if signed:
         return _signed_item(b, &h, props, plen, topic, queue_id, sys_flag, born_ts, flag, reconsume, out, out_n,
-                            tags_code, hashes, body_at, frame_end)
+                            tags_code, hashes, body_at, frame_end, names)
     return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
             PyBytes_FromStringAndSize(<const char *>out, out_n), tags_code, hashes,
             PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end)
@@ -555,7 +555,7 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
 cdef object _signed_item(const unsigned char *b, Header *h, const unsigned char *props, Py_ssize_t plen, object topic,
                          int64_t queue_id, int64_t sys_flag, int64_t born_ts, int64_t flag, int64_t reconsume,
                          const unsigned char *out, Py_ssize_t out_n, int32_t tags_code, list hashes,
-                         Py_ssize_t body_at, Py_ssize_t frame_end):
+                         Py_ssize_t body_at, Py_ssize_t frame_end, _Names names):
     """A signed frame's item (``_plain_send``'s, and the ACL fields); None when a value
     would need decoding the fast path does not do (the general path checks it)."""
     cdef Py_ssize_t total = 0, i, n
@@ -595,8 +595,10 @@ cdef object _signed_item(const unsigned char *b, Header *h, const unsigned char 
                 s = &h.ext[i]
                 memcpy(c + n, b + s.at, s.end - s.at)
                 n += s.end - s.at
-    access_key = PyUnicode_DecodeASCII(<const char *>b + h.acl[0].at, h.acl[0].end - h.acl[0].at, NULL) \
-        if h.seen_acl & 1 else None
+    access_key = None
+    if h.seen_acl & 1:  # (the send core's names: slot 1, the access key, given again while the same)
+        access_key = PyUnicode_DecodeASCII(<const char *>b + h.acl[0].at, h.acl[0].end - h.acl[0].at, NULL) \
+            if names is None else names.get(b, &h.acl[0], 1)
     signature = PyBytes_FromStringAndSize(<const char *>b + h.acl[2].at, h.acl[2].end - h.acl[2].at) \
         if h.seen_acl & 4 else None
     return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,

@@ -173,8 +173,8 @@ cdef class SendAcl:
     a globally white host, the account, its white address, the signature (verified for each
     request: it covers the header and the body), the topic's permission. What depends only
     on the file, the host, the access key and the topic is remembered until ``source()``
-    gives another config (a reload replaces it as a whole). ``allowed`` is True only for a
-    request the ACL hook lets through; any other goes to the general path, whose hook
+    gives another config (a reload replaces it as a whole). ``allowed`` counts only the
+    requests the ACL hook lets through; the rest go to the general path, whose hook
     answers the refusal."""
     cdef object decisions, source, cfg_seen
     cdef dict white, accounts  # host -> globally white; access key -> _AclAccount
@@ -184,7 +184,28 @@ cdef class SendAcl:
         self.source = decisions.source
         self.white, self.accounts = {}, {}
 
-    cdef bint allowed(self, object host, tuple item) except -1:
+    cdef _AclAccount _account(self, object cfg, object access_key):
+        """The account's remembered answers, or None for a key the file does not know."""
+        cdef _AclAccount acc = self.accounts.get(access_key)
+        if acc is not None:
+            return acc
+        found = self.decisions.account(cfg, access_key)
+        if found is None:
+            return None  # (not remembered: a stream of bad keys must not fill the cache)
+        if len(self.accounts) >= _ACL_CACHE_MAX:
+            self.accounts.clear()
+        acc = _AclAccount()
+        acc.account, acc.mac = found
+        acc.white, acc.topics = {}, {}
+        key = (<str>acc.account.secret_key).encode("utf-8")
+        mq_hmac_sha1_key(<const unsigned char *>PyBytes_AS_STRING(key), len(key), acc.inner, acc.outer)
+        self.accounts[access_key] = acc
+        return acc
+
+    cdef Py_ssize_t allowed(self, object host, list items) except -1:
+        """How many of ``items`` (signed plain sends from ``host``), from the first, the ACL
+        hook lets through. The config, the host's and an account's answers are looked up once
+        per run of items that share them."""
         cdef object cfg = self.source()
         if cfg is not self.cfg_seen:
             self.white, self.accounts = {}, {}
@@ -194,55 +215,61 @@ cdef class SendAcl:
             if len(self.white) >= _ACL_CACHE_MAX:
                 self.white.clear()
             w = self.white[host] = bool(self.decisions.host_white(cfg, host))
+        cdef Py_ssize_t i, n = len(items)
         if w:
-            return True
-        access_key = item[12]
-        if access_key is None:
-            return False
-        cdef _AclAccount acc = self.accounts.get(access_key)
-        if acc is None:
-            found = self.decisions.account(cfg, access_key)
-            if found is None:
-                return False  # (not remembered: a bad key must not fill the cache)
-            if len(self.accounts) >= _ACL_CACHE_MAX:
-                self.accounts.clear()
-            acc = _AclAccount()
-            acc.account, acc.mac = found
-            acc.white, acc.topics = {}, {}
-            key = (<str>acc.account.secret_key).encode("utf-8")
-            mq_hmac_sha1_key(<const unsigned char *>PyBytes_AS_STRING(key), len(key), acc.inner, acc.outer)
-            self.accounts[access_key] = acc
-        w = acc.white.get(host)
-        if w is None:
-            if len(acc.white) >= _ACL_CACHE_MAX:
-                acc.white.clear()
-            w = acc.white[host] = bool(self.decisions.account_white(acc.account, host))
-        if w:
-            return True
-        given = item[13]
-        if given is None:
-            return False
-        cdef bytes content = <bytes>item[14], body = <bytes>item[10], digest
+            return n
+        cdef _AclAccount acc = None
+        cdef object last_key = None, last_topic = None, access_key, topic, given, ok = False
+        cdef bint account_white = False
+        cdef tuple item
+        cdef bytes content, body, digest
         cdef unsigned char d[20]
-        if len(body) <= _SHORT_SIGNED:
-            mq_hmac_sha1(acc.inner, acc.outer, <const unsigned char *>PyBytes_AS_STRING(content), len(content),
-                         <const unsigned char *>PyBytes_AS_STRING(body), len(body), d)
-            if not _b64_digest_is(d, <bytes>given):
-                return False
-        else:
-            mac = acc.mac.copy()
-            mac.update(content)
-            mac.update(body)  # OpenSSL's update: at hash speed, without the GIL
-            digest = mac.digest()
-            if len(digest) != 20 or not _b64_digest_is(<const unsigned char *>PyBytes_AS_STRING(digest), <bytes>given):
-                return False
-        topic = item[1]
-        ok = acc.topics.get(topic)
-        if ok is None:
-            if len(acc.topics) >= _ACL_CACHE_MAX:
-                acc.topics.clear()
-            ok = acc.topics[topic] = bool(self.decisions.may_send(acc.account, topic))
-        return ok
+        for i in range(n):
+            item = <tuple>items[i]
+            access_key = item[12]
+            if access_key is None:
+                return i
+            if acc is None or (access_key is not last_key and access_key != last_key):
+                acc = self._account(cfg, access_key)
+                if acc is None:
+                    return i
+                w = acc.white.get(host)
+                if w is None:
+                    if len(acc.white) >= _ACL_CACHE_MAX:
+                        acc.white.clear()
+                    w = acc.white[host] = bool(self.decisions.account_white(acc.account, host))
+                account_white = w
+                last_key, last_topic = access_key, None
+            if account_white:
+                continue  # the account's own white address: no signature needed (RocketMQ's rule)
+            given = item[13]
+            if given is None:
+                return i
+            content, body = <bytes>item[14], <bytes>item[10]
+            if len(body) <= _SHORT_SIGNED:
+                mq_hmac_sha1(acc.inner, acc.outer, <const unsigned char *>PyBytes_AS_STRING(content), len(content),
+                             <const unsigned char *>PyBytes_AS_STRING(body), len(body), d)
+                if not _b64_digest_is(d, <bytes>given):
+                    return i
+            else:
+                mac = acc.mac.copy()
+                mac.update(content)
+                mac.update(body)  # OpenSSL's update: at hash speed, without the GIL
+                digest = mac.digest()
+                if len(digest) != 20 or not _b64_digest_is(<const unsigned char *>PyBytes_AS_STRING(digest),
+                                                           <bytes>given):
+                    return i
+            topic = item[1]
+            if last_topic is None or (topic is not last_topic and topic != last_topic):
+                ok = acc.topics.get(topic)
+                if ok is None:
+                    if len(acc.topics) >= _ACL_CACHE_MAX:
+                        acc.topics.clear()
+                    ok = acc.topics[topic] = bool(self.decisions.may_send(acc.account, topic))
+                last_topic = topic
+            if not ok:
+                return i
+        return n
 
 
 cdef class SendCore:
@@ -323,10 +350,7 @@ cdef class SendCore:
                     host = (<ChannelCore>channel)._remote_host = channel.remote_host
             else:
                 host = channel.remote_host
-            for item in items:
-                if not acl.allowed(host, item):
-                    break
-                allowed += 1
+            allowed = acl.allowed(host, items)
             if not allowed:
                 return start, None
             if allowed < len(items):
