@@ -125,7 +125,7 @@ cdef inline void _units_arrived(object dispatcher, list listeners, object topic,
 
 # --- plain ACL in the fast path (aclEnable; mqcore/acl/fast.py says what may be cached) ---
 cdef Py_ssize_t _ACL_CACHE_MAX = 1024  # hosts, accounts, topics remembered at most (then forgotten)
-cdef bytes _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+cdef bytes _B64 = bytes(range(65, 91)) + bytes(range(97, 123)) + b"0123456789+/"  # Base64: A-Z a-z 0-9 + /
 
 
 cdef extern from "_sha1.h" nogil:

@@ -124,6 +124,7 @@ class SendPipeline:
         if self.acl is not None:  # only the compiled core checks signatures (it takes what the hook would pass)
             if self.core is None:
                 return start
+            stop: int
             stop, answers = self.core.take(channel, view, start, end)
             if answers is not None:
                 try:
