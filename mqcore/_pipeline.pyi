@@ -42,6 +42,9 @@ class ArrivalGate:
     def __init__(self, listener: Callable[[str, int, int], None]) -> None: ...
     def __call__(self, topic: str, queue_id: int, max_offset: int) -> None: ...
 
+# HMAC-SHA1(key, a + b) as the send core checks ACL signatures (mqcore/_sha1.h); the twin has none
+def hmac_sha1(key: bytes, a: bytes, b: bytes) -> bytes: ...
+
 # the connection core (mqcore/_send_core.pxi); the twin has none: the Python Channel and
 # SendPipeline.__call__ / MessageWriter.put_plain_sends_py run the same stages
 class SendCore:

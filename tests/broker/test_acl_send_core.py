@@ -20,6 +20,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqcore.acl import SessionCredentials
 from mqcore.acl.signing import keyed_hmac
@@ -278,3 +280,11 @@ def test_keyed_hmac_gives_the_validators_signature():
     import base64
     assert base64.b64encode(m.digest()).decode() == request_signature(ext, b"body", "secret-ü")
     assert m.digest() == hmac.new("secret-ü".encode(), b"akGTbody", hashlib.sha1).digest()
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.binary(max_size=200), a=st.binary(max_size=300), b=st.binary(max_size=3000))
+def test_the_cores_hmac_sha1_is_pythons(key, a, b):
+    """_sha1.h's HMAC-SHA1 (the core's for short signed sends) over every split of lengths
+    around SHA-1's 64-byte blocks and keys longer than a block."""
+    assert _pipeline.hmac_sha1(key, a, b) == hmac.new(key, a + b, hashlib.sha1).digest()
