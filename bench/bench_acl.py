@@ -46,10 +46,12 @@ accounts:
 
 
 def start(argv):
+    """The broker process, its address and its embedded name server's."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     for line in p.stdout:
         if line.startswith("READY"):
-            return p, line.split()[1].split("=")[1]
+            fields = dict(f.split("=", 1) for f in line.split()[1:])
+            return p, fields["broker"], fields["namesrv"]
     raise RuntimeError("broker did not start")
 
 
@@ -120,6 +122,35 @@ async def wire(plain_addr: str, acl_addr: str, n: int, rounds: int, pids: tuple[
     return out
 
 
+def producer_sync(plain_ns: str, acl_ns: str, n: int, rounds: int) -> list[dict]:
+    """``mqcore.client.Producer.send`` one at a time (what an application runs), unsigned and
+    signed, interleaved as ``wire``."""
+    from mqcore.client import Message, Producer
+    producers = [(Producer("PG_plain", namesrv_addr=plain_ns).start(), "aclEnable=false"),
+                 (Producer("PG_acl", namesrv_addr=acl_ns, access_key=ACCOUNT[0], secret_key=ACCOUNT[1]).start(),
+                  "aclEnable=true")]
+    name, out = "Producer.send 100B (mqcore.client, sync)", []
+    try:
+        for producer, _label in producers:
+            for _ in range(200):  # warm up (and create the topic)
+                producer.send(Message("BenchAcl", b"x" * 100))
+        for r in range(rounds):
+            for producer, label in (producers if r % 2 == 0 else producers[::-1]):
+                t0, client0 = time.perf_counter(), time.process_time()
+                for _ in range(n):
+                    producer.send(Message("BenchAcl", b"x" * 100))
+                secs = time.perf_counter() - t0
+                out.append({"workload": name, "broker": label, "round": r, "requests": n, "seconds": round(secs, 3),
+                            "msgs_per_s": round(n / secs), "broker_cpu_us_per_msg": 0.0,
+                            "client_cpu_us_per_msg": round((time.process_time() - client0) / n * 1e6, 1),
+                            "loadavg_1m": round(os.getloadavg()[0], 2)})
+                print(json.dumps(out[-1]), flush=True)
+    finally:
+        for producer, _label in producers:
+            producer.shutdown()
+    return out
+
+
 def in_process() -> list[dict]:
     """Sign + check of one request, next to building the request (the baseline every send pays)."""
     cfg = parse_plain_acl(PLAIN_ACL)
@@ -168,12 +199,13 @@ def main() -> None:
             brokers.append(start([sys.executable, "-m", "mqcore.broker.cli", "-c", conf, "--store",
                                   os.path.join(d, "acl"), "--log-dir", os.path.join(d, "acl-logs"), *common]))
             results = asyncio.run(wire(brokers[0][1], brokers[1][1], n, rounds, (brokers[0][0].pid, brokers[1][0].pid)))
+            results += producer_sync(brokers[0][2], brokers[1][2], n // 3, rounds)
         finally:
-            for p, _addr in brokers:
+            for p, _addr, _ns in brokers:
                 p.terminate()
                 p.wait(30)
     summary: dict[str, object] = {}
-    for name, *_rest in WORKLOADS:
+    for name in [w[0] for w in WORKLOADS] + ["Producer.send 100B (mqcore.client, sync)"]:
         med = {label: statistics.median(r["msgs_per_s"] for r in results
                                         if r["workload"] == name and r["broker"] == label)
                for label in ("aclEnable=false", "aclEnable=true")}
