@@ -107,6 +107,37 @@ class SessionCredentials:
     def __repr__(self) -> str:  # never print the secret
         return f"SessionCredentials(access_key={self.access_key!r}, secret_key=***)"
 
+    def sign_fields(self, keys: tuple[str, ...], values: tuple[Any, ...],
+                    body: bytes) -> tuple[tuple[str, ...], tuple[Any, ...]] | None:
+        """``keys``/``values`` of a request's extFields (the client's frame kernels' form:
+        None is absent, bools and ints as the header writes them) with ``AccessKey``
+        (``SecurityToken``) and ``Signature`` added after them - what ``sign`` adds to the same
+        request as a command, in the same order. None for a value ``sign`` would not see the
+        same way (the caller then builds the command)."""
+        ext: dict[str, str] = {}
+        for key, value in zip(keys, values):
+            if value is None:
+                continue
+            if type(value) is str:
+                ext[key] = value
+            elif type(value) is bool:
+                ext[key] = "true" if value else "false"
+            elif type(value) is int:
+                ext[key] = str(value)
+            else:
+                return None
+        if len(ext) != sum(v is not None for v in values) or ACCESS_KEY in ext or SIGNATURE in ext \
+                or SECURITY_TOKEN in ext or UNIQUE_MSG_QUERY_FLAG in ext:
+            return None
+        ext[ACCESS_KEY] = self.access_key
+        added: tuple[str, ...] = (self.access_key,)
+        names: tuple[str, ...] = (ACCESS_KEY,)
+        if self.security_token is not None:
+            ext[SECURITY_TOKEN] = self.security_token
+            added, names = added + (self.security_token,), names + (SECURITY_TOKEN,)
+        signature = request_signature(ext, body, self.secret_key)
+        return keys + names + (SIGNATURE,), values + added + (signature,)
+
     def sign(self, request: RemotingCommand) -> None:
         """Add ``AccessKey`` (``SecurityToken``) and ``Signature`` to ``request``'s
         extFields, as ``AclClientRPCHook.doBeforeRequest`` does."""
