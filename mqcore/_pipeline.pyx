@@ -82,6 +82,10 @@ cdef struct Header:
     int seen_top
     int seen_ext
     Span ext[14]
+    # plain ACL's extFields (read only when ``signed``): AccessKey, SecurityToken, Signature
+    bint signed
+    int seen_acl
+    Span acl[3]
 
 
 # --- a JSON subset reader: what a 4.x client sends, anything else declined (returns -1) ---
@@ -162,7 +166,39 @@ cdef Py_ssize_t _ext(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Heade
         return p + 1
     while True:
         p = _string(b, p, end, &key)
-        if p < 0 or key.escaped or key.end - key.at != 1:
+        if p < 0 or key.escaped:
+            return -1
+        if key.end - key.at != 1:
+            # a signed request's ACL fields (AclClientRPCHook), when the caller checks them
+            if not h.signed:
+                return -1
+            if _key_is(b, &key, "AccessKey", 9):
+                idx = 0
+            elif _key_is(b, &key, "SecurityToken", 13):
+                idx = 1
+            elif _key_is(b, &key, "Signature", 9):
+                idx = 2
+            else:
+                return -1
+            if h.seen_acl & (1 << idx):
+                return -1
+            h.seen_acl |= 1 << idx
+            p = _ws(b, p, end)
+            if p >= end or b[p] != 58:
+                return -1
+            p = _ws(b, p + 1, end)
+            p = _string(b, p, end, &value)
+            if p < 0:
+                return -1
+            h.acl[idx] = value
+            p = _ws(b, p, end)
+            if p >= end:
+                return -1
+            if b[p] == 44:
+                p = _ws(b, p + 1, end)
+                continue
+            if b[p] == 125:
+                return p + 1
             return -1
         idx = b[key.at] - 97
         if idx < 0 or idx > 13:
@@ -196,6 +232,7 @@ cdef Py_ssize_t _header(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, He
     cdef int32_t ignored
     h.seen_top = 0
     h.seen_ext = 0
+    h.seen_acl = 0
     h.flag = 0
     h.opaque = 0
     p = _ws(b, p, end)
@@ -361,10 +398,15 @@ cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_
 
 cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hdr_end, Py_ssize_t body_at,
                         Py_ssize_t frame_end, const unsigned char *cluster, Py_ssize_t cluster_len,
-                        bint indexed, unsigned char *scratch, Py_ssize_t half, _Names names):
+                        bint indexed, unsigned char *scratch, Py_ssize_t half, _Names names, bint signed=False):
     """The item of one frame, or None when the general path must read it (``names``: the
-    send core's, which gives its last topic's str again)."""
+    send core's, which gives its last topic's str again). ``signed``: the frame may carry
+    plain ACL's fields, and the item gets three more - the AccessKey (str, or None), the
+    Signature's text (bytes, or None) and the signed content's header part (bytes: the
+    decoded values of the other extFields in key order, as ``signing.request_signature``
+    joins them; the body follows it in the signature)."""
     cdef Header h
+    h.signed = signed
     cdef Span *s
     cdef int64_t queue_id, sys_flag, born_ts, flag, reconsume
     cdef Py_ssize_t n, plen, p, q, k, seg_end, out_n, i, j, kept = 0
@@ -502,9 +544,67 @@ cdef object _plain_send(const unsigned char *b, Py_ssize_t hdr_at, Py_ssize_t hd
         topic = PyUnicode_DecodeASCII(<const char *>b + h.ext[1].at, h.ext[1].end - h.ext[1].at, NULL)
     else:
         topic = names.get(b, &h.ext[1], 0)
+    if signed:
+        return _signed_item(b, &h, props, plen, topic, queue_id, sys_flag, born_ts, flag, reconsume, out, out_n,
+                            tags_code, hashes, body_at, frame_end, names)
     return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
             PyBytes_FromStringAndSize(<const char *>out, out_n), tags_code, hashes,
             PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end)
+
+
+cdef object _signed_item(const unsigned char *b, Header *h, const unsigned char *props, Py_ssize_t plen, object topic,
+                         int64_t queue_id, int64_t sys_flag, int64_t born_ts, int64_t flag, int64_t reconsume,
+                         const unsigned char *out, Py_ssize_t out_n, int32_t tags_code, list hashes,
+                         Py_ssize_t body_at, Py_ssize_t frame_end, _Names names):
+    """A signed frame's item (``_plain_send``'s, and the ACL fields); None when a value
+    would need decoding the fast path does not do (the general path checks it)."""
+    cdef Py_ssize_t total = 0, i, n
+    cdef Span *s
+    cdef char *c
+    for i in range(2):  # AccessKey, SecurityToken: covered by the signature, as written
+        if h.seen_acl & (1 << i):
+            s = &h.acl[i]
+            if s.escaped or s.high:
+                return None
+            total += s.end - s.at
+    if h.seen_acl & 4 and (h.acl[2].escaped or h.acl[2].high):
+        return None
+    for i in range(14):
+        if h.seen_ext & (1 << i):
+            if i == 8:
+                total += plen  # the properties, decoded (ASCII: _unescape declines the rest)
+                continue
+            s = &h.ext[i]
+            if s.escaped or s.high:  # (read unescaped above; a non-ASCII one would need UTF-8 checks)
+                return None
+            total += s.end - s.at
+    content = PyBytes_FromStringAndSize(NULL, total)
+    c = PyBytes_AS_STRING(content)
+    n = 0
+    for i in range(2):
+        if h.seen_acl & (1 << i):
+            s = &h.acl[i]
+            memcpy(c + n, b + s.at, s.end - s.at)
+            n += s.end - s.at
+    for i in range(14):  # the keys a..n sort after the capitalised ACL keys
+        if h.seen_ext & (1 << i):
+            if i == 8:
+                memcpy(c + n, props, plen)
+                n += plen
+            else:
+                s = &h.ext[i]
+                memcpy(c + n, b + s.at, s.end - s.at)
+                n += s.end - s.at
+    access_key = None
+    if h.seen_acl & 1:  # (the send core's names: slot 1, the access key, given again while the same)
+        access_key = PyUnicode_DecodeASCII(<const char *>b + h.acl[0].at, h.acl[0].end - h.acl[0].at, NULL) \
+            if names is None else names.get(b, &h.acl[0], 1)
+    signature = PyBytes_FromStringAndSize(<const char *>b + h.acl[2].at, h.acl[2].end - h.acl[2].at) \
+        if h.seen_acl & 4 else None
+    return (h.opaque, topic, <int>queue_id, <int>sys_flag, born_ts, <int>flag, <int>reconsume,
+            PyBytes_FromStringAndSize(<const char *>out, out_n), tags_code, hashes,
+            PyBytes_FromStringAndSize(<const char *>b + body_at, frame_end - body_at), frame_end,
+            access_key, signature, content)
 
 
 def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
@@ -533,7 +633,8 @@ def parse_plain_sends(object buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t m
 
 
 cdef list _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes,
-                 const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names, Py_ssize_t *stop):
+                 const unsigned char *cl, Py_ssize_t cl_len, bint indexed, _Names names, Py_ssize_t *stop,
+                 bint signed=False):
     """The items of the plain sends at the head of ``b[start:end]``; where reading stopped in ``stop``."""
     cdef list items = []
     cdef Py_ssize_t pos = start, length, total, hlen
@@ -560,14 +661,14 @@ cdef list _parse(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, Py_ss
         if half <= STACK_SCRATCH:
             scratch = stack
             item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                               scratch, half, names)
+                               scratch, half, names, signed)
         else:
             scratch = <unsigned char *>PyMem_Malloc(2 * half)
             if scratch == NULL:
                 raise MemoryError()
             try:
                 item = _plain_send(b, pos + 8, pos + 8 + hlen, pos + 8 + hlen, pos + total, cl, cl_len, indexed,
-                                   scratch, half, names)
+                                   scratch, half, names, signed)
             finally:
                 PyMem_Free(scratch)
         if item is None:

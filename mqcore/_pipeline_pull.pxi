@@ -209,7 +209,7 @@ cdef class _Names:
     same: a connection's requests carry the same few names, and a str made once keeps its
     hash (the cores' memories are dicts keyed by these names). Values, not identities, are
     the contract: the twin makes new ones."""
-    cdef list raw, text  # per slot (pulls: 0 group, 1 topic, 2 subscription, 3 expression type; sends: 0 topic)
+    cdef list raw, text  # per slot (pulls: 0 group, 1 topic, 2 subscription, 3 expression type; sends: 0 topic, 1 AccessKey)
 
     def __cinit__(self):
         self.raw = [b"", b"", b"", b""]

@@ -123,6 +123,167 @@ cdef inline void _units_arrived(object dispatcher, list listeners, object topic,
         listener(topic, queue_id, max_offset)
 
 
+# --- plain ACL in the fast path (aclEnable; mqcore/acl/fast.py says what may be cached) ---
+cdef Py_ssize_t _ACL_CACHE_MAX = 1024  # hosts, accounts, topics remembered at most (then forgotten)
+cdef bytes _B64 = bytes(range(65, 91)) + bytes(range(97, 123)) + b"0123456789+/"  # Base64: A-Z a-z 0-9 + /
+
+
+cdef extern from "_sha1.h" nogil:
+    void mq_hmac_sha1_key(const unsigned char *key, size_t klen, uint32_t *inner, uint32_t *outer)
+    void mq_hmac_sha1(const uint32_t *inner, const uint32_t *outer, const unsigned char *a, size_t alen,
+                      const unsigned char *b, size_t blen, unsigned char *out)
+
+# bodies up to this size are signed-checked by _sha1.h's HMAC (no Python call); longer ones
+# by OpenSSL's, whose SHA-1 runs on the CPU's SHA extensions (faster once the hashing dominates)
+cdef Py_ssize_t _SHORT_SIGNED = 2048
+
+
+def hmac_sha1(bytes key, bytes a, bytes b):
+    """HMAC-SHA1(key, a + b) by _sha1.h, as SendAcl computes it (the tests compare it with
+    Python's hmac; the twin has none: only the core checks signatures in C)."""
+    cdef uint32_t inner[5]
+    cdef uint32_t outer[5]
+    cdef unsigned char d[20]
+    mq_hmac_sha1_key(<const unsigned char *>PyBytes_AS_STRING(key), len(key), inner, outer)
+    mq_hmac_sha1(inner, outer, <const unsigned char *>PyBytes_AS_STRING(a), len(a),
+                 <const unsigned char *>PyBytes_AS_STRING(b), len(b), d)
+    return PyBytes_FromStringAndSize(<const char *>d, 20)
+
+
+cdef bint _b64_digest_is(const unsigned char *d, bytes given):
+    """Is ``given`` Base64(``d``'s 20 bytes, an HMAC-SHA1: 28 characters)? Compared in time
+    independent of where they differ, as the validator's hmac.compare_digest."""
+    cdef const unsigned char *g = <const unsigned char *>PyBytes_AS_STRING(given)
+    cdef const unsigned char *a = <const unsigned char *>PyBytes_AS_STRING(_B64)
+    cdef unsigned char e[28]
+    cdef Py_ssize_t i, o = 0
+    cdef uint32_t v
+    cdef unsigned char diff = 0
+    if len(given) != 28:
+        return False
+    for i in range(0, 18, 3):
+        v = (<uint32_t>d[i] << 16) | (<uint32_t>d[i + 1] << 8) | d[i + 2]
+        e[o] = a[(v >> 18) & 63]; e[o + 1] = a[(v >> 12) & 63]; e[o + 2] = a[(v >> 6) & 63]; e[o + 3] = a[v & 63]
+        o += 4
+    v = (<uint32_t>d[18] << 16) | (<uint32_t>d[19] << 8)
+    e[24] = a[(v >> 18) & 63]; e[25] = a[(v >> 12) & 63]; e[26] = a[(v >> 6) & 63]; e[27] = 61  # '='
+    for i in range(28):
+        diff |= e[i] ^ g[i]
+    return diff == 0
+
+
+cdef class _AclAccount:
+    """One account's file-derived answers (SendAcl keeps them per plain_acl.yml version)."""
+    cdef object account, mac
+    cdef dict white, topics  # host -> own white address matches; topic -> may send
+    cdef uint32_t inner[5]  # the secret's HMAC-SHA1 states (_sha1.h)
+    cdef uint32_t outer[5]
+
+
+cdef class SendAcl:
+    """Plain ACL's check of a signed plain send, in the validator's order (validator.py):
+    a globally white host, the account, its white address, the signature (verified for each
+    request: it covers the header and the body), the topic's permission. What depends only
+    on the file, the host, the access key and the topic is remembered until ``source()``
+    gives another config (a reload replaces it as a whole). ``allowed`` counts only the
+    requests the ACL hook lets through; the rest go to the general path, whose hook
+    answers the refusal."""
+    cdef object decisions, source, cfg_seen
+    cdef dict white, accounts  # host -> globally white; access key -> _AclAccount
+
+    def __init__(self, decisions):
+        self.decisions = decisions  # mqcore.acl.fast.SendAclDecisions
+        self.source = decisions.source
+        self.white, self.accounts = {}, {}
+
+    cdef _AclAccount _account(self, object cfg, object access_key):
+        """The account's remembered answers, or None for a key the file does not know."""
+        cdef _AclAccount acc = self.accounts.get(access_key)
+        if acc is not None:
+            return acc
+        found = self.decisions.account(cfg, access_key)
+        if found is None:
+            return None  # (not remembered: a stream of bad keys must not fill the cache)
+        if len(self.accounts) >= _ACL_CACHE_MAX:
+            self.accounts.clear()
+        acc = _AclAccount()
+        acc.account, acc.mac = found
+        acc.white, acc.topics = {}, {}
+        key = (<str>acc.account.secret_key).encode("utf-8")
+        mq_hmac_sha1_key(<const unsigned char *>PyBytes_AS_STRING(key), len(key), acc.inner, acc.outer)
+        self.accounts[access_key] = acc
+        return acc
+
+    cdef Py_ssize_t allowed(self, object host, list items) except -1:
+        """How many of ``items`` (signed plain sends from ``host``), from the first, the ACL
+        hook lets through. The config, the host's and an account's answers are looked up once
+        per run of items that share them."""
+        cdef object cfg = self.source()
+        if cfg is not self.cfg_seen:
+            self.white, self.accounts = {}, {}
+            self.cfg_seen = cfg
+        w = self.white.get(host)
+        if w is None:
+            if len(self.white) >= _ACL_CACHE_MAX:
+                self.white.clear()
+            w = self.white[host] = bool(self.decisions.host_white(cfg, host))
+        cdef Py_ssize_t i, n = len(items)
+        if w:
+            return n
+        cdef _AclAccount acc = None
+        cdef object last_key = None, last_topic = None, access_key, topic, given, ok = False
+        cdef bint account_white = False
+        cdef tuple item
+        cdef bytes content, body, digest
+        cdef unsigned char d[20]
+        for i in range(n):
+            item = <tuple>items[i]
+            access_key = item[12]
+            if access_key is None:
+                return i
+            if acc is None or (access_key is not last_key and access_key != last_key):
+                acc = self._account(cfg, access_key)
+                if acc is None:
+                    return i
+                w = acc.white.get(host)
+                if w is None:
+                    if len(acc.white) >= _ACL_CACHE_MAX:
+                        acc.white.clear()
+                    w = acc.white[host] = bool(self.decisions.account_white(acc.account, host))
+                account_white = w
+                last_key, last_topic = access_key, None
+            if account_white:
+                continue  # the account's own white address: no signature needed (RocketMQ's rule)
+            given = item[13]
+            if given is None:
+                return i
+            content, body = <bytes>item[14], <bytes>item[10]
+            if len(body) <= _SHORT_SIGNED:
+                mq_hmac_sha1(acc.inner, acc.outer, <const unsigned char *>PyBytes_AS_STRING(content), len(content),
+                             <const unsigned char *>PyBytes_AS_STRING(body), len(body), d)
+                if not _b64_digest_is(d, <bytes>given):
+                    return i
+            else:
+                mac = acc.mac.copy()
+                mac.update(content)
+                mac.update(body)  # OpenSSL's update: at hash speed, without the GIL
+                digest = mac.digest()
+                if len(digest) != 20 or not _b64_digest_is(<const unsigned char *>PyBytes_AS_STRING(digest),
+                                                           <bytes>given):
+                    return i
+            topic = item[1]
+            if last_topic is None or (topic is not last_topic and topic != last_topic):
+                ok = acc.topics.get(topic)
+                if ok is None:
+                    if len(acc.topics) >= _ACL_CACHE_MAX:
+                        acc.topics.clear()
+                    ok = acc.topics[topic] = bool(self.decisions.may_send(acc.account, topic))
+                last_topic = topic
+            if not ok:
+                return i
+        return n
+
+
 cdef class SendCore:
     """The send pipeline's common case in C for one receive buffer; state stays on the
     Python ``SendPipeline`` (configuration-derived parts, remembered routes), read here."""
@@ -147,8 +308,9 @@ cdef class SendCore:
     cdef object host_key  # the store host the answer's hex was made for (SendPipeline._hex)
     cdef bytes host_hex
     cdef _Names names  # the topic of the last send read, as str (kept with its hash)
+    cdef SendAcl acl  # aclEnable: each send's check (None: no ACL)
 
-    def __init__(self, pipeline, peer_host, not_allowed, int version):
+    def __init__(self, pipeline, peer_host, not_allowed, int version, acl=None):
         self.pipeline = pipeline
         self.send = pipeline.send
         self.store, self.topics, self.stats = self.send.store, self.send.topics, self.send.stats
@@ -159,6 +321,7 @@ cdef class SendCore:
         self.version = version
         self.routes_version = -1
         self.names = _Names()
+        self.acl = None if acl is None else SendAcl(acl)
 
     cpdef tuple take(self, channel, object view, Py_ssize_t start, Py_ssize_t end):
         """``(stop, answers)``: the position after the plain sends taken from the head of
@@ -185,9 +348,25 @@ cdef class SendCore:
             return start, None
         cdef object store = self.store
         # --- read ---
-        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names)
+        cdef SendAcl acl = self.acl
+        cdef tuple item
+        cdef list items = _parse_plain(view, start, end, self.max_frame_bytes, cluster, self.indexed, self.names,
+                                       acl is not None)
         if not items:
             return start, None
+        cdef Py_ssize_t allowed = 0
+        if acl is not None:  # --- ACL --- (what the hook would refuse: the general path answers)
+            if isinstance(channel, ChannelCore):  # the peer's host, read once per connection
+                host = (<ChannelCore>channel)._remote_host
+                if host is None:
+                    host = (<ChannelCore>channel)._remote_host = channel.remote_host
+            else:
+                host = channel.remote_host
+            allowed = acl.allowed(host, items)
+            if not allowed:
+                return start, None
+            if allowed < len(items):
+                del items[allowed:]
         # --- route ---
         cdef object topics = self.topics
         cdef dict routes = self.routes
@@ -200,7 +379,6 @@ cdef class SendCore:
                 p._routes_version = version
             self.routes_version = version
         cdef Py_ssize_t routed = 0, n = len(items)
-        cdef tuple item
         cdef object queues, tc
         cdef str topic
         for item in items:
@@ -275,7 +453,7 @@ cdef inline void _count_puts(object stats, dict put_counts, str topic, Py_ssize_
 
 
 cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_frame_bytes, bytes cluster,
-                       bint indexed, _Names names):
+                       bint indexed, _Names names, bint signed=False):
     """parse_plain_sends(...)[0], without the Python call (and the last topic's str given again)."""
     cdef Py_buffer b
     cdef Py_ssize_t stop
@@ -284,7 +462,8 @@ cdef list _parse_plain(object view, Py_ssize_t start, Py_ssize_t end, Py_ssize_t
         if end > b.len or start < 0 or start > end:
             raise ValueError(f"range {start}..{end} is outside a buffer of {b.len} bytes")
         return _parse(<const unsigned char *>b.buf, start, end, max_frame_bytes,
-                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop)
+                      <const unsigned char *>PyBytes_AS_STRING(cluster), len(cluster), indexed, names, &stop,
+                      signed)
     finally:
         PyBuffer_Release(&b)
 
@@ -305,6 +484,7 @@ cdef class ChannelCore:
     # loops): read here in C, without calling loop.time() per receive buffer
     cdef public bint _monotonic_loop
     cdef object _born_host  # the record's BORNHOST of this peer (SendCore.take)
+    cdef object _remote_host  # Channel.remote_host, read once (SendCore.take's ACL check)
     cdef object _core, _pull_core, _core_of  # the frames processor's ``core``/``pull_core`` (fixed when it is built), and that processor
     # the transport's bound write and writelines, and that transport: a bound method is called
     # without looking the method up on the transport's type per receive buffer

@@ -519,3 +519,22 @@ def test_template_send_lets_a_signal_handler_interrupt_the_wait(k):
         signal.signal(signal.SIGALRM, previous)
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("token", [None, "tok-1"])
+def test_a_signed_send_is_the_generic_signed_frame(token):
+    """``SessionCredentials.sign_fields`` (the blocking pool's ``call`` under ACL) gives the
+    fields ``sign`` gives the same request as a command: the kernel's frame is the generic
+    signed frame byte for byte."""
+    from mqcore.acl import SessionCredentials
+    creds = SessionCredentials("ak1", "sk-secret", token)
+    values = ("ProducerGroup", "BenchTopic", "TBW102", 4, 3, 0, 1_700_000_000_000, 0,
+              "UNIQ_KEY\x01ABCDEF0123456789\x02TAGS\x01t", 0, False, None, False, "broker-a")
+    body = b"y" * 300
+    keys2, values2 = creds.sign_fields(V2_KEYS, values, body)
+    frame = _both_encode(int(RequestCode.SEND_MESSAGE_V2), "PYTHON", 399, 17, 0, keys2, values2, body)
+    cmd = create_request(RequestCode.SEND_MESSAGE_V2, {k: v for k, v in zip(V2_KEYS, values) if v is not None}, body,
+                         opaque=17, language=LanguageCode.PYTHON, version=399)
+    creds.sign(cmd)
+    assert frame == encode_frame(cmd)
+    assert creds.sign_fields(("a", "AccessKey"), ("x", "y"), b"") is None  # already signed: the command path

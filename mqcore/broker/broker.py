@@ -23,6 +23,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
+from mqcore.acl.fast import SendAclDecisions
 from mqcore.acl.v2.admin import AuthAdmin, initial_users
 from mqcore.acl.v2.check import AuthChecker, BrokerAuthHook
 from mqcore.acl.v2.store import FILE_NAME as AUTH_FILE_NAME
@@ -544,14 +545,26 @@ class Broker:
         self.server.register_processor(RC.SEND_MESSAGE_V2, guarded(RC.SEND_MESSAGE_V2, send.send,
                                                                     self.groups.consume_enabled))
         # the SEND pipeline's common case, straight from each connection's received bytes
-        # (not installed under ACL: every request passes the ACL hook first)
         # and the PULL pipeline's, offered the frames the send pipeline does not take; with the
         # compiled kernels the connections are the send pipeline's C-based channel class
-        send_pipeline = SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes)
-        self.server.register_frames_processor(RequestPipelines(
-            send_pipeline,
-            PullPipeline(pull, consume_enabled=self.groups.consume_enabled, max_frame_bytes=self.server.max_frame_bytes)),
-            send_pipeline.channel_class)
+        if self.acl is None and not self.auth_enabled:  # no hook before requests
+            send_pipeline = SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes)
+            self.server.register_frames_processor(RequestPipelines(
+                send_pipeline,
+                PullPipeline(pull, consume_enabled=self.groups.consume_enabled,
+                             max_frame_bytes=self.server.max_frame_bytes)),
+                send_pipeline.channel_class)
+        elif not self.auth_enabled:
+            # plain ACL: the compiled send core checks each signed send as the hook would
+            # (mqcore/acl/fast.py) and leaves every other frame to the hook; the pull pipeline
+            # does not check, so it is not installed. ACL 2.0 (and the twin kernels): none.
+            acl_file = self.acl
+            assert acl_file is not None
+            send_pipeline = SendPipeline(send, max_frame_bytes=self.server.max_frame_bytes,
+                                         acl=SendAclDecisions(lambda: acl_file.current))
+            if send_pipeline.core is not None:
+                self.server.register_frames_processor(RequestPipelines(send_pipeline), send_pipeline.channel_class,
+                                                      checks_before_request=True)
 
     def _registered(self, processor):
         """``processor``, answering its success only once the name servers know the change,

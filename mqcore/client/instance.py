@@ -114,12 +114,15 @@ class ClientInstance:
         self.client_id = f"{self.client_ip}@{instance_name}" + (f"@{config.unit_name}" if config.unit_name else "")
         self.uniq_ids = UniqIdGenerator(self.client_ip, clock=clock)
         self.loop_thread = LoopThread(name=f"mqcore-client[{self.client_id}]")
-        signer = None
+        signer = sign_fields = None
         if config.access_key is not None:  # plain ACL: sign every request (Java's AclClientRPCHook)
-            signer = SessionCredentials(config.access_key, config.secret_key or "", config.security_token).sign
+            credentials = SessionCredentials(config.access_key, config.secret_key or "", config.security_token)
+            # (sign_fields: the same signature for the sends the blocking pool's kernel writes)
+            signer, sign_fields = credentials.sign, credentials.sign_fields
         tls = client_context(trust_cert_path=config.tls_trust_cert_path, cert_path=config.tls_cert_path,
                              key_path=config.tls_key_path) if config.use_tls else None
-        self.remoting = RemotingClient(name=f"client {self.client_id}", before_request=signer, tls=tls)
+        self.remoting = RemotingClient(name=f"client {self.client_id}", before_request=signer, tls=tls,
+                                       sign_fields=sign_fields)
         self.api = MQClientAPI(self.remoting, language=config.language, version=config.version,
                                namesrv_addrs=config.namesrv_addrs, on_loop=self.loop_thread.run)
         self.rebalance_interval_ms = rebalance_interval_ms

@@ -90,6 +90,8 @@ _DONTWAIT = socket.MSG_DONTWAIT
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
 #: called with (addr, request) right before a request is encoded
 Finalizer = Callable[[str, RemotingCommand], None]
+#: (extFields keys, values, body) -> the keys and values with the finalizer's fields added, or None
+FieldsSigner = Callable[[tuple[str, ...], tuple[Any, ...], bytes], "tuple[tuple[str, ...], tuple[Any, ...]] | None"]
 #: an idle socket is polled for a peer close before reuse only after this long (module docstring)
 IDLE_CHECK_S = 0.001
 #: ``(code, opaque, flag, remark, ext_fields)`` of an answer read by the ``decode_json_answer`` kernel
@@ -385,7 +387,8 @@ class BlockingPool:
 
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, connect_timeout_ms: float = 3000,
                  max_idle_per_addr: int = DEFAULT_MAX_IDLE_PER_ADDR, finalize: Finalizer | None = None,
-                 name: str = "blocking-pool", kernels: WireClientKernels | None = None) -> None:
+                 name: str = "blocking-pool", kernels: WireClientKernels | None = None,
+                 sign_fields: FieldsSigner | None = None) -> None:
         if connect_timeout_ms <= 0:
             raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
         if max_idle_per_addr < 1:
@@ -396,6 +399,9 @@ class BlockingPool:
         self._max_idle = max_idle_per_addr
         #: called with (addr, request) right before a request is encoded; may be set later
         self.finalize = finalize
+        #: ``finalize``'s change for a request the ``call`` kernel writes from keys and values
+        #: (the ACL signer's ``sign_fields``): with it ``call`` still runs under ``finalize``
+        self.sign_fields = sign_fields
         self._idle: dict[str, list[BlockingConnection]] = {}
         #: the idle socket last given back per address, outside the lock: a caller sending in a
         #: loop takes and returns it with one atomic dict operation each (``dict.pop``,
@@ -454,9 +460,15 @@ class BlockingPool:
              values: tuple[Any, ...], body: bytes, timeout_ms: float) -> AnswerHeader | RemotingCommand | None:
         """``invoke_frame`` with the frame written by the ``encode_request_frame`` kernel from
         these arguments (see :meth:`BlockingConnection.call`): the send path's one call per
-        request. None, with nothing sent, when the kernel declines or a ``finalize`` hook is set."""
+        request. None, with nothing sent, when the kernel declines or a ``finalize`` hook is set
+        without ``sign_fields`` (which then adds its fields)."""
         if self.finalize is not None:
-            return None
+            if self.sign_fields is None:
+                return None
+            signed = self.sign_fields(keys, values, body)
+            if signed is None:
+                return None
+            keys, values = signed
         now = time.monotonic()
         deadline = now + timeout_ms / 1000.0
         conn = self._take(addr, deadline, timeout_ms, now)

@@ -39,7 +39,7 @@ from mqcore.errors import (
     RemotingConnectError,
     RemotingTimeoutError,
 )
-from mqcore.remoting.blocking import BlockingPool
+from mqcore.remoting.blocking import BlockingPool, FieldsSigner
 from mqcore.remoting.channel import Channel, parse_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
@@ -66,9 +66,12 @@ class RemotingClient(ProcessorRegistry):
         name: str = "remoting-client",
         before_request: Callable[[RemotingCommand], None] | None = None,
         tls: ssl.SSLContext | None = None,
+        sign_fields: FieldsSigner | None = None,
     ) -> None:
         """``tls``: connect over TLS with this context (``mqcore.remoting.tls.client_context``);
-        the blocking pool (``invoke_blocking``) then refuses: its kernels write plaintext."""
+        the blocking pool (``invoke_blocking``) then refuses: its kernels write plaintext.
+        ``sign_fields``: what ``before_request`` adds, for a request the blocking pool's
+        ``call`` kernel writes from its fields (``SessionCredentials.sign_fields``)."""
         if connect_timeout_ms <= 0:
             raise ConfigError(f"connect_timeout_ms must be > 0, got {connect_timeout_ms}")
         self.name = name
@@ -85,7 +88,8 @@ class RemotingClient(ProcessorRegistry):
         #: blocking sockets for callers' threads (``invoke_blocking``), apart from the loop's channels
         self.blocking = BlockingPool(max_frame_bytes=max_frame_bytes, connect_timeout_ms=connect_timeout_ms,
                                      name=f"{name} (blocking)",
-                                     finalize=self._finalize_blocking if before_request is not None else None)
+                                     finalize=self._finalize_blocking if before_request is not None else None,
+                                     sign_fields=sign_fields if before_request is not None else None)
         self._closed = False
         self.tls = tls
 

@@ -296,6 +296,10 @@ def _check_int(value: int, name: str, lo: int = _INT32_MIN, hi: int = _INT32_MAX
 _LANGUAGE_NAMES = {int(m): m.name for m in LanguageCode}
 
 
+#: orjson's escape of a control character with a hex letter (\u000b, \u001f): fastjson's is uppercase
+_LOWER_HEX_ESCAPE = re.compile(rb"\\u00[01][a-f]")
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     fast = _encode_json_header_fast(cmd) if _orjson is not None else None
     return fast if fast is not None else _encode_json_header_fastjson(cmd)
@@ -324,9 +328,11 @@ def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
         out = _orjson.dumps(obj)
     except TypeError:  # a non-str ext value or key: the careful writer renders it the Java way
         return None
-    if b"\x7f" in out or b"\xc2" in out or b"\\u00" in out:
+    if b"\x7f" in out or b"\xc2" in out or (b"\\u00" in out and _LOWER_HEX_ESCAPE.search(out) is not None):
         # fastjson's extra escapes, or a control character orjson escaped in lowercase hex
-        # (\u001f) where fastjson writes uppercase (\u001F): the careful writer takes over
+        # (\u001f) where fastjson writes uppercase (\u001F): the careful writer takes over.
+        # Other control characters read the same in both (\u0001, \u0002: the separators
+        # of every message's properties), so those headers stay on orjson.
         return None
     return out
 

@@ -142,15 +142,18 @@ class RemotingServer(ProcessorRegistry):
         return self._max_frame_bytes
 
     def register_frames_processor(self, processor: FramesProcessor,
-                                  channel_class: Callable[..., Channel] | None = None) -> bool:
+                                  channel_class: Callable[..., Channel] | None = None, *,
+                                  checks_before_request: bool = False) -> bool:
         """``processor`` reads complete frames straight from each connection's receive
         buffer before they are decoded (see :data:`~mqcore.remoting.channel.FramesProcessor`;
         the broker's send pipeline). Not installed when a ``before_request`` hook is set:
         every request must then pass the hook (ACL) as a decoded command, before anything
-        of it is stored. ``channel_class``: a Channel subclass with the processor's
-        connection core in C (the send pipeline's, with the compiled kernels). Returns
-        whether it was installed; connections accepted later use it."""
-        if self._before_request is not None:
+        of it is stored - unless ``checks_before_request``: the processor takes only frames
+        the hook would let through (the send pipeline with plain ACL). ``channel_class``: a
+        Channel subclass with the processor's connection core in C (the send pipeline's, with
+        the compiled kernels). Returns whether it was installed; connections accepted later
+        use it."""
+        if self._before_request is not None and not checks_before_request:
             return False
         self._frames = processor
         if channel_class is not None:

@@ -22,8 +22,12 @@ before anything of it is written or counted: the channel decodes it into a comma
 dispatches it to the general processor (``SendProcessor.send`` behind the request guard),
 whose stages handle the rest - topic auto-creation, the retry/DLQ redirect, delay levels,
 transactions (``SendProcessor.transaction_stage``), batches, SYNC_FLUSH waits, SYNC_MASTER
-waits for a slave (``SendProcessor.replicated``), refusals and errors. The channel then offers the frames after it to this pipeline again. ACL-enabled
-servers do not install the pipeline (every request passes the ACL hook as a command first).
+waits for a slave (``SendProcessor.replicated``), refusals and errors. The channel then offers the frames after it to this pipeline again.
+
+With plain ACL on (``acl``: ``mqcore.acl.fast.SendAclDecisions``) only the compiled core
+runs, and it takes a signed send only when the ACL hook would let it through (``SendAcl`` in
+mqcore/_send_core.pxi: the signature of each request, the file-derived answers remembered);
+every other request passes the hook as a command first, as without the pipeline.
 tests/broker/test_send_pipeline.py sends the same requests both ways and compares the
 answer bytes and the store files.
 
@@ -54,6 +58,7 @@ from mqcore.remoting.channel import Channel
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
+    from mqcore.acl.fast import SendAclDecisions
     from mqcore.broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -84,8 +89,11 @@ class SendPipeline:
     use_core = True
 
     def __init__(self, send: SendProcessor, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 kernels: PipelineKernels | None = None) -> None:
+                 kernels: PipelineKernels | None = None, acl: SendAclDecisions | None = None) -> None:
         self.send = send
+        #: plain ACL's answers for the compiled core; with it ``__call__`` runs the core too
+        #: (the Python stages do not check signatures)
+        self.acl = acl
         self.k = kernels if kernels is not None else default_pipeline_kernels()
         self.max_frame_bytes = max_frame_bytes
         #: (trace_on, region) -> the answer header's text around the queue id, or None when the
@@ -108,11 +116,22 @@ class SendPipeline:
         self.channel_class: type[Channel] | None = None
         send_core = getattr(self.k, "SendCore", None) if self.use_core else None
         if send_core is not None:
-            self.core = send_core(self, peer_host, NOT_ALLOWED_SEND_TOPICS, _VERSION)
+            self.core = send_core(self, peer_host, NOT_ALLOWED_SEND_TOPICS, _VERSION, acl)
             # the twin has neither (kernel_api.PipelineKernels does not list them): looked up by name
             self.channel_class = _core_channel_class(getattr(self.k, "ChannelCore"))
 
     def __call__(self, channel: Channel, view: memoryview, start: int, end: int) -> int:
+        if self.acl is not None:  # only the compiled core checks signatures (it takes what the hook would pass)
+            if self.core is None:
+                return start
+            stop: int
+            stop, answers = self.core.take(channel, view, start, end)
+            if answers is not None:
+                try:
+                    channel.write_frame_nowait(answers)
+                except RemotingError as e:
+                    log.debug("%s: send answers dropped: %s", channel, e)
+            return stop
         send = self.send
         cfg = send.cfg
         if cfg is not self._cfg:  # replaced as a whole by a run-time configuration change
