@@ -6,8 +6,10 @@ levels). Waits go through :meth:`ServiceThread.wait_for_running`, so ``wakeup`` 
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +54,15 @@ class ServiceThread:
         self._wakeup.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+
+
+async def cancel_and_wait(task: "asyncio.Task[Any] | None") -> None:
+    """Cancel an asyncio loop task and wait until it has ended (its cancellation swallowed):
+    the asyncio side's ``shutdown``."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass

@@ -32,6 +32,7 @@ from mqcore.jsonutil import loads_lenient
 from mqcore.netaddr import parse_host_port
 from mqcore.remoting import RemotingClient, RequestCode, ResponseCode
 from mqcore.remoting.command import create_request
+from mqcore.service import cancel_and_wait
 from mqcore.store.replica import ReplicaAppender, ReplicaMismatch
 
 
@@ -83,13 +84,8 @@ class HAClient:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         backoff = 0.1
@@ -317,10 +313,5 @@ class Slave:
             await asyncio.sleep(self.sync_interval_s)
 
     async def stop(self) -> None:
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            try:
-                await self._sync_task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._sync_task)
         await self.ha.stop()

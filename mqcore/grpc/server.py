@@ -29,6 +29,7 @@ from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
 from mqcore.netaddr import parse_host_port
 from mqcore.remoting.ratelimit import RateLimitedLog
+from mqcore.service import cancel_and_wait
 
 if TYPE_CHECKING:  # imported when the endpoint starts: the gRPC modules load with it
     from mqcore.grpc.service import MessagingService
@@ -353,13 +354,8 @@ class GrpcEndpoint:
         return self.servicer is not None and self.servicer.recover_orphaned(half)
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self.front is not None:
             await self.front.close()  # no new connections; relayed ones end with the server's
             self.front = None

@@ -41,6 +41,7 @@ from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.pop import journal
 from mqcore.pop.arrivals import Arrivals
 from mqcore.pop.handle import RETRY_PREFIX, pop_retry_topic
+from mqcore.service import cancel_and_wait
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageResult
 from mqcore.tags import split_tags, tag_codes
@@ -580,13 +581,8 @@ class PopService:
                 log.warning("pop revive failed: %s", e)
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self.checkpoint()
 
     def forget_group(self, group: str) -> None:
