@@ -112,7 +112,7 @@ class NamesrvProcess(_Proc):
 class BrokerProcess(_Proc):
     def __init__(self, store_dir, *, namesrv: str | None = None, conf: dict | None = None,
                  broker_name: str = "broker-a", extra_args: list[str] | None = None,
-                 nofile: int | tuple[int, int] | None = None):
+                 nofile: int | tuple[int, int] | None = None, listen_port: int = 0):
         super().__init__(f"mqbroker {broker_name}", nofile=nofile)
         self.store_dir = str(store_dir)
         self.namesrv = namesrv
@@ -124,7 +124,8 @@ class BrokerProcess(_Proc):
         self.extra_args = list(extra_args or [])
         self.broker_addr = ""
         self.namesrv_addr = ""
-        self._port = 0
+        #: 0 = a free port picked by the OS (then no VIP port, listenPort - 2); a restart keeps it
+        self._port = listen_port
         self._ns_port = 0
         self.log_dir = self.store_dir.rstrip("/") + "-logs"
 
