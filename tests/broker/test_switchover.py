@@ -4,11 +4,12 @@ stopped, and the slave restarted on its store with brokerId=0 serves what it cop
 queues end where the master's did (new sends get the next queue offsets), the topic, group and
 committed offsets the slave sync wrote to config/*.json are the master's, and a consumer of that
 group resumes at its committed offset: it gets only what it had not consumed, plus what is sent
-after the switch. Then the same with traffic running across the whole switch."""
+after the switch and a delay message that was still waiting. Then the same with traffic running across the whole switch."""
 from __future__ import annotations
 
 import contextlib
 import json
+import time
 
 import pytest
 
@@ -60,6 +61,10 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
                 assert r.code == ResponseCode.SUCCESS, r.remark
         ends = {q: max(r.queue_offset for r in sent if r.message_queue.queue_id == q) + 1 for q in committed}
 
+        # a delay message still waiting at the switch (level 3: 10 s): the new master delivers it
+        with Producer("move-delay-pg", namesrv_addr=ns.addr) as p:
+            assert p.send(Message(TOPIC, b"delayed", delay_level=3)).ok
+
         new = stack.enter_context(BrokerProcess(tmp_path / "new", namesrv=ns.addr, broker_name=NAME, conf=SLAVE))
         admin.update_broker_config(old.broker_addr, {"brokerPermission": "4"})
         assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP, exact=True)
@@ -74,6 +79,7 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
 
         new.conf.update(MASTER)
         new.start()
+        promoted_ms = int(time.time() * 1000)
         assert wait_for(lambda: [b.broker_addrs for b in admin.topic_route(TOPIC).broker_datas]
                         == [{0: new.broker_addr}], timeout=30)
         assert {q: _ask(new.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET, q, consumerGroup=GROUP)
@@ -91,10 +97,13 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         c.subscribe(TOPIC)
         c.register_listener(sink)
         with c:
-            assert wait_for(lambda: len(sink) >= N - COMMITTED + 100, timeout=60), len(sink)
-            assert not wait_for(lambda: len(sink) > N - COMMITTED + 100, timeout=2)
-        expected = {b"m" * 300 + str(i).encode() for i in range(COMMITTED, N + 100)}
+            assert wait_for(lambda: len(sink) >= N - COMMITTED + 101, timeout=60), len(sink)
+            assert not wait_for(lambda: len(sink) > N - COMMITTED + 101, timeout=2)
+        expected = {b"m" * 300 + str(i).encode() for i in range(COMMITTED, N + 100)} | {b"delayed"}
         assert sorted(m.body for m in sink.msgs) == sorted(expected)
+        # delivered (written to the topic) by the new master, after its start (the delivered copy
+        # keeps the original's store host, as Apache's does)
+        assert [m.store_timestamp >= promoted_ms for m in sink.msgs if m.body == b"delayed"] == [True]
 
 
 @pytest.mark.parametrize("clients", ["fast", "defaults"])
