@@ -1,7 +1,8 @@
 """A store written as a slave opens as the master (the last step of a switch-over, docs/migration.md
 "Moving without downtime"): mqbroker follows an mqbroker master, the master is made read-only and
-stopped, and the slave restarted on its store with brokerId=0 serves what it copied. Its consume
-queues end where the master's did (new sends get the next queue offsets), the topic, group and
+stopped, and the slave restarted on its store with brokerId=0 serves what it copied (from the
+start of the master's last commitlog file, as Apache's slave copies). Its consume queues begin
+there, end where the master's did (new sends get the next queue offsets), the topic, group and
 committed offsets the slave sync wrote to config/*.json are the master's, and a consumer of that
 group resumes at its committed offset: it gets only what it had not consumed, plus what is sent
 after the switch and a delay message that was still waiting. Then the same with traffic running across the whole switch."""
@@ -23,8 +24,8 @@ from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
-FILE = 1 << 20  # 1 MiB commitlog files: the copy crosses files
-NAME, TOPIC, GROUP = "broker-move", "MoveTopic", "move-cg"
+FILE = 1 << 20  # 1 MiB commitlog files: N messages fill one and go on in a second
+NAME, TOPIC, GROUP, BEHIND = "broker-move", "MoveTopic", "move-cg", "behind-cg"
 SLAVE = {"mappedFileSizeCommitLog": FILE, "brokerId": 1, "brokerRole": "SLAVE"}
 MASTER = {"mappedFileSizeCommitLog": FILE, "brokerId": 0, "brokerRole": "ASYNC_MASTER"}
 N, COMMITTED = 4000, 2500
@@ -54,11 +55,15 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         for r in sent[:COMMITTED]:
             q = r.message_queue.queue_id
             committed[q] = max(committed.get(q, 0), r.queue_offset + 1)
+        # ... and BEHIND only the first message of each queue
+        admin.create_group(old.broker_addr, BEHIND)
         with SyncRemotingClient() as rc:
-            for q, off in committed.items():
-                r = rc.invoke(old.broker_addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                    "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(q), "commitOffset": str(off)}), 5000)
-                assert r.code == ResponseCode.SUCCESS, r.remark
+            for group, offs in ((GROUP, committed), (BEHIND, dict.fromkeys(committed, 1))):
+                for q, off in offs.items():
+                    r = rc.invoke(old.broker_addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                        "consumerGroup": group, "topic": TOPIC, "queueId": str(q), "commitOffset": str(off)}),
+                        5000)
+                    assert r.code == ResponseCode.SUCCESS, r.remark
         ends = {q: max(r.queue_offset for r in sent if r.message_queue.queue_id == q) + 1 for q in committed}
 
         # a delay message still waiting at the switch (level 3: 10 s): the new master delivers it
@@ -70,6 +75,10 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP, exact=True)
         old.stop()
         new.stop()
+        # an empty slave copies from the start of the master's last commitlog file, as Apache's does
+        old_files = sorted(p.name for p in (tmp_path / "old" / "commitlog").iterdir())
+        assert len(old_files) == 2
+        assert sorted(p.name for p in (tmp_path / "new" / "commitlog").iterdir()) == old_files[1:]
         # what the slave's sync wrote is the master's: the topic, the group, the committed offsets
         cfg = tmp_path / "new" / "config"
         assert json.loads((cfg / "topics.json").read_text())["topicConfigTable"][TOPIC]["writeQueueNums"] == 4
@@ -85,6 +94,9 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         assert {q: _ask(new.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET, q, consumerGroup=GROUP)
                 for q in committed} == committed
         assert {q: _ask(new.broker_addr, RequestCode.GET_MAX_OFFSET, q) for q in ends} == ends
+        # its queues begin where the copy began: the group's committed offsets lie past that
+        firsts = {q: _ask(new.broker_addr, RequestCode.GET_MIN_OFFSET, q) for q in ends}
+        assert all(0 < firsts[q] < committed[q] for q in ends), (firsts, committed)
         # the queues go on where the master's ended
         after = _send(ns.addr, 100, N)
         assert all(r.ok for r in after)
@@ -104,6 +116,17 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         # delivered (written to the topic) by the new master, after its start (the delivered copy
         # keeps the original's store host, as Apache's does)
         assert [m.store_timestamp >= promoted_ms for m in sink.msgs if m.body == b"delayed"] == [True]
+        # a group behind the copy's start moves to the new master's first offsets (OFFSET_ILLEGAL
+        # corrected, as against any RocketMQ broker whose old files were deleted)
+        behind = Sink()
+        c = PushConsumer(BEHIND, namesrv_addr=ns.addr, **dict(FAST, consume_from_where="first"))
+        c.subscribe(TOPIC)
+        c.register_listener(behind)
+        copied = sum(ends[q] - firsts[q] for q in ends) + 100 + 1
+        with c:
+            assert wait_for(lambda: len(behind) >= copied, timeout=60), (len(behind), copied)
+            assert not wait_for(lambda: len(behind) > copied, timeout=2)
+        assert {q: min(m.queue_offset for m in behind.msgs if m.queue_id == q) for q in ends} == firsts
 
 
 @pytest.mark.parametrize("clients", ["fast", "defaults"])
