@@ -129,15 +129,17 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         assert {q: min(m.queue_offset for m in behind.msgs if m.queue_id == q) for q in ends} == firsts
 
 
-@pytest.mark.parametrize("clients", ["fast", "defaults"])
+@pytest.mark.parametrize("clients", ["fast", "defaults", "fast-app-retry"])
 def test_traffic_across_a_switch_between_mqbrokers(tmp_path, clients):
     """``fast``: clients polling the name server every second; ``defaults``: every 30 s (RocketMQ's
-    default), so they keep sending to the old address until their next poll."""
+    default), so they keep sending to the old address until their next poll; ``fast-app-retry``:
+    the application retries failed sends with a back-off, and none is given up on."""
     with NamesrvProcess() as ns, MQAdmin(ns.addr) as admin, contextlib.ExitStack() as stack:
         old = stack.enter_context(BrokerProcess(tmp_path / "old", namesrv=ns.addr, broker_name=NAME, conf=MASTER))
         create_topic(old.broker_addr, ns.addr, TOPIC)
         admin.create_group(old.broker_addr, GROUP)
-        t = stack.enter_context(SwitchTraffic(ns.addr, TOPIC, GROUP, fast_clients=clients == "fast"))
+        t = stack.enter_context(SwitchTraffic(ns.addr, TOPIC, GROUP, fast_clients=clients.startswith("fast"),
+                                              app_retry=clients.endswith("app-retry")))
         assert t.wait_acked(800), t.report()
         new = stack.enter_context(BrokerProcess(tmp_path / "new", namesrv=ns.addr, broker_name=NAME, conf=SLAVE))
         assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP), t.report()
@@ -152,7 +154,9 @@ def test_traffic_across_a_switch_between_mqbrokers(tmp_path, clients):
         t.stop_sending()
         assert t.wait_consumed_all(120), t.report()
         assert t.duplicates() <= acked // 10, t.report()
-        assert 0 < t.refused_window_s() < (10 if clients == "fast" else 45), t.report()
+        assert 0 < t.refused_window_s() < (10 if clients.startswith("fast") else 45), t.report()
+        if t.app_retry:  # every message sent until acknowledged: sw-0, sw-1, ... with no gap
+            assert t.acked == [f"sw-{i}".encode() for i in range(len(t.acked))]
         print(switch_report(t))
         t.close()
         assert wait_for(lambda: admin.consume_stats(GROUP, TOPIC).diff_total == 0, timeout=30)

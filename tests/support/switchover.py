@@ -32,13 +32,16 @@ FAST_CONSUMER = dict(FAST_CLIENT, rebalance_interval_ms=1000, persist_consumer_o
 class SwitchTraffic:
     """Sends ``sw-<i>`` every ``pause_s`` until stopped or ``max_messages`` were acknowledged;
     consumes the topic in ``group`` from the start. ``fast_clients``: poll the name server
-    every second (else RocketMQ's 30 s)."""
+    every second (else RocketMQ's 30 s). ``app_retry``: a send the client gave up on with a
+    retriable error is sent again after a back-off (0.1 s doubling to 2 s), as an application
+    riding through a switch would: then every message is acknowledged, in order."""
 
     def __init__(self, namesrv_addr: str, topic: str, group: str, *, max_messages: int = 6000,
-                 pause_s: float = 0.005, fast_clients: bool = True):
+                 pause_s: float = 0.005, fast_clients: bool = True, app_retry: bool = False):
         self.namesrv_addr, self.topic, self.group = namesrv_addr, topic, group
         self.max_messages = max_messages
         self.pause_s = pause_s
+        self.app_retry = app_retry
         self.acked: list[bytes] = []
         self.failed = 0
         self.errors: Counter[str] = Counter()
@@ -62,15 +65,17 @@ class SwitchTraffic:
             self.consumed.update(bytes(m.body) for m in msgs)
 
     def _send_loop(self) -> None:
-        i = 0
+        i, delay = 0, 0.1
         while not self._stop.is_set() and len(self.acked) < self.max_messages:
             body = f"sw-{i}".encode()
-            i += 1
             try:
                 ok = self.producer.send(Message(self.topic, body, keys=[f"k{i}"])).ok
                 why = "" if ok else "not SEND_OK"
+                retriable = False
             except MQError as e:
-                ok, why = False, type(e).__name__
+                ok, why, retriable = False, type(e).__name__, e.retriable
+            if ok or not (self.app_retry and retriable):
+                i += 1  # else the same message again (the application's retry, docs/migration.md)
             now = time.monotonic()
             with self._lock:
                 if ok:
@@ -82,8 +87,14 @@ class SwitchTraffic:
                     self.errors[why] += 1
                     if not self.outages or self.outages[-1][1] is not None:
                         self.outages.append([now, None])
-            # a failed send is retried by the client already: no need to hammer a broker that is down
-            self._stop.wait(self.pause_s if ok else 0.02)
+            if ok:
+                delay = 0.1
+                self._stop.wait(self.pause_s)
+            elif self.app_retry:
+                self._stop.wait(delay)  # the back-off of docs/migration.md's send_through_a_switch
+                delay = min(delay * 2, 2.0)
+            else:
+                self._stop.wait(0.02)  # the client retried already: no need to hammer a broker that is down
 
     # --- the test's side ------------------------------------------------------------------------
     def start(self) -> "SwitchTraffic":
