@@ -11,6 +11,7 @@ and printed (``-s`` shows it)."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 
@@ -63,9 +64,11 @@ def test_apache_master_to_mqbroker_without_downtime(tmp_path):
         assert caught_up(admin, java.addr, mq.broker_addr, TOPIC, GROUP, exact=True, traffic=t), t.report()
         acked = t.acked_count()
         # 3. the Apache master stopped, mqbroker restarted on its store as the master
+        began = time.monotonic()
         java.stop()
         mq.conf.update(MASTER)
         mq.restart()
+        print(f"SWITCHOVER old master stopped and new one started in {time.monotonic() - began:.2f} s")
         assert t.wait_acked(acked + AFTER), t.report()
         t.stop_sending()
         _check(t, admin, acked, mq.broker_addr)
@@ -89,9 +92,11 @@ def test_mqbroker_master_to_apache_without_downtime(tmp_path):
         admin.update_broker_config(mq.broker_addr, {"brokerPermission": "4"})
         assert caught_up(admin, mq.broker_addr, java.addr, TOPIC, GROUP, exact=True, traffic=t), t.report()
         acked = t.acked_count()
+        began = time.monotonic()
         mq.stop()
         java.conf.update(MASTER)
         java.restart()
+        print(f"SWITCHOVER old master stopped and new one started in {time.monotonic() - began:.2f} s")
         assert t.wait_acked(acked + AFTER, timeout=240), t.report()
         t.stop_sending()
         _check(t, admin, acked, java.addr)
