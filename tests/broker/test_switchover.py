@@ -43,7 +43,10 @@ def _ask(addr: str, code: int, queue: int, **ext: str) -> int:
     return int(r.ext_fields["offset"])
 
 
-def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
+@pytest.mark.parametrize("slave_end", ["stopped", "killed"])
+def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path, slave_end):
+    """``killed``: the slave is killed (SIGKILL) instead of stopped: the master it becomes
+    recovers the store as after a crash."""
     with NamesrvProcess() as ns, MQAdmin(ns.addr) as admin, contextlib.ExitStack() as stack:
         old = stack.enter_context(BrokerProcess(tmp_path / "old", namesrv=ns.addr, broker_name=NAME, conf=MASTER))
         create_topic(old.broker_addr, ns.addr, TOPIC)
@@ -74,7 +77,10 @@ def test_a_store_written_as_a_slave_opens_as_the_master(tmp_path):
         admin.update_broker_config(old.broker_addr, {"brokerPermission": "4"})
         assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP, exact=True)
         old.stop()
-        new.stop()
+        if slave_end == "killed":
+            new.kill9()
+        else:
+            new.stop()
         # an empty slave copies from the start of the master's last commitlog file, as Apache's does
         old_files = sorted(p.name for p in (tmp_path / "old" / "commitlog").iterdir())
         assert len(old_files) == 2
