@@ -50,13 +50,13 @@ class WatchedFile(ServiceThread, Generic[T]):
     #: the logger the lines go to (each subclass's module)
     logger = log
 
-    def __init__(self, path: str, initial: T, *, clock: Callable[[], int] = system_clock_ms,
+    def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms,
                  poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
         super().__init__()
         self.path = os.path.abspath(path)
         self.clock = clock
         self.poll_interval_s = poll_interval_s
-        self.current = initial
+        self.current = self._empty()
         #: epoch ms of the last successful (re)load
         self.loaded_at_ms = 0
         self.reloads = 0
@@ -71,6 +71,10 @@ class WatchedFile(ServiceThread, Generic[T]):
         except OSError:
             return None
         return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _empty(self) -> T:
+        """The data before the first load."""
+        raise NotImplementedError
 
     def _read(self) -> T:
         raise NotImplementedError
@@ -136,9 +140,8 @@ class AclFile(WatchedFile[PlainAclConfig]):
     name = "acl-file-watch"
     label = "ACL"
 
-    def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms,
-                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
-        super().__init__(path, PlainAclConfig(), clock=clock, poll_interval_s=poll_interval_s)
+    def _empty(self) -> PlainAclConfig:
+        return PlainAclConfig()
 
     def _read(self) -> PlainAclConfig:
         try:

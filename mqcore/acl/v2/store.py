@@ -27,8 +27,7 @@ from mqcore.acl.v2.model import (
     acl_from_json,
     user_from_json,
 )
-from mqcore.acl.watch import DEFAULT_POLL_INTERVAL_S, WatchedFile
-from mqcore.clock import system_clock_ms
+from mqcore.acl.watch import WatchedFile
 from mqcore.errors import AclConfigError
 
 log = logging.getLogger(__name__)
@@ -81,9 +80,8 @@ class AuthStore(WatchedFile[AuthData]):
     missing_is_empty = True  # no file yet: no users, no ACLs (the admin requests create it)
     logger = log
 
-    def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms,
-                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
-        super().__init__(path, AuthData(), clock=clock, poll_interval_s=poll_interval_s)
+    def _empty(self) -> AuthData:
+        return AuthData()
 
     def _read(self) -> AuthData:
         try:
