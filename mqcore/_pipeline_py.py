@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from mqcore import _store_py
 from mqcore._store_py import index_hash, java_hash
@@ -41,6 +41,7 @@ _REQUIRED = ("a", "b", "c", "d", "e", "f", "g", "h")
 _NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
                         "__STARTDELIVERTIME"})
 _INT32 = 1 << 31
+_Item = TypeVar("_Item")
 
 
 def _decimal(text: str, max_digits: int) -> int:
@@ -120,13 +121,15 @@ def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, clu
             bytes(view[body_at:frame_end]), frame_end)
 
 
-def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, cluster: bytes,
-                      indexed: bool) -> tuple[list[PlainSend], int]:
-    """See ``_pipeline.parse_plain_sends``."""
+def _parse_frames(buf: Any, start: int, end: int, max_frame_bytes: int,
+                  item_of: Callable[[memoryview, int, int, int], _Item | None]) -> tuple[list[_Item], int]:
+    """The frames of ``buf[start:end]`` one by one (length, header length, header, body), each
+    through ``item_of(view, header_at, body_at, frame_end)``, up to the first one that is short,
+    too long, not JSON-serialized or not ``item_of``'s: the items and where that one begins."""
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     if end > len(view) or start < 0 or start > end:
         raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
-    items: list[PlainSend] = []
+    items: list[_Item] = []
     pos = start
     while end - pos >= 8:
         length = int.from_bytes(view[pos:pos + 4], "big")
@@ -141,12 +144,20 @@ def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, clus
         hlen = word & 0xFFFFFF
         if hlen > length - 4:
             break
-        item = _plain_send(view, pos + 8, pos + 8 + hlen, pos + total, cluster, indexed)
+        item = item_of(view, pos + 8, pos + 8 + hlen, pos + total)
         if item is None:
             break
         items.append(item)
         pos += total
     return items, pos
+
+
+def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, cluster: bytes,
+                      indexed: bool) -> tuple[list[PlainSend], int]:
+    """See ``_pipeline.parse_plain_sends``."""
+    return _parse_frames(buf, start, end, max_frame_bytes,
+                         lambda view, hdr_at, body_at, frame_end: _plain_send(view, hdr_at, body_at, frame_end,
+                                                                              cluster, indexed))
 
 
 def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int, phy: int,
@@ -270,30 +281,7 @@ def _plain_pull(view: memoryview, hdr_at: int, body_at: int, frame_end: int) -> 
 
 def parse_pulls(buf: Any, start: int, end: int, max_frame_bytes: int) -> tuple[list[PlainPull], int]:
     """See ``_pipeline.parse_pulls``."""
-    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
-    if end > len(view) or start < 0 or start > end:
-        raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
-    items: list[PlainPull] = []
-    pos = start
-    while end - pos >= 8:
-        length = int.from_bytes(view[pos:pos + 4], "big")
-        if length > max_frame_bytes or length < 4:
-            break
-        total = 4 + length
-        if total > end - pos:
-            break
-        word = int.from_bytes(view[pos + 4:pos + 8], "big")
-        if word >> 24:
-            break
-        hlen = word & 0xFFFFFF
-        if hlen > length - 4:
-            break
-        item = _plain_pull(view, pos + 8, pos + 8 + hlen, pos + total)
-        if item is None:
-            break
-        items.append(item)
-        pos += total
-    return items, pos
+    return _parse_frames(buf, start, end, max_frame_bytes, _plain_pull)
 
 
 def pull_answer(code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int, max_offset: int,
