@@ -47,6 +47,8 @@ class WatchedFile(ServiceThread, Generic[T]):
     #: True when ``_read`` takes a missing file for an empty one (a deleted file then empties
     #: the data); False when a file that is gone keeps the last good data (logged once)
     missing_is_empty = False
+    #: the file named in a read error ("cannot read <file_kind><path>")
+    file_kind = ""
     #: the logger the lines go to (each subclass's module)
     logger = log
 
@@ -76,8 +78,19 @@ class WatchedFile(ServiceThread, Generic[T]):
         """The data before the first load."""
         raise NotImplementedError
 
-    def _read(self) -> T:
+    def _parse(self, text: str) -> T:
+        """The file's text -> its data; AclConfigError naming the file and the bad part."""
         raise NotImplementedError
+
+    def _read(self) -> T:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            if self.missing_is_empty and isinstance(e, FileNotFoundError):
+                return self._empty()
+            raise AclConfigError(f"cannot read {self.file_kind}{self.path}: {e}") from None
+        return self._parse(text)
 
     def _summary(self, data: T) -> str:
         raise NotImplementedError
@@ -114,7 +127,7 @@ class WatchedFile(ServiceThread, Generic[T]):
                 if self._reported != status:  # once per bad version of the file
                     self._reported = status
                     self.logger.error("%s: %s; the previous %s in force until the file is fixed", self.label, e,
-                                   self.kept)
+                                      self.kept)
                 return False
             self.current = data
             self._reported = None
@@ -139,16 +152,12 @@ class AclFile(WatchedFile[PlainAclConfig]):
 
     name = "acl-file-watch"
     label = "ACL"
+    file_kind = "ACL file "
 
     def _empty(self) -> PlainAclConfig:
         return PlainAclConfig()
 
-    def _read(self) -> PlainAclConfig:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise AclConfigError(f"cannot read ACL file {self.path}: {e}") from None
+    def _parse(self, text: str) -> PlainAclConfig:
         return parse_plain_acl(text, self.path)
 
     def _summary(self, data: PlainAclConfig) -> str:

@@ -83,14 +83,7 @@ class AuthStore(WatchedFile[AuthData]):
     def _empty(self) -> AuthData:
         return AuthData()
 
-    def _read(self) -> AuthData:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return AuthData()
-        except (OSError, UnicodeDecodeError) as e:
-            raise AclConfigError(f"cannot read {self.path}: {e}") from None
+    def _parse(self, text: str) -> AuthData:
         return parse_auth(text, self.path)
 
     def _summary(self, data: AuthData) -> str:
