@@ -89,10 +89,7 @@ cdef struct Header:
 
 
 # --- a JSON subset reader: what a 4.x client sends, anything else declined (returns -1) ---
-cdef inline Py_ssize_t _ws(const unsigned char *b, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
-    while p < end and (b[p] == 32 or b[p] == 9 or b[p] == 10 or b[p] == 13):
-        p += 1
-    return p
+include "_json_scan.pxi"
 
 
 cdef Py_ssize_t _string(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Span *s) noexcept nogil:
@@ -152,21 +149,6 @@ cdef Py_ssize_t _int32(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, int
 
 cdef inline bint _key_is(const unsigned char *b, Span *s, const char *name, Py_ssize_t n) noexcept nogil:
     return not s.escaped and s.end - s.at == n and memcmp(b + s.at, name, n) == 0
-
-
-cdef inline Py_ssize_t _next_member(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, bint *more) noexcept nogil:
-    """After an object member's value: past ``,`` and the blanks after it (``more``: a key
-    follows), or just past ``}`` (not ``more``); -1 for anything else."""
-    p = _ws(b, p, end)
-    if p >= end:
-        return -1
-    if b[p] == 44:
-        more[0] = True
-        return _ws(b, p + 1, end)
-    if b[p] == 125:
-        more[0] = False
-        return p + 1
-    return -1
 
 
 cdef Py_ssize_t _ext(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Header *h) noexcept nogil:

@@ -282,10 +282,7 @@ cdef enum:
     _WC_SERIALIZE = 128
 
 
-cdef inline Py_ssize_t _wc_ws(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
-    while p < n and (s[p] == 0x20 or s[p] == 0x09 or s[p] == 0x0a or s[p] == 0x0d):
-        p += 1
-    return p
+include "_json_scan.pxi"
 
 
 cdef Py_ssize_t _wc_string_end(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
@@ -337,10 +334,10 @@ cdef inline bint _wc_name_is(const unsigned char* s, Py_ssize_t a, Py_ssize_t b,
 cdef inline Py_ssize_t _wc_value_at(const unsigned char* s, Py_ssize_t e, Py_ssize_t n) noexcept:
     """After a key whose closing quote is at ``e``: where its value begins (past ``:`` and the
     blanks around it), or -1."""
-    cdef Py_ssize_t p = _wc_ws(s, e + 1, n)
+    cdef Py_ssize_t p = _ws(s, e + 1, n)
     if p >= n or s[p] != 0x3a:
         return -1
-    return _wc_ws(s, p + 1, n)
+    return _ws(s, p + 1, n)
 
 
 cdef inline Py_ssize_t _wc_string_value(const unsigned char* s, Py_ssize_t e, Py_ssize_t n, Py_ssize_t* at) noexcept:
@@ -351,21 +348,6 @@ cdef inline Py_ssize_t _wc_string_value(const unsigned char* s, Py_ssize_t e, Py
         return -1
     at[0] = p + 1
     return _wc_string_end(s, p, n)
-
-
-cdef inline Py_ssize_t _wc_next_member(const unsigned char* s, Py_ssize_t p, Py_ssize_t n, bint* more) noexcept:
-    """After an object member's value: past ``,`` and the blanks after it (``more``: a key
-    follows), or just past ``}`` (not ``more``); -1 for anything else."""
-    p = _wc_ws(s, p, n)
-    if p >= n:
-        return -1
-    if s[p] == 0x7d:
-        more[0] = False
-        return p + 1
-    if s[p] != 0x2c:
-        return -1
-    more[0] = True
-    return _wc_ws(s, p + 1, n)
 
 
 cdef inline int _wc_top_key(const unsigned char* s, Py_ssize_t q, Py_ssize_t e) noexcept:
@@ -424,10 +406,10 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
     cdef object remark = None
     cdef dict ext = {}
     cdef object key
-    p = _wc_ws(s, p, n)
+    p = _ws(s, p, n)
     if p >= n or s[p] != 0x7b:
         return None
-    p = _wc_ws(s, p + 1, n)
+    p = _ws(s, p + 1, n)
     if p < n and s[p] == 0x7d:
         return None  # {}: no code
     while True:
@@ -440,7 +422,7 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
-            p = _wc_ws(s, p + 1, n)
+            p = _ws(s, p + 1, n)
             if p < n and s[p] == 0x7d:
                 p += 1
             else:
@@ -455,7 +437,7 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
                     if e < 0:
                         return None
                     ext[key] = (<const char*>s)[p:e].decode("ascii")
-                    p = _wc_next_member(s, e + 1, n, &more)
+                    p = _next_member(s, e + 1, n, &more)
                     if p < 0:
                         return None
                     if not more:
@@ -467,12 +449,12 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
             if bit == _WC_REMARK:
                 remark = (<const char*>s)[p + 1:e].decode("ascii")
             p = e + 1
-        p = _wc_next_member(s, p, n, &more)
+        p = _next_member(s, p, n, &more)
         if p < 0:
             return None
         if not more:
             break
-    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+    if _ws(s, p, n) != n or not (seen & _WC_CODE):
         return None
     return (ints[0], ints[1], ints[2], remark, ext)
 
@@ -870,10 +852,10 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
     cdef object msg_id = None, transaction_id = None, region = None
     cdef bint trace_on = True
     ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
-    p = _wc_ws(s, p, n)
+    p = _ws(s, p, n)
     if p >= n or s[p] != 0x7b:
         return None
-    p = _wc_ws(s, p + 1, n)
+    p = _ws(s, p + 1, n)
     while True:
         p = _wc_top_member(s, p, n, &bit, seen, ints)
         if p < 0:
@@ -884,7 +866,7 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
-            p = _wc_ws(s, p + 1, n)
+            p = _ws(s, p + 1, n)
             if p < n and s[p] == 0x7d:
                 p += 1
             else:
@@ -934,7 +916,7 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
                         transaction_id = (<const char*>s)[vq:e].decode("ascii")
                     else:
                         region = (<const char*>s)[vq:e].decode("ascii")
-                    p = _wc_next_member(s, e + 1, n, &more)
+                    p = _next_member(s, e + 1, n, &more)
                     if p < 0:
                         return None
                     if not more:
@@ -944,12 +926,12 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
             if e < 0:
                 return None
             p = e + 1
-        p = _wc_next_member(s, p, n, &more)
+        p = _next_member(s, p, n, &more)
         if p < 0:
             return None
         if not more:
             break
-    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+    if _ws(s, p, n) != n or not (seen & _WC_CODE):
         return None
     # code SUCCESS, a response to this request, naming this queue
     if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \
