@@ -41,6 +41,9 @@ _REQUIRED = ("a", "b", "c", "d", "e", "f", "g", "h")
 _NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
                         "__STARTDELIVERTIME"})
 _INT32 = 1 << 31
+#: the members of a request header the kernels read
+_TOP_KEYS = frozenset({"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version",
+                       "remark"})
 _Item = TypeVar("_Item")
 
 
@@ -54,25 +57,36 @@ def _int32(value: Any) -> bool:
     return type(value) is int and -_INT32 <= value < _INT32
 
 
+def _request_ext(obj: Any, code: int, ext_keys: frozenset[str]) -> tuple[int, dict[str, str]] | None:
+    """The opaque and extFields of a header object that is a plain ``code`` request as the kernels
+    read one (known members only, int32 numbers, string texts, a request that wants an answer,
+    extFields all strings under ``ext_keys``); None for anything else."""
+    if type(obj) is not dict or not obj.keys() <= _TOP_KEYS:
+        return None
+    code_, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
+    if not (_int32(code_) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
+        return None
+    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
+        return None
+    if code_ != code or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
+        return None
+    ext = obj.get("extFields")
+    if type(ext) is not dict or not ext.keys() <= ext_keys or any(type(v) is not str for v in ext.values()):
+        return None
+    return opaque, ext
+
+
 def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, cluster: bytes,
                 indexed: bool) -> PlainSend | None:
     try:
         obj = json.loads(bytes(view[hdr_at:body_at]))
     except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
         return None
-    if type(obj) is not dict or not obj.keys() <= {"code", "extFields", "flag", "language", "opaque",
-                                                    "serializeTypeCurrentRPC", "version", "remark"}:
+    request = _request_ext(obj, _SEND_MESSAGE_V2, _V2_KEYS)
+    if request is None:
         return None
-    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
-    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
-        return None
-    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
-        return None
-    if code != _SEND_MESSAGE_V2 or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
-        return None
-    ext = obj.get("extFields")
-    if type(ext) is not dict or not ext.keys() <= _V2_KEYS or any(k not in ext for k in _REQUIRED) \
-            or any(type(v) is not str for v in ext.values()):
+    opaque, ext = request
+    if any(k not in ext for k in _REQUIRED):
         return None
     queue_id, sys_flag, born_ts, flag = (_decimal(ext["e"], 9), _decimal(ext["f"], 9), _decimal(ext["g"], 18),
                                          _decimal(ext["h"], 9))
@@ -222,8 +236,6 @@ def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, q
 PlainPull = tuple[int, str, str, int, int, int, int, int, int, "str | None", "str | None", int]
 
 _PULL_MESSAGE = 11
-_TOP_KEYS = frozenset({"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version",
-                       "remark"})
 #: (field, int32?) of the pull header's numbers, in item order
 _PULL_NUMBERS = (("queueId", True), ("queueOffset", False), ("maxMsgNums", True), ("sysFlag", True),
                  ("commitOffset", False), ("suspendTimeoutMillis", False), ("subVersion", False))
@@ -250,18 +262,10 @@ def _plain_pull(view: memoryview, hdr_at: int, body_at: int, frame_end: int) -> 
         obj = json.loads(raw, object_pairs_hook=_pairs_no_known_duplicates)
     except (ValueError, RecursionError):
         return None
-    if type(obj) is not dict or not obj.keys() <= _TOP_KEYS:
+    request = _request_ext(obj, _PULL_MESSAGE, _PULL_KNOWN)
+    if request is None:
         return None
-    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
-    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
-        return None
-    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
-        return None
-    if code != _PULL_MESSAGE or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
-        return None
-    ext = obj.get("extFields")
-    if type(ext) is not dict or not ext.keys() <= _PULL_KNOWN or any(type(v) is not str for v in ext.values()):
-        return None
+    opaque, ext = request
     if "consumerGroup" not in ext or "topic" not in ext:
         return None
     numbers = []
