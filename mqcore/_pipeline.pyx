@@ -89,10 +89,7 @@ cdef struct Header:
 
 
 # --- a JSON subset reader: what a 4.x client sends, anything else declined (returns -1) ---
-cdef inline Py_ssize_t _ws(const unsigned char *b, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
-    while p < end and (b[p] == 32 or b[p] == 9 or b[p] == 10 or b[p] == 13):
-        p += 1
-    return p
+include "_json_scan.pxi"
 
 
 cdef Py_ssize_t _string(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Span *s) noexcept nogil:
@@ -157,7 +154,9 @@ cdef inline bint _key_is(const unsigned char *b, Span *s, const char *name, Py_s
 cdef Py_ssize_t _ext(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Header *h) noexcept nogil:
     """extFields: an object of one-letter keys a..n with string values."""
     cdef Span key, value
+    cdef Span *slot
     cdef int bit, idx
+    cdef bint more
     p = _ws(b, p, end)
     if p >= end or b[p] != 123:
         return -1
@@ -183,30 +182,17 @@ cdef Py_ssize_t _ext(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Heade
             if h.seen_acl & (1 << idx):
                 return -1
             h.seen_acl |= 1 << idx
-            p = _ws(b, p, end)
-            if p >= end or b[p] != 58:
+            slot = &h.acl[idx]
+        else:
+            idx = b[key.at] - 97
+            if idx < 0 or idx > 13:
                 return -1
-            p = _ws(b, p + 1, end)
-            p = _string(b, p, end, &value)
-            if p < 0:
+            bit = 1 << idx
+            if h.seen_ext & bit:
                 return -1
-            h.acl[idx] = value
-            p = _ws(b, p, end)
-            if p >= end:
-                return -1
-            if b[p] == 44:
-                p = _ws(b, p + 1, end)
-                continue
-            if b[p] == 125:
-                return p + 1
-            return -1
-        idx = b[key.at] - 97
-        if idx < 0 or idx > 13:
-            return -1
-        bit = 1 << idx
-        if h.seen_ext & bit:
-            return -1
-        h.seen_ext |= bit
+            h.seen_ext |= bit
+            slot = &h.ext[idx]
+        # either kind of key: `: "string"`, then `,` (the next key) or `}`
         p = _ws(b, p, end)
         if p >= end or b[p] != 58:
             return -1
@@ -214,22 +200,17 @@ cdef Py_ssize_t _ext(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Heade
         p = _string(b, p, end, &value)
         if p < 0:
             return -1
-        h.ext[idx] = value
-        p = _ws(b, p, end)
-        if p >= end:
-            return -1
-        if b[p] == 44:
-            p = _ws(b, p + 1, end)
-            continue
-        if b[p] == 125:
-            return p + 1
-        return -1
+        slot[0] = value
+        p = _next_member(b, p, end, &more)
+        if p < 0 or not more:
+            return p
 
 
 cdef Py_ssize_t _header(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, Header *h) noexcept nogil:
     cdef Span key, value
     cdef int bit
     cdef int32_t ignored
+    cdef bint more
     h.seen_top = 0
     h.seen_ext = 0
     h.seen_acl = 0
@@ -276,16 +257,12 @@ cdef Py_ssize_t _header(const unsigned char *b, Py_ssize_t p, Py_ssize_t end, He
         if p < 0 or h.seen_top & bit:
             return -1
         h.seen_top |= bit
-        p = _ws(b, p, end)
-        if p >= end:
+        p = _next_member(b, p, end, &more)
+        if p < 0:
             return -1
-        if b[p] == 44:
-            p = _ws(b, p + 1, end)
-            continue
-        if b[p] == 125:
-            p = _ws(b, p + 1, end)
+        if not more:
+            p = _ws(b, p, end)
             return p if p == end else -1
-        return -1
 
 
 cdef inline int _hex(unsigned char c) noexcept nogil:

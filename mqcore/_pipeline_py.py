@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from mqcore import _store_py
 from mqcore._store_py import index_hash, java_hash
@@ -41,6 +41,10 @@ _REQUIRED = ("a", "b", "c", "d", "e", "f", "g", "h")
 _NOT_PLAIN = frozenset({"DELAY", "TRAN_MSG", "CLUSTER", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
                         "__STARTDELIVERTIME"})
 _INT32 = 1 << 31
+#: the members of a request header the kernels read
+_TOP_KEYS = frozenset({"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version",
+                       "remark"})
+_Item = TypeVar("_Item")
 
 
 def _decimal(text: str, max_digits: int) -> int:
@@ -53,25 +57,36 @@ def _int32(value: Any) -> bool:
     return type(value) is int and -_INT32 <= value < _INT32
 
 
+def _request_ext(obj: Any, code: int, ext_keys: frozenset[str]) -> tuple[int, dict[str, str]] | None:
+    """The opaque and extFields of a header object that is a plain ``code`` request as the kernels
+    read one (known members only, int32 numbers, string texts, a request that wants an answer,
+    extFields all strings under ``ext_keys``); None for anything else."""
+    if type(obj) is not dict or not obj.keys() <= _TOP_KEYS:
+        return None
+    code_, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
+    if not (_int32(code_) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
+        return None
+    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
+        return None
+    if code_ != code or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
+        return None
+    ext = obj.get("extFields")
+    if type(ext) is not dict or not ext.keys() <= ext_keys or any(type(v) is not str for v in ext.values()):
+        return None
+    return opaque, ext
+
+
 def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, cluster: bytes,
                 indexed: bool) -> PlainSend | None:
     try:
         obj = json.loads(bytes(view[hdr_at:body_at]))
     except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
         return None
-    if type(obj) is not dict or not obj.keys() <= {"code", "extFields", "flag", "language", "opaque",
-                                                    "serializeTypeCurrentRPC", "version", "remark"}:
+    request = _request_ext(obj, _SEND_MESSAGE_V2, _V2_KEYS)
+    if request is None:
         return None
-    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
-    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
-        return None
-    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
-        return None
-    if code != _SEND_MESSAGE_V2 or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
-        return None
-    ext = obj.get("extFields")
-    if type(ext) is not dict or not ext.keys() <= _V2_KEYS or any(k not in ext for k in _REQUIRED) \
-            or any(type(v) is not str for v in ext.values()):
+    opaque, ext = request
+    if any(k not in ext for k in _REQUIRED):
         return None
     queue_id, sys_flag, born_ts, flag = (_decimal(ext["e"], 9), _decimal(ext["f"], 9), _decimal(ext["g"], 18),
                                          _decimal(ext["h"], 9))
@@ -120,13 +135,15 @@ def _plain_send(view: memoryview, hdr_at: int, body_at: int, frame_end: int, clu
             bytes(view[body_at:frame_end]), frame_end)
 
 
-def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, cluster: bytes,
-                      indexed: bool) -> tuple[list[PlainSend], int]:
-    """See ``_pipeline.parse_plain_sends``."""
+def _parse_frames(buf: Any, start: int, end: int, max_frame_bytes: int,
+                  item_of: Callable[[memoryview, int, int, int], _Item | None]) -> tuple[list[_Item], int]:
+    """The frames of ``buf[start:end]`` one by one (length, header length, header, body), each
+    through ``item_of(view, header_at, body_at, frame_end)``, up to the first one that is short,
+    too long, not JSON-serialized or not ``item_of``'s: the items and where that one begins."""
     view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
     if end > len(view) or start < 0 or start > end:
         raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
-    items: list[PlainSend] = []
+    items: list[_Item] = []
     pos = start
     while end - pos >= 8:
         length = int.from_bytes(view[pos:pos + 4], "big")
@@ -141,12 +158,20 @@ def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, clus
         hlen = word & 0xFFFFFF
         if hlen > length - 4:
             break
-        item = _plain_send(view, pos + 8, pos + 8 + hlen, pos + total, cluster, indexed)
+        item = item_of(view, pos + 8, pos + 8 + hlen, pos + total)
         if item is None:
             break
         items.append(item)
         pos += total
     return items, pos
+
+
+def parse_plain_sends(buf: Any, start: int, end: int, max_frame_bytes: int, cluster: bytes,
+                      indexed: bool) -> tuple[list[PlainSend], int]:
+    """See ``_pipeline.parse_plain_sends``."""
+    return _parse_frames(buf, start, end, max_frame_bytes,
+                         lambda view, hdr_at, body_at, frame_end: _plain_send(view, hdr_at, body_at, frame_end,
+                                                                              cluster, indexed))
 
 
 def send_answer(before_queue_id: bytes, before_msg_id: bytes, host_hex: bytes, queue_id: int, phy: int,
@@ -211,8 +236,6 @@ def append_plain(commitlog: Any, pos: int, limit: int, phy: int, topic: bytes, q
 PlainPull = tuple[int, str, str, int, int, int, int, int, int, "str | None", "str | None", int]
 
 _PULL_MESSAGE = 11
-_TOP_KEYS = frozenset({"code", "extFields", "flag", "language", "opaque", "serializeTypeCurrentRPC", "version",
-                       "remark"})
 #: (field, int32?) of the pull header's numbers, in item order
 _PULL_NUMBERS = (("queueId", True), ("queueOffset", False), ("maxMsgNums", True), ("sysFlag", True),
                  ("commitOffset", False), ("suspendTimeoutMillis", False), ("subVersion", False))
@@ -239,18 +262,10 @@ def _plain_pull(view: memoryview, hdr_at: int, body_at: int, frame_end: int) -> 
         obj = json.loads(raw, object_pairs_hook=_pairs_no_known_duplicates)
     except (ValueError, RecursionError):
         return None
-    if type(obj) is not dict or not obj.keys() <= _TOP_KEYS:
+    request = _request_ext(obj, _PULL_MESSAGE, _PULL_KNOWN)
+    if request is None:
         return None
-    code, flag_word, opaque = obj.get("code"), obj.get("flag", 0), obj.get("opaque", 0)
-    if not (_int32(code) and _int32(flag_word) and _int32(opaque) and _int32(obj.get("version", 0))):
-        return None
-    if any(type(obj.get(k, "")) is not str for k in ("language", "serializeTypeCurrentRPC", "remark")):
-        return None
-    if code != _PULL_MESSAGE or flag_word & _FLAG_RESPONSE_OR_ONEWAY:
-        return None
-    ext = obj.get("extFields")
-    if type(ext) is not dict or not ext.keys() <= _PULL_KNOWN or any(type(v) is not str for v in ext.values()):
-        return None
+    opaque, ext = request
     if "consumerGroup" not in ext or "topic" not in ext:
         return None
     numbers = []
@@ -270,30 +285,7 @@ def _plain_pull(view: memoryview, hdr_at: int, body_at: int, frame_end: int) -> 
 
 def parse_pulls(buf: Any, start: int, end: int, max_frame_bytes: int) -> tuple[list[PlainPull], int]:
     """See ``_pipeline.parse_pulls``."""
-    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
-    if end > len(view) or start < 0 or start > end:
-        raise ValueError(f"range {start}..{end} is outside a buffer of {len(view)} bytes")
-    items: list[PlainPull] = []
-    pos = start
-    while end - pos >= 8:
-        length = int.from_bytes(view[pos:pos + 4], "big")
-        if length > max_frame_bytes or length < 4:
-            break
-        total = 4 + length
-        if total > end - pos:
-            break
-        word = int.from_bytes(view[pos + 4:pos + 8], "big")
-        if word >> 24:
-            break
-        hlen = word & 0xFFFFFF
-        if hlen > length - 4:
-            break
-        item = _plain_pull(view, pos + 8, pos + 8 + hlen, pos + total)
-        if item is None:
-            break
-        items.append(item)
-        pos += total
-    return items, pos
+    return _parse_frames(buf, start, end, max_frame_bytes, _plain_pull)
 
 
 def pull_answer(code: int, opaque: int, remark: bytes, next_begin_offset: int, min_offset: int, max_offset: int,

@@ -5,6 +5,7 @@ Each function here has a twin with the same name, arguments, results and errors 
 ``mqcore/_store_py.py`` (the readable reference). Kernels never open files, take
 locks, log or read the clock; they never keep a view of a buffer past the call.
 """
+cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 from libc.string cimport memcpy, memset
 from cpython.dict cimport PyDict_Next
@@ -615,6 +616,47 @@ cdef str _host_str(const unsigned char *p, Py_ssize_t n):
     return "[%s]:%d" % (ipaddress.IPv6Address(<bytes>p[:16]), port)
 
 
+@cython.final
+cdef class _RecordStrs:
+    """The born host, store host and topic of the record ``_next_record`` read last, as ``str``.
+
+    Consecutive records nearly always share their topic, store host and (one producer) born
+    host: the previous record's str is reused when the raw bytes are equal instead of
+    formatting/decoding them again (two "%d.%d.%d.%d:%d" formats and a UTF-8 decode were a
+    third of a record's decode time on the consume path). One per decode call, none per record."""
+    cdef const unsigned char *born_prev
+    cdef const unsigned char *store_prev
+    cdef const unsigned char *topic_prev
+    cdef Py_ssize_t born_prev_n, store_prev_n, topic_prev_n
+    cdef str born, store, topic
+
+
+cdef inline bint _next_record(_RecordStrs c, const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, bint check_crc,
+                              RecordView *v) except -1:
+    """Check the record at ``pos`` into ``v`` and bring ``c``'s strings to it: True to go on,
+    False at a blank marker or never-written space; RecordDecodeError for a corrupt record."""
+    cdef int status = _check_record(b, pos, end, check_crc, v)
+    if status == STOP_BLANK or status == STOP_NO_DATA:
+        return False
+    if status >= 0:
+        raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
+    cdef const unsigned char *p = b + pos + REC_BORNHOST
+    cdef Py_ssize_t n = HOST_V4_BYTES + v.born_extra
+    if c.born_prev == NULL or n != c.born_prev_n or not memcmp_eq(p, c.born_prev, n):
+        c.born = _host_str(p, n)
+        c.born_prev, c.born_prev_n = p, n
+    p = b + pos + REC_STOREHOST_V4 + v.born_extra
+    n = HOST_V4_BYTES + v.store_extra
+    if c.store_prev == NULL or n != c.store_prev_n or not memcmp_eq(p, c.store_prev, n):
+        c.store = _host_str(p, n)
+        c.store_prev, c.store_prev_n = p, n
+    p = b + v.topic_at
+    if c.topic_prev == NULL or v.topic_len != c.topic_prev_n or not memcmp_eq(p, c.topic_prev, v.topic_len):
+        c.topic = (<bytes>p[:v.topic_len]).decode("utf-8", "replace")
+        c.topic_prev, c.topic_prev_n = p, v.topic_len
+    return True
+
+
 def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, Py_ssize_t max_count,
                    bint check_crc=False):
     """Fully decode records in ``buf[start:end]`` into ``DecodedRecord`` values."""
@@ -622,36 +664,12 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
         raise ValueError("decode range outside the buffer")
     cdef const unsigned char *b = _ptr(buf)
     cdef RecordView v
-    cdef Py_ssize_t pos = start, sh
-    cdef int status
-    # consecutive records nearly always share their topic, store host and (one producer)
-    # born host: reuse the previous record's str when the raw bytes are equal instead of
-    # formatting/decoding them again (two "%d.%d.%d.%d:%d" formats and a UTF-8 decode were
-    # a third of a record's decode time on the consume path)
-    cdef const unsigned char *born_prev = NULL
-    cdef const unsigned char *store_prev = NULL
-    cdef const unsigned char *topic_prev = NULL
-    cdef Py_ssize_t born_prev_n = 0, store_prev_n = 0, topic_prev_n = 0, n
-    cdef str born = None, store = None, topic = None
+    cdef Py_ssize_t pos = start
+    cdef _RecordStrs c = _RecordStrs()
     out = []
     while pos < end and len(out) < max_count:
-        status = _check_record(b, pos, end, check_crc, &v)
-        if status == STOP_BLANK or status == STOP_NO_DATA:
+        if not _next_record(c, b, pos, end, check_crc, &v):
             break
-        if status >= 0:
-            raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
-        sh = pos + REC_STOREHOST_V4 + v.born_extra
-        n = HOST_V4_BYTES + v.born_extra
-        if born_prev == NULL or n != born_prev_n or not memcmp_eq(b + pos + REC_BORNHOST, born_prev, n):
-            born = _host_str(b + pos + REC_BORNHOST, n)
-            born_prev, born_prev_n = b + pos + REC_BORNHOST, n
-        n = HOST_V4_BYTES + v.store_extra
-        if store_prev == NULL or n != store_prev_n or not memcmp_eq(b + sh, store_prev, n):
-            store = _host_str(b + sh, n)
-            store_prev, store_prev_n = b + sh, n
-        if topic_prev == NULL or v.topic_len != topic_prev_n or not memcmp_eq(b + v.topic_at, topic_prev, v.topic_len):
-            topic = (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace")
-            topic_prev, topic_prev_n = b + v.topic_at, v.topic_len
         out.append(_named_record((
             v.size,
             mq_rd_i32(b + pos + REC_BODYCRC),
@@ -661,13 +679,13 @@ def decode_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
             mq_rd_i64(b + pos + REC_PHYOFFSET),
             v.sys_flag,
             mq_rd_i64(b + pos + REC_BORNTIMESTAMP),
-            born,
+            c.born,
             mq_rd_i64(b + pos + REC_STORETIMESTAMP_V4 + v.born_extra),
-            store,
+            c.store,
             mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + v.born_extra + v.store_extra),
             mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + v.born_extra + v.store_extra),
             <bytes>(b + v.body_at + 4)[:v.body_len],
-            topic,
+            c.topic,
             <bytes>(b + v.props_at)[:v.props_len],
         )))
         pos += v.size
@@ -734,34 +752,14 @@ def decode_message_objects(const unsigned char[::1] buf, Py_ssize_t start, Py_ss
         raise TypeError(f"{cls!r} must be made by object.__new__")
     cdef const unsigned char *b = _ptr(buf)
     cdef RecordView v
-    cdef Py_ssize_t pos = start, sh, n, slen = len(props_suffix)
-    cdef int status
+    cdef Py_ssize_t pos = start, slen = len(props_suffix)
     cdef bint compressed = False
-    cdef const unsigned char *born_prev = NULL
-    cdef const unsigned char *store_prev = NULL
-    cdef const unsigned char *topic_prev = NULL
-    cdef Py_ssize_t born_prev_n = 0, store_prev_n = 0, topic_prev_n = 0
-    cdef str born = None, store = None, topic = None
+    cdef _RecordStrs c = _RecordStrs()
     cdef char *o
     out = []
     while pos < end and len(out) < max_count:
-        status = _check_record(b, pos, end, False, &v)
-        if status == STOP_BLANK or status == STOP_NO_DATA:
+        if not _next_record(c, b, pos, end, False, &v):
             break
-        if status >= 0:
-            raise RecordDecodeError(f"corrupt record at byte {pos}: {L.ScanStop.NAMES[status]}")
-        sh = pos + REC_STOREHOST_V4 + v.born_extra
-        n = HOST_V4_BYTES + v.born_extra
-        if born_prev == NULL or n != born_prev_n or not memcmp_eq(b + pos + REC_BORNHOST, born_prev, n):
-            born = _host_str(b + pos + REC_BORNHOST, n)
-            born_prev, born_prev_n = b + pos + REC_BORNHOST, n
-        n = HOST_V4_BYTES + v.store_extra
-        if store_prev == NULL or n != store_prev_n or not memcmp_eq(b + sh, store_prev, n):
-            store = _host_str(b + sh, n)
-            store_prev, store_prev_n = b + sh, n
-        if topic_prev == NULL or v.topic_len != topic_prev_n or not memcmp_eq(b + v.topic_at, topic_prev, v.topic_len):
-            topic = (<bytes>(b + v.topic_at)[:v.topic_len]).decode("utf-8", "replace")
-            topic_prev, topic_prev_n = b + v.topic_at, v.topic_len
         if not slen:
             props = <bytes>(b + v.props_at)[:v.props_len]
         elif not v.props_len:
@@ -775,7 +773,7 @@ def decode_message_objects(const unsigned char[::1] buf, Py_ssize_t start, Py_ss
         if v.sys_flag & 1:  # SYSFLAG_COMPRESSED
             compressed = True
         m = cls.__new__(cls)
-        _fill(m, off[0], topic)
+        _fill(m, off[0], c.topic)
         _fill(m, off[1], <bytes>(b + v.body_at + 4)[:v.body_len])
         _fill(m, off[2], mq_rd_i32(b + pos + REC_FLAG))
         _fill(m, off[3], None)
@@ -789,9 +787,9 @@ def decode_message_objects(const unsigned char[::1] buf, Py_ssize_t start, Py_ss
         _fill(m, off[11], mq_rd_i32(b + pos + REC_BODYCRC))
         _fill(m, off[12], v.sys_flag)
         _fill(m, off[13], mq_rd_i64(b + pos + REC_BORNTIMESTAMP))
-        _fill(m, off[14], born)
+        _fill(m, off[14], c.born)
         _fill(m, off[15], mq_rd_i64(b + pos + REC_STORETIMESTAMP_V4 + v.born_extra))
-        _fill(m, off[16], store)
+        _fill(m, off[16], c.store)
         _fill(m, off[17], mq_rd_i32(b + pos + REC_RECONSUMETIMES_V4 + v.born_extra + v.store_extra))
         _fill(m, off[18], mq_rd_i64(b + pos + REC_PREPAREDOFFSET_V4 + v.born_extra + v.store_extra))
         # out of the cyclic collector's sight: its slots hold strings, bytes, ints and at most

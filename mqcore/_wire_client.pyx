@@ -282,10 +282,7 @@ cdef enum:
     _WC_SERIALIZE = 128
 
 
-cdef inline Py_ssize_t _wc_ws(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
-    while p < n and (s[p] == 0x20 or s[p] == 0x09 or s[p] == 0x0a or s[p] == 0x0d):
-        p += 1
-    return p
+include "_json_scan.pxi"
 
 
 cdef Py_ssize_t _wc_string_end(const unsigned char* s, Py_ssize_t p, Py_ssize_t n) noexcept:
@@ -334,6 +331,25 @@ cdef inline bint _wc_name_is(const unsigned char* s, Py_ssize_t a, Py_ssize_t b,
     return b - a == n and memcmp(s + a, name, n) == 0
 
 
+cdef inline Py_ssize_t _wc_value_at(const unsigned char* s, Py_ssize_t e, Py_ssize_t n) noexcept:
+    """After a key whose closing quote is at ``e``: where its value begins (past ``:`` and the
+    blanks around it), or -1."""
+    cdef Py_ssize_t p = _ws(s, e + 1, n)
+    if p >= n or s[p] != 0x3a:
+        return -1
+    return _ws(s, p + 1, n)
+
+
+cdef inline Py_ssize_t _wc_string_value(const unsigned char* s, Py_ssize_t e, Py_ssize_t n, Py_ssize_t* at) noexcept:
+    """After a key whose closing quote is at ``e``: ``: "value"``; the value's closing quote
+    (its text is ``s[at[0]:that]``), or -1."""
+    cdef Py_ssize_t p = _wc_value_at(s, e, n)
+    if p < 0:
+        return -1
+    at[0] = p + 1
+    return _wc_string_end(s, p, n)
+
+
 cdef inline int _wc_top_key(const unsigned char* s, Py_ssize_t q, Py_ssize_t e) noexcept:
     """The bit of the answer header's top-level key ``s[q:e]`` (0: not one of them)."""
     if _wc_name_is(s, q, e, b"code", 4):
@@ -363,10 +379,9 @@ cdef inline Py_ssize_t _wc_top_member(const unsigned char* s, Py_ssize_t p, Py_s
     cdef Py_ssize_t e = _wc_string_end(s, p, n), q = p + 1
     if e < 0:
         return -1
-    p = _wc_ws(s, e + 1, n)
-    if p >= n or s[p] != 0x3a:
+    p = _wc_value_at(s, e, n)
+    if p < 0:
         return -1
-    p = _wc_ws(s, p + 1, n)
     bit[0] = _wc_top_key(s, q, e)
     if bit[0] == 0 or seen & bit[0]:
         return -1
@@ -385,15 +400,16 @@ def decode_json_answer(const unsigned char[::1] header):
 cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
     cdef Py_ssize_t p = 0, q, e
     cdef int seen = 0, bit
+    cdef bint more
     cdef int64_t ints[4]
     ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
     cdef object remark = None
     cdef dict ext = {}
     cdef object key
-    p = _wc_ws(s, p, n)
+    p = _ws(s, p, n)
     if p >= n or s[p] != 0x7b:
         return None
-    p = _wc_ws(s, p + 1, n)
+    p = _ws(s, p + 1, n)
     if p < n and s[p] == 0x7d:
         return None  # {}: no code
     while True:
@@ -406,7 +422,7 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
-            p = _wc_ws(s, p + 1, n)
+            p = _ws(s, p + 1, n)
             if p < n and s[p] == 0x7d:
                 p += 1
             else:
@@ -417,23 +433,15 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
                     key = (<const char*>s)[p + 1:e].decode("ascii")
                     if key in ext:
                         return None
-                    p = _wc_ws(s, e + 1, n)
-                    if p >= n or s[p] != 0x3a:
-                        return None
-                    p = _wc_ws(s, p + 1, n)
-                    e = _wc_string_end(s, p, n)
+                    e = _wc_string_value(s, e, n, &p)
                     if e < 0:
                         return None
-                    ext[key] = (<const char*>s)[p + 1:e].decode("ascii")
-                    p = _wc_ws(s, e + 1, n)
-                    if p >= n:
+                    ext[key] = (<const char*>s)[p:e].decode("ascii")
+                    p = _next_member(s, e + 1, n, &more)
+                    if p < 0:
                         return None
-                    if s[p] == 0x7d:
-                        p += 1
+                    if not more:
                         break
-                    if s[p] != 0x2c:
-                        return None
-                    p = _wc_ws(s, p + 1, n)
         else:  # remark, language, serializeTypeCurrentRPC: strings
             e = _wc_string_end(s, p, n)
             if e < 0:
@@ -441,16 +449,12 @@ cdef object _wc_decode_answer(const unsigned char* s, Py_ssize_t n):
             if bit == _WC_REMARK:
                 remark = (<const char*>s)[p + 1:e].decode("ascii")
             p = e + 1
-        p = _wc_ws(s, p, n)
-        if p >= n:
+        p = _next_member(s, p, n, &more)
+        if p < 0:
             return None
-        if s[p] == 0x7d:
-            p += 1
+        if not more:
             break
-        if s[p] != 0x2c:
-            return None
-        p = _wc_ws(s, p + 1, n)
-    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+    if _ws(s, p, n) != n or not (seen & _WC_CODE):
         return None
     return (ints[0], ints[1], ints[2], remark, ext)
 
@@ -842,15 +846,16 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
     then takes the general way, which gives the same answer for what this reads."""
     cdef Py_ssize_t p = 0, q, e, k, vq
     cdef int seen = 0, bit, fields = 0, field
+    cdef bint more
     cdef int64_t ints[4]
     cdef int64_t queue_id = -1, offset = -1
     cdef object msg_id = None, transaction_id = None, region = None
     cdef bint trace_on = True
     ints[0] = 0; ints[1] = 0; ints[2] = 0; ints[3] = 0
-    p = _wc_ws(s, p, n)
+    p = _ws(s, p, n)
     if p >= n or s[p] != 0x7b:
         return None
-    p = _wc_ws(s, p + 1, n)
+    p = _ws(s, p + 1, n)
     while True:
         p = _wc_top_member(s, p, n, &bit, seen, ints)
         if p < 0:
@@ -861,7 +866,7 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
         elif bit == _WC_EXT:
             if p >= n or s[p] != 0x7b:
                 return None
-            p = _wc_ws(s, p + 1, n)
+            p = _ws(s, p + 1, n)
             if p < n and s[p] == 0x7d:
                 p += 1
             else:
@@ -887,14 +892,9 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
                     if fields & field:
                         return None
                     fields |= field
-                    p = _wc_ws(s, e + 1, n)
-                    if p >= n or s[p] != 0x3a:
-                        return None
-                    p = _wc_ws(s, p + 1, n)
-                    e = _wc_string_end(s, p, n)
+                    e = _wc_string_value(s, e, n, &vq)  # the value is s[vq:e]
                     if e < 0:
                         return None
-                    vq = p + 1  # the value is s[vq:e]
                     if field == _WS_QUEUE_ID:
                         queue_id = _wc_digits(s + vq, e - vq, 9)
                         if queue_id < 0:
@@ -916,30 +916,22 @@ cdef object _wc_send_result(SendTemplate t, const unsigned char* s, Py_ssize_t n
                         transaction_id = (<const char*>s)[vq:e].decode("ascii")
                     else:
                         region = (<const char*>s)[vq:e].decode("ascii")
-                    p = _wc_ws(s, e + 1, n)
-                    if p >= n:
+                    p = _next_member(s, e + 1, n, &more)
+                    if p < 0:
                         return None
-                    if s[p] == 0x7d:
-                        p += 1
+                    if not more:
                         break
-                    if s[p] != 0x2c:
-                        return None
-                    p = _wc_ws(s, p + 1, n)
         else:  # remark, language, serializeTypeCurrentRPC: strings (read for their shape only)
             e = _wc_string_end(s, p, n)
             if e < 0:
                 return None
             p = e + 1
-        p = _wc_ws(s, p, n)
-        if p >= n:
+        p = _next_member(s, p, n, &more)
+        if p < 0:
             return None
-        if s[p] == 0x7d:
-            p += 1
+        if not more:
             break
-        if s[p] != 0x2c:
-            return None
-        p = _wc_ws(s, p + 1, n)
-    if _wc_ws(s, p, n) != n or not (seen & _WC_CODE):
+    if _ws(s, p, n) != n or not (seen & _WC_CODE):
         return None
     # code SUCCESS, a response to this request, naming this queue
     if ints[0] != 0 or not (ints[2] & 1) or ints[1] != opaque or msg_id is None or queue_id != t.queue_id \

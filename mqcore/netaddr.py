@@ -26,6 +26,17 @@ def parse_host_port(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def host_of(addr: str | None) -> str | None:
+    """The host of ``host:port`` (``MessageExt.getBornHostString``): None for no address, the
+    text itself when it is not ``host:port``."""
+    if not addr:
+        return None
+    try:
+        return parse_host_port(addr)[0]
+    except IllegalArgumentError:
+        return addr
+
+
 def format_host_port(host: str, port: int) -> str:
     """The inverse of :func:`parse_host_port`."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -66,3 +66,15 @@ async def cancel_and_wait(task: "asyncio.Task[Any] | None") -> None:
         await task
     except asyncio.CancelledError:
         pass
+
+
+async def wait_for_wake(wake: asyncio.Event, deadline_ms: float | None, now_ms: float, idle_s: float) -> None:
+    """An asyncio loop task's wait between rounds (the asyncio side's ``wait_for_running``):
+    until ``wake`` is set or the next deadline (epoch ms, None for none) comes, at most
+    ``idle_s``; ``wake`` is cleared for the next round."""
+    wait = idle_s if deadline_ms is None else min(idle_s, max(0.0, (deadline_ms - now_ms) / 1000))
+    try:
+        await asyncio.wait_for(wake.wait(), wait)
+    except asyncio.TimeoutError:
+        pass
+    wake.clear()

@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import _base as _futures
 from typing import Any, TypeVar
 
@@ -234,6 +234,16 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         return _settled_outcome(self)
 
 
+def _run_done_callbacks(futures: Iterable[Any]) -> None:
+    """The done callbacks of settled futures, future by future and in order, outside their lock."""
+    for future in futures:
+        for callback in future._callback_list or ():
+            try:
+                callback(future)
+            except Exception:  # as the base class: a callback's failure is logged, not raised
+                log.exception("exception calling callback for %r", future)
+
+
 def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
     """Complete sibling futures (one shared condition) with their results in one lock
     round and one wake-up, then run their done callbacks outside the lock, in order.
@@ -259,12 +269,7 @@ def settle_siblings(futures: list[SiblingFuture], results: list[Any]) -> None:
             if future._callback_list:
                 settled.append(future)
         condition.notify_all()
-    for future in settled:
-        for callback in future._callback_list or ():
-            try:
-                callback(future)
-            except Exception:  # as the base class: a callback's failure is logged, not raised
-                log.exception("exception calling callback for %r", future)
+    _run_done_callbacks(settled)
 
 
 #: runs on the loop with the caller's future; returns an awaitable whose outcome is
@@ -549,12 +554,7 @@ def settle_batch(batch: Any, result: Any = None, error: BaseException | None = N
                 else:
                     waiter.add_result(future)
         condition.notify_all()
-    for future in told:
-        for callback in future._callback_list or ():
-            try:
-                callback(future)
-            except Exception:  # as the base class: a callback's failure is logged, not raised
-                log.exception("exception calling callback for %r", future)
+    _run_done_callbacks(told)
     externals = batch.externals
     if not externals:
         return

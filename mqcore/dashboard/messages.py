@@ -17,7 +17,7 @@ from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import IllegalArgumentError
 from mqcore.format.trace import TRACE_TOPIC, TraceRecord, records_about
 from mqcore.jsonutil import java_hashmap_order
-from mqcore.netaddr import parse_host_port
+from mqcore.netaddr import host_of
 from mqcore.message import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -206,23 +206,13 @@ def trail(src: DashboardSource, m: MessageExt) -> dict[str, Any]:
 MAX_TRACE_MESSAGES = 64
 
 
-def _host(addr: str | None) -> str | None:
-    """``MessageExt.getBornHostString``: the trace message's born address without the port."""
-    if not addr:
-        return None
-    try:
-        return parse_host_port(addr)[0]
-    except IllegalArgumentError:
-        return addr
-
-
 def traces(src: DashboardSource, msg_id: str, trace_topic: str = TRACE_TOPIC) -> dict[str, Any]:
     """The trace records about ``msg_id`` in ``trace_topic`` (found by key in its index, as
     ``queryMsgTraceById`` finds them, and decoded by the same function), grouped as that tool
     prints them: the Pub records, then each consumer group's Sub records (SubAfter: consume
     time, cost, status; SubBefore: when it was handed to the listener, how many retries)."""
     found = src.store.messages_by_key(trace_topic, msg_id, MAX_TRACE_MESSAGES, 0, 1 << 62)
-    views, bad = records_about(msg_id, ((m.body, _host(m.born_host)) for m in found))
+    views, bad = records_about(msg_id, ((m.body, host_of(m.born_host)) for m in found))
     pubs = [v for v in views if v.trace_type == "Pub"]
     by_group: dict[str, list[TraceRecord]] = {}
     for v in views:

@@ -107,6 +107,17 @@ SYSFLAG_COMPRESSION_ZLIB = 0x300
 MAX_PROPERTIES_BYTES = 32767
 MAX_TOPIC_LENGTH = 127
 
+
+def record_hosts(rec: bytes | bytearray | memoryview, sys_flag: int) -> tuple[bytes, bytes]:
+    """The born host and the store host of the record at ``rec[0:]`` as stored (ip + port,
+    4+4 or 16+4 bytes each, as ``sys_flag`` says): what a message re-put from a stored one
+    (a delay or timer delivery) carries."""
+    b = HOST_V6_EXTRA if sys_flag & SYSFLAG_BORNHOST_V6 else 0
+    s = HOST_V6_EXTRA if sys_flag & SYSFLAG_STOREHOST_V6 else 0
+    store_at = REC_STOREHOST_V4 + b
+    return (bytes(rec[REC_BORNHOST:REC_BORNHOST + HOST_V4_BYTES + b]),
+            bytes(rec[store_at:store_at + HOST_V4_BYTES + s]))
+
 # --- wire batch item (SEND_BATCH_MESSAGE body, MessageDecoder.encodeMessage) --
 BATCH_ITEM_TOTALSIZE = 0
 BATCH_ITEM_MAGIC = 4

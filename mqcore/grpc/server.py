@@ -29,7 +29,7 @@ from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
 from mqcore.netaddr import parse_host_port
 from mqcore.remoting.ratelimit import RateLimitedLog
-from mqcore.service import cancel_and_wait
+from mqcore.service import cancel_and_wait, wait_for_wake
 
 if TYPE_CHECKING:  # imported when the endpoint starts: the gRPC modules load with it
     from mqcore.grpc.service import MessagingService
@@ -310,13 +310,7 @@ class GrpcEndpoint:
 
     async def _background(self, svc: MessagingService, wake: asyncio.Event) -> None:
         while True:
-            nxt = svc.next_wakeup_ms()
-            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.src.clock()) / 1000))
-            try:
-                await asyncio.wait_for(wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-            wake.clear()
+            await wait_for_wake(wake, svc.next_wakeup_ms(), self.src.clock(), IDLE_CHECK_S)
             try:
                 svc.prune_clients(self.src.clock())
             except (MQError, OSError) as e:

@@ -41,7 +41,7 @@ from mqcore.permissions import PERM_READ, PERM_WRITE
 from mqcore.pop import journal
 from mqcore.pop.arrivals import Arrivals
 from mqcore.pop.handle import RETRY_PREFIX, pop_retry_topic
-from mqcore.service import cancel_and_wait
+from mqcore.service import cancel_and_wait, wait_for_wake
 from mqcore.store.message_store import MessageStore
 from mqcore.store.results import GetMessageStatus, PutMessageResult
 from mqcore.tags import split_tags, tag_codes
@@ -567,13 +567,7 @@ class PopService:
 
     async def _run(self, wake: asyncio.Event) -> None:
         while True:
-            nxt = self.next_deadline()
-            wait = IDLE_CHECK_S if nxt is None else min(IDLE_CHECK_S, max(0.0, (nxt - self.clock()) / 1000))
-            try:
-                await asyncio.wait_for(wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-            wake.clear()
+            await wait_for_wake(wake, self.next_deadline(), self.clock(), IDLE_CHECK_S)
             try:
                 await self.revive_due()
                 self.checkpoint()

@@ -281,17 +281,51 @@ class JavaBroker(_JavaProc):
         return self.start()
 
 
-def mqadmin(args: list[str], *, timeout_s: float = 60, home: Path | None = None) -> subprocess.CompletedProcess:
-    """The real ``mqadmin`` (rocketmq-tools MQAdminStartup 4.9.8); returns the finished process."""
-    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / "mqadmin-home"
+def tool_home(home: Path | None, dir_name: str = "mqadmin-home", logback_name: str = "logback_tools.xml") -> Path:
+    """The mqadmin tool's home (its ``user.home`` and ``rocketmq.home.dir``): ``<home or TMPDIR>/<dir_name>``
+    with a ``conf/<logback_name>`` that sends the tool's log to a file there (the 4.9.8 tool reads
+    logback_tools.xml, the 5.x tool rmq.tools.logback.xml)."""
+    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / dir_name
     (home / "conf").mkdir(parents=True, exist_ok=True)
-    logback = home / "conf" / "logback_tools.xml"
+    logback = home / "conf" / logback_name
     if not logback.exists():
         logback.write_text(_LOGBACK.format(log=home / "tools.log"))
-    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
-            f"-Duser.home={home}", "-cp", client_classpath(),
-            "org.apache.rocketmq.tools.command.MQAdminStartup", *args]
+    return home
+
+
+def _tool_argv(home: Path, classpath: str, main: list[str]) -> list[str]:
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
+            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", classpath, *main]
+
+
+def run_mqadmin(args: list[str], *, classpath: str, home: Path, timeout_s: float) -> subprocess.CompletedProcess:
+    """MQAdminStartup of the tools jar on ``classpath`` (4.9.8 or 5.x), ``home`` from :func:`tool_home`."""
+    argv = _tool_argv(home, classpath, ["org.apache.rocketmq.tools.command.MQAdminStartup", *args])
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+
+
+def run_mqadmin_batch(commands: list[list[str]], *, classpath: str, home: Path, timeout_s: float) -> list[str]:
+    """Several mqadmin commands in one JVM (drivers/MQAdminBatch.java runs MQAdminStartup.main0
+    once per command) with the tools jar on ``classpath``; returns each command's output
+    (stdout and the stack traces the tool prints), in order."""
+    for words in commands:
+        if any("|" in w for w in words):
+            raise ValueError(f"'|' separates words for MQAdminBatch: {words}")
+    argv = _tool_argv(home, classpath, [str(DRIVERS_DIR / "MQAdminBatch.java"), *("|".join(words) for words in commands)])
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+    outputs = []
+    for i in range(len(commands)):
+        begin, end = f"@@@ BEGIN {i}\n", f"\n@@@ END {i}\n"
+        if begin not in p.stdout or end not in p.stdout:
+            raise RuntimeError(f"MQAdminBatch stopped before command {i} {commands[i]}:\n{p.stdout[-4000:]}\n"
+                               f"{p.stderr[-4000:]}")
+        outputs.append(p.stdout.split(begin, 1)[1].split(end, 1)[0])
+    return outputs
+
+
+def mqadmin(args: list[str], *, timeout_s: float = 60, home: Path | None = None) -> subprocess.CompletedProcess:
+    """The real ``mqadmin`` (rocketmq-tools MQAdminStartup 4.9.8); returns the finished process."""
+    return run_mqadmin(args, classpath=client_classpath(), home=tool_home(home), timeout_s=timeout_s)
 
 
 def run_java_driver(driver: str, args: list[str], *, timeout_s: float = 120, workdir: Path | None = None,
@@ -314,23 +348,4 @@ def mqadmin_batch(commands: list[list[str]], *, timeout_s: float = 180, home: Pa
     """Several real ``mqadmin`` commands in one JVM (drivers/MQAdminBatch.java runs
     MQAdminStartup.main0 once per command); returns each command's output (stdout and the
     stack traces the tool prints), in order. One JVM start instead of one per command."""
-    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / "mqadmin-home"
-    (home / "conf").mkdir(parents=True, exist_ok=True)
-    logback = home / "conf" / "logback_tools.xml"
-    if not logback.exists():
-        logback.write_text(_LOGBACK.format(log=home / "tools.log"))
-    for words in commands:
-        if any("|" in w for w in words):
-            raise ValueError(f"'|' separates words for MQAdminBatch: {words}")
-    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
-            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", client_classpath(),
-            str(DRIVERS_DIR / "MQAdminBatch.java"), *("|".join(words) for words in commands)]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
-    outputs = []
-    for i in range(len(commands)):
-        begin, end = f"@@@ BEGIN {i}\n", f"\n@@@ END {i}\n"
-        if begin not in p.stdout or end not in p.stdout:
-            raise RuntimeError(f"MQAdminBatch stopped before command {i} {commands[i]}:\n{p.stdout[-4000:]}\n"
-                               f"{p.stderr[-4000:]}")
-        outputs.append(p.stdout.split(begin, 1)[1].split(end, 1)[0])
-    return outputs
+    return run_mqadmin_batch(commands, classpath=client_classpath(), home=tool_home(home), timeout_s=timeout_s)

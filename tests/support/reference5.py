@@ -28,12 +28,13 @@ import pytest
 from tests.support.reference import (
     JDK17_FLAGS,
     JavaBroker,
-    _LOGBACK,
     _JavaProc,
     _port_open,
     free_port_block,
     java_broker_conf,
-    java_env,
+    run_mqadmin,
+    run_mqadmin_batch,
+    tool_home,
 )
 
 LIB5_ENV = "MQCORE_ROCKETMQ5_LIB"
@@ -177,21 +178,12 @@ class Java5ClusterProxy(Java5Proxy):
 
 
 def _tool_home(home: Path | None) -> Path:
-    home = Path(home or os.environ.get("TMPDIR", "/tmp")) / "mqadmin5-home"
-    (home / "conf").mkdir(parents=True, exist_ok=True)
-    logback = home / "conf" / "rmq.tools.logback.xml"
-    if not logback.exists():
-        logback.write_text(_LOGBACK.format(log=home / "tools.log"))
-    return home
+    return tool_home(home, "mqadmin5-home", "rmq.tools.logback.xml")
 
 
 def mqadmin5(args: list[str], *, timeout_s: float = 60, home: Path | None = None) -> subprocess.CompletedProcess:
     """The real 5.3.3 ``mqadmin`` (rocketmq-tools MQAdminStartup); returns the finished process."""
-    home = _tool_home(home)
-    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
-            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", classpath5(),
-            "org.apache.rocketmq.tools.command.MQAdminStartup", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+    return run_mqadmin(args, classpath=classpath5(), home=_tool_home(home), timeout_s=timeout_s)
 
 
 def run_java5_driver(driver: str, args: list[str], *, timeout_s: float = 120, workdir: Path | None = None,
@@ -218,15 +210,4 @@ def mqadmin5_batch(commands: list[list[str]], *, timeout_s: float = 180, home: P
     home = _tool_home(home)
     if tools_yml is not None:
         (home / "conf" / "tools.yml").write_text(tools_yml)
-    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", *JDK17_FLAGS, f"-Drocketmq.client.logRoot={home}/logs",
-            f"-Drocketmq.home.dir={home}", f"-Duser.home={home}", "-cp", classpath5(),
-            str(DRIVERS_DIR / "MQAdminBatch.java"), *("|".join(words) for words in commands)]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
-    outputs = []
-    for i in range(len(commands)):
-        begin, end = f"@@@ BEGIN {i}\n", f"\n@@@ END {i}\n"
-        if begin not in p.stdout or end not in p.stdout:
-            raise RuntimeError(f"MQAdminBatch stopped before command {i} {commands[i]}:\n{p.stdout[-4000:]}\n"
-                               f"{p.stderr[-4000:]}")
-        outputs.append(p.stdout.split(begin, 1)[1].split(end, 1)[0])
-    return outputs
+    return run_mqadmin_batch(commands, classpath=classpath5(), home=home, timeout_s=timeout_s)

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import logging
 import os
-import threading
 from typing import Any, Callable
 
 from mqcore.acl.v2.model import (
@@ -28,14 +27,12 @@ from mqcore.acl.v2.model import (
     acl_from_json,
     user_from_json,
 )
-from mqcore.clock import system_clock_ms
+from mqcore.acl.watch import WatchedFile
 from mqcore.errors import AclConfigError
-from mqcore.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "auth.json"
-DEFAULT_POLL_INTERVAL_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,50 +71,23 @@ def parse_auth(text: str, path: str) -> AuthData:
     return AuthData(users, acls)
 
 
-class AuthStore(ServiceThread):
+class AuthStore(WatchedFile[AuthData]):
     """The file and the data parsed from it; changed by the admin requests, watched for edits."""
 
     name = "auth-file-watch"
+    label = "ACL 2.0"
+    kept = "users and ACLs stay"
+    missing_is_empty = True  # no file yet: no users, no ACLs (the admin requests create it)
+    logger = log
 
-    def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms,
-                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
-        super().__init__()
-        self.path = os.path.abspath(path)
-        self.clock = clock
-        self.poll_interval_s = poll_interval_s
-        self.current = AuthData()
-        self.reloads = 0
-        self._lock = threading.Lock()  # one change at a time (admin requests, reloads)
-        self._seen: tuple[int, int, int] | None = None
-        self._pending: tuple[int, int, int] | None = None
-        self._reported: tuple[int, int, int] | None = None
+    def _empty(self) -> AuthData:
+        return AuthData()
 
-    def _status(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size, st.st_ino
-
-    def _read(self) -> AuthData:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return AuthData()
-        except (OSError, UnicodeDecodeError) as e:
-            raise AclConfigError(f"cannot read {self.path}: {e}") from None
+    def _parse(self, text: str) -> AuthData:
         return parse_auth(text, self.path)
 
-    def load(self) -> AuthData:
-        """First load (a missing file is an empty one); AclConfigError for a bad file."""
-        with self._lock:
-            status = self._status()
-            self.current = self._read()
-            self._seen = status
-        log.info("ACL 2.0: %s loaded, %d user(s), %d ACL(s)", self.path, len(self.current.users),
-                 len(self.current.acls))
-        return self.current
+    def _summary(self, data: AuthData) -> str:
+        return f"{len(data.users)} user(s), {len(data.acls)} ACL(s)"
 
     def _write(self, data: AuthData) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -138,40 +108,6 @@ class AuthStore(ServiceThread):
             if new is not self.current:
                 self._write(new)
             return new
-
-    def poll(self) -> bool:
-        """Reload if the file was edited since the last look; True when new data is in force."""
-        with self._lock:
-            status = self._status()
-            if status == self._seen:
-                self._pending = None
-                return False
-            if status != self._pending:  # changed since the last look: wait until it holds still
-                self._pending = status
-                return False
-            self._seen, self._pending = status, None
-            try:
-                data = self._read()
-            except AclConfigError as e:
-                if self._reported != status:
-                    self._reported = status
-                    log.error("ACL 2.0: %s; the previous users and ACLs stay in force until the file is fixed", e)
-                return False
-            self.current = data
-            self._reported = None
-            self.reloads += 1
-        log.info("ACL 2.0: %s reloaded, %d user(s), %d ACL(s)", self.path, len(data.users), len(data.acls))
-        return True
-
-    def run(self) -> None:
-        while not self.stopped:
-            self.wait_for_running(self.poll_interval_s)
-            if self.stopped:
-                break
-            try:
-                self.poll()
-            except Exception:  # the watcher must outlive anything odd on the file system
-                log.exception("ACL 2.0: watching %s failed; retrying", self.path)
 
 
 def dashboard_accounts(data: AuthData) -> Any:

@@ -467,11 +467,7 @@ class TimerMessageStore(ServiceThread):
                 log.error("timer message has no usable REAL_TOPIC/REAL_QID (%r, %d); dropped", topic, queue_id)
                 return None
         sys_flag = stored.sys_flag
-        b = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0
-        s = L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_STOREHOST_V6 else 0
-        born_host = bytes(rec[L.REC_BORNHOST:L.REC_BORNHOST + L.HOST_V4_BYTES + b])
-        store_at = L.REC_STOREHOST_V4 + b
-        store_host = bytes(rec[store_at:store_at + L.HOST_V4_BYTES + s])
+        born_host, store_host = L.record_hosts(rec, sys_flag)
         return MessageExtBrokerInner(topic=topic, body=stored.body, queue_id=queue_id, flag=stored.flag,
                                      properties=props, sys_flag=sys_flag, born_timestamp=stored.born_timestamp,
                                      born_host=born_host, store_host=store_host,
