@@ -296,6 +296,43 @@ def test_encode_batch_messages_refuses_properties_over_int16():
             k.encode_batch_messages(items)
 
 
+def test_encode_batch_messages_takes_any_contiguous_buffer():
+    """Bytes bodies are read in place, any other buffer (bytearray, memoryview, a view's
+    slice, empty) through a view: the same bytes as for the bytes bodies, in both kernels."""
+    bodies = [b"abc", b"", b"0123456789" * 30]
+    as_buffers = [bytearray(bodies[0]), memoryview(b""), memoryview(b"--" + bodies[2] + b"--")[2:-2]]
+    want = _store_py.encode_batch_messages([(i, b, {"K": str(i)}) for i, b in enumerate(bodies)])
+    for k in BOTH:
+        assert k.encode_batch_messages([(i, b, {"K": str(i)}) for i, b in enumerate(as_buffers)]) == want
+        mixed = [(0, bodies[0], {"K": "0"}), (1, as_buffers[1], {"K": "1"}), (2, bodies[2], {"K": "2"})]
+        assert k.encode_batch_messages(mixed) == want
+
+
+def test_encode_batch_messages_allocates_nothing_per_bytes_item():
+    """A batch of bytes bodies and str properties is encoded without a collector-tracked
+    object per message: a view and a tuple per item set off the collections that cost a
+    fifth of a 1000-message send_batch's client CPU (issue 34)."""
+    import gc
+    items = [(0, b"x" * 100, {"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}) for i in range(1000)]
+    collections = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(100, 10, 10)
+    gc.callbacks.append(on_gc)
+    try:
+        out = _store.encode_batch_messages(items)
+    finally:
+        gc.callbacks.remove(on_gc)
+        gc.set_threshold(*threshold)
+    assert out == _store_py.encode_batch_messages(items)
+    assert collections == []
+
+
 def test_encode_batch_messages_never_overruns_when_a_dict_changes():
     """A properties value whose ``__format__`` grows another message's dict between the
     measuring and the writing pass: refused, never written past the buffer."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from mqcore.client.message import Message
 from mqcore.errors import IllegalArgumentError
 # ``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``: the broker refuses the same names (one definition)
-from mqcore.message import NOT_ALLOWED_SEND_TOPICS, is_retry_topic, validate_group, validate_topic
+from mqcore.message import NOT_ALLOWED_SEND_TOPICS, Prop, is_retry_topic, validate_group, validate_topic
 
 __all__ = [
     "NOT_ALLOWED_SEND_TOPICS",
@@ -23,6 +23,7 @@ __all__ = [
 
 #: levels of the default ``messageDelayLevel`` (1s ... 2h)
 MAX_DELAY_LEVEL = 18
+_DELAY, _WAIT = Prop.DELAY, Prop.WAIT
 
 
 def check_topic(topic: str) -> None:
@@ -71,6 +72,14 @@ def check_batch(messages: Sequence[Message], max_message_size: int) -> None:
     if is_retry_topic(topic):
         raise IllegalArgumentError("retry-topic messages cannot be sent in a batch")
     for msg in messages:
+        # the usual message (a plain Message of the topic, a body within the limit, no DELAY,
+        # the batch's WAIT) in one step: the checks below cost 0.6 us per message, a quarter
+        # of a 1000-message send_batch's client CPU (issue 34); anything else takes them
+        if type(msg) is Message and msg.topic == topic:
+            props, body = msg._properties, msg.body
+            if (body is not None and 0 < len(body) <= max_message_size and _DELAY not in props
+                    and (props.get(_WAIT) != "false") == wait):  # Message.wait_store_msg_ok
+                continue
         if not isinstance(msg, Message) or msg.topic != topic:
             check_message(msg, max_message_size)  # says what is wrong with it, if anything
             raise IllegalArgumentError(

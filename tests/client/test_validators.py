@@ -50,3 +50,41 @@ def test_batch_rules():
         check_batch([Message("%RETRY%g", b"1")], MAX)
     with pytest.raises(IllegalArgumentError, match="wait_store"):
         check_batch([Message("T", b"1"), Message("T", b"2", wait_store_msg_ok=False)], MAX)
+
+
+def test_batch_rules_hold_for_every_message_not_only_the_first():
+    """check_batch takes the usual message in one step (issue 34): whatever is wrong with a
+    later message is still refused, with the same message as the full checks give."""
+    ok = Message("T", b"1")
+
+    def later(msg):
+        return [ok, Message("T", b"2"), msg]
+
+    with pytest.raises(IllegalArgumentError, match="empty"):
+        check_batch(later(Message("T", b"")), MAX)
+    with pytest.raises(IllegalArgumentError, match="over the limit"):
+        check_batch([Message("T", b"x"), Message("T", b"x" * 11)], 10)
+    check_batch([Message("T", b"x"), Message("T", b"x" * 10)], 10)
+    with pytest.raises(IllegalArgumentError, match="delayed"):
+        check_batch(later(Message("T", b"3", delay_level=2)), MAX)
+    with pytest.raises(IllegalArgumentError, match="not an integer"):
+        check_batch(later(Message("T", b"3", properties={"DELAY": "soon"})), MAX)
+    with pytest.raises(IllegalArgumentError, match="wait_store"):
+        check_batch(later(Message("T", b"3", wait_store_msg_ok=False)), MAX)
+    check_batch([Message("T", b"1", wait_store_msg_ok=False), Message("T", b"2", wait_store_msg_ok=False)], MAX)
+    with pytest.raises(IllegalArgumentError, match="wait_store"):
+        check_batch([Message("T", b"1", wait_store_msg_ok=False), Message("T", b"2")], MAX)
+    with pytest.raises(IllegalArgumentError, match="same topic"):
+        check_batch(later(Message("U", b"3")), MAX)
+    with pytest.raises(IllegalArgumentError, match="expected a Message"):
+        check_batch(later("not a message"), MAX)
+
+    class Delayed(Message):  # a subclass is checked through its own properties
+        __slots__ = ()
+
+        @property
+        def properties(self):
+            return {**self._properties, "DELAY": "3"}
+
+    with pytest.raises(IllegalArgumentError, match="delayed"):
+        check_batch(later(Delayed("T", b"3")), MAX)
