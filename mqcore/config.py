@@ -48,6 +48,13 @@ class StoreConfig:
     flush_commitlog_least_pages: int = 4
     flush_commitlog_thorough_interval_ms: int = 10_000
     flush_interval_consume_queue_ms: int = 1000
+    #: a consume-queue file is flushed once this many of its pages are dirty (RocketMQ's default),
+    #: so a queue that gets a few units a second costs no msync each interval; crash recovery
+    #: rebuilds units from the commitlog
+    flush_consume_queue_least_pages: int = 2
+    #: ms between flushes of every consume-queue file however few pages are dirty; the
+    #: checkpoint's consume-queue time moves only then
+    flush_consume_queue_thorough_interval_ms: int = 60_000
     sync_flush_timeout_ms: int = 5000
     max_message_size_bytes: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_DELAY_LEVELS
@@ -118,6 +125,7 @@ class StoreConfig:
                      "delete_files_batch_max"):
             _require(getattr(self, name) > 0, name, "must be positive")
         for name in ("flush_commitlog_least_pages", "flush_commitlog_thorough_interval_ms", "prefault_window_bytes",
+                     "flush_consume_queue_least_pages", "flush_consume_queue_thorough_interval_ms",
                      "resident_behind_bytes",
                      "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
                      "clean_resource_first_delay_ms", "destroy_mapped_file_interval_forcibly_ms"):

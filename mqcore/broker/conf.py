@@ -176,6 +176,8 @@ STORE_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "flushCommitLogLeastPages": ("flush_commitlog_least_pages", _int),
     "flushCommitLogThoroughInterval": ("flush_commitlog_thorough_interval_ms", _int),
     "flushIntervalConsumeQueue": ("flush_interval_consume_queue_ms", _int),
+    "flushConsumeQueueLeastPages": ("flush_consume_queue_least_pages", _int),
+    "flushConsumeQueueThoroughInterval": ("flush_consume_queue_thorough_interval_ms", _int),
     "syncFlushTimeout": ("sync_flush_timeout_ms", _int),
     "maxMessageSize": ("max_message_size_bytes", _int),
     "messageDelayLevel": ("message_delay_level", _delay),

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Callable
 
 import numpy as np
 
-from mqcore.errors import IllegalArgumentError
+from mqcore.errors import IllegalArgumentError, StoreIOError
 from mqcore.format import layout as L
 from mqcore.store.mapped_file import PAGE_SIZE, DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
@@ -50,6 +51,12 @@ class ConsumeQueue:
         self.max_physic_offset = 0
         #: byte offset of the first live unit
         self.min_logic_offset = 0
+        self.queue.quiet = True
+        self.root_dir = root_dir
+        #: units put while the queue waits for its first file (``ConsumeQueueTable.pending``):
+        #: (queue offset, commitlog offset, size, tags code), written when the file exists;
+        #: None once the queue has its files (or was never deferred)
+        self.pending_units: list[tuple[int, int, int, int]] | None = None
 
     def load(self) -> list[str]:
         return self.queue.load()
@@ -116,6 +123,9 @@ class ConsumeQueue:
         n = len(phys)
         if n == 0:
             return 0
+        if self.pending_units is not None:
+            self.pending_units.extend(zip(map(int, queue_offsets), map(int, phys), map(int, sizes), map(int, tags)))
+            return 0  # readers learn of them when they are written (ConsumeQueueTable.make_ready)
         if consecutive and int(queue_offsets[0]) == self.max_offset() \
                 and int(phys[0]) + int(sizes[0]) > self.max_physic_offset:
             return self._append_run_locked(int(queue_offsets[0]), phys, sizes, tags)
@@ -161,6 +171,11 @@ class ConsumeQueue:
         """Before the commitlog append: make sure units from ``queue_offset`` on have a
         reserved file, so a full disk refuses the put instead of failing its dispatch
         after the record is already in the commitlog. Raises ``DiskFullError``."""
+        if self.pending_units is not None:
+            # the first file is made off the put's path: ask the partition whether it may be
+            if self.queue.space_check is not None:
+                self.queue.space_check(self.root_dir, self.file_size)
+            return
         last = self.queue.last
         if last is None or last.is_full():
             if last is None and queue_offset > 0:
@@ -191,6 +206,9 @@ class ConsumeQueue:
 
     def put_one_locked(self, queue_offset: int, phy: int, size: int, tags_code: int) -> int:
         """``put_units_locked`` for one unit without array work (the single-message put)."""
+        if self.pending_units is not None:
+            self.pending_units.append((queue_offset, phy, size, tags_code))
+            return 0
         max_off = self.max_offset()
         if queue_offset < max_off or phy + size <= self.max_physic_offset:
             return 0
@@ -393,7 +411,15 @@ class ConsumeQueue:
 
 
 class ConsumeQueueTable:
-    """All consume queues of a store, found on disk at load and created on first dispatch."""
+    """All consume queues of a store, found on disk at load and created on first dispatch.
+
+    A queue's first file is made off the put's path once the store runs (``defer_new``): a
+    new directory entry costs ~0.3-0.8 ms on some file systems, two or three of them for a
+    new queue, and the Java broker makes them in its dispatch thread too. Until then the queue
+    is *pending*: its units wait in memory (``ConsumeQueue.pending_units``), the
+    ``QueueFileService`` thread makes the file and writes them, and a reader that asks for
+    the queue first (:meth:`get`) makes it itself, so a read still sees every put before it.
+    Pending queues are not in ``queues`` (what the compiled send and pull paths read)."""
 
     def __init__(self, root_dir: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
         self.root_dir = root_dir
@@ -401,6 +427,20 @@ class ConsumeQueueTable:
         self.k = kernels
         self.space_check = space_check
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: queues waiting for their first file, by key (see the class's docstring)
+        self.pending: dict[tuple[str, int], ConsumeQueue] = {}
+        #: ``wake()`` of the thread that makes pending queues' files; None: a new queue's
+        #: file is made inline, under the put lock (loading, recovery, offline tools)
+        self.defer_new: Callable[[], None] | None = None
+        #: the lock puts hold (the writer's), taken to hand a pending queue its file and units
+        self.put_lock: threading.Lock | None = None
+        #: ``(cq)`` after a pending queue's units were written (the dispatcher's arrival listeners)
+        self.on_ready: Callable[[ConsumeQueue], None] | None = None
+        self._making = threading.Lock()
+        #: the last try to make a pending queue's file failed (no descriptor, no space): new
+        #: queues are made inline again, so their puts get the error as an answer, until a
+        #: pending queue's file is made
+        self.making_failed = False
         #: ``ConsumeQueue`` on the kernels' base (``hot_state``)
         self._queue_class = on_kernels(ConsumeQueue, kernels)
 
@@ -426,20 +466,92 @@ class ConsumeQueueTable:
         return notes
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self.queues.get((topic, queue_id))
+        """The queue for reading: a pending one is given its file first (never call this
+        holding the put lock: :meth:`lookup` is for the put's path)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None and self.pending:
+            self.make_ready((topic, queue_id))
+            cq = self.queues.get((topic, queue_id))
+        return cq
+
+    def lookup(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue, pending or not, as it is (the put's path)."""
+        key = (topic, queue_id)
+        return self.queues.get(key) or self.pending.get(key)
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self.queues.get((topic, queue_id))
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
         if cq is None:
-            cq = self.queues[(topic, queue_id)] = self._queue_class(topic, queue_id, self.root_dir,
-                                                                    self.file_size, self.k, self.space_check)
+            cq = self.pending.get(key)
+            if cq is None:
+                cq = self._queue_class(topic, queue_id, self.root_dir, self.file_size, self.k, self.space_check)
+                if self.defer_new is not None and not self.making_failed:
+                    cq.pending_units = []
+                    self.pending[key] = cq
+                    self.defer_new()
+                else:
+                    self.queues[key] = cq
         return cq
+
+    def make_ready(self, key: tuple[str, int]) -> bool:
+        """Give the pending queue ``key`` its first file (made outside the put lock) and write
+        its waiting units; False when it could not be made (logged; it stays pending)."""
+        with self._making:
+            cq = self.pending.get(key)
+            if cq is None:
+                return True
+            mf = None
+            units = cq.pending_units
+            if units and units[0][0] == 0:  # else a recreated queue: put_one_locked's gap filler decides
+                try:
+                    mf = cq.queue.make_file(0)
+                except OSError as e:
+                    if not self.making_failed:
+                        log.error("consume queue %s-%d: cannot create its first file (its units wait in "
+                                  "memory and are retried; new queues are made inline until one is made): %s",
+                                  key[0], key[1], e)
+                    self.making_failed = True
+                    return False
+                self.making_failed = False
+            assert self.put_lock is not None
+            with self.put_lock:
+                if self.pending.get(key) is not cq:  # its topic was deleted meanwhile
+                    if mf is not None:
+                        mf.destroy()
+                    return True
+                if mf is not None:
+                    cq.queue.adopt(mf)
+                units, cq.pending_units = cq.pending_units or [], None
+                added = 0
+                for unit in units:
+                    try:
+                        added += cq.put_one_locked(*unit)
+                    except StoreIOError as e:  # as a failed dispatch: the next start rebuilds it
+                        log.error("consume queue %s-%d: units not written: %s", key[0], key[1], e)
+                        break
+                # published once its units are in: readers that take no lock look here first
+                # (a reader that finds it in neither waits on ``_making`` above)
+                self.queues[key] = cq
+                del self.pending[key]
+                if added and self.on_ready is not None:
+                    self.on_ready(cq)
+            return True
+
+    def make_all_ready(self) -> bool:
+        """:meth:`make_ready` of every pending queue; False when one could not be made."""
+        ok = True
+        for key in list(self.pending):
+            ok = self.make_ready(key) and ok
+        return ok
 
     def max_physic_offset(self) -> int:
         return max((cq.max_physic_offset for cq in self.queues.values()), default=0)
 
     def remove_topic(self, topic: str) -> None:
         path = under_root(self.root_dir, topic)
+        for key in [k for k in self.pending if k[0] == topic]:
+            del self.pending[key]  # no file yet: its units go with the topic
         for key in [k for k in self.queues if k[0] == topic]:
             self.queues.pop(key).destroy()
         try:

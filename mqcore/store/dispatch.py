@@ -148,6 +148,11 @@ class Dispatcher:
         for key_hash in key_hashes:
             self.index.build_one_locked(key_hash, phy, store_ts)
 
+    def arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Tell the arrival listeners (long polling) of units written outside a dispatch
+        (a pending queue's, ``ConsumeQueueTable.make_ready``)."""
+        self._arrived(topic, queue_id, max_offset)
+
     def _arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
         for listener in self.listeners:
             listener(topic, queue_id, max_offset)
@@ -189,7 +194,7 @@ class Dispatcher:
     def _deleted(self, topic: str, queue_id: int, phy: int) -> bool:
         """During recovery: a record of a queue that no longer exists, from before the point
         every queue had been dispatched to - its queue was deleted, do not recreate it."""
-        return (phy < self.no_new_queues_below and self.queues.get(topic, queue_id) is None
+        return (phy < self.no_new_queues_below and self.queues.lookup(topic, queue_id) is None
                 and (topic, queue_id) not in self.new_queues_allowed)
 
     def _failed(self, kind: str, what: str, e: StoreIOError) -> None:

@@ -3,7 +3,10 @@
 ASYNC_FLUSH: a thread msyncs the commitlog every ``flush_interval_commitlog_ms``
 when at least ``flush_commitlog_least_pages`` are dirty (everything every
 ``flush_commitlog_thorough_interval_ms``), and consume queues, index and the
-checkpoint every ``flush_interval_consume_queue_ms``.
+checkpoint every ``flush_interval_consume_queue_ms``: each consume-queue file once
+``flush_consume_queue_least_pages`` of it are dirty, every one of them every
+``flush_consume_queue_thorough_interval_ms`` (RocketMQ's FlushConsumeQueueService; with
+thousands of queues a pass that msyncs each file that got one unit cost a core).
 
 SYNC_FLUSH: a put waits in ``GroupCommitService.wait_flushed`` until its end offset
 is on disk. The service thread flushes everything written so far in one go, so all
@@ -27,9 +30,9 @@ class FlushService(ServiceThread):
 
     name = "mqcore-flush"
 
-    def __init__(self, flush_commitlog: Callable[[int], None] | None, flush_logic: Callable[[], None],
+    def __init__(self, flush_commitlog: Callable[[int], None] | None, flush_logic: Callable[[int], None],
                  commitlog_interval_ms: int, least_pages: int, thorough_interval_ms: int,
-                 logic_interval_ms: int):
+                 logic_interval_ms: int, logic_least_pages: int = 0, logic_thorough_interval_ms: int = 0):
         super().__init__()
         self.flush_commitlog = flush_commitlog
         self.flush_logic = flush_logic
@@ -37,9 +40,11 @@ class FlushService(ServiceThread):
         self.least_pages = least_pages
         self.thorough_interval_ms = thorough_interval_ms
         self.logic_interval_ms = logic_interval_ms
+        self.logic_least_pages = logic_least_pages
+        self.logic_thorough_interval_ms = logic_thorough_interval_ms
 
     def run(self) -> None:
-        last_thorough = last_logic = time.monotonic()
+        last_thorough = last_logic = last_logic_thorough = time.monotonic()
         while not self.stopped:
             self.wait_for_running(self.commitlog_interval_ms / 1000)
             now = time.monotonic()
@@ -50,7 +55,10 @@ class FlushService(ServiceThread):
                 self.flush_commitlog(0 if thorough else self.least_pages)
             if (now - last_logic) * 1000 >= self.logic_interval_ms:
                 last_logic = now
-                self.flush_logic()
+                thorough = (now - last_logic_thorough) * 1000 >= self.logic_thorough_interval_ms
+                if thorough:
+                    last_logic_thorough = now
+                self.flush_logic(0 if thorough else self.logic_least_pages)
 
 
 class GroupCommitService(ServiceThread):

@@ -33,6 +33,7 @@ from mqcore.store.hot_state import on_kernels
 from mqcore.store.index import IndexService
 from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
+from mqcore.store.queue_files import QueueFileService
 from mqcore.store.reader import MessageReader
 from mqcore.store.recovery import Recovery, RecoveryReport
 from mqcore.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
@@ -85,6 +86,7 @@ class MessageStore:
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushService | None = None
         self.prefault_service: PrefaultService | None = None
+        self.queue_file_service: QueueFileService | None = None
         self.recovery_report: RecoveryReport | None = None
         #: seconds per commitlog flush that wrote data (the metrics endpoint reads it)
         self.flush_latency = Histogram(FLUSH_LATENCY_BOUNDS_S)
@@ -128,7 +130,8 @@ class MessageStore:
         self.flush_service = FlushService(
             None if self.group_commit else self._flush_commitlog, self._flush_logic,
             cfg.flush_interval_commitlog_ms, cfg.flush_commitlog_least_pages,
-            cfg.flush_commitlog_thorough_interval_ms, cfg.flush_interval_consume_queue_ms)
+            cfg.flush_commitlog_thorough_interval_ms, cfg.flush_interval_consume_queue_ms,
+            cfg.flush_consume_queue_least_pages, cfg.flush_consume_queue_thorough_interval_ms)
         self.flush_service.start()
         if self.group_commit is not None:
             self.group_commit.start()
@@ -136,14 +139,29 @@ class MessageStore:
             self.prefault_service = PrefaultService(self.commitlog, self.k, cfg.prefault_window_bytes)
             self.commitlog.queue.on_file_ready = self.prefault_service.file_ready
             self.prefault_service.start()
+        # from here on a new queue's first file is made off the put's path (queue_files.py)
+        self.queues.put_lock = self.writer.lock
+        self.queues.on_ready = self._queue_ready
+        self.queue_file_service = QueueFileService(self.queues)
+        self.queue_file_service.start()
+        self.queues.defer_new = self.queue_file_service.wakeup
         with open(self.config.abort_path, "a"):
             pass
         self._state = "running"
+
+    def _queue_ready(self, cq) -> None:
+        self.dispatcher.arrived(cq.topic, cq.queue_id, cq.max_offset())
 
     def shutdown(self) -> None:
         if self._state in ("new", "closed"):
             return
         self.writer.close("the store is shutting down")
+        self.queues.defer_new = None
+        if self.queue_file_service is not None:
+            self.queue_file_service.shutdown()
+        # a queue whose file could not be made keeps its units out of the consume queues:
+        # the abort file stays, so the next start re-dispatches them from the commitlog
+        queues_complete = self.queues.make_all_ready()
         if self.prefault_service is not None:
             self.prefault_service.shutdown()
         if self.flush_service is not None:
@@ -160,7 +178,7 @@ class MessageStore:
             self.index.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
-        if self._state == "running" and os.path.exists(self.config.abort_path):
+        if self._state == "running" and queues_complete and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
         self._lock.release()
         self._state = "closed"
@@ -279,17 +297,23 @@ class MessageStore:
     def _flush_commitlog_all(self) -> int:
         return self._flush_commitlog(0)
 
-    def _flush_logic(self) -> None:
+    def _flush_logic(self, least_pages: int = 0) -> None:
+        """Flush the consume queues (each file with at least ``least_pages`` dirty pages: 0,
+        every one), the index and the checkpoint. The checkpoint's consume-queue time moves
+        only with a flush of every queue (``least_pages`` 0), as RocketMQ's does: crash
+        recovery re-dispatches from it."""
         ts = self.dispatcher.last_store_timestamp
         keep = self.config.resident_behind_bytes // 16
         for cq in self.queues:
-            cq.flush()
+            cq.flush(least_pages)
             if keep:
                 cq.queue.release_behind(keep)
         if self.index is not None:
             self.index.flush()  # the newest full file is among the two it flushes
         if self.checkpoint is not None:
-            if ts:
+            # a pending queue's units are not in a file yet: the consume queues are not
+            # complete up to ``ts`` (crash recovery starts from this time)
+            if ts and not least_pages and not self.queues.pending:
                 self.checkpoint.logics_msg_timestamp = ts
             if self.index is not None:
                 self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,

@@ -76,6 +76,7 @@ def test_single_put_dispatch_matches_the_scanning_dispatch(tmp_path, kernels):
         st = MessageStore(small_config(tmp_path / name, broker_cluster_name="C1"), kernels=kernels, clock=clock)
         st.load()
         st.start()
+        st.queues.defer_new = None  # compared put by put: a new queue's file is made inline, not by a thread
         arrivals = []
         st.add_arrival_listener(lambda t, q, m, arrivals=arrivals: arrivals.append((t, q, m)))
         results = []
@@ -243,6 +244,7 @@ def test_batch_dispatch_to_one_queue_matches_the_grouping_dispatch(tmp_path, ker
         st = MessageStore(small_config(tmp_path / name), kernels=kernels, clock=clock)
         st.load()
         st.start()
+        st.queues.defer_new = None  # compared put by put: a new queue's file is made inline, not by a thread
         arrivals = []
         st.add_arrival_listener(lambda t, q, m, arrivals=arrivals: arrivals.append((t, q, m)))
         results = [st.put_batch(topic, qid, items, sys_flag=sf, born_host=BORN, store_host=STORE)

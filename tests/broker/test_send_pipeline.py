@@ -406,6 +406,7 @@ def test_a_stored_batch_wakes_long_polling_once_per_run_of_a_queue(tmp_path):
             one = encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(q)), b"first", opaque=99))
             items, _ = _pipeline.parse_plain_sends(one, 0, len(one), 1 << 20, CLUSTER, True)
             assert len(st.put_plain_sends(items, BORN, STORE)[0]) == 1
+        st.queues.make_all_ready()  # a new queue's file is made off the put's path: made now
         arrivals.clear()
         items, stop = _pipeline.parse_plain_sends(frames, 0, len(frames), 1 << 20, CLUSTER, True)
         assert stop == len(frames) and len(items) == len(queues)

@@ -285,6 +285,7 @@ CQ_CHILD = _CHILD_HELPERS + inspect.getsource(_fill) + textwrap.dedent(r"""
     out = {}
     s = open_store()
     assert put(s, 0).status.value == "PUT_OK"
+    s.get_max_offset_in_queue("Sparse", 0)  # a new queue's file is made off the put's path: a read waits for it
     cq = os.path.join(cfg.store_path, "consumequeue", "Sparse", "0", "%020d" % 0)
     out["cq_blocks_after_one"] = os.stat(cq).st_blocks * 512
     filler = _fill(root)

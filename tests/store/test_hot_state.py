@@ -24,6 +24,7 @@ def _store_on(path, kernels) -> MessageStore:
     st = MessageStore(small_config(path, broker_cluster_name="DefaultCluster"), clock=lambda: NOW, kernels=kernels)
     st.load()
     st.start()
+    st.queues.defer_new = None  # compared put by put: a new queue's file is made inline, not by a thread
     return st
 
 
