@@ -1,5 +1,6 @@
 /* HMAC-SHA1 (RFC 2104 over FIPS 180-4's SHA-1) of a short message, for plain ACL's request
- * signatures in the broker's send fast path (mqcore/_send_core.pxi, SendAcl).
+ * signatures: checked in the broker's send fast path (mqcore/_send_core.pxi, SendAcl) and written
+ * by the client's signed send templates (mqcore/_wire_client.pyx, SendTemplate).
  *
  * Why not OpenSSL's: through Python's _hashlib each signature of a 100-byte send costs an
  * HMAC context copy (three digest contexts allocated), four method calls, a second copy inside

@@ -22,8 +22,10 @@ def exchange(fd: int, frame: Buffer, opaque: int,
 class SendTemplate:
     mq: Any
     queue_id: int
+    signed: bool
     def __init__(self, head: bytes, mid: bytes, tail: bytes, mq: Any, queue_id: int, result_type: Any,
-                 send_ok: Any) -> None: ...
+                 send_ok: Any, mid2: bytes = ..., sign_prefix: bytes | None = ..., sign_suffix: bytes | None = ...,
+                 secret: bytes | None = ...) -> None: ...
     def frame(self, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes) -> bytes | None: ...
     def send(self, fd: int, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes,
              deadline: float, uniq_id: str) -> Any: ...
@@ -32,7 +34,7 @@ class SendTemplate:
 
 def send_template(code: int, language: str, version: int, producer_group: str, topic: str, default_topic: str,
                   default_topic_queue_nums: int, queue_id: int, broker_name: str, mq: Any, result_type: Any,
-                  send_ok: Any) -> SendTemplate | None: ...
+                  send_ok: Any, access_key: str | None = ..., secret_key: str | None = ...) -> SendTemplate | None: ...
 
 # --- auto-batching (the twin's AutoBatcher / PendingBatch have the contract) ---
 JOIN_CHECK: int

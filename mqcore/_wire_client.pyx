@@ -19,6 +19,11 @@ from libc.string cimport memcmp, memcpy
 # the properties writer the store's batch encoder uses (one copy of messageProperties2String in C)
 from mqcore._store cimport _dict_props_len, _dict_props_write
 
+cdef extern from "_sha1.h" nogil:
+    void mq_hmac_sha1_key(const unsigned char* key, size_t klen, uint32_t inner[5], uint32_t outer[5])
+    void mq_hmac_sha1(const uint32_t inner[5], const uint32_t outer[5], const unsigned char* a, size_t alen,
+                      const unsigned char* b, size_t blen, unsigned char out[20])
+
 cdef extern from "<poll.h>" nogil:
     struct pollfd:
         int fd
@@ -635,7 +640,7 @@ cdef inline bint _wc_plain_int_type(object value):
 
 
 def send_template(code, str language, version, producer_group, topic, default_topic, default_topic_queue_nums,
-                  queue_id, broker_name, mq, result_type, send_ok):
+                  queue_id, broker_name, mq, result_type, send_ok, access_key=None, secret_key=None):
     if not (_wc_int32(code) and _wc_int32(version) and type(default_topic_queue_nums) is int
             and _wc_int32(queue_id)):
         return None
@@ -643,12 +648,25 @@ def send_template(code, str language, version, producer_group, topic, default_to
                                   _wc_quote_bytes(default_topic), _wc_quote_bytes(broker_name))
     if lang is None or group is None or t is None or dt is None or broker is None:
         return None
+    nums, qid = str(default_topic_queue_nums).encode(), str(queue_id).encode()
     head = (b'{"code":' + str(code).encode() + b',"extFields":{"a":' + group + b',"b":' + t + b',"c":' + dt
-            + b',"d":"' + str(default_topic_queue_nums).encode() + b'","e":"' + str(queue_id).encode()
-            + b'","f":"0","g":"')
-    mid = b'","j":"0","k":"false","m":"false","n":' + broker + b'},"flag":0,"language":' + lang + b',"opaque":'
+            + b',"d":"' + nums + b'","e":"' + qid + b'","f":"0","g":"')
+    after = b'},"flag":0,"language":' + lang + b',"opaque":'
     tail = b',"serializeTypeCurrentRPC":"JSON","version":' + str(version).encode() + b'}'
-    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok)
+    if access_key is None:
+        return SendTemplate(head, b'","j":"0","k":"false","m":"false","n":' + broker + after, tail, mq, queue_id,
+                            result_type, send_ok)
+    ak = _wc_quote_bytes(access_key)
+    if ak is None or type(secret_key) is not str or not secret_key:
+        return None
+    # the signature's content: every extFields value in key order (AccessKey sorts first), the
+    # values fixed per queue joined here once; the send adds born, flag and properties
+    prefix = (<str>access_key).encode() + (<str>producer_group).encode() + (<str>topic).encode() \
+        + (<str>default_topic).encode() + nums + qid + b"0"
+    suffix = b"0falsefalse" + (<str>broker_name).encode()
+    mid = b'","j":"0","k":"false","m":"false","n":' + broker + b',"AccessKey":' + ak + b',"Signature":"'
+    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok, b'"' + after, prefix, suffix,
+                        (<str>secret_key).encode())
 
 
 cdef inline int64_t _wc_plain_int(object text, Py_ssize_t max_digits):
@@ -667,20 +685,34 @@ cdef inline int64_t _wc_plain_int(object text, Py_ssize_t max_digits):
     return v
 
 
+#: a signed template signs bodies up to this size itself (five SHA-1 blocks of C per 320 bytes);
+#: a longer one goes the generic way, to OpenSSL's SHA-1 with the CPU's SHA extensions
+DEF _SIGNED_BODY_MAX = 2048
+#: the header values a signed template's signature covers, at most (else the generic path)
+DEF _SIGN_SCRATCH = 4096
+
 cdef class _ResultMaker
 
 
 cdef class SendTemplate:
     """The constant parts of one queue's SEND_MESSAGE_V2 frame (see the twin)."""
-    cdef readonly bytes head, mid, tail
+    cdef readonly bytes head, mid, tail, mid2, sign_prefix, sign_suffix
     cdef readonly object mq, result_type, send_ok
     cdef readonly int64_t queue_id
+    cdef readonly bint signed
+    cdef uint32_t inner[5]  # the secret key's HMAC-SHA1 states (_sha1.h)
+    cdef uint32_t outer[5]
     cdef _ResultMaker _results  # the SendResult's slots written directly: no Python __init__ per send
 
-    def __init__(self, bytes head, bytes mid, bytes tail, mq, int64_t queue_id, result_type, send_ok):
-        self.head, self.mid, self.tail = head, mid, tail
+    def __init__(self, bytes head, bytes mid, bytes tail, mq, int64_t queue_id, result_type, send_ok,
+                 bytes mid2=b"", bytes sign_prefix=None, bytes sign_suffix=None, bytes secret=None):
+        self.head, self.mid, self.tail, self.mid2 = head, mid, tail, mid2
         self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
         self._results = _ResultMaker(result_type)
+        self.signed = secret is not None
+        self.sign_prefix, self.sign_suffix = sign_prefix or b"", sign_suffix or b""
+        if self.signed:
+            mq_hmac_sha1_key(<const unsigned char*>PyBytes_AS_STRING(secret), len(secret), self.inner, self.outer)
 
     def frame(self, int64_t opaque, born, flag, dict properties, bytes body):
         return self._frame(opaque, born, flag, properties, body)
@@ -719,6 +751,11 @@ cdef class SendTemplate:
         cdef Py_ssize_t head_n = len(self.head), mid_n = len(self.mid), tail_n = len(self.tail)
         cdef Py_ssize_t body_len = len(body)
         cdef Py_ssize_t header_len = head_n + nlen[0] + 7 + nlen[1] + 7 + props_len + mid_n + nlen[2] + tail_n
+        cdef char sig[28]
+        if self.signed:
+            if body_len > _SIGNED_BODY_MAX or not _wc_sign(self, nums, nlen, properties, body, sig):
+                return None  # the generic path signs it (OpenSSL's SHA-1 for a long body)
+            header_len += 28 + len(self.mid2)
         if header_len > 0xFFFFFF or 4 + header_len + body_len > _WC_INT32_MAX:
             return None
         cdef char* start
@@ -750,6 +787,9 @@ cdef class SendTemplate:
             out = _wc_put_escaped(out, v)
             n += 1
         out = _wc_put(out, PyBytes_AS_STRING(self.mid), mid_n)
+        if self.signed:
+            out = _wc_put(out, sig, 28)
+            out = _wc_put(out, PyBytes_AS_STRING(self.mid2), len(self.mid2))
         out = _wc_put(out, nums[2], nlen[2])
         out = _wc_put(out, PyBytes_AS_STRING(self.tail), tail_n)
         if body_len:
@@ -1099,6 +1139,58 @@ DEF _READONLY = 1
 #: ``SendResult``'s fields in its constructor's order (what ``result_for`` passes)
 _RESULT_FIELDS = ("status", "msg_id", "message_queue", "queue_offset", "offset_msg_id", "transaction_id",
                   "region_id", "trace_on")
+
+
+import string as _string
+#: base64's alphabet (RFC 4648), for the 28 characters of a signature
+cdef bytes _B64_TABLE = (_string.ascii_uppercase + _string.ascii_lowercase + _string.digits + "+/").encode()
+cdef const char* _B64 = _B64_TABLE
+
+
+cdef bint _wc_sign(SendTemplate t, char nums[3][24], int nlen[3], dict properties, bytes body, char* sig):
+    """``sig`` = base64 of HMAC-SHA1(secret, the extFields values in key order + body), as
+    ``SessionCredentials.sign`` computes it; False when the values do not fit the scratch."""
+    cdef unsigned char content[_SIGN_SCRATCH]
+    cdef Py_ssize_t n = 0, m, pre = len(t.sign_prefix), suf = len(t.sign_suffix)
+    cdef bint first = True
+    if pre + nlen[0] + nlen[1] + suf > _SIGN_SCRATCH:
+        return False
+    memcpy(content, PyBytes_AS_STRING(t.sign_prefix), pre)
+    n = pre
+    memcpy(content + n, nums[0], nlen[0])
+    n += nlen[0]
+    memcpy(content + n, nums[1], nlen[1])
+    n += nlen[1]
+    for k, v in properties.items():  # messageProperties2String, raw (``_frame`` checked: ASCII str)
+        if v is None:
+            continue
+        m = PyUnicode_GET_LENGTH(k) + PyUnicode_GET_LENGTH(v) + 2
+        if n + m + suf > _SIGN_SCRATCH:
+            return False
+        if not first:
+            content[n] = 2
+            n += 1
+        first = False
+        memcpy(content + n, PyUnicode_DATA(k), PyUnicode_GET_LENGTH(k))
+        n += PyUnicode_GET_LENGTH(k)
+        content[n] = 1
+        n += 1
+        memcpy(content + n, PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v))
+        n += PyUnicode_GET_LENGTH(v)
+    memcpy(content + n, PyBytes_AS_STRING(t.sign_suffix), suf)
+    n += suf
+    cdef unsigned char digest[20]
+    mq_hmac_sha1(t.inner, t.outer, content, n, <const unsigned char*>PyBytes_AS_STRING(body), len(body), digest)
+    cdef int i, o = 0
+    cdef uint32_t w
+    for i in range(0, 18, 3):
+        w = (<uint32_t>digest[i] << 16) | (<uint32_t>digest[i + 1] << 8) | digest[i + 2]
+        sig[o] = _B64[w >> 18]; sig[o + 1] = _B64[(w >> 12) & 63]
+        sig[o + 2] = _B64[(w >> 6) & 63]; sig[o + 3] = _B64[w & 63]
+        o += 4
+    w = (<uint32_t>digest[18] << 16) | (<uint32_t>digest[19] << 8)
+    sig[24] = _B64[w >> 18]; sig[25] = _B64[(w >> 12) & 63]; sig[26] = _B64[(w >> 6) & 63]; sig[27] = b'='
+    return True
 
 
 cdef class _ResultMaker:

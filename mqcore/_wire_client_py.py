@@ -47,6 +47,9 @@ that timed out or failed may have sent part of the frame: the caller closes the 
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import re
 import select
@@ -349,13 +352,18 @@ def _int64(value: Any) -> bool:
 
 def send_template(code: int, language: str, version: int, producer_group: str, topic: str, default_topic: str,
                   default_topic_queue_nums: int, queue_id: int, broker_name: str, mq: Any, result_type: Any,
-                  send_ok: Any) -> SendTemplate | None:
+                  send_ok: Any, access_key: str | None = None, secret_key: str | None = None) -> SendTemplate | None:
     """The constant parts of the SEND_MESSAGE_V2 frame of one queue (``code``, the header
     fields of ``SendMessageRequestHeader.V2_KEYS`` a plain send to it carries: ``f`` sysFlag
     0, ``j`` 0, ``k``/``m`` false, ``l`` absent), or None when one of them is not written by
     ``encode_request_frame`` (the caller then takes the generic path). ``mq``,
     ``result_type`` and ``send_ok``: the queue, the SendResult class and its SEND_OK status
-    that ``SendTemplate.send`` uses for the usual answer (the kernels import no client code)."""
+    that ``SendTemplate.send`` uses for the usual answer (the kernels import no client code).
+
+    ``access_key`` / ``secret_key`` (plain ACL, no security token): every frame carries
+    ``AccessKey`` and the ``Signature`` ``SessionCredentials.sign`` would add - HMAC-SHA1 of
+    the extFields values in key order (``AccessKey`` sorts first) and the body - for bodies up
+    to ``SIGNED_BODY_MAX`` bytes (``frame`` declines longer ones: the generic path signs them)."""
     if not (_int32(code) and _int32(version) and type(default_topic_queue_nums) is int and _int32(queue_id)):
         return None
     quoted = [_quote(t) if type(t) is str else None
@@ -365,9 +373,24 @@ def send_template(code: int, language: str, version: int, producer_group: str, t
     lang, group, t, dt, broker = (q.encode("ascii") for q in quoted)  # type: ignore[union-attr]
     head = b'{"code":%d,"extFields":{"a":%s,"b":%s,"c":%s,"d":"%d","e":"%d","f":"0","g":"' % (
         code, group, t, dt, default_topic_queue_nums, queue_id)
-    mid = b'","j":"0","k":"false","m":"false","n":%s},"flag":0,"language":%s,"opaque":' % (broker, lang)
+    after = b'},"flag":0,"language":%s,"opaque":' % lang
     tail = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % version
-    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok)
+    if access_key is None:
+        return SendTemplate(head, b'","j":"0","k":"false","m":"false","n":%s' % broker + after, tail, mq, queue_id,
+                            result_type, send_ok)
+    ak = _quote(access_key) if type(access_key) is str else None
+    if ak is None or type(secret_key) is not str or not secret_key:
+        return None
+    prefix = ("%s%s%s%s%d%d0" % (access_key, producer_group, topic, default_topic, default_topic_queue_nums,
+                                 queue_id)).encode()
+    suffix = ("0falsefalse" + broker_name).encode()
+    mid = b'","j":"0","k":"false","m":"false","n":%s,"AccessKey":%s,"Signature":"' % (broker, ak.encode("ascii"))
+    return SendTemplate(head, mid, tail, mq, queue_id, result_type, send_ok, b'"' + after, prefix, suffix,
+                        secret_key.encode())
+
+
+#: a signed template signs bodies up to this size (longer ones: the generic path, OpenSSL's SHA-1)
+SIGNED_BODY_MAX = 2048
 
 
 class SendTemplate:
@@ -394,12 +417,16 @@ class SendTemplate:
     compiled kernel reads the usual answer straight into the SendResult, without the ext
     dict, and falls back to ``decode_json_answer`` + ``result`` for anything else)."""
 
-    __slots__ = ("head", "mid", "tail", "mq", "queue_id", "result_type", "send_ok")
+    __slots__ = ("head", "mid", "tail", "mq", "queue_id", "result_type", "send_ok", "mid2", "sign_prefix",
+                 "sign_suffix", "signed", "_secret")
 
     def __init__(self, head: bytes, mid: bytes, tail: bytes, mq: Any, queue_id: int, result_type: Any,
-                 send_ok: Any) -> None:
-        self.head, self.mid, self.tail = head, mid, tail
+                 send_ok: Any, mid2: bytes = b"", sign_prefix: bytes | None = None, sign_suffix: bytes | None = None,
+                 secret: bytes | None = None) -> None:
+        self.head, self.mid, self.tail, self.mid2 = head, mid, tail, mid2
         self.mq, self.queue_id, self.result_type, self.send_ok = mq, queue_id, result_type, send_ok
+        self.signed = secret is not None
+        self.sign_prefix, self.sign_suffix, self._secret = sign_prefix or b"", sign_suffix or b"", secret
 
     def frame(self, opaque: int, born: int, flag: int, properties: dict[str, str], body: bytes) -> bytes | None:
         if not (_int64(born) and _int64(flag)) or not 0 <= opaque <= _INT32_MAX:
@@ -407,11 +434,20 @@ class SendTemplate:
         for k, v in properties.items():
             if v is not None and (type(k) is not str or type(v) is not str):
                 return None
-        props = _quote(format_properties(properties))
+        raw = format_properties(properties)
+        props = _quote(raw)
         if props is None:
             return None
+        mid = self.mid
+        if self.signed:
+            if len(body) > SIGNED_BODY_MAX:
+                return None
+            content = b"%s%d%d%s%s" % (self.sign_prefix, born, flag, raw.encode("ascii"), self.sign_suffix)
+            mac = hmac.new(self._secret or b"", content, hashlib.sha1)
+            mac.update(body)
+            mid = mid + base64.b64encode(mac.digest()) + self.mid2
         header = b"%s%d\",\"h\":\"%d\",\"i\":%s%s%d%s" % (self.head, born, flag, props[:-1].encode("ascii"),
-                                                            self.mid, opaque, self.tail)
+                                                            mid, opaque, self.tail)
         length = 4 + len(header) + len(body)
         if len(header) > _HEADER_LENGTH_MASK or length > _INT32_MAX:
             return None

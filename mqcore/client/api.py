@@ -143,6 +143,9 @@ class MQClientAPI:
         self._namesrv_index = 0
         # the JSON header names the language; a code LanguageCode does not know takes the generic path
         self._language_name: str | None = _language_name(language)
+        #: (access key, secret key) of plain ACL without a security token: send templates sign
+        #: their frames themselves (``SessionCredentials.sign``'s signature); None: unsigned
+        self.template_keys: tuple[str, str] | None = None
 
     def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes | memoryview = b"") -> RemotingCommand:
         return create_request(code, ext, body, language=self.language, version=self.version)
@@ -235,9 +238,11 @@ class MQClientAPI:
         language = self._language_name
         if language is None or self.remoting.tls is not None:  # the template writes a plaintext socket
             return None
+        keys = self.template_keys
         return self.remoting.blocking.kernels.send_template(
             _SEND_V2, language, self.version, producer_group, mq.topic, default_topic, default_topic_queue_nums,
-            mq.queue_id, mq.broker_name, mq, SendResult, SendStatus.SEND_OK)
+            mq.queue_id, mq.broker_name, mq, SendResult, SendStatus.SEND_OK,
+            *(keys if keys is not None else ()))
 
     def send_answer(self, addr: str, broker_name: str, topic: str, uniq_id: str,
                     answer: AnswerHeader | RemotingCommand, mq: MessageQueue | None = None) -> SendResult:

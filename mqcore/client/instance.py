@@ -125,6 +125,8 @@ class ClientInstance:
                                        sign_fields=sign_fields)
         self.api = MQClientAPI(self.remoting, language=config.language, version=config.version,
                                namesrv_addrs=config.namesrv_addrs, on_loop=self.loop_thread.run)
+        if config.access_key is not None and config.security_token is None:
+            self.api.template_keys = (config.access_key, config.secret_key or "")
         self.rebalance_interval_ms = rebalance_interval_ms
         #: request-reply: requests waiting for the reply the broker pushes (PUSH_REPLY_MESSAGE_TO_CLIENT)
         self.replies = ReplyTable(clock)

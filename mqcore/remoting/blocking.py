@@ -483,8 +483,9 @@ class BlockingPool:
         """``call`` for a send written from a :class:`SendTemplate` (see
         :meth:`BlockingConnection.send_template`): the send path's one call per request,
         with the usual answer already a SendResult. None, with nothing sent, when the
-        template declines or a ``finalize`` hook is set."""
-        if self.finalize is not None:
+        template declines or a ``finalize`` hook is set (a signed template, with the ACL
+        signer as that hook - ``sign_fields`` set beside it -, signs itself)."""
+        if self.finalize is not None and (self.sign_fields is None or not template.signed):
             return None
         now = time.monotonic()
         deadline = now + timeout_ms / 1000.0

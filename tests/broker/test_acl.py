@@ -59,6 +59,30 @@ def raw(rc, addr, code, ext=None, body=b"", account=None):
     return rc.invoke(addr, cmd, 5000)
 
 
+def test_signed_plain_sends_take_the_signed_template_sync_and_async(broker):
+    """With credentials, Producer.send and unbatched send_async write their frames from the
+    queue's signed SendTemplate (the kernel signs as SessionCredentials.sign does) and the
+    broker accepts them; a wrong secret is refused on the same path."""
+    p = producer(broker, acl.NORMAL, auto_batch=False)
+    try:
+        sync = [p.send(Message("TopicPub", b"signed sync %d" % i)) for i in range(20)]
+        futures = [p.send_async(Message("TopicPub", b"signed async %d" % i)) for i in range(50)]
+        asynced = [f.result(30) for f in futures]
+        templates = list(p._impl._templates.values())
+    finally:
+        p.shutdown()
+    assert all(r.status.name == "SEND_OK" for r in sync + asynced)
+    assert templates and all(t.signed for t in templates)  # not the generic path
+    bad = producer(broker, (acl.NORMAL[0], "not-the-secret"), auto_batch=False)
+    try:
+        refused(lambda: bad.send(Message("TopicPub", b"x")))
+        assert all(t.signed for t in bad._impl._templates.values())
+        with pytest.raises(MQError):
+            bad.send_async(Message("TopicPub", b"x")).result(30)
+    finally:
+        bad.shutdown()
+
+
 def test_right_credentials_send_and_consume(broker):
     p = producer(broker, acl.NORMAL)
     try:
