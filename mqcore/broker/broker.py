@@ -22,6 +22,7 @@ import os
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from mqcore._compat import default_pipeline_kernels
 from mqcore.acl import AclFile, BrokerAclHook, PlainAccessValidator, SessionCredentials
 from mqcore.acl.fast import SendAclDecisions
 from mqcore.acl.v2.admin import AuthAdmin, initial_users
@@ -334,11 +335,13 @@ class Broker:
         ha = self.ha
 
         def wake_ha(*_args: object) -> None:
-            # arrivals may be reported off the loop's thread; with no slave connected (a single
-            # node, the usual case) a put costs this one check, no cross-thread wake-up
-            if ha.connections:
-                loop.call_soon_threadsafe(ha.notify)
-        self.store.add_arrival_listener(wake_ha)
+            loop.call_soon_threadsafe(ha.notify)  # arrivals may be reported off the loop's thread
+
+        # behind a gate counting the connected slaves: with none (a single node, the usual case)
+        # the compiled put reads a count and calls nothing (a Python call per arrival is one per
+        # request when thousands of queues are written in turn: each request ends a run)
+        ha.arrival_gate = default_pipeline_kernels().ArrivalGate(wake_ha)
+        self.store.add_arrival_listener(ha.arrival_gate)
         for svc in self._services:
             if self.is_slave and svc in (self.schedule, self.timer):
                 continue  # a slave delivers no delayed message: its master does, and the slave copies that

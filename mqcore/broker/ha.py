@@ -118,6 +118,9 @@ class HAServer:
         self.heartbeat_s = heartbeat_s
         self.write_limit = write_limit
         self.connections: set[HAConnection] = set()
+        #: the store arrival listener that wakes the transfers (an ``ArrivalGate``: its ``waiting``
+        #: is the number of connected slaves, so with none a put calls nothing); set by the broker
+        self.arrival_gate: Any = None
         self._data = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
@@ -221,10 +224,16 @@ class HAServer:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(self, reader, writer)
         self.connections.add(conn)
+        self._count_slaves()
         try:
             await conn.run()
         finally:
             self.connections.discard(conn)
+            self._count_slaves()
+
+    def _count_slaves(self) -> None:
+        if self.arrival_gate is not None:
+            self.arrival_gate.waiting = len(self.connections)
 
     async def stop(self) -> None:
         if self._timer is not None:
