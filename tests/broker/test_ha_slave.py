@@ -147,3 +147,42 @@ def create_topic_and_produce(ns: str, n: int) -> None:
     with Producer("pg-ha", namesrv_addr=ns) as p:
         for i in range(n):
             p.send(Message(TOPIC, b"y" * 200))
+
+
+def test_a_running_consumer_carries_on_from_the_slave_when_the_master_dies(tmp_path):
+    """A push consumer in the middle of a backlog when its master is killed (SIGKILL): it goes on
+    pulling from the slave (the route then names only brokerId 1, as Apache's clients read it)
+    and gets every message, duplicates allowed, none lost."""
+    import threading
+    import time
+
+    n = 1500
+    got: list[bytes] = []
+    lock = threading.Lock()
+
+    def slow(msgs, _ctx):  # ~3 s for the backlog: the master dies a third of the way through
+        time.sleep(0.002 * len(msgs))
+        with lock:
+            got.extend(m.body for m in msgs)
+
+    with NamesrvProcess() as ns, \
+            BrokerProcess(tmp_path / "m", namesrv=ns.addr, conf=CONF) as master, \
+            BrokerProcess(tmp_path / "s", namesrv=ns.addr, conf=SLAVE) as slave, \
+            MQAdmin(ns.addr) as admin:
+        create_topic(master.broker_addr, ns.addr, TOPIC)
+        _call(master.broker_addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps({"groupName": GROUP}).encode())
+        _produce(ns.addr, n)
+        end = _max_offset(admin, master.broker_addr)
+        assert wait_for(lambda: _max_offset(admin, slave.broker_addr) == end, timeout=60)
+        assert wait_for(lambda: TOPIC.encode() in _call(slave.broker_addr, RC.GET_ALL_TOPIC_CONFIG), timeout=30)
+        c = PushConsumer(GROUP, namesrv_addr=ns.addr, **dict(FAST, consume_from_where="first",
+                                                              consume_message_batch_max_size=8))
+        c.subscribe(TOPIC)
+        c.register_listener(slow)
+        with c:
+            assert wait_for(lambda: len(got) >= n // 3, timeout=60), len(got)
+            master.kill9()
+            before = len(got)
+            assert before < n  # the rest can only come from the slave
+            assert wait_for(lambda: len(set(got)) == n, timeout=90), (len(set(got)), n)
+        assert set(got) == {b"x" * 300 + str(i).encode() for i in range(n)}
