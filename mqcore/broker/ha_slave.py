@@ -216,7 +216,9 @@ class SlaveSync:
             self.topics.load()  # the managers' caches (and system topics) from the new table
             self._versions["topics"] = version
             self.after_topics()
-        self.offsets.replace_from_json(await self._call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
+        # merged, as Apache's slave does: offsets committed on the slave for groups the master
+        # has no entry of are kept (a consumer reading from the slave while the master is away)
+        self.offsets.merge_from_json(await self._call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
         delay = await self._call(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         if delay:
             self.delay_offsets.replace_from_json(delay)

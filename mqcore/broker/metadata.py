@@ -136,6 +136,11 @@ class ConsumerOffsetTable(JsonTable):
     def _replace_locked(self, value: dict[str, dict[int, int]]) -> None:
         self._table = value
 
+    def _merge_locked(self, value: dict[str, dict[int, int]]) -> None:
+        # per topic@group, as Java's ConcurrentMap.putAll: the master's queues for a key replace
+        # the slave's for it; a key only the slave has (a group that committed there) stays
+        self._table.update(value)
+
 
 class DelayOffsetTable(JsonTable):
     """``delayOffset.json``: delay level -> next SCHEDULE_TOPIC_XXXX queue offset to deliver."""

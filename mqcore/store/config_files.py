@@ -264,6 +264,18 @@ class JsonTable:
             self._replace_locked(decoded)
         self.persist()
 
+    def merge_from_json(self, data: str | bytes) -> None:
+        """Take a document's entries over this table's, keeping the entries only this table
+        has (a slave's copy of its master's consumer offsets: SlaveSynchronize's ``putAll``),
+        and persist. Raises as ``replace_from_json``."""
+        decoded = self._decode(loads_lenient(data))
+        with self._lock:
+            self._merge_locked(decoded)
+        self.persist()
+
+    def _merge_locked(self, value: Any) -> None:  # pragma: no cover - overridden where merged
+        raise NotImplementedError
+
     def load(self) -> bool:
         """Replace the table with the file's content; False when there was nothing to load."""
         decoded = load(self.path, self._decode)

@@ -389,3 +389,19 @@ def test_persist_moves_its_own_previous_version_to_bak(tmp_path):
     t.persist()
     assert '"perm":4' in read(tmp_path / "topics.json.bak") and '"C"' in read(tmp_path / "topics.json")
     assert sorted(os.listdir(tmp_path)) == ["topics.json", "topics.json.bak"]
+
+
+def test_a_slave_merges_its_masters_offsets_as_apache_s_putall(tmp_path):
+    """SlaveSynchronize.syncConsumerOffset: the master's topic@group entries replace the slave's
+    (each key's queues as a whole); a key only the slave holds stays; the result is persisted."""
+    c = ConsumerOffsetTable.in_dir(str(tmp_path))
+    c.commit("onSlave", "T", 0, 5)  # committed on the slave while the master was away
+    c.commit("both", "T", 0, 9)
+    c.commit("both", "T", 1, 3)
+    c.merge_from_json(b'{"offsetTable":{"T@both":{0:10},"T@master":{2:7}}}')
+    assert c.snapshot() == {"T@onSlave": {0: 5}, "T@both": {0: 10}, "T@master": {2: 7}}
+    again = ConsumerOffsetTable.in_dir(str(tmp_path))
+    assert again.load() and again.snapshot() == c.snapshot()
+    with pytest.raises(ValueError):
+        c.merge_from_json(b'{"offsetTable":{"no-separator":{0:1}}}')
+    assert c.snapshot()["T@onSlave"] == {0: 5}  # a malformed document changes nothing
