@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import re
 import threading
+import time
 
 import pytest
 
@@ -101,7 +102,9 @@ def run(tmp_path_factory):
                                     _committed(admin, GROUP, AUDIT) == sum(AUDIT_BEFORE), 30)
             finally:
                 consumer.shutdown()
-            # the group is offline now and falls behind by these
+            # the group is offline now and falls behind by these, stored after this moment
+            mid = int(time.time() * 1000)
+            assert wait_for(lambda: int(time.time() * 1000) > mid)
             _send(producer, ORDERS, ORDERS_AFTER, "TagA", 50)
             tag_b = _send(producer, AUDIT, AUDIT_AFTER, "TagB", 150)[-1]
             # a tag the live group's subscription leaves out: its offset passes it, unconsumed
@@ -140,6 +143,10 @@ def run(tmp_path_factory):
                 "queryMsgByOffset": ["queryMsgByOffset", *n, "-t", ORDERS, "-b", BROKER, "-i",
                                      str(probe.message_queue.queue_id), "-o", str(probe.queue_offset)],
                 "getBrokerConfig": ["getBrokerConfig", *n, "-b", addr],
+                # last, and changing nothing: the offline group to where its lag starts (its
+                # committed offsets), the online one to the end (where it is)
+                "resetOffsetByTimeOffline": ["resetOffsetByTime", *n, "-g", GROUP, "-t", ORDERS, "-s", str(mid)],
+                "resetOffsetByTimeOnline": ["resetOffsetByTime", *n, "-g", LIVE, "-t", AUDIT, "-s", "now"],
             }
             # Apache's tool changes a setting last; mqcore's getBrokerConfig must then read it
             update = ["updateBrokerConfig", *n, "-b", addr, "-k", CONF_KEY, "-v", CONF_VALUE]
@@ -221,6 +228,8 @@ FACTS = {
     "queryMsgByIdFiltered": _message,
     "queryMsgByOffset": _message,
     "getBrokerConfig": lambda t: dict(re.findall(r"^(\S+)\s+=  (.*)$", t, re.M)),
+    "resetOffsetByTimeOffline": lambda t: (t.splitlines()[0], sorted(tuple(r) for r in _rows(t, 2))),
+    "resetOffsetByTimeOnline": lambda t: (t.splitlines()[0], sorted(tuple(r) for r in _rows(t, 2))),
 }
 
 
@@ -270,3 +279,11 @@ def test_figures_are_the_broker_state(run):
     assert f["queryMsgByIdConsumed"]["tracks"] == [offline, (LIVE, "CONSUMED", "null")]
     assert f["queryMsgByIdFiltered"]["tracks"] == [offline, (LIVE, "CONSUMED_BUT_FILTERED", "null")]
     assert f"update broker config success, {addr}" in run["updated"]
+    head, rows = f["resetOffsetByTimeOffline"]
+    assert head.startswith(f"rollback consumer offset by specified consumerGroup[{GROUP}],")  # none online
+    # broker offset, consumer offset, the offset of the time, where it goes: where the lag starts
+    assert rows == [(BROKER, str(q), str(orders[q]), str(ORDERS_BEFORE[q]), str(ORDERS_BEFORE[q]),
+                     str(ORDERS_BEFORE[q])) for q in range(4)]
+    head, rows = f["resetOffsetByTimeOnline"]
+    assert head.startswith(f"rollback consumer offset by specified group[{LIVE}],")  # told to its consumer
+    assert rows == [(BROKER, str(q), str(audit[q])) for q in range(2)]
