@@ -266,6 +266,19 @@ def cmd_topic_route(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> objec
     return None
 
 
+def cmd_topic_cluster_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    """The clusters the topic's brokers belong to. RocketMQ's tool looks at the route's first
+    broker only; a topic on brokers of two clusters is in both, so every broker counts here."""
+    route = admin.topic_route(a.topic)
+    info = admin.cluster_info()
+    clusters = sorted({c for b in route.broker_datas if (c := info.cluster_of(b.broker_name))})
+    if a.json:
+        return clusters
+    for c in clusters:
+        print(c, file=out)
+    return None
+
+
 def cmd_topic_status(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     rows = admin.topic_stats(a.topic)
     if a.json:
@@ -604,6 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("topicRoute", cmd_topic_route, "Examine topic route info")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-l", "--list", action="store_true", help="print a table instead of the JSON route")
+    p = add("topicClusterList", cmd_topic_cluster_list, "Get cluster info for topic")
+    p.add_argument("-t", "--topic", required=True)
     p = add("topicStatus", cmd_topic_status, "Examine topic Status info")
     p.add_argument("-t", "--topic", required=True)
     p = add("updateTopic", cmd_update_topic, "Update or create topic")

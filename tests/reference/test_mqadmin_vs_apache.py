@@ -126,6 +126,7 @@ def run(tmp_path_factory):
                 "topicRouteOrders": ["topicRoute", *n, "-t", ORDERS],
                 "topicRouteAudit": ["topicRoute", *n, "-t", AUDIT],
                 "topicRouteList": ["topicRoute", *n, "-t", AUDIT, "-l"],
+                "topicClusterList": ["topicClusterList", *n, "-t", ORDERS],
                 "topicStatusOrders": ["topicStatus", *n, "-t", ORDERS],
                 "topicStatusAudit": ["topicStatus", *n, "-t", AUDIT],
                 "consumerProgress": ["consumerProgress", *n, "-g", GROUP],
@@ -203,6 +204,7 @@ FACTS = {
     "topicRouteOrders": _route,
     "topicRouteAudit": _route,
     "topicRouteList": lambda t: [r for r in _rows(t) if not r[0].startswith("---")],
+    "topicClusterList": lambda t: sorted(t.split()),
     "topicStatusOrders": lambda t: [(r[0], int(r[1]), int(r[2]), int(r[3]), len(r) > 4) for r in _rows(t)],
     "topicStatusAudit": lambda t: [(r[0], int(r[1]), int(r[2]), int(r[3]), len(r) > 4) for r in _rows(t)],
     "consumerProgress": _progress,
@@ -253,6 +255,7 @@ def test_figures_are_the_broker_state(run):
             ("DefaultCluster", AUDIT, LIVE)} <= set(f["topicListCluster"])
     assert f["topicRouteAudit"][:2] == ([(BROKER, 4, 2, 6, 0)], [("DefaultCluster", BROKER, {0: addr})])
     assert f["topicRouteList"][0] == ["DefaultCluster", BROKER, "{0=" + addr + "}", "4", "2", "6"]
+    assert f["topicClusterList"] == ["DefaultCluster"]
     orders = [b + a for b, a in zip(ORDERS_BEFORE, ORDERS_AFTER)]
     assert f["topicStatusOrders"] == [(BROKER, q, 0, orders[q], orders[q] > 0) for q in range(4)]
     audit = [2, 3]  # before + after + the TagC one, on the two write queues
