@@ -28,7 +28,7 @@ from mqcore.acl.signing import SessionCredentials
 from mqcore.client.message import MessageExt, SendResult, decode_messages
 from mqcore.client.route import TopicRouteData
 from mqcore.errors import BrokerError, IllegalArgumentError, NoRouteError, RemotingError
-from mqcore.message import decode_offset_msg_id
+from mqcore.message import Prop, decode_offset_msg_id
 from mqcore.permissions import topic_perm_problem
 from mqcore.remoting.bodies import MessageQueue
 from mqcore.remoting.client import SyncRemotingClient
@@ -148,6 +148,25 @@ class ConsumerConnection:
     consume_type: str
     message_model: str
     consume_from_where: str
+    #: topic -> the tags the subscription names (the broker's ``tagsSet``; empty: every tag)
+    tags: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+
+#: ``TrackType``: what a message's track says of one consumer group
+TRACK_TYPES = ("CONSUMED", "CONSUMED_BUT_FILTERED", "PULL", "NOT_CONSUME_YET", "NOT_ONLINE", "UNKNOWN")
+
+
+@dataclasses.dataclass(frozen=True)
+class MessageTrack:
+    """One consumer group of a message's topic and whether it consumed the message (Java's
+    ``MessageTrack``, what ``queryMsgById`` prints under the message)."""
+    consumer_group: str
+    track_type: str  # one of TRACK_TYPES
+    exception_desc: str | None = None
+
+    def __str__(self) -> str:
+        return (f"MessageTrack [consumerGroup={self.consumer_group}, trackType={self.track_type}, "
+                f"exceptionDesc={'null' if self.exception_desc is None else self.exception_desc}]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -387,22 +406,68 @@ class MQAdmin:
 
     def consumer_connection(self, group: str, addr: str | None = None) -> ConsumerConnection:
         addrs = [addr] if addr else [a for _n, a in self._topic_brokers(RETRY_GROUP_TOPIC_PREFIX + group)]
+        refusal: tuple[str, str] | None = None
         for a in addrs:
             resp = self._invoke(a, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
                                 ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
             if resp.code != ResponseCode.SUCCESS:
+                if resp.remark and refusal is None:
+                    refusal = (a, resp.remark)
                 continue
             obj = self._json(resp)
             conns = [Connection(str(c.get("clientId")), str(c.get("clientAddr")), str(c.get("language")),
                                 _int(c.get("version"))) for c in obj.get("connectionSet") or []]
             if not conns:
                 continue
-            subs = {str(t): str(s.get("subString")) for t, s in (obj.get("subscriptionTable") or {}).items()}
+            table = obj.get("subscriptionTable") or {}
+            subs = {str(t): str(s.get("subString")) for t, s in table.items()}
+            tags = {str(t): frozenset(str(x) for x in s.get("tagsSet") or ()) for t, s in table.items()}
             return ConsumerConnection(sorted(conns, key=lambda c: c.client_id), subs,
                                       str(obj.get("consumeType")), str(obj.get("messageModel")),
-                                      str(obj.get("consumeFromWhere")))
+                                      str(obj.get("consumeFromWhere")), tags)
+        if refusal is not None:  # the broker's own words ("the consumer group[g] not online")
+            raise BrokerError(ResponseCode.CONSUMER_NOT_ONLINE, refusal[1], refusal[0])
         raise BrokerError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group {group!r} is not online",
                           addrs[0] if addrs else None)
+
+    def message_track(self, m: MessageExt) -> list[MessageTrack]:
+        """``messageTrackDetail``: for each group that consumes ``m``'s topic, whether it has
+        consumed ``m``: online, pushed to, and its committed offset on ``m``'s queue of the
+        broker that stored ``m`` past ``m``'s offset (a subscription whose tags leave ``m``'s
+        out: consumed but filtered). A group the answers fail for gets the reason, as Java's
+        ``CODE:c DESC:remark``."""
+        tracks: list[MessageTrack] = []
+        masters: dict[str, str | None] | None = None
+        for group in self.topic_consumed_by(m.topic):
+            try:
+                cc = self.consumer_connection(group)
+                if cc.consume_type == "CONSUME_ACTIVELY":
+                    tracks.append(MessageTrack(group, "PULL"))
+                    continue
+                if cc.consume_type != "CONSUME_PASSIVELY":
+                    tracks.append(MessageTrack(group, "UNKNOWN"))
+                    continue
+                stats = self.consume_stats(group)
+                if masters is None:
+                    masters = {b.broker_name: b.master_addr for b in self.cluster_info().brokers()}
+            except BrokerError as e:
+                kind = "NOT_ONLINE" if e.code == ResponseCode.CONSUMER_NOT_ONLINE else "UNKNOWN"
+                tracks.append(MessageTrack(group, kind, f"CODE:{e.code} DESC:{e.remark}"))
+                continue
+            except RemotingError as e:
+                tracks.append(MessageTrack(group, "UNKNOWN", str(e)))
+                continue
+            consumed = any(r.topic == m.topic and r.queue_id == m.queue_id and r.consumer_offset > m.queue_offset
+                           and masters.get(r.broker_name) == m.store_host for r in stats.rows)
+            tags = cc.tags.get(m.topic)
+            if not consumed:
+                kind = "NOT_CONSUME_YET"
+            elif tags and "*" not in tags and m.tags not in tags:
+                kind = "CONSUMED_BUT_FILTERED"
+            else:
+                kind = "CONSUMED"
+            tracks.append(MessageTrack(group, kind))
+        return tracks
 
     def producer_connection(self, group: str, topic: str) -> list[Connection]:
         for _name, addr in self._topic_brokers(topic):
@@ -479,6 +544,9 @@ class MQAdmin:
                                 ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED))
         next_offset = _int(resp.ext_fields.get("nextBeginOffset"), offset)
         msgs = decode_messages(bytes(resp.body), mq.broker_name) if resp.code == ResponseCode.SUCCESS else []
+        for m in msgs:  # the queue's bounds at the pull, as the Java client stamps every pulled message
+            m.stamp_property(Prop.MIN_OFFSET, str(_int(resp.ext_fields.get("minOffset"))))
+            m.stamp_property(Prop.MAX_OFFSET, str(_int(resp.ext_fields.get("maxOffset"))))
         return resp.code, next_offset, msgs
 
     def message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:

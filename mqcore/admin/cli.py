@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from mqcore.admin import cli_tools
-from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin, version_desc)
+from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MessageTrack, MQAdmin,
+                              version_desc)
 from mqcore.client.message import MessageExt
 from mqcore.errors import BrokerError, MQError, NoRouteError, RemotingConnectError, RemotingTimeoutError
 from mqcore.permissions import TOPIC_PERMS
@@ -95,6 +96,34 @@ def _print_msg(admin: MQAdmin, m: MessageExt, out: TextIO) -> None:
             ("Properties:", _java_map(m.properties)), ("Message Body Path:", body_path)]
     for k, v in rows:
         print(f"{k:<20} {v}", file=out)
+
+
+def _tracks(admin: MQAdmin, a: argparse.Namespace, m: MessageExt) -> list[MessageTrack] | None:
+    """The message's track (None: the question failed, noted for stderr and exit status 1)."""
+    try:
+        return admin.message_track(m)
+    except MQError as e:
+        _note_failure(a, f"the message track of {m.msg_id}", e)
+        return None
+
+
+def _print_tracks(tracks: list[MessageTrack] | None, out: TextIO) -> None:
+    """What QueryMsgByIdSubCommand prints under the message: one line a group (the Java tool
+    runs them together on one line), or that no group consumes the topic."""
+    if tracks is None:
+        return
+    print("", file=out)
+    if not tracks:
+        print("WARN: No Consumer", file=out)
+    for t in tracks:
+        print(t, file=out)
+
+
+def _track_json(tracks: list[MessageTrack] | None) -> list[dict[str, Any]] | None:
+    if tracks is None:
+        return None
+    return [{"consumerGroup": t.consumer_group, "trackType": t.track_type, "exceptionDesc": t.exception_desc}
+            for t in tracks]
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -234,6 +263,19 @@ def cmd_topic_route(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> objec
                          q.get("readQueueNums", ""), q.get("writeQueueNums", ""), q.get("perm", "")), file=out)
     print("-" * 158, file=out)
     print(fmt.format("Total:", len(qd), "", r, w, ""), file=out)
+    return None
+
+
+def cmd_topic_cluster_list(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+    """The clusters the topic's brokers belong to. RocketMQ's tool looks at the route's first
+    broker only; a topic on brokers of two clusters is in both, so every broker counts here."""
+    route = admin.topic_route(a.topic)
+    info = admin.cluster_info()
+    clusters = sorted({c for b in route.broker_datas if (c := info.cluster_of(b.broker_name))})
+    if a.json:
+        return clusters
+    for c in clusters:
+        print(c, file=out)
     return None
 
 
@@ -433,18 +475,23 @@ def cmd_query_msg_by_id(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> o
     if a.consumerGroup is not None:
         return cli_tools.consume_directly(admin, a, out)
     msgs = [admin.view_message(i.strip(), a.topic) for i in a.msgId.split(",") if i.strip()]
+    shown = [(m, _tracks(admin, a, m)) for m in msgs]
     if a.json:
-        return [_msg_json(m) for m in msgs] if len(msgs) > 1 else _msg_json(msgs[0])
-    for m in msgs:
+        docs = [{**_msg_json(m), "messageTracks": _track_json(t)} for m, t in shown]
+        return docs if len(docs) > 1 else docs[0]
+    for m, t in shown:
         _print_msg(admin, m, out)
+        _print_tracks(t, out)
     return None
 
 
 def cmd_query_msg_by_offset(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
     m = admin.message_by_offset(a.topic, a.brokerName, a.queueId, a.offset)
+    tracks = _tracks(admin, a, m)
     if a.json:
-        return _msg_json(m)
+        return {**_msg_json(m), "messageTracks": _track_json(tracks)}
     _print_msg(admin, m, out)
+    _print_tracks(tracks, out)
     return None
 
 
@@ -570,6 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("topicRoute", cmd_topic_route, "Examine topic route info")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-l", "--list", action="store_true", help="print a table instead of the JSON route")
+    p = add("topicClusterList", cmd_topic_cluster_list, "Get cluster info for topic")
+    p.add_argument("-t", "--topic", required=True)
     p = add("topicStatus", cmd_topic_status, "Examine topic Status info")
     p.add_argument("-t", "--topic", required=True)
     p = add("updateTopic", cmd_update_topic, "Update or create topic")

@@ -45,11 +45,18 @@ def text_of(driver: webdriver.Chrome, css: str) -> str:
     return driver.find_element(By.CSS_SELECTOR, css).text
 
 
-def screenshot(driver: webdriver.Chrome, path: str) -> None:
-    """The whole page, not only the window's height."""
+def screenshot(driver: webdriver.Chrome, path: str, width: int = 1024) -> int:
+    """The whole page at ``width`` px wide, not only the window's height. Returns how wide the
+    page is there (``documentElement.scrollWidth``): more than ``width`` scrolls sideways."""
+    driver.set_window_size(width, 900)  # the height a page needs depends on its width
     height = driver.execute_script("return Math.max(document.body.scrollHeight, 600)")
-    driver.set_window_size(1360, min(int(height) + 140, 4000))
+    driver.set_window_size(width, min(int(height) + 140, 4000))
     try:
+        # measured two frames on: the page's resize handlers (the charts') have run by then
+        page_width = int(driver.execute_async_script(
+            "var done = arguments[arguments.length - 1]; requestAnimationFrame(function () {"
+            " requestAnimationFrame(function () { done(document.documentElement.scrollWidth); }); });"))
         driver.save_screenshot(path)
     finally:
         driver.set_window_size(1360, 900)
+    return page_width

@@ -23,6 +23,7 @@ import urllib.request
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from mqcore.admin import MQAdmin
@@ -206,6 +207,9 @@ def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, bro
         box.clear()
         box.send_keys(value)
     form.find_element(By.NAME, "write_perm").click()  # read only
+    form.find_element(By.NAME, "write_queues").send_keys(Keys.ENTER)  # Enter asks too
+    assert "Fewer write queues" in answer_dialog(browser, accept=False)
+    assert _topic_config(live, "DashEditT") == (4, 4, 6)
     form.find_element(By.CSS_SELECTOR, "button").click()
     assert "Fewer write queues" in answer_dialog(browser, accept=False)
     assert _topic_config(live, "DashEditT") == (4, 4, 6)  # "no" changed nothing
@@ -327,6 +331,10 @@ def test_producers_running_info_and_consume_directly(live, browser):
             browser.find_element(By.CSS_SELECTOR, "#results tr td a").click()
             before = got.count(b"live one")
             browser.find_element(By.CSS_SELECTOR, "#consume-directly button").click()
+            assert "second delivery" in answer_dialog(browser, accept=False)
+            assert got.count(b"live one") == before
+            # Enter on the focused button (the keyboard's submit) asks the same question
+            browser.find_element(By.CSS_SELECTOR, "#consume-directly button").send_keys(Keys.ENTER)
             assert "second delivery" in answer_dialog(browser, accept=False)
             assert got.count(b"live one") == before
             browser.find_element(By.CSS_SELECTOR, "#consume-directly button").click()

@@ -58,12 +58,20 @@ def shots(tmp_path_factory):
     return where
 
 
+#: a laptop's window and a phone's: docs/dashboard.md shows ``name.png`` (1024 px) and ``name-390.png``
+SHOT_WIDTHS = (1024, 390)
+
+
 def shoot(driver, shots, name):
-    path = os.path.join(shots, f"{name}.png")
-    screenshot(driver, path)
-    with open(path, "rb") as f:
-        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    assert os.path.getsize(path) > 10_000  # a rendered page, not a blank one
+    for width in SHOT_WIDTHS:
+        path = os.path.join(shots, f"{name}.png" if width == SHOT_WIDTHS[0] else f"{name}-{width}.png")
+        page_width = screenshot(driver, path, width)
+        assert page_width <= width, f"{name} scrolls sideways at {width} px: {page_width} px wide"
+        with open(path, "rb") as f:
+            head = f.read(24)
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(head[16:20], "big") == width  # the PNG's own width
+        assert os.path.getsize(path) > 10_000  # a rendered page, not a blank one
 
 
 def open_page(driver, url, heading):

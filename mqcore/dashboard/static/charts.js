@@ -24,7 +24,7 @@
         if (plot) { plot.setData(data); return; }
         el.innerHTML = "";
         plot = new uPlot({
-          width: Math.max(260, el.clientWidth - 20), height: 240,
+          width: chartWidth(), height: 240,
           scales: {x: {time: true}, y: {range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; }}},
           axes: [{space: 80, incrs: [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600],
                    values: function (u, vals) { return vals.map(hms); }}, {label: "msg/s", values: function (u, vals) { return vals.map(fmt); }}],
@@ -36,6 +36,12 @@
         }, data, el);
       }).catch(function () { /* the next refresh tries again */ });
     }
+    function chartWidth() { return Math.max(260, el.clientWidth - 20); }
+    // the width is fixed when the chart is drawn: follow the window (a narrower one would
+    // otherwise scroll sideways, a wider one leave the chart short)
+    window.addEventListener("resize", function () {
+      if (plot) plot.setSize({width: chartWidth(), height: 240});
+    });
     refresh();
     setInterval(refresh, every);
   }
