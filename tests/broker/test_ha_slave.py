@@ -8,6 +8,7 @@ whose store holds more than its master's is refused and keeps its files as they 
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -61,8 +62,10 @@ def _call(addr: str, code: int, ext=None, body=b"") -> bytes:
         return bytes(r.body or b"")
 
 
-def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopped(tmp_path):
-    n = 3000
+@contextlib.contextmanager
+def _pair_with_backlog(tmp_path, n: int):
+    """A name server, a master and its mqbroker slave; TOPIC and GROUP created on the master and
+    ``n`` messages sent; yields (ns, master, slave, admin, the master's commitlog end)."""
     with NamesrvProcess() as ns, \
             BrokerProcess(tmp_path / "m", namesrv=ns.addr, conf=CONF) as master, \
             BrokerProcess(tmp_path / "s", namesrv=ns.addr, conf=SLAVE) as slave, \
@@ -70,9 +73,14 @@ def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopp
         create_topic(master.broker_addr, ns.addr, TOPIC)
         _call(master.broker_addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps({"groupName": GROUP}).encode())
         _produce(ns.addr, n)
+        yield ns, master, slave, admin, _max_offset(admin, master.broker_addr)
+
+
+def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopped(tmp_path):
+    n = 3000
+    with _pair_with_backlog(tmp_path, n) as (ns, master, slave, admin, end):
         _call(master.broker_addr, RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0",
                                                               "commitOffset": "7"})
-        end = _max_offset(admin, master.broker_addr)
         assert end > FILE  # the copy crosses a commitlog file
         assert wait_for(lambda: _max_offset(admin, slave.broker_addr) == end, timeout=60)
 
@@ -165,14 +173,7 @@ def test_a_running_consumer_carries_on_from_the_slave_when_the_master_dies(tmp_p
         with lock:
             got.extend(m.body for m in msgs)
 
-    with NamesrvProcess() as ns, \
-            BrokerProcess(tmp_path / "m", namesrv=ns.addr, conf=CONF) as master, \
-            BrokerProcess(tmp_path / "s", namesrv=ns.addr, conf=SLAVE) as slave, \
-            MQAdmin(ns.addr) as admin:
-        create_topic(master.broker_addr, ns.addr, TOPIC)
-        _call(master.broker_addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps({"groupName": GROUP}).encode())
-        _produce(ns.addr, n)
-        end = _max_offset(admin, master.broker_addr)
+    with _pair_with_backlog(tmp_path, n) as (ns, master, slave, admin, end):
         assert wait_for(lambda: _max_offset(admin, slave.broker_addr) == end, timeout=60)
         assert wait_for(lambda: TOPIC.encode() in _call(slave.broker_addr, RC.GET_ALL_TOPIC_CONFIG), timeout=30)
         c = PushConsumer(GROUP, namesrv_addr=ns.addr, **dict(FAST, consume_from_where="first",

@@ -19,7 +19,7 @@ from mqcore.client import Message, Producer, PushConsumer
 from mqcore.remoting import RequestCode, ResponseCode, SyncRemotingClient, create_request
 from tests.client.integration.helpers import FAST, Sink, create_topic
 from tests.support.processes import BrokerProcess, NamesrvProcess
-from tests.support.switchover import SwitchTraffic, caught_up, switch_report
+from tests.support.switchover import SwitchTraffic, caught_up, switch_over, switch_report
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -149,13 +149,7 @@ def test_traffic_across_a_switch_between_mqbrokers(tmp_path, clients):
         assert t.wait_acked(800), t.report()
         new = stack.enter_context(BrokerProcess(tmp_path / "new", namesrv=ns.addr, broker_name=NAME, conf=SLAVE))
         assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP), t.report()
-        t.mark_switch()
-        admin.update_broker_config(old.broker_addr, {"brokerPermission": "4"})
-        assert caught_up(admin, old.broker_addr, new.broker_addr, TOPIC, GROUP, exact=True, traffic=t), t.report()
-        acked = t.acked_count()
-        old.stop()
-        new.conf.update(MASTER)
-        new.restart()
+        acked = switch_over(admin, t, old, old.broker_addr, new, new.broker_addr, TOPIC, GROUP)
         assert t.wait_acked(acked + 800, timeout=120), t.report()
         t.stop_sending()
         assert t.wait_consumed_all(120), t.report()

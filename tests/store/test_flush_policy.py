@@ -13,18 +13,24 @@ from tests.support.waiting import wait_for
 CQ_FILE = 300_000 * 20
 
 
+def _started(tmp_path, kernels, thorough_ms: int) -> MessageStore:
+    """A store flushing every 20 ms, consume queues at 2 dirty pages, all of them every ``thorough_ms``."""
+    s = MessageStore(small_config(tmp_path / "store", consume_queue_file_size_bytes=CQ_FILE,
+                                  commitlog_file_size_bytes=4 << 20, flush_interval_consume_queue_ms=20,
+                                  flush_interval_commitlog_ms=20, flush_consume_queue_least_pages=2,
+                                  flush_consume_queue_thorough_interval_ms=thorough_ms), kernels=kernels)
+    s.load()
+    s.start()
+    return s
+
+
 def _cq_file(store, topic, qid):
     store.get_max_offset_in_queue(topic, qid)  # the queue's file exists once a reader asked
     return store.queues.get(topic, qid).queue.files[0]
 
 
 def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, kernels):
-    cfg = small_config(tmp_path / "store", consume_queue_file_size_bytes=CQ_FILE, commitlog_file_size_bytes=4 << 20,
-                       flush_interval_consume_queue_ms=20, flush_interval_commitlog_ms=20,
-                       flush_consume_queue_least_pages=2, flush_consume_queue_thorough_interval_ms=3_600_000)
-    s = MessageStore(cfg, kernels=kernels)
-    s.load()
-    s.start()
+    s = _started(tmp_path, kernels, thorough_ms=3_600_000)
     try:
         for i in range(10):
             s.put_message(msg(topic="Few", body=b"%d" % i))
@@ -43,12 +49,7 @@ def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, ker
 
 
 def test_the_thorough_flush_takes_every_file_and_moves_the_checkpoint(tmp_path, kernels):
-    cfg = small_config(tmp_path / "store", consume_queue_file_size_bytes=CQ_FILE, commitlog_file_size_bytes=4 << 20,
-                       flush_interval_consume_queue_ms=20, flush_interval_commitlog_ms=20,
-                       flush_consume_queue_least_pages=2, flush_consume_queue_thorough_interval_ms=100)
-    s = MessageStore(cfg, kernels=kernels)
-    s.load()
-    s.start()
+    s = _started(tmp_path, kernels, thorough_ms=100)
     try:
         s.put_message(msg(topic="One", body=b"x"))
         one = _cq_file(s, "One", 0)

@@ -204,5 +204,28 @@ def caught_up(admin: MQAdmin, master: str, slave: str, topic: str, group: str, *
     return replicated and wait_for(synced, timeout=timeout, step=0.5)
 
 
+#: the broker.conf keys that make a broker the master again (the new master's restart)
+MASTER = {"brokerId": 0, "brokerRole": "ASYNC_MASTER"}
+
+
+def switch_over(admin: MQAdmin, traffic: SwitchTraffic, old, old_addr: str, new, new_addr: str, topic: str,
+                group: str) -> int:
+    """The runbook's steps 3-5 (docs/migration.md) with traffic running: the old master made
+    read-only (``brokerPermission=4``), the new broker waited for until it holds every byte and
+    the group's offsets, the old master stopped, the new one restarted as the master. ``old`` /
+    ``new``: process handles with ``stop()`` / ``conf`` and ``restart()``. Returns how many sends
+    were acknowledged before the switch."""
+    traffic.mark_switch()
+    admin.update_broker_config(old_addr, {"brokerPermission": "4"})
+    assert caught_up(admin, old_addr, new_addr, topic, group, exact=True, traffic=traffic), traffic.report()
+    acked = traffic.acked_count()
+    began = time.monotonic()
+    old.stop()
+    new.conf.update(MASTER)
+    new.restart()
+    print(f"SWITCHOVER old master stopped and new one started in {time.monotonic() - began:.2f} s")
+    return acked
+
+
 def switch_report(t: SwitchTraffic) -> str:
     return f"SWITCHOVER {t.report()}"
