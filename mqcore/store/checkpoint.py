@@ -37,9 +37,14 @@ class StoreCheckpoint:
         """``getMinTimestamp``: the older of commitlog and consume-queue progress, less 3 s."""
         return int(max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000))
 
-    def flush(self) -> None:
+    def write(self) -> None:
+        """The times into the file's page (what another process reading the file sees), not synced."""
         L.CHECKPOINT_FIELDS.pack_into(self._mm, L.CKPT_PHYSIC_MSG_TIMESTAMP, self.physic_msg_timestamp,
-                          self.logics_msg_timestamp, self.index_msg_timestamp)
+                                      self.logics_msg_timestamp, self.index_msg_timestamp)
+
+    def flush(self) -> None:
+        """``write`` and sync the file."""
+        self.write()
         self._mm.flush()
 
     def close(self) -> None:

@@ -517,8 +517,13 @@ class ConsumeQueueTable:
             assert self.put_lock is not None
             with self.put_lock:
                 if self.pending.get(key) is not cq:  # its topic was deleted meanwhile
-                    if mf is not None:
-                        mf.destroy()
+                    if mf is not None:  # the file and the directories made for it go too
+                        cq.queue.adopt(mf)
+                        cq.destroy()
+                        try:
+                            os.rmdir(under_root(self.root_dir, key[0]))
+                        except OSError:
+                            pass  # other queues' directories (or foreign files) in it
                     return True
                 if mf is not None:
                     cq.queue.adopt(mf)

@@ -299,9 +299,9 @@ class MessageStore:
 
     def _flush_logic(self, least_pages: int = 0) -> None:
         """Flush the consume queues (each file with at least ``least_pages`` dirty pages: 0,
-        every one), the index and the checkpoint. The checkpoint's consume-queue time moves
-        only with a flush of every queue (``least_pages`` 0), as RocketMQ's does: crash
-        recovery re-dispatches from it."""
+        every one), the index and the checkpoint. The checkpoint is synced only with a flush
+        of every queue (``least_pages`` 0), as RocketMQ's is: recovery after a power cut
+        re-dispatches from the times it holds on disk."""
         ts = self.dispatcher.last_store_timestamp
         keep = self.config.resident_behind_bytes // 16
         for cq in self.queues:
@@ -313,12 +313,17 @@ class MessageStore:
         if self.checkpoint is not None:
             # a pending queue's units are not in a file yet: the consume queues are not
             # complete up to ``ts`` (crash recovery starts from this time)
-            if ts and not least_pages and not self.queues.pending:
+            if ts and not self.queues.pending:
                 self.checkpoint.logics_msg_timestamp = ts
             if self.index is not None:
                 self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp,
                                                           self.index.last_full_end_timestamp())
-            self.checkpoint.flush()
+            # as RocketMQ's: the file (its page) always shows the times, but it is made durable
+            # only with a flush of every queue - a power cut must not leave a checkpoint on disk
+            # newer than consume-queue pages that were never synced
+            self.checkpoint.write()
+            if not least_pages:
+                self.checkpoint.flush()
 
     # --- facts ---------------------------------------------------------------------------------------
     def get_min_phy_offset(self) -> int:
@@ -333,7 +338,7 @@ class MessageStore:
 
     def queue_ids(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
-        for topic, qid in sorted(self.queues.queues):
+        for topic, qid in sorted([*self.queues.queues, *self.queues.pending]):  # pending: units waiting
             out.setdefault(topic, []).append(qid)
         return out
 

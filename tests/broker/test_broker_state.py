@@ -144,6 +144,9 @@ def test_core_sends_call_no_listener_until_a_pull_parks_and_then_wake_it(tmp_pat
                 send_w.write(_send(1, b"early%d" % i, i))
                 assert b'"code":0' in await _answer(send_r)
             assert stored_by_core == [b"early0", b"early1", b"early2"] and notified == []
+            # queue 1 was new: its first file is made off the put's path, and a pull parked while
+            # that happens would also be told of queue 1; a read of the queue waits for it
+            assert broker.store.get_max_offset_in_queue(TOPIC, 1) == 3 and notified == []
             pull_r, pull_w = await asyncio.open_connection(*broker.addr.rsplit(":", 1))
             pull_w.write(_parked_pull(2, 50))
             for _ in range(1000):  # until the general path has parked it

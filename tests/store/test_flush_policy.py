@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from mqcore.store.message_store import MessageStore
+from mqcore.format import layout as L
 from tests.support.store import msg, small_config
 from tests.support.waiting import wait_for
 
@@ -31,6 +32,9 @@ def _cq_file(store, topic, qid):
 
 def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, kernels):
     s = _started(tmp_path, kernels, thorough_ms=3_600_000)
+    synced = []
+    sync = s.checkpoint.flush
+    s.checkpoint.flush = lambda: (synced.append(1), sync())[1]
     try:
         for i in range(10):
             s.put_message(msg(topic="Few", body=b"%d" % i))
@@ -42,7 +46,9 @@ def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, ker
         assert wait_for(lambda: s.commitlog.queue.flushed_offset() == s.commitlog.max_offset, timeout=10)
         time.sleep(0.2)  # ten more flush passes: "Few" must still be unflushed after them
         assert few.wrote_position == 200 and few.flushed_position == 0
-        assert s.checkpoint.logics_msg_timestamp == 0  # no thorough flush yet
+        assert synced == []  # the checkpoint file is not synced before a thorough flush either
+        with open(tmp_path / "store" / "checkpoint", "rb") as f:  # but its page shows the times
+            assert L.CHECKPOINT_FIELDS.unpack_from(f.read(), L.CKPT_PHYSIC_MSG_TIMESTAMP)[1] > 0
     finally:
         s.shutdown()
     assert few.flushed_position == 200  # a stop flushes everything
