@@ -30,7 +30,8 @@ The sampler's mean poll interval (``poll_ms``) is printed with each row: the res
 floor under every lag figure. Both processes read CLOCK_MONOTONIC (``time.monotonic``).
 
 Prints one JSON line per round, configuration and phase, then a summary (medians over rounds)
-with the SYNC_MASTER throughput ratio mqbroker / Apache and the 1-minute load average.
+with the SYNC_MASTER throughput ratio mqbroker / Apache and the 1-minute load average (figures:
+bench/README.md, "Replication"; a round takes about 1.5 min with the default sizes).
 
     python bench/bench_ha.py --rounds 2 -n 20000
     python bench/bench_ha.py --rounds 1 --kinds mq-async+mq-slave,mq-async+apache-slave --rate 2000
