@@ -8,7 +8,13 @@ compiled ``java_hash`` for the dispatch loop, checked against this one by the te
 """
 from __future__ import annotations
 
+import codecs
 from typing import Any
+
+# the codec every hash here (and the kernels' ``java_hash``) encodes with, looked up now: a first
+# lookup imports its module, which takes a file descriptor, and a broker with every descriptor
+# in use must still hash a message's keys (it answered "Too many open files" instead)
+codecs.lookup("utf-16-be")
 
 __all__ = ["string_hash", "hash_code", "continue_hash", "to_int32"]
 
