@@ -477,7 +477,8 @@ class ConsumeQueueTable:
     def lookup(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The queue, pending or not, as it is (the put's path)."""
         key = (topic, queue_id)
-        return self.queues.get(key) or self.pending.get(key)
+        cq = self.queues.get(key)
+        return cq if cq is not None else self.pending.get(key)
 
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
