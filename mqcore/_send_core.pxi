@@ -125,13 +125,13 @@ cdef inline void _units_arrived(object dispatcher, list listeners, object topic,
 
 # --- plain ACL in the fast path (aclEnable; mqcore/acl/fast.py says what may be cached) ---
 cdef Py_ssize_t _ACL_CACHE_MAX = 1024  # hosts, accounts, topics remembered at most (then forgotten)
-cdef bytes _B64 = bytes(range(65, 91)) + bytes(range(97, 123)) + b"0123456789+/"  # Base64: A-Z a-z 0-9 + /
 
 
 cdef extern from "_sha1.h" nogil:
     void mq_hmac_sha1_key(const unsigned char *key, size_t klen, uint32_t *inner, uint32_t *outer)
     void mq_hmac_sha1(const uint32_t *inner, const uint32_t *outer, const unsigned char *a, size_t alen,
                       const unsigned char *b, size_t blen, unsigned char *out)
+    void mq_b64_digest20(const unsigned char *d, char *out)
 
 # bodies up to this size are signed-checked by _sha1.h's HMAC (no Python call); longer ones
 # by OpenSSL's, whose SHA-1 runs on the CPU's SHA extensions (faster once the hashing dominates)
@@ -154,21 +154,14 @@ cdef bint _b64_digest_is(const unsigned char *d, bytes given):
     """Is ``given`` Base64(``d``'s 20 bytes, an HMAC-SHA1: 28 characters)? Compared in time
     independent of where they differ, as the validator's hmac.compare_digest."""
     cdef const unsigned char *g = <const unsigned char *>PyBytes_AS_STRING(given)
-    cdef const unsigned char *a = <const unsigned char *>PyBytes_AS_STRING(_B64)
-    cdef unsigned char e[28]
-    cdef Py_ssize_t i, o = 0
-    cdef uint32_t v
+    cdef char e[28]
+    cdef Py_ssize_t i
     cdef unsigned char diff = 0
     if len(given) != 28:
         return False
-    for i in range(0, 18, 3):
-        v = (<uint32_t>d[i] << 16) | (<uint32_t>d[i + 1] << 8) | d[i + 2]
-        e[o] = a[(v >> 18) & 63]; e[o + 1] = a[(v >> 12) & 63]; e[o + 2] = a[(v >> 6) & 63]; e[o + 3] = a[v & 63]
-        o += 4
-    v = (<uint32_t>d[18] << 16) | (<uint32_t>d[19] << 8)
-    e[24] = a[(v >> 18) & 63]; e[25] = a[(v >> 12) & 63]; e[26] = a[(v >> 6) & 63]; e[27] = 61  # '='
+    mq_b64_digest20(d, e)
     for i in range(28):
-        diff |= e[i] ^ g[i]
+        diff |= <unsigned char>e[i] ^ g[i]
     return diff == 0
 
 

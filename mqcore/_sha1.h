@@ -123,4 +123,24 @@ static void mq_hmac_sha1(const uint32_t inner[5], const uint32_t outer[5], const
     memcpy(st, outer, sizeof st);
     mq_sha1_finish(st, ih, 20, NULL, 0, out);
 }
+/* One Base64 character (RFC 4648's alphabet: A-Z, a-z, 0-9, '+', '/') of a 6-bit value. */
+static char mq_b64_char(uint32_t v) {
+    return (char)(v < 26 ? 'A' + v : v < 52 ? 'a' + (v - 26) : v < 62 ? '0' + (v - 52) : v == 62 ? '+' : '/');
+}
+
+/* Base64 of a 20-byte digest (a signature's 28 characters, one '=' of padding) into out: what
+ * the broker's check compares with and the client's signed send template writes. */
+static void mq_b64_digest20(const unsigned char d[20], char out[28]) {
+    uint32_t v;
+    int i, o = 0;
+    for (i = 0; i < 18; i += 3) {
+        v = ((uint32_t)d[i] << 16) | ((uint32_t)d[i + 1] << 8) | d[i + 2];
+        out[o] = mq_b64_char((v >> 18) & 63); out[o + 1] = mq_b64_char((v >> 12) & 63);
+        out[o + 2] = mq_b64_char((v >> 6) & 63); out[o + 3] = mq_b64_char(v & 63);
+        o += 4;
+    }
+    v = ((uint32_t)d[18] << 16) | ((uint32_t)d[19] << 8);
+    out[24] = mq_b64_char((v >> 18) & 63); out[25] = mq_b64_char((v >> 12) & 63);
+    out[26] = mq_b64_char((v >> 6) & 63); out[27] = '=';
+}
 #endif

@@ -23,6 +23,7 @@ cdef extern from "_sha1.h" nogil:
     void mq_hmac_sha1_key(const unsigned char* key, size_t klen, uint32_t inner[5], uint32_t outer[5])
     void mq_hmac_sha1(const uint32_t inner[5], const uint32_t outer[5], const unsigned char* a, size_t alen,
                       const unsigned char* b, size_t blen, unsigned char out[20])
+    void mq_b64_digest20(const unsigned char d[20], char out[28])
 
 cdef extern from "<poll.h>" nogil:
     struct pollfd:
@@ -1141,10 +1142,6 @@ _RESULT_FIELDS = ("status", "msg_id", "message_queue", "queue_offset", "offset_m
                   "region_id", "trace_on")
 
 
-import string as _string
-#: base64's alphabet (RFC 4648), for the 28 characters of a signature
-cdef bytes _B64_TABLE = (_string.ascii_uppercase + _string.ascii_lowercase + _string.digits + "+/").encode()
-cdef const char* _B64 = _B64_TABLE
 
 
 cdef bint _wc_sign(SendTemplate t, char nums[3][24], int nlen[3], dict properties, bytes body, char* sig):
@@ -1181,15 +1178,7 @@ cdef bint _wc_sign(SendTemplate t, char nums[3][24], int nlen[3], dict propertie
     n += suf
     cdef unsigned char digest[20]
     mq_hmac_sha1(t.inner, t.outer, content, n, <const unsigned char*>PyBytes_AS_STRING(body), len(body), digest)
-    cdef int i, o = 0
-    cdef uint32_t w
-    for i in range(0, 18, 3):
-        w = (<uint32_t>digest[i] << 16) | (<uint32_t>digest[i + 1] << 8) | digest[i + 2]
-        sig[o] = _B64[w >> 18]; sig[o + 1] = _B64[(w >> 12) & 63]
-        sig[o + 2] = _B64[(w >> 6) & 63]; sig[o + 3] = _B64[w & 63]
-        o += 4
-    w = (<uint32_t>digest[18] << 16) | (<uint32_t>digest[19] << 8)
-    sig[24] = _B64[w >> 18]; sig[25] = _B64[(w >> 12) & 63]; sig[26] = _B64[(w >> 6) & 63]; sig[27] = b'='
+    mq_b64_digest20(digest, sig)
     return True
 
 

@@ -259,18 +259,18 @@ class JsonTable:
         """Replace the table with a document in its file's format (a slave's copy of its
         master's table, RocketMQ's SlaveSynchronize) and persist it. Raises ``ProtocolError``
         / ``ValueError`` on a malformed document (the table is left as it was)."""
-        decoded = self._decode(loads_lenient(data))
-        with self._lock:
-            self._replace_locked(decoded)
-        self.persist()
+        self._take_json(data, self._replace_locked)
 
     def merge_from_json(self, data: str | bytes) -> None:
         """Take a document's entries over this table's, keeping the entries only this table
         has (a slave's copy of its master's consumer offsets: SlaveSynchronize's ``putAll``),
         and persist. Raises as ``replace_from_json``."""
+        self._take_json(data, self._merge_locked)
+
+    def _take_json(self, data: str | bytes, apply_locked: Callable[[Any], None]) -> None:
         decoded = self._decode(loads_lenient(data))
         with self._lock:
-            self._merge_locked(decoded)
+            apply_locked(decoded)
         self.persist()
 
     def _merge_locked(self, value: Any) -> None:  # pragma: no cover - overridden where merged

@@ -4,7 +4,6 @@
 with a thorough flush (crash recovery re-dispatches from it)."""
 from __future__ import annotations
 
-import time
 
 from mqcore.store.message_store import MessageStore
 from mqcore.format import layout as L
@@ -32,9 +31,10 @@ def _cq_file(store, topic, qid):
 
 def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, kernels):
     s = _started(tmp_path, kernels, thorough_ms=3_600_000)
-    synced = []
-    sync = s.checkpoint.flush
+    synced, passes = [], []
+    sync, logic = s.checkpoint.flush, s.flush_service.flush_logic
     s.checkpoint.flush = lambda: (synced.append(1), sync())[1]
+    s.flush_service.flush_logic = lambda least: (passes.append(least), logic(least))[1]
     try:
         for i in range(10):
             s.put_message(msg(topic="Few", body=b"%d" % i))
@@ -44,7 +44,9 @@ def test_a_queue_with_few_dirty_units_waits_for_the_thorough_flush(tmp_path, ker
         many = _cq_file(s, "Many", 0)
         assert wait_for(lambda: many.flushed_position == many.wrote_position, timeout=10)
         assert wait_for(lambda: s.commitlog.queue.flushed_offset() == s.commitlog.max_offset, timeout=10)
-        time.sleep(0.2)  # ten more flush passes: "Few" must still be unflushed after them
+        seen = len(passes)  # ten more flush passes: "Few" must still be unflushed after them
+        assert wait_for(lambda: len(passes) >= seen + 10, timeout=10)
+        assert set(passes) == {2}  # none of them thorough
         assert few.wrote_position == 200 and few.flushed_position == 0
         assert synced == []  # the checkpoint file is not synced before a thorough flush either
         with open(tmp_path / "store" / "checkpoint", "rb") as f:  # but its page shows the times
