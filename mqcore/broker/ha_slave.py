@@ -3,7 +3,7 @@
 Two loops, as Apache's slave runs them:
 
 - ``HAClient`` (HAService.HAClient): connects to the master's HA port, reports this store's
-  max physical offset (8 bytes, big-endian) at once, then after every transfer that moved it
+  max physical offset (8 bytes, big-endian) at once, then after every read that moved it
   and every ``report_interval_s``; reads transfers (12-byte header: 8 bytes offset, 4 bytes
   size, then the bytes) and hands them to ``ReplicaAppender``, which copies them into the
   commitlog byte for byte and dispatches them into consume queues and index. A transfer for
@@ -42,6 +42,12 @@ log = logging.getLogger(__name__)
 #: the remark Apache's broker answers a send to a slave with (its store refuses the put as
 #: SERVICE_NOT_AVAILABLE); mqcore's send path prefixes "service not available now: "
 SLAVE_REFUSAL = "messages are put to the slave (brokerRole=SLAVE): send to the master"
+
+#: the most one read takes from the HA connection (Apache's slave reads into a 4 MiB buffer);
+#: also the stream's buffer limit, so a burst is read in few, large pieces
+_READ_LIMIT = 4 << 20
+#: a transfer header announcing more than this is garbage (the master sends haTransferBatchSize)
+_MAX_TRANSFER = 64 << 20
 
 
 class MasterRefused(Exception):
@@ -132,7 +138,8 @@ class HAClient:
     async def _session(self, addr: str) -> bool:
         """One connection; returns whether any transfer came (raises on errors)."""
         host, port = parse_host_port(addr)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.connect_timeout_s)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=_READ_LIMIT),
+                                                self.connect_timeout_s)
         received = False
         try:
             self.connections += 1
@@ -142,26 +149,23 @@ class HAClient:
             self.state = "connected"
             log.info("HA: following master %s from offset %d", addr, reported)
             last_report = last_read = time.monotonic()
+            pending = bytearray()
             while True:
+                # whatever has arrived, not one transfer at a time: under load the master's
+                # transfers are a few records each, and the dispatch and the report cost
+                # mostly per call (Apache's slave, too, handles a read's transfers at once)
                 try:
-                    head = await asyncio.wait_for(reader.readexactly(HA_TRANSFER_HEADER.size), self.report_interval_s)
-                except asyncio.TimeoutError:
-                    head = None
+                    async with asyncio.timeout(self.report_interval_s):
+                        data = await reader.read(_READ_LIMIT)
+                except TimeoutError:
+                    data = None
                 now = time.monotonic()
-                if head is not None:
+                if data is not None:
+                    if not data:
+                        return received  # the master closed it (a partial transfer is dropped)
                     last_read = now
-                    offset, size = HA_TRANSFER_HEADER.unpack(head)
-                    if size < 0 or size > 64 << 20:
-                        raise ReplicaMismatch(f"a transfer header with size {size}")
-                    body = await reader.readexactly(size) if size else b""
-                    have = self.appender.max_offset
-                    # Apache's rule: a slave with data takes bytes only where its log ends
-                    if have != 0 and offset != have:
-                        raise ReplicaMismatch(f"the master sent offset {offset}, this slave's commitlog ends at {have}")
-                    self.master_offset = offset + size
-                    self.last_receipt = now
-                    if body:
-                        self.appender.append(offset, body)
+                    pending += data
+                    if self._take_transfers(pending, now):
                         received = True
                 elif now - last_read > self.housekeeping_s:
                     raise ConnectionError(f"nothing from the master for {self.housekeeping_s:.0f} s")
@@ -174,6 +178,36 @@ class HAClient:
             writer.close()
             if received:
                 log.info("HA: connection to master %s closed at offset %d", addr, self.appender.max_offset)
+
+    def _take_transfers(self, pending: bytearray, now: float) -> bool:
+        """Append the complete transfers at the start of ``pending`` (removed from it; a
+        partial one stays for the next read), then dispatch them once; returns whether any
+        carried bytes."""
+        head_size, pos, wrote = HA_TRANSFER_HEADER.size, 0, False
+        try:
+            with memoryview(pending) as view:
+                while len(pending) - pos >= head_size:
+                    offset, size = HA_TRANSFER_HEADER.unpack_from(pending, pos)
+                    if size < 0 or size > _MAX_TRANSFER:
+                        raise ReplicaMismatch(f"a transfer header with size {size}")
+                    if len(pending) - pos - head_size < size:
+                        break
+                    have = self.appender.max_offset
+                    # Apache's rule: a slave with data takes bytes only where its log ends
+                    if have != 0 and offset != have:
+                        raise ReplicaMismatch(f"the master sent offset {offset}, this slave's commitlog ends at {have}")
+                    self.master_offset = offset + size
+                    self.last_receipt = now
+                    if size:
+                        start = pos + head_size
+                        self.appender.append(offset, view[start:start + size], dispatch=False)
+                        wrote = True
+                    pos += head_size + size
+        finally:
+            if wrote:  # what was appended is dispatched even when a later transfer is refused
+                self.appender.dispatch()
+        del pending[:pos]
+        return wrote
 
 
 class SlaveSync:

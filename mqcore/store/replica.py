@@ -38,15 +38,19 @@ class ReplicaAppender:
         self.commitlog = store.commitlog
         #: commitlog offset up to which records were dispatched (recovery dispatched all of it)
         self.dispatched = self.commitlog.max_offset
+        # parsed once: the config's property parses its text on every call
+        self._delays = store.config.delay_levels_ms
 
     @property
     def max_offset(self) -> int:
         return self.commitlog.max_offset
 
-    def append(self, offset: int, data: bytes) -> int:
-        """Write ``data`` at commitlog ``offset`` and dispatch the records it completes;
-        returns the new max offset. Raises ``ReplicaMismatch`` (nothing written) when
-        ``offset`` is not this store's end or the bytes would cross a commitlog file."""
+    def append(self, offset: int, data: bytes | memoryview, dispatch: bool = True) -> int:
+        """Write ``data`` at commitlog ``offset`` and (``dispatch``) dispatch the records it
+        completes; returns the new max offset. Raises ``ReplicaMismatch`` (nothing written)
+        when ``offset`` is not this store's end or the bytes would cross a commitlog file.
+        ``dispatch=False`` leaves the dispatch to a later ``dispatch()``: a reader holding
+        several transfers dispatches them once (the cost of a dispatch is mostly per call)."""
         if not data:
             return self.max_offset
         cl, store = self.commitlog, self.store
@@ -73,16 +77,25 @@ class ReplicaAppender:
             mf.ensure_reserved(pos + len(data))
             mf.buf[pos:pos + len(data)] = data
             mf.wrote_position = pos + len(data)
-            self._dispatch_locked()
-            # the checkpoint's commitlog time comes from the writer (MessageStore._flush_commitlog)
-            store.writer.last_store_timestamp = store.dispatcher.last_store_timestamp
+            if dispatch:
+                self._dispatch_locked()
             return cl.max_offset
+
+    def dispatch(self) -> None:
+        """Dispatch what ``append(..., dispatch=False)`` wrote."""
+        with self.store.writer.lock:
+            self._dispatch_locked()
 
     def _dispatch_locked(self) -> None:
         """Dispatch complete records from ``dispatched`` to the end of the log."""
+        self._scan_locked()
+        # the checkpoint's commitlog time comes from the writer (MessageStore._flush_commitlog)
+        self.store.writer.last_store_timestamp = self.store.dispatcher.last_store_timestamp
+
+    def _scan_locked(self) -> None:
         store = self.store
         for mf, pos in self.commitlog.iter_files_from(self.dispatched):
-            stop, reason = scan_file(store.k, mf, pos, mf.wrote_position, False, store.config.delay_levels_ms,
+            stop, reason = scan_file(store.k, mf, pos, mf.wrote_position, False, self._delays,
                                      _SCAN_BATCH, store.dispatcher.dispatch_locked)
             if reason == L.ScanStop.BLANK:
                 self.dispatched = mf.end_offset  # the master rolled over: the rest of this file is unused
