@@ -64,6 +64,13 @@ def index_hash(h: int) -> int:
     return 0 if h == _INT_MIN else abs(h)
 
 
+def key_hashes(topic: str, uniq: str | None, keys: str | None) -> list[int]:
+    """Index hashes of ``topic#uniq`` then ``topic#w`` per non-empty space-separated word
+    of ``keys``, as the record scan gives them."""
+    words = ([uniq] if uniq else []) + ([w for w in keys.split(" ") if w] if keys else [])
+    return [index_hash(java_hash(f"{topic}#{w}")) for w in words]
+
+
 # --- record sizes ------------------------------------------------------------
 def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int) -> int:
     """TOTALSIZE of a v1 record (``CommitLog.calMsgLength``)."""

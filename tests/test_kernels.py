@@ -508,3 +508,21 @@ def test_decode_reuses_repeated_strings_only_when_the_bytes_match():
     assert [r.topic for r in fast] == [c[0].decode() for c in cases]
     assert [r.born_host for r in fast] == expected_born
     assert [r.store_host for r in fast] == expected_store
+
+
+@pytest.mark.parametrize("topic,uniq,keys", [
+    ("TopicTest", "C0A8000A30391B6D358647B760000000", "k1 order-123"),
+    ("TopicTest", None, "  k1   标签 "), ("T", "", ""), ("T", "u", None), ("Tag😀", "😀", "a😀b c"),
+    ("RMQ_SYS_TRACE_TOPIC", None, " ".join(f"7F00000100{i:022X}" for i in range(120)))])
+def test_key_hashes_are_the_scans_hashes(kernels, topic, uniq, keys):
+    words = ([uniq] if uniq else []) + [w for w in (keys or "").split(" ") if w]
+    assert kernels.key_hashes(topic, uniq, keys) == [kernels.index_hash(kernels.java_hash(f"{topic}#{w}"))
+                                                     for w in words]
+
+
+@given(st.text(max_size=8), st.one_of(st.none(), st.text(max_size=8)),
+       st.one_of(st.none(), st.lists(st.text(alphabet=st.characters(blacklist_characters=" "), max_size=5),
+                                     max_size=6).map(" ".join)))
+def test_key_hashes_agree(topic, uniq, keys):
+    from mqcore import _store, _store_py
+    assert _store.key_hashes(topic, uniq, keys) == _store_py.key_hashes(topic, uniq, keys)

@@ -197,7 +197,7 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     ``send_async`` more than its own work per message (bench/bench_send_async.py).
     """
 
-    __slots__ = ("_waiter_list", "_callback_list")
+    __slots__ = ("_waiter_list", "_callback_list", "settled_ms")
 
     def __init__(self, condition: threading.Condition, done_callback: Callable[[Any], Any] | None = None) -> None:
         # the base __init__ would build a condition of its own: set its fields here
@@ -207,6 +207,9 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         self._exception = None
         self._waiter_list: list[Any] | None = None
         self._callback_list: list[Callable[[Any], Any]] | None = None if done_callback is None else [done_callback]
+        #: a traced send's: 0 until its completion hook stamps the epoch ms its answer came
+        #: (the trace record's cost); None, untraced
+        self.settled_ms: int | None = None
 
     @property  # type: ignore[override]
     def _waiters(self) -> list[Any]:

@@ -10,6 +10,8 @@ record (counted): tracing never slows or fails the traced send.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import functools
 import logging
 import threading
 import time
@@ -17,35 +19,46 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mqcore.message import Prop
-from mqcore.client.trace_format import TraceRecord, encode_pub, encode_record
+from mqcore.format.trace import TraceRecord, encode_pub, encode_record, pub_parts
 
 if TYPE_CHECKING:
+    from mqcore.client.loop import SiblingFuture
     from mqcore.client.message import Message, SendResult
 
 __all__ = ["TraceDispatcher"]
 
 log = logging.getLogger(__name__)
 
-#: AsyncTraceDispatcher's defaults: 2048 contexts queued at most, 100 per trace message,
-#: a batch at most 128 KiB, sent at least every 500 ms
+#: AsyncTraceDispatcher's defaults: 2048 contexts queued at most, a batch at most 128 KiB,
+#: sent at least every 500 ms. Its 100 records per trace message is 400 here: a trace message
+#: costs the client and the broker ~0.15 ms each whatever it holds, a third of tracing's cost
+#: for an auto-batching producer at 100 (bench/bench_trace.py); readers take any count.
 QUEUE_SIZE = 2048
-BATCH_RECORDS = 100
+BATCH_RECORDS = 400
 BATCH_BYTES = 128 * 1024
+#: the trace message's KEYS (every record's message id and keys) at most this long: a
+#: record's properties are at most 32,767 bytes (their length is a 2-byte field)
+BATCH_KEY_BYTES = 16 * 1024
+#: a message id (32 hex digits) and its separator in KEYS
+_ID_KEY_BYTES = 33
 FLUSH_INTERVAL_S = 0.5
+#: how long the last pass waits for async sends still unanswered at shutdown
+UNSETTLED_WAIT_S = 5.0
 #: marks a queued auto-batched send (one entry for all of its messages)
 _BATCH = object()
-#: marks one record of such a send, already encoded: (_TEXT, text, msg id, keys)
-_TEXT = object()
 
 
 class TraceDispatcher:
     """Batches trace records and sends them to ``trace_topic`` from its own thread."""
 
     def __init__(self, namesrv_addr: str, trace_topic: str, group: str, make_producer: Callable[[str, str], Any],
-                 store_host: Callable[[str], str] = lambda name: name) -> None:
+                 store_host: Callable[[str], str] = lambda name: name, in_flight: int = 0) -> None:
         """``make_producer(group, namesrv_addr)``: the dispatcher's own producer, not traced
-        (the client's Producer class, given by its users: this module sits below them)."""
+        (the client's Producer class, given by its users: this module sits below them).
+        ``in_flight``: how many async sends the producer keeps unanswered, whose records wait
+        in the queue for their answers: the queue holds that many more."""
         self._make_producer = make_producer
+        self._capacity = QUEUE_SIZE + in_flight
         self.trace_topic = trace_topic
         self._store_host = store_host
         self.group = group
@@ -55,6 +68,14 @@ class TraceDispatcher:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._producer: Any = None
+        #: the trace message being filled: its records' texts, its keys, their count and bytes
+        self._parts: list[str] = []
+        self._keys: list[str] = []
+        self._records = self._size = self._key_bytes = 0
+        #: async sends' records whose answers had not come on the last pass
+        self._unsettled: list[tuple[Any, ...]] = []
+        #: trace messages sent and not answered yet
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self.dropped = 0
         self.sent_records = 0
 
@@ -70,6 +91,7 @@ class TraceDispatcher:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(30)
+        concurrent.futures.wait(list(self._in_flight), timeout=10)
         if self._producer is not None:
             self._producer.shutdown()
 
@@ -81,7 +103,7 @@ class TraceDispatcher:
         # encoded on the dispatcher's thread); the dispatcher is woken once per full batch
         queue = self._queue
         n = len(queue)
-        if n >= QUEUE_SIZE:
+        if n >= self._capacity:
             self.dropped += 1
             return
         queue.append(item)
@@ -94,6 +116,11 @@ class TraceDispatcher:
         if result is not None and result.msg_id:
             self._push((msg, result, begin_ms, int(time.time() * 1000)))
 
+    def trace_pending(self, msg: Message, future: SiblingFuture, begin_ms: int) -> None:
+        """The Pub record of an async send not answered yet, built once ``future`` is done
+        (from its outcome and its ``settled_ms``). An unanswered send gives none."""
+        self._push((msg, future, begin_ms))
+
     def trace_batch(self, topic: str, tags: str | None, uniq_ids: list[str], result: SendResult,
                     begin_ms: int) -> None:
         """The Pub records of an auto-batched send's messages: each under its own message id and
@@ -101,18 +128,29 @@ class TraceDispatcher:
         the user's, writes one record for a batch). The batch keeps no message's keys or body
         size: those fields are empty and 0 here."""
         if result.ok or result.msg_id:
-            self._push((_BATCH, topic, tags, uniq_ids, result, begin_ms, int(time.time() * 1000)))
+            self._push((_BATCH, topic, tags, uniq_ids, result, begin_ms, int(time.time() * 1000), None))
 
-    def _batch_texts(self, topic: str, tags: str | None, uniq_ids: list[str], result: SendResult, begin_ms: int,
-                     end_ms: int) -> list[tuple[str, str, str]]:
-        offset_ids = result.offset_msg_ids
-        offset_ids += [result.offset_msg_id] * (len(uniq_ids) - len(offset_ids))
-        host = self._store_host(result.message_queue.broker_name)
-        region = result.region_id or "DefaultRegion"
-        cost = end_ms - begin_ms
-        return [(encode_pub(begin_ms, region, self.group, topic, msg_id, tags or "", "", host, 0, cost, 0,
-                            offset_id, result.ok), msg_id, "")
-                for msg_id, offset_id in zip(uniq_ids, offset_ids)]
+    def _batch_pubs(self, item: tuple[Any, ...], room: int, parts: list[str],
+                    keys: list[str]) -> tuple[int, int, tuple[Any, ...] | None]:
+        """The Pub records of a queued auto-batched send, at most ``room`` of them, into
+        ``parts`` (their message ids into ``keys``): how many, their bytes, and the item of
+        the records left (None: none left)."""
+        _, topic, tags, uniq_ids, result, begin_ms, end_ms, offset_ids = item
+        if offset_ids is None:
+            offset_ids = result.offset_msg_ids
+            offset_ids += [result.offset_msg_id] * (len(uniq_ids) - len(offset_ids))
+        head, middle, tail = pub_parts(begin_ms, result.region_id or "DefaultRegion", self.group, topic, tags or "",
+                                       "", self._store_host(result.message_queue.broker_name), 0,
+                                       end_ms - begin_ms, 0, result.ok)
+        take = uniq_ids[:room]
+        for msg_id, offset_id in zip(take, offset_ids):
+            parts += (head, msg_id, middle, offset_id, tail)
+        keys += take
+        nbytes = len(take) * (len(head) + len(middle) + len(tail) + len(take[0]) + len(offset_ids[0])) if take else 0
+        if len(uniq_ids) > room:
+            return len(take), nbytes, (_BATCH, topic, tags, uniq_ids[room:], result, begin_ms, end_ms,
+                                       offset_ids[room:])
+        return len(take), nbytes, None
 
     def _pub_text(self, msg: Message, result: SendResult, begin_ms: int, end_ms: int) -> tuple[str, str, str]:
         """The Pub record of a queued send, encoded; its message id and keys (the trace message's keys)."""
@@ -151,40 +189,113 @@ class TraceDispatcher:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(FLUSH_INTERVAL_S)
+            woken = self._wake.wait(FLUSH_INTERVAL_S)
             self._wake.clear()
-            while self._queue:
-                self._send_batch()
-            if self._stopping:
+            stopping = self._stopping
+            if stopping:  # the producer has shut down: its async sends are answered or failed
+                self._wait_unsettled(UNSETTLED_WAIT_S)
+            self._queue.extendleft(reversed(self._unsettled))  # before what came after them
+            self._unsettled = []
+            while self._fill():  # full trace messages while records keep coming
+                self._flush()
+            if not woken or stopping:  # FLUSH_INTERVAL_S without a full one: what there is
+                self._flush()
+            if stopping:
+                if self._unsettled:
+                    log.warning("%d trace records of unanswered sends not sent", len(self._unsettled))
                 return
 
-    def _send_batch(self) -> None:
-        from mqcore.client.message import Message
-        parts: list[str] = []
-        keys: list[str] = []
-        size = 0
-        while self._queue and len(parts) < BATCH_RECORDS and size < BATCH_BYTES:
-            item = self._queue.popleft()
+    def _wait_unsettled(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for _, future, _ in self._unsettled:
+            try:
+                future.exception(max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - cancelled or still pending: reported by the caller
+                pass
+
+    def _fill(self) -> bool:
+        """Move queued records into the trace message being filled; True when it is full.
+
+        Why a message is filled across wake-ups rather than sent with what the queue holds:
+        sent at once, a traced sync producer's records went out ~12 to a message (the queue
+        refills while one is being sent), and the dispatcher was busy for as long as the
+        producer; Apache's dispatcher also waits for a full batch or a quiet interval."""
+        parts, keys = self._parts, self._keys
+        queue = self._queue
+        while self._records < BATCH_RECORDS and self._size < BATCH_BYTES and self._key_bytes < BATCH_KEY_BYTES:
+            if not queue:
+                return False
+            item = queue.popleft()
             if len(item) == 2:  # a consumer's record
                 record, body_length = item
-                texts = [(encode_record(record, body_length=body_length), record.msg_id, record.keys)]
-            elif item[0] is _BATCH:  # an auto-batched send: its records go first, within the batch limits
-                self._queue.extendleft((_TEXT, *t) for t in reversed(self._batch_texts(*item[1:])))
+                text, msg_id, record_keys = encode_record(record, body_length=body_length), record.msg_id, record.keys
+            elif item[0] is _BATCH:  # an auto-batched send: as many of its records as the trace message takes
+                room = min(BATCH_RECORDS - self._records, (BATCH_KEY_BYTES - self._key_bytes) // _ID_KEY_BYTES + 1)
+                taken, nbytes, rest = self._batch_pubs(item, room, parts, keys)
+                if rest is not None:
+                    queue.appendleft(rest)
+                self._records += taken
+                self._size += nbytes
+                self._key_bytes += taken * _ID_KEY_BYTES
                 continue
-            elif item[0] is _TEXT:
-                texts = [item[1:]]
-            else:  # a send: (msg, result, begin, end)
-                texts = [self._pub_text(*item)]
-            for text, msg_id, record_keys in texts:
-                parts.append(text)
-                size += len(text)
-                keys.append(msg_id)
-                if record_keys:
-                    keys.extend(record_keys.split())
-        msg = Message(self.trace_topic, "".join(parts).encode())
-        msg.keys = list(dict.fromkeys(keys))
+            elif len(item) == 3:  # an async send: (msg, future, begin)
+                msg, future, begin_ms = item
+                try:  # without the lock done() takes (the loop thread settles its siblings under it)
+                    result, error = future.settled_outcome()
+                except concurrent.futures.InvalidStateError:
+                    self._unsettled.append(item)  # not answered yet: looked at again on the next wake-up
+                    continue
+                if error is not None or not result.msg_id:
+                    continue
+                text, msg_id, record_keys = self._pub_text(msg, result, begin_ms,
+                                                           future.settled_ms or int(time.time() * 1000))
+            else:  # a sync send: (msg, result, begin, end)
+                text, msg_id, record_keys = self._pub_text(*item)
+            parts.append(text)
+            self._records += 1
+            self._size += len(text)
+            keys.append(msg_id)
+            self._key_bytes += len(msg_id) + 1
+            if record_keys:
+                keys += record_keys.split()
+                self._key_bytes += len(record_keys) + 1
+        return True
+
+    def _flush(self) -> None:
+        """Send the trace message filled so far (if it holds a record) and start a new one."""
+        from mqcore.client.message import Message
+        records = self._records
+        if not records:
+            return
+        msg = Message(self.trace_topic, "".join(self._parts).encode())
+        msg.keys = " ".join(dict.fromkeys(self._keys))
+        self._parts, self._keys, self._records, self._size, self._key_bytes = [], [], 0, 0, 0
+        # sent async, as Apache's dispatcher does: one at a time, a busy broker's answer time
+        # (~0.6 ms) capped the dispatcher below a batching producer's rate and records queued up
         try:
-            self._producer.send(msg)
-            self.sent_records += len(parts)
+            future = self._producer.send_async(msg)
         except Exception as e:  # a trace that cannot be sent is lost, never the traced send's failure
-            log.warning("trace batch of %d records to %s not sent: %s", len(parts), self.trace_topic, e)
+            self._not_sent(records, e)
+            return
+        self._in_flight.add(future)
+        future.add_done_callback(functools.partial(self._sent, records))
+
+    def _sent(self, records: int, future: concurrent.futures.Future[Any]) -> None:
+        self._in_flight.discard(future)
+        error = future.exception() if not future.cancelled() else concurrent.futures.CancelledError()
+        if error is None:
+            self.sent_records += records
+        else:
+            self._not_sent(records, error)
+
+    def _not_sent(self, records: int, error: BaseException) -> None:
+        log.warning("trace batch of %d records to %s not sent: %s", records, self.trace_topic, error)
+
+    def catch_up(self) -> bool:
+        """Wake the dispatcher for what waits (as the producer's next records would); True when
+        no trace message is in flight and nothing waits but a trace message not full yet (it
+        waits for more records or ``FLUSH_INTERVAL_S``): the dispatcher keeps up."""
+        if not self._in_flight and not self._queue and not self._unsettled and self._records < BATCH_RECORDS:
+            return True
+        self._wake.set()
+        return False

@@ -151,11 +151,23 @@ def records_about(msg_id: str, traces: Iterable[tuple[bytes, str | None]]) -> tu
     return views, bad
 
 
+def pub_parts(timestamp: int, region_id: str, group: str, topic: str, tags: str, keys: str, store_host: str,
+              body_length: int, cost_ms: int, msg_type: int, success: bool) -> tuple[str, str, str]:
+    """A Pub record as ``(head, middle, tail)``: the record of message id ``m`` and offset id
+    ``o`` is ``head + m + middle + o + tail``. The records of one auto-batched send differ
+    only in those two ids, so its hundred records share one formatting."""
+    c = CONTENT_SEPARATOR
+    return (f"Pub{c}{timestamp}{c}{region_id}{c}{group}{c}{topic}{c}",
+            f"{c}{tags}{c}{keys}{c}{store_host}{c}{body_length}{c}{cost_ms}{c}{msg_type}{c}",
+            f"{c}{'true' if success else 'false'}{FIELD_SEPARATOR}")
+
+
 def encode_pub(timestamp: int, region_id: str, group: str, topic: str, msg_id: str, tags: str, keys: str,
                store_host: str, body_length: int, cost_ms: int, msg_type: int, offset_msg_id: str,
                success: bool) -> str:
-    """A Pub record from its fields (what a traced producer writes per send, in one format
-    string: the dispatcher encodes every send's record, so its cost is the tracing's cost)."""
+    """A Pub record from its fields (what a traced producer writes per send), in one format
+    string: ``pub_parts`` cut in three, which a property test keeps equal to it; this is the
+    per-send record, 0.65 us here against 1.6 us joined from the parts."""
     c = CONTENT_SEPARATOR
     return (f"Pub{c}{timestamp}{c}{region_id}{c}{group}{c}{topic}{c}{msg_id}{c}{tags}{c}{keys}{c}{store_host}{c}"
             f"{body_length}{c}{cost_ms}{c}{msg_type}{c}{offset_msg_id}{c}{'true' if success else 'false'}"

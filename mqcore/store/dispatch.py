@@ -19,6 +19,9 @@ from mqcore.store.index import IndexService
 log = logging.getLogger(__name__)
 
 # positions of DISPATCH_FIELDS in a row tuple (``table[i].item()``)
+#: a record with more index keys than this has them put by one array call (build_locked);
+#: fewer, one call each, which is cheaper than making three arrays
+_ONE_BY_ONE_KEYS = 4
 _FIELD = {name: i for i, (name, _) in enumerate(L.DISPATCH_FIELDS)}
 _PHY, _QUEUE_OFFSET, _TAGS_CODE, _SIZE = (_FIELD[n] for n in ("phy_offset", "queue_offset", "tags_code", "size"))
 _QUEUE_ID, _SYS_FLAG, _TOPIC_IDX = (_FIELD[n] for n in ("queue_id", "sys_flag", "topic_idx"))
@@ -145,8 +148,13 @@ class Dispatcher:
             self.index.build_locked(hashes, phys, tss)
 
     def _index_keys_locked(self, key_hashes: list[int], phy: int, store_ts: int) -> None:
-        for key_hash in key_hashes:
-            self.index.build_one_locked(key_hash, phy, store_ts)
+        if len(key_hashes) <= _ONE_BY_ONE_KEYS:
+            for key_hash in key_hashes:
+                self.index.build_one_locked(key_hash, phy, store_ts)
+        else:  # a trace message's hundred keys: one kernel call, not a hundred
+            n = len(key_hashes)
+            self.index.build_locked(np.array(key_hashes, np.int32), np.full(n, phy, np.int64),
+                                    np.full(n, store_ts, np.int64))
 
     def arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Tell the arrival listeners (long polling) of units written outside a dispatch

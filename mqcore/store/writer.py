@@ -469,10 +469,7 @@ class MessageWriter:
         of the record gives them (``index_keys``); none when the store keeps no index."""
         if self.dispatcher.index is None:
             return []
-        uniq, keys = props.get(Prop.UNIQ_KEY), props.get(Prop.KEYS)
-        words = ([uniq] if uniq else []) + ([k for k in keys.split(" ") if k] if keys else [])
-        k = self.k
-        return [k.index_hash(k.java_hash(f"{topic}#{w}")) for w in words]
+        return self.k.key_hashes(topic, props.get(Prop.UNIQ_KEY), props.get(Prop.KEYS))
 
     def _append_locked(self, p: _Prepared):
         """Assign the queue offset and encode the record; returns (file, position, result)."""

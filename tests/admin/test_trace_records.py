@@ -3,7 +3,11 @@ layout, and the shorter ones of older clients) and counts, without failing, reco
 parse: anyone allowed to send to the trace topic writes into it."""
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from mqcore.admin.trace import decode_records, trace_views
+from mqcore.format.trace import encode_pub, pub_parts
 from mqcore.client.message import MessageExt
 
 C, F = "\x01", "\x02"
@@ -62,3 +66,18 @@ def test_views_keep_the_message_s_own_records_in_order():
     assert bad == 0
     assert [(v.trace_type, v.client_host) for v in views] == [("Pub", "10.0.0.5"), ("SubBefore", "::1"),
                                                               ("SubAfter", "::1")]
+
+
+_FIELD = st.text(alphabet=st.characters(blacklist_characters="\x01\x02"), max_size=12)
+
+
+@given(st.integers(0, 2**62), _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, st.integers(0, 2**31),
+       st.integers(0, 10**6), st.integers(0, 3), _FIELD, st.booleans())
+def test_a_pub_record_cut_in_parts_is_the_record(ts, region, group, topic, msg_id, tags, keys, host, length, cost,
+                                                 msg_type, offset_id, ok):
+    """pub_parts (an auto-batched send's records share all but their ids) is encode_pub cut in three."""
+    head, middle, tail = pub_parts(ts, region, group, topic, tags, keys, host, length, cost, msg_type, ok)
+    assert head + msg_id + middle + offset_id + tail == encode_pub(ts, region, group, topic, msg_id, tags, keys,
+                                                                   host, length, cost, msg_type, offset_id, ok)
+    assert PUB == encode_pub(1700000000123, "DefaultRegion", "pg", "T", "MSGID1", "TagA", "k1", "127.0.0.1:10911",
+                             6, 3, 0, "OFFID1", True)

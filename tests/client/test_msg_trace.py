@@ -57,20 +57,57 @@ def test_a_traced_push_consumer_writes_sub_records_mqadmin_shows():
 
 def test_auto_batched_sends_each_get_their_own_pub_record():
     """One entry per batch on the send path; the dispatcher writes a record per message, split
-    over trace messages of at most BATCH_RECORDS (a batch of 250 needs three)."""
+    over trace messages of at most BATCH_RECORDS (2 x BATCH_RECORDS + 50 need three)."""
     from mqcore.admin import MQAdmin
+    from mqcore.client.trace import BATCH_RECORDS
+    n = 2 * BATCH_RECORDS + 50
     with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
         with Producer("traced-batched", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True, auto_batch=True,
                       max_async_inflight=1000) as p:
             p.send(Message("TracedBatchT", b"warm"))
             results = [f.result(30) for f in [p.send_async(Message("TracedBatchT", f"b{i}".encode()))
-                                              for i in range(250)]]
+                                              for i in range(n)]]
             tracer = p._tracer
-            assert wait_for(lambda: tracer.sent_records >= 251, timeout=30), tracer.sent_records
+            assert wait_for(lambda: tracer.sent_records >= n + 1, timeout=30), tracer.sent_records
         assert tracer.dropped == 0
-        for r in (results[0], results[137], results[-1]):
+        for r in (results[0], results[n // 2], results[-1]):
             text = _trace(broker.namesrv_addr, r.msg_id)
             pubs = [line.split() for line in text.splitlines() if line.startswith("Pub ")]
             assert len(pubs) == 1 and pubs[0][1] == "traced-batched" and pubs[0][-1] == "success", text
-        with MQAdmin(broker.namesrv_addr) as admin:  # at least 3 trace messages: 251 records, 100 at most in one
+        with MQAdmin(broker.namesrv_addr) as admin:  # at least 3 trace messages
             assert sum(o.max_offset for o in admin.topic_stats("RMQ_SYS_TRACE_TOPIC")) >= 3
+
+
+def test_trace_messages_are_filled_not_sent_a_few_records_at_a_time():
+    """A traced sync producer's records go out BATCH_RECORDS to a trace message, not as many
+    as happened to be queued while the previous one was sent (that gave ~12 a message and
+    kept the dispatcher as busy as the producer)."""
+    from mqcore.admin import MQAdmin
+    from mqcore.client.trace import BATCH_RECORDS
+    n = 2 * BATCH_RECORDS
+    with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
+        with Producer("traced-filled", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True) as p:
+            results = [p.send(Message("TracedFillT", b"x")) for _ in range(n)]
+            tracer = p._tracer
+            assert wait_for(lambda: tracer.sent_records >= n, timeout=30), tracer.sent_records
+        with MQAdmin(broker.namesrv_addr) as admin:
+            trace_messages = sum(o.max_offset for o in admin.topic_stats("RMQ_SYS_TRACE_TOPIC"))
+        assert 2 <= trace_messages <= 3, trace_messages  # two full ones (and a last partial one)
+        assert "Pub" in _trace(broker.namesrv_addr, results[n // 2].msg_id)
+
+
+def test_every_async_send_gets_its_record_once_its_answer_comes():
+    """An async send's record is queued before its answer; the dispatcher writes it once the
+    future is done (from a later pass if the answer came after one), with the answer's cost."""
+    with TestBroker({"autoCreateTopicEnable": "true"}) as broker:
+        with Producer("traced-async", namesrv_addr=broker.namesrv_addr, enable_msg_trace=True,
+                      max_async_inflight=1000) as p:
+            p.send(Message("TracedAsyncT", b"warm"))
+            results = [f.result(30) for f in [p.send_async(Message("TracedAsyncT", f"a{i}".encode()))
+                                              for i in range(600)]]
+            tracer = p._tracer
+        assert tracer.dropped == 0 and tracer.sent_records == 601  # shutdown sent what was left
+        for r in (results[0], results[299], results[-1]):
+            text = _trace(broker.namesrv_addr, r.msg_id)
+            pubs = [line.split() for line in text.splitlines() if line.startswith("Pub ")]
+            assert len(pubs) == 1 and pubs[0][1] == "traced-async" and pubs[0][-1] == "success", text

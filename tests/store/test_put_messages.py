@@ -70,3 +70,21 @@ def test_sync_flush_waits_once_for_the_messages_that_asked(open_store):
     results = store.put_messages([msg("S", b"1"), msg("S", b"2", WAIT="false")])
     assert all(r.status is PutMessageStatus.PUT_OK for r in results)
     assert store.commitlog.queue.flushed_offset() >= results[0].phy_offset + results[0].wrote_bytes
+
+
+
+def test_a_message_with_many_keys_is_found_by_each_across_a_full_index_file(open_store):
+    """More than a few keys are put by one array call (a trace message carries hundreds);
+    index_entries=300 here, so the third message's keys fill the first file and go on in a
+    new one. Each key finds exactly the messages that carry it."""
+    store = open_store()
+    keys = [f"k{i:03d}" for i in range(140)]
+    results = [store.put_message(msg("K", f"m{j}".encode(), KEYS=" ".join(keys[j * 10:j * 10 + 120])))
+               for j in range(3)]
+    assert all(r.ok for r in results)
+    assert len(store.index.files) == 2
+    for i in (0, 9, 10, 59, 119, 125, 139):
+        expect = {f"m{j}".encode() for j in range(3) if j * 10 <= i < j * 10 + 120}
+        got = store.query_message("K", keys[i], 32, 0, 2**62)
+        bodies = {bytes(t.body) for buf in got.buffers for t in store.k.decode_records(buf, 0, len(buf), 1, True)}
+        assert bodies == expect, i
