@@ -88,7 +88,7 @@ def _print_msg(admin: MQAdmin, m: MessageExt, out: TextIO) -> None:
     with open(body_path, "wb") as f:
         f.write(m.body)
     rows = [("OffsetID:", m.offset_msg_id), ("Topic:", m.topic), ("Tags:", f"[{m.tags}]"),
-            ("Keys:", f"[{' '.join(m.keys) if m.keys else None}]"), ("Queue ID:", m.queue_id),
+            ("Keys:", f"[{' '.join(m.keys) if m.keys else 'null'}]"), ("Queue ID:", m.queue_id),
             ("Queue Offset:", m.queue_offset), ("CommitLog Offset:", m.commitlog_offset),
             ("Reconsume Times:", m.reconsume_times), ("Born Timestamp:", human_ms(m.born_timestamp)),
             ("Store Timestamp:", human_ms(m.store_timestamp)), ("Born Host:", m.born_host),
