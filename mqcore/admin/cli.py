@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from mqcore.admin import cli_tools
+from mqcore.admin import cli_auth, cli_tools
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MessageTrack, MQAdmin,
                               version_desc)
 from mqcore.client.message import MessageExt
@@ -694,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--key", required=True)
     p.add_argument("-v", "--value", required=True)
     cli_tools.register(add)
+    cli_auth.register(add)
     return parser
 
 
