@@ -1,7 +1,8 @@
 """The dashboard's pages at parity with rocketmq-dashboard, on one real mqbroker process driven
 in headless Chromium, with real mqcore clients: the message-trace view (compared with mqadmin
 queryMsgTraceById), a test send (its SendResult read back by a consumer), topic config edit and
-subscription group create/edit/delete (compared with what the admin RPCs answer mqadmin), the
+subscription group create/edit/delete (compared with what the admin RPCs answer mqadmin), a topic
+deleted only after its question is answered yes, the
 producer view, a consumer's running info and consume-directly (forwarded to the client), and
 a DLQ batch resend and export. Every change asks first, and every new POST needs the Origin.
 
@@ -235,6 +236,24 @@ def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, bro
                        {"read_queues": 0, "write_queues": 1, "read_perm": "on"})
     assert code == 400 and "queue numbers must be 1..1024" in page
     assert _topic_config(live, "DashEditT") == (2, 3, 4)
+
+
+def test_deleting_a_topic_asks_first_and_no_keeps_it(live, browser):
+    with Producer("dash-pg", namesrv_addr=live.namesrv_addr) as p:
+        p.send(Message("DashDelT", b"x"))
+    browser.get(f"{live.dashboard}/topics/DashDelT")
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    assert "Delete topic DashDelT and its messages?" in answer_dialog(browser, accept=False)
+    assert "DashDelT" in _all_topics(live)  # "no" deleted nothing
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    answer_dialog(browser, accept=True)
+    assert wait_for(lambda: "topic DashDelT deleted" in browser.page_source, 15)
+    assert "DashDelT" not in _all_topics(live)
+
+
+def _all_topics(live) -> set[str]:
+    resp = live.admin._invoke(live.broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    return set(live.admin._json(resp)["topicConfigTable"])
 
 
 def test_a_group_is_created_edited_and_deleted_as_mqadmin_sees_it(live, browser, shots):
