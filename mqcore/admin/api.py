@@ -152,6 +152,11 @@ class ConsumerConnection:
     tags: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
+#: Java's examineConsumeStats, for a group whose brokers answer no queue (its words, which the
+#: message track quotes)
+NO_CONSUME_STATS = ("Not found the consumer group consume stats, because return offset table is empty, "
+                    "maybe the consumer not consume any message")
+
 #: ``TrackType``: what a message's track says of one consumer group
 TRACK_TYPES = ("CONSUMED", "CONSUMED_BUT_FILTERED", "PULL", "NOT_CONSUME_YET", "NOT_ONLINE", "UNKNOWN")
 
@@ -456,6 +461,12 @@ class MQAdmin:
                 continue
             except RemotingError as e:
                 tracks.append(MessageTrack(group, "UNKNOWN", str(e)))
+                continue
+            if not stats.rows:
+                # Java's examineConsumeStats refuses an empty offset table (a group online that
+                # never committed an offset), and the track reports that refusal
+                tracks.append(MessageTrack(group, "NOT_ONLINE", f"CODE:{int(ResponseCode.CONSUMER_NOT_ONLINE)} DESC:"
+                                           f"{NO_CONSUME_STATS}"))
                 continue
             consumed = any(r.topic == m.topic and r.queue_id == m.queue_id and r.consumer_offset > m.queue_offset
                            and masters.get(r.broker_name) == m.store_host for r in stats.rows)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from mqcore.admin import cli_tools
+from mqcore.admin import cli_auth, cli_tools
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MessageTrack, MQAdmin,
                               version_desc)
 from mqcore.client.message import MessageExt
@@ -88,7 +88,7 @@ def _print_msg(admin: MQAdmin, m: MessageExt, out: TextIO) -> None:
     with open(body_path, "wb") as f:
         f.write(m.body)
     rows = [("OffsetID:", m.offset_msg_id), ("Topic:", m.topic), ("Tags:", f"[{m.tags}]"),
-            ("Keys:", f"[{' '.join(m.keys) if m.keys else None}]"), ("Queue ID:", m.queue_id),
+            ("Keys:", f"[{' '.join(m.keys) if m.keys else 'null'}]"), ("Queue ID:", m.queue_id),
             ("Queue Offset:", m.queue_offset), ("CommitLog Offset:", m.commitlog_offset),
             ("Reconsume Times:", m.reconsume_times), ("Born Timestamp:", human_ms(m.born_timestamp)),
             ("Store Timestamp:", human_ms(m.store_timestamp)), ("Born Host:", m.born_host),
@@ -694,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--key", required=True)
     p.add_argument("-v", "--value", required=True)
     cli_tools.register(add)
+    cli_auth.register(add)
     return parser
 
 

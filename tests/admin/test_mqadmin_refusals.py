@@ -66,6 +66,16 @@ def _commands(t: Target, topic: str, group: str, broker_addr: str, broker_name: 
         "cloneGroupOffset": ["-s", group, "-d", "clone-made-by-nobody", "-t", topic],
         "queryMsgTraceById": ["-i", "AC1100010000000000000000000000000", "-t", topic],
         "updateOrderConf": ["-t", topic, "-m", "put", "-v", f"{broker_name}:4"],
+        "createUser": [*b, "-u", "user-made-by-nobody", "-p", "somePassword1"],
+        "updateUser": [*b, "-u", "user-made-by-nobody", "-s", "disable"],
+        "deleteUser": [*b, "-u", "user-made-by-nobody"],
+        "getUser": [*b, "-u", "user-made-by-nobody"],
+        "listUser": b,
+        "createAcl": [*b, "-s", "User:nobody", "-r", f"Topic:{topic}", "-a", "Pub", "-d", "Allow"],
+        "updateAcl": [*b, "-s", "User:nobody", "-r", f"Topic:{topic}", "-a", "Sub", "-d", "Allow"],
+        "deleteAcl": [*b, "-s", "User:nobody"],
+        "getAcl": [*b, "-s", "User:nobody"],
+        "listAcl": b,
     }
 
 

@@ -60,3 +60,21 @@ def screenshot(driver: webdriver.Chrome, path: str, width: int = 1024) -> int:
     finally:
         driver.set_window_size(1360, 900)
     return page_width
+
+
+#: a laptop's window and a phone's: docs/dashboard.md shows ``name.png`` (1024 px) and ``name-390.png``
+SHOT_WIDTHS = (1024, 390)
+
+
+def shoot(driver: webdriver.Chrome, shots: str, name: str) -> None:
+    """The current page at both widths, into ``shots``: each must be a real, rendered PNG of
+    that width and the page must not scroll sideways at either."""
+    for width in SHOT_WIDTHS:
+        path = os.path.join(shots, f"{name}.png" if width == SHOT_WIDTHS[0] else f"{name}-{width}.png")
+        page_width = screenshot(driver, path, width)
+        assert page_width <= width, f"{name} scrolls sideways at {width} px: {page_width} px wide"
+        with open(path, "rb") as f:
+            head = f.read(24)
+        assert head[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(head[16:20], "big") == width  # the PNG's own width
+        assert os.path.getsize(path) > 10_000  # a rendered page, not a blank one

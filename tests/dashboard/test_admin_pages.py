@@ -1,12 +1,13 @@
 """The dashboard's pages at parity with rocketmq-dashboard, on one real mqbroker process driven
 in headless Chromium, with real mqcore clients: the message-trace view (compared with mqadmin
 queryMsgTraceById), a test send (its SendResult read back by a consumer), topic config edit and
-subscription group create/edit/delete (compared with what the admin RPCs answer mqadmin), the
+subscription group create/edit/delete (compared with what the admin RPCs answer mqadmin), a topic
+deleted only after its question is answered yes, the
 producer view, a consumer's running info and consume-directly (forwarded to the client), and
 a DLQ batch resend and export. Every change asks first, and every new POST needs the Origin.
 
-Screenshots of the new pages go to ``$MQCORE_DASHBOARD_SCREENSHOTS`` when set, as in
-test_dashboard_browser.py.
+Each page is shot at 1024 and 390 px and must not scroll sideways at either; the screenshots go
+to ``$MQCORE_DASHBOARD_SCREENSHOTS`` when set (else a temp dir), as in test_dashboard_browser.py.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from mqcore.admin.tools_api import AdminTools
 from mqcore.errors import BrokerError
 from mqcore.client import ConsumeStatus, Message, Producer, PullConsumer, PullStatus, PushConsumer
 from mqcore.remoting import RequestCode
-from tests.dashboard.browser import screenshot, start_browser, text_of
+from tests.dashboard.browser import shoot, start_browser, text_of
 from tests.support.processes import BrokerProcess
 from tests.support.waiting import free_port, wait_for
 
@@ -58,10 +59,16 @@ def browser():
     driver.quit()
 
 
-def _shoot(driver, name):
-    where = os.environ.get("MQCORE_DASHBOARD_SCREENSHOTS")
-    if where:
-        screenshot(driver, os.path.join(where, f"{name}.png"))
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    where = os.environ.get("MQCORE_DASHBOARD_SCREENSHOTS") or str(tmp_path_factory.mktemp("shots"))
+    os.makedirs(where, exist_ok=True)
+    return where
+
+
+def _shoot(driver, shots, name):
+    """Taken whether or not the screenshots are kept: neither width may scroll sideways."""
+    shoot(driver, shots, name)
 
 
 def answer_dialog(driver, accept: bool) -> str:
@@ -107,7 +114,7 @@ def _rows(driver, css):
 
 
 # --- 1. message traces ----------------------------------------------------------------------------------
-def test_the_trace_view_shows_what_mqadmin_query_msg_trace_by_id_prints(live, browser):
+def test_the_trace_view_shows_what_mqadmin_query_msg_trace_by_id_prints(live, browser, shots):
     with Producer("dash-traced-pg", namesrv_addr=live.namesrv_addr, enable_msg_trace=True) as p:
         sent = p.send(Message("DashTraced", b"traced", tags="TagT", keys=["trace-1"]))
     got = threading.Event()
@@ -141,7 +148,7 @@ def test_the_trace_view_shows_what_mqadmin_query_msg_trace_by_id_prints(live, br
                str(v["retryTimes"]) if v["type"] == "SubBefore" else "", v["requestId"] or ""]
               for v in views if v["type"] in ("SubBefore", "SubAfter")]
     assert shown == expect
-    _shoot(browser, "trace")
+    _shoot(browser, shots, "trace")
     # the message's page links to its trace
     browser.get(f"{live.dashboard}/messages?msg_id={sent.offset_msg_id}")
     browser.find_element(By.CSS_SELECTOR, "#results tr td a").click()
@@ -153,7 +160,7 @@ def test_the_trace_view_shows_what_mqadmin_query_msg_trace_by_id_prints(live, br
 
 
 # --- 2. test message ------------------------------------------------------------------------------------
-def test_a_test_message_is_sent_and_its_send_result_read_back_by_a_consumer(live, browser):
+def test_a_test_message_is_sent_and_its_send_result_read_back_by_a_consumer(live, browser, shots):
     with Producer("dash-pg", namesrv_addr=live.namesrv_addr) as p:
         p.send(Message("DashSendT", b"first"))  # the topic exists, with its 4 queues
     browser.get(f"{live.dashboard}/send?topic=DashSendT")
@@ -168,7 +175,7 @@ def test_a_test_message_is_sent_and_its_send_result_read_back_by_a_consumer(live
     qid = int(result["messageQueue"].split("queueId=")[1].rstrip("]"))
     offset = int(result["queueOffset"])
     assert "topic=DashSendT, brokerName=broker-a" in result["messageQueue"]
-    _shoot(browser, "send")
+    _shoot(browser, shots, "send")
     with PullConsumer("dash-send-reader", namesrv_addr=live.namesrv_addr) as pc:
         mq = next(q for q in pc.fetch_subscribe_message_queues("DashSendT") if q.queue_id == qid)
         r = pc.pull(mq, "*", offset, 1)
@@ -196,7 +203,7 @@ def _group_config(live, group):
     return live.admin._json(resp)["subscriptionGroupTable"].get(group)
 
 
-def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, browser):
+def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, browser, shots):
     with Producer("dash-pg", namesrv_addr=live.namesrv_addr) as p:
         p.send(Message("DashEditT", b"x"))
     url = f"{live.dashboard}/topics/DashEditT"
@@ -220,6 +227,7 @@ def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, bro
     route = live.admin.topic_route("DashEditT")  # registered with the name server as it answered
     assert [(q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas] == [(2, 3, 4)]
     assert "2 read / 3 write queues, permission R-" in browser.page_source
+    _shoot(browser, shots, "topic-config")
     # the refusals are the RPC's own: a system topic, queue counts out of range
     code, page = _post(live.dashboard, "/topics/SCHEDULE_TOPIC_XXXX/update",
                        {"read_queues": 1, "write_queues": 1, "read_perm": "on"})
@@ -230,7 +238,25 @@ def test_a_topic_config_edited_in_the_ui_is_what_the_admin_rpcs_answer(live, bro
     assert _topic_config(live, "DashEditT") == (2, 3, 4)
 
 
-def test_a_group_is_created_edited_and_deleted_as_mqadmin_sees_it(live, browser):
+def test_deleting_a_topic_asks_first_and_no_keeps_it(live, browser):
+    with Producer("dash-pg", namesrv_addr=live.namesrv_addr) as p:
+        p.send(Message("DashDelT", b"x"))
+    browser.get(f"{live.dashboard}/topics/DashDelT")
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    assert "Delete topic DashDelT and its messages?" in answer_dialog(browser, accept=False)
+    assert "DashDelT" in _all_topics(live)  # "no" deleted nothing
+    browser.find_element(By.CSS_SELECTOR, "#delete-topic button").click()
+    answer_dialog(browser, accept=True)
+    assert wait_for(lambda: "topic DashDelT deleted" in browser.page_source, 15)
+    assert "DashDelT" not in _all_topics(live)
+
+
+def _all_topics(live) -> set[str]:
+    resp = live.admin._invoke(live.broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    return set(live.admin._json(resp)["topicConfigTable"])
+
+
+def test_a_group_is_created_edited_and_deleted_as_mqadmin_sees_it(live, browser, shots):
     browser.get(f"{live.dashboard}/groups")
     form = browser.find_element(By.ID, "create-group")
     form.find_element(By.NAME, "name").send_keys("dash-new-group")
@@ -245,7 +271,7 @@ def test_a_group_is_created_edited_and_deleted_as_mqadmin_sees_it(live, browser)
         and cfg["consumeEnable"] is True
     # the dead-letter figure on the page is the broker's for that group
     assert text_of(browser, "#dead-letter-after").startswith("dead letter after 5 retries")
-    _shoot(browser, "group-config")
+    _shoot(browser, shots, "group-config")
     form = browser.find_element(By.ID, "group-config")
     form.find_element(By.NAME, "consume_enable").click()  # off
     box = form.find_element(By.NAME, "retry_max_times")
@@ -279,7 +305,7 @@ def test_a_group_is_created_edited_and_deleted_as_mqadmin_sees_it(live, browser)
 
 
 # --- 4. producers, running info, consume directly -----------------------------------------------------------
-def test_producers_running_info_and_consume_directly(live, browser):
+def test_producers_running_info_and_consume_directly(live, browser, shots):
     got: list = []
     c = PushConsumer("dash-live-cg", namesrv_addr=live.namesrv_addr, consume_from_where="first",
                      heartbeat_broker_interval_ms=300)
@@ -309,6 +335,7 @@ def test_producers_running_info_and_consume_directly(live, browser):
             assert [r[1:4] for r in _rows(browser, "#producers")] == [[e.client_id, e.client_addr, e.language]
                                                                      for e in expect]
             assert _rows(browser, "#producers")[0][4] == "V4_9_8"
+            _shoot(browser, shots, "producers")
             # a consumer's running info, asked of it through the broker
             browser.get(f"{live.dashboard}/groups/dash-live-cg")
             link = WebDriverWait(browser, 15).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#members a.running"))
@@ -325,7 +352,7 @@ def test_producers_running_info_and_consume_directly(live, browser):
                                     for k, v in info["mqTable"].items())
             props = dict(r.split(" ", 1) for r in text_of(browser, "#running-props").splitlines())
             assert props["PROP_CONSUME_TYPE"] == info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
-            _shoot(browser, "running-info")
+            _shoot(browser, shots, "running-info")
             # consume directly: asks, then the listener runs on the message again
             browser.get(f"{live.dashboard}/messages?msg_id={sent.offset_msg_id}")
             browser.find_element(By.CSS_SELECTOR, "#results tr td a").click()
@@ -352,7 +379,7 @@ def test_producers_running_info_and_consume_directly(live, browser):
 
 
 # --- 5. DLQ batch resend and export -------------------------------------------------------------------------
-def test_dead_letters_are_resent_in_a_batch_and_exported(live, browser):
+def test_dead_letters_are_resent_in_a_batch_and_exported(live, browser, shots):
     group = "dash-dlq-group"
     with Producer("dash-pg", namesrv_addr=live.namesrv_addr) as p:
         sent = [p.send(Message("DashDlqT", f"dead {i}".encode(), keys=[f"dead-{i}"])) for i in range(3)]
@@ -389,7 +416,7 @@ def test_dead_letters_are_resent_in_a_batch_and_exported(live, browser):
     browser.get(search)
     browser.find_elements(By.CSS_SELECTOR, "#results input[name=offset]")[2].click()
     assert browser.find_element(By.ID, "export").get_attribute("formmethod") == "get"
-    _shoot(browser, "dlq-batch")
+    _shoot(browser, shots, "dlq-batch")
     # odd selections are 400s
     for query in ("", "offset=x", "offset=99999999999999999999", "offset=123456789012"):
         assert _get(f"{live.dashboard}/messages/export?{query}")[0] == 400, query
@@ -419,7 +446,7 @@ def _make_chart_group(namesrv: str) -> None:
         pc.commit()
 
 
-def test_the_group_charts_are_the_consume_stats_mqadmin_reads(live, browser):
+def test_the_group_charts_are_the_consume_stats_mqadmin_reads(live, browser, shots):
     group = CHART_GROUP
     url = f"{live.dashboard}/groups/{group}"
 
@@ -441,7 +468,7 @@ def test_the_group_charts_are_the_consume_stats_mqadmin_reads(live, browser):
     for r in stats.rows:  # a line per queue, ending at that queue's lag
         cell = browser.find_element(By.CSS_SELECTOR, f'td.spark[data-queue="{r.topic}/{r.queue_id}"] svg')
         assert int(cell.get_attribute("data-last")) == r.diff
-    _shoot(browser, "group-charts")
+    _shoot(browser, shots, "group-charts")
 
 
 # --- the guards on the new endpoints ----------------------------------------------------------------------

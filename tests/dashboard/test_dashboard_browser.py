@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from mqcore.client import ConsumeStatus, Message, Producer, PullConsumer, PullStatus, PushConsumer
 from tests.grpc.conftest import TEST_CONF as GRPC_CONF, grpc_addr
-from tests.dashboard.browser import screenshot, send_basic_auth, start_browser, text_of
+from tests.dashboard.browser import send_basic_auth, shoot, start_browser, text_of
 from tests.support import acl
 from tests.support.processes import BrokerProcess
 from tests.support.waiting import free_port, wait_for
@@ -56,22 +56,6 @@ def shots(tmp_path_factory):
     where = os.environ.get("MQCORE_DASHBOARD_SCREENSHOTS") or str(tmp_path_factory.mktemp("shots"))
     os.makedirs(where, exist_ok=True)
     return where
-
-
-#: a laptop's window and a phone's: docs/dashboard.md shows ``name.png`` (1024 px) and ``name-390.png``
-SHOT_WIDTHS = (1024, 390)
-
-
-def shoot(driver, shots, name):
-    for width in SHOT_WIDTHS:
-        path = os.path.join(shots, f"{name}.png" if width == SHOT_WIDTHS[0] else f"{name}-{width}.png")
-        page_width = screenshot(driver, path, width)
-        assert page_width <= width, f"{name} scrolls sideways at {width} px: {page_width} px wide"
-        with open(path, "rb") as f:
-            head = f.read(24)
-        assert head[:8] == b"\x89PNG\r\n\x1a\n"
-        assert int.from_bytes(head[16:20], "big") == width  # the PNG's own width
-        assert os.path.getsize(path) > 10_000  # a rendered page, not a blank one
 
 
 def open_page(driver, url, heading):

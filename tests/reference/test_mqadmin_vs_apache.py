@@ -3,7 +3,8 @@ questions of ONE mqbroker at the same moment print the same figures.
 
 The broker's state is known: two topics with uneven queues (one with fewer write than read
 queues), a consumer group that consumed everything, went offline and has since fallen behind
-by a known count per queue, an online consumer with a tag filter and an online producer.
+by a known count per queue, an online consumer with a tag filter, two online consumers holding a
+message in their listeners (one with a committed offset, one with none) and an online producer.
 Apache's tool runs every command in one JVM (``mqadmin_batch``); then mqcore's runs the same
 argv in process. Each tool's text is parsed into the facts an operator reads (offsets, diffs,
 queue counts, broker names and addresses) and the two sets must be equal, and equal to what
@@ -11,8 +12,10 @@ the test knows it put there.
 
 What differed, and mqcore's tool now prints as Apache's does: the message track under
 ``queryMsgById`` and ``queryMsgByOffset`` (which groups consumed the message, which are offline,
-which consumed it past a tag filter), and the queue's ``MIN_OFFSET``/``MAX_OFFSET`` on a message
-read by offset.
+which consumed it past a tag filter, which are online and have not consumed it yet, and that an
+online group with no committed offset at all is NOT_ONLINE in the words of Java's consume-stats
+refusal), ``Keys: [null]`` for a message without keys, and the queue's
+``MIN_OFFSET``/``MAX_OFFSET`` on a message read by offset.
 """
 from __future__ import annotations
 
@@ -35,8 +38,11 @@ from tests.support.reference import mqadmin_batch
 
 pytestmark = pytest.mark.timeout(600)
 
-ORDERS, AUDIT = "VsOrders", "VsAudit"
+ORDERS, AUDIT, PENDING = "VsOrders", "VsAudit", "VsPending"
 GROUP, LIVE, PRODUCER_GROUP = "vs-cg", "vs-live", "vs-pg"
+#: online push groups of PENDING whose listener holds a message: one consumed the message before
+#: it (its committed offset is the held one's), one never consumed anything (no offset at all)
+HOLDING, FRESH = "vs-holding", "vs-fresh"
 BROKER = "broker-vs"
 #: messages per queue before the group consumed, and after it went offline (its lag)
 ORDERS_BEFORE, ORDERS_AFTER = (5, 3, 0, 2), (1, 1, 0, 2)
@@ -77,7 +83,8 @@ def run(tmp_path_factory):
         with MQAdmin(ns) as admin:
             admin.create_topic(addr, ORDERS, read_queue_nums=4, write_queue_nums=4)
             admin.create_topic(addr, AUDIT, read_queue_nums=4, write_queue_nums=2)
-            assert wait_for(lambda: {ORDERS, AUDIT} <= set(admin.topic_list()))
+            admin.create_topic(addr, PENDING, read_queue_nums=1, write_queue_nums=1)
+            assert wait_for(lambda: {ORDERS, AUDIT, PENDING} <= set(admin.topic_list()))
         producer = Producer(PRODUCER_GROUP, namesrv_addr=ns, heartbeat_broker_interval_ms=1000).start()
         got, lock = [], threading.Lock()
 
@@ -86,7 +93,8 @@ def run(tmp_path_factory):
                 got.extend(msgs)
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        live = None
+        live, holding = None, []
+        release = threading.Event()  # set before the holding consumers shut down
         try:
             sent = _send(producer, ORDERS, ORDERS_BEFORE, "TagA", 0)
             sent += _send(producer, AUDIT, AUDIT_BEFORE, "TagB", 100)
@@ -117,6 +125,7 @@ def run(tmp_path_factory):
                 assert wait_for(lambda: _committed(admin, LIVE, AUDIT) == sum(AUDIT_BEFORE) + sum(AUDIT_AFTER) + 1,
                                 60)
                 assert wait_for(lambda: len(admin.producer_connection(PRODUCER_GROUP, ORDERS)) == 1, 30)
+            held = _hold_a_message(producer, ns, holding, release)
             probe = sent[3]
             n = ["-n", ns]
             commands = {
@@ -141,6 +150,7 @@ def run(tmp_path_factory):
                 "queryMsgById": ["queryMsgById", *n, "-i", probe.offset_msg_id],
                 "queryMsgByIdConsumed": ["queryMsgById", *n, "-i", tag_b.offset_msg_id],
                 "queryMsgByIdFiltered": ["queryMsgById", *n, "-i", tag_c.offset_msg_id],
+                "queryMsgByIdPending": ["queryMsgById", *n, "-i", held.offset_msg_id],
                 "queryMsgByOffset": ["queryMsgByOffset", *n, "-t", ORDERS, "-b", BROKER, "-i",
                                      str(probe.message_queue.queue_id), "-o", str(probe.queue_offset)],
                 "getBrokerConfig": ["getBrokerConfig", *n, "-b", addr],
@@ -155,11 +165,45 @@ def run(tmp_path_factory):
             apache = dict(zip(commands, answers, strict=True))
             ours = {name: _ours(argv) for name, argv in commands.items()}
         finally:
-            if live is not None:
-                live.shutdown()
+            release.set()
+            for c in (live, *holding):
+                if c is not None:
+                    c.shutdown()
             producer.shutdown()
     yield {"apache": apache, "ours": ours, "updated": updated, "addr": addr, "probe": probe, "tag_b": tag_b,
            "tag_c": tag_c}
+
+
+def _hold_a_message(producer: Producer, ns: str, consumers: list, release: threading.Event):
+    """Two online push groups of PENDING, each holding its listener on the message returned
+    until ``release``: HOLDING consumed one message first (its offset, committed, is the held
+    message's own), FRESH holds its first message and has no committed offset."""
+    first = producer.send(Message(PENDING, b"pending-0", tags="TagP"))
+    held_by: dict[str, threading.Event] = {HOLDING: threading.Event(), FRESH: threading.Event()}
+
+    def listener_of(group: str, let_through: int):
+        def listener(msgs, ctx):
+            if any(m.queue_offset >= let_through for m in msgs):
+                held_by[group].set()
+                release.wait(120)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        return listener
+
+    for group, let_through in ((HOLDING, first.queue_offset + 1), (FRESH, 0)):
+        # FRESH's client would commit the offset it started from (0) on its next offset persist
+        # (RemoteBrokerOffsetStore keeps what it read from the broker, as Java's does): none during the test
+        persist = FAST["persist_consumer_offset_interval_ms"] if group == HOLDING else 3_600_000
+        c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first",
+                         **{**FAST, "persist_consumer_offset_interval_ms": persist})
+        c.subscribe(PENDING, "*")
+        c.register_listener(listener_of(group, let_through))
+        c.start()
+        consumers.append(c)
+    with MQAdmin(ns) as admin:
+        assert wait_for(lambda: _committed(admin, HOLDING, PENDING) == first.queue_offset + 1, 60)
+    held = producer.send(Message(PENDING, b"pending-1", tags="TagP"))
+    assert all(e.wait(60) for e in held_by.values())
+    return held
 
 
 def _rows(text: str, skip: int = 1) -> list[list[str]]:
@@ -228,6 +272,7 @@ FACTS = {
     "queryMsgById": _message,
     "queryMsgByIdConsumed": _message,
     "queryMsgByIdFiltered": _message,
+    "queryMsgByIdPending": _message,
     "queryMsgByOffset": _message,
     "getBrokerConfig": lambda t: dict(re.findall(r"^(\S+)\s+=  (.*)$", t, re.M)),
     "resetOffsetByTimeOffline": lambda t: (t.splitlines()[0], sorted(tuple(r) for r in _rows(t, 2))),
@@ -265,13 +310,16 @@ def test_figures_are_the_broker_state(run):
                                                    for q in range(4)]
     assert total == sum(ORDERS_AFTER) + sum(AUDIT_AFTER) + 1
     assert f["consumerProgressLive"][1] == 0
-    assert f["consumerProgressAll"] == [(GROUP, "0", "OFFLINE", str(total)), (LIVE, "1", "V4_9_8", "PUSH",
-                                                                               "CLUSTERING", "0")]
+    # FRESH has no committed offset: no Diff of its own (Java's consume stats refuse it)
+    assert f["consumerProgressAll"] == [(GROUP, "0", "OFFLINE", str(total)),
+                                        (FRESH, "1", "V4_9_8", "PUSH", "CLUSTERING", "0"),
+                                        (HOLDING, "1", "V4_9_8", "PUSH", "CLUSTERING", "1"),
+                                        (LIVE, "1", "V4_9_8", "PUSH", "CLUSTERING", "0")]
     assert f["consumerConnection"][1] == [("%RETRY%vs-live", "*"), (AUDIT, "TagA || TagB")]
     assert f["consumerConnection"][2] == [("ConsumeType", "CONSUME_PASSIVELY"), ("MessageModel", "CLUSTERING"),
                                           ("ConsumeFromWhere", "CONSUME_FROM_FIRST_OFFSET")]
     assert [r[3:] for r in f["producerConnection"]] == [("PYTHON", "V4_9_8")]
-    assert f["brokerConsumeStats"][1] == str(total)
+    assert f["brokerConsumeStats"][1] == str(total + 1)  # and HOLDING's held message
     offline = (GROUP, "NOT_ONLINE", f"CODE:206 DESC:the consumer group[{GROUP}] not online")
     probe = run["probe"]
     m = f["queryMsgById"]
@@ -281,6 +329,13 @@ def test_figures_are_the_broker_state(run):
     assert f["queryMsgByOffset"]["properties"]["MAX_OFFSET"] == str(orders[probe.message_queue.queue_id])
     assert f["queryMsgByIdConsumed"]["tracks"] == [offline, (LIVE, "CONSUMED", "null")]
     assert f["queryMsgByIdFiltered"]["tracks"] == [offline, (LIVE, "CONSUMED_BUT_FILTERED", "null")]
+    # online, its committed offset at the held message: not consumed yet; online with no
+    # committed offset at all: NOT_ONLINE, in the words of Java's consume-stats refusal
+    pending = f["queryMsgByIdPending"]
+    assert pending["fields"]["Keys"] == "[null]"
+    assert pending["tracks"] == [(FRESH, "NOT_ONLINE", "CODE:206 DESC:Not found the consumer group consume stats, "
+                                  "because return offset table is empty, maybe the consumer not consume any message"),
+                                 (HOLDING, "NOT_CONSUME_YET", "null")]
     assert f"update broker config success, {addr}" in run["updated"]
     head, rows = f["resetOffsetByTimeOffline"]
     assert head.startswith(f"rollback consumer offset by specified consumerGroup[{GROUP}],")  # none online
