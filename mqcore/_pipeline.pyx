@@ -42,7 +42,7 @@ cdef enum:
     MAX_PROPERTIES_BYTES = 32767
     MAX_TOPIC_LENGTH = 127
     MAX_GROUP_LENGTH = 255
-    MAX_KEYS = 64            # index keys read per message (more: the general path)
+    MAX_KEYS = 2048          # index keys read per message (more: the general path); a trace message has ~400
     STACK_SCRATCH = 8192     # a header up to this size is decoded on the stack
 
 # extFields keys a..n of the v2 header, as bits
