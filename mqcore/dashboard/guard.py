@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from mqcore.remoting import budget
@@ -144,6 +145,16 @@ class GuardedHandler(RequestHandler):
             self._arm()  # the first bytes of the next request on a kept-alive connection
         super().data_received(data)
 
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """A request aiohttp could not parse (a line or header too long, a bad method or
+        Content-Length, bytes that are not HTTP) is the peer's error: one short line per few
+        seconds, not a traceback per request (10^5 fuzzed requests wrote thousands)."""
+        exc = kw.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self._guard.note("refused a malformed HTTP request: %s", (exc.message or str(exc)).splitlines()[0][:120])
+            return
+        super().log_exception(*args, **kw)
+
     # the middleware tells when a request's headers are in and when its answer went out
     def request_started(self) -> None:
         self._busy = True
@@ -172,4 +183,7 @@ class GuardedHandler(RequestHandler):
 def protocol_factory(budget: ConnectionBudget, server: web.Server) -> Callable[[], RequestHandler]:
     """What ``loop.create_server`` takes: aiohttp's connection handler for ``server``, guarded by ``budget``."""
     loop = asyncio.get_running_loop()
-    return lambda: GuardedHandler(budget, server, loop=loop)
+    # the runner's handler settings (access_log=None among them) as aiohttp's own factory passes them:
+    # without them every request wrote an access line to broker.log
+    kwargs = dict(getattr(server, "_kwargs", {}))
+    return lambda: GuardedHandler(budget, server, loop=loop, **kwargs)

@@ -109,7 +109,8 @@ class DashboardServer:
         self.host = host
         self.port = port
         self.hosts = guard.HostAllowList(host, allowed_hosts)
-        self.budget = ConnectionBudget("dashboard", max_connections, header_timeout_s, key="httpMaxConnections")
+        self.budget = ConnectionBudget("dashboard", max_connections, header_timeout_s, key="httpMaxConnections",
+                                      logger=guard.log)
         self.request_timeout_s = request_timeout_s
         self.clock = clock
         self.sample_interval_ms = sample_interval_ms
