@@ -1,6 +1,7 @@
 """Soak a live broker with hostile requests; report its memory and log rate as it goes.
 
-    python bench/soak_fuzz.py                      # 400,000 fuzzed frames, about 8 minutes
+    python bench/soak_fuzz.py                      # 400,000 fuzzed frames, about 8 minutes at load 30
+    python bench/soak_fuzz.py --frames 1000000     # the issue's 10^6, ~4 minutes at load 3
     python bench/soak_fuzz.py --frames 40000       # a quick look
 
 Starts ``mqcore.broker.cli`` on loopback with a temp store (its log, at INFO, goes to a
@@ -9,7 +10,8 @@ tests/support/abuse.py: real request codes, names such as ``../../x``, ``SCHEDUL
 ``||``, 300-character groups, random JSON bodies) pipelined over 4 connections. The
 baseline, in the same run and on the same broker, is an equal number of well-formed
 GET_MAX_OFFSET requests: RSS growth and log bytes per request of the fuzz are compared
-with it. One JSON object per line on stdout; every row carries the 1-minute load average.
+with it. One JSON object per line on stdout; every row carries the 1-minute load average; the
+summary counts the tracebacks in the broker's log and its most frequent kinds of line.
 Exits non-zero if the broker dies.
 """
 from __future__ import annotations
@@ -18,10 +20,12 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import psutil
 
@@ -37,7 +41,8 @@ CONNS = 4
 def start_broker(store: str, log_path: str) -> tuple[subprocess.Popen, str]:
     log = open(log_path, "w")
     p = subprocess.Popen([sys.executable, "-m", "mqcore.broker.cli", "--store", store, "--listen-port", "0",
-                          "--namesrv-port", "0", "--log-level", "INFO"],
+                          "--namesrv-port", "0", "--log-level", "INFO",
+                          "--log-dir", os.path.join(os.path.dirname(store), "logs")],
                          stdout=subprocess.PIPE, stderr=log, text=True)
     for line in p.stdout:
         if line.startswith("READY"):
@@ -56,6 +61,19 @@ def row(kind: str, rnd: int, frames_done: int, answered: int, secs: float, proc:
             "log_bytes_per_frame": round((log_bytes - log_before) / max(frames_in_round, 1), 2),
             "log_kb_per_s": round((log_bytes - log_before) / 1024 / secs, 1) if secs else None,
             "loadavg_1m": os.getloadavg()[0]}
+
+
+def log_summary(log_path: str) -> dict:
+    """Tracebacks in the broker's log, and its most frequent kinds of line (the message with
+    digits and quoted values blanked, so one kind of refusal counts as one)."""
+    kinds: Counter = Counter()
+    tracebacks = 0
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if line.startswith("Traceback"):
+                tracebacks += 1
+            kinds[re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "#", line.split(" - ", 1)[-1].strip())[:100]] += 1
+    return {"tracebacks": tracebacks, "log_lines": sum(kinds.values()), "top_log_lines": kinds.most_common(5)}
 
 
 def run_phase(kind: str, addr: str, proc: psutil.Process, log_path: str, total: int, per_round: int,
@@ -103,6 +121,7 @@ def main() -> None:
                               "log_bytes_per_frame_baseline": base["log_bytes_per_frame"],
                               "log_bytes_per_frame_fuzz": fuzz["log_bytes_per_frame"],
                               "log_total_mb": round(os.path.getsize(log_path) / 2**20, 2),
+                              **log_summary(log_path),
                               "loadavg_1m": os.getloadavg()[0]}), flush=True)
         finally:
             broker.terminate()

@@ -153,6 +153,8 @@ class Broker:
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="broker",
                                      idle_timeout_s=config.server_channel_max_idle_time_seconds,
                                      min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
+                                     max_connections=config.server_max_connections,
+                                     frame_budget_bytes=config.server_frame_budget_bytes,
                                      before_request=hook, reserve_fds=True)
         self.namesrv: NameServer | None = None
         self.stats = BrokerStats()
@@ -269,7 +271,9 @@ class Broker:
                                                       max_receive_message_bytes=self.cfg.grpc_max_inbound_message_size
                                                       or self.store_config.max_message_size_bytes
                                                       + GRPC_REQUEST_OVERHEAD,
-                                                      receive_buffer_bytes=self.cfg.grpc_receive_buffer_bytes))
+                                                      receive_buffer_bytes=self.cfg.grpc_receive_buffer_bytes,
+                                                      max_connections=self.cfg.grpc_max_connections,
+                                                      handshake_timeout_s=self.cfg.http_header_timeout_seconds))
         self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served
@@ -308,9 +312,14 @@ class Broker:
         tls = self.remoting_tls()
         self.server.set_tls(tls)
         if self.cfg.embedded_namesrv and not self.cfg.namesrv_addr:
-            self.namesrv = NameServer(NamesrvConfig(listen_host=self.cfg.listen_host,
-                                                    listen_port=self.cfg.namesrv_listen_port),
-                                      self.clock, acl=self.acl)  # one ACL file, watched once
+            # the broker port's limits, and one frame budget for both ports
+            cfg = self.cfg
+            self.namesrv = NameServer(NamesrvConfig(
+                listen_host=cfg.listen_host, listen_port=cfg.namesrv_listen_port, max_frame_bytes=cfg.max_frame_bytes,
+                server_channel_max_idle_time_seconds=cfg.server_channel_max_idle_time_seconds,
+                server_frame_min_bytes_per_s=cfg.server_frame_min_bytes_per_s,
+                server_max_connections=cfg.server_max_connections),
+                self.clock, acl=self.acl, frame_budget=self.server.frame_budget)  # one ACL file, watched once
             self.namesrv.server.set_tls(tls)
             ns_port = await self.namesrv.start()
             # register where the embedded name server really listens; the registration still
@@ -348,7 +357,9 @@ class Broker:
             svc.start()
             self._services_started.append(svc)
         if self.cfg.metrics_port:
-            self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port)
+            self.metrics = MetricsServer(self, self.cfg.listen_host, self.cfg.metrics_port,
+                                         max_connections=self.cfg.http_max_connections,
+                                         header_timeout_s=self.cfg.http_header_timeout_seconds)
             await self.metrics.start()
         self.pop.start(loop, self._put_async)
         if self.grpc is not None:
@@ -357,7 +368,9 @@ class Broker:
             from mqcore.dashboard.server import DashboardServer  # aiohttp and Jinja2 load only when asked for
             self.dashboard = DashboardServer(self.dashboard_source(), self.cfg.listen_host, self.cfg.dashboard_port,
                                              clock=self.clock,
-                                             allowed_hosts=self.cfg.dashboard_allowed_hosts.split(","))
+                                             allowed_hosts=self.cfg.dashboard_allowed_hosts.split(","),
+                                             max_connections=self.cfg.http_max_connections,
+                                             header_timeout_s=self.cfg.http_header_timeout_seconds)
             await self.dashboard.start()
         credentials = None
         if self.cfg.broker_access_key is not None:  # sign what this broker sends (registrations)

@@ -83,6 +83,25 @@ class BrokerConfig:
     server_frame_min_bytes_per_s: int = 1024
     #: the largest remoting frame a client may send; a bigger one closes its connection
     max_frame_bytes: int = 16 * 1024 * 1024
+    #: open connections the remoting port holds at once, and as many the embedded name server's
+    #: port (serverMaxConnections, mqcore's key); one more is closed at accept. 0: as many as the
+    #: descriptors allow, less the store's reserve (an eighth of RLIMIT_NOFILE, at least 64)
+    server_max_connections: int = 0
+    #: bytes of partial large frames (above the 128 KiB receive ring) the remoting port and the
+    #: embedded name server's port hold together (serverFrameBudgetBytes, mqcore's key); past it
+    #: a connection waits, unread, until another's frame completes (serverChannelMaxIdleTimeSeconds
+    #: closes one that waits longer)
+    server_frame_budget_bytes: int = 256 * 1024 * 1024
+    #: open connections the dashboard and the metrics port each hold at once (httpMaxConnections,
+    #: mqcore's key); one more is closed at accept
+    http_max_connections: int = 256
+    #: seconds a connection to the dashboard or the metrics port has to send a request's line and
+    #: headers, and one to the gRPC port to finish its TLS and HTTP/2 handshake
+    #: (httpHeaderTimeoutSeconds, mqcore's key); a connection that does not is closed
+    http_header_timeout_seconds: int = 10
+    #: open connections the gRPC port holds at once (grpcMaxConnections, mqcore's key: grpcio's
+    #: connection quota); one more is closed at accept. 0: no cap of its own
+    grpc_max_connections: int = 0
     #: refuse half messages (rejectTransactionMessage) with NO_PERMISSION, as RocketMQ does when set
     reject_transaction_message: bool = False
     #: answer RECALL_MESSAGE (recallMessageEnable; off by default, as in RocketMQ 5.3)
@@ -250,6 +269,12 @@ class BrokerConfig:
                 raise FieldConfigError(name, "must be positive")
         if self.server_frame_min_bytes_per_s < 0:
             raise FieldConfigError("server_frame_min_bytes_per_s", "must be >= 0 (0: no minimum)")
+        for name in ("server_max_connections", "grpc_max_connections", "server_frame_budget_bytes"):
+            if getattr(self, name) < 0:
+                raise FieldConfigError(name, "must be >= 0")
+        for name in ("http_max_connections", "http_header_timeout_seconds"):
+            if getattr(self, name) <= 0:
+                raise FieldConfigError(name, "must be positive")
         if self.transaction_timeout_ms < 0:
             raise FieldConfigError("transaction_timeout_ms", "must not be negative")
         # checked here as well as by the endpoint, so ``mqbroker -p`` refuses what a start would

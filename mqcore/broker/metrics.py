@@ -20,12 +20,16 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from mqcore.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+from mqcore.remoting.budget import HEADER_TIMEOUT_S, HTTP_MAX_CONNECTIONS, ConnectionBudget
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: a request's line and headers longer than this are not read further (the connection is closed)
 MAX_REQUEST_HEAD = 8192
-READ_TIMEOUT_S = 10
+#: seconds an answer has to be taken by the scraper once written; a peer that never reads is
+#: closed, so its unsent answer (the whole exposition) is not held for ever
+WRITE_TIMEOUT_S = 30.0
 
 
 class BrokerCollector:
@@ -251,9 +255,15 @@ def _histogram(name, doc, base, hist):
 
 
 class MetricsServer:
-    """``GET /metrics`` on ``host:port`` (port 0 picks one), served on the running loop."""
+    """``GET /metrics`` on ``host:port`` (port 0 picks one), served on the running loop.
 
-    def __init__(self, broker, host: str, port: int):
+    The port's :class:`ConnectionBudget` (``httpMaxConnections``, ``httpHeaderTimeoutSeconds``,
+    as the dashboard's): connections over the cap are closed at accept, and one that has not
+    sent its request head in time is closed; each holds at most ``MAX_REQUEST_HEAD`` bytes in
+    and one answer out."""
+
+    def __init__(self, broker, host: str, port: int, *, max_connections: int = HTTP_MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
         # the broker process itself (RSS, CPU seconds, open and max fds, start time; Python's GC
@@ -263,6 +273,8 @@ class MetricsServer:
         PlatformCollector(registry=self.registry)
         self.host = host
         self.port = port
+        self.budget = ConnectionBudget("metrics", max_connections, header_timeout_s, key="httpMaxConnections",
+                                       logger=log)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
@@ -281,8 +293,22 @@ class MetricsServer:
         return generate_latest(self.registry)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.budget.admit():
+            writer.transport.abort()  # closed at once: nothing is read or answered
+            return
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            await self._answer(reader, writer)
+        finally:
+            self.budget.release()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.budget.header_timeout_s)
+            except asyncio.TimeoutError:
+                self.budget.note("closed a connection that did not finish its request headers in %.0f s",
+                                 self.budget.header_timeout_s)
+                return
             line = head.split(b"\r\n", 1)[0].split()
             if len(line) != 3 or not line[2].startswith(b"HTTP/"):
                 status, body, ctype = b"400 Bad Request", b"bad request\n", b"text/plain"
@@ -301,10 +327,14 @@ class MetricsServer:
                     body = b""
             writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: "
                          + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
-            await writer.drain()
+            writer.transport.set_write_buffer_limits(high=0)  # drain waits until all of it is sent
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            pass  # a client that hung up or sent garbage: nothing to answer
+            pass  # a client that hung up, sent garbage or does not read: nothing more to answer
         except Exception:  # noqa: BLE001 - a scrape must never take the broker down
             log.exception("metrics request failed")
         finally:
-            writer.close()
+            if writer.transport.get_write_buffer_size():
+                writer.transport.abort()  # an answer its peer does not take is dropped, not kept
+            else:
+                writer.close()

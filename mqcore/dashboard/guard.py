@@ -7,7 +7,7 @@ dashboard against its own broker.
   known by are served: the bound address, the loopback names when bound to loopback or to every
   address, this host's names and addresses when bound to every address, and the names an
   operator lists in ``dashboardAllowedHosts``.
-- ``ConnectionBudget``: aiohttp closes an idle keep-alive connection but not one that sends half a
+- ``ConnectionBudget`` (``mqcore.remoting.budget``, every port's): aiohttp closes an idle keep-alive connection but not one that sends half a
   request and stops; 1,100 of them took every descriptor of a broker at a 1,024 limit. Each
   connection gets a deadline to finish its request line and headers (and the request a
   deadline as a whole, in the middleware), and the number of open connections is capped: one
@@ -21,12 +21,15 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
+
+from mqcore.remoting import budget
+from mqcore.remoting.budget import ConnectionBudget
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +41,12 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 
-#: seconds a connection has to send a request's line and headers
-HEADER_TIMEOUT_S = 10.0
+#: seconds a connection has to send a request's line and headers (dashboardHeaderTimeoutSeconds)
+HEADER_TIMEOUT_S = budget.HEADER_TIMEOUT_S
 #: seconds a request has as a whole (body read and the page answered)
 REQUEST_TIMEOUT_S = 30.0
-#: open connections at once; one more is closed at accept
-MAX_CONNECTIONS = 256
+#: open connections at once; one more is closed at accept (httpMaxConnections)
+MAX_CONNECTIONS = budget.HTTP_MAX_CONNECTIONS
 #: a request line longer than this is answered 400 (static names of 5,000 characters made the
 #: file system refuse the lookup, and the page failed with a traceback)
 MAX_PATH_CHARS = 2048
@@ -142,6 +145,16 @@ class GuardedHandler(RequestHandler):
             self._arm()  # the first bytes of the next request on a kept-alive connection
         super().data_received(data)
 
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """A request aiohttp could not parse (a line or header too long, a bad method or
+        Content-Length, bytes that are not HTTP) is the peer's error: one short line per few
+        seconds, not a traceback per request (10^5 fuzzed requests wrote thousands)."""
+        exc = kw.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self._guard.note("refused a malformed HTTP request: %s", (exc.message or str(exc)).splitlines()[0][:120])
+            return
+        super().log_exception(*args, **kw)
+
     # the middleware tells when a request's headers are in and when its answer went out
     def request_started(self) -> None:
         self._busy = True
@@ -167,35 +180,10 @@ class GuardedHandler(RequestHandler):
             self.transport.close()
 
 
-class ConnectionBudget:
-    """Open connections at most ``max_connections``; the header deadline each one gets."""
-
-    def __init__(self, max_connections: int = MAX_CONNECTIONS, header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
-        self.max_connections = max_connections
-        self.header_timeout_s = header_timeout_s
-        self.open_connections = 0
-        self.refused = 0
-        self._last_note = 0.0
-
-    def protocol_factory(self, server: web.Server) -> Callable[[], RequestHandler]:
-        """What ``loop.create_server`` takes: aiohttp's connection handler for ``server``, guarded."""
-        loop = asyncio.get_running_loop()
-        return lambda: GuardedHandler(self, server, loop=loop)
-
-    def admit(self) -> bool:
-        if self.open_connections >= self.max_connections:
-            self.refused += 1
-            self.note("refused a connection: %d open, the dashboard's cap", self.max_connections)
-            return False
-        self.open_connections += 1
-        return True
-
-    def release(self) -> None:
-        self.open_connections -= 1
-
-    def note(self, fmt: str, *args: Any) -> None:
-        """A log line at most every 5 s: a flood of bad peers must not flood broker.log."""
-        now = time.monotonic()
-        if now - self._last_note >= 5.0:
-            self._last_note = now
-            log.warning("dashboard: " + fmt, *args)
+def protocol_factory(budget: ConnectionBudget, server: web.Server) -> Callable[[], RequestHandler]:
+    """What ``loop.create_server`` takes: aiohttp's connection handler for ``server``, guarded by ``budget``."""
+    loop = asyncio.get_running_loop()
+    # the runner's handler settings (access_log=None among them) as aiohttp's own factory passes them:
+    # without them every request wrote an access line to broker.log
+    kwargs = dict(getattr(server, "_kwargs", {}))
+    return lambda: GuardedHandler(budget, server, loop=loop, **kwargs)

@@ -35,6 +35,7 @@ from mqcore.format.trace import TRACE_TOPIC
 from mqcore.message import MessageExt, validate_topic
 from mqcore.netaddr import format_sockaddr
 from mqcore.permissions import PERM_READ, PERM_WRITE
+from mqcore.remoting.budget import ConnectionBudget
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class DashboardServer:
         self.host = host
         self.port = port
         self.hosts = guard.HostAllowList(host, allowed_hosts)
-        self.budget = guard.ConnectionBudget(max_connections, header_timeout_s)
+        self.budget = ConnectionBudget("dashboard", max_connections, header_timeout_s, key="httpMaxConnections",
+                                      logger=guard.log)
         self.request_timeout_s = request_timeout_s
         self.clock = clock
         self.sample_interval_ms = sample_interval_ms
@@ -154,7 +156,7 @@ class DashboardServer:
         assert self._runner.server is not None  # set up above
         try:
             # aiohttp's own site would serve unguarded connections: the budget's handlers instead
-            self._server = await loop.create_server(self.budget.protocol_factory(self._runner.server),
+            self._server = await loop.create_server(guard.protocol_factory(self.budget, self._runner.server),
                                                     self.host or None, self.port, reuse_address=True)
         except OSError:
             await self._runner.cleanup()

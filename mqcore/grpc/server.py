@@ -27,6 +27,7 @@ from mqcore.grpc.flow import OutboundBudget
 from mqcore.grpc.protocol import load_protocol
 from mqcore.grpc.source import GrpcSource
 from mqcore.grpc.tls import PermissiveFront, TlsMode, load_or_make_certificate
+from mqcore.remoting.budget import ConnectionBudget
 from mqcore.netaddr import parse_host_port
 from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.service import cancel_and_wait, wait_for_wake
@@ -72,6 +73,12 @@ class GrpcConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     store_dir: str = "."
+    #: open connections at once (grpcMaxConnections: grpcio's connection quota, and the permissive
+    #: front's count); one more is closed at accept. 0: no cap of its own
+    max_connections: int = 0
+    #: seconds a connection has to finish its TLS and HTTP/2 handshake (httpHeaderTimeoutSeconds;
+    #: grpcio's own default is 120 s, long enough for 1,000 silent connections to pile up)
+    handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -119,6 +126,9 @@ class GrpcEndpoint:
         #: a grpc.aio.Server once started (grpcio ships no annotations)
         self.server: Any = None
         self.front: PermissiveFront | None = None
+        #: the port's connection cap and handshake deadline, the budget type of every port
+        self.connections = ConnectionBudget("gRPC endpoint", config.max_connections, config.handshake_timeout_s,
+                                            key="grpcMaxConnections", logger=log)
         #: the 5.x ACL check (aclEnable), or None
         self.access: GrpcAccessChecker | None = None
         self.servicer: MessagingService | None = None
@@ -143,9 +153,14 @@ class GrpcEndpoint:
         # a fixed 1 MiB receive window per call instead of BDP probing, which grew it to many MiB:
         # what a refused (oversized or unsigned) request can make grpc buffer stays that small,
         # and 4 MiB sends were no slower on loopback (measured while building this, issue 36)
-        self.server = grpc.aio.server(options=[
+        # grpcio holds the connections itself: the port's budget is handed to it as options
+        options: list[tuple[str, int]] = [
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
-            ("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1 << 20)])
+            ("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1 << 20),
+            ("grpc.server_handshake_timeout_ms", int(self.connections.header_timeout_s * 1000))]
+        if self.connections.max_connections:
+            options.append(("grpc.max_allowed_incoming_connections", self.connections.max_connections))
+        self.server = grpc.aio.server(options=options)
         self.server.add_generic_rpc_handlers((self._handlers(grpc, svc),))
         await self._listen(grpc)
         self._wake = wake = asyncio.Event()
@@ -167,7 +182,7 @@ class GrpcEndpoint:
             if not plain or not secure:
                 raise MQError("the gRPC endpoint cannot listen on 127.0.0.1")
             await self.server.start()
-            self.front = PermissiveFront(plain, secure)
+            self.front = PermissiveFront(plain, secure, self.connections)
             try:
                 self.port = await self.front.start(cfg.host, cfg.port)
             except OSError as e:

@@ -24,6 +24,7 @@ import logging
 from typing import Any, cast
 
 from mqcore.errors import ConfigError
+from mqcore.remoting.budget import ConnectionBudget
 from mqcore.remoting.tls import SELF_SIGNED_DIR, load_or_make_certificate, make_self_signed
 
 __all__ = ["TlsMode", "looks_like_tls", "load_or_make_certificate", "make_self_signed", "SELF_SIGNED_DIR",
@@ -65,6 +66,7 @@ class _Side(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.other: "_Side | None" = None
+        self.ended = False  # its peer sent EOF
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream connection's
@@ -74,8 +76,17 @@ class _Side(asyncio.Protocol):
         _transport_of(self.other).write(data)
 
     def eof_received(self) -> bool | None:
-        if self.other is not None and self.other.transport is not None and self.other.transport.can_write_eof():
-            self.other.transport.write_eof()
+        self.ended = True
+        other = self.other
+        if other is not None and other.transport is not None:
+            if other.ended:
+                # both directions are done: asyncio closes neither half-closed transport by
+                # itself, so each finished relay would keep its two descriptors (and its place
+                # in the port's connection budget) for ever
+                other.transport.close()
+                return False
+            if other.transport.can_write_eof():
+                other.transport.write_eof()
         return True  # keep the other direction open until it ends too
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -107,10 +118,17 @@ class _Client(_Side):
         self.head = bytearray()
         self.timer: asyncio.TimerHandle | None = None
         self.relaying = False
+        self.counted = False  # admitted by the front's connection budget
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        budget = self.front.connections
+        if budget is not None and not budget.admit():
+            cast(asyncio.Transport, transport).abort()
+            return
+        self.counted = True
         super().connection_made(transport)
-        self.timer = asyncio.get_running_loop().call_later(SNIFF_TIMEOUT_S, transport.close)
+        timeout = budget.header_timeout_s if budget is not None else SNIFF_TIMEOUT_S
+        self.timer = asyncio.get_running_loop().call_later(timeout, transport.close)
 
     def data_received(self, data: bytes) -> None:
         if self.relaying:
@@ -132,6 +150,9 @@ class _Client(_Side):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
+        if self.counted:
+            self.counted = False
+            cast(ConnectionBudget, self.front.connections).release()
         super().connection_lost(exc)
 
     async def _connect(self, tls: bool) -> None:
@@ -172,9 +193,11 @@ class _Backend(_Side):
 class PermissiveFront:
     """The public port in permissive mode: TLS and plaintext clients on one port."""
 
-    def __init__(self, plain_port: int, tls_port: int) -> None:
+    def __init__(self, plain_port: int, tls_port: int, connections: ConnectionBudget | None = None) -> None:
         self.plain_port = plain_port
         self.tls_port = tls_port
+        #: the port's cap on open client connections and the deadline for their first bytes
+        self.connections = connections
         #: local port of a relay connection to the gRPC server -> the client's (host, port)
         self.clients: dict[int, tuple[Any, ...]] = {}
         self.server: asyncio.AbstractServer | None = None

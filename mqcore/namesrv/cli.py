@@ -72,6 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--acl", metavar="PLAIN_ACL_YML",
                    help="plain ACL file: REGISTER_BROKER, UNREGISTER_BROKER, PUT/DELETE_KV_CONFIG and "
                         "DELETE_TOPIC_IN_NAMESRV need an admin account's signature (reads stay open)")
+    # the broker's keys of the same names (docs/broker-conf.md) bound this port the same way
+    p.add_argument("--server-channel-max-idle-time-seconds", type=int, default=120, metavar="S",
+                   help="close a connection idle this long (serverChannelMaxIdleTimeSeconds; default 120)")
+    p.add_argument("--server-frame-min-bytes-per-second", type=int, default=1024, metavar="N",
+                   help="close a connection whose frame, under way 10 s, arrives slower (0: no minimum; default 1024)")
+    p.add_argument("--server-max-connections", type=int, default=0, metavar="N",
+                   help="open connections at most; one more is closed at accept (0, the default: as many "
+                        "as RLIMIT_NOFILE allows less a reserve of an eighth, at least 64)")
+    p.add_argument("--server-frame-budget-bytes", type=int, default=256 * 1024 * 1024, metavar="N",
+                   help="bytes of partial large frames all connections hold together (default 256 MiB)")
     p.add_argument("--tls-mode", help="tls.server.mode: disabled (default), permissive or enforcing")
     p.add_argument("--tls-config-file", metavar="PROPERTIES",
                    help="tls.config.file: a properties file with tls.server.mode, tls.server.certPath, "
@@ -89,11 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         tls = _tls(args)
         eventloop.run(serve(NamesrvConfig(listen_host=args.host, listen_port=args.port,
                                         broker_channel_expired_ms=args.broker_expiry_ms, acl_file=args.acl,
-                                        scan_not_active_broker_interval_ms=args.scan_interval_ms), tls))
+                                        scan_not_active_broker_interval_ms=args.scan_interval_ms,
+                                        server_channel_max_idle_time_seconds=args.server_channel_max_idle_time_seconds,
+                                        server_frame_min_bytes_per_s=args.server_frame_min_bytes_per_second,
+                                        server_max_connections=args.server_max_connections,
+                                        server_frame_budget_bytes=args.server_frame_budget_bytes), tls))
     except OSError as e:
         print(f"mqnamesrv: cannot start: {e}", file=sys.stderr)
         return 1
-    except MQError as e:  # a bad ACL file
+    except MQError as e:  # a bad ACL file, a limit out of range
         print(f"mqnamesrv: {e}", file=sys.stderr)
         return 2
     finally:

@@ -24,6 +24,7 @@ from mqcore.remoting import RemotingServer, RequestCode, ResponseCode, create_re
 from mqcore.remoting.bodies import INCREMENTAL_REGISTRATION
 from mqcore.remoting.channel import Channel
 from mqcore.remoting.command import RemotingCommand
+from mqcore.remoting.framing import FrameBudget
 from mqcore.remoting.headers import (
     DeleteTopicRequestHeader,
     GetRouteInfoRequestHeader,
@@ -37,9 +38,12 @@ log = logging.getLogger(__name__)
 class NameServer:
     """The name server: serves routes to clients and registrations from brokers."""
 
-    def __init__(self, config: NamesrvConfig, clock: Clock, *, acl: AclFile | None = None) -> None:
+    def __init__(self, config: NamesrvConfig, clock: Clock, *, acl: AclFile | None = None,
+                 frame_budget: FrameBudget | None = None) -> None:
         """``acl``: an ACL file owned (loaded, watched) by the caller, e.g. the broker that
-        embeds this name server; otherwise ``config.acl_file`` is loaded and watched here."""
+        embeds this name server; otherwise ``config.acl_file`` is loaded and watched here.
+        ``frame_budget``: the large-frame budget of the embedding broker's remoting port, which
+        this port then shares (one bound on the process's partial frames), else its own."""
         self.cfg = config
         self.clock = clock
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_ms)
@@ -52,7 +56,11 @@ class NameServer:
             acl_file = self.acl
             hook = NamesrvAclHook(PlainAccessValidator(lambda: acl_file.current))
         self.server = RemotingServer(max_frame_bytes=config.max_frame_bytes, name="namesrv", before_request=hook,
-                                     reserve_fds=True)
+                                     idle_timeout_s=config.server_channel_max_idle_time_seconds,
+                                     min_frame_bytes_per_s=config.server_frame_min_bytes_per_s,
+                                     max_connections=config.server_max_connections,
+                                     frame_budget_bytes=config.server_frame_budget_bytes,
+                                     frame_budget=frame_budget, reserve_fds=True)
         self.kv: dict[str, dict[str, str]] = {}
         self._scanner: asyncio.Task[None] | None = None
         s = self.server

@@ -11,11 +11,14 @@ Usage::
 
 Every accepted connection becomes a :class:`~mqcore.remoting.channel.Channel` (the
 connection's protocol) that serves until the peer disconnects, sends a malformed or
-oversized frame, or stays idle (no read, no write, nothing in flight) for
-``idle_timeout_s``. Nothing a peer sends can stop the server, and its memory is
-bounded: large partial frames of all connections together are capped by
-``frame_budget_bytes``, and a connection whose unsent answers exceed
-``write_high_water`` stops being read until its peer catches up.
+oversized frame, stays idle (no read, no write, nothing in flight) for
+``idle_timeout_s``, or sends a frame slower than ``min_frame_bytes_per_s``. Nothing a peer
+sends can stop the server, and its memory is bounded: large partial frames of all
+connections together are capped by ``frame_budget_bytes`` (or by a ``frame_budget`` shared
+with other servers of the process), a connection whose unsent answers exceed
+``write_high_water`` stops being read until its peer catches up, and connections beyond
+``max_connections`` (a :class:`~mqcore.remoting.budget.ConnectionBudget`) or into the
+descriptor reserve are closed at accept.
 
 All methods must be called on the server's event loop.
 """
@@ -35,6 +38,7 @@ from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, FramesPro
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
 from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
+from mqcore.remoting.budget import ConnectionBudget
 from mqcore.remoting.framing import DEFAULT_BUDGET_BYTES, FrameBudget
 from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.remoting.tls import SNIFF_TIMEOUT_S, TLS_HANDSHAKE_BYTE, TlsMode, TlsServerConfig
@@ -78,6 +82,8 @@ class RemotingServer(ProcessorRegistry):
         slow_frame_grace_s: float = DEFAULT_SLOW_FRAME_GRACE_S,
         reserve_fds: bool = False,
         tls: TlsServerConfig | None = None,
+        max_connections: int = 0,
+        frame_budget: FrameBudget | None = None,
     ) -> None:
         if max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes must be >= 8, got {max_frame_bytes}")
@@ -96,7 +102,11 @@ class RemotingServer(ProcessorRegistry):
         self._slow_frame_grace_s = slow_frame_grace_s
         self._warn = RateLimitedLog(log)
         self._table = ProcessorTable(max_inflight=max_inflight_per_connection, warnings=self._warn)
-        self._budget = FrameBudget(frame_budget_bytes)
+        #: shared with the other remoting ports of the process when given (the broker's and its
+        #: embedded name server's): their partial large frames are bounded once, together
+        self._budget = frame_budget if frame_budget is not None else FrameBudget(frame_budget_bytes)
+        #: open connections at most ``max_connections`` (0: as many as the descriptor reserve allows)
+        self.connections = ConnectionBudget(name, max_connections, key="serverMaxConnections", logger=log)
         self._write_high_water = write_high_water
         self._channels: set[Channel] = set()
         self._connect_listeners: list[Callable[[Channel], Any]] = []
@@ -349,6 +359,10 @@ class RemotingServer(ProcessorRegistry):
             return
         if self.fd_ceiling is not None and self._over_fd_ceiling(channel):
             return
+        if not self.connections.admit():
+            channel.close("connection cap")
+            return
+        channel.add_close_listener(self._release_connection)
         self._channels.add(channel)
         channel.add_close_listener(self._channels.discard)
         for listener in self._close_listeners:
@@ -356,6 +370,9 @@ class RemotingServer(ProcessorRegistry):
         log.debug("%s: accepted %s", self.name, channel)
         for listener in self._connect_listeners:
             _call_listener(listener, channel)
+
+    def _release_connection(self, channel: Channel) -> None:
+        self.connections.release()
 
     def _over_fd_ceiling(self, channel: Channel) -> bool:
         """Close ``channel`` when its descriptor is one of the reserve. Descriptors are handed

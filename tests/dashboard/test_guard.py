@@ -212,3 +212,29 @@ def _page_ok(port: int) -> bool:
         return c.getresponse().status == 200
     except OSError:
         return False
+
+
+def test_malformed_http_writes_one_short_line_not_a_traceback_per_request(tmp_path):
+    """aiohttp logged every request it could not parse (a header over 8190 bytes, a bad
+    Content-Length, bytes that are not HTTP) with a traceback, and the guarded connections lost
+    the runner's access_log=None, so every request also wrote an access line: 10^5 fuzzed
+    requests wrote thousands of tracebacks. Now: 400s, and one short rate-limited line."""
+    port = free_port()
+    with BrokerProcess(tmp_path / "store", conf={"dashboardPort": port}) as b:
+        bad = [f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Big: {'y' * 9000}\r\n\r\n".encode(),
+               f"POST /topics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: abc\r\n\r\n".encode(),
+               f"GET /topics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode()]
+        lines_at = len(b.lines)
+        for _ in range(20):
+            for raw in bad:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(raw)
+                    assert s.recv(12)[9:] == b"400"  # HTTP/1.0 or 1.1: the parser gave up
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"GET /topics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            assert s.recv(12) == b"HTTP/1.1 200"
+        assert wait_for(lambda: any("refused a malformed HTTP request" in ln for ln in list(b.lines)[lines_at:]),
+                        timeout=5), b.output()
+        grown = list(b.lines)[lines_at:]
+        assert not any("Traceback" in ln or "aiohttp.access" in ln for ln in grown), "\n".join(grown[-20:])
+        assert len(grown) <= 3, "\n".join(grown)
