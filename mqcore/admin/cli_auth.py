@@ -67,29 +67,25 @@ def _change(code: int, verb: str) -> Command:
     return run
 
 
-def _users(admin: MQAdmin, addr: str, code: int, ext: dict[str, Any]) -> list[dict[str, Any]]:
+def _objects(admin: MQAdmin, addr: str, code: int, ext: dict[str, Any]) -> list[dict[str, Any]]:
+    """The users or ACLs a get (one object) or list (a list) request answers, as a list."""
     answer = MQAdmin._json(admin._invoke(addr, code, ext))
     if not answer:
         return []
-    return [answer] if isinstance(answer, dict) else [u for u in answer if isinstance(u, dict)]
+    return [answer] if isinstance(answer, dict) else [x for x in answer if isinstance(x, dict)]
 
 
-def cmd_get_user(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
-    found = {addr: _users(admin, addr, AUTH_GET_USER, {"username": a.username}) for addr in _targets(admin, a)}
-    if a.json:
-        return found
-    for users in found.values():
-        _print_users(users, out)
-    return None
-
-
-def cmd_list_user(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
-    found = {addr: _users(admin, addr, AUTH_LIST_USER, {"filter": a.filter}) for addr in _targets(admin, a)}
-    if a.json:
-        return found
-    for users in found.values():
-        _print_users(users, out)
-    return None
+def _show(code: int, ext: Callable[[argparse.Namespace], dict[str, Any]],
+          printer: Callable[[list[dict[str, Any]], TextIO], None]) -> Command:
+    """A get or list command: each target broker's answer, printed (or returned for --json)."""
+    def run(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
+        found = {addr: _objects(admin, addr, code, ext(a)) for addr in _targets(admin, a)}
+        if a.json:
+            return found
+        for objects in found.values():
+            printer(objects, out)
+        return None
+    return run
 
 
 def _java_list(v: Any) -> str:
@@ -126,13 +122,6 @@ def cmd_delete_acl(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object
     return {"brokers": addrs, "subject": a.subject} if a.json else None
 
 
-def _acls(admin: MQAdmin, addr: str, code: int, ext: dict[str, Any]) -> list[dict[str, Any]]:
-    answer = MQAdmin._json(admin._invoke(addr, code, ext))
-    if not answer:
-        return []
-    return [answer] if isinstance(answer, dict) else [x for x in answer if isinstance(x, dict)]
-
-
 def _print_acls(acls: list[dict[str, Any]], out: TextIO) -> None:
     if not acls:
         return  # Apache's tool prints nothing, not even the head
@@ -143,25 +132,6 @@ def _print_acls(acls: list[dict[str, Any]], out: TextIO) -> None:
                 print(_ACL_ROW.format(str(acl.get("subject")), str(policy.get("policyType")), str(e.get("resource")),
                                       _java_list(e.get("actions")), _java_list(e.get("sourceIps")),
                                       str(e.get("decision"))), file=out)
-
-
-def cmd_get_acl(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
-    found = {addr: _acls(admin, addr, AUTH_GET_ACL, {"subject": a.subject}) for addr in _targets(admin, a)}
-    if a.json:
-        return found
-    for acls in found.values():
-        _print_acls(acls, out)
-    return None
-
-
-def cmd_list_acl(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:
-    ext = {"subjectFilter": a.subject, "resourceFilter": a.resource}
-    found = {addr: _acls(admin, addr, AUTH_LIST_ACL, ext) for addr in _targets(admin, a)}
-    if a.json:
-        return found
-    for acls in found.values():
-        _print_acls(acls, out)
-    return None
 
 
 def _broker_or_cluster(p: argparse.ArgumentParser, what: str) -> None:
@@ -187,10 +157,10 @@ def register(add: Adder) -> None:
     p = add("deleteUser", _change(AUTH_DELETE_USER, "delete"), "Delete user from cluster.")
     _broker_or_cluster(p, "delete the user from")
     p.add_argument("-u", "--username", required=True)
-    p = add("getUser", cmd_get_user, "Get user from cluster.")
+    p = add("getUser", _show(AUTH_GET_USER, lambda a: {"username": a.username}, _print_users), "Get user from cluster.")
     _broker_or_cluster(p, "get the user from")
     p.add_argument("-u", "--username", required=True)
-    p = add("listUser", cmd_list_user, "List user from cluster.")
+    p = add("listUser", _show(AUTH_LIST_USER, lambda a: {"filter": a.filter}, _print_users), "List user from cluster.")
     _broker_or_cluster(p, "list the users of")
     p.add_argument("-f", "--filter", help="only users whose name contains this")
     for name, code, verb in (("createAcl", AUTH_CREATE_ACL, "create"), ("updateAcl", AUTH_UPDATE_ACL, "update")):
@@ -205,10 +175,11 @@ def register(add: Adder) -> None:
     _broker_or_cluster(p, "delete the acl from")
     p.add_argument("-s", "--subject", required=True, help="User:<name>")
     p.add_argument("-r", "--resources", help="only this resource's entry (without: the whole acl)")
-    p = add("getAcl", cmd_get_acl, "Get acl from cluster.")
+    p = add("getAcl", _show(AUTH_GET_ACL, lambda a: {"subject": a.subject}, _print_acls), "Get acl from cluster.")
     _broker_or_cluster(p, "get the acl from")
     p.add_argument("-s", "--subject", required=True, help="User:<name>")
-    p = add("listAcl", cmd_list_acl, "List acl from cluster.")
+    p = add("listAcl", _show(AUTH_LIST_ACL, lambda a: {"subjectFilter": a.subject, "resourceFilter": a.resource},
+                            _print_acls), "List acl from cluster.")
     _broker_or_cluster(p, "list the acls of")
     p.add_argument("-s", "--subject", help="only subjects containing this")
     p.add_argument("-r", "--resource", help="only entries whose resource contains this")

@@ -13,7 +13,7 @@ import pytest
 from mqcore.remoting import RequestCode, create_request
 from mqcore.remoting.command import RemotingCommand, decode_frame, encode_frame
 from tests.support.processes import BrokerProcess, NamesrvProcess
-from tests.support.waiting import free_port, wait_for
+from tests.support.waiting import closed_within, free_port, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,21 +38,6 @@ def _read_frame(sock: socket.socket) -> RemotingCommand:
 def _ask(sock: socket.socket, code: int, body: bytes = b"") -> RemotingCommand:
     sock.sendall(encode_frame(create_request(code, {"topic": "TBW102", "queueId": "0"}, body)))
     return _read_frame(sock)
-
-
-def _closed_within(sock: socket.socket, seconds: float) -> float | None:
-    """Seconds until the peer closed ``sock`` (EOF or reset), None if it stayed open that long."""
-    t0 = time.monotonic()
-    sock.settimeout(0.2)
-    while time.monotonic() - t0 < seconds:
-        try:
-            if sock.recv(4096) == b"":
-                return time.monotonic() - t0
-        except socket.timeout:
-            continue
-        except OSError:
-            return time.monotonic() - t0
-    return None
 
 
 def _served_until_refused(addr: tuple[str, int], code: int, most: int) -> tuple[list[socket.socket], bool]:
@@ -110,7 +95,7 @@ def test_embedded_namesrv_port_closes_idle_connections_at_the_broker_setting(tmp
         for hostport in (b.broker_addr, b.namesrv_addr):
             s = socket.create_connection(_addr(hostport), timeout=5)
             try:
-                after = _closed_within(s, 20)  # it sends nothing
+                after = closed_within(s, 20)  # it sends nothing
                 assert after is not None and after < 8, (hostport, after)
             finally:
                 s.close()
@@ -154,7 +139,7 @@ def test_standalone_mqnamesrv_takes_the_same_limits(tmp_path):
             assert refused and len(served) == 2, len(served)
             # the two served connections, silent now, are closed after 2 s idle
             for s in served:
-                after = _closed_within(s, 20)
+                after = closed_within(s, 20)
                 assert after is not None and after < 10, after
         finally:
             for s in served:
@@ -180,11 +165,11 @@ def test_http_ports_cap_connections_and_close_unfinished_heads(tmp_path, which):
                 half.append(s)
             time.sleep(0.3)  # accepted
             fourth = socket.create_connection(addr, timeout=5)
-            after = _closed_within(fourth, 1.5)
+            after = closed_within(fourth, 1.5)
             fourth.close()
             assert after is not None, "a fourth connection was served"
             for s in half:
-                after = _closed_within(s, 10)
+                after = closed_within(s, 10)
                 assert after is not None and after < 6, after
         finally:
             for s in half:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.grpc.conftest import grpc_addr
 from tests.support.processes import BrokerProcess
-from tests.support.waiting import wait_for
+from tests.support.waiting import closed_within, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,20 +39,6 @@ def _answered(sock: socket.socket) -> bool:
         return False
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> float | None:
-    t0 = time.monotonic()
-    sock.settimeout(0.2)
-    while time.monotonic() - t0 < seconds:
-        try:
-            if sock.recv(4096) == b"":
-                return time.monotonic() - t0
-        except socket.timeout:
-            continue
-        except OSError:
-            return time.monotonic() - t0
-    return None
-
-
 @pytest.mark.parametrize("mode", ["disabled", "permissive"])
 def test_grpc_port_caps_connections_and_closes_silent_ones(tmp_path, mode):
     with _broker(tmp_path, mode, grpcMaxConnections=3, httpHeaderTimeoutSeconds=2) as b:
@@ -66,7 +52,7 @@ def test_grpc_port_caps_connections_and_closes_silent_ones(tmp_path, mode):
                 held.append(s)
             over = socket.create_connection(addr, timeout=5)
             over.sendall(PREFACE)
-            assert _closed_within(over, 3) is not None, "a fourth connection was served"
+            assert closed_within(over, 3) is not None, "a fourth connection was served"
             over.close()
         finally:
             for s in held:
@@ -78,7 +64,7 @@ def test_grpc_port_caps_connections_and_closes_silent_ones(tmp_path, mode):
                 return _answered(s)
         assert wait_for(served, timeout=10)
         with socket.create_connection(addr, timeout=5) as silent:
-            after = _closed_within(silent, 30)  # sends nothing: no preface, no handshake
+            after = closed_within(silent, 30)  # sends nothing: no preface, no handshake
             assert after is not None and after < 8, after
 
 
@@ -98,5 +84,5 @@ def test_permissive_front_gives_back_the_descriptors_of_finished_connections(tmp
                 s.sendall(PREFACE)
                 assert _answered(s)
                 s.shutdown(socket.SHUT_WR)  # an orderly end, as a client's close is
-                _closed_within(s, 5)
+                closed_within(s, 5)
         assert wait_for(lambda: proc.num_fds() <= base + 4, timeout=15), (base, proc.num_fds())

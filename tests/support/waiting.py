@@ -34,3 +34,19 @@ def settled(read, timeout: float = 10.0, step: float = 0.05, same: int = 4, slac
         streak = streak + 1 if abs(value - last) <= slack else 1
         last = value
     return last
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the peer closed ``sock`` (EOF or reset), None if it stayed open that long
+    (what it sends meanwhile is read and dropped)."""
+    t0 = time.monotonic()
+    sock.settimeout(0.2)
+    while time.monotonic() - t0 < seconds:
+        try:
+            if sock.recv(4096) == b"":
+                return time.monotonic() - t0
+        except socket.timeout:
+            continue
+        except OSError:
+            return time.monotonic() - t0
+    return None
