@@ -1,11 +1,12 @@
 """Message traces sent off the hot path, as Apache's ``AsyncTraceDispatcher`` does.
 
-A traced producer appends one ``TraceRecord`` per send to a bounded queue (a deque append:
-the only cost on the sending thread); a dispatcher thread takes what has accumulated and
-sends it in batches, one trace message per batch, through a producer of its own to the trace
-topic. The message's keys are the traced messages' ids and keys, so ``queryMsgTraceById``
-(which looks a trace up by key) finds every record about a message. A full queue drops the
-record (counted): tracing never slows or fails the traced send.
+A traced producer appends one entry per send to a bounded queue (a deque append: the only
+cost on the sending thread; an async send's entry is its future, read once it is done); a
+dispatcher thread encodes the records into a trace message until it holds ``BATCH_RECORDS``
+(or ``FLUSH_INTERVAL_S`` passes without that many) and sends it async through a producer of
+its own to the trace topic. The message's keys are the traced messages' ids and keys, so
+``queryMsgTraceById`` (which looks a trace up by key) finds every record about a message. A
+full queue drops the record (counted): tracing never slows or fails the traced send.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class TraceDispatcher:
         self._store_host = store_host
         self.group = group
         self._namesrv_addr = namesrv_addr
-        self._queue: collections.deque[tuple[TraceRecord, int]] = collections.deque()
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
