@@ -305,7 +305,8 @@ class Broker:
         # made before the processors: a SYNC_MASTER's send processor waits on it from the first send
         self.ha = HAServer(commitlog_reader(cl), lambda: cl.max_offset, cl.file_size,
                            batch=self.cfg.ha_transfer_batch_size,
-                           heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000)
+                           heartbeat_s=self.cfg.ha_send_heartbeat_interval_ms / 1000,
+                           min_offset=lambda: cl.min_offset)
         self.runtime.ha_lag = self.ha.lag
         self._register_processors()
         self.server.add_close_listener(self.clients.channel_closed)

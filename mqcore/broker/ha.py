@@ -45,6 +45,7 @@ class HAConnection:
         self.caught_up_at = time.monotonic()
         self._reported = asyncio.Event()
         self._next = -1
+        self._told_gone = False  # the "cannot catch up" warning is given once a connection
 
     async def run(self) -> None:
         tasks = [asyncio.ensure_future(self._read_reports()), asyncio.ensure_future(self._transfer())]
@@ -93,6 +94,13 @@ class HAConnection:
                 last_write = loop.time()
                 await self._drain()
                 continue
+            if not self._told_gone and self._next < self.server.min_offset():
+                # Apache's master also just waits here (its getCommitLogData finds nothing); say why
+                self._told_gone = True
+                log.warning("HA slave %s needs commitlog offset %d, but this master's oldest data starts at %d "
+                            "(its files were deleted): the slave cannot catch up; give it a copy of this "
+                            "store, or an empty store (it then starts at the master's last file)",
+                            _addr_text(self.peer), self._next, self.server.min_offset())
             if loop.time() - last_write >= self.server.heartbeat_s:
                 self.writer.write(HA_TRANSFER_HEADER.pack(self._next, 0))
                 last_write = loop.time()
@@ -110,9 +118,12 @@ class HAServer:
     """Serves the HA port; ``read(offset, n)`` returns committed commitlog bytes (or b"")."""
 
     def __init__(self, read: Callable[[int, int], bytes], max_offset: Callable[[], int], file_size: int,
-                 batch: int = 32 * 1024, heartbeat_s: float = 5.0, write_limit: int = 4 * 1024 * 1024):
+                 batch: int = 32 * 1024, heartbeat_s: float = 5.0, write_limit: int = 4 * 1024 * 1024,
+                 min_offset: Callable[[], int] = lambda: 0):
         self.read = read
         self.max_offset = max_offset
+        #: the oldest commitlog offset still held (files below it were deleted)
+        self.min_offset = min_offset
         self.file_size = file_size
         self.batch = batch
         self.heartbeat_s = heartbeat_s

@@ -134,3 +134,37 @@ def test_a_peer_that_never_reads_is_dropped_with_bounded_memory():
             c.writer.transport.get_write_buffer_size() <= b.broker.ha.write_limit + 64 * 1024
             for c in b.broker.ha.connections)
         lazy.close()
+
+
+def test_a_slave_behind_the_masters_oldest_file_gets_nothing_wrong_and_is_named_in_the_log(caplog):
+    """Its commitlog files deleted under a lagging slave, the master sends that slave only
+    heartbeats at its offset, as Apache's master does (nothing else to send from there), and
+    says once why; the connection, the broker and its other slaves carry on."""
+    with _broker(fileReservedTime="1", deleteWhen="04") as b:
+        with Producer("pg", namesrv_addr=b.namesrv_addr) as p:
+            for _ in range(2600):  # three commitlog files of 1 MiB
+                p.send(Message("HaTopic", b"z" * 1000))
+            cl = b.broker.store.commitlog
+            b.advance(hours=2)  # the first files are past fileReservedTime
+            b.broker.cleanup.request_manual_delete()
+            last_file = cl.max_offset - cl.max_offset % FILE
+            assert last_file >= 2 * FILE
+            # every file but the one being written goes
+            assert wait_for(lambda: cl.min_offset == last_file, timeout=30), cl.min_offset
+            with caplog.at_level("WARNING", logger="mqcore.broker.ha"):
+                lagging = Slave(b.broker.ha_port)
+                lagging.report(100)  # inside the deleted first file
+                assert lagging.read_transfer() == (100, 0)  # a heartbeat, no data
+                assert wait_for(lambda: "cannot catch up" in caplog.text, timeout=10), caplog.text
+                assert f"needs commitlog offset 100, but this master's oldest data starts at {cl.min_offset}" \
+                    in caplog.text
+                fresh = Slave(b.broker.ha_port)
+                fresh.report(cl.min_offset)
+                off, size = fresh.read_transfer()
+                assert off == cl.min_offset and size > 0
+                assert fresh.data == _commitlog_bytes(b, off, off + size)
+                p.send(Message("HaTopic", b"after"))
+                assert lagging.read_transfer() == (100, 0)
+                assert caplog.text.count("cannot catch up") == 1
+            lagging.sock.close()
+            fresh.sock.close()
