@@ -20,7 +20,9 @@ from mqcore.admin.api import MQAdmin
 from mqcore.client import Message, Producer, PushConsumer
 from mqcore.remoting import RequestCode as RC
 from mqcore.remoting import ResponseCode, SyncRemotingClient, create_request
-from tests.client.integration.helpers import FAST, Sink, create_topic
+from tests.client.integration.helpers import FAST, create_topic
+from tests.support.ha_checks import (commitlog_mismatch, consume_all, consume_queue_mismatch, keys_on, max_offsets,
+                                     metadata_synced, sample_keys, send_fast)
 from tests.support.processes import BrokerProcess, NamesrvProcess
 from tests.support.protocol import send
 from tests.support.waiting import wait_for
@@ -49,10 +51,12 @@ def _broker_logs(b: BrokerProcess) -> str:
     return "\n".join(out)
 
 
+def _body(i: int) -> bytes:
+    return b"x" * 30 + str(i).encode()
+
+
 def _produce(ns: str, n: int, start: int = 0) -> None:
-    with Producer("pg-ha", namesrv_addr=ns) as p:
-        for i in range(start, start + n):
-            p.send(Message(TOPIC, b"x" * 300 + str(i).encode(), keys=f"k{i}"))
+    send_fast(ns, TOPIC, n, start=start, body=_body)
 
 
 def _call(addr: str, code: int, ext=None, body=b"") -> bytes:
@@ -72,12 +76,21 @@ def _pair_with_backlog(tmp_path, n: int):
             MQAdmin(ns.addr) as admin:
         create_topic(master.broker_addr, ns.addr, TOPIC)
         _call(master.broker_addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps({"groupName": GROUP}).encode())
-        _produce(ns.addr, n)
+        # one batch, then the rest once the slave holds it: the slave is connected and started
+        # from offset 0 (a master starts a slave that has nothing at its last file's start)
+        _produce(ns.addr, 200)
+        assert wait_for(lambda: _max_offset(admin, slave.broker_addr) == _max_offset(admin, master.broker_addr),
+                        timeout=60)
+        _produce(ns.addr, n - 200, start=200)
         yield ns, master, slave, admin, _max_offset(admin, master.broker_addr)
 
 
 def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopped(tmp_path):
-    n = 3000
+    """100,000 messages (issue 35): the slave's commitlog is the master's byte for byte over the
+    replicated range, its consume queues agree unit by unit, a sample of keys is found in both
+    indexes, topics, groups and offsets are synced, and a consumer reads all 100,000 from the
+    slave with the master stopped."""
+    n = 100_000
     with _pair_with_backlog(tmp_path, n) as (ns, master, slave, admin, end):
         _call(master.broker_addr, RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0",
                                                               "commitOffset": "7"})
@@ -90,10 +103,21 @@ def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopp
                     and f"{TOPIC}@{GROUP}".encode() in _call(slave.broker_addr, RC.GET_ALL_CONSUMER_OFFSET)
                     and GROUP.encode() in _call(slave.broker_addr, RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         assert wait_for(synced, timeout=30)
+        assert metadata_synced(master.broker_addr, slave.broker_addr, TOPIC, GROUP)
         offsets = json.loads(_call(slave.broker_addr, RC.GET_ALL_CONSUMER_OFFSET))["offsetTable"]
         assert offsets[f"{TOPIC}@{GROUP}"]["0"] == 7
         # and saved as the slave's own config files
         assert TOPIC in open(tmp_path / "s" / "config" / "topics.json").read()
+
+        # the slave's consume queues count every message, as the master's do
+        counts = max_offsets(master.broker_addr, TOPIC)
+        assert sum(counts.values()) == n
+        assert wait_for(lambda: max_offsets(slave.broker_addr, TOPIC) == counts, timeout=60)
+        # its index: a sample of keys found on both, each naming its one message
+        sample = sample_keys(n)
+        want = {i: [_body(i)] for i in sample}
+        assert keys_on(master.broker_addr, TOPIC, sample) == want
+        assert wait_for(lambda: keys_on(slave.broker_addr, TOPIC, sample) == want, timeout=30)
 
         # a slave refuses sends, as Apache's does
         with SyncRemotingClient() as rc:
@@ -103,20 +127,16 @@ def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopp
         assert sorted(route.broker_datas[0].broker_addrs) == [0, 1]
 
         master.stop()
-        sink = Sink()
-        c = PushConsumer("cg-ha-reader", namesrv_addr=ns.addr, **dict(FAST, consume_from_where="first"))
-        c.subscribe(TOPIC)
-        c.register_listener(sink)
-        with c:
-            assert wait_for(lambda: len(sink) >= n, timeout=60), len(sink)
-        assert sorted(m.body for m in sink.msgs) == sorted(b"x" * 300 + str(i).encode() for i in range(n))
+        got = consume_all(ns.addr, TOPIC, "cg-ha-reader", n, timeout=90, **FAST)
+        assert len(got) == n and got == {_body(i) for i in range(n)}, len(got)
         # the index too: a key lookup on the slave
-        assert [m.body for m in admin.query_msg_by_key(TOPIC, "k1234")] == [b"x" * 300 + b"1234"]
+        assert [m.body for m in admin.query_msg_by_key(TOPIC, "k1234")] == [_body(1234)]
 
         # restarted in the middle: resumes from its own end
         slave.stop()
         copied = _commitlog_files(str(tmp_path / "s"))
         assert copied == _commitlog_files(str(tmp_path / "m"))  # byte for byte, every file
+        assert commitlog_mismatch(tmp_path / "m", tmp_path / "s", FILE, end) is None
         master.start()
         _produce(ns.addr, 500, start=n)
         slave.start()
@@ -124,9 +144,15 @@ def test_mqbroker_follows_mqbroker_and_serves_consumers_when_the_master_is_stopp
         assert wait_for(lambda: _max_offset(admin, slave.broker_addr) == end, timeout=60)
         assert f"following master 127.0.0.1:" in _broker_logs(slave)
         assert f"from offset {resumed_at}" in _broker_logs(slave)
+        counts = max_offsets(master.broker_addr, TOPIC)
+        assert wait_for(lambda: max_offsets(slave.broker_addr, TOPIC) == counts, timeout=60)
         master.stop()
         slave.stop()
     assert _commitlog_files(str(tmp_path / "s")) == _commitlog_files(str(tmp_path / "m"))
+    assert commitlog_mismatch(tmp_path / "m", tmp_path / "s", FILE, end) is None
+    # both stopped (flushed): the consume queues agree unit by unit
+    assert sum(counts.values()) == n + 500
+    assert consume_queue_mismatch(tmp_path / "m", tmp_path / "s", TOPIC, counts) is None
 
 
 def test_a_slave_whose_store_is_ahead_of_its_master_is_refused_and_keeps_its_files(tmp_path):
@@ -186,4 +212,4 @@ def test_a_running_consumer_carries_on_from_the_slave_when_the_master_dies(tmp_p
             before = len(got)
             assert before < n  # the rest can only come from the slave
             assert wait_for(lambda: len(set(got)) == n, timeout=90), (len(set(got)), n)
-        assert set(got) == {b"x" * 300 + str(i).encode() for i in range(n)}
+        assert set(got) == {_body(i) for i in range(n)}
