@@ -22,7 +22,8 @@ import signal
 import sys
 
 from mqcore.broker.broker import Broker
-from mqcore.broker.conf import IGNORED_KEYS, build_configs, effective_config_lines, read_properties
+from mqcore.broker.conf import IGNORED_KEYS, LoadedConf, build_configs, effective_config_lines
+from mqcore.config import read_properties
 from mqcore.errors import MQError
 from mqcore.logs import configure_logging, log_level
 from mqcore.netaddr import tcp_port
@@ -32,7 +33,7 @@ from mqcore.remoting import eventloop
 log = logging.getLogger("mqbroker")
 
 
-def parse_args(argv):
+def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="mqbroker", description="Run a RocketMQ-compatible mqcore broker.")
     p.add_argument("-c", "--config", help="broker.conf (Java properties with RocketMQ key names)")
     p.add_argument("-n", "--namesrv", help="external name server address(es), 'host:port;host:port'")
@@ -50,8 +51,8 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def load_configs(args):
-    props = {}
+def load_configs(args: argparse.Namespace) -> LoadedConf:
+    props: dict[str, str] = {}
     if args.config:
         try:
             with open(args.config, encoding="utf-8") as f:
@@ -173,7 +174,7 @@ def _did_you_mean(key: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         loaded = load_configs(args)
