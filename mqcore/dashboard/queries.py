@@ -72,8 +72,10 @@ def broker_overview(src: DashboardSource) -> dict[str, Any]:
         disks.append({"name": name, "path": os.path.abspath(path), "used": used, "total": used + avail,
                       "ratio": ratio})
     store = src.store
-    return {"cluster": src.cluster_name, "broker": src.broker_name, "version": src.version,
-            "addr": src.listen_addr(), "runtime": fig.get("runtime", ""),
+    # version, uptime and rates: GET_BROKER_RUNTIME_INFO's own values (brokerStatus, clusterList)
+    return {"cluster": src.cluster_name, "broker": src.broker_name,
+            "version": fig.get("brokerVersionDesc") or src.version,
+            "addr": src.listen_addr(), "runtime": fig.get("runtime", ""), "boot_ms": int(fig.get("bootTimestamp") or 0),
             "put_tps": fig.get("putTps", ""), "get_tps": fig.get("getTransferedTps", ""),
             "commitlog_min": store.get_min_phy_offset(), "commitlog_max": store.get_max_phy_offset(),
             "refusal": store.refusal, "disks": disks,
