@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public in the module, absent from typeshed
 from json.scanner import py_make_scanner  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, TypeVar
 
 from mqcore.errors import ProtocolError
 from mqcore.format.javahash import string_hash
@@ -35,6 +35,7 @@ __all__ = [
     "loads_lenient",
     "dumps_compact",
     "java_hashmap_order",
+    "java_hash_order",
 ]
 
 # --- fastjson string writer -----------------------------------------------------------
@@ -199,6 +200,7 @@ def loads_lenient(data: str | bytes | bytearray | memoryview) -> Any:
 
 # --- Java HashMap order -------------------------------------------------------------------
 _HASHMAP_DEFAULT_CAPACITY = 16
+T = TypeVar("T")
 _HASHMAP_LOAD_FACTOR = 0.75
 
 
@@ -210,15 +212,22 @@ def java_hashmap_order(items: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> 
     8+ colliding keys, are not modelled.) Used to emit extFields byte-identical to Java.
     """
     pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+    return dict(java_hash_order(pairs, lambda pair: string_hash(pair[0])))
+
+
+def java_hash_order(items: list[T], hash_of: Callable[[T], int]) -> list[T]:
+    """``items`` in the order a ``java.util.HashMap`` (or ``HashSet``) filled with them in this
+    order iterates, each keyed by the Java ``hashCode`` ``hash_of`` gives (as in
+    :func:`java_hashmap_order`)."""
     capacity = _HASHMAP_DEFAULT_CAPACITY
-    while len(pairs) > capacity * _HASHMAP_LOAD_FACTOR:
+    while len(items) > capacity * _HASHMAP_LOAD_FACTOR:
         capacity *= 2
 
-    def bucket(pair: tuple[str, Any]) -> int:
-        h = string_hash(pair[0]) & 0xFFFFFFFF
+    def bucket(item: T) -> int:
+        h = hash_of(item) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
-    return dict(sorted(pairs, key=bucket))  # sorted() is stable: insertion order per bucket
+    return sorted(items, key=bucket)  # sorted() is stable: insertion order per bucket
 
 
 # --- pretty writer (the <store>/config files) ---------------------------------------------------

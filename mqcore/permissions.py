@@ -18,3 +18,9 @@ def topic_perm_problem(perm: int) -> str | None:
     if perm in TOPIC_PERMS:
         return None
     return f"perm {perm} is not a topic permission: use 2 (write), 4 (read), 6 (read+write) or 7 (read+write+inherit)"
+
+
+def perm_to_string(perm: int) -> str:
+    """``PermName.perm2String``: read, write, inherit as ``R``/``W``/``X`` or ``-`` ("RW-" for 6),
+    as Apache's mqadmin prints a topic's perm."""
+    return "".join(c if perm & bit else "-" for c, bit in (("R", PERM_READ), ("W", PERM_WRITE), ("X", PERM_INHERIT)))

@@ -21,9 +21,10 @@ from typing import Any, TextIO
 from mqcore.admin import cli_auth, cli_tools
 from mqcore.admin.api import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MessageTrack, MQAdmin,
                               version_desc)
-from mqcore.client.message import MessageExt
+from mqcore.admin.java_text import hash_set_order, message_ext_text, mq_text
+from mqcore.client.message import MessageExt, MessageQueue
 from mqcore.errors import BrokerError, MQError, NoRouteError, RemotingConnectError, RemotingTimeoutError
-from mqcore.permissions import TOPIC_PERMS
+from mqcore.permissions import TOPIC_PERMS, perm_to_string
 from mqcore.remoting.codes import ResponseCode
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -309,12 +310,12 @@ def cmd_update_topic(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> obje
         return {"brokers": addrs, "topicConfig": cfg, "orderConf": order_conf}
     for addr in addrs:
         print(f"create topic to {addr} success.", file=out)
-    if order_conf:
+    if order_conf:  # Apache's tool ends this line with no newline: the TopicConfig follows on it
         print(f"set {'cluster' if a.clusterName else 'broker'} orderConf. isOrder=true, orderConf=[{order_conf}]",
-              file=out)
-    perm = {2: "W", 4: "R", 6: "RW", 7: "RWX"}[a.perm]
+              file=out, end="")
     print(f"TopicConfig [topicName={a.topic}, readQueueNums={a.readQueueNums}, writeQueueNums={a.writeQueueNums}, "
-          f"perm={perm}, topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(a.order).lower()}]", file=out)
+          f"perm={perm_to_string(a.perm)}, topicFilterType=SINGLE_TAG, topicSysFlag=0, "
+          f"order={str(a.order).lower()}]", file=out)
     return None
 
 
@@ -352,12 +353,12 @@ def cmd_delete_sub_group(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> 
     for addr in addrs:
         admin.delete_group(addr, a.groupName, remove_offset=a.removeOffset)
     deleted_topics = []
-    if a.clusterName:  # for a whole cluster the group's retry and dead-letter topics go too (as RocketMQ)
-        existing = set(admin.topic_list())
+    if a.clusterName:
+        # for a whole cluster the group's retry and dead-letter topics go too, asked of the
+        # brokers and name servers whether or not they exist (as Apache's tool does)
         for topic in (RETRY_GROUP_TOPIC_PREFIX + a.groupName, DLQ_GROUP_TOPIC_PREFIX + a.groupName):
-            if topic in existing:
-                admin.delete_topic(a.clusterName, topic)
-                deleted_topics.append(topic)
+            admin.delete_topic(a.clusterName, topic)
+            deleted_topics.append(topic)
     if a.json:
         return {"group": a.groupName, "brokers": addrs, "removeOffset": a.removeOffset,
                 "deletedTopics": deleted_topics}
@@ -366,6 +367,7 @@ def cmd_delete_sub_group(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> 
         print(f"delete subscription group [{a.groupName}] from broker [{addr}]{where} success.", file=out)
     for topic in deleted_topics:
         print(f"delete topic [{topic}] from cluster [{a.clusterName}] success.", file=out)
+        print(f"delete topic [{topic}] from NameServer success.", file=out)
     return None
 
 
@@ -539,15 +541,62 @@ def cmd_consume_message(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> o
         raise UsageError("give the broker name (-b) before the queue id (-i)")
     if a.offset is not None and a.queueId is None:
         raise UsageError("give the queue id (-i) before the offset (-o)")
-    msgs = admin.consume(a.topic, broker_name=a.brokerName, queue_id=a.queueId, offset=a.offset,
-                         count=a.MessageNumber)
+    if a.MessageNumber <= 0:
+        raise UsageError("the message number (-c) must be positive")
     if a.json:
+        msgs = admin.consume(a.topic, broker_name=a.brokerName, queue_id=a.queueId, offset=a.offset,
+                             count=a.MessageNumber)
         return [_msg_json(m) for m in msgs]
-    for m in msgs:
-        print(f"MSGID: {m.msg_id} {m.message_queue} QUEUE_OFFSET: {m.queue_offset} "
-              f"BODY: {m.body.decode('utf-8', 'replace')}", file=out)
-    print(f"{len(msgs)} message(s) read from {a.topic}", file=out)
+    count = a.MessageNumber
+    if a.queueId is not None:  # ConsumeMessageCommand.executeByCondition
+        mq = MessageQueue(a.topic, a.brokerName, a.queueId)
+        offset = a.offset or 0
+        lo, hi = admin.queue_offsets(mq)
+        if offset > hi:
+            print(f"{mq_text(mq)} no matched msg, offset={offset}", file=out)
+            return None
+        lo = max(lo, offset)
+        if hi - lo > count:
+            print(f"The oldler {count} message will be provided", file=out)  # sic: Apache's words
+            hi = lo + count - 1
+        _print_queue(admin, mq, lo, hi, out)
+        return None
+    # executeDefault: the route's queues in the order Java's HashSet of them iterates
+    route = admin.topic_route(a.topic)
+    queues = hash_set_order(MessageQueue(a.topic, q.broker_name, i) for q in route.queue_datas
+                            for i in range(q.read_queue_nums))
+    left = count
+    for mq in queues:
+        if left == 0:
+            break
+        lo, hi = admin.queue_offsets(mq)
+        if hi - lo > left:
+            print(f"The older {left} message of the {mq.queue_id} queue will be provided", file=out)
+            hi = lo + left - 1
+            left = 0
+        else:
+            left -= hi - lo + 1  # Apache counts one more than the queue's messages (it may go below 0)
+        _print_queue(admin, mq, lo, hi, out)
     return None
+
+
+def _print_queue(admin: MQAdmin, mq: MessageQueue, lo: int, hi: int, out: TextIO) -> None:
+    """ConsumeMessageCommand.pullMessageByQueue: pull from ``lo`` through ``hi`` (the queue's
+    max offset, so the last pull finds nothing and says where it ended), each message as
+    PrintMessageByQueueCommand prints it; nothing committed."""
+    offset = lo
+    while offset <= hi:
+        code, offset, msgs = admin.pull(mq, offset, hi - offset + 1)
+        if code == ResponseCode.SUCCESS:
+            print("Consume ok", file=out)
+            for m in msgs:
+                print(f"MSGID: {m.msg_id} {message_ext_text(m)} BODY: {m.body.decode('utf-8', 'replace')}", file=out)
+        elif code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            print(f"{mq_text(mq)} no matched msg. status=NO_MATCHED_MSG, offset={offset}", file=out)
+        else:
+            status = "NO_NEW_MSG" if code == ResponseCode.PULL_NOT_FOUND else "OFFSET_ILLEGAL"
+            print(f"{mq_text(mq)} print msg finished. status={status}, offset={offset}", file=out)
+            return
 
 
 def cmd_get_broker_config(admin: MQAdmin, a: argparse.Namespace, out: TextIO) -> object:

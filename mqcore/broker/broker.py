@@ -55,7 +55,7 @@ from mqcore.broker.processors.pull_pipeline import PullPipeline
 from mqcore.broker.processors.send_pipeline import SendPipeline
 from mqcore.broker.processors.transaction import EndTransactionProcessor
 from mqcore.broker.metrics import MetricsServer
-from mqcore.broker.runtime_info import RuntimeInfo
+from mqcore.broker.runtime_info import BROKER_VERSION_DESC, RuntimeInfo
 from mqcore.broker.schedule import ScheduleMessageService
 from mqcore.store.timer.service import TimerMessageStore
 from mqcore.broker.processors.recall import RecallProcessor
@@ -661,7 +661,7 @@ class Broker:
 
         cfg, scfg = self.cfg, self.store_config
         return DashboardSource(
-            cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name, version="V4_9_8 (mqcore)",
+            cluster_name=cfg.broker_cluster_name, broker_name=cfg.broker_name, version=BROKER_VERSION_DESC,
             listen_addr=lambda: self.listen_addr, store=self.store, topics=self.topics, groups=self.groups,
             offsets=self.offsets, clients=self.clients, stats=self.stats, runtime_figures=self.runtime_figures,
             disk_paths=lambda: {"commitlog": self.store_config.commitlog_dir,

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 JAVA_QUEUE_CAPACITIES = {"sendThreadPoolQueueCapacity": 10_000, "pullThreadPoolQueueCapacity": 100_000,
                          "queryThreadPoolQueueCapacity": 20_000, "EndTransactionThreadPoolQueueCapacity": 100_000}
 JAVA_INT_MAX = 2_147_483_647
+#: the version this broker reports (``MQVersion.Version.V4_9_8``'s ordinal, and its name marked
+#: as mqcore's): one place for GET_BROKER_RUNTIME_INFO, clusterList and the dashboard's page
+BROKER_VERSION = "409"
+BROKER_VERSION_DESC = "V4_9_8 (mqcore)"
 
 
 def human_bytes(n: int) -> str:
@@ -75,6 +79,9 @@ class RuntimeInfo:
         """The broker serves from now on: uptime and ``bootTimestamp`` count from here."""
         self.boot_timestamp = self.clock()
         self._started = time.monotonic()
+        # the rates' first sample at boot: the periodic one comes a second later, and what was
+        # put or pulled before it (a client's first burst) was otherwise in no window at all
+        self.sample()
 
     # --- sampling ---------------------------------------------------------------------------------
     def put_total(self) -> int:
@@ -119,7 +126,8 @@ class RuntimeInfo:
     def table(self) -> dict[str, str]:
         _, scfg = self.configs()
         s = self.store
-        out = {"runtime": self.runtime_text(), "bootTimestamp": str(self.boot_timestamp),
+        out = {"brokerVersion": BROKER_VERSION, "brokerVersionDesc": BROKER_VERSION_DESC,
+               "runtime": self.runtime_text(), "bootTimestamp": str(self.boot_timestamp),
                "putTps": self.put_tps.text(), "getTransferedTps": self.transferred_tps.text(),
                "getFoundTps": self.found_tps.text(), "getMissTps": self.miss_tps.text(),
                "getTotalTps": self.total_tps.text(),

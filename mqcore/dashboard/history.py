@@ -115,3 +115,39 @@ class GroupHistory:
         keys = sorted({k for _t, _tps, _d, q in ring for k in q})
         return {"t": [s[0] / 1000 for s in ring], "tps": [s[1] for s in ring], "lag": [s[2] for s in ring],
                 "queues": {k: [s[3].get(k, 0) for s in ring] for k in keys}}
+
+
+#: topics whose queue offsets are kept over time, at most (the first by name)
+MAX_TOPICS = 200
+
+
+class QueueHistory:
+    """Per topic: samples of (time, {queue id: (min offset, max offset)}), the offsets
+    GET_TOPIC_STATS_INFO answers ``mqadmin topicStatus`` (``queries.queue_offsets``, the same
+    reading the topic page's table shows). Sampled by the dashboard's timer on the broker's
+    loop beside the groups' figures, one hour kept."""
+
+    def __init__(self, keep: int = KEEP_SAMPLES) -> None:
+        self.keep = keep
+        self.samples: dict[str, deque[tuple[int, dict[int, tuple[int, int]]]]] = {}
+
+    def add(self, topic: str, now_ms: int, queues: dict[int, tuple[int, int]]) -> None:
+        ring = self.samples.get(topic)
+        if ring is None:
+            ring = self.samples[topic] = deque(maxlen=self.keep)
+        ring.append((now_ms, queues))
+
+    def retain(self, topics: set[str]) -> None:
+        """Forget the topics no longer sampled (deleted, or beyond MAX_TOPICS)."""
+        for t in [t for t in self.samples if t not in topics]:
+            del self.samples[t]
+
+    def series(self, topic: str) -> dict[str, object]:
+        """``{"t": [epoch s], "messages": [kept over all queues], "max": {queue: [max offset...]},
+        "kept": {queue: [max - min...]}}``; a queue missing from a sample (added later) counts 0."""
+        ring = list(self.samples.get(topic, ()))
+        qids = sorted({q for _t, qs in ring for q in qs})
+        return {"t": [s[0] / 1000 for s in ring],
+                "messages": [sum(hi - lo for lo, hi in qs.values()) for _t, qs in ring],
+                "max": {q: [qs.get(q, (0, 0))[1] for _t, qs in ring] for q in qids},
+                "kept": {q: [qs.get(q, (0, 0))[1] - qs.get(q, (0, 0))[0] for _t, qs in ring] for q in qids}}

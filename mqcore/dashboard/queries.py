@@ -72,8 +72,10 @@ def broker_overview(src: DashboardSource) -> dict[str, Any]:
         disks.append({"name": name, "path": os.path.abspath(path), "used": used, "total": used + avail,
                       "ratio": ratio})
     store = src.store
-    return {"cluster": src.cluster_name, "broker": src.broker_name, "version": src.version,
-            "addr": src.listen_addr(), "runtime": fig.get("runtime", ""),
+    # version, uptime and rates: GET_BROKER_RUNTIME_INFO's own values (brokerStatus, clusterList)
+    return {"cluster": src.cluster_name, "broker": src.broker_name,
+            "version": fig.get("brokerVersionDesc") or src.version,
+            "addr": src.listen_addr(), "runtime": fig.get("runtime", ""), "boot_ms": int(fig.get("bootTimestamp") or 0),
             "put_tps": fig.get("putTps", ""), "get_tps": fig.get("getTransferedTps", ""),
             "commitlog_min": store.get_min_phy_offset(), "commitlog_max": store.get_max_phy_offset(),
             "refusal": store.refusal, "disks": disks,
@@ -101,15 +103,24 @@ def topic_list(src: DashboardSource, rates: dict[str, tuple[float, float]]) -> l
     return out
 
 
+def queue_offsets(src: DashboardSource, topic: str, tc: Any = None) -> dict[int, tuple[int, int]]:
+    """queue id -> (min offset, max offset) of each of the topic's queues, as mqadmin topicStatus
+    lists them: the topic page's table and its charts' samples (``QueueHistory``) read this."""
+    tc = tc if tc is not None else src.topics.get(topic)
+    if tc is None:
+        return {}
+    store = src.store
+    return {qid: (max(0, store.get_min_offset_in_queue(topic, qid)), store.get_max_offset_in_queue(topic, qid))
+            for qid in range(max(tc.read_queue_nums, tc.write_queue_nums))}
+
+
 def topic_detail(src: DashboardSource, topic: str) -> dict[str, Any] | None:
     tc = src.topics.get(topic)
     if tc is None:
         return None
     store = src.store
     queues = []
-    for qid in range(max(tc.read_queue_nums, tc.write_queue_nums)):
-        lo = max(0, store.get_min_offset_in_queue(topic, qid))
-        hi = store.get_max_offset_in_queue(topic, qid)
+    for qid, (lo, hi) in queue_offsets(src, topic, tc).items():
         last = store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
         queues.append({"id": qid, "min": lo, "max": hi, "last_ts": max(0, last)})
     groups = sorted(src.offsets.committed_by_group(topic))

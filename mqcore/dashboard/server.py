@@ -27,7 +27,7 @@ from aiohttp.typedefs import Handler
 from mqcore.dashboard import actions, admin_calls, messages, queries
 from mqcore.dashboard import guard
 from mqcore.dashboard.auth import REALM, AuthResult, check_basic
-from mqcore.dashboard.history import MAX_GROUPS, SAMPLE_INTERVAL_MS, GroupHistory, RateHistory
+from mqcore.dashboard.history import MAX_GROUPS, MAX_TOPICS, SAMPLE_INTERVAL_MS, GroupHistory, QueueHistory, RateHistory
 from mqcore.dashboard.svg import line_chart, sparkline
 from mqcore.dashboard.source import DashboardSource
 from mqcore.errors import MQError
@@ -116,6 +116,7 @@ class DashboardServer:
         self.sample_interval_ms = sample_interval_ms
         self.history = RateHistory(src.stats)
         self.group_history = GroupHistory()
+        self.queue_history = QueueHistory()
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
                                       autoescape=jinja2.select_autoescape(("html",)), undefined=jinja2.StrictUndefined)
         self.env.filters.update(ts=_fmt_ts, sec=_fmt_sec, bytes=_fmt_bytes, q=lambda s: quote(str(s), safe=""))
@@ -164,6 +165,7 @@ class DashboardServer:
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         self.history.sample(self.clock())
+        self._sample_queues(self.clock())
         self._sampler = loop.create_task(self._sample_every())
         acl_on = self.src.acl() is not None
         log.info("dashboard on http://%s:%d/%s", _url_host(self.host), self.port,
@@ -190,7 +192,15 @@ class DashboardServer:
             await asyncio.sleep(self.sample_interval_ms / 1000)
             now = self.clock()
             self.history.sample(now)
+            self._sample_queues(now)
             await self._sample_groups(now)
+
+    def _sample_queues(self, now_ms: int) -> None:
+        """Each topic's queue offsets (the topic page's per-queue charts)."""
+        names = sorted(self.src.topics.table.names())[:MAX_TOPICS]
+        for topic in names:
+            self.queue_history.add(topic, now_ms, queries.queue_offsets(self.src, topic))
+        self.queue_history.retain(set(names))
 
     async def _sample_groups(self, now_ms: int) -> None:
         """Each group's consume stats as GET_CONSUME_STATS answers them (the broker's processor):
@@ -299,7 +309,14 @@ class DashboardServer:
         t = queries.topic_detail(self.src, name)
         if t is None:
             return self._render("error.html", request, status=404, message=f"no topic {name!r} on this broker")
-        return self._render("topic.html", request, t=t, interval_s=self.sample_interval_ms / 1000)
+        h = self.queue_history.series(t["name"])
+        lines = h["max"]
+        assert isinstance(lines, dict)
+        sparks = {q: sparkline(v, label=f"max offset of queue {q}") for q, v in lines.items()}
+        chart = line_chart(h["t"], h["messages"], label="messages kept", chart_id="kept-chart")  # type: ignore[arg-type]
+        top = max((q["max"] - q["min"] for q in t["queues"]), default=0)
+        return self._render("topic.html", request, t=t, interval_s=self.sample_interval_ms / 1000,
+                            sparks=sparks, kept_chart=chart, top_kept=top)
 
     async def post_delete_topic(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -16,7 +16,7 @@ from typing import Any
 # in use must still hash a message's keys (it answered "Too many open files" instead)
 codecs.lookup("utf-16-be")
 
-__all__ = ["string_hash", "hash_code", "continue_hash", "to_int32"]
+__all__ = ["string_hash", "hash_code", "continue_hash", "to_int32", "fields_hash"]
 
 
 def to_int32(v: int) -> int:
@@ -52,3 +52,12 @@ def hash_code(arg: Any) -> int:
     if isinstance(arg, (bytes, bytearray)):
         return string_hash(bytes(arg).decode("utf-8", "replace"))
     raise TypeError(f"no Java hashCode for {type(arg).__name__}")
+
+
+def fields_hash(*parts: int) -> int:
+    """A generated ``hashCode`` over fields' hashes (``result = 31 * result + h`` from 1, as
+    ``Objects.hash`` and Eclipse's generated ones compute it; ``MessageQueue``'s among them)."""
+    h = 1
+    for part in parts:
+        h = to_int32(31 * h + part)
+    return h

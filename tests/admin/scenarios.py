@@ -191,10 +191,11 @@ def groups_and_offsets(t: Target, topic: str, group: str, n: int = 20) -> None:
     assert sum(q["consumerOffset"] for q in stats["queues"] if q["topic"] == topic) == n
     r = t.ok("deleteSubGroup", "-b", t.broker_addr, "-g", group)
     assert f"delete subscription group [{group}] from broker [{t.broker_addr}] success." in r.out
-    # for a whole cluster, the group's retry topic goes too
+    # for a whole cluster, the group's retry topic goes too (its dead-letter topic is asked
+    # to go as well, existing or not, as RocketMQ's tool asks)
     assert f"%RETRY%{group}" in t.ok("topicList", "--json").json
     r = t.ok("deleteSubGroup", "-c", t.cluster, "-g", group, "--json")
-    assert r.json["deletedTopics"] == [f"%RETRY%{group}"]
+    assert r.json["deletedTopics"] == [f"%RETRY%{group}", f"%DLQ%{group}"]
     assert wait_for(lambda: f"%RETRY%{group}" not in t.ok("topicList", "--json").json)
 
 

@@ -48,6 +48,7 @@ def live(tmp_path_factory):
         b.dashboard = f"http://127.0.0.1:{port}"
         _make_chart_group(b.namesrv_addr)
         with MQAdmin(b.namesrv_addr) as admin:
+            _make_queue_topic(admin, b)
             b.admin = admin
             yield b
 
@@ -469,6 +470,65 @@ def test_the_group_charts_are_the_consume_stats_mqadmin_reads(live, browser, sho
         cell = browser.find_element(By.CSS_SELECTOR, f'td.spark[data-queue="{r.topic}/{r.queue_id}"] svg')
         assert int(cell.get_attribute("data-last")) == r.diff
     _shoot(browser, shots, "group-charts")
+
+
+# --- 7. per-queue offsets over time on the topic page ---------------------------------------------------------
+QUEUE_TOPIC = "DashQueueT"
+
+
+def _send_to_queues(namesrv: str, counts: dict[int, int]) -> None:
+    with Producer("dash-queue-pg", namesrv_addr=namesrv) as p:
+        queues = {q.queue_id: q for q in p.fetch_publish_message_queues(QUEUE_TOPIC)}
+        for qid, n in counts.items():
+            for i in range(n):
+                p.send(Message(QUEUE_TOPIC, f"q{qid}-{i}".encode()), queue=queues[qid])
+
+
+def _make_queue_topic(admin: MQAdmin, b) -> None:
+    """Four queues holding 1, 2, 3 and 0 messages from the start: sampled every 5 s while the
+    other tests run, as the chart group is."""
+    admin.create_topic(b.broker_addr, QUEUE_TOPIC, read_queue_nums=4, write_queue_nums=4)
+    assert wait_for(lambda: QUEUE_TOPIC in admin.topic_list(), 20)
+    _send_to_queues(b.namesrv_addr, {0: 1, 1: 2, 2: 3})
+
+
+def test_the_topic_page_draws_each_queues_offsets_over_time_as_topic_status_reads_them(live, browser, shots):
+    url = f"{live.dashboard}/topics/{QUEUE_TOPIC}"
+
+    def sampled_before():  # a sample of queue 1 holding its first 2 (taken while other tests ran)
+        browser.get(url)
+        spark = browser.find_elements(By.CSS_SELECTOR, 'td.spark[data-queue="1"] svg')
+        return spark and spark[0].get_attribute("data-last") == "2"
+    assert wait_for(sampled_before, 20, 0.5)
+    _send_to_queues(live.namesrv_addr, {1: 4})  # queue 1's line rises from 2 to 6 in a later sample
+
+    def agree():
+        # the page's newest sample against mqadmin topicStatus now (equal once a sample
+        # follows the last send), queue by queue, and the kept total over all queues
+        stats = {o.queue_id: o for o in live.admin.topic_stats(QUEUE_TOPIC)}
+        browser.get(url)
+        chart = browser.find_elements(By.CSS_SELECTOR, "#kept-chart")
+        if not chart or chart[0].tag_name != "svg" or int(chart[0].get_attribute("data-last")) != sum(
+                o.max_offset - o.min_offset for o in stats.values()):
+            return False
+        for qid, o in stats.items():
+            spark = browser.find_elements(By.CSS_SELECTOR, f'td.spark[data-queue="{qid}"] svg')
+            if not spark or int(spark[0].get_attribute("data-last")) != o.max_offset:
+                return False
+            kept = browser.find_element(By.CSS_SELECTOR, f'td.kept[data-queue="{qid}"]').text
+            if int(kept) != o.max_offset - o.min_offset:
+                return False
+        return True
+    assert wait_for(agree, 40, 0.5)
+    stats = {o.queue_id: o.max_offset for o in live.admin.topic_stats(QUEUE_TOPIC)}
+    assert stats == {0: 1, 1: 6, 2: 3, 3: 0}
+    # queue 1's line holds the earlier sample (2) too: a line over time, not one figure
+    spark = browser.find_element(By.CSS_SELECTOR, 'td.spark[data-queue="1"] svg')
+    assert int(spark.get_attribute("data-points")) >= 2
+    ys = [float(pt.split(",")[1]) for pt in browser.find_element(
+        By.CSS_SELECTOR, 'td.spark[data-queue="1"] svg polyline').get_attribute("points").split()]
+    assert max(ys) > min(ys), ys  # it rose (SVG y grows downwards: lower values, higher points)
+    _shoot(browser, shots, "topic-queues")
 
 
 # --- the guards on the new endpoints ----------------------------------------------------------------------

@@ -181,8 +181,7 @@ class AdminProcessor:
 
     def runtime_info(self, channel, request):
         s = self.store
-        table = {"brokerVersion": "409", "brokerVersionDesc": "V4_9_8 (mqcore)",
-                 "commitLogMaxOffset": str(s.get_max_phy_offset()), "commitLogMinOffset": str(s.get_min_phy_offset()),
+        table = {"commitLogMaxOffset": str(s.get_max_phy_offset()), "commitLogMinOffset": str(s.get_min_phy_offset()),
                  "pullHoldingCount": str(self.holding_count())}
         table.update(self.runtime_figures())
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"table": table}))
