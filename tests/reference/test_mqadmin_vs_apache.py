@@ -205,10 +205,12 @@ def _hold_a_message(producer: Producer, ns: str, consumers: list, release: threa
 
     for group, let_through in ((HOLDING, first.queue_offset + 1), (FRESH, 0)):
         # FRESH's client would commit the offset it started from (0) on its next offset persist
-        # (RemoteBrokerOffsetStore keeps what it read from the broker, as Java's does): none during the test
-        persist = FAST["persist_consumer_offset_interval_ms"] if group == HOLDING else 3_600_000
+        # (RemoteBrokerOffsetStore keeps what it read from the broker, as Java's does), or when a
+        # later rebalance drops and takes back its queue (seen in a loaded suite): neither during the test
+        slow = FAST["persist_consumer_offset_interval_ms"] if group == HOLDING else 3_600_000
         c = PushConsumer(group, namesrv_addr=ns, consume_from_where="first",
-                         **{**FAST, "persist_consumer_offset_interval_ms": persist})
+                         **{**FAST, "persist_consumer_offset_interval_ms": slow,
+                            "rebalance_interval_ms": FAST["rebalance_interval_ms"] if group == HOLDING else slow})
         c.subscribe(PENDING, "*")
         c.register_listener(listener_of(group, let_through))
         c.start()
