@@ -64,10 +64,10 @@ class MessageReader:
         if offset > hi:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         window = max_count if tag_codes is None else max(MAX_FILTER_UNITS, max_count)
-        got = cq.units_at(offset, window)
-        if got is None:
+        units = cq.units_at(offset, window)
+        if units is None:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.next_file_offset(offset), lo, hi)
-        buf, pos, count = got
+        buf, pos, count = units
         # pick, filter and join in one kernel step: runs of records adjacent in one file
         scanned, runs, removed = self.k.cq_runs(buf, pos, count, tag_codes, max_count, max_bytes,
                                                 self.commitlog.min_offset, self.commitlog.file_size)
