@@ -41,14 +41,16 @@ import logging
 import os
 import threading
 import time
-from typing import Callable
-
+from typing import TYPE_CHECKING, Callable
 
 from mqcore.config import StoreConfig
 from mqcore.errors import ConfigError, MQError
 from mqcore.service import ServiceThread
 from mqcore.store.mapped_file import DestroyOutcome, MappedFile
 from mqcore.store.space import used_percent
+
+if TYPE_CHECKING:
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +166,11 @@ class CleanupPolicy:
 
     def why(self, decision: CleanupDecision) -> str:
         t = decision.trigger
+        assert t is not None, "only a pass that deletes commitlog files has a reason"
         if t is CleanTrigger.DELETE_WHEN:
             return f"deleteWhen hour {decision.hour:02d}"
         if t is CleanTrigger.MANUAL:
-            return t.value
+            return CleanTrigger.MANUAL.value  # (t.value: mypy types a narrowed member's value Any)
         key, limit = {CleanTrigger.DISK_FULL: ("diskSpaceWarningLevelRatio", self.cfg.disk_space_warning_level_ratio),
                       CleanTrigger.DISK_CLEAN_FORCIBLY: ("diskSpaceCleanForciblyRatio",
                                                          self.cfg.disk_space_clean_forcibly_ratio),
@@ -239,10 +242,11 @@ class CleanupService(ServiceThread):
 
     name = "mqcore-cleanup"
 
-    def __init__(self, store, *, clock: Callable[[], int] | None = None, disk_usage: DiskUsage = psutil_disk_usage,
+    def __init__(self, store: MessageStore, *, clock: Callable[[], int] | None = None,
+                 disk_usage: DiskUsage = psutil_disk_usage,
                  last_modified_ms: Callable[[MappedFile], int] = MappedFile.last_modified_ms,
                  hour_of: Callable[[int], int] = local_hour, delete_interval_ms: int = 100,
-                 committed_offsets: CommittedOffsets | None = None):
+                 committed_offsets: CommittedOffsets | None = None) -> None:
         super().__init__()
         self.store = store
         self.cfg: StoreConfig = store.config
@@ -400,6 +404,7 @@ class CleanupService(ServiceThread):
             gone, outcome = queue.destroy_first(now, force_ms)
             if gone is not mf:
                 return  # the queue changed under us (only cleanup deletes files): next pass
+            assert outcome is not None  # (None only with no file to delete)
             if outcome is DestroyOutcome.HELD:
                 log.info("keeping commitlog file %s for now: a reader holds it (deleted anyway after %d ms)",
                          mf.path, force_ms)

@@ -9,9 +9,12 @@ with at least 8 unused bytes (store-format.md §1.5).
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
 
 from mqcore.format import layout as L
+from mqcore.kernel_api import Buffer, StoreKernels
 from mqcore.store.mapped_file import MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 from mqcore.store.hot_state import on_kernels
@@ -22,7 +25,8 @@ log = logging.getLogger(__name__)
 class CommitLog:
     """Threads: appends under the put lock; reads and flushes from any thread."""
 
-    def __init__(self, directory: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
+    def __init__(self, directory: str, file_size: int, kernels: StoreKernels,
+                 space_check: SpaceCheck | None = None) -> None:
         self.queue = on_kernels(MappedFileQueue, kernels)(directory, file_size, space_check,
                                                           on_kernels(MappedFile, kernels))
         self.file_size = file_size
@@ -94,7 +98,7 @@ class CommitLog:
         at = L.REC_STORETIMESTAMP_V4 + (L.HOST_V6_EXTRA if sys_flag & L.SYSFLAG_BORNHOST_V6 else 0)
         return int.from_bytes(rec[at:at + 8], "big", signed=True)
 
-    def iter_files_from(self, phy_offset: int):
+    def iter_files_from(self, phy_offset: int) -> Iterator[tuple[MappedFile, int]]:
         """(file, start position) pairs covering the log from ``phy_offset`` on."""
         for mf in list(self.queue.files):
             if mf.end_offset <= phy_offset:
@@ -108,8 +112,12 @@ class CommitLog:
         self.queue.close()
 
 
-def scan_file(kernels, mf: MappedFile, start: int, end: int, check_crc: bool, delays,
-              batch: int, on_batch: Callable) -> tuple[int, int]:
+#: ``on_batch(table, topics, buf)`` of ``scan_file``: a dispatch table, its topics, the file's buffer
+OnBatch = Callable[[np.ndarray, list[bytes], Buffer], None]
+
+
+def scan_file(kernels: StoreKernels, mf: MappedFile, start: int, end: int, check_crc: bool, delays: Sequence[int],
+              batch: int, on_batch: OnBatch) -> tuple[int, int]:
     """Scan records of ``mf`` in [start, end) in batches of ``batch``; calls
     ``on_batch(table, topics, buf)`` for each. Returns (stop position, ScanStop reason)."""
     pos = start

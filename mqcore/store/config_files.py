@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from mqcore.errors import CorruptFileError, DiskFullError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_pretty, loads_lenient
@@ -185,8 +185,9 @@ def as_int_key(key: Any, what: str) -> int:
     raise ValueError(f"{what} key {key!r:.60} is not an integer")
 
 
-def json_root(value: Any) -> dict:
-    return expect_type(value, dict, "the document")
+def json_root(value: Any) -> dict[str, Any]:
+    root: dict[str, Any] = expect_type(value, dict, "the document")
+    return root
 
 
 def int_map(value: Any, what: str) -> dict[int, int]:
@@ -233,11 +234,11 @@ class JsonTable:
         self._written: Signature | None = None
 
     @classmethod
-    def in_dir(cls, config_dir: str, **kwargs: Any):
+    def in_dir(cls, config_dir: str, **kwargs: Any) -> Self:
         """The table at its standard name inside ``<store>/config``."""
         return cls(os.path.join(config_dir, cls.file_name), **kwargs)
 
-    def to_json_value(self) -> dict:  # pragma: no cover - overridden
+    def to_json_value(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _replace_locked(self, value: Any) -> None:  # pragma: no cover - overridden

@@ -19,12 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Callable
 
 import numpy as np
 
 from mqcore.errors import IllegalArgumentError, StoreIOError
 from mqcore.format import layout as L
+from mqcore.kernel_api import StoreKernels
 from mqcore.store.mapped_file import PAGE_SIZE, DestroyOutcome, MappedFile
 from mqcore.store.mapped_file_queue import MappedFileQueue, SpaceCheck
 from mqcore.store.hot_state import on_kernels
@@ -38,8 +40,8 @@ UNIT = L.CQ_UNIT_SIZE
 class ConsumeQueue:
     """One queue's 20-byte units (commitlog offset, size, tags code) across its files."""
 
-    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels,
-                 space_check: SpaceCheck | None = None):
+    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, kernels: StoreKernels,
+                 space_check: SpaceCheck | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
@@ -111,7 +113,8 @@ class ConsumeQueue:
         self._refresh_max_physic()
 
     # --- writing ------------------------------------------------------------------------------
-    def put_units_locked(self, queue_offsets, phys, sizes, tags, *, consecutive: bool = False) -> int:
+    def put_units_locked(self, queue_offsets: np.ndarray, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray, *,
+                         consecutive: bool = False) -> int:
         """Append units whose queue offsets follow on; returns how many were written.
 
         Units already present (queue offset below the max offset, or commitlog range
@@ -153,7 +156,7 @@ class ConsumeQueue:
             i = j
         return written
 
-    def _append_run_locked(self, first: int, phys, sizes, tags) -> int:
+    def _append_run_locked(self, first: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> int:
         """Append units for queue offsets ``first``, ``first + 1``, ... (``first`` is the max
         offset), file after file; returns how many."""
         n = len(phys)
@@ -189,7 +192,7 @@ class ConsumeQueue:
             # at least ask whether it may be
             self.queue.space_check(self.queue.directory, self.file_size)
 
-    def next_unit_locked(self, queue_offset: int):
+    def next_unit_locked(self, queue_offset: int) -> MappedFile | None:
         """The mapped file whose write position is where unit ``queue_offset`` goes, when it
         is the plain next unit (the queue's end, room in the last file): the send pipeline
         then writes it with its record (one after ``max_physic_offset``) and calls
@@ -199,7 +202,7 @@ class ConsumeQueue:
             return None
         return mf
 
-    def unit_written_locked(self, mf, phy_end: int) -> None:
+    def unit_written_locked(self, mf: MappedFile, phy_end: int) -> None:
         """The unit at ``mf``'s write position was written (see :meth:`next_unit_locked`)."""
         mf.wrote_position += UNIT
         self.max_physic_offset = phy_end
@@ -249,7 +252,7 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         return max(self.min_logic_offset, self.queue.min_offset()) // UNIT
 
-    def units_at(self, offset: int, max_units: int):
+    def units_at(self, offset: int, max_units: int) -> tuple[memoryview, int, int] | None:
         """(buffer, byte position, unit count) of readable units from ``offset`` within one file.
 
         The buffer is a view of just those units, so a file deleted by disk cleanup
@@ -267,7 +270,7 @@ class ConsumeQueue:
             return None
         return view, 0, count
 
-    def unit(self, offset: int):
+    def unit(self, offset: int) -> tuple[int, int, int] | None:
         """(phy, size, tags) of one unit, or None."""
         got = self.units_at(offset, 1)
         if got is None:
@@ -323,7 +326,7 @@ class ConsumeQueue:
         units_per_file = self.file_size // UNIT
         return offset + units_per_file - offset % units_per_file
 
-    def offset_by_time(self, timestamp: int, store_time_of) -> int:
+    def offset_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
         """``getOffsetInQueueByTime``: first file modified at/after ``timestamp``, then binary search."""
         files = self.queue.files
         if not files:
@@ -379,7 +382,7 @@ class ConsumeQueue:
         ``force_after_ms``). Returns (file, outcome, last unit's phy offset, last modified
         ms taken just before the deletion) per deleted file.
         """
-        deleted = []
+        deleted: list[tuple[MappedFile, DestroyOutcome, int, int]] = []
         while len(self.queue.files) > 1:
             mf = self.queue.files[0]
             n = mf.wrote_position // UNIT
@@ -394,6 +397,7 @@ class ConsumeQueue:
             gone, outcome = self.queue.destroy_first(now_ms, force_after_ms)
             if gone is None or outcome is DestroyOutcome.HELD:
                 break
+            assert outcome is not None  # (None only with no file to delete)
             deleted.append((gone, outcome, last_phy, modified))
         self.correct_min_offset(commitlog_min)
         return deleted
@@ -421,7 +425,8 @@ class ConsumeQueueTable:
     the queue first (:meth:`get`) makes it itself, so a read still sees every put before it.
     Pending queues are not in ``queues`` (what the compiled send and pull paths read)."""
 
-    def __init__(self, root_dir: str, file_size: int, kernels, space_check: SpaceCheck | None = None):
+    def __init__(self, root_dir: str, file_size: int, kernels: StoreKernels,
+                 space_check: SpaceCheck | None = None) -> None:
         self.root_dir = root_dir
         self.file_size = file_size
         self.k = kernels
@@ -565,5 +570,5 @@ class ConsumeQueueTable:
         except OSError:
             pass  # foreign files left in it: keep the directory
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ConsumeQueue]:
         return iter(list(self.queues.values()))

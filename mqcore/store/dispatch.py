@@ -7,12 +7,14 @@ them scan records with the kernel and hand the dispatch table to ``dispatch_lock
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
 
 from mqcore.errors import StoreIOError
 from mqcore.format import layout as L
+from mqcore.kernel_api import Buffer, StoreKernels
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.index import IndexService
 
@@ -29,12 +31,16 @@ _UNIQ_LEN, _KEYS_LEN = _FIELD["uniq_len"], _FIELD["keys_len"]
 
 #: called after units were added: (topic, queue_id, new max offset)
 ArrivalListener = Callable[[str, int, int], None]
+#: a dispatch-table row as a tuple (``table[i].item()``), fields at the ``_FIELD`` positions
+Row = tuple[Any, ...]
+#: ``(topic, queue id, new max offset)`` of a queue a dispatch added units to
+Touched = tuple[str, int, int]
 
 
 class Dispatcher:
     """Turns appended records into consume-queue units and index entries, then notifies listeners."""
 
-    def __init__(self, queues: ConsumeQueueTable, index: IndexService | None, kernels):
+    def __init__(self, queues: ConsumeQueueTable, index: IndexService | None, kernels: StoreKernels) -> None:
         self.queues = queues
         self.index = index
         self.k = kernels
@@ -50,12 +56,12 @@ class Dispatcher:
         self.no_new_queues_below = -1
         self.new_queues_allowed: set[tuple[str, int]] = set()
 
-    def dispatch_locked(self, table: np.ndarray, topics: list[bytes], buf, *,
+    def dispatch_locked(self, table: np.ndarray, topics: list[bytes], buf: Buffer, *,
                         index_from_phy: int = -1) -> None:
         """Dispatch scanned records; index only those at or after ``index_from_phy``."""
         if not len(table):
             return
-        touched = []
+        touched: list[Touched] = []
         if len(table) == 1:  # the single-message put: scalars, no array bookkeeping
             tx = None
             row = table[0].item()
@@ -82,7 +88,8 @@ class Dispatcher:
         for topic, qid, max_offset in touched:
             self._arrived(topic, qid, max_offset)
 
-    def dispatch_queue_locked(self, table: np.ndarray, topics: list[bytes], buf, topic: str, queue_id: int) -> None:
+    def dispatch_queue_locked(self, table: np.ndarray, topics: list[bytes], buf: Buffer, topic: str,
+                              queue_id: int) -> None:
         """``dispatch_locked`` of freshly written records that all belong to the queue
         ``topic``/``queue_id``, none of them prepared or rolled back (a wire batch): the
         same units and index entries without grouping the rows."""
@@ -142,12 +149,15 @@ class Dispatcher:
         except StoreIOError as e:
             self._failed("index", "the index", e)
 
-    def _index_all_locked(self, table, topics, buf) -> None:
+    # the _index_* methods run only with an index (their callers check ``self.index``)
+    def _index_all_locked(self, table: np.ndarray, topics: list[bytes], buf: Buffer) -> None:
+        assert self.index is not None
         hashes, phys, tss = self.k.index_keys(buf, table, topics)
         if len(hashes):
             self.index.build_locked(hashes, phys, tss)
 
     def _index_keys_locked(self, key_hashes: list[int], phy: int, store_ts: int) -> None:
+        assert self.index is not None
         if len(key_hashes) <= _ONE_BY_ONE_KEYS:
             for key_hash in key_hashes:
                 self.index.build_one_locked(key_hash, phy, store_ts)
@@ -165,24 +175,29 @@ class Dispatcher:
         for listener in self.listeners:
             listener(topic, queue_id, max_offset)
 
-    def _index_locked(self, table, topics, buf, tx, index_from_phy: int, row: tuple | None) -> None:
+    def _index_locked(self, table: np.ndarray, topics: list[bytes], buf: Buffer, tx: np.ndarray | None,
+                      index_from_phy: int, row: Row | None) -> None:
         """Index keys of records that are not rolled back and not indexed yet."""
+        assert self.index is not None
+        sel: slice | np.ndarray
         if row is not None:  # one record: decide on scalars
             if (row[_SYS_FLAG] & L.SYSFLAG_TRANSACTION_MASK) == L.SYSFLAG_TRANSACTION_ROLLBACK \
                     or row[_PHY] < index_from_phy or not (row[_UNIQ_LEN] or row[_KEYS_LEN]):
                 return
             sel = slice(None)
         else:
-            sel = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
+            assert tx is not None  # (the caller passes a row or the rows' transaction bits)
+            mask: np.ndarray = tx != L.SYSFLAG_TRANSACTION_ROLLBACK
             if index_from_phy > 0:
-                sel &= table["phy_offset"] >= index_from_phy
-            if not sel.any():
+                mask &= table["phy_offset"] >= index_from_phy
+            if not mask.any():
                 return
+            sel = mask
         hashes, phys, tss = self.k.index_keys(buf, table[sel], topics)
         if len(hashes):
             self.index.build_locked(hashes, phys, tss)
 
-    def _dispatch_one(self, row: tuple, topics: list[bytes], touched: list) -> None:
+    def _dispatch_one(self, row: Row, topics: list[bytes], touched: list[Touched]) -> None:
         if (row[_SYS_FLAG] & L.SYSFLAG_TRANSACTION_MASK) not in (L.SYSFLAG_TRANSACTION_NOT,
                                                                 L.SYSFLAG_TRANSACTION_COMMIT):
             return
@@ -215,7 +230,7 @@ class Dispatcher:
                       "rebuilds what is missing", what, e)
 
     @staticmethod
-    def _groups(table: np.ndarray, tx: np.ndarray):
+    def _groups(table: np.ndarray, tx: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
         """(topic idx, queue id, rows) per consume queue, for records that get units."""
         to_cq = (tx == L.SYSFLAG_TRANSACTION_NOT) | (tx == L.SYSFLAG_TRANSACTION_COMMIT)
         tids = table["topic_idx"]

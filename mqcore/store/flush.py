@@ -30,7 +30,7 @@ class FlushService(ServiceThread):
 
     name = "mqcore-flush"
 
-    def __init__(self, flush_commitlog: Callable[[int], None] | None, flush_logic: Callable[[int], None],
+    def __init__(self, flush_commitlog: Callable[[int], object] | None, flush_logic: Callable[[int], None],
                  commitlog_interval_ms: int, least_pages: int, thorough_interval_ms: int,
                  logic_interval_ms: int, logic_least_pages: int = 0, logic_thorough_interval_ms: int = 0):
         super().__init__()

@@ -18,8 +18,11 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
+
 from mqcore.format import layout as L
 from mqcore.format.index_chains import chains_sound
+from mqcore.kernel_api import Buffer, StoreKernels
 from mqcore.store.hot_state import on_kernels
 from mqcore.store.mapped_file import MappedFile
 
@@ -97,7 +100,7 @@ class IndexFile:
         if count == 1:
             return True
         at = L.INDEX_HEADER_SIZE + self.slots * L.INDEX_SLOT_SIZE + (count - 1) * L.INDEX_ENTRY_SIZE
-        phy = struct.unpack_from(">q", self.mf.buf, at + L.IDXE_PHYOFFSET)[0]
+        phy: int = struct.unpack_from(">q", self.mf.buf, at + L.IDXE_PHYOFFSET)[0]
         return phy == end_phy
 
     def chain_problem(self) -> str | None:
@@ -118,7 +121,8 @@ class IndexFile:
 class IndexService:
     """The index files: builds entries for keys and unique ids, answers key queries, cleans up."""
 
-    def __init__(self, directory: str, slots: int, entries: int, kernels, clock):
+    def __init__(self, directory: str, slots: int, entries: int, kernels: StoreKernels,
+                 clock: Callable[[], int]) -> None:
         self.directory = directory
         self.slots = slots
         self.entries = entries
@@ -232,7 +236,7 @@ class IndexService:
                     return f.header()[1]
         return 0
 
-    def build_locked(self, hashes, phys, timestamps) -> list[IndexFile]:
+    def build_locked(self, hashes: np.ndarray, phys: np.ndarray, timestamps: np.ndarray) -> list[IndexFile]:
         """Put keys into the newest file, opening new ones when full; returns files filled up."""
         filled = []
         i = 0
@@ -248,7 +252,7 @@ class IndexService:
             i = self.k.index_put(f.mf.buf, self.slots, self.entries, hashes, phys, timestamps, i)
         return filled
 
-    def target_locked(self):
+    def target_locked(self) -> tuple[Buffer, int, int] | None:
         """``(buffer, slots, entries)`` of the newest index file when it exists and its
         blocks are reserved, for a kernel that puts a message's keys in one call (the send
         pipeline); None: ``build_one_locked`` puts them (it creates files)."""

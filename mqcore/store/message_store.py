@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Set
 from typing import Callable, Sequence
 
 from mqcore._compat import default_kernels
@@ -21,13 +22,14 @@ from mqcore.clock import system_clock_ms
 from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.errors import ClosedError
 from mqcore.histogram import FLUSH_LATENCY_BOUNDS_S, Histogram
+from mqcore.kernel_api import QueueUnits, StoreKernels
 from mqcore.message import MessageExt, MessageExtBrokerInner
 from mqcore.format import store_paths
 from mqcore.store import queue_manifest
 from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog
-from mqcore.store.consume_queue import ConsumeQueueTable
-from mqcore.store.dispatch import Dispatcher
+from mqcore.store.consume_queue import ConsumeQueue, ConsumeQueueTable
+from mqcore.store.dispatch import ArrivalListener, Dispatcher
 from mqcore.store.flush import FlushService, GroupCommitService
 from mqcore.store.hot_state import on_kernels
 from mqcore.store.index import IndexService
@@ -35,7 +37,7 @@ from mqcore.store.lock import StoreLock
 from mqcore.store.prefault import PrefaultService
 from mqcore.store.queue_files import QueueFileService
 from mqcore.store.reader import MessageReader
-from mqcore.store.recovery import Recovery, RecoveryReport
+from mqcore.store.recovery import Progress, Recovery, RecoveryReport
 from mqcore.store.results import GetMessageResult, PutMessageResult, QueryMessageResult
 from mqcore.store.space import DiskSpaceGuard, SpaceUsage, statvfs_usage
 from mqcore.store.writer import MessageWriter
@@ -51,8 +53,9 @@ class MessageStore:
     grepped in one place.
     """
 
-    def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms, kernels=None,
-                 space_usage: SpaceUsage = statvfs_usage, recovery_progress=None):
+    def __init__(self, config: StoreConfig, *, clock: Callable[[], int] = system_clock_ms,
+                 kernels: StoreKernels | None = None, space_usage: SpaceUsage = statvfs_usage,
+                 recovery_progress: Progress | None = None) -> None:
         self.config = config
         #: ``(done_bytes, total_bytes)`` callback during recovery's scan (``mqcore.progress``)
         self.recovery_progress = recovery_progress
@@ -72,7 +75,7 @@ class MessageStore:
         self.dispatcher = on_kernels(Dispatcher, self.k)(self.queues, self.index, self.k)
         self.group_commit = (GroupCommitService(self._flush_commitlog_all)
                              if config.flush_disk_type is FlushDiskType.SYNC_FLUSH else None)
-        wait = None
+        wait: Callable[[int], bool] | None = None
         if self.group_commit is not None:
             gc, timeout = self.group_commit, config.sync_flush_timeout_ms
             wait = lambda offset: gc.wait_flushed(offset, timeout)  # noqa: E731
@@ -149,7 +152,7 @@ class MessageStore:
             pass
         self._state = "running"
 
-    def _queue_ready(self, cq) -> None:
+    def _queue_ready(self, cq: ConsumeQueue) -> None:
         self.dispatcher.arrived(cq.topic, cq.queue_id, cq.max_offset())
 
     def shutdown(self) -> None:
@@ -196,7 +199,7 @@ class MessageStore:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
     # --- writing (MessageWriter) ------------------------------------------------------------------
@@ -209,7 +212,8 @@ class MessageStore:
         return self.writer.put_messages(msgs)
 
     def put_batch(self, topic: str, queue_id: int, items: bytes, *, sys_flag: int = 0, born_timestamp: int = 0,
-                  born_host: bytes, store_host: bytes, batch_properties: dict | None = None) -> PutMessageResult:
+                  born_host: bytes, store_host: bytes,
+                  batch_properties: dict[str, str] | None = None) -> PutMessageResult:
         """Append a wire batch (SEND_BATCH_MESSAGE body) as consecutive records."""
         return self.writer.put_batch(topic, queue_id, items, sys_flag=sys_flag, born_timestamp=born_timestamp,
                                      born_host=born_host, store_host=store_host, batch_properties=batch_properties)
@@ -232,7 +236,7 @@ class MessageStore:
 
     # --- reading (MessageReader) ----------------------------------------------------------------------
     def get_message(self, topic: str, queue_id: int, offset: int, max_count: int,
-                    max_bytes: int | None = None, tag_codes=None) -> GetMessageResult:
+                    max_bytes: int | None = None, tag_codes: Set[int] | None = None) -> GetMessageResult:
         """Messages of one queue from ``offset`` (``DefaultMessageStore.getMessage``)."""
         return self.reader.get_message(topic, queue_id, offset, max_count, max_bytes, tag_codes)
 
@@ -266,7 +270,7 @@ class MessageStore:
     def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
         return self.reader.commitlog_offset_in_queue(topic, queue_id, offset)
 
-    def get_consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int):
+    def get_consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int) -> QueueUnits | None:
         """``(phys, sizes, tags_codes)`` arrays from ``offset``, or None."""
         return self.reader.consume_queue_units(topic, queue_id, offset, max_count)
 
@@ -332,7 +336,7 @@ class MessageStore:
     def get_max_phy_offset(self) -> int:
         return self.commitlog.max_offset
 
-    def add_arrival_listener(self, listener) -> None:
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """``listener(topic, queue_id, max_offset)`` after new units land (long polling)."""
         self.dispatcher.listeners.append(listener)
 

@@ -23,8 +23,10 @@ import logging
 import time
 from typing import Callable
 
+from mqcore.kernel_api import StoreKernels
 from mqcore.service import ServiceThread
 from mqcore.store.commitlog import CommitLog
+from mqcore.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +42,14 @@ class PrefaultService(ServiceThread):
 
     name = "mqcore-prefault"
 
-    def __init__(self, commitlog: CommitLog, kernels, window_bytes: int,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, commitlog: CommitLog, kernels: StoreKernels, window_bytes: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.commitlog = commitlog
         self.k = kernels
         self.window_bytes = window_bytes
         self.clock = clock
-        self._file = None
+        self._file: MappedFile | None = None
         self._warmed = 0
         self._seen_at = -1.0  # when idle_wait_s last looked (negative: never)
         self._seen_offset = 0  # the commitlog's write offset then
@@ -57,7 +59,7 @@ class PrefaultService(ServiceThread):
             if not self._step():
                 self.wait_for_running(self.idle_wait_s())
 
-    def file_ready(self, _mf) -> None:
+    def file_ready(self, _mf: MappedFile) -> None:
         """The commitlog has a new file to append to (MappedFileQueue.on_file_ready)."""
         self.wakeup()
 

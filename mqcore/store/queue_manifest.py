@@ -12,6 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mqcore.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +27,7 @@ def path_in(store_path: str) -> str:
     return os.path.join(store_path, NAME)
 
 
-def write(path: str, queues) -> None:
+def write(path: str, queues: Iterable[ConsumeQueue]) -> None:
     data = {f"{cq.topic}/{cq.queue_id}": [cq.min_offset(), cq.max_offset()] for cq in queues}
     tmp = path + ".tmp"
     try:

@@ -7,8 +7,11 @@ messages written together is one buffer for the socket.
 """
 from __future__ import annotations
 
+from collections.abc import Set
 
+from mqcore.config import StoreConfig
 from mqcore.format import layout as L
+from mqcore.kernel_api import QueueUnits, StoreKernels
 from mqcore.message import MessageExt
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.consume_queue import ConsumeQueueTable
@@ -24,7 +27,8 @@ STATUS_BY_NAME = {status.name: status for status in GetMessageStatus}
 class MessageReader:
     """The read paths: queue reads with tag filtering, lookups by offset, key and time."""
 
-    def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None, kernels):
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
+                 kernels: StoreKernels) -> None:
         self.cfg = config
         self.commitlog = commitlog
         self.queues = queues
@@ -32,7 +36,7 @@ class MessageReader:
         self.k = kernels
 
     def get_message(self, topic: str, queue_id: int, offset: int, max_count: int,
-                    max_bytes: int | None = None, tag_codes=None) -> GetMessageResult:
+                    max_bytes: int | None = None, tag_codes: Set[int] | None = None) -> GetMessageResult:
         """Up to ``max_count`` messages from queue offset ``offset`` (``getMessage``).
 
         ``tag_codes``: Java hash codes of subscribed tags, or None for ``*``.
@@ -60,10 +64,10 @@ class MessageReader:
         if offset > hi:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         window = max_count if tag_codes is None else max(MAX_FILTER_UNITS, max_count)
-        got = cq.units_at(offset, window)
-        if got is None:
+        units = cq.units_at(offset, window)
+        if units is None:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.next_file_offset(offset), lo, hi)
-        buf, pos, count = got
+        buf, pos, count = units
         # pick, filter and join in one kernel step: runs of records adjacent in one file
         scanned, runs, removed = self.k.cq_runs(buf, pos, count, tag_codes, max_count, max_bytes,
                                                 self.commitlog.min_offset, self.commitlog.file_size)
@@ -152,7 +156,7 @@ class MessageReader:
         cq = self.queues.get(topic, queue_id)
         return cq.min_offset() if cq else -1
 
-    def consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int):
+    def consume_queue_units(self, topic: str, queue_id: int, offset: int, max_count: int) -> QueueUnits | None:
         """Up to ``max_count`` units from ``offset`` (within one file) as arrays
         ``(phys, sizes, tags_codes)``, or None when there are none (delay delivery reads
         deliver times this way)."""

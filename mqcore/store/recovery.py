@@ -16,12 +16,15 @@ import errno
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
-from mqcore.config import FlushDiskType
+from mqcore.config import FlushDiskType, StoreConfig
 from mqcore.format import layout as L
+from mqcore.kernel_api import Buffer, StoreKernels
+from mqcore.store.checkpoint import StoreCheckpoint
 from mqcore.store.commitlog import CommitLog, scan_file
 from mqcore.store.consume_queue import ConsumeQueueTable
 from mqcore.store.dispatch import Dispatcher
@@ -30,6 +33,8 @@ from mqcore.store.index import IndexService
 log = logging.getLogger(__name__)
 
 SCAN_BATCH = 65536
+#: ``progress(done_bytes, total_bytes)`` while a recovery scans
+Progress = Callable[[int, int], None]
 
 
 @dataclasses.dataclass
@@ -88,8 +93,9 @@ class RecoveryReport:
 class Recovery:
     """Finds the end of valid commitlog data, cuts what lies past it and re-dispatches the tail."""
 
-    def __init__(self, config, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
-                 dispatcher: Dispatcher, checkpoint, kernels, progress=None):
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable, index: IndexService | None,
+                 dispatcher: Dispatcher, checkpoint: StoreCheckpoint, kernels: StoreKernels,
+                 progress: Progress | None = None) -> None:
         self.cfg = config
         #: ``progress(done_bytes, total_bytes)`` while scanning (a long recovery shows it), or None
         self.progress = progress
@@ -152,7 +158,7 @@ class Recovery:
         needed = _Needed(dispatch_from, dispatch_from)
         if not abnormal and rebuild_from is None:
             needed = _Needed(unit=max(dispatch_from, min(self.queues.max_physic_offset(), end)),
-                             index=max(dispatch_from, index_from))
+                             index_at=max(dispatch_from, index_from))
         try:
             report.records_redispatched = self._redispatch(dispatch_from, end, index_from, needed)
         finally:
@@ -316,7 +322,7 @@ class Recovery:
         total = sum(mf.file_size for mf in files[start_i:-1]) + _last_data_offset(files[-1].path, 0, files[-1].file_size)
         base = [0, 0]  # bytes scanned in earlier files, commitlog offset the current file starts at
 
-        def count(table, topics, buf):
+        def count(table: np.ndarray, topics: list[bytes], buf: Buffer) -> None:
             counter[0] += len(table)
             _note_queues(table, topics, seen)
             if len(table):
@@ -379,11 +385,11 @@ class Recovery:
         entry (``needed``)."""
         n = [0]
 
-        def dispatch(table, topics, buf):
+        def dispatch(table: np.ndarray, topics: list[bytes], buf: Buffer) -> None:
             self.dispatcher.dispatch_locked(table, topics, buf, index_from_phy=index_from)
             phy = table["phy_offset"]
             keyed = (table["uniq_len"] > 0) | (table["keys_len"] > 0)
-            n[0] += int(np.count_nonzero((phy >= needed.unit) | ((phy >= needed.index) & keyed)))
+            n[0] += int(np.count_nonzero((phy >= needed.unit) | ((phy >= needed.index_at) & keyed)))
 
         for mf, pos in self.commitlog.iter_files_from(start):
             stop_at = min(mf.wrote_position, end - mf.file_from_offset)
@@ -395,12 +401,13 @@ class Recovery:
 
 class _Needed(NamedTuple):
     """Where recovery's re-dispatch starts to matter: from ``unit`` on records lacked their
-    consume-queue unit, from ``index`` on their keys lacked index entries."""
+    consume-queue unit, from ``index_at`` on their keys lacked index entries (not ``index``:
+    that is tuple's method)."""
     unit: int
-    index: int
+    index_at: int
 
 
-def _note_queues(table, topics: list[bytes], seen: dict[tuple[str, int], list[int]]) -> None:
+def _note_queues(table: np.ndarray, topics: list[bytes], seen: dict[tuple[str, int], list[int]]) -> None:
     """Fold one scanned batch into ``seen`` (records that get a consume-queue unit only)."""
     if not len(table):
         return
@@ -445,7 +452,7 @@ def _last_data_offset(path: str, start: int, size: int) -> int:
         os.close(fd)
 
 
-def _data_length(buf, start: int, hi: int, chunk: int = 16 << 20) -> int:
+def _data_length(buf: Buffer, start: int, hi: int, chunk: int = 16 << 20) -> int:
     """Bytes from ``start`` up to the last non-zero byte of ``buf[:hi]`` (0 if all zeros)."""
     while hi > start:
         lo = max(start, hi - chunk)

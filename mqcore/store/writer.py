@@ -13,10 +13,13 @@ import logging
 import threading
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from mqcore._compat import default_pipeline_kernels
+from mqcore.config import StoreConfig
 from mqcore.errors import DiskFullError, RecordDecodeError, StoreIOError
 from mqcore.format import layout as L
-from mqcore.kernel_api import PipelineKernels
+from mqcore.kernel_api import Buffer, PipelineKernels, PlainSend, StoreKernels
 from mqcore.format.names import NAME_CHARS_TEXT, valid_name_bytes
 from mqcore.format.properties import separators_only_between
 from mqcore.message import (
@@ -30,6 +33,7 @@ from mqcore.message import (
 )
 from mqcore.store.commitlog import CommitLog
 from mqcore.store.dispatch import Dispatcher
+from mqcore.store.mapped_file import MappedFile
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 from mqcore.store.timer import rewrite as timer_rewrite
 from mqcore.format.timer import TIMER_TOPIC
@@ -82,8 +86,9 @@ class _Prepared:
 class MessageWriter:
     """Threads: any thread may put; the put lock serialises appends."""
 
-    def __init__(self, config, commitlog: CommitLog, dispatcher: Dispatcher, kernels, clock: Callable[[], int],
-                 wait_flushed: Callable[[int], bool] | None, pipeline_kernels: PipelineKernels | None = None):
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, dispatcher: Dispatcher, kernels: StoreKernels,
+                 clock: Callable[[], int], wait_flushed: Callable[[int], bool] | None,
+                 pipeline_kernels: PipelineKernels | None = None) -> None:
         self.cfg = config
         self.commitlog = commitlog
         self.dispatcher = dispatcher
@@ -114,7 +119,7 @@ class MessageWriter:
         #: ``(items, born_host, store_host) -> (stored, refusal)``: plain sends of the broker's send
         #: pipeline (see ``put_plain_sends_py``), compiled when the pipeline kernels offer it
         compiled = getattr(self.pk, "StorePlainSends", None)
-        self.put_plain_sends: Callable[[Sequence[tuple], bytes, bytes], tuple[list[tuple[int, int, int]],
+        self.put_plain_sends: Callable[[Sequence[PlainSend], bytes, bytes], tuple[list[tuple[int, int, int]],
                                                                                 PutMessageResult | None]] = (
             compiled(self) if compiled is not None else self.put_plain_sends_py)
 
@@ -131,10 +136,12 @@ class MessageWriter:
     def _disk_full_locked(self, e: DiskFullError) -> PutMessageResult:
         if self.disk_full_reason is None:
             log.error("refusing puts: %s (reads continue; retrying every %d ms)", e.strerror, DISK_FULL_RETRY_MS)
-        self.disk_full_reason = e.strerror
+        # (every DiskFullError is raised with a message; str(e) would do for one without)
+        reason = e.strerror or str(e)
+        self.disk_full_reason = reason
         self._disk_full_until_ms = self.clock() + DISK_FULL_RETRY_MS
         self.disk_full_refusals += 1
-        return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, e.strerror)
+        return _refused(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason)
 
     def _no_file_locked(self, e: StoreIOError) -> PutMessageResult:
         """The answer to a put whose new store file could not be opened for another reason
@@ -214,7 +221,7 @@ class MessageWriter:
                 self._dispatch_locked(mf, pos, pos + p.size, 1)
         return self._wait(result, result.phy_offset + p.size, p.wait)
 
-    def put_plain_sends_py(self, items: Sequence[tuple], born_host: bytes,
+    def put_plain_sends_py(self, items: Sequence[PlainSend], born_host: bytes,
                            store_host: bytes) -> tuple[list[tuple[int, int, int]], PutMessageResult | None]:
         """``put_plain_sends`` in Python (the twin kernels; with the compiled ones
         ``_pipeline.StorePlainSends`` runs the same steps and calls this for refusals).
@@ -249,7 +256,8 @@ class MessageWriter:
         limit = commitlog.file_size - L.END_FILE_MIN_BLANK
         queues, offsets, append = dispatcher.queues, self.queue_offsets, self.pk.append_plain
         index = dispatcher.index
-        no_index = (None, 0, 0)
+        #: ``(index buffer, slots, entries)`` of ``append_plain``: no index file to put keys in
+        no_index: tuple[Buffer | None, int, int] = (None, 0, 0)
         with self.lock:
             refused = self._refusal()
             if refused:
@@ -258,7 +266,8 @@ class MessageWriter:
             # the commitlog file and index file appends go to; fetched again after the general
             # steps (which may roll either)
             mf = commitlog.last_locked() if plain_dispatch else None
-            target = (index.target_locked() or no_index) if index is not None else no_index
+            target: tuple[Buffer | None, int, int] = (
+                (index.target_locked() or no_index) if index is not None else no_index)
             # a run of items to one queue (the usual pipelined batch) looks its queue up once and
             # tells the arrival listeners (long polling) once, with the run's last offset, still
             # under the lock: a waiter woken by an earlier offset is woken by the last one too
@@ -280,6 +289,7 @@ class MessageWriter:
                     unit_mf = cq.next_unit_locked(queue_offset) if mf is not None else None
                     size = 0
                     if unit_mf is not None:
+                        assert mf is not None  # (a unit's file is looked up only with a commitlog file)
                         pos = mf.wrote_position
                         phy = mf.file_from_offset + pos
                         store_ts = clock()
@@ -289,6 +299,7 @@ class MessageWriter:
                                 item[4], born_host, store_ts, store_host, item[6], body, item[7], unit_mf.buf,
                                 unit_mf.wrote_position, item[8], *target, item[9])
                     if size:
+                        assert mf is not None and unit_mf is not None  # (size: appended above)
                         commitlog.commit_locked(mf, size)
                         cq.unit_written_locked(unit_mf, phy + size)
                         offsets[key] = queue_offset + 1
@@ -324,7 +335,7 @@ class MessageWriter:
     def record_size_plain(self, body: bytes, topic_b: bytes, props_b: bytes, sys_flag: int) -> int:
         return self.k.record_size(len(body), len(topic_b), len(props_b), sys_flag)
 
-    def _put_plain_general_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
+    def _put_plain_general_locked(self, item: PlainSend, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
                                   born_host: bytes, store_host: bytes) -> tuple[int, PutMessageResult | None]:
         """``_put_plain_locked`` for the compiled ``StorePlainSends``: (phy, None), or (0,
         the refusal) when no new store file could be had."""
@@ -335,7 +346,7 @@ class MessageWriter:
         except StoreIOError as e:
             return 0, self._no_file_locked(e)
 
-    def _put_plain_locked(self, item: tuple, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
+    def _put_plain_locked(self, item: PlainSend, topic_b: bytes, sys_flag: int, size: int, queue_offset: int,
                           born_host: bytes, store_host: bytes) -> int:
         """One pipeline item by the general steps (a file roll, a queue's first unit, a full
         index file, recovery bookkeeping); returns its commitlog offset."""
@@ -354,7 +365,7 @@ class MessageWriter:
         self.dispatcher.dispatch_unit_locked(topic, queue_id, queue_offset, phy, size, item[8], store_ts, item[9])
         return phy
 
-    def _encoded_properties(self, body_len: int, props: dict) -> tuple[bytes, PutMessageResult | None]:
+    def _encoded_properties(self, body_len: int, props: dict[str, str]) -> tuple[bytes, PutMessageResult | None]:
         """A single message's properties as record bytes, or the refusal of a body or
         properties over the limits (checked in that order, as RocketMQ does)."""
         if body_len > self.cfg.max_message_size_bytes:
@@ -382,7 +393,8 @@ class MessageWriter:
                 prepared.append((i, p))
         end_offset = 0
         with self.lock:
-            seg_mf, seg_start, seg_end, seg_count = None, 0, 0, 0
+            seg_mf: MappedFile | None = None
+            seg_start, seg_end, seg_count = 0, 0, 0
             for i, p in prepared:
                 refused = self._refusal()
                 if refused:
@@ -400,6 +412,7 @@ class MessageWriter:
                 self._appended_locked()
                 if mf is not seg_mf:  # rolled over to the next file: dispatch what the last one got
                     if seg_count:
+                        assert seg_mf is not None  # (seg_count: a file was appended to)
                         self._dispatch_locked(seg_mf, seg_start, seg_end, seg_count)
                     seg_mf, seg_start, seg_count = mf, pos, 0
                 seg_end = pos + p.size
@@ -407,12 +420,14 @@ class MessageWriter:
                 if p.wait:
                     end_offset = mf.file_from_offset + seg_end
             if seg_count:
+                assert seg_mf is not None  # (seg_count: a file was appended to)
                 self._dispatch_locked(seg_mf, seg_start, seg_end, seg_count)
         if end_offset and self.wait_flushed is not None and not self.wait_flushed(end_offset):
             log.warning("flush of offset %d did not complete within %d ms", end_offset, self.cfg.sync_flush_timeout_ms)
             for i, p in prepared:
-                if p.wait and results[i].status is PutMessageStatus.PUT_OK:
-                    results[i].status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                r = results[i]
+                if p.wait and r is not None and r.status is PutMessageStatus.PUT_OK:
+                    r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return results  # type: ignore[return-value]
 
     def _prepare(self, msg: MessageExtBrokerInner) -> _Prepared | PutMessageResult:
@@ -464,14 +479,14 @@ class MessageWriter:
             unit = (self.k.tags_code(props.get(Prop.TAGS)), self._key_hashes(topic, props))
         return _Prepared(msg, topic, topic_b, queue_id, props_b, sys_flag, size, counted, wait, unit, timer_out_ms)
 
-    def _key_hashes(self, topic: str, props: dict) -> list[int]:
+    def _key_hashes(self, topic: str, props: dict[str, str]) -> list[int]:
         """Index hashes of ``topic#UNIQ_KEY`` then ``topic#k`` per KEYS word, as the scan
         of the record gives them (``index_keys``); none when the store keeps no index."""
         if self.dispatcher.index is None:
             return []
         return self.k.key_hashes(topic, props.get(Prop.UNIQ_KEY), props.get(Prop.KEYS))
 
-    def _append_locked(self, p: _Prepared):
+    def _append_locked(self, p: _Prepared) -> tuple[MappedFile, int, PutMessageResult]:
         """Assign the queue offset and encode the record; returns (file, position, result)."""
         msg = p.msg
         store_ts = msg.store_timestamp or self.clock()
@@ -493,7 +508,8 @@ class MessageWriter:
 
     # --- batches (SEND_BATCH_MESSAGE) -------------------------------------------------------------
     def put_batch(self, topic: str, queue_id: int, items: bytes, *, sys_flag: int = 0, born_timestamp: int = 0,
-                  born_host: bytes, store_host: bytes, batch_properties: dict | None = None) -> PutMessageResult:
+                  born_host: bytes, store_host: bytes,
+                  batch_properties: dict[str, str] | None = None) -> PutMessageResult:
         """Append a wire batch (one item per message) as consecutive records of one queue."""
         refused = self._refusal()
         if refused:
@@ -557,14 +573,14 @@ class MessageWriter:
         return self._wait(result, phy + total, wait)
 
     # --- helpers -------------------------------------------------------------------------------------
-    def _dispatch_locked(self, mf, start: int, end: int, count: int):
+    def _dispatch_locked(self, mf: MappedFile, start: int, end: int, count: int) -> np.ndarray:
         table, topics, _, _ = self.k.scan_records(mf.buf, start, end, mf.file_from_offset, False,
                                                   self.delays, count)
         self.dispatcher.dispatch_locked(table, topics, mf.buf)
         return table
 
-    def _dispatch_batch_locked(self, mf, start: int, end: int, count: int, topic: str, queue_id: int,
-                               sys_flag: int):
+    def _dispatch_batch_locked(self, mf: MappedFile, start: int, end: int, count: int, topic: str, queue_id: int,
+                               sys_flag: int) -> np.ndarray:
         """A wire batch: every record is of one queue and shares the batch's transaction
         bits, so when those say "consume queue" the dispatcher needs no grouping."""
         tx = sys_flag & L.SYSFLAG_TRANSACTION_MASK
@@ -583,7 +599,7 @@ class MessageWriter:
         return result
 
 
-def _delay_level(props: dict) -> int:
+def _delay_level(props: dict[str, str]) -> int:
     raw = props.get(Prop.DELAY)
     if not raw:
         return 0
