@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from mqcore.errors import CorruptFileError, DiskFullError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_pretty, loads_lenient
@@ -233,7 +233,7 @@ class JsonTable:
         self._written: Signature | None = None
 
     @classmethod
-    def in_dir(cls, config_dir: str, **kwargs: Any):
+    def in_dir(cls, config_dir: str, **kwargs: Any) -> Self:
         """The table at its standard name inside ``<store>/config``."""
         return cls(os.path.join(config_dir, cls.file_name), **kwargs)
 
