@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from mqcore._compat import default_kernels
 from mqcore.errors import FilterExpressionError, MQError, ProtocolError
@@ -29,10 +29,18 @@ from mqcore.jsonutil import loads_lenient
 from mqcore.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
-    from mqcore.broker.clients import Subscription
     from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
+
+
+class Subscription(Protocol):
+    """What a pull's filter reads of a heartbeat subscription (``clients.Subscription``; named
+    here, not imported: clients imports this module)."""
+
+    expression_type: str
+    sql_filter: Sql92Filter | None
+    filter_error: str | None
 
 TAG = "TAG"
 SQL92 = "SQL92"
