@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mqcore.broker.filtering import compile_expression, is_tag_type
 from mqcore.errors import FilterExpressionError
 from mqcore.errors import ProtocolError
 from mqcore.tags import SUB_ALL, split_tags, subscribes_all
 from mqcore.tags import tag_codes as codes_of
+
+if TYPE_CHECKING:
+    from mqcore.filter.sql92 import Sql92Filter
+    from mqcore.remoting.channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ class Subscription:
     sub_version: int
     expression_type: str = "TAG"
     #: the compiled SQL92 filter (``expression_type`` SQL92), or None with ``filter_error`` saying why
-    sql_filter: Any = None
+    sql_filter: Sql92Filter | None = None
     filter_error: str | None = None
 
     @property
@@ -78,7 +82,7 @@ class Subscription:
             return tag_codes(self.tags)
         return None if self.sub_string == "*" else frozenset()  # " || " names no tag: nothing matches
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"classFilterMode": False, "codeSet": sorted(self.codes or ()), "expressionType": self.expression_type,
                 "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": sorted(self.tags),
                 "topic": self.topic}
@@ -88,7 +92,7 @@ class Subscription:
 class ClientChannelInfo:
     """A client connection as heartbeats describe it: channel, client id, language, version, last seen."""
 
-    channel: Any
+    channel: Channel
     client_id: str
     language: int
     version: int
@@ -103,8 +107,8 @@ class ConsumerGroupInfo:
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
-    channels: dict = dataclasses.field(default_factory=dict)  # channel -> ClientChannelInfo
-    subscriptions: dict = dataclasses.field(default_factory=dict)  # topic -> Subscription
+    channels: dict[Channel, ClientChannelInfo] = dataclasses.field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = dataclasses.field(default_factory=dict)  # by topic
 
     def client_ids(self) -> list[str]:
         return [info.client_id for info in self.channels.values()]
@@ -114,15 +118,16 @@ class ClientManager:
     """Producer and consumer membership from heartbeats; reports group changes and silent channels."""
 
     def __init__(self, clock: Callable[[], int], expiry_ms: int,
-                 on_group_changed: Callable[[str, list], None] | None = None):
+                 on_group_changed: Callable[[str, list[Channel]], None] | None = None) -> None:
         self.clock = clock
         self.expiry_ms = expiry_ms
         self.on_group_changed = on_group_changed
         self.consumers: dict[str, ConsumerGroupInfo] = {}
-        self.producers: dict[str, dict] = {}  # group -> {channel: ClientChannelInfo}
+        self.producers: dict[str, dict[Channel, ClientChannelInfo]] = {}  # group -> {channel: info}
 
     # --- heartbeats -------------------------------------------------------------------------------
-    def heartbeat(self, channel, client_id: str, language: int, version: int, data: dict) -> list[str]:
+    def heartbeat(self, channel: Channel, client_id: str, language: int, version: int,
+                  data: dict[str, Any]) -> list[str]:
         """Register what a HEART_BEAT says; returns the consumer groups named in it."""
         now = self.clock()
         info = ClientChannelInfo(channel, client_id, language, version, now)
@@ -151,7 +156,7 @@ class ClientManager:
                 self.on_group_changed(group, list(g.channels))
         return groups
 
-    def _update_subscriptions(self, g: ConsumerGroupInfo, subs: list) -> bool:
+    def _update_subscriptions(self, g: ConsumerGroupInfo, subs: list[Any]) -> bool:
         changed = False
         for s in subs:
             if not isinstance(s, dict) or not s.get("topic"):
@@ -170,7 +175,7 @@ class ClientManager:
         return changed
 
     @staticmethod
-    def _update_sql_subscription(g: ConsumerGroupInfo, topic: str, sub_string, version: int,
+    def _update_sql_subscription(g: ConsumerGroupInfo, topic: str, sub_string: str | None, version: int,
                                  expression_type: str) -> bool:
         """A SQL92 subscription: compiled once per change of expression; a bad one is kept
         with its error, so pulls can say why nothing is delivered."""
@@ -189,19 +194,19 @@ class ClientManager:
         return True
 
     # --- leaving ------------------------------------------------------------------------------------
-    def unregister(self, channel, producer_group: str | None, consumer_group: str | None) -> None:
+    def unregister(self, channel: Channel, producer_group: str | None, consumer_group: str | None) -> None:
         if producer_group and producer_group in self.producers:
             self.producers[producer_group].pop(channel, None)
         if consumer_group:
             self._remove_from_group(consumer_group, channel)
 
-    def channel_closed(self, channel) -> None:
+    def channel_closed(self, channel: Channel) -> None:
         for members in self.producers.values():
             members.pop(channel, None)
         for group in list(self.consumers):
             self._remove_from_group(group, channel)
 
-    def _remove_from_group(self, group: str, channel) -> None:
+    def _remove_from_group(self, group: str, channel: Channel) -> None:
         g = self.consumers.get(group)
         if g is None or g.channels.pop(channel, None) is None:
             return
@@ -211,10 +216,10 @@ class ClientManager:
         if not g.channels:
             del self.consumers[group]
 
-    def scan_expired(self) -> list:
+    def scan_expired(self) -> list[Channel]:
         """Channels silent for longer than the expiry; the caller closes them."""
         limit = self.clock() - self.expiry_ms
-        stale = set()
+        stale: set[Channel] = set()
         for g in self.consumers.values():
             stale.update(ch for ch, info in g.channels.items() if info.last_update_ms < limit)
         for members in self.producers.values():
@@ -222,7 +227,7 @@ class ClientManager:
         return list(stale)
 
     # --- queries --------------------------------------------------------------------------------------
-    def producer_channel(self, group: str):
+    def producer_channel(self, group: str) -> Channel | None:
         """A live channel of producer ``group`` (the one heard from last), or None: where a
         transaction check-back goes (RocketMQ ``getAvailableChannel``)."""
         members = self.producers.get(group)
@@ -231,7 +236,7 @@ class ClientManager:
         live = [info for ch, info in members.items() if getattr(ch, "is_active", True)]
         return max(live, key=lambda info: info.last_update_ms).channel if live else None
 
-    def producer_channel_of(self, client_id: str):
+    def producer_channel_of(self, client_id: str) -> Channel | None:
         """The live channel of the client that heartbeated as a producer with ``client_id``,
         or None (RocketMQ ``ProducerManager.findChannel``): where a reply is pushed. Only
         producers count, as in RocketMQ: a requester is a producer. A scan of the producer
@@ -250,18 +255,22 @@ class ClientManager:
         return g.subscriptions.get(topic) if g else None
 
 
+#: a message queue as the lock table keys it: (topic, broker name, queue id)
+QueueKey = tuple[str, str, int]
+
+
 class RebalanceLockManager:
     """Orderly consumers lock queues per group; a lock not renewed for 60 s expires."""
 
-    def __init__(self, clock: Callable[[], int], max_live_ms: int = 60_000):
+    def __init__(self, clock: Callable[[], int], max_live_ms: int = 60_000) -> None:
         self.clock = clock
         self.max_live_ms = max_live_ms
-        self._locks: dict[str, dict[tuple, tuple[str, int]]] = {}  # group -> mq -> (client, ts)
+        self._locks: dict[str, dict[QueueKey, tuple[str, int]]] = {}  # group -> mq -> (client, ts)
 
-    def try_lock_batch(self, group: str, mqs: list[tuple], client_id: str) -> list[tuple]:
+    def try_lock_batch(self, group: str, mqs: list[QueueKey], client_id: str) -> list[QueueKey]:
         now = self.clock()
         table = self._locks.setdefault(group, {})
-        locked = []
+        locked: list[QueueKey] = []
         for mq in mqs:
             owner = table.get(mq)
             if owner is None or owner[0] == client_id or now - owner[1] > self.max_live_ms:
@@ -269,7 +278,7 @@ class RebalanceLockManager:
                 locked.append(mq)
         return locked
 
-    def unlock_batch(self, group: str, mqs: list[tuple], client_id: str) -> None:
+    def unlock_batch(self, group: str, mqs: list[QueueKey], client_id: str) -> None:
         table = self._locks.get(group, {})
         for mq in mqs:
             owner = table.get(mq)
@@ -277,7 +286,7 @@ class RebalanceLockManager:
                 del table[mq]
 
 
-def _entries(data: dict, key: str) -> list:
+def _entries(data: dict[str, Any], key: str) -> list[Any]:
     """A heartbeat list (absent => empty); any other shape is the peer's error."""
     value = data.get(key)
     if value is None:
@@ -299,7 +308,7 @@ def _group_name(entry: object, key: str) -> str | None:
     return group
 
 
-def _subscription_fields(s: dict) -> tuple[str, str | None, list, int, str]:
+def _subscription_fields(s: dict[str, Any]) -> tuple[str, str | None, list[str | int], int, str]:
     """(topic, subString, tagsSet, subVersion, expressionType) of a heartbeat
     subscription, each of the type Java's bean has; anything else is a ProtocolError."""
     topic, sub_string = s.get("topic"), s.get("subString")

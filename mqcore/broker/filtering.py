@@ -16,17 +16,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
 
 from mqcore._compat import default_kernels
 from mqcore.errors import FilterExpressionError, MQError, ProtocolError
 from mqcore.filter.sql92 import Sql92Filter, compile_sql92
 from mqcore.kernel_api import StoreKernels
 from mqcore.message import string_to_properties
-from mqcore.remoting import PullSysFlag, ResponseCode, create_response
+from mqcore.remoting import PullSysFlag, RemotingCommand, ResponseCode, create_response
+from mqcore.remoting.headers import PullMessageRequestHeader
 from mqcore.jsonutil import loads_lenient
 from mqcore.store.results import GetMessageResult, GetMessageStatus
 
+if TYPE_CHECKING:
+    from mqcore.remoting.channel import Channel
+
 log = logging.getLogger(__name__)
+
+
+class Subscription(Protocol):
+    """What a pull's filter reads of a heartbeat subscription (``clients.Subscription``; named
+    here, not imported: clients imports this module)."""
+
+    expression_type: str
+    sql_filter: Sql92Filter | None
+    filter_error: str | None
 
 TAG = "TAG"
 SQL92 = "SQL92"
@@ -49,7 +63,8 @@ def compile_expression(expression_type: str, expression: str | None) -> Sql92Fil
     return compile_sql92(expression or "")
 
 
-def pull_filter(enabled: bool, request, h, sub) -> Sql92Filter | None | tuple:
+def pull_filter(enabled: bool, request: RemotingCommand, h: PullMessageRequestHeader,
+                sub: Subscription | None) -> Sql92Filter | None | tuple[RemotingCommand]:
     """The SQL92 filter a pull uses, None when it is not a SQL92 pull, or ``(response,)``
     refusing it. ``enabled``: enablePropertyFilter; ``sub``: the group's subscription from
     heartbeats (may be None)."""
@@ -58,9 +73,10 @@ def pull_filter(enabled: bool, request, h, sub) -> Sql92Filter | None | tuple:
     expression_type = h.expression_type if from_request else (sub.expression_type if sub else TAG)
     if is_tag_type(expression_type):
         return None
+    expression_type = cast(str, expression_type)  # is_tag_type answered True for None and ""
     if not enabled:
         return (create_response(request, ResponseCode.SYSTEM_ERROR, not_supported_remark(expression_type)),)
-    if from_request:
+    if from_request or sub is None:  # sub is None only when from_request (said so for mypy)
         try:
             return compile_expression(expression_type, h.subscription)
         except FilterExpressionError as e:
@@ -92,11 +108,13 @@ def select_matching(result: GetMessageResult, flt: Sql92Filter, k: StoreKernels 
                             len(kept), total, result.suggest_pulling_from_slave)
 
 
-def check_client_config(property_filter_enabled: Callable[[], bool], channel, request):
+def check_client_config(property_filter_enabled: Callable[[], bool], channel: Channel,
+                        request: RemotingCommand) -> RemotingCommand:
     """CHECK_CLIENT_CONFIG (46): the Java client asks before it starts a consumer whose
     subscription is not a tag expression."""
     try:
-        data = loads_lenient(request.body) if request.body else {}
+        # a received request's body is bytes (a list body is only ever sent)
+        data = loads_lenient(cast(bytes, request.body)) if request.body else {}
     except ProtocolError as e:
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"malformed CHECK_CLIENT_CONFIG body: {e}")
     sub = data.get("subscriptionData") if isinstance(data, dict) else None

@@ -9,10 +9,11 @@ from mqcore.broker.metadata import (
     ConsumerOffsetTable,
     SubscriptionGroupConfig,
     SubscriptionGroupTable,
-    bean_from_json,
 )
+from mqcore.clock import Clock
 from mqcore.errors import ProtocolError
 from mqcore.jsonutil import loads_lenient
+from mqcore.store.config_files import bean_from_json
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 class SubscriptionGroupManager:
     """Threads: the broker's event loop (persist may run on any thread)."""
 
-    def __init__(self, config_dir: str, clock, auto_create: bool):
+    def __init__(self, config_dir: str, clock: Clock, auto_create: bool) -> None:
         self.table = SubscriptionGroupTable.in_dir(config_dir, clock=clock)
         self.auto_create = auto_create
         self._known: set[str] = set()

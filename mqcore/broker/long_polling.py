@@ -20,31 +20,37 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 from mqcore._compat import default_pipeline_kernels
+from mqcore.kernel_api import PipelineKernels
 
 
 class PullRequestHoldService:
     """Parks suspended pulls per (topic, queue id) until a message arrives, a timeout or shutdown."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset=None, kernels=None):
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_offset: Callable[[str, int], int] | None = None,
+                 kernels: PipelineKernels | None = None) -> None:
         """``max_offset(topic, queue_id)``: the queue's current max offset (the store's)."""
         self.loop = loop
         self._max_offset = max_offset
         self._loop_thread = threading.get_ident()
-        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self._waiting: dict[tuple[str, int], list[tuple[int, asyncio.Future[bool]]]] = {}
         k = kernels if kernels is not None else default_pipeline_kernels()
         #: the store's arrival listener: ``notify`` while a pull is parked (``waiting``: how many)
         self.arrivals = k.ArrivalGate(self.notify)
 
     async def hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int,
-                   gone: asyncio.Future | None = None) -> bool:
+                   gone: asyncio.Future[object] | None = None) -> bool:
         """Wait until the queue's max offset passes ``offset``; False on timeout, or as soon as
         ``gone`` (the asking connection's close) completes: nobody is left to answer, and the
         pull must not stay counted as waiting for the rest of its suspend time."""
-        fut = self.loop.create_future()
+        fut: asyncio.Future[bool] = self.loop.create_future()
         if gone is not None:
-            gone.add_done_callback(lambda _g: fut.done() or fut.set_result(False))
+            def answer_gone(_g: object) -> None:
+                if not fut.done():
+                    fut.set_result(False)
+            gone.add_done_callback(answer_gone)
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append((offset, fut))
         # counted before the check below: a put that moves the max offset after the check

@@ -121,7 +121,7 @@ class ConsumerOffsetTable(JsonTable):
         with self._lock:
             return {k: dict(v) for k, v in self._table.items()}
 
-    def to_json_value(self) -> dict:
+    def to_json_value(self) -> dict[str, Any]:
         return {"offsetTable": {k: dict(v) for k, v in self._table.items()}}
 
     def _decode(self, value: Any) -> dict[str, dict[int, int]]:
@@ -163,7 +163,7 @@ class DelayOffsetTable(JsonTable):
         with self._lock:
             return dict(self._table)
 
-    def to_json_value(self) -> dict:
+    def to_json_value(self) -> dict[str, Any]:
         return {"offsetTable": dict(self._table)}
 
     def _decode(self, value: Any) -> dict[int, int]:
@@ -180,7 +180,7 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
     """``{"dataVersion": {...}, "<table_key>": {name: bean}}``; changes bump dataVersion."""
 
     table_key = ""
-    bean_cls: type
+    bean_cls: type[BeanT]
     name_attr = ""
 
     def __init__(self, path: str, *, clock: Callable[[], int] = system_clock_ms):
@@ -221,7 +221,7 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
         with self._lock:
             return {k: dataclasses.replace(v) for k, v in self._table.items()}
 
-    def to_json_value(self) -> dict:
+    def to_json_value(self) -> dict[str, Any]:
         return {"dataVersion": bean_to_json(self.data_version),
                 self.table_key: {k: self._bean_json(v) for k, v in self._table.items()}}
 
@@ -242,13 +242,13 @@ class _VersionedBeanTable(JsonTable, Generic[BeanT]):
         return f'{{\n\t"dataVersion":{version},\n\t{json.dumps(self.table_key)}:{table}\n}}'
 
     @staticmethod
-    def _bean_json(bean: Any) -> dict:
+    def _bean_json(bean: Any) -> dict[str, Any]:
         return bean_to_json(bean)
 
     def _decode(self, value: Any) -> tuple[DataVersion, dict[str, BeanT]]:
         root = json_root(value)
         version = bean_from_json(DataVersion, root.get("dataVersion", {}), "dataVersion")
-        table = {}
+        table: dict[str, BeanT] = {}
         for name, raw in expect_type(root.get(self.table_key, {}), dict, self.table_key).items():
             what = f"{self.table_key}[{name}]"
             if isinstance(raw, dict) and camel_case(self.name_attr) not in raw:
@@ -279,7 +279,7 @@ class SubscriptionGroupTable(_VersionedBeanTable[SubscriptionGroupConfig]):
     name_attr = "group_name"
 
     @staticmethod
-    def _bean_json(bean: Any) -> dict:
+    def _bean_json(bean: Any) -> dict[str, Any]:
         out = bean_to_json(bean)
         if not out["consumeMessageOrderly"]:
             del out["consumeMessageOrderly"]  # the 5.x key, only where it says something

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from mqcore.message import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
 from mqcore.remoting.budget import HEADER_TIMEOUT_S, HTTP_MAX_CONNECTIONS, ConnectionBudget
 
+if TYPE_CHECKING:
+    from mqcore.kernel_api import HistogramApi
+
 log = logging.getLogger(__name__)
+
+#: the mqcore.broker.broker.Broker served (not imported, even for typing: the broker imports this
+#: module, and the layering rule forbids the cycle); the collector reads a dozen of its parts
+Broker = Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: a request's line and headers longer than this are not read further (the connection is closed)
@@ -35,10 +45,10 @@ WRITE_TIMEOUT_S = 30.0
 class BrokerCollector:
     """A prometheus-client collector over one broker."""
 
-    def __init__(self, broker):
+    def __init__(self, broker: Broker) -> None:
         self.b = broker
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         b = self.b
         base = [b.cfg.broker_cluster_name, b.cfg.broker_name]
         yield from self._traffic(base)
@@ -50,7 +60,7 @@ class BrokerCollector:
         yield from self._replication(base)
 
     # --- per-request counters --------------------------------------------------------------------
-    def _traffic(self, base):
+    def _traffic(self, base: list[str]) -> Iterator[Metric]:
         st = self.b.stats
         msgs_in = CounterMetricFamily("rocketmq_messages_in", "Messages stored, per topic",
                                       labels=["cluster", "broker", "topic"])
@@ -94,7 +104,7 @@ class BrokerCollector:
                          base, self.b.store.flush_latency)
 
     # --- offsets and lag -------------------------------------------------------------------------------
-    def _offsets(self, base):
+    def _offsets(self, base: list[str]) -> Iterator[Metric]:
         store, offsets = self.b.store, self.b.offsets
         produced = GaugeMetricFamily("rocketmq_producer_offset", "Sum of the topic's queue max offsets",
                                      labels=["cluster", "broker", "topic"])
@@ -139,7 +149,7 @@ class BrokerCollector:
         yield from (produced, consumed, diff, queue_diff, retry, dlq)
 
     # --- disk -------------------------------------------------------------------------------------------
-    def _store(self, base):
+    def _store(self, base: list[str]) -> Iterator[Metric]:
         store, cfg = self.b.store, self.b.store_config
         cl_bytes = GaugeMetricFamily("rocketmq_store_commitlog_bytes", "Bytes of the commitlog files on disk",
                                      labels=["cluster", "broker"])
@@ -184,7 +194,7 @@ class BrokerCollector:
         yield lost
 
     # --- delay levels -------------------------------------------------------------------------------------
-    def _schedule(self, base):
+    def _schedule(self, base: list[str]) -> Iterator[Metric]:
         backlog = GaugeMetricFamily("rocketmq_schedule_backlog", "Delayed messages not yet delivered, per delay "
                                     "level", labels=["cluster", "broker", "delay_level"])
         for st in self.b.schedule.levels:
@@ -192,7 +202,7 @@ class BrokerCollector:
             backlog.add_metric(base + [str(st.level)], max(0, top - st.offset))
         yield backlog
 
-    def _transactions(self, base):
+    def _transactions(self, base: list[str]) -> Iterator[Metric]:
         st = self.b.transactions.stats
         pending = GaugeMetricFamily("rocketmq_transaction_half_pending", "Half messages without a commit or "
                                     "rollback, as the last check round found them", labels=["cluster", "broker"])
@@ -207,7 +217,7 @@ class BrokerCollector:
         yield ends
 
     # --- connections -----------------------------------------------------------------------------------------
-    def _clients(self, base):
+    def _clients(self, base: list[str]) -> Iterator[Metric]:
         conns = GaugeMetricFamily("rocketmq_broker_connections", "Open client connections",
                                   labels=["cluster", "broker"])
         conns.add_metric(base, len(self.b.server.channels))
@@ -230,7 +240,7 @@ class BrokerCollector:
             yield grpc_clients
 
 
-    def _replication(self, base):
+    def _replication(self, base: list[str]) -> Iterator[Metric]:
         ha = getattr(self.b, "ha", None)
         slaves = ha.lag() if ha is not None else []
         count = GaugeMetricFamily("rocketmq_ha_slaves", "Slaves connected to the HA port", labels=["cluster", "broker"])
@@ -248,7 +258,7 @@ class BrokerCollector:
         yield from (count, ack, lag_bytes, lag_s)
 
 
-def _histogram(name, doc, base, hist):
+def _histogram(name: str, doc: str, base: list[str], hist: HistogramApi) -> HistogramMetricFamily:
     h = HistogramMetricFamily(name, doc, labels=["cluster", "broker"])
     h.add_metric(base, hist.cumulative(), hist.sum)
     return h
@@ -262,8 +272,8 @@ class MetricsServer:
     sent its request head in time is closed; each holds at most ``MAX_REQUEST_HEAD`` bytes in
     and one answer out."""
 
-    def __init__(self, broker, host: str, port: int, *, max_connections: int = HTTP_MAX_CONNECTIONS,
-                 header_timeout_s: float = HEADER_TIMEOUT_S):
+    def __init__(self, broker: Broker, host: str, port: int, *, max_connections: int = HTTP_MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
         # the broker process itself (RSS, CPU seconds, open and max fds, start time; Python's GC

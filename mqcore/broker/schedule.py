@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from mqcore.message import (
 )
 from mqcore.service import ServiceThread
 from mqcore.store.results import PutMessageStatus
+
+if TYPE_CHECKING:
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +92,9 @@ class ScheduleMessageService(ServiceThread):
 
     name = "mqcore-schedule"
 
-    def __init__(self, store, offsets: DelayOffsetTable, *, clock: Callable[[], int] | None = None,
+    def __init__(self, store: MessageStore, offsets: DelayOffsetTable, *, clock: Callable[[], int] | None = None,
                  persist_interval_ms: int = 10_000, first_delay_ms: int = FIRST_DELAY_MS, batch_max: int = 512,
-                 retry_after_failure_ms: int = RETRY_AFTER_FAILURE_MS):
+                 retry_after_failure_ms: int = RETRY_AFTER_FAILURE_MS) -> None:
         super().__init__()
         self.store = store
         self.offsets = offsets

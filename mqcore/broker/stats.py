@@ -14,7 +14,7 @@ import dataclasses
 from mqcore._compat import default_pipeline_kernels
 from mqcore.histogram import PUT_LATENCY_BOUNDS_S
 from mqcore.kernel_api import HistogramApi
-from mqcore.store.results import PutMessageStatus
+from mqcore.store.results import GetMessageResult, PutMessageResult, PutMessageStatus
 
 _PUT_OK = PutMessageStatus.PUT_OK
 
@@ -28,20 +28,20 @@ def _put_latency() -> HistogramApi:
 @dataclasses.dataclass
 class BrokerStats:
     #: topic -> [messages, bytes] stored
-    put: dict = dataclasses.field(default_factory=dict)
+    put: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     #: (status name) -> puts refused or failed
-    put_failures: dict = dataclasses.field(default_factory=dict)
+    put_failures: dict[str, int] = dataclasses.field(default_factory=dict)
     #: (group, topic) -> [messages, bytes] delivered by pulls
-    pulled: dict = dataclasses.field(default_factory=dict)
+    pulled: dict[tuple[str, str], list[int]] = dataclasses.field(default_factory=dict)
     #: response kind ("found", "not_found", "offset_moved", "other") -> pull requests
-    pull_requests: dict = dataclasses.field(default_factory=dict)
+    pull_requests: dict[str, int] = dataclasses.field(default_factory=dict)
     #: (group, "retry" | "dlq") -> messages a consumer sent back that went there
-    sent_back: dict = dataclasses.field(default_factory=dict)
+    sent_back: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
     #: pulls parked by long polling
     long_polls: int = 0
     put_latency: HistogramApi = dataclasses.field(default_factory=_put_latency)
 
-    def on_put(self, topic: str, result) -> None:
+    def on_put(self, topic: str, result: PutMessageResult) -> None:
         """One put request's outcome (a batch counts all its messages)."""
         status = result.status
         if status is _PUT_OK or status.stored:  # the identity test first: an enum property is slow
@@ -63,7 +63,7 @@ class BrokerStats:
         c[0] += count
         c[1] += size
 
-    def on_pull(self, group: str, topic: str, result, kind: str, held: bool) -> None:
+    def on_pull(self, group: str, topic: str, result: GetMessageResult | None, kind: str, held: bool) -> None:
         if held:
             self.long_polls += 1
         if result is None:
@@ -91,7 +91,7 @@ class BrokerStats:
         c[0] += messages
         c[1] += nbytes
 
-    def on_send_back(self, group: str, topic: str, result) -> None:
+    def on_send_back(self, group: str, topic: str, result: PutMessageResult) -> None:
         self.on_put(topic, result)
         if result.status.stored:
             key = (group, "dlq" if topic.startswith("%DLQ%") else "retry")

@@ -7,9 +7,12 @@ topics of a group get one queue. Threads: called on the broker's event loop only
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
 from mqcore.broker.config import BrokerConfig
-from mqcore.broker.metadata import TopicConfig, TopicConfigTable
+from mqcore.broker.metadata import TopicConfig as TopicConfig  # re-exported: processors import it from here
+from mqcore.broker.metadata import TopicConfigTable
+from mqcore.clock import Clock
 from mqcore.errors import StoreIOError
 from mqcore.message import (  # the system topic names live there now; importing them from here still works
     BENCHMARK_TOPIC,
@@ -36,7 +39,7 @@ def writable(tc: TopicConfig) -> bool:
 class TopicConfigManager:
     """Topics with their queue counts and permissions; system topics and on-demand creation."""
 
-    def __init__(self, config: BrokerConfig, config_dir: str, clock):
+    def __init__(self, config: BrokerConfig, config_dir: str, clock: Clock) -> None:
         self.cfg = config
         self.table = TopicConfigTable.in_dir(config_dir, clock=clock)
         #: read-mostly copy for the send and pull paths (the table hands out a copy per get);
@@ -95,7 +98,7 @@ class TopicConfigManager:
             else:
                 self.table.put(before)
             raise
-        self._cache[tc.topic_name] = self.table.get(tc.topic_name)
+        self._cache[tc.topic_name] = cast(TopicConfig, self.table.get(tc.topic_name))  # put just above
         self._unregistered.add(tc.topic_name)
         self.version += 1
         log.info("topic %s: read %d, write %d, perm %d", tc.topic_name, tc.read_queue_nums,
@@ -131,12 +134,12 @@ class TopicConfigManager:
             self.update(tc)
         return tc
 
-    def serialize_wrapper(self) -> dict:
+    def serialize_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper`` for REGISTER_BROKER."""
         return {"dataVersion": bean_to_json(self.table.data_version),
                 "topicConfigTable": {n: bean_to_json(tc) for n, tc in self.table.snapshot().items()}}
 
-    def registration(self, incremental: bool) -> tuple[dict | None, bool]:
+    def registration(self, incremental: bool) -> tuple[dict[str, Any] | None, bool]:
         """The wrapper to register with and whether it holds only the topics changed since the
         last one (RocketMQ's ``registerIncrementBrokerData``: a topic created by
         UPDATE_AND_CREATE_TOPIC is registered alone, not with the whole table, which made a

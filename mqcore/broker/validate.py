@@ -16,7 +16,8 @@ as in 4.9 (message trace writes ``RMQ_SYS_TRACE_TOPIC`` from clients).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from mqcore.errors import ProtocolError
 from mqcore.format import layout as L
@@ -28,8 +29,13 @@ from mqcore.message import (  # defined below the broker: the dashboard applies 
     system_topic_refusal,
 )
 from mqcore.remoting import RequestCode as RC
-from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting import RemotingCommand, ResponseCode, create_response
 from mqcore.tags import unparsable
+
+if TYPE_CHECKING:
+    from mqcore.remoting.channel import Channel
+    from mqcore.remoting.command import Body
+    from mqcore.remoting.dispatch import Processor, ProcessorResult
 
 _ILLEGAL_CHARS = f"contains illegal characters, allowing only ^{NAME_CHARS_TEXT}+$"
 
@@ -99,7 +105,7 @@ def send_refusal(topic: Any) -> str | None:
     return None
 
 
-def _body_names(code: int, body) -> tuple[list[Any], list[Any]]:
+def _body_names(code: int, body: Body) -> tuple[list[Any], list[Any]]:
     """(topics, groups) named in the JSON body of the requests that carry them there."""
     if code not in (RC.HEART_BEAT, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ) \
             or not body:
@@ -141,7 +147,8 @@ def subscription_unparsable(expression: Any) -> bool:
     return isinstance(expression, str) and unparsable(expression)
 
 
-def check_request(code: int, request, consume_enabled: Callable[[str], bool] | None = None):
+def check_request(code: int, request: RemotingCommand,
+                  consume_enabled: Callable[[str], bool] | None = None) -> RemotingCommand | None:
     """The error response for a request naming an invalid or forbidden topic or group
     (or pulling with an unparsable subscription, or for a group whose ``consumeEnable`` is
     false), or None when the request may go to its processor."""
@@ -181,7 +188,7 @@ def check_request(code: int, request, consume_enabled: Callable[[str], bool] | N
     return None
 
 
-def _check_send_v2(request, ext: dict):
+def _check_send_v2(request: RemotingCommand, ext: Mapping[str, Any]) -> RemotingCommand | None:
     """``check_request`` for SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE, the hot path: one topic
     (``b``) and one group (``a``) in the header, nothing in the body."""
     topic = ext.get("b")
@@ -212,10 +219,10 @@ def _int(value: Any) -> int:
         return 0  # the processor's header parsing answers a malformed number
 
 
-def guarded(code: int, processor, consume_enabled: Callable[[str], bool] | None = None):
+def guarded(code: int, processor: Processor, consume_enabled: Callable[[str], bool] | None = None) -> Processor:
     """``processor`` behind ``check_request`` (the dispatcher awaits what it returns, so
     one wrapper serves sync and async processors)."""
-    def run(channel, request):
+    def run(channel: Channel, request: RemotingCommand) -> ProcessorResult | Awaitable[ProcessorResult]:
         refused = check_request(code, request, consume_enabled)
         return refused if refused is not None else processor(channel, request)
     return run

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from mqcore.broker.topics import TopicConfig
+from mqcore.broker.metadata import TopicConfig
 from mqcore.errors import IllegalArgumentError, ProtocolError, StoreIOError
 from mqcore.jsonutil import dumps_compact
 from mqcore.message import reply_topic, system_topic_refusal, validate_topic
 from mqcore.permissions import topic_perm_problem
-from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting import RemotingCommand, ResponseCode, create_response
 from mqcore.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mqcore.broker.clients import ClientManager
     from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
     from mqcore.broker.topics import TopicConfigManager
+    from mqcore.remoting.channel import Channel
     from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class AdminProcessor:
     def __init__(self, *, broker_name: str, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
                  schedule_register: Callable[[], None], delay_offsets_json: Callable[[], bytes],
-                 holding_count: Callable[[], int], runtime_figures: Callable[[], dict[str, str]]):
+                 holding_count: Callable[[], int], runtime_figures: Callable[[], dict[str, str]]) -> None:
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -57,7 +58,7 @@ class AdminProcessor:
         #: (group, topic) -> messages per second the group got over the last minute (consumeTps)
         self.consume_tps: Callable[[str, str], float] = lambda group, topic: 0.0
 
-    def query_message(self, channel, request):
+    def query_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_command(request)
         max_num = self.store.config.default_query_max_num if h.unique_key_query else h.max_num
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
@@ -68,7 +69,7 @@ class AdminProcessor:
                                    "can not find message, maybe time range not correct", ext_fields=ext)
         return create_response(request, ResponseCode.SUCCESS, ext_fields=ext, body=result.body())
 
-    def view_message(self, channel, request):
+    def view_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_command(request)
         rec = self.store.select_one_message_by_offset(h.offset)
         if rec is None:
@@ -77,7 +78,7 @@ class AdminProcessor:
         return create_response(request, ResponseCode.SUCCESS, body=bytes(rec))
 
     # --- topics ------------------------------------------------------------------------------------
-    def create_topic(self, channel, request):
+    def create_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_command(request)
         try:
             validate_topic(h.topic)
@@ -104,7 +105,7 @@ class AdminProcessor:
         return create_response(request, ResponseCode.SUCCESS, ext_fields={
             "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm})
 
-    def delete_topic(self, channel, request):
+    def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_command(request)
         self.topics.delete(h.topic)
         self.store.delete_topic(h.topic)
@@ -112,28 +113,28 @@ class AdminProcessor:
         self.schedule_register()
         return create_response(request, ResponseCode.SUCCESS)
 
-    def all_topic_config(self, channel, request):
+    def all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(self.topics.serialize_wrapper()))
 
-    def topic_stats(self, channel, request):
+    def topic_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = request.ext_fields.get("topic", "")
         tc = self.topics.get(topic)
         if tc is None:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        table = []
+        table = ObjectKeyed()
         for qid in range(tc.write_queue_nums):
             lo = max(0, self.store.get_min_offset_in_queue(topic, qid))
             hi = self.store.get_max_offset_in_queue(topic, qid)
             last = self.store.get_message_store_timestamp(topic, qid, hi - 1) if hi > 0 else 0
             table.append([{"brokerName": self.broker_name, "queueId": qid, "topic": topic},
                           {"lastUpdateTimestamp": max(last, 0), "maxOffset": hi, "minOffset": lo}])
-        return create_response(request, ResponseCode.SUCCESS, body=_object_keyed({"offsetTable": ObjectKeyed(table)}))
+        return create_response(request, ResponseCode.SUCCESS, body=_object_keyed({"offsetTable": table}))
 
     # --- consumers ---------------------------------------------------------------------------------
-    def consume_stats(self, channel, request):
+    def consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("consumerGroup", "")
         only_topic = request.ext_fields.get("topic") or None
-        table = []
+        table = ObjectKeyed()
         total_diff = 0
         tps = 0.0
         for topic in sorted(self.offsets.topics_of(group)):
@@ -150,10 +151,10 @@ class AdminProcessor:
                               {"brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                                "lastTimestamp": max(last, 0)}])
             tps += self.consume_tps(group, topic)
-        body = _object_keyed({"consumeTps": tps, "offsetTable": ObjectKeyed(table)})
+        body = _object_keyed({"consumeTps": tps, "offsetTable": table})
         return create_response(request, ResponseCode.SUCCESS, body=body)
 
-    def consumer_connections(self, channel, request):
+    def consumer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("consumerGroup", "")
         g = self.clients.group(group)
         if g is None:
@@ -166,20 +167,20 @@ class AdminProcessor:
                 "subscriptionTable": {t: s.to_json() for t, s in g.subscriptions.items()}}
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(body))
 
-    def all_consumer_offsets(self, channel, request):
+    def all_consumer_offsets(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=self.offsets.encode_json())
 
-    def all_delay_offsets(self, channel, request):
+    def all_delay_offsets(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=self.delay_offsets_json())
 
-    def update_group(self, channel, request):
-        self.groups.update_from_json(request.body)
+    def update_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        self.groups.update_from_json(cast(bytes, request.body))  # a received body is bytes (a list is only sent)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def all_groups(self, channel, request):
+    def all_groups(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SUCCESS, body=self.groups.encode_json())
 
-    def runtime_info(self, channel, request):
+    def runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         s = self.store
         table = {"commitLogMaxOffset": str(s.get_max_phy_offset()), "commitLogMinOffset": str(s.get_min_phy_offset()),
                  "pullHoldingCount": str(self.holding_count())}
@@ -195,14 +196,14 @@ def _language(code: int) -> str:
         return "OTHER"
 
 
-class ObjectKeyed(list):
+class ObjectKeyed(list[list[dict[str, Any]]]):
     """(key object, value) pairs of a Java ``Map<MessageQueue, X>``."""
 
 
-def _object_keyed(obj: dict) -> bytes:
+def _object_keyed(obj: dict[str, Any]) -> bytes:
     """fastjson writes Map<MessageQueue, X> with object keys (``{{"brokerName":..}:{..}}``);
     Java clients parse that shape, and our lenient reader does too."""
-    def enc(v):
+    def enc(v: Any) -> str:
         if isinstance(v, ObjectKeyed):
             return "{" + ",".join(dumps_compact(k).decode() + ":" + dumps_compact(val).decode() for k, val in v) + "}"
         return dumps_compact(v).decode()

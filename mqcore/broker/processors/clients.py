@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mqcore.errors import DiskFullError, ProtocolError
 from mqcore.jsonutil import loads_lenient
 from mqcore.message import retry_topic
-from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting import RemotingCommand, ResponseCode, create_response
 from mqcore.remoting.bodies import (
     GetConsumerListByGroupResponseBody,
     LockBatchRequestBody,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mqcore.broker.clients import ClientManager, RebalanceLockManager
     from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
     from mqcore.broker.topics import TopicConfigManager
+    from mqcore.remoting.channel import Channel
     from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class ClientProcessor:
 
     def __init__(self, *, clients: ClientManager, locks: RebalanceLockManager, groups: SubscriptionGroupManager,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager, store: MessageStore,
-                 register_now: Callable[[], Awaitable[None]]):
+                 register_now: Callable[[], Awaitable[None]]) -> None:
         self.clients = clients
         self.locks = locks
         self.groups = groups
@@ -61,9 +62,10 @@ class ClientProcessor:
         self.store = store
         self.register_now = register_now
 
-    async def heartbeat(self, channel, request):
+    async def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
-            data = loads_lenient(request.body) if request.body else {}
+            # a received request's body is bytes (a list body is only ever sent)
+            data = loads_lenient(cast(bytes, request.body)) if request.body else {}
         except ProtocolError as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"malformed heartbeat body: {e}")
         if not isinstance(data, dict):
@@ -89,12 +91,12 @@ class ClientProcessor:
             await self.register_now()
         return create_response(request, ResponseCode.SUCCESS)
 
-    def unregister(self, channel, request):
+    def unregister(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_command(request)
         self.clients.unregister(channel, h.producer_group, h.consumer_group)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def consumer_list(self, channel, request):
+    def consumer_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.from_command(request)
         g = self.clients.group(h.consumer_group)
         if g is None or not g.channels:
@@ -103,21 +105,21 @@ class ClientProcessor:
         return create_response(request, ResponseCode.SUCCESS,
                                body=GetConsumerListByGroupResponseBody(g.client_ids()).encode())
 
-    def lock_batch(self, channel, request):
+    def lock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)
         mqs = [(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
         locked = self.locks.try_lock_batch(body.consumer_group, mqs, body.client_id)
         ok = [MessageQueue(topic=t, broker_name=b, queue_id=q) for t, b, q in locked]
         return create_response(request, ResponseCode.SUCCESS, body=LockBatchResponseBody(ok).encode())
 
-    def unlock_batch(self, channel, request):
+    def unlock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.decode(request.body)
         self.locks.unlock_batch(body.consumer_group, [(mq.topic, mq.broker_name, mq.queue_id)
                                                         for mq in body.mq_set], body.client_id)
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- offsets ----------------------------------------------------------------------------------
-    def query_offset(self, channel, request):
+    def query_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_command(request)
         offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
         if offset is None or offset < 0:
@@ -129,28 +131,28 @@ class ClientProcessor:
                                        "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
-    def update_offset(self, channel, request):
+    def update_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_command(request)
         if h.commit_offset >= 0:  # some clients send -1 for a queue at offset 0: ignore
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return create_response(request, ResponseCode.SUCCESS)
 
-    def search_offset(self, channel, request):
+    def search_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_command(request)
         offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
-    def max_offset(self, channel, request):
+    def max_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_command(request)
         return create_response(request, ResponseCode.SUCCESS,
                                ext_fields={"offset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id))})
 
-    def min_offset(self, channel, request):
+    def min_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_command(request)
         offset = max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
-    def earliest_time(self, channel, request):
+    def earliest_time(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         h = GetEarliestMsgStoretimeRequestHeader.from_command(request)
         ts = self.store.get_earliest_message_time(h.topic, h.queue_id)
         return create_response(request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(max(ts, 0))})

@@ -10,10 +10,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mqcore.broker.conf import effective_config_lines, read_properties
+from mqcore.broker.conf import effective_config_lines
 from mqcore.broker.processors.inspection import mq_keyed
+from mqcore.config import read_properties
 from mqcore.errors import ConfigError, MQError
-from mqcore.remoting import ResponseCode, create_response
+from mqcore.remoting import RemotingCommand, ResponseCode, create_response
 from mqcore.remoting.codes import LanguageCode, RequestCode
 from mqcore.remoting.command import create_request
 from mqcore.jsonutil import dumps_compact
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
     from mqcore.broker.topics import TopicConfigManager
     from mqcore.config import StoreConfig
+    from mqcore.remoting.channel import Channel
     from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class OperationsProcessor:
     def __init__(self, *, broker_name: str, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
                  configs: Callable[[], tuple[BrokerConfig, StoreConfig]], bound_port: Callable[[], int],
-                 update_config: Callable[[dict[str, str]], list[str]], unsaved: Callable[[], str | None]):
+                 update_config: Callable[[dict[str, str]], list[str]], unsaved: Callable[[], str | None]) -> None:
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -59,8 +61,8 @@ class OperationsProcessor:
         self.unsaved = unsaved
 
     # --- broker config ----------------------------------------------------------------------------
-    def get_broker_config(self, channel, request):
-        lines = []
+    def get_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        lines: list[str] = []
         for line in effective_config_lines(*self.configs()):
             key, _, value = line.partition("=")
             if "_" in key:  # mqcore-internal settings without a RocketMQ key: not an operator's concern
@@ -72,7 +74,7 @@ class OperationsProcessor:
         return create_response(request, ResponseCode.SUCCESS, body=text.encode(),
                                ext_fields={"version": dumps_compact({"counter": 0, "timestamp": 0}).decode()})
 
-    def update_broker_config(self, channel, request):
+    def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
             props = read_properties(bytes(request.body).decode("utf-8"))
             log.info("updateBrokerConfig from %s: %s", channel.remote_addr, props)
@@ -84,7 +86,7 @@ class OperationsProcessor:
                                f"not saved: {unsaved}" if (unsaved := self.unsaved()) else None)
 
     # --- clients ---------------------------------------------------------------------------------------
-    def producer_connections(self, channel, request):
+    def producer_connections(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("producerGroup", "")
         members = self.clients.producers.get(group)
         if not members:
@@ -94,14 +96,14 @@ class OperationsProcessor:
                                   for ch, info in members.items()]}
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact(body))
 
-    def topic_consumed_by(self, channel, request):
+    def topic_consumed_by(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = request.ext_fields.get("topic", "")
         groups = {g.group for g in self.clients.consumers.values() if topic in g.subscriptions}
         suffix = "@"
         groups.update(k.partition(suffix)[2] for k in self.offsets.snapshot() if k.partition(suffix)[0] == topic)
         return create_response(request, ResponseCode.SUCCESS, body=dumps_compact({"groupList": sorted(groups)}))
 
-    def delete_group(self, channel, request):
+    def delete_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("groupName", "")
         remove_offset = request.ext_fields.get("removeOffset", "false").lower() == "true"
         self.groups.delete(group)
@@ -113,7 +115,7 @@ class OperationsProcessor:
         return create_response(request, ResponseCode.SUCCESS)
 
     # --- offsets -----------------------------------------------------------------------------------------
-    async def reset_offset(self, channel, request):
+    async def reset_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Move a group's offsets on a topic to a timestamp (-1: the end). Like RocketMQ, online
         consumers are told (RESET_CONSUMER_CLIENT_OFFSET) and a group with none online gets
         CONSUMER_NOT_ONLINE, so the tool falls back to rewriting the committed offsets."""
@@ -139,7 +141,7 @@ class OperationsProcessor:
         if tc is None:
             return ResponseCode.SYSTEM_ERROR, f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
         store = self.store
-        table = []
+        table: list[tuple[int, int]] = []
         for qid in range(tc.write_queue_nums):
             consumer_offset = self.offsets.query(group, topic, qid)
             if consumer_offset is None or consumer_offset < 0:

@@ -17,17 +17,31 @@ from __future__ import annotations
 import asyncio
 
 import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Union
 
-from mqcore.broker.clients import subscription_codes
+from mqcore.broker.clients import Subscription, subscription_codes
 from mqcore.broker.filtering import pull_filter, select_matching
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import readable
 from mqcore.filter.sql92 import Sql92Filter
-from mqcore.remoting import PullSysFlag, ResponseCode, create_response
+from mqcore.remoting import PullSysFlag, RemotingCommand, ResponseCode, create_response
 from mqcore.remoting.headers import PullMessageRequestHeader
-from mqcore.store.results import GetMessageStatus
+from mqcore.store.results import GetMessageResult, GetMessageStatus
+
+if TYPE_CHECKING:
+    from mqcore.broker.clients import ClientManager
+    from mqcore.broker.groups import ConsumerOffsetManager, SubscriptionGroupManager
+    from mqcore.broker.long_polling import PullRequestHoldService
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.remoting.channel import Channel
+    from mqcore.remoting.command import Body
+    from mqcore.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+#: what a pull filters by: tag hash codes (None = all) or a SQL92 filter
+Filter = Union[frozenset[int], Sql92Filter, None]
 
 PULL_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -55,8 +69,10 @@ class PullProcessor:
     without SUSPEND) is answered at once, inline; only a parked pull returns an
     awaitable (the dispatcher gives it a task)."""
 
-    def __init__(self, *, store, topics, groups, offsets, clients, hold, long_polling_enable: bool,
-                 short_polling_time_mills: int = 1000, stats=None, enable_property_filter: bool = False):
+    def __init__(self, *, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, clients: ClientManager, hold: PullRequestHoldService,
+                 long_polling_enable: bool, short_polling_time_mills: int = 1000, stats: BrokerStats | None = None,
+                 enable_property_filter: bool = False) -> None:
         self.short_polling_time_mills = short_polling_time_mills
         self.stats = stats if stats is not None else BrokerStats()
         self.store = store
@@ -68,7 +84,7 @@ class PullProcessor:
         self.long_polling_enable = long_polling_enable
         self.enable_property_filter = enable_property_filter
 
-    def pull(self, channel, request):
+    def pull(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         h = PullMessageRequestHeader.from_command(request)
         problem = self.route(h.topic, h.queue_id, h.consumer_group)
         if problem is not None:
@@ -85,7 +101,8 @@ class PullProcessor:
         self.stats.on_pull(h.consumer_group, h.topic, result, _PULL_KIND.get(int(code), "other"), False)
         return self._response(request, result, code, h)
 
-    async def _park(self, channel, request, h, codes):
+    async def _park(self, channel: Channel, request: RemotingCommand, h: PullMessageRequestHeader,
+                    codes: Filter) -> RemotingCommand | None:
         # longPollingEnable=false: RocketMQ still parks the pull, for shortPollingTimeMills
         wait_ms = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_mills
         wait_closed = getattr(channel, "wait_closed", None)
@@ -118,7 +135,7 @@ class PullProcessor:
             return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
         return None
 
-    def _codes(self, h, request):
+    def _codes(self, h: PullMessageRequestHeader, request: RemotingCommand) -> Filter | tuple[RemotingCommand]:
         """Tag hash codes to filter by (None = all), a SQL92 filter, or (error response,)."""
         sub = self.clients.subscription(h.consumer_group, h.topic)
         sql = pull_filter(self.enable_property_filter, request, h, sub)
@@ -127,7 +144,7 @@ class PullProcessor:
         return self.tag_codes(h.sys_flag, h.subscription, sub)
 
     @staticmethod
-    def tag_codes(sys_flag: int, subscription: str | None, sub):
+    def tag_codes(sys_flag: int, subscription: str | None, sub: Subscription | None) -> frozenset[int] | None:
         """The tag filter stage of a TAG pull: the hash codes to deliver (None = all), from the
         request's expression or the group's heartbeat subscription ``sub``."""
         if sys_flag & _HAS_SUBSCRIPTION:
@@ -139,10 +156,11 @@ class PullProcessor:
             return None
         return sub.codes
 
-    def _get(self, h, codes):
+    def _get(self, h: PullMessageRequestHeader, codes: Filter) -> tuple[GetMessageResult, ResponseCode]:
         return self.lookup(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
 
-    def lookup(self, topic: str, queue_id: int, queue_offset: int, max_msg_nums: int, codes):
+    def lookup(self, topic: str, queue_id: int, queue_offset: int, max_msg_nums: int,
+               codes: Filter) -> tuple[GetMessageResult, ResponseCode]:
         """The lookup stage: the store's read from the consume queue (tag codes or a SQL92
         filter applied) and the answer code for its status."""
         if isinstance(codes, Sql92Filter):
@@ -157,10 +175,11 @@ class PullProcessor:
             code = _CODE_BY_NAME[status._name_]
         return result, code
 
-    def _response(self, request, result, code, h):
+    def _response(self, request: RemotingCommand, result: GetMessageResult, code: int,
+                  h: PullMessageRequestHeader) -> RemotingCommand:
         ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
-        body = b""
+        body: Body = b""
         if code == ResponseCode.SUCCESS:
             # the store's views of the commitlog, up to the committed end, handed to the
             # transport as they are (no copy); a file is unmapped only once no view is out

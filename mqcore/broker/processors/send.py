@@ -18,6 +18,8 @@ import inspect
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from mqcore.broker.stats import BrokerStats
 from mqcore.broker.topics import writable
@@ -54,7 +56,21 @@ from mqcore.remoting.ratelimit import RateLimitedLog
 from mqcore.store.results import PutMessageResult, PutMessageStatus
 from mqcore.store.timer.recall import build_recall_handle
 
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from mqcore.broker.config import BrokerConfig
+    from mqcore.broker.groups import SubscriptionGroupManager
+    from mqcore.broker.ha import HAServer
+    from mqcore.broker.topics import TopicConfigManager
+    from mqcore.broker.transaction import TransactionService
+    from mqcore.remoting.channel import Channel
+    from mqcore.store.message_store import MessageStore
+
 log = logging.getLogger(__name__)
+
+#: a send's answer: a response now, or an awaitable of it (SYNC_FLUSH, SYNC_MASTER, a topic to register)
+Answer = Union[RemotingCommand, Awaitable[RemotingCommand]]
 
 V3_4_9 = 121
 _VERSION = int(CURRENT_VERSION)
@@ -77,9 +93,9 @@ STATUS_CODES = {
 _TIMER_REFUSALS = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
 
 
-def peer_host(channel) -> bytes:
+def peer_host(channel: Channel) -> bytes:
     """The connection's peer as a record's BORNHOST field, parsed once per connection."""
-    packed = channel.attributes.get("born_host")
+    packed: bytes | None = channel.attributes.get("born_host")
     if packed is None:
         host, port = parse_addr(channel.remote_addr)
         packed = channel.attributes["born_host"] = pack_host(host, port)
@@ -97,8 +113,11 @@ class SendProcessor:
     replaced). ``pool`` is fixed too (the core reads it with the configuration).
     """
 
-    def __init__(self, *, cfg, topics, groups, store, pool, schedule_register, store_host, stats=None,
-                 register_now=None, transactions=None, replica=None):
+    def __init__(self, *, cfg: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 store: MessageStore, pool: concurrent.futures.Executor | None, schedule_register: Callable[[], None],
+                 store_host: Callable[[], bytes], stats: BrokerStats | None = None,
+                 register_now: Callable[[], Awaitable[None]] | None = None,
+                 transactions: TransactionService | None = None, replica: HAServer | None = None) -> None:
         #: per-request counters and the put-latency histogram (the metrics endpoint reads them)
         self.stats = stats if stats is not None else BrokerStats()
         self.cfg = cfg
@@ -120,7 +139,8 @@ class SendProcessor:
         #: every send to this path while it is set
         self.replica = replica
 
-    def _put(self, request, topic, fn, *args, replica_wait=True, **kwargs):
+    def _put(self, request: RemotingCommand, topic: str, fn: Callable[..., PutMessageResult], *args: Any,
+             replica_wait: bool = True, **kwargs: Any) -> Answer:
         """Run a store put and answer: a response now, or an awaitable of it (SYNC_FLUSH, or
         SYNC_MASTER waiting for a slave). Counted once per request (``stats``): its messages,
         bytes and latency. ``replica_wait``: the message's WAIT property is not "false"."""
@@ -134,34 +154,39 @@ class SendProcessor:
             return self.response(request, result)
         return self._put_in_pool(request, topic, functools.partial(fn, *args, **kwargs), replica_wait)
 
-    async def _put_in_pool(self, request, topic, call, replica_wait=True):
+    async def _put_in_pool(self, request: RemotingCommand, topic: str, call: Callable[[], PutMessageResult],
+                           replica_wait: bool = True) -> RemotingCommand:
         t0 = time.perf_counter()
         result = await asyncio.get_running_loop().run_in_executor(self.pool, call)
         self.stats.put_latency.observe(time.perf_counter() - t0)
         self.stats.on_put(topic, result)
         if self.replica is not None and replica_wait and result.status.stored:
-            return await self.replicated(request, result)
+            answer = self.replicated(request, result)
+            # SLAVE_NOT_AVAILABLE is answered at once: a response, not an awaitable
+            return answer if isinstance(answer, RemotingCommand) else await answer
         return self.response(request, result)
 
-    def replicated(self, request, result: PutMessageResult):
+    def replicated(self, request: RemotingCommand, result: PutMessageResult) -> Answer:
         """SYNC_MASTER (Apache's ``submitReplicaRequest``): SLAVE_NOT_AVAILABLE at once with no
         slave or one ``haSlaveFallbehindMax`` behind; else the answer once a slave reported the
         message's end offset, FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``. Stored either way,
         so the answer carries msgId and offsets as SEND_OK does (no remark), as Apache's."""
         end = result.phy_offset + result.wrote_bytes
         cfg = self.cfg
-        if not self.replica.slave_ok(end, cfg.ha_slave_fallbehind_max):
+        replica = cast("HAServer", self.replica)  # called only while there is one
+        if not replica.slave_ok(end, cfg.ha_slave_fallbehind_max):
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             return self.response(request, result)
-        return self._replica_answer(request, result, self.replica.wait_replica(end, cfg.slave_timeout_ms / 1000))
+        return self._replica_answer(request, result, replica.wait_replica(end, cfg.slave_timeout_ms / 1000))
 
-    async def _replica_answer(self, request, result, acked):
+    async def _replica_answer(self, request: RemotingCommand, result: PutMessageResult,
+                              acked: Awaitable[bool]) -> RemotingCommand:
         if not await acked:
             result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return self.response(request, result)
 
     # --- SEND_MESSAGE / V2 / BATCH -----------------------------------------------------------
-    def send(self, channel, request):
+    def send(self, channel: Channel, request: RemotingCommand) -> Answer:
         created = [False]  # set by _send when this send created the topic
         try:
             response = self._send(channel, request, created)
@@ -173,11 +198,13 @@ class SendProcessor:
             return self._registered_then(response)
         return response
 
-    async def _registered_then(self, response):
-        await self.register_now()
+    async def _registered_then(self, response: Answer) -> RemotingCommand:
+        register_now = self.register_now
+        if register_now is not None:  # always: send calls this only then
+            await register_now()
         return (await response) if inspect.isawaitable(response) else response
 
-    def _send(self, channel, request, created_flag):
+    def _send(self, channel: Channel, request: RemotingCommand, created_flag: list[bool]) -> Answer:
         h = SendMessageRequestHeader.from_command(request)
         topic = h.topic
         try:
@@ -231,10 +258,12 @@ class SendProcessor:
         msg = MessageExtBrokerInner(topic=topic, body=bytes(request.body), queue_id=queue_id, flag=h.flag,
                                     properties=props, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                                     born_host=born, store_host=self.store_host(), reconsume_times=reconsume)
-        return self._put(request, topic, self.transactions.put_half if half else self.store.put_message, msg,
+        # a half message got here only with a transaction service (transaction_stage refuses it otherwise)
+        return self._put(request, topic, cast("TransactionService", self.transactions).put_half if half
+                         else self.store.put_message, msg,
                          replica_wait=_wait_store_ok(props))
 
-    def transaction_stage(self, request, props: dict):
+    def transaction_stage(self, request: RemotingCommand, props: dict[str, str]) -> RemotingCommand | None:
         """The send pipeline's transaction stage: a transaction's half message
         (``TRAN_MSG=true``) is refused while ``rejectTransactionMessage`` is set or the broker
         has no transaction service; None lets the send go on, and ``send`` then stores it
@@ -245,7 +274,8 @@ class SendProcessor:
                                    f"the broker[{self.cfg.broker_name}] sending transaction message is forbidden")
         return None
 
-    def _redirect_retry(self, request, h, topic, queue_id, reconsume, props):
+    def _redirect_retry(self, request: RemotingCommand, h: SendMessageRequestHeader, topic: str, queue_id: int,
+                        reconsume: int, props: dict[str, str]) -> tuple[str, int, dict[str, str]]:
         """A client re-sending to ``%RETRY%group`` itself: past the maximum it goes to the DLQ."""
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
         max_times = self.groups.retry_max_times(group)
@@ -264,7 +294,7 @@ class SendProcessor:
             queue_id = 0
         return topic, queue_id, props
 
-    def response(self, request, result: PutMessageResult):
+    def response(self, request: RemotingCommand, result: PutMessageResult) -> RemotingCommand:
         code = STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if not result.status.stored:
             if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
@@ -298,7 +328,7 @@ class SendProcessor:
                 f'"version":{_VERSION}}}').encode()
         return cmd
 
-    def recall_handle(self, request, timer_out_ms: int) -> str | None:
+    def recall_handle(self, request: RemotingCommand, timer_out_ms: int) -> str | None:
         """The send answer's ``recallHandle`` for a held timer (None for a retry topic, as the
         Java broker): its topic, this broker, the slot time + 1 and the message's UNIQ_KEY."""
         h = SendMessageRequestHeader.from_command(request)
@@ -309,12 +339,12 @@ class SendProcessor:
         return build_recall_handle(h.topic, self.cfg.broker_name, timer_out_ms + 1, uniq)
 
     # --- CONSUMER_SEND_MSG_BACK -------------------------------------------------------------------
-    def _disk_full(self, request, e: DiskFullError):
+    def _disk_full(self, request: RemotingCommand, e: DiskFullError) -> RemotingCommand:
         """Status 14, as a put refused on a full disk gets: the request changed nothing."""
         self.disk_full_log.warning("disk full", "refused a request: %s", e.strerror)
         return create_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, e.strerror)
 
-    async def send_back(self, channel, request):
+    async def send_back(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Store a copy of a consumed message for another try (``%RETRY%group``, delayed)
         or, past the maximum or with a negative delay level, in ``%DLQ%group``
         (v4 ``asyncConsumerSendMsgBack``; store-format.md §7)."""
@@ -323,7 +353,7 @@ class SendProcessor:
         except DiskFullError as e:
             return self._disk_full(request, e)
 
-    async def _send_back(self, request):
+    async def _send_back(self, request: RemotingCommand) -> RemotingCommand:
         h = ConsumerSendMsgBackRequestHeader.from_command(request)
         group = h.group
         if not self.groups.ensure(group):
@@ -382,13 +412,13 @@ class SendProcessor:
         return create_response(request, ResponseCode.SYSTEM_ERROR, f"send back failed: {result.status.value} {result.remark}")
 
 
-def _wait_store_ok(props: dict) -> bool:
+def _wait_store_ok(props: dict[str, str]) -> bool:
     """Java's ``isWaitStoreMsgOK``: no WAIT property, or one Boolean.parseBoolean reads as true."""
     wait = props.get(Prop.WAIT)
     return wait is None or wait.lower() == "true"
 
 
-def _int_prop(props: dict, key: str, default: int) -> int:
+def _int_prop(props: dict[str, str], key: str, default: int) -> int:
     try:
         return int(props[key])
     except (KeyError, ValueError):
