@@ -52,7 +52,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast, overload
 
 from mqcore._compat import default_wire_client_kernels
 
@@ -239,7 +239,8 @@ class BlockingConnection:
         if type(answer) is int:
             self.close()
             raise self._exchange_error(answer, code, opaque)
-        return self._carry_on(answer, code, opaque, deadline, decode)
+        # neither a tuple nor an int: the kernel's undecoded bytes (``type(...) is`` does not narrow)
+        return self._carry_on(cast(bytes, answer), code, opaque, deadline, decode)
 
     def _carry_on(self, answer: bytes, code: int, opaque: int, deadline: float,
                   decode: FrameDecoder) -> AnswerHeader | RemotingCommand:
@@ -273,8 +274,15 @@ class BlockingConnection:
             return RemotingSendRequestError(f"write to {self.addr} failed: [Errno {err}] {reason}")
         return RemotingError(f"connection to {self.addr} failed while waiting: [Errno {err}] {reason}")
 
+    @overload
     def _exchange(self, prefix: bytes, body: Body, code: int, opaque: int, deadline: float,
-                  decode: FrameDecoder | None) -> Any:
+                  decode: None) -> RemotingCommand: ...
+    @overload
+    def _exchange(self, prefix: bytes, body: Body, code: int, opaque: int, deadline: float,
+                  decode: FrameDecoder) -> AnswerHeader | RemotingCommand: ...
+
+    def _exchange(self, prefix: bytes, body: Body, code: int, opaque: int, deadline: float,
+                  decode: FrameDecoder | None) -> AnswerHeader | RemotingCommand:
         """Write the request and read frames until the answer to ``opaque`` (an
         :data:`AnswerHeader` when ``decode`` read it, else a RemotingCommand). Any failure
         closes this connection."""
@@ -288,7 +296,8 @@ class BlockingConnection:
             self.close()
             raise
 
-    def _read_answer(self, code: int, opaque: int, deadline: float, decode: FrameDecoder | None) -> Any:
+    def _read_answer(self, code: int, opaque: int, deadline: float,
+                     decode: FrameDecoder | None) -> AnswerHeader | RemotingCommand:
         """Read frames until the answer to ``opaque``, dropping any other (the caller closes on errors)."""
         while True:
             answer = self._read_frame(deadline, code, opaque, decode)
@@ -296,7 +305,7 @@ class BlockingConnection:
                 if answer[2] & FLAG_RESPONSE and answer[1] == opaque:
                     return answer
             elif answer.is_response and answer.opaque == opaque:
-                return answer
+                return cast(RemotingCommand, answer)  # not a tuple: a decoded command
             log.debug("%s: dropped an unexpected frame %r", self, answer)
 
     def _remaining(self, deadline: float, code: int, opaque: int) -> float:

@@ -43,7 +43,7 @@ import logging
 import socket
 import traceback
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from mqcore.errors import (
     FrameTooLargeError,
@@ -250,7 +250,7 @@ class Channel(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport.set_write_buffer_limits(high=self._write_high_water, low=self._write_high_water // 4)
+        cast(asyncio.Transport, transport).set_write_buffer_limits(high=self._write_high_water, low=self._write_high_water // 4)
         if self._on_made is not None:
             self._on_made(self)
 
@@ -325,7 +325,8 @@ class Channel(asyncio.BufferedProtocol):
             self._cork = held
             self._cork_vectored = True
         else:
-            self._cork = [] if held is None else [held]
+            # not a list, so one bytes object (mypy does not narrow on ``type(...) is``'s else)
+            self._cork = [] if held is None else [cast(bytes, held)]
         try:
             receiver, sink, frames = self._receiver, self._sink, self._frames
             while not self._read_paused and not self._closed:

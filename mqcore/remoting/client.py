@@ -313,7 +313,7 @@ class SyncRemotingClient:
             self._client.before_request(cmd)
         done = threading.Lock()
         done.acquire()
-        outcome: list[Any] = []
+        outcome: list[asyncio.Future[RemotingCommand]] = []
 
         def settle(future: asyncio.Future[RemotingCommand]) -> None:
             outcome.append(future)

@@ -65,7 +65,13 @@ __all__ = [
     "HEADER_WORD_SIZE",
 ]
 
-Body = Union[bytes, bytearray, memoryview, list]
+#: a command's body: one buffer, or a list of buffers (bytes or memoryview) sent one after the
+#: other (zero-copy pull answers, written with ``writelines``). The list's items are ``Any``,
+#: not ``bytes | memoryview``: a received body is always one buffer and its readers call
+#: ``bytes(cmd.body)``, which the precise item type would refuse at every such call
+Body = Union[bytes, bytearray, memoryview, list[Any]]
+#: a received frame or header: always one buffer
+Frame = Union[bytes, bytearray, memoryview]
 
 # --- frame layout ---------------------------------------------------------------------
 FRAME_LENGTH_SIZE = 4  #: int32 length prefix (not counted in its own value)
@@ -325,7 +331,7 @@ def _encode_json_header_fast(cmd: RemotingCommand) -> bytes | None:
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = _check_int(cmd.version, "version")
     try:
-        out = _orjson.dumps(obj)
+        out: bytes = _orjson.dumps(obj)
     except TypeError:  # a non-str ext value or key: the careful writer renders it the Java way
         return None
     if b"\x7f" in out or b"\xc2" in out or (b"\\u00" in out and _LOWER_HEX_ESCAPE.search(out) is not None):
@@ -412,7 +418,7 @@ def parse_header_word(word: int, frame_length: int) -> tuple[SerializeType, int]
     return serialize_type, header_len
 
 
-def decode_frame(frame: Body, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> RemotingCommand:
+def decode_frame(frame: Frame, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> RemotingCommand:
     """Decode one frame given *without* its 4-byte length prefix. The body is copied
     into ``bytes`` so the command does not pin the caller's buffer."""
     view = memoryview(frame).cast("B") if not isinstance(frame, bytes) else memoryview(frame)
@@ -429,7 +435,7 @@ def decode_frame(frame: Body, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES)
     return cmd
 
 
-def decode_header(serialize_type: int, header: Body) -> RemotingCommand:
+def decode_header(serialize_type: int, header: Frame) -> RemotingCommand:
     """Decode a header (no body). JSON parsing is tolerant the way real 4.x peers need:
 
     * any JSON escape form; unknown keys ignored; missing ``extFields`` => ``{}``;
@@ -514,7 +520,7 @@ def _all_str(values: Any) -> bool:
     return True
 
 
-def _decode_json_header(header: Body) -> RemotingCommand:
+def _decode_json_header(header: Frame) -> RemotingCommand:
     obj = loads_strict(header)
     if not isinstance(obj, dict):
         raise ProtocolError(f"JSON header is a {type(obj).__name__}, not an object")
@@ -559,7 +565,7 @@ def _text(view: memoryview, start: int, length: int, what: str) -> str:
         raise ProtocolError(f"binary header {what} is not valid UTF-8: {e}") from e
 
 
-def _decode_binary_header(header: Body) -> RemotingCommand:
+def _decode_binary_header(header: Frame) -> RemotingCommand:
     view = memoryview(header).cast("B") if not isinstance(header, bytes) else memoryview(header)
     size = view.nbytes
     if size < BIN_MIN_SIZE:

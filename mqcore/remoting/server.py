@@ -30,14 +30,14 @@ import inspect
 import logging
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from mqcore.errors import ClosedError, ConfigError
 from mqcore.remoting.channel import DEFAULT_WRITE_HIGH_WATER, Channel, FramesProcessor, format_addr
 from mqcore.remoting.codes import DEFAULT_MAX_FRAME_BYTES
 from mqcore.remoting.command import RemotingCommand
-from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorTable
+from mqcore.remoting.dispatch import DEFAULT_MAX_INFLIGHT, Processor, ProcessorRegistry, ProcessorResult, ProcessorTable
 from mqcore.remoting.budget import ConnectionBudget
 from mqcore.remoting.framing import DEFAULT_BUDGET_BYTES, FrameBudget
 from mqcore.remoting.ratelimit import RateLimitedLog
@@ -456,7 +456,7 @@ def _behind(hook: RequestHook, processor: Processor) -> Processor:
             return refused if refused is not None else await processor(channel, request)
         return checked_async
 
-    def checked(channel: Channel, request: RemotingCommand):
+    def checked(channel: Channel, request: RemotingCommand) -> ProcessorResult | Awaitable[ProcessorResult]:
         refused = hook(channel, request)
         return refused if refused is not None else processor(channel, request)
     return checked
