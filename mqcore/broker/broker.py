@@ -273,7 +273,9 @@ class Broker:
                                                       + GRPC_REQUEST_OVERHEAD,
                                                       receive_buffer_bytes=self.cfg.grpc_receive_buffer_bytes,
                                                       max_connections=self.cfg.grpc_max_connections,
-                                                      handshake_timeout_s=self.cfg.http_header_timeout_seconds))
+                                                      max_concurrent_streams=self.cfg.grpc_max_concurrent_streams,
+                                                      handshake_timeout_s=self.cfg.http_header_timeout_seconds,
+                                                      request_timeout_s=self.cfg.http_header_timeout_seconds))
         self.runtime.started()
         if self.acl is not None:
             self.acl.load()  # a bad plain_acl.yml stops the start here, before anything is served

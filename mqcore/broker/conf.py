@@ -128,6 +128,7 @@ BROKER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "httpMaxConnections": ("http_max_connections", _int),
     "httpHeaderTimeoutSeconds": ("http_header_timeout_seconds", _int),
     "grpcMaxConnections": ("grpc_max_connections", _int),
+    "grpcMaxConcurrentStreams": ("grpc_max_concurrent_streams", _int),
     "metricsPort": ("metrics_port", _int),
     "dashboardPort": ("dashboard_port", _int),
     "brokerRole": ("broker_role", _str),

@@ -97,11 +97,20 @@ class BrokerConfig:
     http_max_connections: int = 256
     #: seconds a connection to the dashboard or the metrics port has to send a request's line and
     #: headers, and one to the gRPC port to finish its TLS and HTTP/2 handshake
-    #: (httpHeaderTimeoutSeconds, mqcore's key); a connection that does not is closed
+    #: (httpHeaderTimeoutSeconds, mqcore's key); a connection that does not is closed. A gRPC
+    #: call has as long from its headers to send its whole request message, or it is ended
+    #: (DEADLINE_EXCEEDED) and its stream freed
     http_header_timeout_seconds: int = 10
     #: open connections the gRPC port holds at once (grpcMaxConnections, mqcore's key: grpcio's
     #: connection quota); one more is closed at accept. 0: no cap of its own
     grpc_max_connections: int = 0
+    #: HTTP/2 streams (calls) one gRPC connection may have open at once (grpcMaxConcurrentStreams,
+    #: mqcore's key; grpcio's grpc.max_concurrent_streams, sent to the client in its SETTINGS). A
+    #: client's own library queues calls past it; a stream opened past it anyway is refused
+    #: (RST_STREAM REFUSED_STREAM). The proxy sets none (grpc-java's default: unlimited); 100 is
+    #: the smallest value RFC 9113 recommends. A 5.x client's long-polling receives (one per
+    #: subscription) and its telemetry stream take one each; past the cap its sends wait
+    grpc_max_concurrent_streams: int = 100
     #: refuse half messages (rejectTransactionMessage) with NO_PERMISSION, as RocketMQ does when set
     reject_transaction_message: bool = False
     #: answer RECALL_MESSAGE (recallMessageEnable; off by default, as in RocketMQ 5.3)
@@ -275,6 +284,8 @@ class BrokerConfig:
         for name in ("http_max_connections", "http_header_timeout_seconds"):
             if getattr(self, name) <= 0:
                 raise FieldConfigError(name, "must be positive")
+        if not 0 < self.grpc_max_concurrent_streams < 2 ** 31:  # an HTTP/2 setting grpcio takes as an int
+            raise FieldConfigError("grpc_max_concurrent_streams", "must be in 1..2147483647")
         if self.transaction_timeout_ms < 0:
             raise FieldConfigError("transaction_timeout_ms", "must not be negative")
         # checked here as well as by the endpoint, so ``mqbroker -p`` refuses what a start would

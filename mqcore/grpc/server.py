@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mqcore.acl import PlainAccessValidator
 from mqcore.errors import ConfigError, MQError
@@ -79,6 +79,14 @@ class GrpcConfig:
     #: seconds a connection has to finish its TLS and HTTP/2 handshake (httpHeaderTimeoutSeconds;
     #: grpcio's own default is 120 s, long enough for 1,000 silent connections to pile up)
     handshake_timeout_s: float = 10.0
+    #: HTTP/2 streams one connection may have open at once (grpcMaxConcurrentStreams: grpcio's
+    #: SETTINGS_MAX_CONCURRENT_STREAMS; a stream past it is refused with RST_STREAM). Through the
+    #: permissive front too: it relays each client connection to one grpcio connection of its own
+    max_concurrent_streams: int = 100
+    #: seconds a call has, from its headers, to send its whole request message (a unary
+    #: request, or a ReceiveMessage's); past it the call ends DEADLINE_EXCEEDED
+    #: (httpHeaderTimeoutSeconds, the time every port gives a request to arrive)
+    request_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -87,6 +95,8 @@ class GrpcConfig:
             raise ConfigError(f"grpcMinInvisibleTimeMillis {self.min_invisible_ms} is not in 0..12 h")
         if not 0 < self.default_invisible_ms <= 12 * 3600 * 1000:
             raise ConfigError(f"grpcDefaultInvisibleTimeMillis {self.default_invisible_ms} is not in 1 ms..12 h")
+        if not 0 < self.max_concurrent_streams < 2 ** 31:
+            raise ConfigError(f"grpcMaxConcurrentStreams {self.max_concurrent_streams} is not in 1..2^31-1")
         if not 0 < self.max_receive_message_bytes < 2 ** 31:
             raise ConfigError(f"grpcMaxInboundMessageSize {self.max_receive_message_bytes} is not in 1..2^31-1")
         if self.receive_buffer_bytes <= 0:
@@ -157,7 +167,8 @@ class GrpcEndpoint:
         options: list[tuple[str, int]] = [
             ("grpc.max_receive_message_length", self.cfg.max_receive_message_bytes),
             ("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1 << 20),
-            ("grpc.server_handshake_timeout_ms", int(self.connections.header_timeout_s * 1000))]
+            ("grpc.server_handshake_timeout_ms", int(self.connections.header_timeout_s * 1000)),
+            ("grpc.max_concurrent_streams", self.cfg.max_concurrent_streams)]
         if self.connections.max_connections:
             options.append(("grpc.max_allowed_incoming_connections", self.connections.max_connections))
         self.server = grpc.aio.server(options=options)
@@ -210,8 +221,13 @@ class GrpcEndpoint:
             request_type = getattr(self.service_pb2, method.input_type.name)
             response_type = getattr(self.service_pb2, method.output_type.name)
             fn = self._guarded(grpc, method.name, getattr(svc, method.name), request_type, response_type)
-            make = grpc.stream_stream_rpc_method_handler if method.client_streaming else \
-                grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+            # every method as a request stream, also those whose client sends one message: grpcio
+            # calls a unary handler only once the request is whole, and has no deadline of its
+            # own for that, so a call whose message never ends would hold its stream for ever.
+            # A stream handler runs once the headers are in and reads the message under one
+            # (``_request``)
+            make = grpc.stream_stream_rpc_method_handler if method.server_streaming or method.client_streaming \
+                else grpc.stream_unary_rpc_method_handler
             handlers[method.name] = make(fn, request_deserializer=None,
                                          response_serializer=response_type.SerializeToString)
         return grpc.method_handlers_generic_handler(service.full_name, handlers)
@@ -237,6 +253,7 @@ class GrpcEndpoint:
         checker = self.access
         d = self.definition
         invalid = grpc.StatusCode.INVALID_ARGUMENT
+        request_timeout_s = self.cfg.request_timeout_s
 
         def host(context: Any) -> str:
             addr = self.client_address(context)
@@ -276,8 +293,26 @@ class GrpcEndpoint:
                     yield out
             return telemetry
 
-        async def parsed(raw: bytes, context: Any) -> Any:
+        async def request_bytes(context: Any) -> bytes:
+            """The call's one request message, read within ``request_timeout_s`` of its headers
+            (the call is aborted, DEADLINE_EXCEEDED, when it is not whole by then)."""
+            try:
+                raw = await asyncio.wait_for(context.read(), request_timeout_s)
+            except asyncio.TimeoutError:
+                self.bad_input.warning("slow", "gRPC %s from %s: no whole request within %.0f s "
+                                       "(httpHeaderTimeoutSeconds), call ended", name, host(context) or "?",
+                                       request_timeout_s)
+                await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    f"the {name} request was not complete within {request_timeout_s:.0f} s")
+            if raw is grpc.aio.EOF:
+                await context.abort(invalid, f"the {name} call sent no request message")
+            return cast(bytes, raw)
+
+        async def parsed(context: Any) -> Any:
             """The request when it may go on; else the response refusing it, or None (aborted)."""
+            # read whole first, as grpcio's unary path did: one over the size limit is refused
+            # RESOURCE_EXHAUSTED by grpc whoever sent it; the signature still comes before the parse
+            raw = await request_bytes(context)
             denied = unauthenticated(context)
             if denied:
                 return response_type(status=refusal(denied))
@@ -291,16 +326,16 @@ class GrpcEndpoint:
             return request
 
         if name == "ReceiveMessage":  # a response stream, written by the servicer (its flow control)
-            async def stream(raw: bytes, context: Any) -> None:
-                request = await parsed(raw, context)
+            async def stream(_requests: Any, context: Any) -> None:
+                request = await parsed(context)
                 if isinstance(request, response_type):
                     await context.write(request)
                     return
                 await fn(request, context)
             return stream
 
-        async def unary(raw: bytes, context: Any) -> Any:
-            request = await parsed(raw, context)
+        async def unary(_requests: Any, context: Any) -> Any:
+            request = await parsed(context)
             if isinstance(request, response_type):
                 return request
             return await fn(request, context)

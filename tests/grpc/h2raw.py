@@ -17,7 +17,9 @@ import struct
 import time
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, SETTINGS = 0, 1, 4
+DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY = 0, 1, 3, 4, 7
+#: RST_STREAM error codes (RFC 9113 7)
+CANCEL, REFUSED_STREAM = 0x8, 0x7
 END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
 
 
@@ -82,12 +84,45 @@ class NeverReading:
 
     def call(self, path: str, body: bytes, metadata: list[tuple[str, str]] = ()) -> int:
         """Open a unary-request call; returns its stream id."""
+        return self.open(path, metadata, grpc_message(body), end=True)
+
+    def open(self, path: str, metadata: list[tuple[str, str]] = (), data: bytes = b"", end: bool = False) -> int:
+        """Open a call with its headers and ``data`` (a part of a message, or none), left open
+        unless ``end``: a request that is never completed. Returns its stream id."""
         sid, self.next_stream = self.next_stream, self.next_stream + 2
         block = b"".join(_literal(k, v) for k, v in [
             (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", self.authority),
             ("content-type", "application/grpc"), ("te", "trailers"), *metadata])
-        self.sock.sendall(frame(HEADERS, END_HEADERS, sid, block) + frame(DATA, END_STREAM, sid, grpc_message(body)))
+        out = frame(HEADERS, END_HEADERS, sid, block)
+        if data or end:
+            out += frame(DATA, END_STREAM if end else 0, sid, data)
+        self.sock.sendall(out)
         return sid
+
+    def frames(self, seconds: float, until=None) -> list[tuple[int, int, int, bytes]]:
+        """Read the frames that come within ``seconds`` (kind, flags, stream, payload), or until
+        ``until(frames)`` holds; for a connection read only after its calls were opened."""
+        out: list[tuple[int, int, int, bytes]] = []
+        buf = b""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not (until and until(out)):
+            self.sock.settimeout(max(0.05, min(0.5, deadline - time.monotonic())))
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 9:
+                length = int.from_bytes(buf[:3], "big")
+                if len(buf) < 9 + length:
+                    break
+                out.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + length]))
+                buf = buf[9 + length:]
+        return out
 
     def close(self) -> None:
         self.sock.close()
