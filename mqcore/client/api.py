@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 from mqcore.client.message import (
     MessageExt,
@@ -126,12 +126,20 @@ def _language_name(language: int) -> str | None:
 #: a blocking send over the loop (TLS) waits this much past its own deadline for a stuck loop
 _LOOP_GUARD_S = 5.0
 
+_T = TypeVar("_T")
+
+
+class OnLoop(Protocol):
+    """``on_loop(coro, timeout_s)`` (``LoopThread.run``): run ``coro`` on the client's loop, wait for its result."""
+
+    def __call__(self, coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T: ...
+
 
 class MQClientAPI:
     """Request builders and response parsers; one per client instance."""
 
     def __init__(self, remoting: RemotingClient, *, language: int, version: int,
-                 namesrv_addrs: Sequence[str], on_loop: Callable[..., Any] | None = None) -> None:
+                 namesrv_addrs: Sequence[str], on_loop: OnLoop | None = None) -> None:
         """``on_loop(coro, timeout_s)``: run a coroutine on the client's loop and wait for it
         (the blocking sends take that way when the connections are TLS: the blocking
         sockets' kernels write plaintext)."""
@@ -229,7 +237,8 @@ class MQClientAPI:
         if type(answer) is tuple:
             code, _opaque, _flag, remark, ext = answer
             return self.send_result(addr, broker_name, topic, uniq_id, code, remark, ext, mq)
-        return self.process_send_response(addr, broker_name, topic, uniq_id, answer)
+        # not a tuple: a RemotingCommand (``type(...) is`` does not narrow the rest)
+        return self.process_send_response(addr, broker_name, topic, uniq_id, cast(RemotingCommand, answer))
 
     def send_template(self, producer_group: str, default_topic: str, default_topic_queue_nums: int,
                       mq: MessageQueue) -> SendTemplate | None:

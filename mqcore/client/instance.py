@@ -88,7 +88,7 @@ def local_ip() -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing interface
-            ip = s.getsockname()[0]
+            ip: str = s.getsockname()[0]
             if ip and not ip.startswith("0."):
                 return ip
     except OSError:

@@ -19,10 +19,13 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import _base as _futures
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mqcore.errors import ClosedError, IllegalStateError, RemotingTimeoutError
 from mqcore.remoting.client import new_event_loop
+
+if TYPE_CHECKING:  # annotations only
+    from mqcore.kernel_api import PendingBatchApi
 
 log = logging.getLogger(__name__)
 
@@ -211,14 +214,14 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         #: (the trace record's cost); None, untraced
         self.settled_ms: int | None = None
 
-    @property  # type: ignore[override]
-    def _waiters(self) -> list[Any]:
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # a property over the base class's plain attribute (see the class docstring)
         waiters = self._waiter_list
         if waiters is None:
             waiters = self._waiter_list = []
         return waiters
 
-    @property  # type: ignore[override]
+    @property
     def _done_callbacks(self) -> list[Callable[[Any], Any]]:
         callbacks = self._callback_list
         if callbacks is None:
@@ -404,23 +407,26 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     _own_exception: BaseException | None = None
     _waiter_list: list[Any] | None = None
     _callback_list: list[Callable[[Any], Any]] | None = None
+    # set by the kernel on each future it makes (declared only: no class attribute)
+    _cell: PendingBatchApi
+    _index: int
 
     def __init__(self) -> None:  # pragma: no cover - made by AutoBatcher.add only
         raise TypeError("BatchFuture objects are made by the auto-batching kernel")
 
-    @property  # type: ignore[override]
-    def _condition(self) -> threading.Condition:
-        return self._cell.condition  # type: ignore[no-any-return]
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]  # a property over the base class's plain attribute (see the class docstring)
+        return self._cell.condition
 
-    @property  # type: ignore[override]
+    @property
     def _state(self) -> str:
-        return self._own_state or self._cell.state  # type: ignore[no-any-return]
+        return self._own_state or self._cell.state
 
     @_state.setter
     def _state(self, value: str) -> None:
         self._own_state = value
 
-    @property  # type: ignore[override]
+    @property
     def _result(self) -> Any:
         if self._own_state is not None:
             return self._own_result
@@ -432,7 +438,7 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             self._cell.track(self)
         self._own_result = value
 
-    @property  # type: ignore[override]
+    @property
     def _exception(self) -> BaseException | None:
         return self._own_exception if self._own_state is not None else self._cell.error
 
@@ -453,15 +459,15 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 cell.watchers = []
             cell.watchers.append(self)
 
-    @property  # type: ignore[override]
-    def _waiters(self) -> list[Any]:
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # a property over the base class's plain attribute (see the class docstring)
         waiters = self._waiter_list
         if waiters is None:
             self._watched()
             waiters = self._waiter_list = []
         return waiters
 
-    @property  # type: ignore[override]
+    @property
     def _done_callbacks(self) -> list[Callable[[Any], Any]]:
         callbacks = self._callback_list
         if callbacks is None:

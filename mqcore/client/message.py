@@ -28,7 +28,8 @@ from mqcore.format.compression import (  # noqa: F401 (re-exported: the client's
     compress_body,
 )
 from mqcore.format.compression import decompress_body as _decompress_body
-from mqcore.format.properties import PROPERTY_SEPARATOR, format_pair
+from mqcore.format.layout import PROPERTY_SEPARATOR
+from mqcore.format.properties import format_pair
 from mqcore.kernel_api import StoreKernels
 from mqcore.message import (
     KEY_SEPARATOR,
@@ -117,7 +118,7 @@ class Message:
         if tags is not None:
             self.tags = tags
         if keys is not None:
-            self.keys = keys  # type: ignore[assignment]
+            self.keys = keys
         if delay_level:
             self.delay_level = delay_level
         if _WAIT not in self._properties:

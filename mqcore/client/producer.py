@@ -35,7 +35,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from mqcore._compat import default_kernels, default_wire_client_kernels
 from mqcore.client.accumulator import PendingBatch, ProduceAccumulator
@@ -83,7 +83,7 @@ class Producer:
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
                  clock: Clock = system_clock_ms, **settings: Unpack[ProducerSettings]) -> None:
         if producer_group is not None:
-            settings["producer_group"] = producer_group
+            cast("dict[str, object]", settings)["producer_group"] = producer_group  # the config's field: the TypedDict leaves the group out (it is the first parameter)
         self.config: ProducerConfig = build(ProducerConfig, config, settings)
         #: the client's namespace (None without one): every entry point below names topics,
         #: queues and the group under it, and results without it (mqcore.client.namespace)
@@ -241,9 +241,10 @@ class Producer:
         self._check_blocking_allowed()
         acc = self._accumulator
         if acc is not None and selector is None and acc.eligible(msg):  # joins a batch
-            result = self._wait(self._submit(msg, _SYNC, queue, None, None, timeout_ms, None), timeout_ms)
-            assert result is not None
-            return result
+            sent: SendResult | None = self._wait(self._submit(msg, _SYNC, queue, None, None, timeout_ms, None),
+                                                 timeout_ms)
+            assert sent is not None
+            return sent
         # on this thread over a blocking socket: no hand-off to the loop thread and back
         return self._impl.send_blocking(self._impl.prepare(msg), queue=queue, selector=selector, selector_msg=msg,
                                         arg=arg, timeout_ms=timeout_ms)
@@ -274,7 +275,7 @@ class Producer:
             if f.cancelled():
                 outer.cancel()
             elif f.exception() is not None:
-                outer.set_exception(f.exception())  # type: ignore[arg-type]
+                outer.set_exception(f.exception())
             else:
                 outer.set_result(ns.result(f.result()))
             if callback is not None:
@@ -342,9 +343,10 @@ class Producer:
         assert acc is not None
         if answer == acc.JOIN_CHECK:
             self._impl.check(msg)
-            answer = batcher.add(msg, queue, None, 1, True)
-            if answer is None or type(answer) is BatchFuture:
-                return answer  # type: ignore[no-any-return]
+            joined = batcher.add(msg, queue, None, 1, True)  # a future, None, or an answer as above
+            if joined is None or type(joined) is BatchFuture:
+                return joined
+            answer = joined
         if answer != acc.JOIN_WAIT:
             raise AssertionError(f"AutoBatcher.add answered {answer!r}")
         self._wait_for_async_slot(timeout_ms)
@@ -396,7 +398,7 @@ class Producer:
                 and not kwargs.keys() - {"queue"}):
             future = await self._join_batch_async(batcher, msg, kwargs.get("queue"))
             if future is not None:
-                return await future  # type: ignore[no-any-return]
+                return await future
         if not self._async_slots.acquire(blocking=False):
             await asyncio.get_running_loop().run_in_executor(None, self._wait_for_slot)
         else:

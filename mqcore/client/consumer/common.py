@@ -6,7 +6,7 @@ are pure and may run anywhere.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqcore.client.config import ConsumeFromWhere
 from mqcore.client.consumer.offset_store import OffsetStore, ReadOffsetType
@@ -16,6 +16,9 @@ from mqcore.client.route import TopicRouteData, route_to_subscribe_info
 from mqcore.message import Prop, is_retry_topic, retry_topic
 from mqcore.remoting.bodies import MessageQueue
 
+if TYPE_CHECKING:  # annotations only (rebalance_impl is a heavier import)
+    from mqcore.client.consumer.rebalance_impl import RebalanceImpl
+
 __all__ = ["RouteAwareConsumer", "compute_pull_from_where", "consume_timestamp_ms", "reset_retry_topic"]
 
 
@@ -23,7 +26,7 @@ class RouteAwareConsumer:
     """The route half of the ConsumerHook, shared by consumers that rebalance: which topics
     they need routes for, and where new routes go (``self.rebalance`` is a RebalanceImpl)."""
 
-    rebalance: Any
+    rebalance: RebalanceImpl
 
     def subscribed_topics(self) -> list[str]:
         return list(self.rebalance.subscription_inner)

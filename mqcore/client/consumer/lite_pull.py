@@ -28,8 +28,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any, Unpack
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar, Unpack, cast
 
 from mqcore.client.config import LitePullConsumerConfig, MessageModel, build
 from mqcore.client.consumer.common import RouteAwareConsumer, compute_pull_from_where
@@ -60,6 +60,8 @@ from mqcore.errors import (
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["LitePullConsumer"]
 
@@ -282,7 +284,7 @@ class LitePullConsumer:
     def __init__(self, consumer_group: str | None = None, *, config: LitePullConsumerConfig | None = None,
                  clock: Clock = system_clock_ms, **settings: Unpack[LitePullConsumerSettings]) -> None:
         if consumer_group is not None:
-            settings["consumer_group"] = consumer_group
+            cast("dict[str, object]", settings)["consumer_group"] = consumer_group  # the config's field: the TypedDict leaves the group out (it is the first parameter)
         self.config: LitePullConsumerConfig = build(LitePullConsumerConfig, config, settings)
         if self.config.namespace:  # refused, not ignored: its queues and messages would be misnamed
             raise ConfigError("namespace is not supported by LitePullConsumer yet (Producer and PushConsumer take it)")
@@ -385,7 +387,7 @@ class LitePullConsumer:
         if self._state != "running":
             raise IllegalStateError(f"lite pull consumer {self.config.consumer_group} is {self._state}; start() it")
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         assert self._instance is not None
         return self._instance.loop_thread.run(coro, timeout_s=60)
 

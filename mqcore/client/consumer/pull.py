@@ -17,7 +17,8 @@ client's event loop).
 from __future__ import annotations
 
 import logging
-from typing import Any, Unpack
+from collections.abc import Coroutine
+from typing import Any, TypeVar, Unpack, cast
 
 from mqcore.client.config import MessageModel, PullConsumerConfig, build
 from mqcore.client.consumer.offset_store import (
@@ -38,6 +39,8 @@ from mqcore.errors import ClosedError, ConfigError, IllegalArgumentError, Illega
 from mqcore.remoting.bodies import MessageQueue
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["PullConsumer"]
 
@@ -79,7 +82,7 @@ class PullConsumer:
     def __init__(self, consumer_group: str | None = None, *, config: PullConsumerConfig | None = None,
                  clock: Clock = system_clock_ms, **settings: Unpack[PullConsumerSettings]) -> None:
         if consumer_group is not None:
-            settings["consumer_group"] = consumer_group
+            cast("dict[str, object]", settings)["consumer_group"] = consumer_group  # the config's field: the TypedDict leaves the group out (it is the first parameter)
         self.config: PullConsumerConfig = build(PullConsumerConfig, config, settings)
         if self.config.namespace:  # refused, not ignored: its queues and messages would be misnamed
             raise ConfigError("namespace is not supported by PullConsumer yet (Producer and PushConsumer take it)")
@@ -128,7 +131,7 @@ class PullConsumer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def _run(self, coro: Any, timeout_s: float = 60) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
         if self._state != "running" and self._state != "shutdown":
             coro.close()
             raise IllegalStateError("start() the pull consumer first")

@@ -30,7 +30,7 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack, cast
 
 from mqcore.client.config import MessageModel, PushConsumerConfig, build
 from mqcore.client.consumer.push_impl import PushConsumerImpl
@@ -65,7 +65,7 @@ class PushConsumer:
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
                  clock: Clock = system_clock_ms, **settings: Unpack[PushConsumerSettings]) -> None:
         if consumer_group is not None:
-            settings["consumer_group"] = consumer_group
+            cast("dict[str, object]", settings)["consumer_group"] = consumer_group  # the config's field: the TypedDict leaves the group out (it is the first parameter)
         self.config: PushConsumerConfig = build(PushConsumerConfig, config, settings)
         #: the client's namespace (None without one): the group and the topics it subscribes live
         #: under it on the broker; the listener sees topics without it (mqcore.client.namespace)

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Protocol
 
 from mqcore.client.config import MessageModel
@@ -207,7 +208,7 @@ class RebalanceImpl:
                 pq.mark_locked(True)
         return mq in locked
 
-    def _owned_by_master(self):
+    def _owned_by_master(self) -> Iterator[tuple[str, str, list[MessageQueue]]]:
         """(broker name, master address, owned queues) per broker whose master is known."""
         by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
         for mq in self.process_queue_table:
