@@ -134,10 +134,12 @@ def wait_until(cond, timeout_s: float, what: str) -> None:
 
 
 @contextlib.contextmanager
-def brokers(work: Path, tls_mode: str):
+def brokers(work: Path, tls_mode: str, inflight: int):
     """{system: (gRPC endpoint, pid, namesrv, updateTopic target)} for mqbroker and the 5.3.3 proxy."""
+    # the proxy caps no connection's streams; mqbroker's cap (grpcMaxConcurrentStreams, 100) would
+    # queue part of the async window in the client's own library: raised to the window here
     conf = {"flushDiskType": "ASYNC_FLUSH", "grpcServerEnable": "true", "grpcServerPort": "0",
-            "grpcServerTlsMode": tls_mode}
+            "grpcServerTlsMode": tls_mode, "grpcMaxConcurrentStreams": str(max(100, inflight + 16))}
     with BrokerProcess(work / "mq", conf=conf) as mq, Java5Namesrv(work / "ns") as ns:
         proxy = Java5Proxy(work / "java5", ns.addr, conf=JAVA_CONF)
         proxy.jvm_opts = RUNBROKER_JVM  # what Apache's start scripts give the broker's JVM
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-grpc-java-") as tmp:
         work = Path(tmp)
-        with brokers(work, args.tls_mode) as systems:
+        with brokers(work, args.tls_mode, args.inflight) as systems:
             jns = systems["rocketmq-5.3.3-proxy"][2]
             wait_until(lambda: "broker-java5" in mqadmin5(["clusterList", "-n", jns], home=work).stdout, 120,
                        "the 5.3.3 broker's registration")
