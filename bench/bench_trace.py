@@ -15,7 +15,7 @@ are sent (all but a last partly filled trace message). Prints msg/s per mode, ro
 and producer, the traced / untraced ratio of the medians (goal: cost <= 10 %) and the
 1-minute load average.
 
-    python bench/bench_trace.py [--n 5000] [--rounds 5]
+    python bench/bench_trace.py [--n 5000] [--rounds 5] [--modes async,batched]
 """
 from __future__ import annotations
 
@@ -57,11 +57,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ", ".join(MODES))
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        ap.error(f"--modes takes some of {', '.join(MODES)}")
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp, \
             BrokerProcess(os.path.join(tmp, "store"), conf={"flushDiskType": "ASYNC_FLUSH"}) as broker:
         producers = {}
-        for mode in MODES:
+        for mode in modes:
             for traced in (False, True):
                 producers[mode, traced] = Producer(
                     f"bench-trace-{mode}-{int(traced)}", namesrv_addr=broker.namesrv_addr,
@@ -71,13 +75,13 @@ def main() -> None:
                 _run(p, mode, 500, "BenchTraceT")
             rates: dict[tuple[str, bool], list[float]] = {}
             for r in range(args.rounds):
-                for mode in MODES:
+                for mode in modes:
                     for traced in ((False, True) if r % 2 == 0 else (True, False)):
                         rate = _run(producers[mode, traced], mode, args.n, "BenchTraceT")
                         rates.setdefault((mode, traced), []).append(rate)
                         print(f"round {r} {mode:7} traces={'on ' if traced else 'off'} {rate:9.0f} msg/s "
                               f"load {os.getloadavg()[0]:.2f}", flush=True)
-            for mode in MODES:
+            for mode in modes:
                 off, on = (statistics.median(rates[(mode, t)]) for t in (False, True))
                 print(f"{mode:7} median off {off:.0f} on {on:.0f} msg/s: traced / untraced {on / off:.2f} "
                       f"(cost {100 * (1 - on / off):.1f} %, goal <= 10 %)  load {os.getloadavg()[0]:.2f}")

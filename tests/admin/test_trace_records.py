@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqcore.admin.trace import decode_records, trace_views
-from mqcore.format.trace import encode_pub, pub_parts
+from mqcore.format.trace import encode_pub, encode_pub_in, pub_context, pub_parts
 from mqcore.client.message import MessageExt
 
 C, F = "\x01", "\x02"
@@ -81,3 +81,13 @@ def test_a_pub_record_cut_in_parts_is_the_record(ts, region, group, topic, msg_i
                                                                    host, length, cost, msg_type, offset_id, ok)
     assert PUB == encode_pub(1700000000123, "DefaultRegion", "pg", "T", "MSGID1", "TagA", "k1", "127.0.0.1:10911",
                              6, 3, 0, "OFFID1", True)
+
+
+@given(st.integers(0, 2**62), _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, st.integers(0, 2**31),
+       st.integers(0, 10**6), _FIELD, st.booleans())
+def test_a_pub_record_in_its_context_is_the_record(ts, region, group, topic, msg_id, tags, keys, host, length, cost,
+                                                   offset_id, ok):
+    """encode_pub_in (a traced producer's per-send record, its shared parts formatted once) is encode_pub."""
+    context = pub_context(region, group, topic, tags, host)
+    assert encode_pub_in(context, ts, msg_id, keys, length, cost, offset_id, ok) == encode_pub(
+        ts, region, group, topic, msg_id, tags, keys, host, length, cost, 0, offset_id, ok)

@@ -111,3 +111,42 @@ def test_every_async_send_gets_its_record_once_its_answer_comes():
             text = _trace(broker.namesrv_addr, r.msg_id)
             pubs = [line.split() for line in text.splitlines() if line.startswith("Pub ")]
             assert len(pubs) == 1 and pubs[0][1] == "traced-async" and pubs[0][-1] == "success", text
+
+
+def test_an_unanswered_async_send_holds_the_records_behind_it_in_order():
+    """The dispatcher stops at an async send with no answer yet (it and what follows wait for a
+    later pass) instead of looking past it, and the records leave in send order; on the last
+    pass (shutdown) an unanswered send is set aside and the rest still go."""
+    import threading
+
+    from mqcore.client.loop import SiblingFuture
+    from mqcore.client.message import MessageQueue, SendResult, SendStatus
+    from mqcore.client.trace import TraceDispatcher
+
+    cond = threading.Condition()
+    d = TraceDispatcher("127.0.0.1:1", "RMQ_SYS_TRACE_TOPIC", "pg", lambda g, a: None)
+    futures = [SiblingFuture(cond) for _ in range(3)]
+    mq = MessageQueue("T", "broker-a", 0)
+
+    def answer(i: int) -> None:
+        futures[i].settled_ms = 1_700_000_000_010
+        futures[i].set_result(SendResult(SendStatus.SEND_OK, f"ID{i}", mq, i, f"OFF{i}"))
+
+    for i, f in enumerate(futures):
+        f.settled_ms = 0
+        d.trace_pending(Message("T", b"body"), f, 1_700_000_000_000)
+    answer(0)
+    answer(2)
+    assert d._fill() is False
+    assert d._keys == ["ID0"] and len(d._queue) == 2  # the unanswered ID1 and ID2 behind it wait
+    answer(1)
+    assert d._fill() is False
+    assert d._keys == ["ID0", "ID1", "ID2"] and not d._queue
+    assert ["Pub" in p and f"ID{i}" in p for i, p in enumerate(d._parts)] == [True] * 3
+    late = SiblingFuture(cond)
+    late.settled_ms = 0
+    d.trace_pending(Message("T", b"x"), late, 1_700_000_000_000)
+    d.trace_send(Message("T", b"y"), SendResult(SendStatus.SEND_OK, "ID9", mq, 9, "OFF9"), 1_700_000_000_000,
+                 None)
+    assert d._fill(last_pass=True) is False
+    assert d._keys[-1] == "ID9" and [item[1] for item in d._unsettled] == [late]
