@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # annotations only
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "settle_batch",
+__all__ = ["LoopThread", "BatchFuture", "BurstSubmitter", "CallbackThread", "SiblingFuture", "settle_batch", "settled_outcome",
            "settle_siblings"]
 
 T = TypeVar("T")
@@ -200,7 +200,7 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     ``send_async`` more than its own work per message (bench/bench_send_async.py).
     """
 
-    __slots__ = ("_waiter_list", "_callback_list", "settled_ms")
+    __slots__ = ("_waiter_list", "_callback_list", "traced")
 
     def __init__(self, condition: threading.Condition, done_callback: Callable[[Any], Any] | None = None) -> None:
         # the base __init__ would build a condition of its own: set its fields here
@@ -210,9 +210,9 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         self._exception = None
         self._waiter_list: list[Any] | None = None
         self._callback_list: list[Callable[[Any], Any]] | None = None if done_callback is None else [done_callback]
-        #: a traced send's: 0 until its completion hook stamps the epoch ms its answer came
-        #: (the trace record's cost); None, untraced
-        self.settled_ms: int | None = None
+        #: a traced send's message and the epoch ms it started (its completion hook writes
+        #: the Pub record); None, untraced
+        self.traced: tuple[Any, int] | None = None
 
     @property
     def _waiters(self) -> list[Any]:  # type: ignore[override]  # a property over the base class's plain attribute (see the class docstring)
@@ -237,7 +237,7 @@ class SiblingFuture(concurrent.futures.Future):  # type: ignore[type-arg]
     def settled_outcome(self) -> tuple[Any, BaseException | None]:
         """``(result, error)`` of a future that is already done, without taking the lock:
         a done future never changes again. A cancelled one gives ``CancelledError``."""
-        return _settled_outcome(self)
+        return settled_outcome(self)
 
 
 def _run_done_callbacks(futures: Iterable[Any]) -> None:
@@ -487,7 +487,7 @@ class BatchFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
     def settled_outcome(self) -> tuple[Any, BaseException | None]:
         """``(result, error)`` of a future that is already done (see ``SiblingFuture``)."""
-        return _settled_outcome(self)
+        return settled_outcome(self)
 
 
 def _result(future: concurrent.futures.Future[Any], timeout: float | None) -> Any:
@@ -514,7 +514,7 @@ def _exception(future: concurrent.futures.Future[Any], timeout: float | None) ->
         return future._exception
 
 
-def _settled_outcome(future: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
+def settled_outcome(future: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
     """``(result, error)`` of a future that is already done, without taking the lock."""
     state = future._state
     if state in _CANCELLED_STATES:

@@ -368,18 +368,21 @@ class Producer:
                                        "the broker is not keeping up (max_async_inflight)")
 
     def _trace_pending(self, msg: Message, future: SiblingFuture, begin_ms: int) -> None:
-        """Queue the Pub record of an async send about to start: the dispatcher reads the
-        future's outcome, and the hook's time stamp (``settled_ms``), once it is done. No per-send callback object: one made per send (a partial, a closure) was the
+        """Mark an async send about to start as traced: its completion hook writes its Pub
+        record. No per-send callback object: one made per send (a partial, a closure) was the
         largest part of tracing's cost for a pipelining producer (bench/bench_trace.py)."""
-        future.settled_ms = 0
-        tracer = self._tracer
-        assert tracer is not None
-        tracer.trace_pending(msg, future, begin_ms)
+        future.traced = (msg, begin_ms)
 
     def _release_async_slot(self, future: SiblingFuture) -> None:
         self._async_slots.release()
-        if future.settled_ms is not None:  # traced: when the answer came (the record's cost)
-            future.settled_ms = int(time.time() * 1000)
+        traced = future.traced
+        if traced is not None:
+            tracer = self._tracer
+            if tracer is not None:
+                try:
+                    tracer.trace_settled(traced[0], future, traced[1])
+                except Exception:  # noqa: BLE001 - a trace never fails the traced send
+                    log.exception("trace record of an async send not written")
 
     def _async_done(self, callback: SendCallback, future: SiblingFuture) -> None:
         self._release_async_slot(future)

@@ -1,12 +1,13 @@
 """Message traces sent off the hot path, as Apache's ``AsyncTraceDispatcher`` does.
 
-A traced producer appends one entry per send to a bounded queue (a deque append: the only
-cost on the sending thread; an async send's entry is its future, read once it is done); a
-dispatcher thread encodes the records into a trace message until it holds ``BATCH_RECORDS``
-(or ``FLUSH_INTERVAL_S`` passes without that many) and sends it async through a producer of
-its own to the trace topic. The message's keys are the traced messages' ids and keys, so
-``queryMsgTraceById`` (which looks a trace up by key) finds every record about a message. A
-full queue drops the record (counted): tracing never slows or fails the traced send.
+A traced producer encodes a send's Pub record once its answer is in (a sync send after it
+returns, an async one in its completion hook, an auto-batched one as one entry for its
+messages) and appends it to a bounded queue; a dispatcher thread joins the records into a
+trace message until it holds ``BATCH_RECORDS`` (or ``FLUSH_INTERVAL_S`` passes without that
+many) and sends it async through a producer of its own to the trace topic. The message's keys
+are the traced messages' ids and keys, so ``queryMsgTraceById`` (which looks a trace up by
+key) finds every record about a message. A full queue drops the record (counted): tracing
+never fails the traced send.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mqcore.client.loop import settled_outcome
+from mqcore.client.message import SendStatus
 from mqcore.message import Prop
-from mqcore.format.trace import TraceRecord, encode_pub_in, encode_record, pub_context, pub_parts
+from mqcore.format.trace import CONTENT_SEPARATOR, FIELD_SEPARATOR, TraceRecord, encode_record, pub_context, pub_parts
 
 if TYPE_CHECKING:
-    from mqcore.client.loop import SiblingFuture
     from mqcore.client.message import Message, SendResult
 
 __all__ = ["TraceDispatcher"]
@@ -43,12 +45,13 @@ BATCH_KEY_BYTES = 16 * 1024
 #: a message id (32 hex digits) and its separator in KEYS
 _ID_KEY_BYTES = 33
 FLUSH_INTERVAL_S = 0.5
-#: how long the last pass waits for async sends still unanswered at shutdown
-UNSETTLED_WAIT_S = 5.0
+#: (region, topic, tags, broker) Pub parts kept at most (``TraceDispatcher._contexts``)
+MAX_CONTEXTS = 1024
 #: the dispatcher gives up the GIL every this many records: the traced threads wait for it
 #: (an answer read, a send woken) while it formats a trace message, for as long as Python's
 #: switch interval (5 ms) would otherwise let it keep it
 YIELD_EVERY = 8
+_SEND_OK = SendStatus.SEND_OK
 #: marks a queued auto-batched send (one entry for all of its messages)
 _BATCH = object()
 
@@ -79,8 +82,11 @@ class TraceDispatcher:
         self._records = self._size = self._key_bytes = 0
         #: records pushed (the wake-up count)
         self._pushed = 0
-        #: the last pass's async sends that had no answer at shutdown
-        self._unsettled: list[tuple[Any, ...]] = []
+        #: the Pub parts of each (region, topic, tags, broker) sent to (``pub_context``); forgotten
+        #: at each trace message sent, so a broker's new address shows within a message
+        self._contexts: dict[tuple[str, str, str, str], tuple[str, str, str]] = {}
+        #: the last one used, with its key: (topic, tags, broker, region, context)
+        self._last_context: tuple[Any, ...] = ("", "", "", "", ("", "", ""))
         #: trace messages sent and not answered yet
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self.dropped = 0
@@ -106,31 +112,63 @@ class TraceDispatcher:
         self._push((record, body_length))
 
     def _push(self, item: tuple[Any, ...]) -> None:
-        # the traced thread's whole cost: a length check and an append (the record is built and
-        # encoded on the dispatcher's thread); the dispatcher is woken once per full batch
+        # a length check and an append; the dispatcher is woken once per full batch
         queue = self._queue
         if len(queue) >= self._capacity:
             self.dropped += 1
             return
         queue.append(item)
-        # counted, not measured by the queue's length: the queue keeps async sends still
-        # unanswered at its head, so it may never pass BATCH_RECORDS again (a lost update of
-        # two threads pushing at once only moves a wake-up by a record)
+        # counted, not measured by the queue's length, which the dispatcher empties while
+        # records come (a lost update of two threads pushing at once moves a wake-up by one)
         pushed = self._pushed + 1
         self._pushed = pushed
         if pushed % BATCH_RECORDS == 0:
             self._wake.set()
 
     def trace_send(self, msg: Message, result: SendResult | None, begin_ms: int, error: BaseException | None) -> None:
-        """The Pub record of one send (``SendMessageTraceHookImpl``), built later on the
-        dispatcher's thread. A send without an answer has no message id to find it by: none."""
+        """The Pub record of one send (``SendMessageTraceHookImpl``). A send without an answer
+        has no message id to find it by: none."""
         if result is not None and result.msg_id:
-            self._push((msg, result, begin_ms, int(time.time() * 1000)))
+            self._push_pub(msg, result, begin_ms, int(time.time() * 1000))
 
-    def trace_pending(self, msg: Message, future: SiblingFuture, begin_ms: int) -> None:
-        """The Pub record of an async send not answered yet, built once ``future`` is done
-        (from its outcome and its ``settled_ms``). An unanswered send gives none."""
-        self._push((msg, future, begin_ms))
+    def trace_settled(self, msg: Message, future: concurrent.futures.Future[Any], begin_ms: int) -> None:
+        """The Pub record of an async send whose ``future`` has just been settled (its
+        completion hook calls this on the thread that settled it). An unanswered send gives none."""
+        result, error = settled_outcome(future)
+        if error is None and result.msg_id:
+            self._push_pub(msg, result, begin_ms, int(time.time() * 1000))
+
+    def _push_pub(self, msg: Message, result: SendResult, begin_ms: int, end_ms: int) -> None:
+        """Queue a send's Pub record, encoded here (``(text, msg_id, keys)``).
+
+        Why on the sending thread, not the dispatcher's: the message and its result are in this
+        core's cache now; read by the dispatcher on the other core, the same formatting cost
+        twice as much (3 against 1.7 us a record, 1000 async sends in flight), and all of it is
+        Python under the one GIL, so it is what tracing takes from the traced producer."""
+        props = msg._properties  # KEYS is already the space-separated string the record carries
+        tags = props.get(Prop.TAGS) or ""
+        topic = msg.topic
+        broker_name = result.message_queue.broker_name
+        region = result.region_id or "DefaultRegion"
+        last = self._last_context  # a producer's sends mostly share one: no key tuple, no hash
+        if last[0] == topic and last[1] == tags and last[2] == broker_name and last[3] == region:
+            a, b, c = last[4]
+        else:
+            shared = (topic, tags, broker_name, region)
+            context = self._contexts.get(shared)
+            if context is None:
+                if len(self._contexts) > MAX_CONTEXTS:
+                    self._contexts.clear()
+                context = self._contexts[shared] = pub_context(region, self.group, topic, tags,
+                                                               self._store_host(broker_name))
+            self._last_context = (topic, tags, broker_name, region, context)
+            a, b, c = context
+        keys = props.get(Prop.KEYS) or ""
+        msg_id = result.msg_id
+        s = CONTENT_SEPARATOR  # format.trace.encode_pub's format, the shared parts formatted once
+        self._push((f"Pub{s}{begin_ms}{a}{msg_id}{b}{keys}{c}{len(msg.body)}{s}{end_ms - begin_ms}{s}0{s}"
+                    f"{result.offset_msg_id}{s}{'true' if result.status is _SEND_OK else 'false'}{FIELD_SEPARATOR}",
+                    msg_id, keys))
 
     def trace_batch(self, topic: str, tags: str | None, uniq_ids: list[str], result: SendResult,
                     begin_ms: int) -> None:
@@ -193,38 +231,16 @@ class TraceDispatcher:
         while True:
             woken = self._wake.wait(FLUSH_INTERVAL_S)
             self._wake.clear()
-            stopping = self._stopping
-            if stopping:  # the producer has shut down: its async sends are answered or failed
-                self._wait_unsettled(UNSETTLED_WAIT_S)
-            while self._fill(stopping):  # full trace messages while records keep coming
+            stopping = self._stopping  # the producer has shut down: its async sends are answered or failed
+            while self._fill():  # full trace messages while records keep coming
                 self._flush()
             if not woken or stopping:  # FLUSH_INTERVAL_S without a full one: what there is
                 self._flush()
             if stopping:
-                if self._unsettled:
-                    log.warning("%d trace records of unanswered sends not sent", len(self._unsettled))
                 return
 
-    def _wait_unsettled(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for item in list(self._queue):
-            if len(item) != 3:
-                continue
-            future = item[1]
-            try:
-                future.exception(max(0.0, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - cancelled or still pending: reported by the caller
-                pass
-
-    def _fill(self, last_pass: bool = False) -> bool:
+    def _fill(self) -> bool:
         """Move queued records into the trace message being filled; True when it is full.
-        An async send not answered yet stops the pass there (it stays at the queue's head,
-        with what came after it, until a later wake-up); on the ``last_pass`` it is set
-        aside in ``_unsettled`` instead.
-
-        Why it stops rather than looking past it: with 1000 sends in flight most of a
-        wake-up's records are unanswered, and looking at each again on every wake-up (an
-        exception each) was the dispatcher's largest cost; answers come in send order.
 
         Why a message is filled across wake-ups rather than sent with what the queue holds:
         sent at once, a traced sync producer's records went out ~12 to a message (the queue
@@ -233,9 +249,8 @@ class TraceDispatcher:
         parts, keys = self._parts, self._keys
         queue = self._queue
         # the loop's state in locals, written back when it stops (attribute updates per record
-        # were a fifth of its cost); a send's shared Pub parts formatted once per pass
+        # were a fifth of its cost)
         records, size, key_bytes = self._records, self._size, self._key_bytes
-        contexts: dict[tuple[Any, ...], tuple[str, str, str]] = {}
         full = True
         pause = YIELD_EVERY
         try:
@@ -249,36 +264,8 @@ class TraceDispatcher:
                     time.sleep(0)
                 item = queue.popleft()
                 kind = len(item)
-                if kind == 3 or kind == 4:  # an async send (msg, future, begin) or a sync one (msg, result, begin, end)
-                    if kind == 3:
-                        msg, future, begin_ms = item
-                        try:  # without the lock done() takes (the loop thread settles its siblings under it)
-                            result, error = future.settled_outcome()
-                        except concurrent.futures.InvalidStateError:
-                            if last_pass:
-                                self._unsettled.append(item)
-                                continue
-                            queue.appendleft(item)  # not answered yet: the next wake-up starts here
-                            full = False
-                            break
-                        if error is not None or not result.msg_id:
-                            continue
-                        end_ms = future.settled_ms or int(time.time() * 1000)
-                    else:
-                        msg, result, begin_ms, end_ms = item
-                    props = msg._properties  # KEYS is already the space-separated string the record carries
-                    tags = props.get(Prop.TAGS) or ""
-                    broker_name = result.message_queue.broker_name
-                    region = result.region_id or "DefaultRegion"
-                    shared = (region, msg.topic, tags, broker_name)
-                    context = contexts.get(shared)
-                    if context is None:
-                        context = contexts[shared] = pub_context(region, self.group, msg.topic, tags,
-                                                                 self._store_host(broker_name))
-                    record_keys = props.get(Prop.KEYS) or ""
-                    msg_id = result.msg_id
-                    text = encode_pub_in(context, begin_ms, msg_id, record_keys, len(msg.body), end_ms - begin_ms,
-                                         result.offset_msg_id, result.ok)
+                if kind == 3:  # a send's record, encoded: (text, msg_id, keys)
+                    text, msg_id, record_keys = item
                 elif kind == 2:  # a consumer's record
                     record, body_length = item
                     text, msg_id = encode_record(record, body_length=body_length), record.msg_id
@@ -313,6 +300,8 @@ class TraceDispatcher:
         msg = Message(self.trace_topic, "".join(self._parts).encode())
         msg.keys = " ".join(dict.fromkeys(self._keys))
         self._parts, self._keys, self._records, self._size, self._key_bytes = [], [], 0, 0, 0
+        self._contexts = {}
+        self._last_context = ("", "", "", "", ("", "", ""))
         # sent async, as Apache's dispatcher does: one at a time, a busy broker's answer time
         # (~0.6 ms) capped the dispatcher below a batching producer's rate and records queued up
         try:
@@ -338,7 +327,7 @@ class TraceDispatcher:
         """Wake the dispatcher for what waits (as the producer's next records would); True when
         no trace message is in flight and nothing waits but a trace message not full yet (it
         waits for more records or ``FLUSH_INTERVAL_S``): the dispatcher keeps up."""
-        if not self._in_flight and not self._queue and not self._unsettled and self._records < BATCH_RECORDS:
+        if not self._in_flight and not self._queue and self._records < BATCH_RECORDS:
             return True
         self._wake.set()
         return False

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from mqcore.format import layout as L
 
 __all__ = ["TRACE_TOPIC", "CONTENT_SEPARATOR", "FIELD_SEPARATOR", "TRACE_TYPES", "TraceRecord",
-           "decode_records", "encode_record", "encode_pub", "encode_pub_in", "pub_context", "records_about"]
+           "decode_records", "encode_record", "encode_pub", "pub_context", "records_about"]
 
 #: TopicValidator.RMQ_SYS_TRACE_TOPIC: where clients send traces unless they name another topic
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -176,19 +176,11 @@ def encode_pub(timestamp: int, region_id: str, group: str, topic: str, msg_id: s
 
 def pub_context(region_id: str, group: str, topic: str, tags: str, store_host: str) -> tuple[str, str, str]:
     """The parts of a Pub record that the sends of one producer to one topic, tag and broker
-    share, for ``encode_pub_in``: a dispatcher formats them once, not per record."""
+    share, ``(a, b, c)``: the record is ``encode_pub``'s with ``a`` from the region to the
+    topic, ``b`` around the tags and ``c`` around the store host (the client's trace
+    dispatcher formats them once, not per record; a property test keeps the two equal)."""
     c = CONTENT_SEPARATOR
     return f"{c}{region_id}{c}{group}{c}{topic}{c}", f"{c}{tags}{c}", f"{c}{store_host}{c}"
-
-
-def encode_pub_in(context: tuple[str, str, str], timestamp: int, msg_id: str, keys: str, body_length: int,
-                  cost_ms: int, offset_msg_id: str, success: bool) -> str:
-    """``encode_pub`` of a normal message (msgType 0) with the shared parts from
-    ``pub_context`` (a property test keeps the two equal)."""
-    a, b, c = context
-    s = CONTENT_SEPARATOR
-    return (f"Pub{s}{timestamp}{a}{msg_id}{b}{keys}{c}{body_length}{s}{cost_ms}{s}0{s}{offset_msg_id}{s}"
-            f"{'true' if success else 'false'}{FIELD_SEPARATOR}")
 
 
 def encode_record(r: TraceRecord, *, body_length: int = 0, msg_type: int = 0) -> str:

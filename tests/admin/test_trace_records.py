@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mqcore.admin.trace import decode_records, trace_views
-from mqcore.format.trace import encode_pub, encode_pub_in, pub_context, pub_parts
+from mqcore.format.trace import encode_pub, pub_parts
 from mqcore.client.message import MessageExt
 
 C, F = "\x01", "\x02"
@@ -83,11 +83,21 @@ def test_a_pub_record_cut_in_parts_is_the_record(ts, region, group, topic, msg_i
                              6, 3, 0, "OFFID1", True)
 
 
-@given(st.integers(0, 2**62), _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, st.integers(0, 2**31),
+@given(st.integers(0, 2**40), _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, _FIELD, st.binary(max_size=40),
        st.integers(0, 10**6), _FIELD, st.booleans())
-def test_a_pub_record_in_its_context_is_the_record(ts, region, group, topic, msg_id, tags, keys, host, length, cost,
+def test_the_dispatcher_s_pub_record_is_the_record(ts, region, group, topic, msg_id, tags, keys, host, body, cost,
                                                    offset_id, ok):
-    """encode_pub_in (a traced producer's per-send record, its shared parts formatted once) is encode_pub."""
-    context = pub_context(region, group, topic, tags, host)
-    assert encode_pub_in(context, ts, msg_id, keys, length, cost, offset_id, ok) == encode_pub(
-        ts, region, group, topic, msg_id, tags, keys, host, length, cost, 0, offset_id, ok)
+    """The record a traced producer queues per send (its shared parts from pub_context, kept
+    between sends) is encode_pub's, also after a send with other shared parts."""
+    from mqcore.client.message import Message, MessageQueue, SendResult, SendStatus
+    from mqcore.client.trace import TraceDispatcher
+    d = TraceDispatcher("127.0.0.1:1", "RMQ_SYS_TRACE_TOPIC", group, lambda g, a: None, store_host=lambda b: host)
+    msg = Message("T", body)
+    msg.topic, msg._properties = topic, {k: v for k, v in (("TAGS", tags), ("KEYS", keys)) if v}
+    status = SendStatus.SEND_OK if ok else SendStatus.FLUSH_DISK_TIMEOUT
+    for region_id in ("other", region, region):
+        result = SendResult(status, msg_id, MessageQueue(topic, "b", 0), 0, offset_id, region_id=region_id)
+        d._push_pub(msg, result, ts, ts + cost)
+    texts = [item[0] for item in d._queue]
+    assert texts[1] == texts[2] == encode_pub(ts, region or "DefaultRegion", group, topic, msg_id, tags, keys, host,
+                                              len(body), cost, 0, offset_id, ok)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 
 from mqcore.admin.cli import main as mqadmin_main
 from mqcore.client import Message, Producer
@@ -113,40 +114,28 @@ def test_every_async_send_gets_its_record_once_its_answer_comes():
             assert len(pubs) == 1 and pubs[0][1] == "traced-async" and pubs[0][-1] == "success", text
 
 
-def test_an_unanswered_async_send_holds_the_records_behind_it_in_order():
-    """The dispatcher stops at an async send with no answer yet (it and what follows wait for a
-    later pass) instead of looking past it, and the records leave in send order; on the last
-    pass (shutdown) an unanswered send is set aside and the rest still go."""
+def test_an_async_send_s_record_is_written_when_it_is_settled_in_send_order():
+    """An async send's Pub record is encoded by its completion hook (so records queue in the
+    order answers came, its cost the time to the answer); a failed send writes none."""
     import threading
 
     from mqcore.client.loop import SiblingFuture
     from mqcore.client.message import MessageQueue, SendResult, SendStatus
     from mqcore.client.trace import TraceDispatcher
+    from mqcore.format.trace import decode_records
 
     cond = threading.Condition()
     d = TraceDispatcher("127.0.0.1:1", "RMQ_SYS_TRACE_TOPIC", "pg", lambda g, a: None)
-    futures = [SiblingFuture(cond) for _ in range(3)]
     mq = MessageQueue("T", "broker-a", 0)
-
-    def answer(i: int) -> None:
-        futures[i].settled_ms = 1_700_000_000_010
-        futures[i].set_result(SendResult(SendStatus.SEND_OK, f"ID{i}", mq, i, f"OFF{i}"))
-
+    futures = [SiblingFuture(cond, lambda f: d.trace_settled(f.traced[0], f, f.traced[1])) for _ in range(3)]
     for i, f in enumerate(futures):
-        f.settled_ms = 0
-        d.trace_pending(Message("T", b"body"), f, 1_700_000_000_000)
-    answer(0)
-    answer(2)
+        f.traced = (Message("T", b"body", keys=f"k{i}"), int(time.time() * 1000) - 50)
+    futures[2].set_result(SendResult(SendStatus.SEND_OK, "ID2", mq, 2, "OFF2"))
+    futures[1].set_exception(TimeoutError("no answer"))
+    futures[0].set_result(SendResult(SendStatus.SEND_OK, "ID0", mq, 0, "OFF0"))
     assert d._fill() is False
-    assert d._keys == ["ID0"] and len(d._queue) == 2  # the unanswered ID1 and ID2 behind it wait
-    answer(1)
-    assert d._fill() is False
-    assert d._keys == ["ID0", "ID1", "ID2"] and not d._queue
-    assert ["Pub" in p and f"ID{i}" in p for i, p in enumerate(d._parts)] == [True] * 3
-    late = SiblingFuture(cond)
-    late.settled_ms = 0
-    d.trace_pending(Message("T", b"x"), late, 1_700_000_000_000)
-    d.trace_send(Message("T", b"y"), SendResult(SendStatus.SEND_OK, "ID9", mq, 9, "OFF9"), 1_700_000_000_000,
-                 None)
-    assert d._fill(last_pass=True) is False
-    assert d._keys[-1] == "ID9" and [item[1] for item in d._unsettled] == [late]
+    assert d._keys == ["ID2", "k2", "ID0", "k0"]
+    records, bad = decode_records("".join(d._parts).encode())
+    assert bad == 0 and [(r.msg_id, r.offset_msg_id, r.keys) for r in records] == [
+        ("ID2", "OFF2", "k2"), ("ID0", "OFF0", "k0")]
+    assert all(50 <= r.cost_ms < 10_000 for r in records)
