@@ -570,6 +570,32 @@ cdef class ChannelCore:
             self._partial_rx = self._rx_bytes - buffered
 
 
+cdef bint _put_pending(StorePlainSends sps, MappedFileCore mf, tuple item, bytes topic_b, int32_t queue_id,
+                       int64_t queue_offset, int64_t sys_flag, bytes born_host, bytes store_host, Py_ssize_t limit,
+                       object ix_buf, Py_ssize_t index_slots, Py_ssize_t index_entries, list pending, int64_t *phy_out,
+                       Py_ssize_t *size_out, bint *indexed) except -1:
+    """MessageWriter._put_plain_locked for a record whose queue is pending (the unit is kept,
+    not written: ConsumeQueue.put_one_locked's pending case; no arrival until the file is
+    made, as Dispatcher.dispatch_unit_locked tells none): False when the record does not fit
+    in the last commitlog file (the general steps roll it)."""
+    cdef Py_ssize_t pos = mf.wrote_position
+    cdef int64_t phy = mf.file_from_offset + pos
+    cdef int64_t store_ts = _realtime_ms() if sps.system_clock else sps.clock()
+    indexed[0] = False
+    cdef Py_ssize_t size = _append_plain(
+        mf.buf, pos, limit, phy, topic_b, queue_id, item[5], queue_offset, sys_flag, item[4], born_host, store_ts,
+        store_host, item[6], <bytes>item[10], item[7], sps.unit_scratch, 0, item[8], ix_buf, index_slots,
+        index_entries, item[9], indexed)
+    if not size:
+        return False
+    mf.wrote_position = pos + size  # commitlog.commit_locked
+    sps.w.last_store_timestamp = store_ts
+    pending.append((queue_offset, phy, size, item[8]))  # ConsumeQueue.put_one_locked (pending)
+    sps.d.last_store_timestamp = store_ts  # Dispatcher.dispatch_unit_locked
+    phy_out[0], size_out[0] = phy, size
+    return True
+
+
 cdef class StorePlainSends:
     """``MessageWriter.put_plain_sends`` compiled (the writer calls ``StorePlainSends(self)`` and
     binds the result in place of its Python body, which the twin kernels keep running): the
@@ -607,6 +633,9 @@ cdef class StorePlainSends:
     cdef bint system_clock  # the clock is mqcore.clock.system_clock_ms: read it in C
     cdef object cfg_seen  # the writer's configuration max_body was read from
     cdef Py_ssize_t max_body
+    # where append_plain writes the unit of a record to a pending queue (no file yet: its
+    # unit waits in ConsumeQueue.pending_units, as put_one_locked keeps it)
+    cdef bytearray unit_scratch
 
     def __init__(self, writer):
         self.writer = writer
@@ -633,6 +662,7 @@ cdef class StorePlainSends:
         self.limit = self.commitlog.file_size - min_blank
         from mqcore.clock import system_clock_ms
         self.system_clock = self.clock is system_clock_ms
+        self.unit_scratch = bytearray(CQ_UNIT_SIZE)
 
     def __call__(self, list items, bytes born_host, bytes store_host):
         return self.put(items, born_host, store_host)
@@ -663,6 +693,8 @@ cdef class StorePlainSends:
         cdef object key = None, cq = None, topic_b = b"", topic, ix_buf = None
         cdef ConsumeQueueCore cqc = None
         cdef MappedFileQueueCore cq_files_c = None
+        # the queue's ConsumeQueue.pending_units while it waits for its first file (else None)
+        cdef object pending = None
         cdef bint plain_dispatch
         cdef type file_class
         cdef MappedFileCore mf, unit_mf, ix_mf
@@ -706,8 +738,10 @@ cdef class StorePlainSends:
                             self.topic_b_seen, self.topic_seen = (<str>topic).encode(), topic
                         topic_b = self.topic_b_seen
                         cq = queue_map.get(key)  # ConsumeQueues.find_or_create, once the queue exists
+                        pending = None
                         if cq is None:
                             cq = queues.find_or_create(topic, queue_id)
+                            pending = cq.pending_units  # (a queue not in the map: pending, or made inline)
                         cqc = <ConsumeQueueCore>cq if type(cq) is self.queue_class else <ConsumeQueueCore?>cq
                         cq_files = cqc.queue
                         cq_files_c = <MappedFileQueueCore>cq_files if type(cq_files) is self.file_queue_class \
@@ -745,6 +779,18 @@ cdef class StorePlainSends:
                         if arrived_topic is not None and (arrived_topic != topic or arrived_queue != queue_id):
                             _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)
                         arrived_topic, arrived_queue, arrived_max, arrived_ts = topic, queue_id, queue_offset + 1, store_ts
+                    elif unit_mf is None and mf is not None and pending is not None and len(<list>pending) \
+                            and _put_pending(self, mf, item, topic_b, queue_id, queue_offset, sys_flag, born_host,
+                                             store_host, limit, ix_buf, index_slots if ix_mf is not None else 0,
+                                             index_entries if ix_mf is not None else 0, <list>pending, &phy, &size,
+                                             &indexed):
+                        # a queue waiting for its first file, after its first unit (whose put the
+                        # general steps made: the partition's check): _put_plain_locked's steps
+                        offsets[key] = queue_offset + 1
+                        if not indexed:
+                            dispatcher.index_keys_locked(item[9], phy, w.last_store_timestamp)
+                            ix_mf = _index_target(index, self.index_file_class, file_class)
+                            ix_buf = ix_mf.buf if ix_mf is not None else None
                     else:
                         if arrived_topic is not None:  # the general steps notify their own unit: keep the order
                             _units_arrived(dispatcher, listeners, arrived_topic, arrived_queue, arrived_max, arrived_ts)

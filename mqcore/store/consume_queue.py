@@ -175,8 +175,10 @@ class ConsumeQueue:
         reserved file, so a full disk refuses the put instead of failing its dispatch
         after the record is already in the commitlog. Raises ``DiskFullError``."""
         if self.pending_units is not None:
-            # the first file is made off the put's path: ask the partition whether it may be
-            if self.queue.space_check is not None:
+            # the first file is made off the put's path: ask the partition whether it may be,
+            # once for that file (its first unit's put; a statvfs per put to a queue waiting for
+            # its file made those puts several times dearer than the rest)
+            if not self.pending_units and self.queue.space_check is not None:
                 self.queue.space_check(self.root_dir, self.file_size)
             return
         last = self.queue.last

@@ -421,6 +421,49 @@ def test_a_stored_batch_wakes_long_polling_once_per_run_of_a_queue(tmp_path):
         st.shutdown()
 
 
+def test_plain_sends_to_queues_waiting_for_their_file_give_the_files_of_ready_queues(tmp_path, kernels):
+    """Units of queues that wait for their first file (pending) are kept in memory by the
+    compiled store stage as by the general steps (the first unit of each such queue takes the
+    general steps: the partition's check): once the files are made, the store's files are
+    those of the same sends to queues that had their files all along."""
+    from mqcore.store.message_store import MessageStore
+
+    queues = [0, 1, 0, 1, 1, 2, 0, 2, 2, 1]
+
+    def run(root, hold: bool):
+        st = MessageStore(small_config(root, broker_cluster_name="DefaultCluster"), clock=lambda: 1_700_000_000_000,
+                          kernels=kernels)
+        st.load()
+        st.start()
+        try:
+            frames = [encode_frame(create_request(RequestCode.SEND_MESSAGE_V2, _v2(e=str(q)), b"b%d" % i, opaque=i))
+                      for i, q in enumerate(queues)]
+            stored = []
+            if hold:  # every queue stays pending while the sends are stored (one batch)
+                with st.queues._making:
+                    blob = b"".join(frames)
+                    items, _ = _pipeline.parse_plain_sends(blob, 0, len(blob), 1 << 20, CLUSTER, True)
+                    got, refusal = st.put_plain_sends(items, BORN, STORE)
+                    assert refusal is None
+                    stored.extend(got)
+                    assert len(st.queues.pending) == 3 and not st.queues.queues
+            else:  # each queue gets its file right after its first unit
+                for f in frames:
+                    items, _ = _pipeline.parse_plain_sends(f, 0, len(f), 1 << 20, CLUSTER, True)
+                    got, refusal = st.put_plain_sends(items, BORN, STORE)
+                    assert refusal is None
+                    stored.extend(got)
+                    st.queues.make_all_ready()
+            st.queues.make_all_ready()
+            assert not st.queues.pending
+            return stored, [st.get_max_offset_in_queue(PLAIN_TOPIC, q) for q in range(3)]
+        finally:
+            st.shutdown()
+
+    assert run(tmp_path / "pending", True) == run(tmp_path / "ready", False)
+    assert _files(tmp_path / "pending") == _files(tmp_path / "ready")
+
+
 def test_the_system_clock_stamps_plain_sends_with_the_wall_clock(tmp_path):
     """A store on the system clock (every broker's): the compiled store stage reads the wall
     clock itself, and stamps each record with epoch milliseconds as mqcore.clock does."""
